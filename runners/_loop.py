@@ -1,0 +1,234 @@
+"""The page loop every runner shares (stdlib only): skip, detect, write, report.
+
+A family script defines a detector class and ends with ``_loop.main(MyDetector)``:
+
+    class MyDetector:
+        def __init__(self, params: dict, device: str, allow_cpu_fallback: bool): ...
+            # load the model ONCE; set self.device_used and self.info (dict for the report)
+        def detect(self, image_path: str, page: dict) -> list[dict]: ...
+            # regions: {"bbox_xyxy": [x0,y0,x1,y1] original pixels, "label": raw label,
+            #           "score": float|None, "order": int|None, "text": str|None}
+        def close(self) -> None: ...
+
+The orchestrator starts ``python <family>.py --job job.json``. This module owns the rest:
+the skip-if-valid-output check (made before compute), per-page error capture, atomic
+writes, timing, provenance, the run report and the exit code. Runners never import newsbag.
+
+Protocol on stdout: one line per event, ``@@newsbag <json>`` (setup / start / done / end);
+everything else a model library prints goes to stderr or is ignored by the orchestrator.
+Exit codes: 0 all pages ok or skipped, 4 some pages failed, 3 a dependency is missing,
+5 the requested GPU is unusable and CPU fallback is not allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+EVENT_PREFIX = "@@newsbag "
+FAILED_DIR = "_failed"
+
+
+class DeviceUnavailable(RuntimeError):
+    """The requested accelerator cannot be used and CPU fallback is not allowed."""
+
+
+class MissingDependency(RuntimeError):
+    """A library or model file the family needs is not installed."""
+
+
+def emit(event: str, **fields) -> None:
+    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def is_valid_output(path: Path, page_id: str) -> bool:
+    """A finished page: parseable JSON for this page id with a regions list."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            page = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(page, dict) and page.get("page_id") == page_id and isinstance(page.get("regions"), list)
+
+
+def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[list[dict], dict]:
+    """Clip boxes to the page, drop degenerate ones, add the canonical class.
+
+    Returns the regions and a warning counter (aggregated per page, never per box).
+    """
+    out, warnings = [], {}
+    for region in regions:
+        x0, y0, x1, y1 = (float(v) for v in region["bbox_xyxy"])
+        if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+            warnings["non_finite_box"] = warnings.get("non_finite_box", 0) + 1
+            continue
+        cx0, cy0 = min(max(x0, 0.0), width), min(max(y0, 0.0), height)
+        cx1, cy1 = min(max(x1, 0.0), width), min(max(y1, 0.0), height)
+        if (cx0, cy0, cx1, cy1) != (x0, y0, x1, y1):
+            warnings["clipped_box"] = warnings.get("clipped_box", 0) + 1
+        if cx1 - cx0 < 1 or cy1 - cy0 < 1:
+            warnings["degenerate_box"] = warnings.get("degenerate_box", 0) + 1
+            continue
+        raw = str(region["label"])
+        canonical = label_map.get(raw)
+        if canonical is None:
+            warnings[f"unknown_label:{raw}"] = warnings.get(f"unknown_label:{raw}", 0) + 1
+            canonical = "unknown"
+        score = region.get("score")
+        out.append({
+            "bbox_xyxy": [round(cx0, 2), round(cy0, 2), round(cx1, 2), round(cy1, 2)],
+            "label": raw,
+            "class": canonical,
+            "score": None if score is None else round(float(score), 5),
+            "order": None if region.get("order") is None else int(region["order"]),
+            "text": region.get("text"),
+        })
+    return out, warnings
+
+
+def _load_report(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            report = json.load(fh)
+        return report if isinstance(report, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def run_job(job: dict, detector_cls) -> int:
+    out_dir = Path(job["out_dir"])
+    failed_dir = out_dir / FAILED_DIR
+    report_path = out_dir / job.get("report_name", "run_report.json")
+    force = bool(job.get("force"))
+    pages = job["pages"]
+    label_map = job.get("label_map", {})
+
+    todo = []
+    for page in pages:
+        if not force and is_valid_output(out_dir / f"{page['page_id']}.json", page["page_id"]):
+            emit("done", page_id=page["page_id"], status="skipped", seconds=0.0)
+        else:
+            todo.append(page)
+
+    report = _load_report(report_path)
+    report.update({
+        "stage": job["stage"], "variant": job["variant"], "family": job["family"],
+        "params": job.get("params", {}), "device_requested": job.get("device", "auto"),
+        "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
+        "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+    report.setdefault("pages", {})
+    for page in pages:
+        if page not in todo:
+            report["pages"].setdefault(page["page_id"], {"status": "ok", "seconds": None})
+    if not todo:
+        report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        atomic_write_json(report_path, report)
+        emit("end", ok=0, failed=0, skipped=len(pages))
+        return 0
+
+    t0 = time.perf_counter()
+    try:
+        detector = detector_cls(job.get("params", {}), job.get("device", "auto"),
+                                bool(job.get("allow_cpu_fallback", True)))
+    except (ImportError, MissingDependency) as exc:
+        log(f"{job['stage']}/{job['variant']}: missing dependency: {exc}")
+        emit("fatal", error_class="MissingDependency", error=str(exc))
+        return 3
+    except DeviceUnavailable as exc:
+        log(f"{job['stage']}/{job['variant']}: device unavailable: {exc}")
+        emit("fatal", error_class="DeviceUnavailable", error=str(exc))
+        return 5
+    setup_seconds = time.perf_counter() - t0
+    info = dict(getattr(detector, "info", {}) or {})
+    device_used = getattr(detector, "device_used", "cpu")
+    report.update({"device_used": device_used, "setup_seconds": round(setup_seconds, 3), **info})
+    emit("setup", device=device_used, seconds=round(setup_seconds, 3), **info)
+    log(f"{job['stage']}/{job['variant']}: model ready on {device_used} in {setup_seconds:.1f}s; {len(todo)} pages to do")
+
+    source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"],
+              "model": info.get("model", job["family"]), "device": device_used}
+    n_ok = n_failed = 0
+    try:
+        for page in todo:
+            page_id = page["page_id"]
+            emit("start", page_id=page_id)
+            t_page = time.perf_counter()
+            try:
+                raw = detector.detect(page["image_path"], page)
+                regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), label_map)
+                seconds = time.perf_counter() - t_page
+                record = {
+                    "page_id": page_id,
+                    "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
+                    "source": source,
+                    "regions": regions,
+                    "seconds": round(seconds, 4),
+                }
+                if warnings:
+                    record["warnings"] = warnings
+                atomic_write_json(out_dir / f"{page_id}.json", record)
+                (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
+                report["pages"][page_id] = {"status": "ok", "seconds": round(seconds, 4),
+                                            "regions": len(regions), **({"warnings": warnings} if warnings else {})}
+                n_ok += 1
+                emit("done", page_id=page_id, status="ok", seconds=round(seconds, 4), regions=len(regions))
+            except Exception as exc:  # the page boundary: record and go on
+                seconds = time.perf_counter() - t_page
+                error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+                log(f"page {page_id} ({page['path']}): {job['stage']}/{job['variant']}: {error}")
+                log(traceback.format_exc())
+                atomic_write_json(failed_dir / f"{page_id}.json", {
+                    "page_id": page_id, "path": page["path"], "error": error,
+                    "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                })
+                report["pages"][page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
+                n_failed += 1
+                emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
+    finally:
+        close = getattr(detector, "close", None)
+        if close is not None:
+            close()
+        report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        report["counts"] = {"ok": n_ok, "failed": n_failed, "skipped": len(pages) - len(todo)}
+        atomic_write_json(report_path, report)
+    emit("end", ok=n_ok, failed=n_failed, skipped=len(pages) - len(todo))
+    return 4 if n_failed else 0
+
+
+def main(detector_cls) -> None:
+    parser = argparse.ArgumentParser(description=f"newsbag runner ({Path(sys.argv[0]).stem})")
+    parser.add_argument("--job", required=True, help="job spec JSON written by the orchestrator")
+    args = parser.parse_args()
+    with open(args.job, encoding="utf-8") as fh:
+        job = json.load(fh)
+    sys.exit(run_job(job, detector_cls))

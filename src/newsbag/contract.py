@@ -1,0 +1,215 @@
+"""The single contract: `Boxes` (arrays plus metadata) and the source-page JSON schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, TypedDict
+
+import numpy as np
+
+from . import labels
+
+__all__ = [
+    "PageMeta",
+    "Boxes",
+    "SourcePage",
+    "Region",
+    "validate_source_page",
+    "boxes_from_page",
+    "regions_from_boxes",
+]
+
+
+class Region(TypedDict, total=False):
+    bbox_xyxy: list[float]
+    label: str
+    # "class" is a keyword; TypedDict functional form would hide the others, so it is
+    # documented here and read with region["class"].
+    score: float | None
+    order: int | None
+    text: str | None
+    support: list[str]
+    members: list[dict]
+
+
+class SourcePage(TypedDict):
+    page_id: str
+    image: dict
+    source: dict
+    regions: list[Region]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PageMeta:
+    page_id: str
+    width: int
+    height: int
+    source: str = ""
+    image_path: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Boxes:
+    """Boxes of one page as parallel columns; indexing keeps every column aligned.
+
+    Args:
+        xyxy: (N, 4) float64 pixel corners in the original page image, x right, y down.
+        score: (N,) float32; NaN where the model gives no score (MinerU).
+        label: (N,) int8 codes into `labels.LABELS` (canonical labels).
+        data: optional per-box columns of length N (``source``, ``raw_label``, ``text``,
+            ``order``...).
+        meta: page id, size and source name.
+    """
+
+    xyxy: np.ndarray
+    score: np.ndarray
+    label: np.ndarray
+    meta: PageMeta
+    data: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        xyxy = np.asarray(self.xyxy, dtype=np.float64)
+        if xyxy.size == 0:
+            xyxy = xyxy.reshape(0, 4)
+        if xyxy.ndim != 2 or xyxy.shape[1] != 4:
+            raise ValueError(f"xyxy must have shape (N, 4), got {xyxy.shape}")
+        n = xyxy.shape[0]
+        score = np.asarray(self.score, dtype=np.float32).reshape(-1)
+        label = np.asarray(self.label, dtype=np.int8).reshape(-1)
+        if score.shape != (n,):
+            raise ValueError(f"score must have shape ({n},), got {score.shape}")
+        if label.shape != (n,):
+            raise ValueError(f"label must have shape ({n},), got {label.shape}")
+        data = {}
+        for key, col in self.data.items():
+            col = np.asarray(col)
+            if col.shape[:1] != (n,):
+                raise ValueError(f"data[{key!r}] must have length {n}, got shape {col.shape}")
+            data[key] = col
+        for name, arr in (("xyxy", xyxy), ("score", score), ("label", label)):
+            arr.flags.writeable = False
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "data", data)
+
+    def __len__(self) -> int:
+        return int(self.xyxy.shape[0])
+
+    def __getitem__(self, index: Any) -> Boxes:
+        idx = np.asarray(index)
+        if idx.dtype != bool:
+            idx = idx.astype(np.intp).reshape(-1)
+        return Boxes(
+            xyxy=self.xyxy[idx],
+            score=self.score[idx],
+            label=self.label[idx],
+            meta=self.meta,
+            data={k: v[idx] for k, v in self.data.items()},
+        )
+
+    @property
+    def area(self) -> np.ndarray:
+        """(N,) box areas in square pixels (degenerate boxes give 0)."""
+        wh = np.clip(self.xyxy[:, 2:] - self.xyxy[:, :2], 0, None)
+        return wh[:, 0] * wh[:, 1]
+
+    @property
+    def coarse(self) -> np.ndarray:
+        """(N,) coarse class names (object array) of each box's canonical label."""
+        table = np.array([labels.coarse_for(name) for name in labels.LABELS], dtype=object)
+        return table[self.label.astype(np.intp)]
+
+    @property
+    def label_names(self) -> np.ndarray:
+        return np.array(labels.LABELS, dtype=object)[self.label.astype(np.intp)]
+
+    @classmethod
+    def empty(cls, meta: PageMeta, data_keys: Iterable[str] = ()) -> Boxes:
+        return cls(
+            xyxy=np.zeros((0, 4)), score=np.zeros(0, np.float32), label=np.zeros(0, np.int8),
+            meta=meta, data={k: np.zeros(0, dtype=object) for k in data_keys},
+        )
+
+    @classmethod
+    def concat(cls, parts: list[Boxes], meta: PageMeta | None = None) -> Boxes:
+        """Stack boxes of one page. Raises ValueError when page ids differ."""
+        if not parts:
+            if meta is None:
+                raise ValueError("concat of no Boxes needs meta")
+            return cls.empty(meta)
+        ids = {p.meta.page_id for p in parts}
+        if len(ids) > 1:
+            raise ValueError(f"cannot concat boxes of different pages: {sorted(ids)}")
+        keys = set(parts[0].data)
+        for p in parts[1:]:
+            keys &= set(p.data)
+        return cls(
+            xyxy=np.concatenate([p.xyxy for p in parts]).reshape(-1, 4),
+            score=np.concatenate([p.score for p in parts]),
+            label=np.concatenate([p.label for p in parts]),
+            meta=meta or parts[0].meta,
+            data={k: np.concatenate([p.data[k] for p in parts]) for k in sorted(keys)},
+        )
+
+
+def validate_source_page(page: Any) -> None:
+    """Raise ValueError naming the first thing wrong with a source-page dict."""
+    if not isinstance(page, dict):
+        raise ValueError(f"page must be a JSON object, got {type(page).__name__}")
+    for key in ("page_id", "image", "source", "regions"):
+        if key not in page:
+            raise ValueError(f"missing key {key!r}")
+    image = page["image"]
+    if not isinstance(image, dict) or not all(k in image for k in ("path", "width", "height")):
+        raise ValueError("image must have path, width and height")
+    if not isinstance(page["regions"], list):
+        raise ValueError("regions must be a list")
+    for i, region in enumerate(page["regions"]):
+        bbox = region.get("bbox_xyxy") if isinstance(region, dict) else None
+        if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox)):
+            raise ValueError(f"regions[{i}].bbox_xyxy must be 4 numbers, got {bbox!r}")
+        if not isinstance(region.get("label"), str):
+            raise ValueError(f"regions[{i}].label must be a string")
+
+
+def boxes_from_page(page: dict, source: str | None = None) -> Boxes:
+    """Columns of a source or fused page dict; the canonical ``class`` gives the label code."""
+    regions = page["regions"]
+    src = source or f"{page['source'].get('stage', '')}/{page['source'].get('variant', '')}"
+    meta = PageMeta(
+        page_id=page["page_id"], width=int(page["image"]["width"]),
+        height=int(page["image"]["height"]), source=src, image_path=page["image"]["path"],
+    )
+    n = len(regions)
+    xyxy = np.array([r["bbox_xyxy"] for r in regions], dtype=np.float64).reshape(n, 4)
+    score = np.array([np.nan if r.get("score") is None else r["score"] for r in regions], dtype=np.float32)
+    label = np.array([labels.label_code(r.get("class") or "unknown") for r in regions], dtype=np.int8)
+    order = np.array([-1 if r.get("order") is None else int(r["order"]) for r in regions], dtype=np.int64)
+    data = {
+        "source": np.full(n, src, dtype=object),
+        "raw_label": np.array([r["label"] for r in regions], dtype=object).reshape(n),
+        "text": np.array([r.get("text") for r in regions], dtype=object).reshape(n),
+        "order": order,
+    }
+    return Boxes(xyxy=xyxy, score=score, label=label, meta=meta, data=data)
+
+
+def regions_from_boxes(boxes: Boxes) -> list[dict]:
+    """Region dicts for JSON; columns named in `data` that are JSON-able are carried over."""
+    names = boxes.label_names
+    out = []
+    for i in range(len(boxes)):
+        score = float(boxes.score[i])
+        region = {
+            "bbox_xyxy": [round(float(v), 2) for v in boxes.xyxy[i]],
+            "label": str(boxes.data["raw_label"][i]) if "raw_label" in boxes.data else str(names[i]),
+            "class": str(names[i]),
+            "score": None if np.isnan(score) else round(score, 4),
+            "order": int(boxes.data["order"][i]) if "order" in boxes.data and boxes.data["order"][i] >= 0 else None,
+            "text": boxes.data["text"][i] if "text" in boxes.data else None,
+        }
+        for key in ("support", "members"):
+            if key in boxes.data:
+                region[key] = boxes.data[key][i]
+        out.append(region)
+    return out

@@ -1,0 +1,55 @@
+"""The exception hierarchy; each class carries the process exit code `cli.main` maps it to."""
+
+from __future__ import annotations
+
+__all__ = [
+    "NewsbagError",
+    "InputError",
+    "ConfigError",
+    "EnvError",
+    "RunnerError",
+    "PartialFailure",
+    "GpuPreflightError",
+]
+
+
+class NewsbagError(Exception):
+    """Base class: a failure the user can act on. The message is one line."""
+
+    exit_code = 1
+
+
+class ConfigError(NewsbagError):
+    """Bad config file or bad option value (usage error)."""
+
+    exit_code = 2
+
+
+class InputError(NewsbagError):
+    """Unreadable or missing input (image, manifest, run directory)."""
+
+    exit_code = 2
+
+
+class EnvError(NewsbagError):
+    """A model env, interpreter or dependency is missing."""
+
+    exit_code = 3
+
+
+class RunnerError(NewsbagError):
+    """A runner could not do its job at all (died before any page, wrote nothing)."""
+
+    exit_code = 4
+
+
+class PartialFailure(NewsbagError):
+    """The run finished but some pages failed; the ledger has the details."""
+
+    exit_code = 4
+
+
+class GpuPreflightError(NewsbagError):
+    """A GPU was required and none was usable."""
+
+    exit_code = 5
