@@ -9,6 +9,9 @@ A family script defines a detector class and ends with ``_loop.main(MyDetector)`
             # regions: {"bbox_xyxy": [x0,y0,x1,y1] original pixels, "label": raw label,
             #           "score": float|None, "order": int|None, "text": str|None}
         def close(self) -> None: ...
+        # optional: def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]
+        #   used when batch_size (job key, else params key) > 1; a batch that raises is
+        #   retried page by page so only the bad page fails.
 
 The orchestrator starts ``python <family>.py --job job.json``. This module owns the rest:
 the skip-if-valid-output check (made before compute), per-page error capture, atomic
@@ -177,52 +180,93 @@ def run_job(job: dict, detector_cls) -> int:
 
     source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"],
               "model": info.get("model", job["family"]), "device": device_used}
-    n_ok = n_failed = 0
-    try:
-        for page in todo:
-            page_id = page["page_id"]
-            emit("start", page_id=page_id)
-            t_page = time.perf_counter()
+    counts = {"ok": 0, "failed": 0}
+
+    def finish_ok(page: dict, raw, seconds: float) -> None:
+        page_id = page["page_id"]
+        regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), label_map)
+        record = {
+            "page_id": page_id,
+            "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
+            "source": source,
+            "regions": regions,
+            "seconds": round(seconds, 4),
+        }
+        if warnings:
+            record["warnings"] = warnings
+        atomic_write_json(out_dir / f"{page_id}.json", record)
+        (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
+        report["pages"][page_id] = {"status": "ok", "seconds": round(seconds, 4),
+                                    "regions": len(regions), **({"warnings": warnings} if warnings else {})}
+        counts["ok"] += 1
+        emit("done", page_id=page_id, status="ok", seconds=round(seconds, 4), regions=len(regions))
+
+    def finish_failed(page: dict, exc: Exception, seconds: float) -> None:
+        page_id = page["page_id"]
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        log(f"page {page_id} ({page['path']}): {job['stage']}/{job['variant']}: {error}")
+        log(traceback.format_exc())
+        atomic_write_json(failed_dir / f"{page_id}.json", {
+            "page_id": page_id, "path": page["path"], "error": error,
+            "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+        report["pages"][page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
+        counts["failed"] += 1
+        emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
+
+    def run_one(page: dict, announce: bool = True) -> None:
+        if announce:
+            emit("start", page_id=page["page_id"])
+        t_page = time.perf_counter()
+        try:
+            raw = detector.detect(page["image_path"], page)
+            finish_ok(page, raw, time.perf_counter() - t_page)
+        except Exception as exc:  # the page boundary: record and go on
+            finish_failed(page, exc, time.perf_counter() - t_page)
+
+    def run_batch(batch: list[dict]) -> None:
+        """One detect_batch call; if it raises, retry its pages one by one so only bad pages fail."""
+        for page in batch:
+            emit("start", page_id=page["page_id"])
+        t_batch = time.perf_counter()
+        try:
+            results = detector.detect_batch([(page["image_path"], page) for page in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"detect_batch returned {len(results)} results for {len(batch)} pages")
+        except Exception as exc:
+            log(f"{job['stage']}/{job['variant']}: batch of {len(batch)} failed ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}); retrying its pages one by one")
+            for page in batch:
+                run_one(page, announce=False)
+            return
+        seconds = (time.perf_counter() - t_batch) / len(batch)
+        for page, raw in zip(batch, results):
             try:
-                raw = detector.detect(page["image_path"], page)
-                regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), label_map)
-                seconds = time.perf_counter() - t_page
-                record = {
-                    "page_id": page_id,
-                    "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
-                    "source": source,
-                    "regions": regions,
-                    "seconds": round(seconds, 4),
-                }
-                if warnings:
-                    record["warnings"] = warnings
-                atomic_write_json(out_dir / f"{page_id}.json", record)
-                (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
-                report["pages"][page_id] = {"status": "ok", "seconds": round(seconds, 4),
-                                            "regions": len(regions), **({"warnings": warnings} if warnings else {})}
-                n_ok += 1
-                emit("done", page_id=page_id, status="ok", seconds=round(seconds, 4), regions=len(regions))
-            except Exception as exc:  # the page boundary: record and go on
-                seconds = time.perf_counter() - t_page
-                error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-                log(f"page {page_id} ({page['path']}): {job['stage']}/{job['variant']}: {error}")
-                log(traceback.format_exc())
-                atomic_write_json(failed_dir / f"{page_id}.json", {
-                    "page_id": page_id, "path": page["path"], "error": error,
-                    "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                })
-                report["pages"][page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
-                n_failed += 1
-                emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
+                finish_ok(page, raw, seconds)
+            except Exception as exc:
+                finish_failed(page, exc, seconds)
+
+    # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
+    # it is used when the job (or the variant params) sets batch_size > 1.
+    batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
+    use_batches = batch_size > 1 and callable(getattr(detector, "detect_batch", None))
+    report["batch_size"] = batch_size if use_batches else 1
+    try:
+        if use_batches:
+            for i in range(0, len(todo), batch_size):
+                run_batch(todo[i:i + batch_size])
+        else:
+            for page in todo:
+                run_one(page)
     finally:
         close = getattr(detector, "close", None)
         if close is not None:
             close()
         report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        report["counts"] = {"ok": n_ok, "failed": n_failed, "skipped": len(pages) - len(todo)}
+        report["counts"] = {**counts, "skipped": len(pages) - len(todo)}
         atomic_write_json(report_path, report)
-    emit("end", ok=n_ok, failed=n_failed, skipped=len(pages) - len(todo))
-    return 4 if n_failed else 0
+    emit("end", ok=counts["ok"], failed=counts["failed"], skipped=len(pages) - len(todo))
+    return 4 if counts["failed"] else 0
 
 
 def main(detector_cls) -> None:

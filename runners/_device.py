@@ -1,0 +1,86 @@
+"""GPU detection for torch and paddle runners: pick the device, report name and compute capability.
+
+A framework build without kernels for the card fails only at the first real op (H200
+sm_90 with some Paddle wheels, GB10 sm_121 with older CUDA builds), so the report also
+says whether the card's capability is covered by the build's arch list.
+"""
+
+from __future__ import annotations
+
+from _loop import DeviceUnavailable, MissingDependency
+
+__all__ = ["arch_supported", "choose", "torch_status", "paddle_status"]
+
+
+def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool | None:
+    """Whether a build with `arch_list` (e.g. ["sm_80", "sm_90", "compute_90"]) runs on `capability`.
+
+    A cubin sm_XY runs on the same major with minor >= Y; PTX compute_XY JIT-compiles for any
+    capability >= (X, Y). Arch-specific targets (sm_90a) count as their base. None when the
+    list is empty (unknown build).
+    """
+    if not arch_list:
+        return None
+    major, minor = capability
+    for arch in arch_list:
+        kind, _, num = arch.partition("_")
+        digits = "".join(ch for ch in num if ch.isdigit())
+        if len(digits) < 2:
+            continue
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+def choose(device: str, allow_cpu_fallback: bool, cuda_ok: bool, why_not: str, require_cuda: bool = False) -> str:
+    """"cuda" or "cpu" for a requested device ("auto" | "gpu" | "cpu").
+
+    Raises:
+        DeviceUnavailable: CUDA wanted (device "gpu" without fallback, or require_cuda) but not usable.
+    """
+    if require_cuda and not cuda_ok:
+        raise DeviceUnavailable(f"require_cuda is set but CUDA is not usable: {why_not}")
+    if device == "cpu":
+        if require_cuda:
+            raise DeviceUnavailable("require_cuda is set but the stage asks for device cpu")
+        return "cpu"
+    if cuda_ok:
+        return "cuda"
+    if device == "gpu" and not allow_cpu_fallback:
+        raise DeviceUnavailable(f"GPU requested but CUDA is not usable ({why_not}) and CPU fallback is not allowed")
+    return "cpu"
+
+
+def torch_status() -> dict:
+    """What torch sees: cuda_available, GPU name, capability, build arch list and coverage."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingDependency(f"torch is not installed: {exc}") from exc
+    info = {"torch_version": str(torch.__version__), "torch_cuda": getattr(torch.version, "cuda", None),
+            "cuda_available": bool(torch.cuda.is_available())}
+    if info["cuda_available"]:
+        cap = tuple(int(v) for v in torch.cuda.get_device_capability(0))
+        arch_list = list(torch.cuda.get_arch_list())
+        info.update({"gpu_name": torch.cuda.get_device_name(0), "compute_capability": f"{cap[0]}.{cap[1]}",
+                     "arch_list": arch_list, "arch_supported": arch_supported(cap, arch_list)})
+    return info
+
+
+def paddle_status() -> dict:
+    """What paddle sees: compiled with CUDA, GPU count, name, capability."""
+    try:
+        import paddle
+    except ImportError as exc:
+        raise MissingDependency(f"paddlepaddle is not installed: {exc}") from exc
+    compiled = bool(paddle.device.is_compiled_with_cuda())
+    count = int(paddle.device.cuda.device_count()) if compiled else 0
+    info = {"paddle_version": str(paddle.__version__), "paddle_compiled_with_cuda": compiled,
+            "cuda_available": compiled and count > 0}
+    if info["cuda_available"]:
+        cap = tuple(int(v) for v in paddle.device.cuda.get_device_capability(0))
+        info.update({"gpu_name": paddle.device.cuda.get_device_name(0), "compute_capability": f"{cap[0]}.{cap[1]}"})
+    return info

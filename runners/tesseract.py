@@ -1,0 +1,90 @@
+"""tesseract runner: Tesseract page layout analysis (typed blocks or paragraphs) via tesserocr.
+
+No language data is needed: ``InitForAnalysePage`` sets up layout analysis only. The page
+segmentation mode is PSM_AUTO_ONLY; the API's default (single block) returns one block.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import _loop
+
+LEVELS = ("block", "paragraph")
+
+
+def block_type_names(pt) -> dict[int, str]:
+    """PolyBlockType value -> lower-case enum name (``flowing_text``, ``horz_line``, ...)."""
+    return {getattr(pt, name): name.lower() for name in dir(pt) if name.isupper() and name != "COUNT"}
+
+
+def downscale_factor(width: int, height: int, max_side: int) -> float:
+    """Factor (<= 1) that brings the long side to ``max_side``; 1 when ``max_side`` <= 0."""
+    long_side = max(width, height)
+    return max_side / long_side if 0 < max_side < long_side else 1.0
+
+
+class TesseractDetector:
+    """One tesserocr API object per job, reused for every page."""
+
+    def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        try:
+            import tesserocr
+        except ImportError as exc:
+            raise _loop.MissingDependency(
+                f"tesserocr is not installed in {sys.executable}: {exc}; pip install tesserocr") from exc
+        level = params["level"]
+        if level not in LEVELS:
+            raise ValueError(f"tesseract: unknown level {level!r}; choose one of {list(LEVELS)}")
+        if device == "gpu" and not allow_cpu_fallback:
+            raise _loop.DeviceUnavailable("tesseract layout analysis runs on CPU only; allow CPU fallback")
+        self.ril = tesserocr.RIL.BLOCK if level == "block" else tesserocr.RIL.PARA
+        self.max_side = int(params["max_side"])
+        self.names = block_type_names(tesserocr.PT)
+        self.iterate_level = tesserocr.iterate_level
+        self.api = tesserocr.PyTessBaseAPI(init=False)
+        self.api.InitForAnalysePage()
+        self.api.SetPageSegMode(tesserocr.PSM.AUTO_ONLY)
+        version = tesserocr.tesseract_version().split()[1]
+        self.device_used = "cpu"
+        self.info = {"model": f"tesseract-{version} layout", "tesseract_version": version,
+                     "tesserocr_version": getattr(tesserocr, "__version__", None), "level": level}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        from PIL import Image
+
+        Image.MAX_IMAGE_PIXELS = None
+        with Image.open(image_path) as im:
+            # Tesseract binarises internally; grey keeps the copy small.
+            image = im.convert("L")
+        width, height = image.size
+        factor = downscale_factor(image.width, image.height, self.max_side)
+        if factor < 1.0:
+            size = (max(1, round(image.width * factor)), max(1, round(image.height * factor)))
+            image = image.resize(size, Image.Resampling.LANCZOS)
+        self.api.SetImage(image)
+        iterator = self.api.AnalyseLayout()
+        if iterator is None:  # tesserocr's answer for an empty page
+            return []
+        scale_x, scale_y = width / image.width, height / image.height
+        regions = []
+        for item in self.iterate_level(iterator, self.ril):
+            box = item.BoundingBox(self.ril)
+            if box is None:
+                continue
+            x0, y0, x1, y1 = box
+            regions.append({
+                "bbox_xyxy": [x0 * scale_x, y0 * scale_y, x1 * scale_x, y1 * scale_y],
+                # At RIL.PARA this is the enclosing block's type, so headings stay headings.
+                "label": self.names.get(item.BlockType(), "unknown"),
+                "score": None, "order": None, "text": None,
+            })
+        self.api.Clear()
+        return regions
+
+    def close(self) -> None:
+        self.api.End()
+
+
+if __name__ == "__main__":
+    _loop.main(TesseractDetector)

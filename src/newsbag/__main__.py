@@ -1,0 +1,3 @@
+from newsbag.cli import main
+
+main()

@@ -1,0 +1,278 @@
+"""Command line: parse options, build a dataclass, call one library function, map errors to exit codes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from functools import wraps
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import NewsbagError
+
+__all__ = ["cli", "main"]
+
+log = logging.getLogger("newsbag")
+
+
+def _setup_logging(level: str) -> None:
+    root = logging.getLogger()
+    if getattr(root, "_newsbag_configured", False):
+        root.setLevel(level.upper())
+        return
+    from .progress import is_interactive
+
+    if is_interactive():
+        from rich.logging import RichHandler
+        from rich.console import Console
+
+        handler: logging.Handler = RichHandler(console=Console(stderr=True), show_path=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"))
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root._newsbag_configured = True  # type: ignore[attr-defined]
+
+
+def _common(func):
+    """Options every command shares: --run-dir and --log-level."""
+
+    @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+                  help="Run directory (created if missing; reruns resume).")
+    @click.option("-l", "--log-level", default="info", show_default=True,
+                  type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
+    @wraps(func)
+    def wrapper(*args, log_level: str, **kwargs):
+        _setup_logging(log_level)
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+class ShardType(click.ParamType):
+    name = "K/N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            k, n = (int(v) for v in str(value).split("/"))
+        except ValueError:
+            self.fail(f"{value!r} is not K/N (e.g. 0/4)", param, ctx)
+        if n < 1 or not 0 <= k < n:
+            self.fail(f"{value!r}: need 0 <= K < N", param, ctx)
+        return (k, n)
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+def _input_options(func):
+    @click.option("--input-dir", "input_dirs", multiple=True,
+                  type=click.Path(exists=True, file_okay=False, path_type=Path),
+                  help="Folder of page images (repeatable).")
+    @click.option("--recursive", is_flag=True, help="Descend into sub-folders of --input-dir.")
+    @click.option("--manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                  help="File with one image path per line (# comments, relative to the file).")
+    @click.option("--max-pages", type=click.IntRange(min=1), help="Take only the first N pages.")
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+@click.group(context_settings={"auto_envvar_prefix": "NEWSBAG", "help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="newsbag")
+def cli() -> None:
+    """Run layout detectors over newspaper pages, fuse their boxes, and review the result."""
+
+
+@cli.command()
+@_common
+@_input_options
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Pipeline config JSON (default: the embedded CPU bag).")
+@click.option("--stages", help="Comma-separated stages to run (default: all in the config).")
+@click.option("--pages", "page_ids", help="Comma-separated page ids to (re)run.")
+@click.option("--shard", type=ShardType(), help="Run only shard K of N of the pages (K/N, 0-based).")
+@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), help="Override the device of every model stage.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Fusion processes.")
+@click.option("--force", is_flag=True, help="Redo pages that are already finished.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (pages x sources) and write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
+def run(run_dir, input_dirs, recursive, manifest, max_pages, config_path, stages, page_ids, shard,
+        device, workers, force, dry_run, as_json):
+    """Run the pipeline stages over the pages (resumes finished pages)."""
+    from .pipeline import RunOptions, run_pipeline
+
+    opts = RunOptions(run_dir=run_dir, config_path=config_path, input_dirs=tuple(input_dirs),
+                      manifest=manifest, recursive=recursive, stages=_csv(stages), max_pages=max_pages,
+                      page_ids=_csv(page_ids), shard=shard, force=force, device=device, workers=workers)
+    if dry_run:
+        _print_plan(opts, as_json)
+        return
+    summary = run_pipeline(opts)
+    fusion = run_dir / "outputs" / "fusion"
+    if as_json:
+        click.echo(json.dumps({"run_dir": str(run_dir), "pages": summary.pages,
+                               "sources": [o.to_json() for o in summary.sources],
+                               "seconds": round(summary.seconds, 2)}, indent=1))
+    else:
+        for path in (fusion / "variant_leaderboard.tsv", fusion / "source_leaderboard.tsv",
+                     run_dir / "review" / "index.html"):
+            if path.exists():
+                click.echo(str(path))
+
+
+def _print_plan(opts, as_json: bool) -> None:
+    from .config import load_config
+    from .pages import discover_images, page_id_for, read_manifest_list, read_pages
+    from .pipeline import _with_device, plan
+
+    config = _with_device(load_config(opts.config_path), opts.device)
+    stages = config.select(list(opts.stages))
+    if opts.input_dirs or opts.manifest:
+        paths = []
+        if opts.manifest:
+            root = opts.manifest.resolve().parent
+            paths += [(p, root) for p in read_manifest_list(opts.manifest)]
+        roots = [d.resolve() for d in opts.input_dirs]
+        for r in roots:
+            paths += [(p, r.parent if len(roots) > 1 else r) for p in discover_images(r, opts.recursive)]
+        ids = [page_id_for(p, r) for p, r in paths][: opts.max_pages]
+        from .pages import PageRecord
+
+        pages = [PageRecord(i, "", "", 0, 0, "") for i in ids]
+    else:
+        pages = read_pages(opts.run_dir)[: opts.max_pages]
+    from .pages import select_shard
+
+    rows = plan(config, stages, select_shard(pages, opts.shard), opts.run_dir)
+    if as_json:
+        click.echo(json.dumps({"pages": len(pages), "plan": rows}, indent=1))
+        return
+    click.echo(f"{len(pages)} page(s); config {config.path}")
+    for row in rows:
+        todo = "" if row["todo"] is None else f" todo {row['todo']} done {row['done']}"
+        click.echo(f"  {row['stage']:<16} {row['source']:<32} {row['family']:<14} device {row['device']:<4}{todo}")
+
+
+@cli.command()
+@_common
+@_input_options
+def pages(run_dir, input_dirs, recursive, manifest, max_pages):
+    """Build RUN/manifests/pages.jsonl only (run once before submitting parallel jobs)."""
+    from .errors import PartialFailure
+    from .pages import build_pages
+
+    if not input_dirs and not manifest:
+        raise click.UsageError("give --input-dir or --manifest")
+    found, rejected = build_pages(run_dir, list(input_dirs), manifest, recursive, max_pages)
+    click.echo(f"{len(found)} page(s) in {run_dir / 'manifests' / 'pages.jsonl'}")
+    if rejected:
+        raise PartialFailure(f"{len(rejected)} input(s) rejected; see {run_dir / 'manifests' / 'rejected.jsonl'}")
+
+
+@cli.command()
+@_common
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(run_dir, as_json):
+    """Pages done / failed / pending per stage and source."""
+    from .status import collect_status
+
+    if not run_dir.is_dir():
+        raise click.BadParameter(f"{run_dir} is not a run directory", param_hint="--run-dir")
+    info = collect_status(run_dir)
+    if as_json:
+        click.echo(json.dumps(info, indent=1))
+        return
+    click.echo(f"{info['run_dir']}: {info['pages']} page(s)")
+    for s in info["sources"]:
+        click.echo(f"  {s['source']:<36} done {s['done']:>6}  failed {s['failed']:>5}  pending {s['pending']:>6}")
+        for page_id, err in s["errors"].items():
+            click.echo(f"      {page_id}: {err}")
+    for f in info["fusion"]:
+        mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
+        click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}{mark}")
+    click.echo(f"  review boards {info['review_boards']}; gallery {'yes' if info['gallery'] else 'no'}")
+
+
+def _builtin_options(func):
+    @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                  help="Config (default: the run's config.resolved.json).")
+    @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
+    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes.")
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int) -> None:
+    from .config import BuiltinStage, load_config, to_jsonable
+    from .pages import read_pages
+    from .pipeline import RunOptions, _run_builtin
+
+    resolved = run_dir / "config.resolved.json"
+    config = load_config(config_path or (resolved if resolved.exists() else None))
+    stage = next((s for s in config.stages if isinstance(s, BuiltinStage) and s.kind == kind), BuiltinStage(kind, kind, {}))
+    ids = [p.page_id for p in read_pages(run_dir)]
+    if not ids:
+        raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
+    result = to_jsonable(_run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers)))
+    click.echo(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
+
+
+@cli.command()
+@_common
+@_builtin_options
+def fuse(run_dir, config_path, force, workers):
+    """Fuse the source boxes of a run (CPU only)."""
+    _run_builtin_command("fusion", run_dir, config_path, force, workers)
+
+
+@cli.command()
+@_common
+@_builtin_options
+def review(run_dir, config_path, force, workers):
+    """Draw review boards and the HTML gallery."""
+    _run_builtin_command("review", run_dir, config_path, force, workers)
+
+
+@cli.command()
+@_common
+@click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Ground truth folder (index.json + annotations/, the nzz format).")
+def evaluate(run_dir, gt_dir):
+    """Score every source and fusion variant against ground truth."""
+    from .evaluate import run_evaluate
+
+    result = run_evaluate(run_dir, gt_dir)
+    for path in result.get("written", []):
+        click.echo(str(path))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: the only place that turns exceptions into exit codes."""
+    try:
+        rv = cli.main(args=argv, prog_name="newsbag", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("newsbag: interrupted", err=True)
+        sys.exit(130)
+    except NewsbagError as exc:
+        click.echo(f"newsbag: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)

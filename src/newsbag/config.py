@@ -1,0 +1,252 @@
+"""Pipeline config: load JSON, expand $VARS, validate against runner tool.json, freeze."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, Mapping
+
+from .errors import ConfigError
+from .resources import default_config_path, runners_dir
+
+__all__ = [
+    "EnvSpec",
+    "ModelStage",
+    "BuiltinStage",
+    "PipelineConfig",
+    "Device",
+    "load_config",
+    "parse_config",
+    "load_tool_spec",
+]
+
+Device = Literal["auto", "gpu", "cpu"]
+DEVICES = ("auto", "gpu", "cpu")
+BUILTIN_KINDS = ("fusion", "review")
+_TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir"}
+_MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "timeout_s",
+                     "page_timeout_s", "max_restarts", "variants", "description"}
+_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
+          "object": dict, "array": list}
+_VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    python: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelStage:
+    name: str
+    family: str
+    env: EnvSpec
+    device: Device
+    allow_cpu_fallback: bool
+    timeout_s: float
+    page_timeout_s: float
+    max_restarts: int
+    variants: Mapping[str, Mapping[str, Any]]
+    kind: str = "model"
+
+
+@dataclass(frozen=True)
+class BuiltinStage:
+    name: str
+    kind: str
+    options: Mapping[str, Any]
+
+
+Stage = ModelStage | BuiltinStage
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    path: str
+    resolved: Mapping[str, Any]
+    stages: tuple[Stage, ...]
+    runners_dir: Path
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise ConfigError(f"unknown stage {name!r} (this config has: {', '.join(self.stage_names)})")
+
+    def select(self, names: list[str] | None) -> tuple[Stage, ...]:
+        """Stages to run, in config order; unknown names are refused before anything runs."""
+        if not names:
+            return self.stages
+        unknown = [n for n in names if n not in self.stage_names]
+        if unknown:
+            raise ConfigError(
+                f"unknown stage(s) {', '.join(unknown)} (this config has: {', '.join(self.stage_names)})"
+            )
+        return tuple(s for s in self.stages if s.name in names)
+
+
+def _expand(value: Any, variables: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        def sub(m: re.Match) -> str:
+            key = m.group(1) or m.group(2)
+            return variables.get(key, m.group(0))
+        return _VAR.sub(sub, value)
+    if isinstance(value, list):
+        return [_expand(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand(v, variables) for k, v in value.items()}
+    return value
+
+
+def _variables(declared: Mapping[str, Any]) -> dict[str, str]:
+    """Environment first, then the config's `vars` defaults (themselves expanded)."""
+    env = dict(os.environ)
+    env.setdefault("USER", os.environ.get("LOGNAME", "user"))
+    out = dict(env)
+    for key, default in declared.items():
+        if key not in env:
+            out[key] = _expand(str(default), out)
+    return out
+
+
+def load_tool_spec(family: str, root: Path) -> dict:
+    path = root / f"{family}.tool.json"
+    if not (root / f"{family}.py").is_file():
+        raise ConfigError(f"no runner for family {family!r}: {root / (family + '.py')} does not exist")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"runner {family!r} has no tool spec {path}") from None
+
+
+def _validate_params(where: str, params: Any, spec: dict) -> dict:
+    if not isinstance(params, dict):
+        raise ConfigError(f"{where}: variant parameters must be an object, got {type(params).__name__}")
+    declared = spec.get("parameters", {})
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise ConfigError(f"{where}: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(sorted(declared))})")
+    out = {}
+    for name, decl in declared.items():
+        value = params.get(name, decl.get("default"))
+        expected = _TYPES.get(decl.get("type", "string"))
+        bad_bool = isinstance(value, bool) and decl.get("type") in ("number", "integer")
+        if value is not None and expected is not None and (not isinstance(value, expected) or bad_bool):
+            raise ConfigError(f"{where}: parameter {name!r} must be {decl.get('type')}, got {value!r}")
+        if "enum" in decl and value not in decl["enum"]:
+            raise ConfigError(f"{where}: parameter {name!r} must be one of {decl['enum']}, got {value!r}")
+        out[name] = value
+    return out
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
+    """Validate a config dict; every message names the file and the offending key."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config must be a JSON object")
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP_KEYS))})")
+    variables = _variables(raw.get("vars", {}))
+    resolved = _expand({k: v for k, v in raw.items() if k != "vars"}, variables)
+    resolved["vars"] = {k: variables[k] for k in raw.get("vars", {})}
+    root = Path(resolved["runners_dir"]).expanduser() if resolved.get("runners_dir") else runners_dir()
+
+    envs: dict[str, EnvSpec] = {"default": EnvSpec("default", sys.executable, {})}
+    for name, spec in resolved.get("envs", {}).items():
+        if not isinstance(spec, dict) or set(spec) - {"python", "env", "description"}:
+            raise ConfigError(f"{path}: envs.{name} must be an object with python, env, description")
+        python = spec.get("python") or sys.executable
+        envs[name] = EnvSpec(name, python, MappingProxyType({k: str(v) for k, v in spec.get("env", {}).items()}))
+
+    device = resolved.get("device", "auto")
+    if device not in DEVICES:
+        raise ConfigError(f"{path}: device must be one of {', '.join(DEVICES)}, got {device!r}")
+    fallback = bool(resolved.get("allow_cpu_fallback", True))
+
+    stages: list[Stage] = []
+    stage_dicts = resolved.get("stages")
+    if not isinstance(stage_dicts, list) or not stage_dicts:
+        raise ConfigError(f"{path}: stages must be a non-empty list")
+    for i, sd in enumerate(stage_dicts):
+        if not isinstance(sd, dict) or not isinstance(sd.get("name"), str):
+            raise ConfigError(f"{path}: stages[{i}] must be an object with a name")
+        name = sd["name"]
+        if name in {s.name for s in stages}:
+            raise ConfigError(f"{path}: stage {name!r} is defined twice")
+        where = f"{path}: stage {name!r}"
+        kind = sd.get("kind", "model")
+        if kind in BUILTIN_KINDS:
+            stages.append(BuiltinStage(name, kind, _freeze({k: v for k, v in sd.items() if k not in ("name", "kind")})))
+            continue
+        if kind != "model":
+            raise ConfigError(f"{where}: kind must be model, fusion or review, got {kind!r}")
+        unknown = sorted(set(sd) - _MODEL_STAGE_KEYS - {"kind"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_MODEL_STAGE_KEYS))})")
+        family = sd.get("family") or name
+        env_name = sd.get("env", "default")
+        if env_name not in envs:
+            raise ConfigError(f"{where}: env {env_name!r} is not declared under envs")
+        stage_device = sd.get("device", device)
+        if stage_device not in DEVICES:
+            raise ConfigError(f"{where}: device must be one of {', '.join(DEVICES)}, got {stage_device!r}")
+        variants = sd.get("variants")
+        if not isinstance(variants, dict) or not variants:
+            raise ConfigError(f"{where}: variants must be a non-empty object")
+        spec = load_tool_spec(family, root)
+        params = {v: _validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
+        for v in params:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
+                raise ConfigError(f"{where}: variant name {v!r} may only use letters, digits, _ . -")
+        stages.append(ModelStage(
+            name=name, family=family, env=envs[env_name], device=stage_device,
+            allow_cpu_fallback=bool(sd.get("allow_cpu_fallback", fallback)),
+            timeout_s=float(sd.get("timeout_s", 24 * 3600)),
+            page_timeout_s=float(sd.get("page_timeout_s", 600)),
+            max_restarts=int(sd.get("max_restarts", 3)),
+            variants=_freeze(params),
+        ))
+    return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
+
+
+def load_config(path: str | os.PathLike | None) -> PipelineConfig:
+    """Load `path`, or the embedded default config when None."""
+    p = Path(path) if path else default_config_path()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"config {p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return parse_config(raw, str(p))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Undo `_freeze` for writing config.resolved.json."""
+    if isinstance(value, Mapping):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [to_jsonable(v) for v in value]
+    return value

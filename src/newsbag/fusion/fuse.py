@@ -1,0 +1,354 @@
+"""Fusion variants: one function per method over pooled source boxes, listed in `VARIANTS`.
+
+Input boxes carry ``data["source"]`` ("<stage>/<variant>") and ``data["family"]``; boxes
+of coarse class ``line`` are text-line evidence, never output regions. Outputs carry
+``data["member_idx"]`` (object array of int arrays into the input) and
+``data["support_bits"]`` (int64 bit set over `source_names(boxes)`); `describe` turns
+them into the JSON ``support`` and ``members`` lists.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .. import labels
+from ..contract import Boxes
+from .geometry import Pairs, area, cross_pairs, self_pairs
+from .match import connected_groups, pair_scores
+from .order import column_segments, reading_order
+from .variants import BestSingleParams, ConsensusParams
+
+__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "coarse_codes", "COARSE"]
+
+COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
+_COARSE_OF_LABEL = np.array([COARSE[labels.coarse_for(name)] for name in labels.LABELS], np.int8)
+_TEXTLIKE = np.array([COARSE["text"], COARSE["title"]])
+# Unscored boxes (MinerU) weigh like a middling score in coordinate averaging.
+_NAN_SCORE_WEIGHT = 0.5
+_EPS = 1e-9
+
+
+def coarse_codes(boxes: Boxes) -> np.ndarray:
+    """(N,) int8 index into `labels.COARSE_CLASSES` of each box."""
+    return _COARSE_OF_LABEL[boxes.label.astype(np.intp)]
+
+
+def source_names(boxes: Boxes) -> np.ndarray:
+    """Sorted unique source names; ``support_bits`` bit k stands for entry k."""
+    return np.unique(boxes.data["source"]).astype(object) if len(boxes) else np.zeros(0, object)
+
+
+def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
+    names, codes = np.unique(boxes.data[key], return_inverse=True)
+    return names, codes.reshape(-1)
+
+
+def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
+    import fnmatch
+
+    rank = np.full(len(names), len(globs), np.int64)
+    for k, g in reversed(list(enumerate(globs))):
+        rank[[fnmatch.fnmatchcase(str(n), g) for n in names]] = k
+    return rank
+
+
+def _glob_weight(names: np.ndarray, weights: tuple[tuple[str, float], ...]) -> np.ndarray:
+    import fnmatch
+
+    w = np.ones(len(names))
+    for g, value in weights:
+        w[[fnmatch.fnmatchcase(str(n), g) for n in names]] = value
+    return w
+
+
+def _inside(boxes_xyxy: np.ndarray, lines_xyxy: np.ndarray, t: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """(K,) pairs (box, line) where at least `t` of the line lies inside the box."""
+    p = cross_pairs(boxes_xyxy, lines_xyxy)
+    la = area(lines_xyxy)[p.j]
+    ok = p.inter >= t * np.maximum(la, _EPS)
+    return p.i[ok], p.j[ok]
+
+
+class _Resolved:
+    """Fused boxes of one resolution round (groups averaged, nesting resolved)."""
+
+    def __init__(self, xyxy, score, label, member_idx, support_bits):
+        self.xyxy, self.score, self.label = xyxy, score, label
+        self.member_idx, self.support_bits = member_idx, support_bits
+
+
+def _resolve(
+    idx: np.ndarray,
+    boxes: Boxes,
+    pairs: Pairs,
+    coarse: np.ndarray,
+    src: np.ndarray,
+    fam_bits: np.ndarray,
+    sup_bits: np.ndarray,
+    rank: np.ndarray,
+    weight: np.ndarray,
+    params: ConsensusParams,
+) -> _Resolved:
+    """Average IoU-matched boxes of `idx` (WBF style), then keep one granularity per nest."""
+    n = len(boxes)
+    sel = np.zeros(n, bool)
+    sel[idx] = True
+    iou, _, _ = pair_scores(boxes.xyxy, pairs)
+    e = sel[pairs.i] & sel[pairs.j] & (coarse[pairs.i] == coarse[pairs.j]) & (src[pairs.i] != src[pairs.j])
+    e &= iou >= params.t_iou
+    local = np.full(n, -1, np.intp)
+    local[idx] = np.arange(len(idx))
+    gid = connected_groups(len(idx), local[pairs.i[e]], local[pairs.j[e]])
+    g = int(gid.max()) + 1 if len(gid) else 0
+
+    w = weight[idx]
+    xyxy = np.zeros((g, 4))
+    np.add.at(xyxy, gid, boxes.xyxy[idx] * w[:, None])
+    wsum = np.bincount(gid, w, minlength=g)
+    xyxy /= np.maximum(wsum, _EPS)[:, None]
+    sc = boxes.score[idx].astype(np.float64)
+    has = ~np.isnan(sc)
+    ssum = np.bincount(gid[has], sc[has], minlength=g)
+    scount = np.bincount(gid[has], minlength=g)
+    score = np.where(scount > 0, ssum / np.maximum(scount, 1), np.nan)
+    top = np.lexsort((-w, gid))
+    first = np.r_[True, gid[top][1:] != gid[top][:-1]] if len(top) else np.zeros(0, bool)
+    label = np.empty(g, np.int8)
+    label[gid[top][first]] = boxes.label[idx[top][first]]
+    support = np.zeros(g, np.int64)
+    np.bitwise_or.at(support, gid, sup_bits[idx])
+    own = np.zeros(g, np.int64)
+    np.bitwise_or.at(own, gid, fam_bits[idx])
+    own_n = np.array([int(v).bit_count() for v in own], np.float64) if g else np.zeros(0)
+    grank = np.full(g, np.iinfo(np.int64).max)
+    np.minimum.at(grank, gid, rank[src[idx]])
+    members = np.empty(g, object)
+    split_at = np.flatnonzero(np.diff(np.sort(gid))) + 1
+    for k, m in enumerate(np.split(idx[np.argsort(gid, kind="stable")], split_at) if g else []):
+        members[k] = m
+    gcoarse = _COARSE_OF_LABEL[label.astype(np.intp)]
+
+    # Nesting: child lies inside container (IoA >= t_ioa) without matching it on IoU.
+    keep = np.ones(g, bool)
+    absorber = np.arange(g)
+    if g > 1:
+        gp = self_pairs(xyxy)
+        giou, ioa_i, ioa_j = pair_scores(xyxy, gp)
+        ga = area(xyxy)
+        same = (gcoarse[gp.i] == gcoarse[gp.j]) & (giou < params.t_iou)
+        i_in_j = same & (ioa_i >= params.t_ioa) & (ga[gp.i] <= ga[gp.j])
+        j_in_i = same & (ioa_j >= params.t_ioa) & (ga[gp.j] < ga[gp.i]) & ~i_in_j
+        child = np.concatenate([gp.i[i_in_j], gp.j[j_in_i]])
+        cont = np.concatenate([gp.j[i_in_j], gp.i[j_in_i]])
+        inter = np.concatenate([gp.inter[i_in_j], gp.inter[j_in_i]])
+        if len(child):
+            n_c = np.bincount(cont, minlength=g)
+            cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(ga, _EPS)
+            splits = (n_c >= 2) & (cov_c >= params.t_split)
+            if params.prefer == "coarse":
+                splits[:] = False
+            elif params.prefer == "support":
+                mean_own = np.bincount(cont, own_n[child], minlength=g) / np.maximum(n_c, 1)
+                crank = np.full(g, np.iinfo(np.int64).max)
+                np.minimum.at(crank, cont, grank[child])
+                splits &= (mean_own > own_n + 1e-9) | ((np.abs(mean_own - own_n) <= 1e-9) & (crank <= grank))
+            parent_ok = ~splits[cont]
+            keep = ~splits & (np.bincount(child, parent_ok, minlength=g) == 0)
+            # Boxes swallowed by a kept coarser box hand it their members.
+            ok = np.flatnonzero(parent_ok)
+            o = ok[np.lexsort((ga[cont[ok]], child[ok]))]
+            firsto = np.r_[True, child[o][1:] != child[o][:-1]] if len(o) else np.zeros(0, bool)
+            absorber[child[o][firsto]] = cont[o][firsto]
+            for _ in range(64):
+                nxt = absorber[absorber]
+                if np.array_equal(nxt, absorber):
+                    break
+                absorber = nxt
+    kept = np.flatnonzero(keep)
+    gathered = np.empty(len(kept), object)
+    pos = {int(k): p for p, k in enumerate(kept)}
+    extra: dict[int, list] = {}
+    for c in np.flatnonzero(~keep & (absorber != np.arange(g))):
+        a = int(absorber[c])
+        if a in pos:
+            extra.setdefault(a, []).append(members[c])
+            support[a] |= support[c]
+    for p, k in enumerate(kept):
+        gathered[p] = np.concatenate([members[k], *extra[int(k)]]) if int(k) in extra else members[k]
+    return _Resolved(xyxy[kept], score[kept], label[kept], gathered, support[kept])
+
+
+def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
+    """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
+
+    Steps: (1) support of a box = families whose same-class boxes (text lines count for
+    text and titles) cover at least `t_cover` of it, plus its own family; correlated
+    sources of one family are one vote. (2) Keep boxes with >= `vote` families or a score
+    >= `solo_score`. (3) Average IoU-matched kept boxes, weighted by score and source
+    weight. (4) Where kept boxes nest, keep the finer ones if they cover `t_split` of the
+    container and the evidence prefers them (see `ConsensusParams.prefer`), else the
+    container. (5) Optionally cut text regions at column gutters of the text lines and
+    (6) add rejected boxes that hold text lines no kept region covers.
+
+    Args:
+        boxes: pooled boxes of one page (sources plus optional text-line evidence).
+        params: the variant's parameters.
+        pairs: overlapping pairs of `boxes` when the caller already has them.
+
+    Returns:
+        Fused boxes with ``member_idx``, ``support_bits`` and ``order`` columns.
+    """
+    meta = boxes.meta
+    n = len(boxes)
+    if n == 0:
+        return _empty(boxes)
+    if pairs is None:
+        pairs = self_pairs(boxes.xyxy)
+    coarse = coarse_codes(boxes)
+    is_line = coarse == COARSE["line"]
+    textlike = np.isin(coarse, _TEXTLIKE)
+    src_names, src = _codes(boxes, "source")
+    fam_names, fam = _codes(boxes, "family")
+    n_src = len(src_names)
+    if n_src > 62:
+        raise ValueError(f"at most 62 sources can be fused at once, got {n_src}")
+    fam_of_src = np.zeros(n_src, np.intp)
+    fam_of_src[src] = fam
+    a = np.maximum(area(boxes.xyxy), _EPS)
+
+    # (1) coverage of each box by each source's compatible boxes.
+    i, j, inter = pairs.i, pairs.j, pairs.inter
+    same = coarse[i] == coarse[j]
+    j_for_i = same | (is_line[j] & textlike[i])
+    i_for_j = same | (is_line[i] & textlike[j])
+    cov = np.zeros(n * n_src)
+    np.add.at(cov, i[j_for_i] * n_src + src[j[j_for_i]], inter[j_for_i])
+    np.add.at(cov, j[i_for_j] * n_src + src[i[i_for_j]], inter[i_for_j])
+    cov = cov.reshape(n, n_src) / a[:, None]
+    src_ok = cov >= params.t_cover
+    src_ok[np.arange(n), src] = True
+    fam_ok = np.zeros((n, len(fam_names)), bool)
+    for f in range(len(fam_names)):
+        fam_ok[:, f] = src_ok[:, fam_of_src == f].any(axis=1)
+    n_fam = fam_ok.sum(axis=1)
+    bit = np.int64(1) << np.arange(n_src, dtype=np.int64)
+    sup_bits = (src_ok * bit).sum(axis=1).astype(np.int64)
+    fam_bits = (np.int64(1) << fam.astype(np.int64))
+
+    # (2) vote.
+    region = ~is_line
+    keep = region & (n_fam >= params.vote)
+    if params.solo_score is not None:
+        keep |= region & (np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score)
+
+    rank = _glob_rank(src_names, params.granularity)
+    sw = _glob_weight(src_names, params.weights)[src]
+    weight = np.where(np.isnan(boxes.score), _NAN_SCORE_WEIGHT, boxes.score) * sw
+
+    args = (boxes, pairs, coarse, src, fam_bits, sup_bits, rank, weight, params)
+    res = _resolve(np.flatnonzero(keep), *args)
+    xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
+
+    lines = boxes.xyxy[is_line]
+    if len(lines) and (params.split_columns or params.fill_lines):
+        if params.split_columns:
+            t = np.flatnonzero(np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE))
+            mb, ml = _inside(xyxy[t], lines)
+            n_cols, parent, seg = column_segments(xyxy[t], lines, mb, ml, params.col_gap * meta.width)
+            if len(parent):
+                cut = t[n_cols >= 2]
+                stay = np.setdiff1d(np.arange(len(xyxy)), cut)
+                src_of = t[parent]
+                xyxy = np.concatenate([xyxy[stay], seg])
+                score = np.concatenate([score[stay], score[src_of]])
+                label = np.concatenate([label[stay], label[src_of]])
+                members = np.concatenate([members[stay], members[src_of]])
+                support = np.concatenate([support[stay], support[src_of]])
+        if params.fill_lines:
+            t = np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE)
+            mb, ml = _inside(xyxy[t], lines)
+            uncovered = np.ones(len(lines), bool)
+            uncovered[ml] = False
+            cand = np.flatnonzero(region & textlike & ~keep)
+            if uncovered.any() and len(cand):
+                cb, cl = _inside(boxes.xyxy[cand], lines[uncovered])
+                n_new = np.bincount(cb, minlength=len(cand))
+                taken = cross_pairs(boxes.xyxy[cand], xyxy[t])
+                taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / a[cand]
+                fill = cand[(n_new >= params.fill_min_lines) & (taken_share < 0.5)]
+                if len(fill):
+                    extra = _resolve(fill, *args)
+                    xyxy = np.concatenate([xyxy, extra.xyxy])
+                    score = np.concatenate([score, extra.score])
+                    label = np.concatenate([label, extra.label])
+                    members = np.concatenate([members, extra.member_idx])
+                    support = np.concatenate([support, extra.support_bits])
+
+    order = reading_order(xyxy, meta.width, meta.height)
+    return Boxes(
+        xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
+        data={"member_idx": members, "support_bits": support, "order": order},
+    )
+
+
+def _empty(boxes: Boxes) -> Boxes:
+    return Boxes(
+        xyxy=np.zeros((0, 4)), score=np.zeros(0, np.float32), label=np.zeros(0, np.int8), meta=boxes.meta,
+        data={"member_idx": np.zeros(0, object), "support_bits": np.zeros(0, np.int64),
+              "order": np.zeros(0, np.int64)},
+    )
+
+
+def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None = None,
+                     choose: Callable[[Boxes], str] | None = None) -> Boxes:
+    """The boxes of one region source, chosen by `choose` (default: `metrics.best_source`)."""
+    from .metrics import best_source
+
+    coarse = coarse_codes(boxes)
+    region = coarse != COARSE["line"]
+    if not region.any():
+        return _empty(boxes)
+    name = (choose or best_source)(boxes)
+    idx = np.flatnonzero(region & (boxes.data["source"] == name))
+    names = source_names(boxes)
+    bit = np.int64(1) << np.int64(int(np.searchsorted(names, name)))
+    members = np.empty(len(idx), object)
+    for k, m in enumerate(idx):
+        members[k] = np.array([m])
+    xyxy = boxes.xyxy[idx]
+    return Boxes(
+        xyxy=xyxy, score=boxes.score[idx], label=boxes.label[idx], meta=boxes.meta,
+        data={"member_idx": members, "support_bits": np.full(len(idx), bit, np.int64),
+              "order": reading_order(xyxy, boxes.meta.width, boxes.meta.height)},
+    )
+
+
+VARIANTS: dict[str, Callable[..., Boxes]] = {
+    "consensus": fuse_consensus,
+    "best_single": fuse_best_single,
+}
+
+
+def describe(fused: Boxes, boxes: Boxes, source: str) -> Boxes:
+    """Fused boxes with JSON-ready ``support``, ``members``, ``raw_label`` and ``source``."""
+    names = source_names(boxes)
+    bits = np.int64(1) << np.arange(len(names), dtype=np.int64)
+    label_names = np.array(labels.LABELS, dtype=object)
+    raw = boxes.data.get("raw_label", label_names[boxes.label.astype(np.intp)])
+    support = np.empty(len(fused), object)
+    members = np.empty(len(fused), object)
+    for k in range(len(fused)):
+        support[k] = [str(s) for s in names[(fused.data["support_bits"][k] & bits) != 0]]
+        members[k] = [
+            {"source": str(boxes.data["source"][m]), "bbox_xyxy": [round(float(v), 2) for v in boxes.xyxy[m]],
+             "label": str(raw[m]),
+             "score": None if np.isnan(boxes.score[m]) else round(float(boxes.score[m]), 4)}
+            for m in fused.data["member_idx"][k]
+        ]
+    return Boxes(
+        xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
+        data={"support": support, "members": members, "order": fused.data["order"],
+              "source": np.full(len(fused), source, object)},
+    )

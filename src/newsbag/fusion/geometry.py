@@ -1,0 +1,114 @@
+"""Box geometry on (N, 4) xyxy arrays: areas, all-pairs matrices and sparse candidate pairs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import shapely
+
+__all__ = [
+    "Pairs",
+    "area",
+    "intersection_matrix",
+    "iou_matrix",
+    "ioa_matrix",
+    "candidate_pairs",
+    "pair_intersection",
+    "self_pairs",
+    "subset_pairs",
+    "cross_pairs",
+]
+
+# Above this many box pairs an STRtree query beats the dense (N, M) matrix: at 300x300
+# the dense path takes ~1 ms, at 1800x1800 ~60 ms against ~3 ms for the tree.
+_DENSE_LIMIT = 40_000
+
+
+def area(xyxy: np.ndarray) -> np.ndarray:
+    """(N,) areas of (N, 4) xyxy boxes; inverted or degenerate boxes give 0."""
+    wh = np.clip(xyxy[:, 2:4] - xyxy[:, 0:2], 0, None)
+    return wh[:, 0] * wh[:, 1]
+
+
+def intersection_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, M) intersection areas of (N, 4) boxes `a` with (M, 4) boxes `b`."""
+    w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    return np.clip(w, 0, None) * np.clip(h, 0, None)
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, M) intersection over union; 0 where both boxes are degenerate.
+
+    >>> iou_matrix(np.zeros((0, 4)), np.zeros((2, 4))).shape
+    (0, 2)
+    """
+    inter = intersection_matrix(a, b)
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+def ioa_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, M) share of each box of `a` that lies inside each box of `b` (0 for empty a)."""
+    inter = intersection_matrix(a, b)
+    area_a = area(a)[:, None]
+    return np.divide(inter, area_a, out=np.zeros_like(inter), where=area_a > 0)
+
+
+def pair_intersection(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """(K,) intersection areas of the pairs (a[ia[k]], b[ib[k]])."""
+    pa, pb = a[ia], b[ib]
+    w = np.minimum(pa[:, 2], pb[:, 2]) - np.maximum(pa[:, 0], pb[:, 0])
+    h = np.minimum(pa[:, 3], pb[:, 3]) - np.maximum(pa[:, 1], pb[:, 1])
+    return np.clip(w, 0, None) * np.clip(h, 0, None)
+
+
+def candidate_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(2, K) index pairs (i into a, j into b) of boxes that overlap with positive area.
+
+    Small inputs use the dense matrix; large ones an STRtree query, so the cost grows with
+    the number of overlapping pairs rather than N*M.
+    """
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((2, 0), np.intp)
+    if len(a) * len(b) <= _DENSE_LIMIT:
+        ia, ib = np.nonzero(intersection_matrix(a, b) > 0)
+        return np.stack([ia, ib]).astype(np.intp)
+    tree = shapely.STRtree(shapely.box(b[:, 0], b[:, 1], b[:, 2], b[:, 3]))
+    ia, ib = tree.query(shapely.box(a[:, 0], a[:, 1], a[:, 2], a[:, 3]), predicate="intersects")
+    keep = pair_intersection(a, b, ia, ib) > 0
+    return np.stack([ia[keep], ib[keep]]).astype(np.intp)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Overlapping pairs i < j of one box set with their intersection areas (all (K,))."""
+
+    i: np.ndarray
+    j: np.ndarray
+    inter: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.i.shape[0])
+
+
+def self_pairs(xyxy: np.ndarray) -> Pairs:
+    """Pairs i < j of `xyxy` that overlap with positive area."""
+    ia, ib = candidate_pairs(xyxy, xyxy)
+    keep = ia < ib
+    ia, ib = ia[keep], ib[keep]
+    return Pairs(ia, ib, pair_intersection(xyxy, xyxy, ia, ib))
+
+
+def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:
+    """The pairs among the boxes selected by bool `mask`, renumbered to the subset."""
+    new_index = np.cumsum(mask) - 1
+    keep = mask[pairs.i] & mask[pairs.j]
+    return Pairs(new_index[pairs.i[keep]], new_index[pairs.j[keep]], pairs.inter[keep])
+
+
+def cross_pairs(a: np.ndarray, b: np.ndarray) -> Pairs:
+    """Pairs (i into a, j into b) that overlap, with intersection areas."""
+    ia, ib = candidate_pairs(a, b)
+    return Pairs(ia, ib, pair_intersection(a, b, ia, ib))

@@ -1,0 +1,205 @@
+"""Metrics without ground truth (text-line coverage, structure, leave-one-out agreement)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..contract import Boxes
+from .geometry import Pairs, area, cross_pairs, subset_pairs
+from .order import column_segments
+
+__all__ = [
+    "union_mask",
+    "pixel_prf",
+    "iou_f1",
+    "page_metrics",
+    "page_score",
+    "best_source",
+    "loo_agreement",
+    "METRIC_KEYS",
+]
+
+# Raster size (long side) for no-GT area metrics; enough to tell columns apart, cheap.
+_RASTER = 512
+_COL_GAP = 0.006
+METRIC_KEYS = ("n_regions", "n_text", "text_area_ratio", "line_coverage", "cross_share",
+               "single_line_share", "empty_share", "score")
+
+
+def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
+    """(h, w) bool raster of the union of boxes, page scaled so its long side is `long_side`.
+
+    Box edges are rounded to the nearest raster pixel; a 2-D difference array makes this
+    O(N + h*w) with no loop over boxes.
+    """
+    s = long_side / max(width, height)
+    h, w = max(1, round(height * s)), max(1, round(width * s))
+    if len(xyxy) == 0:
+        return np.zeros((h, w), bool)
+    c = np.rint(np.asarray(xyxy, float) * s).astype(np.int64)
+    x0, x1 = np.clip(c[:, 0], 0, w), np.clip(c[:, 2], 0, w)
+    y0, y1 = np.clip(c[:, 1], 0, h), np.clip(c[:, 3], 0, h)
+    ok = (x1 > x0) & (y1 > y0)
+    x0, x1, y0, y1 = x0[ok], x1[ok], y0[ok], y1[ok]
+    diff = np.zeros((h + 1) * (w + 1), np.int64)
+    stride = w + 1
+    np.add.at(diff, y0 * stride + x0, 1)
+    np.add.at(diff, y0 * stride + x1, -1)
+    np.add.at(diff, y1 * stride + x0, -1)
+    np.add.at(diff, y1 * stride + x1, 1)
+    return diff.reshape(h + 1, w + 1).cumsum(0).cumsum(1)[:h, :w] > 0
+
+
+def pixel_prf(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float, float]:
+    """Pixel precision, recall, F1 of two same-shape bool masks (NaN where undefined)."""
+    tp = float(np.count_nonzero(pred & gt))
+    npred, ngt = float(np.count_nonzero(pred)), float(np.count_nonzero(gt))
+    p = tp / npred if npred else np.nan
+    r = tp / ngt if ngt else np.nan
+    f = 2 * tp / (npred + ngt) if npred + ngt else np.nan
+    return p, r, f
+
+
+def iou_f1(pred: np.ndarray, gt: np.ndarray, t: float = 0.5) -> float:
+    """One-to-one F1 at IoU >= t: pairs that are each other's best match count once.
+
+    Mutual best matching is exact for t >= 0.5 on non-overlapping ground truth and needs
+    no loop. Both empty gives NaN.
+
+    >>> iou_f1(np.zeros((0, 4)), np.zeros((0, 4)))
+    nan
+    """
+    if len(pred) + len(gt) == 0:
+        return np.nan
+    if len(pred) == 0 or len(gt) == 0:
+        return 0.0
+    p = cross_pairs(pred, gt)
+    union = area(pred)[p.i] + area(gt)[p.j] - p.inter
+    iou = np.divide(p.inter, union, out=np.zeros_like(p.inter), where=union > 0)
+    ok = iou >= t
+    pi, gj, iou = p.i[ok], p.j[ok], iou[ok]
+    best_p = np.full(len(pred), -1.0)
+    np.maximum.at(best_p, pi, iou)
+    best_g = np.full(len(gt), -1.0)
+    np.maximum.at(best_g, gj, iou)
+    tp = int(np.count_nonzero((iou == best_p[pi]) & (iou == best_g[gj])))
+    tp = min(tp, len(pred), len(gt))
+    return 2.0 * tp / (len(pred) + len(gt))
+
+
+def _textlike(boxes: Boxes) -> np.ndarray:
+    from .fuse import COARSE, coarse_codes
+
+    c = coarse_codes(boxes)
+    return (c == COARSE["text"]) | (c == COARSE["title"])
+
+
+def _lines(boxes: Boxes) -> np.ndarray:
+    from .fuse import COARSE, coarse_codes
+
+    return boxes.xyxy[coarse_codes(boxes) == COARSE["line"]]
+
+
+def page_score(m: dict) -> float:
+    """The documented ranking score, in [0, 1], higher is better.
+
+    score = line_coverage * (1 - cross_share) * (1 - single_line_share / 2)
+            * (1 - empty_share / 2)
+    Completeness (text lines inside text regions) times structure: regions that span a
+    column gutter, regions holding at most one line and text regions holding no line cost.
+    A whole-page box covers every line but crosses every gutter, so it scores near 0;
+    one region per line scores at most 0.5. Without text lines it is NaN.
+    """
+    if np.isnan(m["line_coverage"]):
+        return np.nan
+    return float(m["line_coverage"] * (1 - m["cross_share"]) * (1 - m["single_line_share"] / 2)
+                 * (1 - m["empty_share"] / 2))
+
+
+def page_metrics(regions: Boxes, lines: np.ndarray) -> dict:
+    """No-GT metrics of one page's regions (a source or a fused variant).
+
+    Args:
+        regions: region boxes (text-line boxes among them are ignored).
+        lines: (L, 4) text-line evidence; with none, line metrics are NaN.
+
+    Returns:
+        dict with `METRIC_KEYS`: region counts, text_area_ratio (union of text regions /
+        page area), line_coverage (share of lines with >= 50% inside one text region),
+        cross_share (share of text regions whose lines show a column gutter),
+        single_line_share and empty_share (text regions with <= 1 / 0 lines), score.
+    """
+    meta = regions.meta
+    text = regions.xyxy[_textlike(regions)]
+    mask = union_mask(text, meta.width, meta.height, _RASTER)
+    m = {"n_regions": int(len(regions) - len(_lines(regions))), "n_text": int(len(text)),
+         "text_area_ratio": float(mask.mean())}
+    if len(lines) == 0:
+        m.update(line_coverage=np.nan, cross_share=np.nan, single_line_share=np.nan, empty_share=np.nan)
+    else:
+        p = cross_pairs(text, lines)
+        inside = p.inter >= 0.5 * np.maximum(area(lines)[p.j], 1e-9)
+        mb, ml = p.i[inside], p.j[inside]
+        covered = np.zeros(len(lines), bool)
+        covered[ml] = True
+        per_region = np.bincount(mb, minlength=len(text))
+        n_cols, _, _ = column_segments(text, lines, mb, ml, _COL_GAP * meta.width)
+        nt = max(len(text), 1)
+        m.update(
+            line_coverage=float(covered.mean()),
+            cross_share=float(np.count_nonzero(n_cols >= 2) / nt),
+            single_line_share=float(np.count_nonzero(per_region <= 1) / nt),
+            empty_share=float(np.count_nonzero(per_region == 0) / nt),
+        )
+        if len(text) == 0:
+            m.update(cross_share=0.0, single_line_share=0.0, empty_share=0.0)
+    m["score"] = page_score(m)
+    return m
+
+
+def best_source(boxes: Boxes) -> str:
+    """Name of the region source of `boxes` with the highest `page_score` (ties: name)."""
+    from .fuse import COARSE, coarse_codes
+
+    lines = _lines(boxes)
+    region = coarse_codes(boxes) != COARSE["line"]
+    names = sorted(set(boxes.data["source"][region].tolist()))
+    scores = [page_metrics(boxes[region & (boxes.data["source"] == s)], lines)["score"] for s in names]
+    scores = [-1.0 if np.isnan(s) else s for s in scores]
+    return names[int(np.argmax(scores))]
+
+
+def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
+    """Each region source's agreement with the consensus of the *other* families.
+
+    The consensus of the others is `fuse_consensus` over every box whose family differs
+    (its text lines included when they are another family), with a vote of two families
+    when at least two remain. Agreement is pixel F1 of text areas and one-to-one IoU F1
+    of text regions; NaN when no other family ran on the page.
+    """
+    from .fuse import COARSE, coarse_codes, fuse_consensus
+    from .variants import ConsensusParams
+
+    meta = boxes.meta
+    coarse = coarse_codes(boxes)
+    region = coarse != COARSE["line"]
+    fam = boxes.data["family"]
+    out = {}
+    for name in sorted(set(boxes.data["source"][region].tolist())):
+        own = boxes.data["source"] == name
+        family = fam[own][0]
+        others = fam != family
+        n_fam = len(set(fam[others & region].tolist()) | set(fam[others & ~region].tolist()))
+        mine = boxes[own & region]
+        if not (others & region).any():
+            out[name] = {"loo_pixel_f1": np.nan, "loo_iou_f1": np.nan}
+            continue
+        sub = boxes[others]
+        sub_pairs = subset_pairs(pairs, others) if pairs is not None else None
+        cons = fuse_consensus(sub, ConsensusParams(vote=min(2, n_fam)), sub_pairs)
+        a = mine.xyxy[_textlike(mine)]
+        b = cons.xyxy[_textlike(cons)]
+        _, _, f = pixel_prf(union_mask(a, meta.width, meta.height, _RASTER),
+                            union_mask(b, meta.width, meta.height, _RASTER))
+        out[name] = {"loo_pixel_f1": f, "loo_iou_f1": iou_f1(a, b)}
+    return out

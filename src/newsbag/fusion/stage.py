@@ -1,0 +1,303 @@
+"""The fusion stage: read source pages of a run, fuse every variant, write pages and leaderboards."""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import json
+import logging
+import multiprocessing
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .. import __version__
+from ..contract import Boxes, boxes_from_page, regions_from_boxes, validate_source_page
+from ..io import atomic_write_text, read_json, write_json
+from .fuse import VARIANTS, describe
+from .geometry import self_pairs, subset_pairs
+from .metrics import METRIC_KEYS, loo_agreement, page_metrics
+from .variants import FusionConfig, Variant, match_sources, parse_fusion_config
+
+__all__ = ["run_fusion", "discover_sources", "fuse_page", "SCORE_DOC"]
+
+log = logging.getLogger(__name__)
+
+SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - single_line_share/2) "
+             "* (1 - empty_share/2); see newsbag.fusion.metrics.page_score")
+_SOURCE_EXTRA = ("loo_pixel_f1", "loo_iou_f1")
+
+
+def discover_sources(run_dir: Path) -> list[str]:
+    """"<stage>/<variant>" of every source folder under RUN/outputs/sources."""
+    root = Path(run_dir) / "outputs" / "sources"
+    if not root.is_dir():
+        return []
+    return sorted(
+        f"{stage.name}/{variant.name}"
+        for stage in root.iterdir() if stage.is_dir() and not stage.name.startswith((".", "_"))
+        for variant in stage.iterdir() if variant.is_dir() and not variant.name.startswith((".", "_"))
+    )
+
+
+def _load_source_page(path: Path, page_id: str, name: str) -> Boxes:
+    try:
+        page = read_json(path)
+        validate_source_page(page)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{path}: {reason}") from None
+    if page["page_id"] != page_id:
+        raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
+    boxes = boxes_from_page(page, source=name)
+    family = page["source"].get("family") or name.split("/")[0]
+    return Boxes(boxes.xyxy, boxes.score, boxes.label, boxes.meta,
+                 {**boxes.data, "family": np.full(len(boxes), family, object)}), page
+
+
+def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]]) -> tuple[dict, dict]:
+    """Fuse one page for every active variant; returns (fused page dicts, metrics record).
+
+    Pure apart from the clock: `pages` maps source name to its boxes (all of one page).
+    """
+    pool = Boxes.concat(list(pages.values()))
+    meta = pool.meta
+    pairs = self_pairs(pool.xyxy)
+    src = pool.data["source"]
+    line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
+    lines = pool.xyxy[line_mask]
+    fused_pages, variant_metrics, chosen = {}, {}, {}
+    for v in cfg.variants:
+        if v.name not in active:
+            continue
+        t0 = time.perf_counter()
+        mask = np.isin(src, active[v.name]) | line_mask
+        sub = pool[mask]
+        fused = VARIANTS[v.method](sub, v.params, subset_pairs(pairs, mask))
+        described = describe(fused, sub, f"fusion/{v.name}")
+        variant_metrics[v.name] = page_metrics(fused, lines)
+        if v.method == "best_single" and len(fused):
+            chosen[v.name] = described.data["support"][0][0]
+        fused_pages[v.name] = {
+            "page_id": meta.page_id,
+            "image": page_image,
+            "source": {"stage": "fusion", "variant": v.name, "family": "fusion", "model": v.method,
+                       "device": "cpu", "sources": sorted(set(active[v.name]) & set(pages)),
+                       "params": asdict(v.params), "tool": f"newsbag {__version__}"},
+            "regions": regions_from_boxes(described),
+            "seconds": round(time.perf_counter() - t0, 4),
+        }
+    region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
+    region_mask = np.isin(src, region_sources) | line_mask
+    loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
+    source_metrics = {}
+    for s in region_sources:
+        m = page_metrics(pool[src == s], lines)
+        source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_iou_f1": np.nan}),
+                             "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
+    record = {"page_id": meta.page_id, "sources": source_metrics, "variants": variant_metrics,
+              "best_single_choice": chosen}
+    return fused_pages, record
+
+
+def _excluded(name: str, cfg: FusionConfig) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(name, g) for g in cfg.exclude_from_variants)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return None if np.isnan(obj) else round(float(obj), 6)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _page_task(task: tuple) -> tuple[str, str, str | None]:
+    """Worker: fuse one page and write its outputs. Errors become a one-line status."""
+    run_dir, page_id, cfg, active, needed, force = task
+    fusion = run_dir / "outputs" / "fusion"
+    inputs = {s: run_dir / "outputs" / "sources" / s / f"{page_id}.json" for s in needed}
+    inputs = {s: p for s, p in inputs.items() if p.is_file()}
+    outputs = [fusion / v / f"{page_id}.json" for v in active] + [fusion / "_metrics" / f"{page_id}.json"]
+    if not inputs:
+        return page_id, "failed", f"page {page_id}: no source output for this page in {sorted(needed)}"
+    if not force and all(p.is_file() for p in outputs):
+        newest_in = max(p.stat().st_mtime for p in inputs.values())
+        if min(p.stat().st_mtime for p in outputs) >= newest_in:
+            return page_id, "skipped", None
+    try:
+        pages, image = {}, None
+        for s, p in sorted(inputs.items()):
+            pages[s], raw = _load_source_page(p, page_id, s)
+            image = image or raw["image"]
+        fused_pages, record = fuse_page(pages, image, cfg, active)
+        for name, page in fused_pages.items():
+            write_json(fusion / name / f"{page_id}.json", page)
+        write_json(fusion / "_metrics" / f"{page_id}.json", _jsonable(record))
+    except Exception as exc:  # the page boundary: record and go on
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        return page_id, "failed", f"page {page_id}: {type(exc).__name__}: {msg}"
+    return page_id, "ok", None
+
+
+def _tsv(rows: list[dict], columns: list[str]) -> str:
+    buf = _io.StringIO()
+    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow(["" if r.get(c) is None else (f"{r[c]:.4f}" if isinstance(r[c], float) else r[c]) for c in columns])
+    return buf.getvalue()
+
+
+def _mean(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _leaderboard(records: list[dict], kind: str, keys: tuple[str, ...]) -> list[dict]:
+    by_name: dict[str, list[dict]] = {}
+    for r in records:
+        for name, m in r[kind].items():
+            by_name.setdefault(name, []).append(m)
+    rows = []
+    for name, ms in by_name.items():
+        row = {"name": name, "n_pages": len(ms)}
+        row.update({k: _mean([m.get(k) for m in ms]) for k in keys})
+        if kind == "sources":
+            row["family"] = ms[0].get("family", "")
+        rows.append(row)
+    rows.sort(key=lambda r: (-(r["score"] if r["score"] is not None else -1.0), r["name"]))
+    for k, r in enumerate(rows, 1):
+        r["rank"] = k
+    return rows
+
+
+def _iter_tasks(run_dir, page_ids, cfg, active, needed, force) -> Iterator[tuple]:
+    for pid in page_ids:
+        yield (run_dir, pid, cfg, active, needed, force)
+
+
+def run_fusion(
+    run_dir: Path,
+    page_ids: list[str],
+    fusion_cfg: dict,
+    *,
+    force: bool = False,
+    workers: int = 1,
+    progress: Callable[[str, str], None] | None = None,
+) -> dict:
+    """Fuse every page of the run for every variant whose sources ran; write leaderboards.
+
+    Args:
+        run_dir: the run directory (DESIGN §6).
+        page_ids: pages to fuse (normally every page of the manifest).
+        fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
+        force: recompute pages whose outputs are already newer than their sources.
+        workers: processes; pages stream through a pool so memory stays flat.
+        progress: called once per page with (page_id, "ok" | "skipped" | "failed").
+
+    Returns:
+        The summary dict also written to RUN/outputs/fusion/summary.json.
+
+    Raises:
+        ValueError: bad fusion config (one line).
+    """
+    run_dir = Path(run_dir)
+    cfg = parse_fusion_config(fusion_cfg)
+    available = discover_sources(run_dir)
+    active: dict[str, list[str]] = {}
+    skipped: dict[str, str] = {}
+    for v in cfg.variants:
+        chosen, reason = match_sources(v, available, cfg.exclude_from_variants)
+        if reason:
+            skipped[v.name] = reason
+        else:
+            active[v.name] = chosen
+    line_source = cfg.line_source if cfg.line_source in available else None
+    needed = sorted({s for c in active.values() for s in c} | ({line_source} if line_source else set()))
+    needed += [s for s in available if s not in needed and not _excluded(s, cfg) and s != cfg.line_source]
+    needed = sorted(set(needed))
+    fusion = run_dir / "outputs" / "fusion"
+    fusion.mkdir(parents=True, exist_ok=True)
+
+    counts = {"ok": 0, "skipped": 0, "failed": 0}
+    failures: list[dict] = []
+    tasks = _iter_tasks(run_dir, list(page_ids), cfg, active, needed, force)
+    if workers > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(workers) as pool:
+            results = list(_consume(pool.imap_unordered(_page_task, tasks, chunksize=1), counts, failures, progress))
+    else:
+        results = list(_consume(map(_page_task, tasks), counts, failures, progress))
+
+    records = []
+    for pid, status, _ in sorted(results):
+        if status != "failed":
+            path = fusion / "_metrics" / f"{pid}.json"
+            try:
+                records.append(read_json(path))
+            except (OSError, ValueError) as exc:
+                failures.append({"page_id": pid, "error": f"page {pid}: unreadable metrics {path}: {exc}"})
+    vkeys = METRIC_KEYS
+    skeys = METRIC_KEYS + _SOURCE_EXTRA
+    vrows = _leaderboard(records, "variants", vkeys)
+    srows = _leaderboard(records, "sources", skeys)
+    method = {v.name: v.method for v in cfg.variants}
+    for r in vrows:
+        r["method"] = method.get(r["name"], "")
+    atomic_write_text(fusion / "variant_leaderboard.tsv",
+                      _tsv(vrows, ["rank", "name", "method", "n_pages", *vkeys]))
+    atomic_write_text(fusion / "source_leaderboard.tsv",
+                      _tsv(srows, ["rank", "name", "family", "n_pages", *skeys]))
+    atomic_write_text(fusion / "per_page_variant_metrics.tsv", _tsv(
+        [{"page_id": r["page_id"], "name": n, **m} for r in records for n, m in sorted(r["variants"].items())],
+        ["page_id", "name", *vkeys]))
+    atomic_write_text(fusion / "per_page_source_metrics.tsv", _tsv(
+        [{"page_id": r["page_id"], "name": n, **m} for r in records for n, m in sorted(r["sources"].items())],
+        ["page_id", "name", "family", *skeys]))
+
+    if cfg.recommended is not None and cfg.recommended in active:
+        recommended, by = cfg.recommended, "config"
+    else:
+        scored = [r for r in vrows if r["score"] is not None]
+        recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
+        if cfg.recommended is not None:
+            by = f"score (pinned {cfg.recommended!r} was skipped)"
+    summary = {
+        "tool": f"newsbag {__version__}",
+        "n_pages": len(results),
+        "counts": counts,
+        "failures": failures,
+        "sources": available,
+        "line_source": line_source,
+        "variants": {v.name: {"sources": active.get(v.name, []), "patterns": list(v.sources),
+                              "method": v.method, "params": asdict(v.params)} for v in cfg.variants},
+        "skipped_variants": skipped,
+        "recommended_variant": recommended,
+        "recommended_by": by,
+        "score": SCORE_DOC,
+        "variant_leaderboard": vrows,
+        "source_leaderboard": srows,
+    }
+    write_json(fusion / "summary.json", _jsonable(summary))
+    return _jsonable(summary)
+
+
+def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:
+    for pid, status, error in results:
+        counts[status] += 1
+        if error:
+            failures.append({"page_id": pid, "error": error})
+            log.warning(error)
+        if progress is not None:
+            progress(pid, status)
+        yield pid, status, error

@@ -1,0 +1,209 @@
+"""Fusion variant specs: parse the config's "fusion" section into frozen dataclasses.
+
+Schema of the "fusion" section (unknown keys anywhere raise a one-line ValueError)::
+
+    {
+      "variants": {                      # name -> recipe; names are folder names
+        "<name>": {
+          "sources": ["<stage>/<variant> glob", ...],   # fnmatch patterns, e.g. "paddle_layout/*"
+          "method": "best_single" | "consensus",
+          "params": {...}                # optional; keys of the method's params below
+        }, ...
+      },
+      "recommended": null | "<name>",    # pin the recommended variant; null = from the data
+      "line_source": null | "<stage>/<variant>",  # text-line evidence for metrics and
+                                         # column splitting/filling (never a region source)
+      "exclude_from_variants": ["glob", ...]      # sources no variant takes regions from
+    }
+
+A variant is skipped (and reported) when one of its patterns matches no source that ran,
+so "P2 = Paddle + Dell" is never silently the same as "P1" on a run without Dell.
+
+Params of "consensus" (`ConsensusParams`): `vote` (source families that must agree),
+`t_iou`, `t_ioa` (matching thresholds), `t_cover` (share of a box a family's boxes must
+cover to count as agreeing), `solo_score` (a single source keeps a box at this score or
+more; null = never), `t_split` (children must cover this share of a container to replace
+it), `prefer` ("support": finer boxes win when at least as supported, ties broken by
+`granularity`; "fine"; "coarse"), `granularity` (source globs, preferred granularity
+first), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
+regions at column gutters seen in the text lines), `col_gap` (minimum gutter, share of
+page width), `fill_lines` (add boxes that hold text lines no kept region covers),
+`fill_min_lines`. "best_single" takes no params: per page it keeps the one source with the
+best no-ground-truth score (`metrics.page_score`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+__all__ = [
+    "ConsensusParams",
+    "BestSingleParams",
+    "Variant",
+    "FusionConfig",
+    "DEFAULT_FUSION_CFG",
+    "METHODS",
+    "parse_fusion_config",
+    "match_sources",
+]
+
+
+@dataclass(frozen=True)
+class ConsensusParams:
+    vote: int = 2
+    t_iou: float = 0.5
+    t_ioa: float = 0.8
+    t_cover: float = 0.5
+    solo_score: float | None = None
+    t_split: float = 0.6
+    prefer: Literal["support", "fine", "coarse"] = "support"
+    granularity: tuple[str, ...] = ()
+    weights: tuple[tuple[str, float], ...] = ()
+    split_columns: bool = False
+    col_gap: float = 0.006
+    fill_lines: bool = False
+    fill_min_lines: int = 2
+
+
+@dataclass(frozen=True)
+class BestSingleParams:
+    pass
+
+
+METHODS: dict[str, type] = {"consensus": ConsensusParams, "best_single": BestSingleParams}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    sources: tuple[str, ...]
+    method: str
+    params: ConsensusParams | BestSingleParams = field(default_factory=BestSingleParams)
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    variants: tuple[Variant, ...]
+    recommended: str | None = None
+    line_source: str | None = None
+    exclude_from_variants: tuple[str, ...] = ()
+
+
+_TOP_KEYS = {"variants", "recommended", "line_source", "exclude_from_variants"}
+_VARIANT_KEYS = {"sources", "method", "params"}
+
+_EMBEDDED_GRANULARITY = ["tesseract/paragraphs", "text_lines/blocks", "tesseract/blocks"]
+
+DEFAULT_FUSION_CFG: dict[str, Any] = {
+    "variants": {
+        "S1": {"sources": ["paddle_layout/*"], "method": "best_single"},
+        "S2": {"sources": ["dell/*"], "method": "best_single"},
+        "S3": {"sources": ["mineru/*"], "method": "best_single"},
+        "P1": {"sources": ["paddle_layout/*"], "method": "consensus", "params": {"vote": 1}},
+        "P2": {"sources": ["paddle_layout/*", "dell/*"], "method": "consensus", "params": {"vote": 1}},
+        "P3": {"sources": ["paddle_layout/*", "dell/*", "mineru/*"], "method": "consensus",
+               "params": {"vote": 1}},
+        "P4": {"sources": ["*"], "method": "consensus", "params": {"vote": 1}},
+        "C1": {"sources": ["*"], "method": "consensus",
+               "params": {"vote": 2, "granularity": _EMBEDDED_GRANULARITY}},
+        "C2": {"sources": ["*"], "method": "consensus",
+               "params": {"vote": 2, "granularity": _EMBEDDED_GRANULARITY,
+                          "split_columns": True, "fill_lines": True}},
+    },
+    "recommended": None,
+    "line_source": "text_lines/lines",
+    "exclude_from_variants": ["text_lines/lines"],
+}
+
+
+def _check_keys(obj: Any, allowed: set[str], where: str) -> dict:
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where} must be an object, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    return obj
+
+
+def _str_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSingleParams:
+    cls = METHODS[method]
+    names = {f.name: f for f in fields(cls)}
+    raw = _check_keys(raw or {}, set(names), where)
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "granularity":
+            values[key] = _str_list(value, f"{where}.granularity")
+        elif key == "weights":
+            if not isinstance(value, dict) or not all(isinstance(w, (int, float)) for w in value.values()):
+                raise ValueError(f"{where}.weights must map source globs to numbers")
+            values[key] = tuple((str(k), float(w)) for k, w in value.items())
+        elif key == "prefer":
+            if value not in ("support", "fine", "coarse"):
+                raise ValueError(f"{where}.prefer must be support|fine|coarse, got {value!r}")
+            values[key] = value
+        elif key in ("split_columns", "fill_lines"):
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}.{key} must be true or false, got {value!r}")
+            values[key] = value
+        elif key in ("vote", "fill_min_lines"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}.{key} must be an integer >= 1, got {value!r}")
+            values[key] = value
+        elif key == "solo_score" and value is None:
+            values[key] = None
+        else:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{where}.{key} must be a number in [0, 1], got {value!r}")
+            values[key] = float(value)
+    return cls(**values)
+
+
+def parse_fusion_config(cfg: dict) -> FusionConfig:
+    """Validate the "fusion" config section and freeze it.
+
+    Raises:
+        ValueError: one line naming the bad key or value and what is allowed.
+    """
+    cfg = _check_keys(cfg, _TOP_KEYS, "fusion")
+    raw_variants = _check_keys(cfg.get("variants", {}), set(cfg.get("variants", {}) or {}), "fusion.variants")
+    variants = []
+    for name, spec in raw_variants.items():
+        where = f"fusion.variants.{name}"
+        if not name or "/" in name or name.startswith((".", "_")):
+            raise ValueError(f"{where}: variant names must be plain folder names")
+        spec = _check_keys(spec, _VARIANT_KEYS, where)
+        method = spec.get("method")
+        if method not in METHODS:
+            raise ValueError(f"{where}.method must be one of {sorted(METHODS)}, got {method!r}")
+        sources = _str_list(spec.get("sources"), f"{where}.sources")
+        if not sources:
+            raise ValueError(f"{where}.sources must name at least one source glob")
+        variants.append(Variant(name, sources, method, _parse_params(method, spec.get("params"), f"{where}.params")))
+    recommended = cfg.get("recommended")
+    if recommended is not None and recommended not in raw_variants:
+        raise ValueError(f"fusion.recommended {recommended!r} is not a variant; choose from {sorted(raw_variants)}")
+    line_source = cfg.get("line_source")
+    if line_source is not None and not isinstance(line_source, str):
+        raise ValueError(f"fusion.line_source must be a '<stage>/<variant>' string or null, got {line_source!r}")
+    exclude = _str_list(cfg.get("exclude_from_variants", []), "fusion.exclude_from_variants")
+    return FusionConfig(tuple(variants), recommended, line_source, exclude)
+
+
+def match_sources(variant: Variant, available: list[str], exclude: tuple[str, ...] = ()) -> tuple[list[str], str | None]:
+    """Sources of `available` the variant takes regions from, and why it is skipped (or None)."""
+    pool = [s for s in available if not any(fnmatch.fnmatchcase(s, g) for g in exclude)]
+    chosen: list[str] = []
+    for pattern in variant.sources:
+        hits = [s for s in pool if fnmatch.fnmatchcase(s, pattern)]
+        if not hits:
+            return [], f"no source matching {pattern!r} ran"
+        chosen += [s for s in hits if s not in chosen]
+    return sorted(chosen), None

@@ -1,0 +1,349 @@
+"""Run model stages: launch one runner subprocess per source, watch it, record every page outcome.
+
+A runner is killed and restarted (for the pages it has not reached) when it crashes or
+makes no progress for `page_timeout_s`; the page it was on is recorded as failed. The
+orchestrator then checks every output it was told about, so a runner that exits 0
+without writing, or writes invalid JSON, cannot pass a page off as done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import labels
+from .config import ModelStage
+from .contract import validate_source_page
+from .errors import EnvError, GpuPreflightError, RunnerError
+from .io import append_jsonl, read_json, write_json
+from .pages import PageRecord
+
+__all__ = ["PageOutcome", "SourceOutcome", "sources_root", "source_dir", "is_page_done", "run_source"]
+
+log = logging.getLogger(__name__)
+EVENT_PREFIX = "@@newsbag "
+FAILED_DIR = "_failed"
+EXIT_MISSING_DEPENDENCY = 3
+EXIT_DEVICE_UNAVAILABLE = 5
+
+
+@dataclass(frozen=True)
+class PageOutcome:
+    page_id: str
+    status: str  # ok | skipped | failed
+    error: str | None = None
+    seconds: float | None = None
+
+
+@dataclass
+class SourceOutcome:
+    source: str
+    stage: str
+    variant: str
+    family: str
+    device_requested: str
+    device_used: str | None = None
+    info: dict = field(default_factory=dict)
+    pages: dict[str, PageOutcome] = field(default_factory=dict)
+    launches: int = 0
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        out = {"ok": 0, "failed": 0, "skipped": 0}
+        for o in self.pages.values():
+            out[o.status] = out.get(o.status, 0) + 1
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "source": self.source, "stage": self.stage, "variant": self.variant,
+            "family": self.family, "device_requested": self.device_requested,
+            "device_used": self.device_used, "info": self.info, "counts": self.counts(),
+            "launches": self.launches, "seconds": round(self.seconds, 3),
+            "failures": {k: v.error for k, v in self.pages.items() if v.status == "failed"},
+        }
+
+
+def sources_root(run_dir: Path) -> Path:
+    return Path(run_dir) / "outputs" / "sources"
+
+
+def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
+    return sources_root(run_dir) / stage / variant
+
+
+def is_page_done(out_dir: Path, page_id: str) -> bool:
+    """A page counts as finished only when its output parses and passes the contract."""
+    try:
+        page = read_json(out_dir / f"{page_id}.json")
+        validate_source_page(page)
+    except (OSError, ValueError):
+        return False
+    return page.get("page_id") == page_id
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    if code == 137:
+        return "exited 137 (killed: out of memory?)"
+    return f"exited {code}"
+
+
+@dataclass
+class _Launch:
+    done: dict[str, PageOutcome]
+    in_flight: str | None
+    exit_code: int
+    reason: str  # exit | page_timeout | job_timeout
+    fatal: dict | None
+    setup: dict | None
+
+
+def _reader(stream, q: queue.Queue, log_fh) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if line.startswith(EVENT_PREFIX):
+            try:
+                q.put(json.loads(line[len(EVENT_PREFIX):]))
+                continue
+            except ValueError:
+                pass
+        log_fh.write(f"[stdout] {line}\n")
+        log_fh.flush()
+    q.put(None)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path: Path,
+            runners: Path, on_page: Callable[[PageOutcome], None], deadline: float) -> _Launch:
+    write_json(job_path, job)
+    cmd = [stage.env.python, str(runners / f"{stage.family}.py"), "--job", str(job_path)]
+    env = {**os.environ, **stage.env.env, "PYTHONUNBUFFERED": "1"}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8") as log_fh:
+        log_fh.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n")
+        log_fh.flush()
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_fh, env=env,
+                                    start_new_session=True, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise EnvError(f"stage {stage.name}: interpreter {stage.env.python} (env {stage.env.name!r}) "
+                           "does not exist; create the env or fix envs in the config") from None
+        except PermissionError:
+            raise EnvError(f"stage {stage.name}: interpreter {stage.env.python} is not executable") from None
+        q: queue.Queue = queue.Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, q, log_fh), daemon=True).start()
+        done: dict[str, PageOutcome] = {}
+        in_flight = None
+        fatal = setup = None
+        last_event = time.monotonic()
+        reason = "exit"
+        while True:
+            now = time.monotonic()
+            wait = min(deadline, last_event + stage.page_timeout_s) - now
+            if wait <= 0:
+                reason = "job_timeout" if deadline <= now else "page_timeout"
+                _kill(proc)
+                break
+            try:
+                event = q.get(timeout=min(wait, 1.0))
+            except queue.Empty:
+                continue
+            if event is None:
+                break
+            last_event = time.monotonic()
+            kind = event.get("event")
+            if kind == "start":
+                in_flight = event.get("page_id")
+            elif kind == "done":
+                outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error"), event.get("seconds"))
+                done[outcome.page_id] = outcome
+                in_flight = None
+                on_page(outcome)
+            elif kind == "setup":
+                setup = event
+            elif kind == "fatal":
+                fatal = event
+        code = proc.wait()
+    job_path.unlink(missing_ok=True)
+    return _Launch(done, in_flight, code, reason, fatal, setup)
+
+
+def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: str) -> None:
+    write_json(out_dir / FAILED_DIR / f"{page.page_id}.json", {
+        "page_id": page.page_id, "path": page.path, "error": error, "error_class": error_class,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+
+
+def _check_output(out_dir: Path, page: PageRecord) -> str | None:
+    """None when the page's output is valid; else the reason, after moving the bad file aside."""
+    path = out_dir / f"{page.page_id}.json"
+    if not path.exists():
+        return "runner reported the page done but wrote no output"
+    try:
+        data = read_json(path)
+        validate_source_page(data)
+        if data.get("page_id") != page.page_id:
+            raise ValueError(f"page_id is {data.get('page_id')!r}")
+    except (OSError, ValueError) as exc:
+        bad = out_dir / FAILED_DIR / f"{page.page_id}.invalid.json"
+        bad.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, bad)
+        return f"invalid output JSON ({str(exc).splitlines()[0][:200]}); moved to {bad.name}"
+    return None
+
+
+def run_source(
+    run_dir: Path,
+    stage: ModelStage,
+    variant: str,
+    pages: list[PageRecord],
+    *,
+    runners: Path,
+    force: bool = False,
+    on_page: Callable[[PageOutcome], None] = lambda o: None,
+    report_name: str = "run_report.json",
+) -> SourceOutcome:
+    """Run one source (stage × variant) over `pages`, resuming finished pages.
+
+    Raises:
+        EnvError: the env's interpreter or a library the runner needs is missing.
+        GpuPreflightError: a GPU was required, none usable, and CPU fallback refused.
+        RunnerError: the runner died before processing any page, on every try.
+    """
+    run_dir = Path(run_dir)
+    out_dir = source_dir(run_dir, stage.name, variant)
+    outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device)
+    t0 = time.monotonic()
+    todo = []
+    for page in pages:
+        if not force and is_page_done(out_dir, page.page_id):
+            o = PageOutcome(page.page_id, "skipped")
+            outcome.pages[page.page_id] = o
+            on_page(o)
+        else:
+            todo.append(page)
+    by_id = {p.page_id: p for p in todo}
+    deadline = time.monotonic() + stage.timeout_s
+    log_path = run_dir / "logs" / f"{stage.name}.{variant}.log"
+    label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))
+    remaining = list(todo)
+    first_error = None
+    while remaining:
+        if outcome.launches > stage.max_restarts:
+            for page in remaining:
+                err = f"not run: runner restarted {stage.max_restarts} times ({first_error})"
+                _record_failure(out_dir, page, err, "RunnerError")
+                outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+                on_page(o)
+            break
+        job = {
+            "stage": stage.name, "variant": variant, "family": stage.family,
+            "params": dict(stage.variants[variant]), "device": stage.device,
+            "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
+            "label_map": label_map, "force": force, "report_name": report_name,
+            "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
+                       "width": p.width, "height": p.height} for p in remaining],
+        }
+        job_path = run_dir / "jobs" / f"{stage.name}.{variant}.{uuid.uuid4().hex[:8]}.json"
+        outcome.launches += 1
+        reported: dict[str, PageOutcome] = {}
+
+        def on_event(o: PageOutcome) -> None:
+            reported[o.page_id] = o
+
+        result = _launch(stage, variant, job, job_path, log_path, runners, on_event, deadline)
+        if result.setup:
+            outcome.device_used = result.setup.get("device")
+            outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
+        if result.fatal or (result.exit_code in (EXIT_MISSING_DEPENDENCY, EXIT_DEVICE_UNAVAILABLE) and not reported):
+            message = (result.fatal or {}).get("error") or f"runner {_describe_exit(result.exit_code)}"
+            where = f"stage {stage.name} variant {variant} (env {stage.env.name}: {stage.env.python})"
+            if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
+                raise GpuPreflightError(f"{where}: {message}; see {log_path}")
+            raise EnvError(f"{where}: {message}; see {log_path}")
+        # Settle every page the runner reported, checking outputs it claims to have written.
+        for page_id, o in reported.items():
+            page = by_id.get(page_id)
+            if page is None:
+                continue
+            if o.status == "ok":
+                problem = _check_output(out_dir, page)
+                if problem:
+                    _record_failure(out_dir, page, problem, "InvalidOutput")
+                    o = PageOutcome(page_id, "failed", problem, o.seconds)
+            outcome.pages[page_id] = o
+            on_page(o)
+        if result.in_flight and result.in_flight in by_id:
+            if result.reason == "page_timeout":
+                err = f"no progress for {stage.page_timeout_s:g}s on this page; runner killed"
+            elif result.reason == "job_timeout":
+                err = f"stage timeout {stage.timeout_s:g}s reached; runner killed"
+            else:
+                err = f"runner {_describe_exit(result.exit_code)} while processing this page"
+            page = by_id[result.in_flight]
+            _record_failure(out_dir, page, err, "RunnerCrash" if result.reason == "exit" else "Timeout")
+            outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+            on_page(o)
+            first_error = first_error or err
+        remaining = [p for p in remaining if p.page_id not in outcome.pages]
+        if not remaining:
+            break
+        if result.reason == "job_timeout":
+            for page in remaining:
+                err = f"not run: stage timeout {stage.timeout_s:g}s reached"
+                _record_failure(out_dir, page, err, "Timeout")
+                outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+                on_page(o)
+            break
+        if result.exit_code == 0 and not result.in_flight:
+            # Exited cleanly yet skipped pages it was given: they have no output.
+            for page in remaining:
+                err = "runner exited 0 without writing output for this page"
+                _record_failure(out_dir, page, err, "MissingOutput")
+                outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+                on_page(o)
+            break
+        if not reported and not result.in_flight and result.setup is None:
+            # Died before it could load anything: a restart would die the same way.
+            raise RunnerError(
+                f"stage {stage.name} variant {variant}: runner {_describe_exit(result.exit_code)} "
+                f"before processing any page; see {log_path}"
+            )
+        first_error = first_error or f"runner {_describe_exit(result.exit_code)}"
+        log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
+                    stage.name, variant, _describe_exit(result.exit_code), len(remaining))
+    outcome.seconds = time.monotonic() - t0
+    failures = [asdict(o) | {"stage": stage.name, "variant": variant}
+                for o in outcome.pages.values() if o.status == "failed"]
+    if failures:
+        append_jsonl(run_dir / "logs" / "failures.jsonl",
+                     [f | {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for f in failures])
+    return outcome

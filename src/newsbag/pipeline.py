@@ -1,0 +1,182 @@
+"""`newsbag run`: resolve pages and stages, then run the stages in order and report."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_jsonable
+from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunnerError
+from .io import write_json
+from .orchestrator import SourceOutcome, run_source
+from .pages import PageRecord, Rejected, build_pages, read_pages, select_shard
+from .progress import track
+
+__all__ = ["RunOptions", "resolve_pages", "plan", "run_pipeline"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    run_dir: Path
+    config_path: Path | None = None
+    input_dirs: tuple[Path, ...] = ()
+    manifest: Path | None = None
+    recursive: bool = False
+    stages: tuple[str, ...] = ()
+    max_pages: int | None = None
+    page_ids: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = None
+    force: bool = False
+    device: str | None = None
+    workers: int = 1
+
+
+@dataclass
+class RunSummary:
+    pages: int
+    rejected: list[Rejected] = field(default_factory=list)
+    sources: list[SourceOutcome] = field(default_factory=list)
+    builtin: dict[str, dict] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
+    """Pages of this run: from inputs (merged into the manifest) or the existing manifest."""
+    if opts.input_dirs or opts.manifest:
+        pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages)
+    else:
+        pages, rejected = read_pages(opts.run_dir), []
+        if not pages:
+            raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {opts.run_dir / 'manifests'})")
+        if opts.max_pages is not None:
+            pages = pages[: opts.max_pages]
+    if opts.page_ids:
+        wanted = set(opts.page_ids)
+        missing = wanted - {p.page_id for p in pages}
+        if missing:
+            raise InputError(f"unknown page id(s): {', '.join(sorted(missing))}")
+        pages = [p for p in pages if p.page_id in wanted]
+    return select_shard(pages, opts.shard), rejected
+
+
+def _with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
+    if device is None:
+        return config
+    from dataclasses import replace
+
+    return replace(config, stages=tuple(replace(s, device=device) if isinstance(s, ModelStage) else s
+                                        for s in config.stages))
+
+
+def plan(config: PipelineConfig, stages, pages: list[PageRecord], run_dir: Path) -> list[dict]:
+    """Rows of what a run would do: per source, pages to run and pages already done."""
+    from .orchestrator import is_page_done, source_dir
+
+    rows = []
+    for stage in stages:
+        if isinstance(stage, ModelStage):
+            for variant in stage.variants:
+                out = source_dir(run_dir, stage.name, variant)
+                done = sum(is_page_done(out, p.page_id) for p in pages)
+                rows.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
+                             "env": stage.env.python, "device": stage.device,
+                             "pages": len(pages), "done": done, "todo": len(pages) - done})
+        else:
+            rows.append({"stage": stage.name, "source": stage.kind, "family": "(builtin)", "env": "",
+                         "device": "cpu", "pages": len(pages), "done": None, "todo": None})
+    return rows
+
+
+def _report_name(opts: RunOptions) -> str:
+    return "run_report.json" if opts.shard is None else f"run_report.shard-{opts.shard[0]}-of-{opts.shard[1]}.json"
+
+
+def run_pipeline(opts: RunOptions) -> RunSummary:
+    """Run the selected stages over the selected pages.
+
+    Raises:
+        ConfigError / InputError: before anything is written.
+        EnvError, GpuPreflightError: a model env is missing or the GPU is unusable (the
+            other stages still ran).
+        PartialFailure: some pages failed or were rejected.
+    """
+    t0 = time.monotonic()
+    config = _with_device(load_config(opts.config_path), opts.device)
+    stages = config.select(list(opts.stages))
+    run_dir = Path(opts.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pages, rejected = resolve_pages(opts)
+    write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved) | {"config_path": config.path})
+    summary = RunSummary(pages=len(pages), rejected=rejected)
+    page_ids = [p.page_id for p in pages]
+    fatal: list[NewsbagError] = []
+    log.info("run %s: %d page(s), stages %s", run_dir, len(pages), ",".join(s.name for s in stages))
+    for stage in stages:
+        if isinstance(stage, ModelStage):
+            for variant in stage.variants:
+                label = f"{stage.name}/{variant}"
+                with track(label, len(pages)) as tracker:
+                    try:
+                        outcome = run_source(run_dir, stage, variant, pages, runners=config.runners_dir,
+                                             force=opts.force, on_page=lambda o: tracker.advance(o.status),
+                                             report_name=_report_name(opts))
+                    except (EnvError, GpuPreflightError, RunnerError) as exc:
+                        log.error("%s", exc)
+                        fatal.append(exc)
+                        summary.errors.append(str(exc))
+                        continue
+                summary.sources.append(outcome)
+                c = outcome.counts()
+                log.info("%s: ok %d, skipped %d, failed %d on %s", label, c["ok"], c["skipped"], c["failed"],
+                         outcome.device_used or "-")
+        else:
+            summary.builtin[stage.name] = _run_builtin(stage, run_dir, page_ids, opts)
+    summary.seconds = time.monotonic() - t0
+    _write_summary(run_dir, opts, summary)
+    failed_pages = sum(o.counts()["failed"] for o in summary.sources) + sum(
+        int(b.get("failed", 0)) for b in summary.builtin.values())
+    for exc_type in (GpuPreflightError, EnvError, RunnerError):
+        for exc in fatal:
+            if isinstance(exc, exc_type):
+                raise exc_type(f"{exc} ({len(fatal)} source(s) could not run; other stages finished)")
+    if failed_pages or rejected:
+        raise PartialFailure(
+            f"{failed_pages} page run(s) failed and {len(rejected)} input(s) rejected; "
+            f"see {run_dir / 'logs' / 'failures.jsonl'} and `newsbag status --run-dir {run_dir}`"
+        )
+    return summary
+
+
+def _run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions) -> dict:
+    options = to_jsonable(stage.options)
+    with track(stage.name, len(page_ids)) as tracker:
+        progress = lambda page_id, status: tracker.advance(status)  # noqa: E731
+        if stage.kind == "fusion":
+            from .fusion.stage import run_fusion
+
+            return run_fusion(run_dir, page_ids, options, force=opts.force, workers=opts.workers, progress=progress)
+        from .review.stage import run_review
+
+        return run_review(run_dir, page_ids, options, force=opts.force, progress=progress)
+
+
+def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:
+    """What ran where: one report per job kind (stages + shard), so parallel jobs never clash."""
+    name = "-".join(opts.stages) if opts.stages else "all"
+    if opts.shard is not None:
+        name += f".shard-{opts.shard[0]}-of-{opts.shard[1]}"
+    write_json(run_dir / "reports" / f"run_{name}.json", {
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pages": summary.pages,
+        "seconds": round(summary.seconds, 2),
+        "rejected": [r.__dict__ for r in summary.rejected],
+        "sources": [o.to_json() for o in summary.sources],
+        "builtin": {k: {kk: vv for kk, vv in v.items() if kk in ("recommended_variant", "failed", "ok", "skipped",
+                                                                 "skipped_variants", "pages")}
+                    for k, v in summary.builtin.items()},
+        "errors": summary.errors,
+    })

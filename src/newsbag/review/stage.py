@@ -1,0 +1,348 @@
+"""The review stage: one board PNG per page, the top-N most informative pages and the HTML gallery."""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from PIL import Image
+
+from ..contract import Boxes, PageMeta, boxes_from_page, validate_source_page
+from ..io import atomic_write_bytes, atomic_write_text, read_json, write_json
+from ..pages import read_pages
+from .gallery import write_gallery
+from .render import CLASS_COLORS, render_board
+from .score import score_page
+
+__all__ = ["ReviewParams", "parse_review_cfg", "run_review"]
+
+log = logging.getLogger(__name__)
+
+_DEFAULTS: dict[str, Any] = {"top_n": 20, "max_board_width": 2400, "variants": None}
+_STAGE_KEYS = {"name", "kind", "description"}
+# Panels are as wide as one row allows, but never below 480 px (text must stay legible) nor
+# above 800 px (the full-size page is one click away in the gallery).
+_PANEL_MIN, _PANEL_MAX = 480, 800
+_THUMB_WIDTH = 1200
+_FAILED_LISTED = 200
+
+
+@dataclass(frozen=True)
+class ReviewParams:
+    top_n: int = 20
+    max_board_width: int = 2400
+    variants: tuple[str, ...] | None = None
+
+
+def parse_review_cfg(cfg: Mapping[str, Any]) -> ReviewParams:
+    """Validated review options; raises a one-line ValueError on unknown keys or bad values."""
+    unknown = sorted(set(cfg) - set(_DEFAULTS) - _STAGE_KEYS)
+    if unknown:
+        raise ValueError(f"review stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
+    opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
+    for key, low in (("top_n", 1), ("max_board_width", 2 * _PANEL_MIN)):
+        value = opts[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"review stage: {key} must be an integer >= {low}, got {value!r}")
+    variants = opts["variants"]
+    if variants is not None:
+        if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
+            raise ValueError(f"review stage: variants must be null or a list of fused variant names, got {variants!r}")
+        variants = tuple(variants)
+    return ReviewParams(top_n=opts["top_n"], max_board_width=opts["max_board_width"], variants=variants)
+
+
+class _PageError(Exception):
+    """One-line reason a page cannot be reviewed (the batch goes on)."""
+
+
+@dataclass
+class _Outcome:
+    page_id: str
+    status: str  # done | skipped | failed
+    error: str = ""
+    info: dict = field(default_factory=dict)
+
+
+def _variant_dirs(root: Path, depth: int) -> dict[str, Path]:
+    """Output folders `depth` levels under `root`, named by their relative posix path."""
+    if not root.is_dir():
+        return {}
+    pattern = "/".join(["*"] * depth)
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in sorted(root.glob(pattern))
+        if p.is_dir() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+    }
+
+
+def _recommended(run_dir: Path) -> str | None:
+    path = run_dir / "outputs" / "fusion" / "summary.json"
+    if not path.exists():
+        return None
+    try:
+        value = read_json(path).get("recommended_variant")
+    except (OSError, ValueError, AttributeError) as exc:
+        log.warning("review: cannot read %s (%s); showing every fused variant", path, exc)
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def _fused_dirs(run_dir: Path, params: ReviewParams) -> tuple[dict[str, Path], str | None]:
+    found = _variant_dirs(run_dir / "outputs" / "fusion", 1)
+    recommended = _recommended(run_dir)
+    if params.variants is not None:
+        missing = [v for v in params.variants if v not in found]
+        if missing:
+            log.warning("review: fused variant(s) %s not found under outputs/fusion; skipped", ", ".join(missing))
+        return {v: found[v] for v in params.variants if v in found}, recommended
+    if recommended in found:
+        return {recommended: found[recommended]}, recommended
+    return found, None
+
+
+def _load_boxes(path: Path, name: str, page_id: str) -> Boxes:
+    try:
+        page = read_json(path)
+        validate_source_page(page)
+        if page["page_id"] != page_id:
+            raise ValueError(f"page_id is {page['page_id']!r}, expected {page_id!r}")
+        return boxes_from_page(page, source=name)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _PageError(f"broken page JSON {path}: {exc}") from None
+
+
+def _load_image(path: str, panel_width: int) -> Image.Image:
+    try:
+        with Image.open(path) as im:
+            # JPEG decodes at 1/2..1/8 scale for free; other formats ignore the hint.
+            im.draft("RGB", (panel_width, max(1, panel_width * im.height // max(1, im.width))))
+            return im.convert("RGB")
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise _PageError(f"unreadable image {path}: {exc}") from None
+
+
+def _page_files(page_id: str, dirs: dict[str, Path]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """(outputs, failure records) per name for one page; absent names did not run it."""
+    done, failed = {}, {}
+    for name, folder in dirs.items():
+        out = folder / f"{page_id}.json"
+        if out.exists():
+            done[name] = out
+        elif (folder / "_failed" / f"{page_id}.json").exists():
+            failed[name] = folder / "_failed" / f"{page_id}.json"
+    return done, failed
+
+
+def _panel_width(n_cells: int, max_board_width: int) -> int:
+    one_row = (max_board_width - (n_cells + 1) * 10) // max(1, n_cells)
+    return max(_PANEL_MIN, min(_PANEL_MAX, one_row))
+
+
+def _is_fresh(page_dir: Path, inputs: list[Path], params: dict) -> bool:
+    board, info = page_dir / "board.png", page_dir / "info.json"
+    if not (board.exists() and info.exists()):
+        return False
+    try:
+        recorded = read_json(info)
+    except (OSError, ValueError):
+        return False
+    if recorded.get("params") != params or recorded.get("status") != "ok":
+        return False
+    newest_input = max((p.stat().st_mtime_ns for p in inputs if p.exists()), default=0)
+    return min(board.stat().st_mtime_ns, info.stat().st_mtime_ns) > newest_input
+
+
+def _review_page(
+    run_dir: Path, record, source_dirs: dict[str, Path], fused_dirs: dict[str, Path],
+    recommended: str | None, params: ReviewParams, force: bool,
+) -> _Outcome:
+    page_id = record.page_id
+    page_dir = run_dir / "review" / "pages" / page_id
+    sources, failed_sources = _page_files(page_id, source_dirs)
+    fused, failed_fused = _page_files(page_id, fused_dirs)
+    summary = run_dir / "outputs" / "fusion" / "summary.json"
+    inputs = [*sources.values(), *failed_sources.values(), *fused.values(), *failed_fused.values(),
+              Path(record.image_path), summary]
+    params_rec = {**asdict(params), "variants": list(params.variants) if params.variants else None,
+                  "shown_fused": sorted(fused_dirs)}
+    if not force and _is_fresh(page_dir, inputs, params_rec):
+        return _Outcome(page_id, "skipped", info=read_json(page_dir / "info.json"))
+
+    source_boxes = {name: _load_boxes(path, name, page_id) for name, path in sources.items()}
+    fused_boxes = {name: _load_boxes(path, f"fusion/{name}", page_id) for name, path in fused.items()}
+    n_cells = 1 + len(source_dirs) + len(fused_dirs)
+    panel_w = _panel_width(n_cells, params.max_board_width)
+    image = _load_image(record.image_path, panel_w)
+
+    meta = PageMeta(page_id=page_id, width=record.width, height=record.height)
+    panels: list[tuple[str, Boxes]] = []
+    panel_rows = []
+    for name in source_dirs:
+        if name in source_boxes:
+            panels.append((name, source_boxes[name]))
+        elif name in failed_sources:
+            panels.append((f"{name} (FAILED)", Boxes.empty(meta)))
+        else:
+            continue
+        panel_rows.append({"name": name, "regions": len(panels[-1][1]), "failed": name in failed_sources})
+    for name in fused_dirs:
+        tag = " (recommended)" if name == recommended else ""
+        if name in fused_boxes:
+            panels.append((f"fused {name}{tag}", fused_boxes[name]))
+        elif name in failed_fused:
+            panels.append((f"fused {name}{tag} (FAILED)", Boxes.empty(meta)))
+        else:
+            continue
+        panel_rows.append({"name": f"fusion/{name}", "regions": len(panels[-1][1]), "failed": name in failed_fused})
+
+    reference = fused_boxes.get(recommended) if recommended else None
+    if reference is None and fused_boxes:
+        reference = fused_boxes[sorted(fused_boxes)[0]]
+    score = score_page(source_boxes, reference, sorted(failed_sources))
+
+    board = render_board(image, panels, max_panel_width=panel_w, max_board_width=params.max_board_width,
+                         title=page_id)
+    buf = io.BytesIO()
+    board.save(buf, format="PNG", compress_level=6)
+    atomic_write_bytes(page_dir / "board.png", buf.getvalue())
+    info = {
+        "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
+        "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
+        "panels": panel_rows, "reference_fused": None if reference is None else reference.meta.source,
+        "score": score.to_dict(), "params": params_rec,
+    }
+    write_json(page_dir / "info.json", info)
+    return _Outcome(page_id, "done", info=info)
+
+
+def _write_thumb(board: Path, out: Path) -> None:
+    if out.exists() and out.stat().st_mtime_ns > board.stat().st_mtime_ns:
+        return
+    with Image.open(board) as im:
+        im.load()
+        if im.width > _THUMB_WIDTH:
+            im = im.resize((_THUMB_WIDTH, max(1, round(im.height * _THUMB_WIDTH / im.width))), Image.Resampling.LANCZOS)
+        buf = io.BytesIO()
+        im.save(buf, format="PNG", compress_level=6)
+    atomic_write_bytes(out, buf.getvalue())
+
+
+def _tsv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        value = "; ".join(map(str, value))
+    return str(value).replace("\t", " ").replace("\n", " ")
+
+
+def run_review(
+    run_dir: Path,
+    page_ids: list[str],
+    review_cfg: Mapping[str, Any],
+    *,
+    force: bool = False,
+    progress: Callable[[str, str], None] | None = None,
+) -> dict:
+    """Draw boards for `page_ids`, rank them and write RUN/review/{pages,top<N>_informative,index.html}.
+
+    A page whose board is newer than all its inputs (and drawn with the same options) is
+    skipped unless `force`. A page with an unreadable image or a broken page JSON is
+    logged in one line, recorded as failed and the rest goes on.
+
+    Args:
+        run_dir: the run directory (manifest at RUN/manifests/pages.jsonl).
+        page_ids: pages to review, in manifest order.
+        review_cfg: the config's review stage dict (top_n, max_board_width, variants).
+        force: redraw every board.
+        progress: called as ``progress(page_id, status)`` with status done|skipped|failed.
+
+    Returns:
+        Counts (pages, done, skipped, failed), ``failures`` [{page_id, error}], ``top``
+        (page ids, best first) and the paths of index.html, scores.tsv and the top folder.
+
+    Raises:
+        ValueError: unknown or bad review options.
+    """
+    params = parse_review_cfg(review_cfg)
+    run_dir = Path(run_dir)
+    records = {r.page_id: r for r in read_pages(run_dir)}
+    source_dirs = _variant_dirs(run_dir / "outputs" / "sources", 2)
+    fused_dirs, recommended = _fused_dirs(run_dir, params)
+
+    outcomes: list[_Outcome] = []
+    for page_id in page_ids:
+        record = records.get(page_id)
+        try:
+            if record is None:
+                raise _PageError(f"not in {run_dir / 'manifests' / 'pages.jsonl'}")
+            outcome = _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force)
+        except _PageError as exc:
+            outcome = _Outcome(page_id, "failed", error=str(exc))
+            log.error("review: page %s: %s", page_id, exc)
+            for stale in ("board.png", "info.json"):
+                (run_dir / "review" / "pages" / page_id / stale).unlink(missing_ok=True)
+        outcomes.append(outcome)
+        if progress is not None:
+            progress(page_id, outcome.status)
+
+    ok = [o for o in outcomes if o.status != "failed"]
+    failed = [o for o in outcomes if o.status == "failed"]
+    ranked = sorted(ok, key=lambda o: (-o.info["score"]["score"], o.page_id))
+    top = ranked[: params.top_n]
+
+    review_dir = run_dir / "review"
+    top_name = f"top{params.top_n}_informative"
+    top_dir = review_dir / top_name / "pages"
+    top_dir.mkdir(parents=True, exist_ok=True)
+    keep = {f"{o.page_id}.png" for o in top}
+    for old in top_dir.glob("*.png"):
+        if old.name not in keep:
+            old.unlink()
+    for o in top:
+        _write_thumb(review_dir / "pages" / o.page_id / "board.png", top_dir / f"{o.page_id}.png")
+
+    columns = ["rank", "page_id", "status", "score", "source_disagreement", "fused_disagreement",
+               "line_coverage", "failed_share", "failed_sources", "reasons_or_error"]
+    lines = ["\t".join(columns)]
+    for rank, o in enumerate(ranked, 1):
+        s = o.info["score"]
+        lines.append("\t".join(_tsv_cell(v) for v in (
+            rank, o.page_id, "ok", s["score"], s["source_disagreement"], s["fused_disagreement"],
+            s["line_coverage"], s["failed_share"], s["failed_sources"], s["reasons"])))
+    for o in failed:
+        lines.append("\t".join(_tsv_cell(v) for v in ("", o.page_id, "failed", "", "", "", "", "", "", o.error)))
+    scores_path = review_dir / "scores.tsv"
+    atomic_write_text(scores_path, "\n".join(lines) + "\n")
+
+    pages_ctx = []
+    for rank, o in enumerate(top, 1):
+        pages_ctx.append({
+            "rank": rank, "page_id": o.page_id, **o.info["score"], "image_path": o.info.get("path", ""),
+            "thumb": f"{top_name}/pages/{o.page_id}.png", "board": f"pages/{o.page_id}/board.png",
+        })
+    context = {
+        "run": {
+            "name": run_dir.resolve().name, "pages_ok": len(ok), "pages_failed": len(failed),
+            "sources": list(source_dirs), "fused": list(fused_dirs), "recommended": recommended,
+        },
+        "pages": pages_ctx,
+        "failed": [{"page_id": o.page_id, "error": o.error} for o in failed[:_FAILED_LISTED]],
+        "colors": CLASS_COLORS,
+        "scores_tsv": "scores.tsv",
+    }
+    index = write_gallery(review_dir / "index.html", context)
+    return {
+        "pages": len(page_ids),
+        "done": sum(o.status == "done" for o in outcomes),
+        "skipped": sum(o.status == "skipped" for o in outcomes),
+        "failed": len(failed),
+        "failures": [{"page_id": o.page_id, "error": o.error} for o in failed],
+        "top": [o.page_id for o in top],
+        "index": str(index),
+        "scores": str(scores_path),
+        "top_dir": str(top_dir),
+    }

@@ -1,0 +1,122 @@
+"""MinerU2.5 runner end to end in a subprocess, with fake torch/transformers/mineru_vl_utils on PYTHONPATH."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prod_helpers import FAKES, make_page, read_json, run_runner
+
+HUB_ID = "opendatalab/MinerU2.5-2509-1.2B"
+LAYOUT = json.loads((FAKES / "_data" / "mineru_layout_detect.example.json").read_text())
+TWO_STEP = json.loads((FAKES / "_data" / "mineru_two_step_extract.example.json").read_text())
+
+
+@pytest.fixture
+def hf_home(tmp_path):
+    """An HF cache holding a snapshot of the hub id in the real layout (refs/main -> snapshots/<hash>)."""
+    home = tmp_path / "hf"
+    repo = home / "hub" / ("models--" + HUB_ID.replace("/", "--"))
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text('{"model_type": "qwen2_vl"}')
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    return home
+
+
+def _calls(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _env(tmp_path, hf_home, **extra):
+    return {"HF_HOME": str(hf_home), "FAKE_CALL_LOG": str(tmp_path / "calls.jsonl"), **extra}
+
+
+def test_layout_mode_batched_scaled_to_pixels_on_gpu(tmp_path, hf_home):
+    pages = [make_page(tmp_path, f"p{i}", (1000, 2000)) for i in range(3)]
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, {"batch_size": 2}, device="gpu",
+                                       allow_cpu_fallback=False, env=_env(tmp_path, hf_home, FAKE_CUDA="1"))
+    assert code == 0, err
+    regions = read_json(out_dir / "p0.json")["regions"]
+    assert [r["label"] for r in regions] == [b["type"] for b in LAYOUT]
+    first = LAYOUT[0]["bbox"]
+    assert regions[0]["bbox_xyxy"] == pytest.approx([first[0] * 1000, first[1] * 2000, first[2] * 1000, first[3] * 2000])
+    assert [r["order"] for r in regions] == list(range(1, len(LAYOUT) + 1))
+    assert all(r["score"] is None and r["text"] is None for r in regions)
+    calls = _calls(tmp_path / "calls.jsonl")
+    load = next(c for c in calls if c["call"] == "Qwen2VLForConditionalGeneration.from_pretrained")
+    assert load["device_map"] == {"": "cuda:0"} and load["dtype"] == "auto" and load["path"].endswith("snapshots/abc123")
+    assert next(c for c in calls if c["call"] == "AutoProcessor.from_pretrained")["use_fast"] is True
+    assert [c["n"] for c in calls if c["call"] == "batch_layout_detect"] == [2, 1]
+    meta = read_json(out_dir / "run_meta.json")
+    assert meta["cuda_available"] is True and meta["device_used"] == "cuda" and meta["gpu_name"] == "NVIDIA H200"
+    assert meta["exit_code"] == 0 and meta["counts"]["ok"] == 3
+
+
+def test_two_step_keeps_content_as_text(tmp_path, hf_home):
+    pages = [make_page(tmp_path, "p0", (1000, 1000))]
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, {"mode": "two_step"}, env=_env(tmp_path, hf_home))
+    assert code == 0, err
+    regions = read_json(out_dir / "p0.json")["regions"]
+    table = next(r for r in regions if r["label"] == "table")
+    assert table["text"].startswith("<table><tr><td>Year</td>") and table["class"] == "table"
+    assert [r["text"] for r in regions] == [b["content"] for b in TWO_STEP]
+
+
+def test_gpu_unavailable_falls_back_to_cpu_when_allowed(tmp_path, hf_home):
+    pages = [make_page(tmp_path, "p0", (800, 600))]
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, device="gpu", allow_cpu_fallback=True,
+                                       env=_env(tmp_path, hf_home))
+    assert code == 0, err
+    assert read_json(out_dir / "run_report.json")["device_used"] == "cpu"
+    assert read_json(out_dir / "run_meta.json")["cuda_available"] is False
+    load = next(c for c in _calls(tmp_path / "calls.jsonl") if c["call"].startswith("Qwen2VL"))
+    assert load["device_map"] == {"": "cpu"}
+
+
+@pytest.mark.parametrize("params, device, fallback", [
+    ({}, "gpu", False),                     # GPU asked, none, fallback refused
+    ({"require_cuda": True}, "auto", True),  # require_cuda guard wins over the fallback
+])
+def test_fallback_refused_exits_5_and_meta_written(tmp_path, hf_home, params, device, fallback):
+    pages = [make_page(tmp_path, "p0", (800, 600))]
+    code, out_dir, events, _ = run_runner(tmp_path, "mineru", pages, params, device=device,
+                                          allow_cpu_fallback=fallback, env=_env(tmp_path, hf_home))
+    assert code == 5 and events[-1]["error_class"] == "DeviceUnavailable"
+    meta = read_json(out_dir / "run_meta.json")
+    assert meta["cuda_available"] is False and meta["exit_code"] == 5
+    assert not (out_dir / "p0.json").exists()
+
+
+def test_offline_without_cached_weights_exits_3_with_prestage_hint(tmp_path):
+    pages = [make_page(tmp_path, "p0", (800, 600))]
+    code, _, events, _ = run_runner(tmp_path, "mineru", pages, env={"HF_HOME": str(tmp_path / "empty")})
+    assert code == 3
+    assert "HF_HUB_OFFLINE=1" in events[-1]["error"] and f"hf download {HUB_ID}" in events[-1]["error"]
+
+
+def test_failing_page_in_batch_retried_alone_then_resume(tmp_path, hf_home):
+    good = [make_page(tmp_path, f"g{i}", (600, 800)) for i in range(2)]
+    bad = make_page(tmp_path, "bad", (600, 800), color=(255, 0, 0))  # red pixel: the fake model raises
+    env = _env(tmp_path, hf_home)
+    code, out_dir, _, _ = run_runner(tmp_path, "mineru", [good[0], bad, good[1]], {"batch_size": 4}, env=env)
+    assert code == 4
+    assert (out_dir / "g0.json").exists() and (out_dir / "g1.json").exists()
+    assert "illegal memory access" in read_json(out_dir / "_failed" / "bad.json")["error"]
+    # one batch of 3 raised, then each page alone
+    assert [c["n"] for c in _calls(tmp_path / "calls.jsonl") if c["call"] == "batch_layout_detect"] == [3, 1, 1, 1]
+    code, _, events, _ = run_runner(tmp_path, "mineru", good, {"batch_size": 4}, env=env)
+    assert code == 0 and {e["status"] for e in events if e["event"] == "done"} == {"skipped"}
+
+
+def test_model_dir_staged_to_node_local(tmp_path):
+    model = tmp_path / "weights" / "MinerU2.5"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    pages = [make_page(tmp_path, "p0", (600, 800))]
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, {"model_dir": str(model), "stage_weights": True},
+                                       env={"TMPDIR": str(tmp_path / "local"), "SLURM_TMPDIR": ""})
+    assert code == 0, err
+    assert read_json(out_dir / "run_report.json")["model_path"].startswith(str(tmp_path / "local" / "newsbag-weights"))

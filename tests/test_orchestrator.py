@@ -1,0 +1,156 @@
+"""The orchestrator against fault-injecting fake runners: ledger, exit codes, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from newsbag.cli import main
+from newsbag.pages import read_pages
+
+from conftest import write_fake_config
+
+
+def run_cli(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def outputs(run: Path, variant="v"):
+    folder = run / "outputs" / "sources" / "fake" / variant
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json") if not p.name.startswith("run_report")}
+
+
+def failures(run: Path, variant="v"):
+    folder = run / "outputs" / "sources" / "fake" / variant / "_failed"
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json") if not p.name.endswith(".invalid.json")}
+
+
+def ids_with(run, needle):
+    return {p.page_id for p in read_pages(run) if needle in p.page_id}
+
+
+def test_clean_run_writes_contract_and_report(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg)
+    assert code == 0, err
+    pages = outputs(tmp_path / "run")
+    assert len(pages) == 5
+    page = next(iter(pages.values()))
+    assert page["source"] == {"stage": "fake", "variant": "v", "family": "fake", "model": "fake-1", "device": "cpu"}
+    assert page["regions"][0]["bbox_xyxy"] == [1.0, 1.0, 20.0, 15.0]
+    assert page["regions"][1]["class"] == "unknown" and page["warnings"] == {"unknown_label:mystery": 1, "unknown_label:text": 1}  # no table for "fake"
+    assert not Path(page["image"]["path"]).is_absolute()
+    report = json.loads((tmp_path / "run/outputs/sources/fake/v/run_report.json").read_text())
+    assert report["counts"] == {"ok": 5, "failed": 0, "skipped": 0} and report["device_used"] == "cpu"
+    summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())
+    assert summary["sources"][0]["device_used"] == "cpu" and summary["sources"][0]["counts"]["ok"] == 5
+
+
+def test_rerun_skips_finished_pages_and_force_redoes(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
+    args = ["run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg]
+    assert run_cli(capsys, *args)[0] == 0
+    before = {p: (tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns for p in outputs(tmp_path / "run")}
+    assert run_cli(capsys, *args)[0] == 0
+    summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())
+    assert summary["sources"][0]["counts"]["skipped"] == 5
+    assert summary["sources"][0]["launches"] == 0  # nothing to do: no model load at all
+    after = {p: (tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns for p in before}
+    assert before == after
+    assert run_cli(capsys, *args, "--force")[0] == 0
+    assert all((tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns > before[p] for p in before)
+
+
+@pytest.mark.parametrize("mode,needle,error", [
+    ("raise", "issue1__p1", "ValueError: bad page"),                       # exception inside detect
+    ("crash", "issue2__p2", "runner killed by SIGKILL while processing this page"),  # runner dies
+    ("garbage", "issue1__p2", "invalid output JSON"),                      # output is not JSON
+    ("exit0", "issue2__p1", "runner exited 0 while processing this page"),  # exits mid-job
+])
+def test_page_faults_are_recorded_and_the_rest_goes_on(tmp_path, page_dir, capsys, mode, needle, error):
+    clean_cfg = write_fake_config(tmp_path / "clean.json", {"v": {}})
+    assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "clean", "--config", clean_cfg)[0] == 0
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": mode, "on": [needle]}})
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 4
+    assert "1 page run(s) failed" in err
+    bad = ids_with(run, needle)
+    assert set(failures(run)) == bad
+    assert error in next(iter(failures(run).values()))["error"]
+    good = outputs(run)
+    assert set(good) == {p.page_id for p in read_pages(run)} - bad
+    clean = outputs(tmp_path / "clean")
+    for page_id, page in good.items():  # good pages identical to a clean run (timings aside)
+        assert page["regions"] == clean[page_id]["regions"]
+    ledger = [json.loads(l) for l in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert [r["page_id"] for r in ledger] == sorted(bad) and ledger[0]["status"] == "failed"
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    status = json.loads(out)
+    assert status["sources"][0]["failed"] == 1 and status["sources"][0]["done"] == 4
+    assert not list(run.rglob("*.tmp"))
+
+
+def test_hang_past_page_timeout_is_killed_and_others_finish(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "hang", "on": ["issue1__p2"]}}, page_timeout_s=3)
+    run = tmp_path / "run"
+    t0 = time.monotonic()
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 4 and time.monotonic() - t0 < 30
+    fails = failures(run)
+    assert set(fails) == ids_with(run, "issue1__p2")
+    assert "no progress for 3s" in next(iter(fails.values()))["error"]
+    assert len(outputs(run)) == 4
+
+
+def test_runner_exiting_0_without_output(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, env={"FAKE_MODES": "noop"})
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 4
+    assert len(failures(run)) == 5 and not outputs(run)
+    assert all("without writing output" in f["error"] for f in failures(run).values())
+
+
+@pytest.mark.parametrize("variant,kwargs,code,message", [
+    ({"mode": "missing"}, {}, 3, "fakelib is not installed"),                       # dependency missing
+    ({"mode": "nogpu"}, {"device": "gpu", "allow_cpu_fallback": False}, 5, "no CUDA device"),  # GPU refused
+    ({}, {"python": "/nonexistent/env/bin/python"}, 3, "/nonexistent/env/bin/python"),  # env missing
+])
+def test_env_and_device_failures(tmp_path, page_dir, capsys, variant, kwargs, code, message):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": variant}, **kwargs)
+    got, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg)
+    assert got == code
+    assert message in err and "stage fake" in err
+    assert len(err.strip().splitlines()[-1]) < 400
+
+
+def test_interrupted_run_resumes_without_loss(tmp_path, page_dir):
+    """Kill `newsbag run` mid-job, rerun: every page once, none half-written."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "hang", "on": ["issue2__p3"]}})
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(page_dir), "--recursive",
+           "--run-dir", str(run), "--config", str(cfg)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(outputs(run)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(outputs(run)) == 4
+    cfg_ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    done = subprocess.run([*cmd[:-1], str(cfg_ok)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run / "reports/run_all.json").read_text())
+    assert summary["sources"][0]["counts"] == {"ok": 1, "failed": 0, "skipped": 4}
+    files = sorted(p.name for p in (run / "outputs/sources/fake/v").iterdir() if p.is_file())
+    assert len([f for f in files if f.endswith(".json") and not f.startswith("run_report")]) == 5
+    assert not [f for f in files if f.startswith(".")]

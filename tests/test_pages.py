@@ -1,0 +1,135 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from newsbag.errors import InputError
+from newsbag.pages import build_pages, inspect_page, page_id_for, read_manifest_list, read_pages, select_shard
+
+from conftest import write_image
+
+
+def test_page_ids_are_unique_across_folders_and_extensions(tmp_path):
+    root = tmp_path
+    ids = {page_id_for(root / rel, root) for rel in ("issue1/p1.png", "issue2/p1.png", "issue1/p1.tif", "p1.png")}
+    assert len(ids) == 4
+    assert page_id_for(root / "issue1/p1.png", root).startswith("issue1__p1-")
+
+
+def test_page_ids_are_stable_across_machines(tmp_path):
+    a = page_id_for(tmp_path / "x" / "issue1/p1.png", tmp_path / "x")
+    b = page_id_for(tmp_path / "y" / "issue1/p1.png", tmp_path / "y")
+    assert a == b
+
+
+@pytest.mark.parametrize("name,mode,fmt,save,expect_cache,note", [
+    ("a.png", "L", "PNG", {}, False, ""),                        # 8-bit grey PNG passes through
+    ("b.jpg", "RGB", "JPEG", {}, False, ""),                     # RGB JPEG passes through
+    ("c.tif", "L", "TIFF", {}, False, ""),                       # 8-bit grey TIFF
+    ("d.tif", "RGB", "TIFF", {"compression": "tiff_lzw"}, False, ""),  # RGB TIFF, LZW
+    ("e.tif", "I;16", "TIFF", {}, True, "converted to 8-bit L"),  # 16-bit grey
+    ("f.tif", "CMYK", "TIFF", {}, True, "converted to 8-bit RGB"),  # CMYK
+    ("g.bmp", "RGB", "BMP", {}, True, "converted"),              # BMP gets a PNG copy
+    ("h.webp", "RGB", "WEBP", {"lossless": True}, True, "converted"),  # WebP
+    ("i.png", "1", "PNG", {}, True, "converted to 8-bit L"),     # bilevel
+])
+def test_image_kinds(tmp_path, name, mode, fmt, save, expect_cache, note):
+    src = write_image(tmp_path / "in" / name, size=(64, 48), mode=mode, fmt=fmt, **save)
+    rec = inspect_page(src, tmp_path / "in", tmp_path / "run")
+    assert (rec.width, rec.height) == (64, 48)
+    assert (Path(rec.image_path) != src.resolve()) == expect_cache
+    assert note in rec.note
+    with Image.open(rec.image_path) as im:
+        assert im.mode in ("L", "RGB") and im.size == (64, 48)
+        if mode == "I;16":  # 16-bit values scaled, not clipped: a gradient stays a gradient
+            arr = np.asarray(im)
+            assert arr.max() > 200 and arr.min() < 10
+    assert (tmp_path / "run" / rec.path).resolve() == src.resolve()
+
+
+def test_16bit_rgb_tiff_read_with_tifffile(tmp_path):
+    tifffile = pytest.importorskip("tifffile")
+    arr = np.zeros((20, 30, 3), np.uint16)
+    arr[..., 0] = 65535
+    src = tmp_path / "in" / "rgb16.tif"
+    src.parent.mkdir()
+    tifffile.imwrite(src, arr, photometric="rgb")
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        assert im.mode == "RGB" and tuple(np.asarray(im)[0, 0]) == (255, 0, 0)
+
+
+def test_multipage_tiff_uses_first_page_and_says_so(tmp_path):
+    src = tmp_path / "in" / "multi.tif"
+    src.parent.mkdir()
+    first = Image.new("L", (30, 20), 0)
+    second = Image.new("L", (50, 40), 255)
+    first.save(src, save_all=True, append_images=[second])
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert "2 frames" in rec.note and "first page" in rec.note
+    assert (rec.width, rec.height) == (30, 20)
+    with Image.open(rec.image_path) as im:
+        assert np.asarray(im).max() == 0
+
+
+@pytest.mark.parametrize("content,reason", [
+    (b"", "not a readable image"),                                   # zero bytes
+    (b"hello world, not an image", "not a readable image"),          # text with an image suffix
+])
+def test_bad_input_is_rejected_with_file_and_reason(tmp_path, content, reason):
+    bad = tmp_path / "in" / "bad.png"
+    bad.parent.mkdir()
+    bad.write_bytes(content)
+    with pytest.raises(InputError, match=reason) as err:
+        inspect_page(bad, bad.parent, tmp_path / "run")
+    assert str(bad) in str(err.value)
+
+
+def test_truncated_image_is_rejected_and_batch_goes_on(tmp_path):
+    good = write_image(tmp_path / "in" / "good.png")
+    full = write_image(tmp_path / "in" / "trunc.png", size=(300, 300)).read_bytes()
+    (tmp_path / "in" / "trunc.png").write_bytes(full[: len(full) // 2])
+    pages, rejected = build_pages(tmp_path / "run", [tmp_path / "in"], None, False, None)
+    assert [p.page_id.split("-")[0] for p in pages] == ["good"]
+    assert len(rejected) == 1 and "trunc.png" in rejected[0].path and "decode" in rejected[0].error
+    lines = (tmp_path / "run" / "manifests" / "rejected.jsonl").read_text().splitlines()
+    assert "trunc.png" in json.loads(lines[0])["path"]
+    assert good.exists()
+
+
+def test_manifest_file_comments_and_relative_paths(tmp_path, page_dir):
+    listing = tmp_path / "list.txt"
+    listing.write_text("# my pages\npages/issue1/p1.png\n\n  pages/issue2/p1.png  # second\n")
+    assert read_manifest_list(listing) == [tmp_path / "pages/issue1/p1.png", tmp_path / "pages/issue2/p1.png"]
+    pages, rejected = build_pages(tmp_path / "run", [], listing, False, None)
+    assert not rejected and len({p.page_id for p in pages}) == 2
+    assert all(len(p.sha256) == 64 for p in pages)
+
+
+def test_manifest_records_and_rerun_merges(tmp_path, page_dir):
+    run = tmp_path / "run"
+    first, _ = build_pages(run, [page_dir], None, True, 2)
+    assert len(first) == 2
+    second, _ = build_pages(run, [page_dir], None, True, None)
+    assert len(second) == 5
+    on_disk = read_pages(run)
+    assert {p.page_id for p in on_disk} == {p.page_id for p in second}
+    row = json.loads((run / "manifests" / "pages.jsonl").read_text().splitlines()[0])
+    assert set(row) >= {"page_id", "path", "sha256", "width", "height"}
+    assert not Path(row["path"]).is_absolute()
+
+
+def test_several_input_dirs_keep_their_folder_names(tmp_path):
+    write_image(tmp_path / "a" / "p1.png")
+    write_image(tmp_path / "b" / "p1.png")
+    pages, _ = build_pages(tmp_path / "run", [tmp_path / "a", tmp_path / "b"], None, False, None)
+    assert sorted(p.page_id.split("-")[0] for p in pages) == ["a__p1", "b__p1"]
+
+
+def test_select_shard_partitions_pages(tmp_path, page_dir):
+    pages, _ = build_pages(tmp_path / "run", [page_dir], None, True, None)
+    shards = [select_shard(pages, (k, 3)) for k in range(3)]
+    assert sorted(p.page_id for s in shards for p in s) == sorted(p.page_id for p in pages)
+    assert [len(s) for s in shards] == [2, 2, 1]
