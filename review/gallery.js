@@ -85,4 +85,8 @@
   document.getElementById("zoom-fit").addEventListener("click", () => setScale(0));
   document.getElementById("overlay-close").addEventListener("click", close);
   document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && !overlay.hidden) close(); });
+  // index.html#zoom=<page_id> opens that page's full board (a link a reviewer can share).
+  const wanted = decodeURIComponent(location.hash.replace(/^#zoom=/, ""));
+  const card = location.hash.startsWith("#zoom=") && cards.find((c) => c.dataset.page === wanted);
+  if (card) open(card.querySelector("a.zoom"));
 })();

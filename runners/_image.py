@@ -18,6 +18,14 @@ def load_rgb(path: str) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
+def load_page_array(path: str) -> np.ndarray:
+    """(H, W) for grey pages, (H, W, 3) RGB otherwise: resizing a grey scan is 3x cheaper."""
+    with Image.open(path) as im:
+        if im.mode in ("L", "1", "I;16", "I"):
+            return np.asarray(im.convert("L"))
+        return np.asarray(im.convert("RGB"))
+
+
 def load_pil_rgb(path: str) -> Image.Image:
     with Image.open(path) as im:
         return im.convert("RGB")

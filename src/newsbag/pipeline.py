@@ -109,6 +109,8 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
     config = _with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
+    if not (opts.input_dirs or opts.manifest or (run_dir / "manifests" / "pages.jsonl").exists()):
+        raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {run_dir / 'manifests'})")
     run_dir.mkdir(parents=True, exist_ok=True)
     pages, rejected = resolve_pages(opts)
     write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved) | {"config_path": config.path})

@@ -107,6 +107,13 @@ while IFS=$'\t' read -r name kind; do
   if [ "$kind" = model ]; then model_stages+=("$name"); else post_stages+=("$name"); fi
 done <<<"$stage_table"
 
+# Missing runner envs are only warned about here: compute nodes may mount what this host lacks;
+# the job's own env check then fails in seconds with the same message.
+if ! env_report=$("$NEWSBAG_PY" -m newsbag.slurm check-env "${config_args[@]}" --stages "$stages" 2>&1); then
+  echo "$PROG: warning: jobs for these stages will fail unless the env exists on the compute nodes:" >&2
+  printf '%s\n' "$env_report" | sed 's/^/  /' >&2
+fi
+
 join() { local IFS=,; echo "$*"; }
 in_list() { case ",$2," in *",$1,"*) return 0 ;; esac; return 1; }
 

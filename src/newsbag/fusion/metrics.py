@@ -173,8 +173,8 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
     """Each region source's agreement with the consensus of the *other* families.
 
     The consensus of the others is `fuse_consensus` over every box whose family differs
-    (its text lines included when they are another family), with a vote of two families
-    when at least two remain. Agreement is pixel F1 of text areas and one-to-one IoU F1
+    (its text lines included when they are another family), keeping boxes that at least
+    half of the other families support (vote = ceil(n/2)). Agreement is pixel F1 of text areas and one-to-one IoU F1
     of text regions; NaN when no other family ran on the page.
     """
     from .fuse import COARSE, coarse_codes, fuse_consensus
@@ -196,7 +196,7 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
             continue
         sub = boxes[others]
         sub_pairs = subset_pairs(pairs, others) if pairs is not None else None
-        cons = fuse_consensus(sub, ConsensusParams(vote=min(2, n_fam)), sub_pairs)
+        cons = fuse_consensus(sub, ConsensusParams(vote=max(1, (n_fam + 1) // 2)), sub_pairs)
         a = mine.xyxy[_textlike(mine)]
         b = cons.xyxy[_textlike(cons)]
         _, _, f = pixel_prf(union_mask(a, meta.width, meta.height, _RASTER),

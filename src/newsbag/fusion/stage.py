@@ -22,7 +22,7 @@ from .geometry import self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import FusionConfig, Variant, match_sources, parse_fusion_config
 
-__all__ = ["run_fusion", "discover_sources", "fuse_page", "SCORE_DOC"]
+__all__ = ["run_fusion", "discover_sources", "fuse_page", "tsv_text", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def discover_sources(run_dir: Path) -> list[str]:
     )
 
 
-def _load_source_page(path: Path, page_id: str, name: str) -> Boxes:
+def _load_source_page(path: Path, page_id: str, name: str) -> tuple[Boxes, dict]:
     try:
         page = read_json(path)
         validate_source_page(page)
@@ -149,7 +149,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     return page_id, "ok", None
 
 
-def _tsv(rows: list[dict], columns: list[str]) -> str:
+def tsv_text(rows: list[dict], columns: list[str]) -> str:
+    """TSV text with a header; floats with 4 decimals, None as empty."""
     buf = _io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n")
     w.writerow(columns)
@@ -255,13 +256,13 @@ def run_fusion(
     for r in vrows:
         r["method"] = method.get(r["name"], "")
     atomic_write_text(fusion / "variant_leaderboard.tsv",
-                      _tsv(vrows, ["rank", "name", "method", "n_pages", *vkeys]))
+                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys]))
     atomic_write_text(fusion / "source_leaderboard.tsv",
-                      _tsv(srows, ["rank", "name", "family", "n_pages", *skeys]))
-    atomic_write_text(fusion / "per_page_variant_metrics.tsv", _tsv(
+                      tsv_text(srows, ["rank", "name", "family", "n_pages", *skeys]))
+    atomic_write_text(fusion / "per_page_variant_metrics.tsv", tsv_text(
         [{"page_id": r["page_id"], "name": n, **m} for r in records for n, m in sorted(r["variants"].items())],
         ["page_id", "name", *vkeys]))
-    atomic_write_text(fusion / "per_page_source_metrics.tsv", _tsv(
+    atomic_write_text(fusion / "per_page_source_metrics.tsv", tsv_text(
         [{"page_id": r["page_id"], "name": n, **m} for r in records for n, m in sorted(r["sources"].items())],
         ["page_id", "name", "family", *skeys]))
 

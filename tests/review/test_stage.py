@@ -1,0 +1,150 @@
+"""run_review on a synthetic run directory: boards, failures, ranking, resume and the gallery."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from PIL import Image
+
+from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
+
+from newsbag.review.stage import parse_review_cfg, run_review
+
+CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400, "variants": None}
+IDS = ["p1", "p2", "p3"]
+
+
+def test_boards_failures_ranking_and_gallery(review_run):
+    seen = []
+    result = run_review(review_run, IDS, CFG, progress=lambda pid, status: seen.append((pid, status)))
+    assert seen == [("p1", "done"), ("p2", "done"), ("p3", "failed")]
+    assert (result["pages"], result["done"], result["skipped"], result["failed"]) == (3, 2, 0, 1)
+
+    (failure,) = result["failures"]
+    broken = review_run / "outputs" / "sources" / "b" / "y" / "p3.json"
+    assert failure["page_id"] == "p3"
+    assert failure["error"].startswith(f"broken page JSON {broken}: ")
+    assert "\n" not in failure["error"]
+
+    review = review_run / "review"
+    for page_id in ("p1", "p2"):
+        with Image.open(review / "pages" / page_id / "board.png") as board:
+            assert board.format == "PNG" and board.width <= CFG["max_board_width"]
+        info = json.loads((review / "pages" / page_id / "info.json").read_text())
+        assert [p["name"] for p in info["panels"]] == ["a/x", "b/y", "fusion/v1"]
+        assert info["reference_fused"] == "fusion/v1"
+    assert not (review / "pages" / "p3" / "board.png").exists()
+
+    # p2's sources disagree completely, p1's agree: p2 ranks first.
+    assert result["top"] == ["p2", "p1"]
+    top_dir = review / "top20_informative" / "pages"
+    assert sorted(p.name for p in top_dir.iterdir()) == ["p1.png", "p2.png"]
+    assert not any(p.is_symlink() for p in top_dir.iterdir())
+
+    rows = [line.split("\t") for line in (review / "scores.tsv").read_text().splitlines()]
+    assert [r[:3] for r in rows[1:]] == [["1", "p2", "ok"], ["2", "p1", "ok"], ["", "p3", "failed"]]
+    assert float(rows[1][3]) > float(rows[2][3])
+
+    html = (review / "index.html").read_text()
+    assert html.index('data-page="p2"') < html.index('data-page="p1"')
+    assert 'src="top20_informative/pages/p2.png"' in html
+    assert "sources disagree: 100% of blocks unmatched between sources" in html
+    assert 'class="failed-page" data-page="p3"' in html
+    assert "broken page JSON" in html
+
+
+def test_resume_skips_fresh_boards_and_redraws_changed_inputs(review_run):
+    run_review(review_run, IDS, CFG)
+    board = review_run / "review" / "pages" / "p1" / "board.png"
+    stamp = board.stat().st_mtime_ns
+
+    again = run_review(review_run, IDS, CFG)
+    assert (again["done"], again["skipped"], again["failed"]) == (0, 2, 1)
+    assert board.stat().st_mtime_ns == stamp
+    assert again["top"] == ["p2", "p1"]  # scores come back from info.json
+
+    source = review_run / "outputs" / "sources" / "a" / "x" / "p1.json"
+    os.utime(source, ns=(stamp + 10**9, stamp + 10**9))
+    changed = run_review(review_run, IDS, CFG)
+    assert (changed["done"], changed["skipped"]) == (1, 1)
+    assert board.stat().st_mtime_ns > stamp
+
+    assert run_review(review_run, IDS, CFG, force=True)["done"] == 2
+    # Other options redraw too (the board would differ).
+    assert run_review(review_run, IDS, {**CFG, "max_board_width": 1200})["done"] == 2
+
+
+def test_top_n_keeps_only_the_best_and_removes_stale_copies(review_run):
+    run_review(review_run, IDS, {**CFG, "top_n": 1})
+    top_dir = review_run / "review" / "top1_informative" / "pages"
+    assert [p.name for p in top_dir.iterdir()] == ["p2.png"]
+    (top_dir / "p1.png").write_bytes(b"stale")
+    run_review(review_run, IDS, {**CFG, "top_n": 1})
+    assert [p.name for p in top_dir.iterdir()] == ["p2.png"]
+    with Image.open(top_dir / "p2.png") as thumb:
+        assert thumb.width <= 1200
+
+
+def test_missing_image_fails_that_page_only(review_run):
+    image = review_run / "images" / "p1.png"
+    image.unlink()
+    result = run_review(review_run, ["p1", "p2"], CFG)
+    assert result["failures"] == [{"page_id": "p1", "error": result["failures"][0]["error"]}]
+    assert result["failures"][0]["error"].startswith(f"unreadable image {image}: ")
+    assert result["top"] == ["p2"]
+
+
+def test_unknown_page_id_is_a_failure(review_run):
+    result = run_review(review_run, ["p1", "zz"], CFG)
+    assert [f["page_id"] for f in result["failures"]] == ["zz"]
+    assert "not in " in result["failures"][0]["error"]
+
+
+def test_failed_source_is_a_panel_and_a_reason(run_kit):
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": [a], "fusion/v1": [a]},
+                               "p2": {"a/x": [a], "fusion/v1": [a]}})
+    failed = run / "outputs" / "sources" / "b" / "y" / "_failed" / "p2.json"
+    failed.parent.mkdir(parents=True)
+    failed.write_text(json.dumps({"page_id": "p2", "error": "boom"}))
+    result = run_review(run, ["p1", "p2"], CFG)
+    assert result["failed"] == 0 and result["top"] == ["p2", "p1"]
+    info = json.loads((run / "review" / "pages" / "p2" / "info.json").read_text())
+    assert {"name": "b/y", "regions": 0, "failed": True} in info["panels"]
+    assert info["score"]["failed_sources"] == ["b/y"]
+    assert info["score"]["reasons"][0] == "1/2 sources failed (b/y)"
+
+
+@pytest.mark.parametrize("summary, variants, expected_panels", [
+    ({"recommended_variant": "v1"}, None, ["fusion/v1"]),     # recommended only
+    ({}, None, ["fusion/v1", "fusion/v2"]),                    # no summary: every fused variant
+    ({"other": 1}, None, ["fusion/v1", "fusion/v2"]),          # summary without the key
+    ({"recommended_variant": "v1"}, ["v2"], ["fusion/v2"]),    # config picks
+])
+def test_which_fused_variants_are_shown(run_kit, summary, variants, expected_panels):
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "fusion/v1": [a], "fusion/v2": [a]}}, summary=summary)
+    run_review(run, ["p1"], {**CFG, "variants": variants})
+    info = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())
+    assert [p["name"] for p in info["panels"] if p["name"].startswith("fusion/")] == expected_panels
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"top_n": 5, "colour": "red"}, "review stage: unknown key(s) colour; allowed: max_board_width, top_n, variants"),
+    ({"top_n": 0}, "review stage: top_n must be an integer >= 1, got 0"),
+    ({"top_n": True}, "review stage: top_n must be an integer >= 1, got True"),
+    ({"max_board_width": 100}, "review stage: max_board_width must be an integer >= 960, got 100"),
+    ({"variants": "v1"}, "review stage: variants must be null or a list of fused variant names, got 'v1'"),
+])
+def test_bad_review_config_is_one_line_value_error(cfg, message):
+    with pytest.raises(ValueError) as info:
+        parse_review_cfg(cfg)
+    assert str(info.value) == message
+
+
+def test_bad_config_is_rejected_before_writing(review_run):
+    with pytest.raises(ValueError):
+        run_review(review_run, IDS, {"top": 3})
+    assert not (review_run / "review").exists()

@@ -1,0 +1,88 @@
+"""paddle_layout backend "paddleocr": fake paddleocr.LayoutDetection replaying real LayoutAnalysisResult / DetResult JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from prod_helpers import FAKES, make_page, read_json, run_runner
+
+V3 = json.loads((FAKES / "_data" / "paddleocr_layout_detection.res.json").read_text())
+PLUS_L = json.loads((FAKES / "_data" / "paddleocr_layout_detection.plus_l.res.json").read_text())
+
+
+@pytest.fixture
+def pdx_cache(tmp_path):
+    home = tmp_path / "pdx"
+    for name in ("PP-DocLayoutV2", "PP-DocLayoutV3", "PP-DocLayout_plus-L"):
+        (home / "official_models" / name).mkdir(parents=True)
+        (home / "official_models" / name / "inference.yml").write_text("x")
+    return home
+
+
+def _env(tmp_path, pdx, **extra):
+    return {"PADDLE_PDX_CACHE_HOME": str(pdx), "FAKE_CALL_LOG": str(tmp_path / "calls.jsonl"), **extra}
+
+
+def _calls(tmp_path):
+    return [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("model_name, sample, has_order", [
+    ("PP-DocLayoutV3", V3, True),        # LayoutAnalysisResult: int coordinates, order (null for skipped labels)
+    ("PP-DocLayout_plus-L", PLUS_L, False),  # DetResult: float coordinates, no order
+])
+def test_boxes_from_result_json(tmp_path, pdx_cache, model_name, sample, has_order):
+    pages = [make_page(tmp_path, "p0"), make_page(tmp_path, "p1")]
+    params = {"backend": "paddleocr", "model_name": model_name, "batch_size": 2, "threshold": 0.3}
+    code, out_dir, _, err = run_runner(tmp_path, "paddle_layout", pages, params, device="gpu",
+                                       allow_cpu_fallback=False, env=_env(tmp_path, pdx_cache, FAKE_CUDA="1"))
+    assert code == 0, err
+    regions = read_json(out_dir / "p1.json")["regions"]
+    boxes = sample["boxes"]
+    assert [r["label"] for r in regions] == [b["label"] for b in boxes]
+    assert [r["bbox_xyxy"] for r in regions] == [pytest.approx(b["coordinate"], abs=0.01) for b in boxes]
+    assert [r["score"] for r in regions] == [round(b["score"], 5) for b in boxes]
+    assert [r["order"] for r in regions] == [b.get("order") for b in boxes]
+    assert any(r["order"] is not None for r in regions) == has_order
+    calls = _calls(tmp_path)
+    ctor = next(c for c in calls if c["call"] == "LayoutDetection")
+    assert ctor["model_name"] == model_name and ctor["device"] == "gpu:0"
+    assert ctor["model_dir"] == str(pdx_cache / "official_models" / model_name)
+    assert [(c["n"], c["batch_size"], c["threshold"]) for c in calls if c["call"] == "LayoutDetection.predict"] == [(2, 2, 0.3)]
+
+
+def test_threshold_passed_to_predict_filters(tmp_path, pdx_cache):
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3", "threshold": 0.95}
+    code, out_dir, _, err = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params,
+                                       env=_env(tmp_path, pdx_cache))
+    assert code == 0, err
+    assert {r["label"] for r in read_json(out_dir / "p0.json")["regions"]} == {
+        b["label"] for b in V3["boxes"] if b["score"] >= 0.95}
+
+
+def test_gpu_missing_fallback_refused_exits_5(tmp_path, pdx_cache):
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV2"}
+    code, _, events, _ = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params, device="gpu",
+                                    allow_cpu_fallback=False, env=_env(tmp_path, pdx_cache))
+    assert code == 5 and "paddle sees no GPU" in events[-1]["error"]
+
+
+def test_offline_without_weights_exits_3(tmp_path):
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3"}
+    code, _, events, _ = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params,
+                                    env={"PADDLE_PDX_CACHE_HOME": str(tmp_path / "none")})
+    assert code == 3 and "No model source is available" in events[-1]["error"]
+
+
+def test_batch_with_bad_page_then_resume(tmp_path, pdx_cache):
+    pages = [make_page(tmp_path, "a"), make_page(tmp_path, "bad"), make_page(tmp_path, "c")]
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3", "batch_size": 3}
+    env = _env(tmp_path, pdx_cache)
+    code, out_dir, _, _ = run_runner(tmp_path, "paddle_layout", pages, params, env=env)
+    assert code == 4 and (out_dir / "a.json").exists() and (out_dir / "c.json").exists()
+    assert read_json(out_dir / "_failed" / "bad.json")["error_class"] == "RuntimeError"
+    assert [c["n"] for c in _calls(tmp_path) if c["call"] == "LayoutDetection.predict"] == [3, 1, 1, 1]
+    code, _, events, _ = run_runner(tmp_path, "paddle_layout", [pages[0], pages[2]], params, env=env)
+    assert code == 0 and {e["status"] for e in events if e["event"] == "done"} == {"skipped"}

@@ -1,0 +1,121 @@
+"""PaddleOCR-VL 1.5 runner end to end in a subprocess, with fake paddle/paddleocr replaying the real result JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from prod_helpers import FAKES, RUNNERS, make_page, read_json, run_runner
+
+sys.path.insert(0, str(RUNNERS))
+from paddle_vl15 import regions_from_vl  # noqa: E402  (pure function; no paddle import at module level)
+
+SAMPLE = json.loads((FAKES / "_data" / "paddleocr_vl.res.json").read_text())
+
+
+@pytest.fixture
+def pdx_cache(tmp_path):
+    """A PaddleX cache with the two models the v1.5 pipeline loads."""
+    home = tmp_path / "pdx"
+    for name in ("PP-DocLayoutV3", "PaddleOCR-VL-1.5-0.9B"):
+        (home / "official_models" / name).mkdir(parents=True)
+        (home / "official_models" / name / "inference.yml").write_text("x")
+    return home
+
+
+def _env(tmp_path, pdx_cache, **extra):
+    return {"PADDLE_PDX_CACHE_HOME": str(pdx_cache), "FAKE_CALL_LOG": str(tmp_path / "calls.jsonl"), **extra}
+
+
+def test_regions_keep_layout_scores_and_block_text():
+    regions = regions_from_vl(SAMPLE, 2000, 3000)
+    boxes = SAMPLE["layout_det_res"]["boxes"]
+    assert len(regions) == len(boxes)  # every block matches its layout box in the sample
+    assert [r["label"] for r in regions] == [b["label"] for b in boxes]
+    assert [r["score"] for r in regions] == [b["score"] for b in boxes]
+    table = next(r for r in regions if r["label"] == "table")
+    assert table["text"].startswith("<table><tr><td>Year</td>") and table["order"] is None
+    title = next(r for r in regions if r["label"] == "doc_title")
+    assert title["text"] == "Annual Report 2024" and title["order"] == 1 and title["bbox_xyxy"] == [180, 150, 1821, 261]
+
+
+@pytest.mark.parametrize("case, mutate, expected", [
+    # reference boxes are filtered out of parsing_res_list by the pipeline: layout region, no text
+    ("layout box without block", lambda r: r["parsing_res_list"].pop(3), ("text", None, 0.9599999785423279)),
+    # a block with no layout box (pipeline-built) is kept, unscored
+    ("block without layout box", lambda r: r["layout_det_res"]["boxes"].pop(3),
+     ("text", "This report summarises the financial results of the\nyear. Revenue grew by 12.5% compared to 2023.", None)),
+])
+def test_unmatched_boxes_and_blocks(case, mutate, expected):
+    res = json.loads(json.dumps(SAMPLE))
+    mutate(res)
+    regions = regions_from_vl(res, 2000, 3000)
+    hit = [r for r in regions if r["bbox_xyxy"] == [179, 420, 1822, 800]]
+    assert len(hit) == 1 and (hit[0]["label"], hit[0]["text"], hit[0]["score"]) == expected
+
+
+def test_result_size_differs_from_page_scales_back():
+    regions = regions_from_vl(SAMPLE, 1000, 1500)  # pipeline worked on a 2x image
+    assert regions[1]["bbox_xyxy"] == [90, 75, 910.5, 130.5]
+
+
+def test_end_to_end_gpu_batched(tmp_path, pdx_cache):
+    pages = [make_page(tmp_path, f"p{i}") for i in range(3)]
+    code, out_dir, _, err = run_runner(tmp_path, "paddle_vl15", pages, {"batch_size": 2}, device="gpu",
+                                       allow_cpu_fallback=False, env=_env(tmp_path, pdx_cache, FAKE_CUDA="1"))
+    assert code == 0, err
+    page = read_json(out_dir / "p2.json")
+    assert [r["label"] for r in page["regions"]] == [b["label"] for b in SAMPLE["layout_det_res"]["boxes"]]
+    assert page["regions"][6]["class"] == "table" and page["regions"][6]["text"].startswith("<table>")
+    calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    ctor = next(c for c in calls if c["call"] == "PaddleOCRVL")
+    assert ctor["pipeline_version"] == "v1.5" and ctor["device"] == "gpu:0" and ctor["use_doc_unwarping"] is False
+    assert [c["n"] for c in calls if c["call"] == "PaddleOCRVL.predict"] == [2, 1]
+    report = read_json(out_dir / "run_report.json")
+    assert report["device_used"] == "cuda" and report["gpu_name"] == "NVIDIA H200" and report["batch_size"] == 2
+
+
+def test_cpu_only_paddle_fallback_refused_exits_5(tmp_path, pdx_cache):
+    code, out_dir, events, _ = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")], device="gpu",
+                                          allow_cpu_fallback=False, env=_env(tmp_path, pdx_cache, FAKE_PADDLE_CUDA_BUILD="0"))
+    assert code == 5 and "not compiled with CUDA" in events[-1]["error"]
+
+
+def test_cpu_fallback_allowed(tmp_path, pdx_cache):
+    code, out_dir, _, err = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")], device="gpu",
+                                       allow_cpu_fallback=True, env=_env(tmp_path, pdx_cache))
+    assert code == 0, err
+    assert read_json(out_dir / "run_report.json")["pipeline_kwargs"]["device"] == "cpu"
+
+
+def test_no_weights_offline_exits_3(tmp_path):
+    code, _, events, _ = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")],
+                                    env={"PADDLE_PDX_CACHE_HOME": str(tmp_path / "empty")})
+    assert code == 3 and "No model source is available" in events[-1]["error"]
+
+
+def test_bad_page_recorded_others_done_then_resume(tmp_path, pdx_cache):
+    pages = [make_page(tmp_path, "a"), make_page(tmp_path, "bad"), make_page(tmp_path, "c")]
+    env = _env(tmp_path, pdx_cache)
+    code, out_dir, _, _ = run_runner(tmp_path, "paddle_vl15", pages, {"batch_size": 4}, env=env)
+    assert code == 4
+    assert (out_dir / "a.json").exists() and (out_dir / "c.json").exists()
+    assert "Cannot allocate" in read_json(out_dir / "_failed" / "bad.json")["error"]
+    code, _, events, _ = run_runner(tmp_path, "paddle_vl15", [pages[0], pages[2]], env=env)
+    assert code == 0 and [e["status"] for e in events if e["event"] == "done"] == ["skipped", "skipped"]
+
+
+def test_model_dirs_passed_and_staged(tmp_path):
+    dirs = {}
+    for key in ("layout_detection_model_dir", "vl_rec_model_dir"):
+        dirs[key] = tmp_path / "models" / key
+        dirs[key].mkdir(parents=True)
+    params = {**{k: str(v) for k, v in dirs.items()}, "stage_weights": True}
+    code, out_dir, _, err = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")], params,
+                                       env={"SLURM_TMPDIR": str(tmp_path / "node"),
+                                            "PADDLE_PDX_CACHE_HOME": str(tmp_path / "empty")})
+    assert code == 0, err
+    kwargs = read_json(out_dir / "run_report.json")["pipeline_kwargs"]
+    assert all(kwargs[k].startswith(str(tmp_path / "node" / "newsbag-weights")) for k in dirs)

@@ -1,0 +1,73 @@
+"""CLI surface: help for every command, and usage errors with their exit codes and messages."""
+
+import json
+
+import pytest
+
+from newsbag.cli import cli, main
+
+from conftest import write_fake_config
+
+
+def run_cli(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_every_command_has_help(capsys, command):
+    code, out, _ = run_cli(capsys, command, "--help")
+    assert code == 0 and "Usage: newsbag " + command in out
+
+
+def test_top_level_help_lists_commands(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    for command in ("run", "status", "fuse", "review", "evaluate", "pages"):
+        assert command in out
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["run", "--run-dir", "{run}", "--stages", "nosuch"], 2, "unknown stage(s) nosuch"),          # bad stage
+    (["run", "--run-dir", "{run}", "--shard", "3/3"], 2, "need 0 <= K < N"),                     # bad shard
+    (["run", "--run-dir", "{run}", "--shard", "x"], 2, "is not K/N"),                            # shard syntax
+    (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/missing"], 2, "does not exist"),         # missing dir
+    (["run", "--run-dir", "{run}", "--config", "{tmp}/bad.json"], 2, "invalid JSON at line 1"),    # broken config
+    (["run", "--run-dir", "{run}", "--config", "{tmp}/unknown_key.json"], 2, "unknown key(s) colour"),  # typo
+    (["run", "--run-dir", "{run}", "--config", "{tmp}/bad_param.json"], 2, "unknown parameter(s) moed"),  # param typo
+    (["run", "--run-dir", "{run}"], 2, "no pages: give --input-dir or --manifest"),               # nothing to do
+    (["pages", "--run-dir", "{run}"], 2, "give --input-dir or --manifest"),
+    (["status", "--run-dir", "{tmp}/nope"], 2, "is not a run directory"),
+])
+def test_usage_errors(tmp_path, capsys, args, code, message):
+    (tmp_path / "bad.json").write_text("{oops")
+    (tmp_path / "unknown_key.json").write_text(json.dumps({"colour": 1, "stages": []}))
+    write_fake_config(tmp_path / "bad_param.json", {"v": {"moed": "ok"}})
+    run = tmp_path / "run"
+    args = [a.format(run=run, tmp=tmp_path) for a in args]
+    got, out, err = run_cli(capsys, *args)
+    assert got == code
+    assert message in err
+    assert not run.exists()  # refused before anything is written
+
+
+def test_dry_run_prints_plan_and_writes_nothing(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"a": {}, "b": {"mode": "raise"}})
+    code, out, _ = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run",
+                           "--config", cfg, "--dry-run", "--json")
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["pages"] == 5 and [r["source"] for r in plan["plan"]] == ["fake/a", "fake/b"]
+    assert all(r["todo"] == 5 for r in plan["plan"])
+    assert not (tmp_path / "run").exists()
+
+
+def test_status_text_lists_sources_and_errors(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "raise", "on": ["issue2__p3"]}})
+    assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg)[0] == 4
+    code, out, _ = run_cli(capsys, "status", "--run-dir", tmp_path / "run")
+    assert code == 0
+    assert "fake/v" in out and "done      4" in out and "failed     1" in out
+    assert "ValueError: bad page" in out

@@ -1,0 +1,99 @@
+"""newsbag doctor: probes run in the stage env's interpreter (fakes on its PYTHONPATH), one real page per runner."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from newsbag.doctor import format_doctor_table, run_doctor
+
+FAKES = Path(__file__).resolve().parent / "runners" / "fakes"
+HUB = "opendatalab/MinerU2.5-2509-1.2B"
+
+
+@pytest.fixture
+def page(tmp_path):
+    path = tmp_path / "page.png"
+    Image.new("RGB", (1000, 1500), "white").save(path)
+    return str(path)
+
+
+@pytest.fixture
+def hf_home(tmp_path):
+    repo = tmp_path / "hf" / "hub" / ("models--" + HUB.replace("/", "--"))
+    (repo / "snapshots" / "c0ffee").mkdir(parents=True)
+    (repo / "snapshots" / "c0ffee" / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c0ffee")
+    return tmp_path / "hf"
+
+
+def _config(hf_home, gpu_env: dict, mineru_python: str = sys.executable, **stage_kw) -> dict:
+    env = {"PYTHONPATH": str(FAKES), "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", **gpu_env}
+    return {"version": 1, "envs": {"torch": {"python": mineru_python, "env": env}},
+            "stages": [{"name": "mineru", "family": "mineru", "env": "torch", "device": "gpu",
+                        "variants": {"layout": {}}, **stage_kw}]}
+
+
+def test_ready_gpu_stage_runs_one_page(hf_home, page):
+    rows = run_doctor(_config(hf_home, {"FAKE_CUDA": "1", "FAKE_CAPABILITY": "9.0"}, allow_cpu_fallback=False),
+                      run_page=page)
+    (row,) = rows
+    assert row["ready"] and row["problems"] == []
+    assert (row["device"], row["gpu_name"], row["compute_capability"]) == ("cuda", "NVIDIA H200", "9.0")
+    assert row["arch_supported"] is True and row["gpu_op_ok"] is True
+    assert row["page_ok"] is True and row["page_regions"] == 10 and row["device_used"] == "cuda"
+    assert "mineru/layout  yes" in format_doctor_table(rows)
+
+
+@pytest.mark.parametrize("gpu_env, fallback, device, problem", [
+    # GB10 sm_121 with a build that only has sm_80/sm_90 cubins and no PTX
+    ({"FAKE_CUDA": "1", "FAKE_CAPABILITY": "12.1", "FAKE_ARCH_LIST": "sm_80,sm_90"}, True, "cuda",
+     "compute capability 12.1 is not in the build's arch list"),
+    # the card is listed but the first real op has no kernel (H200 with a bad wheel)
+    ({"FAKE_CUDA": "1", "FAKE_KERNEL_FAIL": "1"}, True, "cuda", "no kernel image is available"),
+    # no GPU, fallback refused: the runner exits 5 and the row says why
+    ({}, False, "none (GPU required, no fallback)", "no usable GPU and allow_cpu_fallback is false"),
+])
+def test_gpu_problems_reported(hf_home, page, gpu_env, fallback, device, problem):
+    (row,) = run_doctor(_config(hf_home, gpu_env, allow_cpu_fallback=fallback), run_page=page)
+    assert not row["ready"] and row["device"] == device
+    assert any(problem in p for p in row["problems"]), row["problems"]
+
+
+def test_cpu_fallback_page_runs_on_cpu(hf_home, page):
+    (row,) = run_doctor(_config(hf_home, {}, allow_cpu_fallback=True), run_page=page)
+    assert row["ready"] and row["device"] == "cpu" and row["device_used"] == "cpu"
+
+
+def test_missing_interpreter_and_missing_weights(tmp_path, hf_home, page):
+    (row,) = run_doctor(_config(hf_home, {}, mineru_python=str(tmp_path / "envs" / "mineru" / "bin" / "python")),
+                        run_page=page)
+    assert not row["python_ok"] and not row["ready"] and "does not exist; create the env" in row["problems"][0]
+    (row,) = run_doctor(_config(tmp_path / "empty_hf", {"FAKE_CUDA": "1"}), run_page=page)
+    assert row["imports_ok"] and row["page_ok"] is False
+    assert any("hf download " + HUB in p for p in row["problems"])
+
+
+def test_import_failure_skips_page(tmp_path, hf_home, page):
+    cfg = _config(hf_home, {"FAKE_CUDA": "1"})
+    cfg["envs"]["torch"]["env"]["PYTHONPATH"] = str(tmp_path)  # no fakes: torch & co. are missing
+    (row,) = run_doctor(cfg, run_page=page)
+    assert row["imports_ok"] is False and row["page_ok"] is None
+    assert any(p.startswith("import torch: ModuleNotFoundError") for p in row["problems"])
+
+
+def test_shipped_torch_config_parses_and_reports_missing_envs(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("BASE", str(tmp_path / "base"))
+    raw = json.loads((Path(__file__).resolve().parents[1] / "configs" / "pipeline.torch.json").read_text())
+    rows = run_doctor(raw, run_page=None)
+    assert [(r["stage"], r["variant"]) for r in rows] == [
+        ("paddle_layout", "pp_doclayout_v2"), ("paddle_layout", "pp_doclayout_v3"),
+        ("paddle_layout", "pp_doclayout_plus_l"), ("paddle_vl15", "doc_parser"), ("dell", "american_stories"),
+        ("mineru", "layout")]
+    assert all(not r["ready"] and r["python"].startswith(str(tmp_path / "base" / "envs")) for r in rows)
