@@ -6,7 +6,7 @@ import pytest
 
 from newsbag.cli import cli, main
 
-from conftest import write_fake_config
+from nbtest import write_fake_config
 
 
 def run_cli(capsys, *args):
@@ -71,3 +71,19 @@ def test_status_text_lists_sources_and_errors(tmp_path, page_dir, capsys):
     assert code == 0
     assert "fake/v" in out and "done      4" in out and "failed     1" in out
     assert "ValueError: bad page" in out
+
+
+def test_doctor_reports_a_missing_env_and_exits_3(tmp_path, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, python="/nonexistent/env/bin/python")
+    code, out, err = run_cli(capsys, "doctor", "--config", cfg, "--no-page")
+    assert code == 3
+    assert "fake/v" in out and "NO" in out and "/nonexistent/env/bin/python does not exist" in out
+    assert "1 member(s) not ready: fake/v" in err
+
+
+def test_doctor_runs_a_page_through_the_embedded_bag(capsys):
+    code, out, err = run_cli(capsys, "doctor", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert {f"{r['stage']}/{r['variant']}" for r in rows} >= {"tesseract/blocks", "paddle_layout/cdla", "text_lines/lines"}
+    assert all(r["ready"] and r["page_ok"] and r["device"] == "cpu" for r in rows)

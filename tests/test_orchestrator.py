@@ -13,7 +13,7 @@ import pytest
 from newsbag.cli import main
 from newsbag.pages import read_pages
 
-from conftest import write_fake_config
+from nbtest import write_fake_config
 
 
 def run_cli(capsys, *args):

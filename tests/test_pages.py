@@ -8,7 +8,7 @@ from PIL import Image
 from newsbag.errors import InputError
 from newsbag.pages import build_pages, inspect_page, page_id_for, read_manifest_list, read_pages, select_shard
 
-from conftest import write_image
+from nbtest import write_image
 
 
 def test_page_ids_are_unique_across_folders_and_extensions(tmp_path):

@@ -260,6 +260,50 @@ def evaluate(run_dir, gt_dir):
         click.echo(str(path))
 
 
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Pipeline config JSON (default: the embedded CPU bag).")
+@click.option("--page", "page", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Image to run through every member (default: a synthetic test page).")
+@click.option("--no-page", is_flag=True, help="Check envs and devices only; run no page.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("-l", "--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
+def doctor(config_path, page, no_page, as_json, log_level):
+    """Check each member's env, imports, device and one real page; exit 3 if any is not ready."""
+    import tempfile
+
+    from .config import load_config
+    from .doctor import format_doctor_table, run_doctor
+    from .errors import EnvError
+
+    _setup_logging(log_level)
+    config = load_config(config_path)
+    with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
+        if page is None and not no_page:
+            page = _synthetic_page(Path(tmp) / "doctor_page.png")
+        rows = run_doctor(config, run_page=None if no_page else str(page))
+    click.echo(json.dumps(rows, indent=1) if as_json else format_doctor_table(rows))
+    not_ready = [f"{r['stage']}/{r['variant']}" for r in rows if not r["ready"]]
+    if not_ready:
+        raise EnvError(f"{len(not_ready)} member(s) not ready: {', '.join(not_ready)} (problems listed above)")
+
+
+def _synthetic_page(path: Path) -> Path:
+    """A 1200x1600 page with a title bar and three text columns: enough for every member to find boxes."""
+    from PIL import Image, ImageDraw
+
+    im = Image.new("L", (1200, 1600), 255)
+    draw = ImageDraw.Draw(im)
+    draw.rectangle([100, 60, 1100, 150], fill=0)
+    for col in range(3):
+        x0 = 80 + col * 360
+        for row in range(40):
+            y = 220 + row * 32
+            draw.rectangle([x0, y, x0 + 320 - (60 if row % 9 == 8 else 0), y + 14], fill=30)
+    im.save(path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the only place that turns exceptions into exit codes."""
     try:

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import make_boxes
+from nbtest import make_boxes
 
 from newsbag.contract import Boxes
 from newsbag.fusion.metrics import iou_f1, loo_agreement, page_metrics, pixel_prf, union_mask
@@ -42,21 +42,28 @@ def test_page_metrics_line_coverage_and_cross_share():
 
 
 def test_loo_never_judges_a_source_against_its_own_family():
-    # a/1 and a/2 are one family and agree; b disagrees with both. With a/2 removed, a/1's
-    # score must not change: its own family is never part of its reference.
+    # a/1 and a/2 are one family and agree; b is elsewhere. a/1's reference is b only.
     a1 = make_boxes([[0, 0, 100, 100]], source="a/1", family="a")
     a2 = make_boxes([[0, 0, 100, 100]], source="a/2", family="a")
     b = make_boxes([[500, 500, 600, 600]], source="b/1", family="b")
     with_twin = loo_agreement(Boxes.concat([a1, a2, b]))
     alone = loo_agreement(Boxes.concat([a1, b]))
     assert with_twin["a/1"]["loo_pixel_f1"] == alone["a/1"]["loo_pixel_f1"] == 0.0
+    assert with_twin["a/1"]["loo_box_agreement"] == 0.0
     assert with_twin["b/1"]["loo_pixel_f1"] == 0.0
+
+
+def test_loo_reference_is_half_of_the_other_families():
+    a = make_boxes([[0, 0, 100, 100]], source="a/1", family="a")
     c = make_boxes([[0, 0, 100, 100]], source="c/1", family="c")
-    agree = loo_agreement(Boxes.concat([a1, c, b]))
-    # others of a: {c, b}, vote ceil(2/2) = 1 -> reference is c's box and b's box
-    assert agree["a/1"]["loo_iou_f1"] == pytest.approx(2 * 1 / (1 + 2))
-    # others of b: {a, c} agree on one box that b misses
-    assert agree["b/1"]["loo_iou_f1"] == 0.0
+    b = make_boxes([[0, 0, 100, 200]], source="b/1", family="b")
+    res = loo_agreement(Boxes.concat([a, c, b]))
+    # others of a: {c, b}, vote ceil(2/2) = 1 -> reference is the union (0,0,100,200)
+    assert res["a/1"]["loo_pixel_f1"] == pytest.approx(2 * 1 / (1 + 2), abs=0.02)
+    # others of b: {a, c} -> reference (0,0,100,100), b covers twice that
+    assert res["b/1"]["loo_pixel_f1"] == pytest.approx(2 * 1 / (2 + 1), abs=0.02)
+    # box agreement: a matches c on IoU; b contains a (IoA 1) -> all agree
+    assert res["a/1"]["loo_box_agreement"] == res["b/1"]["loo_box_agreement"] == 1.0
 
 
 def test_loo_without_other_family_is_nan():

@@ -20,7 +20,8 @@ from .match import connected_groups, pair_scores
 from .order import column_segments, reading_order
 from .variants import BestSingleParams, ConsensusParams
 
-__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "coarse_codes", "COARSE"]
+__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "member_records",
+           "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
 _COARSE_OF_LABEL = np.array([COARSE[labels.coarse_for(name)] for name in labels.LABELS], np.int8)
@@ -37,12 +38,15 @@ def coarse_codes(boxes: Boxes) -> np.ndarray:
 
 def source_names(boxes: Boxes) -> np.ndarray:
     """Sorted unique source names; ``support_bits`` bit k stands for entry k."""
-    return np.unique(boxes.data["source"]).astype(object) if len(boxes) else np.zeros(0, object)
+    return np.array(sorted(set(boxes.data["source"].tolist())), dtype=object)
 
 
 def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
-    names, codes = np.unique(boxes.data[key], return_inverse=True)
-    return names, codes.reshape(-1)
+    """Sorted names and (N,) codes of a string column (dict lookup: np.unique on objects is slow)."""
+    values = boxes.data[key].tolist()
+    names = sorted(set(values))
+    lookup = {n: k for k, n in enumerate(names)}
+    return np.array(names, dtype=object), np.array([lookup[v] for v in values], np.intp)
 
 
 def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
@@ -331,22 +335,35 @@ VARIANTS: dict[str, Callable[..., Boxes]] = {
 }
 
 
-def describe(fused: Boxes, boxes: Boxes, source: str) -> Boxes:
-    """Fused boxes with JSON-ready ``support``, ``members``, ``raw_label`` and ``source``."""
-    names = source_names(boxes)
-    bits = np.int64(1) << np.arange(len(names), dtype=np.int64)
+def member_records(boxes: Boxes) -> list[dict]:
+    """One JSON member record per input box; build once per page and share across variants."""
     label_names = np.array(labels.LABELS, dtype=object)
     raw = boxes.data.get("raw_label", label_names[boxes.label.astype(np.intp)])
+    score = np.round(boxes.score.astype(np.float64), 4).tolist()
+    return [{"source": s, "bbox_xyxy": b, "label": r, "score": None if c != c else c}
+            for s, b, r, c in zip(boxes.data["source"].tolist(), np.round(boxes.xyxy, 2).tolist(),
+                                  [str(v) for v in raw], score)]
+
+
+def describe(fused: Boxes, boxes: Boxes, source: str, records: list[dict] | None = None,
+             index: np.ndarray | None = None) -> Boxes:
+    """Fused boxes with JSON-ready ``support``, ``members`` and ``source`` columns.
+
+    Args:
+        fused: output of a variant function run on `boxes`.
+        boxes: that variant's input.
+        source: the value of the ``source`` column ("fusion/<variant>").
+        records, index: precomputed `member_records` of a larger pool and the pool index of
+            each box of `boxes` (the stage shares them across variants).
+    """
+    names = source_names(boxes).tolist()
+    if records is None:
+        records, index = member_records(boxes), np.arange(len(boxes))
     support = np.empty(len(fused), object)
     members = np.empty(len(fused), object)
-    for k in range(len(fused)):
-        support[k] = [str(s) for s in names[(fused.data["support_bits"][k] & bits) != 0]]
-        members[k] = [
-            {"source": str(boxes.data["source"][m]), "bbox_xyxy": [round(float(v), 2) for v in boxes.xyxy[m]],
-             "label": str(raw[m]),
-             "score": None if np.isnan(boxes.score[m]) else round(float(boxes.score[m]), 4)}
-            for m in fused.data["member_idx"][k]
-        ]
+    for k, (sb, idx) in enumerate(zip(fused.data["support_bits"].tolist(), fused.data["member_idx"])):
+        support[k] = [names[b] for b in range(len(names)) if sb >> b & 1]
+        members[k] = [records[m] for m in index[idx].tolist()]
     return Boxes(
         xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
         data={"support": support, "members": members, "order": fused.data["order"],

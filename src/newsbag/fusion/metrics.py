@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Boxes
-from .geometry import Pairs, area, cross_pairs, subset_pairs
+from .geometry import Pairs, area, cross_pairs
 from .order import column_segments
 
 __all__ = [
@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 # Raster size (long side) for no-GT area metrics; enough to tell columns apart, cheap.
-_RASTER = 512
+_RASTER = 256
 _COL_GAP = 0.006
 METRIC_KEYS = ("n_regions", "n_text", "text_area_ratio", "line_coverage", "cross_share",
                "single_line_share", "empty_share", "score")
@@ -41,7 +41,7 @@ def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) ->
     y0, y1 = np.clip(c[:, 1], 0, h), np.clip(c[:, 3], 0, h)
     ok = (x1 > x0) & (y1 > y0)
     x0, x1, y0, y1 = x0[ok], x1[ok], y0[ok], y1[ok]
-    diff = np.zeros((h + 1) * (w + 1), np.int64)
+    diff = np.zeros((h + 1) * (w + 1), np.int32)
     stride = w + 1
     np.add.at(diff, y0 * stride + x0, 1)
     np.add.at(diff, y0 * stride + x1, -1)
@@ -172,34 +172,49 @@ def best_source(boxes: Boxes) -> str:
 def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
     """Each region source's agreement with the consensus of the *other* families.
 
-    The consensus of the others is `fuse_consensus` over every box whose family differs
-    (its text lines included when they are another family), keeping boxes that at least
-    half of the other families support (vote = ceil(n/2)). Agreement is pixel F1 of text areas and one-to-one IoU F1
-    of text regions; NaN when no other family ran on the page.
+    No source is judged against itself or its own family (correlated variants of one
+    model are one voice). With n other families on the page:
+    - ``loo_pixel_f1``: pixel F1 of the source's text area against the pixels that at least
+      ceil(n/2) other families mark as text (text lines count for their family);
+    - ``loo_box_agreement``: share of the source's text boxes that some box of another
+      family matches (same coarse class, IoU >= 0.5 or intersection over the smaller >= 0.8).
+    Both NaN when no other family ran on the page.
     """
-    from .fuse import COARSE, coarse_codes, fuse_consensus
-    from .variants import ConsensusParams
+    from .fuse import COARSE, _codes, coarse_codes
+    from .match import pair_scores
 
     meta = boxes.meta
     coarse = coarse_codes(boxes)
-    region = coarse != COARSE["line"]
-    fam = boxes.data["family"]
+    is_line = coarse == COARSE["line"]
+    text = _textlike(boxes)
+    fam_names, fam = _codes(boxes, "family")
+    src_names, src = _codes(boxes, "source")
+    masks = np.stack([union_mask(boxes.xyxy[(fam == f) & (text | is_line)], meta.width, meta.height, _RASTER)
+                      for f in range(len(fam_names))]) if len(boxes) else np.zeros((0, 1, 1), bool)
+    votes = masks.sum(axis=0, dtype=np.int32)
+    if pairs is None:
+        from .geometry import self_pairs
+        pairs = self_pairs(boxes.xyxy)
+    iou, ioa_i, ioa_j = pair_scores(boxes.xyxy, pairs)
+    ok = ((fam[pairs.i] != fam[pairs.j]) & (coarse[pairs.i] == coarse[pairs.j])
+          & ((iou >= 0.5) | (np.maximum(ioa_i, ioa_j) >= 0.8)))
+    matched = np.zeros(len(boxes), bool)
+    matched[pairs.i[ok]] = True
+    matched[pairs.j[ok]] = True
     out = {}
-    for name in sorted(set(boxes.data["source"][region].tolist())):
-        own = boxes.data["source"] == name
-        family = fam[own][0]
-        others = fam != family
-        n_fam = len(set(fam[others & region].tolist()) | set(fam[others & ~region].tolist()))
-        mine = boxes[own & region]
-        if not (others & region).any():
-            out[name] = {"loo_pixel_f1": np.nan, "loo_iou_f1": np.nan}
+    for s in range(len(src_names)):
+        own = src == s
+        if is_line[own].all():
             continue
-        sub = boxes[others]
-        sub_pairs = subset_pairs(pairs, others) if pairs is not None else None
-        cons = fuse_consensus(sub, ConsensusParams(vote=max(1, (n_fam + 1) // 2)), sub_pairs)
-        a = mine.xyxy[_textlike(mine)]
-        b = cons.xyxy[_textlike(cons)]
-        _, _, f = pixel_prf(union_mask(a, meta.width, meta.height, _RASTER),
-                            union_mask(b, meta.width, meta.height, _RASTER))
-        out[name] = {"loo_pixel_f1": f, "loo_iou_f1": iou_f1(a, b)}
+        f = fam[own][0]
+        n_other = len(fam_names) - 1
+        if n_other == 0:
+            out[str(src_names[s])] = {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}
+            continue
+        ref = (votes - masks[f]) >= (n_other + 1) // 2
+        mine = union_mask(boxes.xyxy[own & text], meta.width, meta.height, _RASTER)
+        _, _, pf = pixel_prf(mine, ref)
+        sel = own & text
+        out[str(src_names[s])] = {"loo_pixel_f1": pf,
+                                  "loo_box_agreement": float(matched[sel].mean()) if sel.any() else np.nan}
     return out

@@ -28,9 +28,13 @@ def _xycut(xyxy: np.ndarray, idx: np.ndarray, tol_x: float, tol_y: float, out: l
     for lo, hi, tol in ((sub[:, 0], sub[:, 2], tol_x), (sub[:, 1], sub[:, 3], tol_y)):
         order, group = _cuts(lo, hi, tol)
         if group[-1] > 0:
-            bounds = np.flatnonzero(np.diff(group)) + 1
-            for part in np.split(idx[order], bounds):
-                _xycut(xyxy, part, tol_x, tol_y, out)
+            parts = idx[order]
+            bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(parts)]
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                if b - a == 1:
+                    out.append(int(parts[a]))
+                else:
+                    _xycut(xyxy, parts[a:b], tol_x, tol_y, out)
             return
     out.extend(idx[np.lexsort((sub[:, 0], sub[:, 1]))].tolist())
 

@@ -17,18 +17,18 @@ import numpy as np
 from .. import __version__
 from ..contract import Boxes, boxes_from_page, regions_from_boxes, validate_source_page
 from ..io import atomic_write_text, read_json, write_json
-from .fuse import VARIANTS, describe
+from .fuse import VARIANTS, describe, member_records
 from .geometry import self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import FusionConfig, Variant, match_sources, parse_fusion_config
 
-__all__ = ["run_fusion", "discover_sources", "fuse_page", "tsv_text", "SCORE_DOC"]
+__all__ = ["run_fusion", "discover_sources", "fuse_all", "fuse_page", "tsv_text", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
 SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - single_line_share/2) "
              "* (1 - empty_share/2); see newsbag.fusion.metrics.page_score")
-_SOURCE_EXTRA = ("loo_pixel_f1", "loo_iou_f1")
+_SOURCE_EXTRA = ("loo_pixel_f1", "loo_box_agreement")
 
 
 def discover_sources(run_dir: Path) -> list[str]:
@@ -58,49 +58,67 @@ def _load_source_page(path: Path, page_id: str, name: str) -> tuple[Boxes, dict]
                  {**boxes.data, "family": np.full(len(boxes), family, object)}), page
 
 
-def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]]) -> tuple[dict, dict]:
-    """Fuse one page for every active variant; returns (fused page dicts, metrics record).
+def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[str]]) -> tuple[Boxes, dict, dict]:
+    """Fuse one page for every active variant and measure everything (pure).
 
-    Pure apart from the clock: `pages` maps source name to its boxes (all of one page).
+    Args:
+        pages: source name -> its boxes (all of one page; with a ``family`` column).
+        cfg: the fusion config; active: variant name -> the sources it takes.
+
+    Returns:
+        (pool of all input boxes, {variant: (fused boxes, pool index of its input)},
+        metrics record {"page_id", "sources", "variants", "best_single_choice"}).
     """
     pool = Boxes.concat(list(pages.values()))
-    meta = pool.meta
     pairs = self_pairs(pool.xyxy)
     src = pool.data["source"]
     line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
-    fused_pages, variant_metrics, chosen = {}, {}, {}
+    fused_all, variant_metrics, chosen = {}, {}, {}
     for v in cfg.variants:
         if v.name not in active:
             continue
-        t0 = time.perf_counter()
         mask = np.isin(src, active[v.name]) | line_mask
-        sub = pool[mask]
-        fused = VARIANTS[v.method](sub, v.params, subset_pairs(pairs, mask))
-        described = describe(fused, sub, f"fusion/{v.name}")
+        fused = VARIANTS[v.method](pool[mask], v.params, subset_pairs(pairs, mask))
+        fused_all[v.name] = (fused, np.flatnonzero(mask))
         variant_metrics[v.name] = page_metrics(fused, lines)
         if v.method == "best_single" and len(fused):
-            chosen[v.name] = described.data["support"][0][0]
-        fused_pages[v.name] = {
-            "page_id": meta.page_id,
-            "image": page_image,
-            "source": {"stage": "fusion", "variant": v.name, "family": "fusion", "model": v.method,
-                       "device": "cpu", "sources": sorted(set(active[v.name]) & set(pages)),
-                       "params": asdict(v.params), "tool": f"newsbag {__version__}"},
-            "regions": regions_from_boxes(described),
-            "seconds": round(time.perf_counter() - t0, 4),
-        }
+            chosen[v.name] = str(src[np.flatnonzero(mask)[fused.data["member_idx"][0][0]]])
     region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
     region_mask = np.isin(src, region_sources) | line_mask
     loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
     source_metrics = {}
     for s in region_sources:
         m = page_metrics(pool[src == s], lines)
-        source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_iou_f1": np.nan}),
+        source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
                              "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
-    record = {"page_id": meta.page_id, "sources": source_metrics, "variants": variant_metrics,
+    record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
-    return fused_pages, record
+    return pool, fused_all, record
+
+
+def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig,
+              active: dict[str, list[str]]) -> tuple[dict, dict]:
+    """`fuse_all` plus the fused page dicts (DESIGN §3); returns (pages by variant, record)."""
+    t0 = time.perf_counter()
+    pool, fused_all, record = fuse_all(pages, cfg, active)
+    records = member_records(pool)
+    seconds = round(time.perf_counter() - t0, 4)
+    by_name = {v.name: v for v in cfg.variants}
+    out = {}
+    for name, (fused, index) in fused_all.items():
+        v = by_name[name]
+        described = describe(fused, pool[index], f"fusion/{name}", records, index)
+        out[name] = {
+            "page_id": pool.meta.page_id,
+            "image": page_image,
+            "source": {"stage": "fusion", "variant": name, "family": "fusion", "model": v.method,
+                       "device": "cpu", "sources": sorted(set(active[name]) & set(pages)),
+                       "params": asdict(v.params), "tool": f"newsbag {__version__}"},
+            "regions": regions_from_boxes(described),
+            "seconds": seconds,
+        }
+    return out, record
 
 
 def _excluded(name: str, cfg: FusionConfig) -> bool:

@@ -168,8 +168,9 @@ def _review_page(
     sources, failed_sources = _page_files(page_id, source_dirs)
     fused, failed_fused = _page_files(page_id, fused_dirs)
     summary = run_dir / "outputs" / "fusion" / "summary.json"
+    image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
     inputs = [*sources.values(), *failed_sources.values(), *fused.values(), *failed_fused.values(),
-              Path(record.image_path), summary]
+              image_path, summary]
     params_rec = {**asdict(params), "variants": list(params.variants) if params.variants else None,
                   "shown_fused": sorted(fused_dirs)}
     if not force and _is_fresh(page_dir, inputs, params_rec):
@@ -179,7 +180,7 @@ def _review_page(
     fused_boxes = {name: _load_boxes(path, f"fusion/{name}", page_id) for name, path in fused.items()}
     n_cells = 1 + len(source_dirs) + len(fused_dirs)
     panel_w = _panel_width(n_cells, params.max_board_width)
-    image = _load_image(record.image_path, panel_w)
+    image = _load_image(str(image_path), panel_w)
 
     meta = PageMeta(page_id=page_id, width=record.width, height=record.height)
     panels: list[tuple[str, Boxes]] = []
@@ -229,8 +230,11 @@ def _write_thumb(board: Path, out: Path) -> None:
         im.load()
         if im.width > _THUMB_WIDTH:
             im = im.resize((_THUMB_WIDTH, max(1, round(im.height * _THUMB_WIDTH / im.width))), Image.Resampling.LANCZOS)
+        # A 256-colour palette keeps the grey scan and the class colours legible at a third
+        # of the size (0.48 vs 1.6 MB on a 1200 px NZZ board), so the gallery loads fast.
+        small = im.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
         buf = io.BytesIO()
-        im.save(buf, format="PNG", compress_level=_PNG_LEVEL)
+        small.save(buf, format="PNG", compress_level=_PNG_LEVEL)
     atomic_write_bytes(out, buf.getvalue())
 
 
