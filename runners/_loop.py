@@ -37,6 +37,9 @@ import traceback
 from pathlib import Path
 
 EVENT_PREFIX = "@@newsbag "
+_MASK = os.umask(0)
+os.umask(_MASK)
+FILE_MODE = 0o666 & ~_MASK
 FAILED_DIR = "_failed"
 
 
@@ -62,6 +65,7 @@ def atomic_write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; outputs on shared disks must be group-readable
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, ensure_ascii=False)
             fh.write("\n")

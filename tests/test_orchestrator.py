@@ -48,6 +48,10 @@ def test_clean_run_writes_contract_and_report(tmp_path, page_dir, capsys):
     assert page["regions"][0]["bbox_xyxy"] == [1.0, 1.0, 20.0, 15.0]
     assert page["regions"][1]["class"] == "unknown" and page["warnings"] == {"unknown_label:mystery": 1, "unknown_label:text": 1}  # no table for "fake"
     assert not Path(page["image"]["path"]).is_absolute()
+    umask = os.umask(0)
+    os.umask(umask)
+    for written in (next((tmp_path / "run/outputs/sources/fake/v").glob("*.json")), tmp_path / "run/manifests/pages.jsonl"):
+        assert written.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     report = json.loads((tmp_path / "run/outputs/sources/fake/v/run_report.json").read_text())
     assert report["counts"] == {"ok": 5, "failed": 0, "skipped": 0} and report["device_used"] == "cpu"
     summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())

@@ -11,12 +11,22 @@ from typing import Any
 __all__ = ["atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "append_jsonl"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` so readers see the old file or the new one, never a half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results on shared disks must be group-readable
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -19,8 +19,8 @@ IDS = ["p1", "p2", "p3"]
 def test_boards_failures_ranking_and_gallery(review_run):
     seen = []
     result = run_review(review_run, IDS, CFG, progress=lambda pid, status: seen.append((pid, status)))
-    assert seen == [("p1", "done"), ("p2", "done"), ("p3", "failed")]
-    assert (result["pages"], result["done"], result["skipped"], result["failed"]) == (3, 2, 0, 1)
+    assert seen == [("p1", "ok"), ("p2", "ok"), ("p3", "failed")]
+    assert (result["pages"], result["ok"], result["skipped"], result["failed"]) == (3, 2, 0, 1)
 
     (failure,) = result["failures"]
     broken = review_run / "outputs" / "sources" / "b" / "y" / "p3.json"
@@ -61,19 +61,19 @@ def test_resume_skips_fresh_boards_and_redraws_changed_inputs(review_run):
     stamp = board.stat().st_mtime_ns
 
     again = run_review(review_run, IDS, CFG)
-    assert (again["done"], again["skipped"], again["failed"]) == (0, 2, 1)
+    assert (again["ok"], again["skipped"], again["failed"]) == (0, 2, 1)
     assert board.stat().st_mtime_ns == stamp
     assert again["top"] == ["p2", "p1"]  # scores come back from info.json
 
     source = review_run / "outputs" / "sources" / "a" / "x" / "p1.json"
     os.utime(source, ns=(stamp + 10**9, stamp + 10**9))
     changed = run_review(review_run, IDS, CFG)
-    assert (changed["done"], changed["skipped"]) == (1, 1)
+    assert (changed["ok"], changed["skipped"]) == (1, 1)
     assert board.stat().st_mtime_ns > stamp
 
-    assert run_review(review_run, IDS, CFG, force=True)["done"] == 2
+    assert run_review(review_run, IDS, CFG, force=True)["ok"] == 2
     # Other options redraw too (the board would differ).
-    assert run_review(review_run, IDS, {**CFG, "max_board_width": 1200})["done"] == 2
+    assert run_review(review_run, IDS, {**CFG, "max_board_width": 1200})["ok"] == 2
 
 
 def test_top_n_keeps_only_the_best_and_removes_stale_copies(review_run):

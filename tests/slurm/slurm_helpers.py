@@ -78,5 +78,6 @@ def wait_for(job_ids: list[str], done, timeout_s: float = 170.0) -> dict[str, li
 
 
 def all_terminal(records: dict[str, list[dict]]) -> bool:
-    """Every job and array task finished (a still-grouped pending array record is PENDING)."""
-    return all(r.get("JobState") in TERMINAL for recs in records.values() for r in recs)
+    """Every job and array task finished or can never start (a grouped pending array record is PENDING)."""
+    return all(r.get("JobState") in TERMINAL or r.get("Reason") == "DependencyNeverSatisfied"
+               for recs in records.values() for r in recs)

@@ -35,6 +35,8 @@ _FAILED_LISTED = 200
 
 @dataclass(frozen=True)
 class ReviewParams:
+    """Review options: pages in the gallery, board width cap, fused variants shown (None = auto)."""
+
     top_n: int = 20
     max_board_width: int = 2400
     variants: tuple[str, ...] | None = None
@@ -220,7 +222,7 @@ def _review_page(
         "score": score.to_dict(), "params": params_rec,
     }
     write_json(page_dir / "info.json", info)
-    return _Outcome(page_id, "done", info=info)
+    return _Outcome(page_id, "ok", info=info)
 
 
 def _write_thumb(board: Path, out: Path) -> None:
@@ -344,7 +346,7 @@ def run_review(
     index = write_gallery(review_dir / "index.html", context)
     return {
         "pages": len(page_ids),
-        "done": sum(o.status == "done" for o in outcomes),
+        "ok": sum(o.status == "ok" for o in outcomes),
         "skipped": sum(o.status == "skipped" for o in outcomes),
         "failed": len(failed),
         "failures": [{"page_id": o.page_id, "error": o.error} for o in failed],

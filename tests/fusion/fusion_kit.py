@@ -1,5 +1,7 @@
+"""Fusion test helper: `make_boxes` with source/family columns (unique module name, see nbtest)."""
+
 import numpy as np
-import pytest
+
 
 from newsbag import labels
 from newsbag.contract import Boxes, PageMeta
@@ -21,6 +23,3 @@ def make_boxes(xyxy, label="text", source="a/x", family=None, score=None, width=
                  data={"source": src, "family": fam, "raw_label": col(label)})
 
 
-@pytest.fixture
-def boxes_factory():
-    return make_boxes

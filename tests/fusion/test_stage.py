@@ -1,0 +1,110 @@
+import json
+import os
+
+import pytest
+
+from newsbag.fusion.stage import discover_sources, run_fusion
+
+CFG = {
+    "variants": {
+        "S1": {"sources": ["paddle_layout/*"], "method": "best_single"},
+        "S2": {"sources": ["dell/*"], "method": "best_single"},
+        "C": {"sources": ["*"], "method": "consensus", "params": {"vote": 2, "split_columns": True}},
+    },
+    "line_source": "text_lines/lines",
+    "exclude_from_variants": ["text_lines/lines"],
+}
+
+
+def _source_page(pid, stage, variant, family, regions):
+    return {"page_id": pid, "image": {"path": f"img/{pid}.png", "width": 400, "height": 300},
+            "source": {"stage": stage, "variant": variant, "family": family, "model": "m", "device": "cpu"},
+            "regions": [{"bbox_xyxy": b, "label": lab, "class": cls, "score": 0.8, "order": None, "text": None}
+                        for b, lab, cls in regions], "seconds": 0.1}
+
+
+def _write_run(tmp_path, pids=("p1", "p2")):
+    run = tmp_path / "run"
+    cols = [[10, 10, 190, 290], [210, 10, 390, 290]]
+    lines = [[x0 + 5, y, x1 - 5, y + 12] for x0, _, x1, _ in cols for y in range(15, 280, 20)]
+    for pid in pids:
+        pages = {
+            ("paddle_layout", "cdla", "paddle_layout"): [(cols[0], "text", "text"), (cols[1], "text", "text")],
+            ("tesseract", "blocks", "tesseract"): [([10, 10, 390, 290], "flowing_text", "text")],
+            ("text_lines", "lines", "text_lines"): [(b, "text_line", "text_line") for b in lines],
+        }
+        for (stage, variant, fam), regions in pages.items():
+            path = run / "outputs" / "sources" / stage / variant / f"{pid}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(_source_page(pid, stage, variant, fam, regions)))
+    (run / "outputs" / "sources" / "tesseract" / "blocks" / "_failed").mkdir()
+    (run / "outputs" / "sources" / "tesseract" / "blocks" / "run_report.json").write_text("{}")
+    return run
+
+
+def test_run_fusion_writes_pages_tsvs_and_summary(tmp_path):
+    run = _write_run(tmp_path)
+    seen = []
+    summary = run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "ok"), ("p2", "ok")]
+    assert discover_sources(run) == ["paddle_layout/cdla", "tesseract/blocks", "text_lines/lines"]
+    assert summary["skipped_variants"] == {"S2": "no source matching 'dell/*' ran"}
+    assert summary["recommended_variant"] in {"S1", "C"} and summary["recommended_by"] == "score"
+    fused = json.loads((run / "outputs/fusion/C/p1.json").read_text())
+    # the page-wide tesseract block is cut at the gutter; both columns carry two families
+    boxes = sorted(r["bbox_xyxy"][0] for r in fused["regions"])
+    assert len(boxes) == 2 and boxes[0] < 100 < boxes[1]
+    assert all({"paddle_layout/cdla", "tesseract/blocks"} <= set(r["support"]) for r in fused["regions"])
+    assert all(r["members"] for r in fused["regions"])
+    for name in ("variant_leaderboard.tsv", "source_leaderboard.tsv", "per_page_variant_metrics.tsv",
+                 "per_page_source_metrics.tsv", "summary.json"):
+        assert (run / "outputs/fusion" / name).is_file()
+    header, *rows = (run / "outputs/fusion/source_leaderboard.tsv").read_text().splitlines()
+    assert header.split("\t")[:3] == ["rank", "name", "family"]
+    assert rows[0].split("\t")[1] == "paddle_layout/cdla"      # the column-true source ranks first
+    assert not (run / "outputs/fusion/S2").exists()
+
+
+def test_resume_skips_finished_pages_and_force_redoes(tmp_path):
+    run = _write_run(tmp_path)
+    run_fusion(run, ["p1", "p2"], CFG)
+    seen = []
+    again = run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append(st))
+    assert seen == ["skipped", "skipped"] and again["counts"]["skipped"] == 2
+    assert again["variant_leaderboard"]        # recomputed from the stored per-page metrics
+    src = run / "outputs/sources/tesseract/blocks/p1.json"
+    os.utime(src, (src.stat().st_mtime + 10, src.stat().st_mtime + 10))
+    seen.clear()
+    run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "ok"), ("p2", "skipped")]
+    seen.clear()
+    run_fusion(run, ["p1", "p2"], CFG, force=True, progress=lambda pid, st: seen.append(st))
+    assert seen == ["ok", "ok"]
+
+
+def test_bad_source_json_fails_that_page_only(tmp_path):
+    run = _write_run(tmp_path)
+    bad = run / "outputs/sources/tesseract/blocks/p2.json"
+    bad.write_text("{not json")
+    summary = run_fusion(run, ["p1", "p2"], CFG)
+    assert summary["counts"] == {"ok": 1, "skipped": 0, "failed": 1}
+    (failure,) = summary["failures"]
+    assert failure["page_id"] == "p2" and str(bad) in failure["error"] and "\n" not in failure["error"]
+    assert (run / "outputs/fusion/C/p1.json").is_file()
+
+
+def test_parallel_matches_serial(tmp_path):
+    run = _write_run(tmp_path)
+    run_fusion(run, ["p1", "p2"], CFG)
+    serial = (run / "outputs/fusion/C/p1.json").read_text()
+    run_fusion(run, ["p1", "p2"], CFG, force=True, workers=2)
+    parallel = json.loads((run / "outputs/fusion/C/p1.json").read_text())
+    s = json.loads(serial)
+    assert parallel["regions"] == s["regions"]
+
+
+def test_bad_config_raises_before_writing(tmp_path):
+    run = _write_run(tmp_path)
+    with pytest.raises(ValueError, match="unknown key"):
+        run_fusion(run, ["p1"], {"variants": {}, "bogus": 1})
+    assert not (run / "outputs/fusion").exists()

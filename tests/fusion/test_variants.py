@@ -1,0 +1,46 @@
+import pytest
+
+from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, ConsensusParams, Variant, match_sources,
+                                     parse_fusion_config)
+
+
+def test_default_config_ships_the_seven_named_variants_and_consensus():
+    cfg = parse_fusion_config(DEFAULT_FUSION_CFG)
+    names = [v.name for v in cfg.variants]
+    assert {"S1", "S2", "S3", "P1", "P2", "P3", "P4"} <= set(names)
+    assert any(v.method == "consensus" and v.params.vote >= 2 for v in cfg.variants)
+    assert cfg.line_source == "text_lines/lines"
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"variantz": {}}, "unknown key(s) ['variantz']"),
+    ({"variants": {"A": {"sources": ["*"], "method": "vote"}}}, "method must be one of"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vot": 2}}}}, "unknown key(s) ['vot']"),
+    ({"variants": {"A": {"sources": "*", "method": "consensus"}}}, "sources must be a list of strings"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"t_iou": 2}}}}, "t_iou must be a number in [0, 1]"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vote": 0}}}}, "vote must be an integer >= 1"),
+    ({"variants": {"A": {"sources": ["*"], "method": "best_single", "params": {"vote": 1}}}}, "unknown key(s) ['vote']"),
+    ({"variants": {}, "recommended": "X"}, "fusion.recommended 'X' is not a variant"),
+    ({"variants": {"a/b": {"sources": ["*"], "method": "consensus"}}}, "plain folder names"),
+])
+def test_bad_config_is_one_line_value_error(cfg, message):
+    with pytest.raises(ValueError) as err:
+        parse_fusion_config(cfg)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_params_are_frozen_and_parsed():
+    cfg = parse_fusion_config({"variants": {"C": {"sources": ["*"], "method": "consensus", "params": {
+        "vote": 3, "granularity": ["a/*"], "weights": {"b/*": 2}, "split_columns": True}}}})
+    p = cfg.variants[0].params
+    assert p == ConsensusParams(vote=3, granularity=("a/*",), weights=(("b/*", 2.0),), split_columns=True)
+
+
+@pytest.mark.parametrize("patterns, available, exclude, expected", [
+    (["paddle_layout/*"], ["paddle_layout/cdla", "tesseract/blocks"], [], (["paddle_layout/cdla"], None)),
+    (["paddle_layout/*", "dell/*"], ["paddle_layout/cdla"], [], ([], "no source matching 'dell/*' ran")),
+    (["*"], ["text_lines/lines", "tesseract/blocks"], ["text_lines/lines"], (["tesseract/blocks"], None)),
+    (["*"], ["text_lines/lines"], ["text_lines/lines"], ([], "no source matching '*' ran")),
+])
+def test_match_sources(patterns, available, exclude, expected):
+    assert match_sources(Variant("V", tuple(patterns), "consensus"), available, tuple(exclude)) == expected
