@@ -11,6 +11,8 @@ from scipy import ndimage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+import _columns
+
 __all__ = ["db_input_hw", "components_xyxy", "box_mean", "unclip_xyxy", "db_boxes", "union_xyxy", "group_lines"]
 
 
@@ -74,13 +76,6 @@ def db_boxes(prob: np.ndarray, bin_threshold: float = 0.3, box_threshold: float 
     return boxes[keep], scores[keep]
 
 
-def _components(link: np.ndarray) -> np.ndarray:
-    """(N,) component id per node of a dense symmetric boolean adjacency matrix."""
-    i, j = np.nonzero(np.triu(link, k=1))
-    graph = coo_matrix((np.ones(i.size, dtype=np.int8), (i, j)), shape=link.shape)
-    return connected_components(graph, directed=False)[1].astype(np.int64)
-
-
 def union_xyxy(xyxy: np.ndarray, group: np.ndarray) -> np.ndarray:
     """(K, 4) union box of each group id 0..K-1."""
     k = int(group.max()) + 1 if group.size else 0
@@ -90,35 +85,71 @@ def union_xyxy(xyxy: np.ndarray, group: np.ndarray) -> np.ndarray:
     return out
 
 
-def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5,
-                min_overlap: float = 0.5) -> np.ndarray:
-    """Group text lines into blocks: (N,) block id per line, ids in 0..K-1.
+def _pairs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i < j) of a dense symmetric boolean matrix."""
+    return np.nonzero(np.triu(mask, k=1))
 
-    1. Rows: DB often splits one printed line at wide word spaces; boxes that overlap
-       vertically by half the lower one's height and lie less than ``word_gap`` x the
-       median line height apart horizontally are joined into one row first.
+
+def _components(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """(n,) connected-component id per node of the graph with edges (i, j)."""
+    graph = coo_matrix((np.ones(i.size, dtype=np.int8), (i, j)), shape=(n, n))
+    return connected_components(graph, directed=False)[1].astype(np.int64)
+
+
+def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5,
+                min_overlap: float = 0.5, indent: float = 0.6,
+                row_shift: float = 0.3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group text lines into paragraph blocks that never cross a column gutter.
+
+    0. Gutters: ``_columns.find_gutters`` on the line boxes; lines DB ran across a gutter
+       are cut there (``split_at_gutters``) into pieces.
+    1. Rows: DB often splits one printed line at wide word spaces. Each piece is joined
+       to its one best partner: the piece overlapping it most vertically (at least
+       ``min_row_overlap`` of the smaller height), less than ``word_gap`` x the median line
+       height away horizontally, with no gutter cell between their centres. One partner,
+       not all: a short piece overlapping the lines above and below would chain them.
     2. Blocks: two rows are linked when they share a column and are vertically close:
        - horizontal overlap >= ``min_overlap`` x the narrower row's width, and either the
          left edges align (within one median line height) or the overlap also covers
          ``min_overlap`` of the wider row (so a row running across a gutter does not chain
          two columns together);
-       - the vertical gap (negative when they overlap) is below ``gap_factor`` x the median
-         line height, and their heights differ by less than 2x (a headline is not body text);
-       - the upper row does not end more than one line height left of the lower one: a
-         short row is the last line of a paragraph.
+       - the vertical gap (negative when they overlap) is below ``gap_factor`` x the
+         smaller of the two row heights, and their heights differ by less than 2x (a
+         headline is not body text);
+       - no paragraph cue between them: the upper row does not end more than one line
+         height left of the lower one (short last line), and the lower row is not indented
+         by ``indent``..4 line heights under a upper row it is right-aligned with (first
+         line of a paragraph).
     Blocks are the connected components of the links. Pairs are scored densely in numpy
     (N^2 booleans: 1,500 lines -> 2.3 MB), no Python loop over boxes.
+
+    Returns:
+        pieces (M, 4), parent (M,) index of the input line of each piece (M >= N; equal
+        to arange(N) when nothing crosses a gutter), block (M,) ids in 0..K-1.
     """
     n = xyxy.shape[0]
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(0, np.int64)
     line_h = float(np.median(xyxy[:, 3] - xyxy[:, 1]))
-    x0, y0, x1, y1 = (xyxy[:, k] for k in range(4))
+    gutters = _columns.find_gutters(xyxy, line_h)
+    pieces, parent = _columns.split_at_gutters(xyxy, gutters, min_piece=2 * line_h)
+    m = pieces.shape[0]
+    x0, y0, x1, y1 = (pieces[:, k] for k in range(4))
     h = y1 - y0
-    v_overlap = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :])
+    yc = (y0 + y1) / 2
+    shift = np.abs(yc[:, None] - yc[None, :]) / np.maximum(h[:, None], h[None, :])
     h_gap = np.maximum(x0[:, None], x0[None, :]) - np.minimum(x1[:, None], x1[None, :])
-    row = _components((v_overlap >= 0.5 * np.minimum(h[:, None], h[None, :])) & (h_gap < word_gap * line_h))
-    rows = union_xyxy(xyxy, row)
+    i, j = np.nonzero((shift < row_shift) & (h_gap < word_gap * line_h))
+    xc = (x0 + x1) / 2
+    blocked = _columns.gutter_cells_between(gutters, np.minimum(xc[i], xc[j]), np.maximum(xc[i], xc[j]),
+                                            (yc[i] + yc[j]) / 2) > 0
+    score = np.full((m, m), -np.inf)
+    score[i[~blocked], j[~blocked]] = -shift[i[~blocked], j[~blocked]]
+    np.fill_diagonal(score, -np.inf)
+    best = np.argmax(score, axis=1)
+    has = np.isfinite(score[np.arange(m), best])
+    row = _components(m, np.flatnonzero(has), best[has])
+    rows = union_xyxy(pieces, row)
 
     x0, y0, x1, y1 = (rows[:, k] for k in range(4))
     w, h = x1 - x0, y1 - y0
@@ -127,11 +158,25 @@ def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5
     wide = np.maximum(w[:, None], w[None, :])
     aligned = np.abs(x0[:, None] - x0[None, :]) <= line_h
     column = (overlap >= min_overlap * narrow) & (aligned | (overlap >= min_overlap * wide))
-    gap = np.maximum(y0[:, None], y0[None, :]) - np.minimum(y1[:, None], y1[None, :])
-    close = (gap < gap_factor * line_h) & (np.maximum(h[:, None], h[None, :]) < 2 * np.minimum(h[:, None], h[None, :]))
-    upper_first = y0[:, None] <= y0[None, :]
-    upper_x1 = np.where(upper_first, x1[:, None], x1[None, :])
-    lower_x1 = np.where(upper_first, x1[None, :], x1[:, None])
-    paragraph_end = upper_x1 < lower_x1 - line_h
-    block = _components(column & close & ~paragraph_end)
-    return block[row]
+    # Only vertically adjacent rows are linked (each row's nearest row below and above in
+    # its column): with unclipped, overlapping DB boxes a link skipping one line is as
+    # "close" as a real one and would jump over every paragraph cue.
+    yc = (y0 + y1) / 2
+    below = column & (yc[None, :] > yc[:, None])
+    top = np.where(below, y0[None, :], np.inf)
+    nearest_below = np.argmin(top, axis=1)
+    bottom = np.where(below, -y1[:, None], np.inf)
+    nearest_above = np.argmin(bottom, axis=0)
+    has_below, has_above = np.isfinite(top.min(1)), np.isfinite(bottom.min(0))
+    up = np.concatenate([np.flatnonzero(has_below), nearest_above[has_above]])
+    lo = np.concatenate([nearest_below[has_below], np.flatnonzero(has_above)])
+    gap = y0[lo] - y1[up]
+    h_lo, h_hi = np.minimum(h[up], h[lo]), np.maximum(h[up], h[lo])
+    close = (gap < gap_factor * h_lo) & (h_hi < 2 * h_lo)
+    short_last = x1[up] < x1[lo] - line_h
+    step = x0[lo] - x0[up]
+    first_line = (step >= indent * line_h) & (step <= 4 * line_h) & (np.abs(x1[lo] - x1[up]) <= 0.5 * line_h)
+    keep = close & ~short_last & ~first_line
+    i, j = up[keep], lo[keep]
+    block = _components(rows.shape[0], i, j)
+    return pieces, parent, block[row]

@@ -33,10 +33,10 @@ def default_det_model() -> str:
 
 def lines_to_blocks(xyxy: np.ndarray, scores: np.ndarray, gap_factor: float):
     """Union box and mean line score of each block of grouped lines."""
-    block = _db.group_lines(xyxy, gap_factor=gap_factor)
+    pieces, parent, block = _db.group_lines(xyxy, gap_factor=gap_factor)
     k = int(block.max()) + 1 if block.size else 0
-    mean_score = np.bincount(block, weights=scores, minlength=k) / np.maximum(np.bincount(block, minlength=k), 1)
-    return _db.union_xyxy(xyxy, block), mean_score
+    mean_score = np.bincount(block, weights=scores[parent], minlength=k) / np.maximum(np.bincount(block, minlength=k), 1)
+    return _db.union_xyxy(pieces, block), mean_score
 
 
 class TextLinesDetector:

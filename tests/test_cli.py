@@ -87,3 +87,14 @@ def test_doctor_runs_a_page_through_the_embedded_bag(capsys):
     rows = json.loads(out)
     assert {f"{r['stage']}/{r['variant']}" for r in rows} >= {"tesseract/blocks", "paddle_layout/cdla", "text_lines/lines"}
     assert all(r["ready"] and r["page_ok"] and r["device"] == "cpu" for r in rows)
+
+
+@pytest.mark.parametrize("stage,message", [
+    ({"name": "fusion", "kind": "fusion", "variants": {"X": {"sources": ["*"], "method": "vote"}}}, "fusion"),  # bad method
+    ({"name": "review", "kind": "review", "top_m": 3}, "unknown key(s) top_m"),                                  # typo
+])
+def test_builtin_stage_options_are_checked_before_running(tmp_path, page_dir, capsys, stage, message):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[stage])
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--run-dir", tmp_path / "run", "--config", cfg)
+    assert code == 2 and message in err and f"stage {stage['name']!r}" in err
+    assert not (tmp_path / "run").exists()

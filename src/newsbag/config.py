@@ -151,6 +151,18 @@ def _validate_params(where: str, params: Any, spec: dict) -> dict:
     return out
 
 
+def _validate_builtin(where: str, kind: str, options: dict) -> None:
+    """Check fusion/review options at load time, so a typo fails before any page runs."""
+    if kind == "fusion":
+        from .fusion.variants import parse_fusion_config as parse
+    else:
+        from .review.stage import parse_review_cfg as parse
+    try:
+        parse(options)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
@@ -196,7 +208,9 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         where = f"{path}: stage {name!r}"
         kind = sd.get("kind", "model")
         if kind in BUILTIN_KINDS:
-            stages.append(BuiltinStage(name, kind, _freeze({k: v for k, v in sd.items() if k not in ("name", "kind")})))
+            options = {k: v for k, v in sd.items() if k not in ("name", "kind")}
+            _validate_builtin(where, kind, options)
+            stages.append(BuiltinStage(name, kind, _freeze(options)))
             continue
         if kind != "model":
             raise ConfigError(f"{where}: kind must be model, fusion or review, got {kind!r}")

@@ -54,8 +54,25 @@ def read_jobs(run_dir: str | os.PathLike) -> list[dict]:
 
 
 def record_job(run_dir: str | os.PathLike, record: dict) -> None:
-    """Append one submitted job to the ledger (one O_APPEND write, safe next to running jobs)."""
-    append_jsonl(Path(run_dir) / JOBS_FILE, [record])
+    """Append one submitted job to the ledger (one O_APPEND write, safe next to running jobs).
+
+    A line left without its newline by a killed earlier submit is closed first, so it costs
+    only itself and not this record too.
+    """
+    path = Path(run_dir) / JOBS_FILE
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+    except (FileNotFoundError, OSError):
+        torn = False
+    if torn:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"\n")
+        finally:
+            os.close(fd)
+    append_jsonl(path, [record])
 
 
 def _run(cmd: list[str]) -> str:

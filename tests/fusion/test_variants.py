@@ -44,3 +44,8 @@ def test_params_are_frozen_and_parsed():
 ])
 def test_match_sources(patterns, available, exclude, expected):
     assert match_sources(Variant("V", tuple(patterns), "consensus"), available, tuple(exclude)) == expected
+
+
+def test_missing_keys_take_the_defaults():
+    assert parse_fusion_config({}) == parse_fusion_config(DEFAULT_FUSION_CFG)
+    assert parse_fusion_config({"variants": {}}).variants == ()

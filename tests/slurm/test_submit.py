@@ -10,7 +10,7 @@ import pytest
 
 from newsbag.slurm import read_jobs
 
-from slurm_helpers import FUSION_VARIANTS, all_terminal, bag_config, show_job, submit, wait_for
+from slurm_helpers import FUSION_VARIANTS, SLURM_DIR, all_terminal, bag_config, show_job, submit, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -58,6 +58,18 @@ def test_split_mode_runs_paddle_on_l40s_the_rest_on_h200_then_fuses_on_cs(
                      (run_dir / "logs" / "slurm" / f"newsbag-infer-l40s-{l40s}.out").read_text())
     assert re.search(r"stages dell,mineru\b", (run_dir / "logs" / "slurm" / f"newsbag-infer-h200-{h200}.out").read_text())
     _assert_outputs(run_dir, 3)
+
+    # Requeue (what preemption does): the job reruns, resumes, and rewrites no finished page.
+    pages = sorted(p for p in (run_dir / "outputs" / "sources").glob("paddle_*/*/*.json") if not p.name.startswith("run_"))
+    assert len(pages) == 6
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in pages}
+    subprocess.run(["scontrol", "requeue", l40s], check=True)
+    subprocess.run(["scontrol", "update", f"JobId={l40s}", "StartTime=now"], check=True)  # skip the 120 s hold
+    wait_for([l40s], lambda recs: recs[l40s][0]["JobState"] == "COMPLETED" and recs[l40s][0]["Restarts"] == "1")
+    log = (run_dir / "logs" / "slurm" / f"newsbag-infer-l40s-{l40s}.out").read_text()
+    assert "restart 0 at" in log and "restart 1 at" in log  # --open-mode=append keeps the first run's log
+    assert log.count("newsbag run exited 0") == 2
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in pages} == before
 
 
 def test_l40s_shards_make_an_array_and_fusion_waits_for_all_tasks(tmp_path, sample_pages, slurm_env, cancel_jobs):
@@ -116,3 +128,16 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     lines = {line.split(":")[0].strip(): line for line in status.stdout.splitlines() if line.strip().startswith("job ")}
     assert "FAILED" in lines[f"job {h200} infer-h200"]
     assert "DependencyNeverSatisfied" in lines[f"job {fuse} fuse-review"] or "CANCELLED" in lines[f"job {fuse} fuse-review"]
+
+
+def test_preflight_checks_every_job_shape_and_the_envs(slurm_env):
+    preflight = [str(SLURM_DIR / "preflight_gpu.sh")]
+    res = subprocess.run(["bash", *preflight], env=slurm_env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [line.split(":")[0] for line in res.stdout.splitlines()] == ["ok    l40s", "ok    h200", "ok    cpu", "ok    envs"]
+    assert "-p l40s_public --gres=gpu:l40s:1" in res.stdout and "-p cs --mem" in res.stdout
+    # more memory than the node has: Slurm itself refuses, and preflight says which shape
+    res = subprocess.run(["bash", *preflight], env=dict(slurm_env, H200_MEM="100000G"),
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1
+    assert [line.split(":")[0] for line in res.stdout.splitlines()] == ["ok    l40s", "FAIL  h200", "ok    cpu", "ok    envs"]

@@ -28,7 +28,7 @@ NEWSBAG_STAGES=${NEWSBAG_STAGES//+/,}  # sbatch --export splits on commas, so by
 # Model and package caches on scratch (shared between jobs, never $HOME quota); temp files on
 # node-local disk. Values already set by the user or by the config's env blocks win.
 cache=${NEWSBAG_CACHE:-$BASE/cache}
-export HF_HOME=${HF_HOME:-$cache/huggingface}
+export HF_HOME=${HF_HOME:-$cache/hf}
 export PADDLE_PDX_CACHE_HOME=${PADDLE_PDX_CACHE_HOME:-$cache/paddlex}
 export TORCH_HOME=${TORCH_HOME:-$cache/torch}
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$cache/xdg}

@@ -103,8 +103,10 @@ if ! stage_table=$("$NEWSBAG_PY" -m newsbag.slurm stages "${config_args[@]}" --s
 fi
 model_stages=(); post_stages=()
 while IFS=$'\t' read -r name kind; do
-  [ -n "$name" ] || continue
-  if [ "$kind" = model ]; then model_stages+=("$name"); else post_stages+=("$name"); fi
+  case "$kind" in  # other lines are interpreter warnings on stderr, not stages
+    model) model_stages+=("$name") ;;
+    fusion|review) post_stages+=("$name") ;;
+  esac
 done <<<"$stage_table"
 
 # Missing runner envs are only warned about here: compute nodes may mount what this host lacks;
@@ -181,7 +183,7 @@ submit() {  # kind partition gres mem time cpus extra script stages dependency a
   if [ -n "$array" ]; then log=$run_dir/logs/slurm/%x-%A_%a.out; n_shards=$shards; fi
   local cmd=(env "NEWSBAG_RUN_DIR=$run_dir" "NEWSBAG_STAGES=$st" "NEWSBAG_SHARDS=$n_shards"
              "NEWSBAG_CONFIG=$NEWSBAG_CONFIG" "NEWSBAG_PY=$NEWSBAG_PY" "NEWSBAG_SLURM_DIR=$SLURM_DIR"
-             "BASE=$BASE" "PROJECT_ROOT=$PROJECT_ROOT"
+             "BASE=$BASE" "PROJECT_ROOT=$PROJECT_ROOT" "NEWSBAG_ALLOW_PARTIAL=${NEWSBAG_ALLOW_PARTIAL:-0}"
              sbatch --parsable -A "$ACCOUNT" -p "$part")
   [ -n "$gres" ] && cmd+=("--gres=$gres")
   cmd+=("--cpus-per-task=$cpus" "--mem=$mem" "--time=$time" "--job-name=newsbag-$kind"

@@ -129,9 +129,10 @@ def _resolve(
     grank = np.full(g, np.iinfo(np.int64).max)
     np.minimum.at(grank, gid, rank[src[idx]])
     members = np.empty(g, object)
-    split_at = np.flatnonzero(np.diff(np.sort(gid))) + 1
-    for k, m in enumerate(np.split(idx[np.argsort(gid, kind="stable")], split_at) if g else []):
-        members[k] = m
+    by_group = idx[np.argsort(gid, kind="stable")]
+    ends = np.cumsum(np.bincount(gid, minlength=g)).tolist()
+    for k, (lo, hi) in enumerate(zip([0, *ends[:-1]], ends)):
+        members[k] = by_group[lo:hi]
     gcoarse = _COARSE_OF_LABEL[label.astype(np.intp)]
 
     # Nesting: child lies inside container (IoA >= t_ioa) without matching it on IoU.

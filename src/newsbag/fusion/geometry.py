@@ -64,6 +64,10 @@ def pair_intersection(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarr
     return np.clip(w, 0, None) * np.clip(h, 0, None)
 
 
+def _diagonals(xyxy: np.ndarray) -> np.ndarray:
+    return shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1))
+
+
 def candidate_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(2, K) index pairs (i into a, j into b) of boxes that overlap with positive area.
 
@@ -75,10 +79,11 @@ def candidate_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if len(a) * len(b) <= _DENSE_LIMIT:
         ia, ib = np.nonzero(intersection_matrix(a, b) > 0)
         return np.stack([ia, ib]).astype(np.intp)
-    tree = shapely.STRtree(shapely.box(b[:, 0], b[:, 1], b[:, 2], b[:, 3]))
-    # Envelope query only: for axis-aligned boxes the envelope test is the exact test, and
-    # skipping the predicate halves the query time; the area filter drops mere touches.
-    ia, ib = tree.query(shapely.box(a[:, 0], a[:, 1], a[:, 2], a[:, 3]))
+    # Envelope query only: for axis-aligned boxes the envelope test is the exact test, so
+    # each box is stored as its diagonal segment (same envelope, built ~2x faster than a
+    # polygon) and no predicate runs; the area filter drops mere touches.
+    tree = shapely.STRtree(_diagonals(b))
+    ia, ib = tree.query(_diagonals(a))
     keep = pair_intersection(a, b, ia, ib) > 0
     return np.stack([ia[keep], ib[keep]]).astype(np.intp)
 

@@ -177,7 +177,8 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
     - ``loo_pixel_f1``: pixel F1 of the source's text area against the pixels that at least
       ceil(n/2) other families mark as text (text lines count for their family);
     - ``loo_box_agreement``: share of the source's text boxes that some box of another
-      family matches (same coarse class, IoU >= 0.5 or intersection over the smaller >= 0.8).
+      family matches (same coarse class, or a text line and a text box; IoU >= 0.5 or
+      intersection over the smaller >= 0.8).
     Both NaN when no other family ran on the page.
     """
     from .fuse import COARSE, _codes, coarse_codes
@@ -196,25 +197,24 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
         from .geometry import self_pairs
         pairs = self_pairs(boxes.xyxy)
     iou, ioa_i, ioa_j = pair_scores(boxes.xyxy, pairs)
-    ok = ((fam[pairs.i] != fam[pairs.j]) & (coarse[pairs.i] == coarse[pairs.j])
-          & ((iou >= 0.5) | (np.maximum(ioa_i, ioa_j) >= 0.8)))
+    ci, cj = coarse[pairs.i], coarse[pairs.j]
+    compatible = (ci == cj) | (is_line[pairs.i] & text[pairs.j]) | (text[pairs.i] & is_line[pairs.j])
+    ok = (fam[pairs.i] != fam[pairs.j]) & compatible & ((iou >= 0.5) | (np.maximum(ioa_i, ioa_j) >= 0.8))
     matched = np.zeros(len(boxes), bool)
     matched[pairs.i[ok]] = True
     matched[pairs.j[ok]] = True
     out = {}
     for s in range(len(src_names)):
         own = src == s
-        if is_line[own].all():
-            continue
         f = fam[own][0]
         n_other = len(fam_names) - 1
         if n_other == 0:
             out[str(src_names[s])] = {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}
             continue
         ref = (votes - masks[f]) >= (n_other + 1) // 2
-        mine = union_mask(boxes.xyxy[own & text], meta.width, meta.height, _RASTER)
+        sel = own & (text | is_line)          # a text-line source is judged by its lines
+        mine = union_mask(boxes.xyxy[sel], meta.width, meta.height, _RASTER)
         _, _, pf = pixel_prf(mine, ref)
-        sel = own & text
         out[str(src_names[s])] = {"loo_pixel_f1": pf,
                                   "loo_box_agreement": float(matched[sel].mean()) if sel.any() else np.nan}
     return out

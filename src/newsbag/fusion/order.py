@@ -64,12 +64,14 @@ def column_segments(
     member_line: np.ndarray,
     min_gap: float,
     min_lines: int = 2,
+    wide: float = 0.6,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut boxes at vertical gutters of the text lines inside them.
 
     A gutter is a gap of at least `min_gap` pixels in the x-projection of a box's lines
     with at least `min_lines` lines on each side; lines that run across the gutter hide it,
-    so the cut is conservative.
+    so the cut is conservative. Lines wider than `wide` of their box (a headline over
+    several columns) are left out of the projection and become one segment of their own.
 
     Args:
         box_xyxy: (B, 4) boxes; line_xyxy: (L, 4) text lines.
@@ -82,11 +84,15 @@ def column_segments(
         segments (their lines' extent, clipped to the parent box).
     """
     n_cols = np.ones(len(box_xyxy), np.int64)
-    if len(member_box) == 0:
+    bw = box_xyxy[member_box, 2] - box_xyxy[member_box, 0]
+    lw = line_xyxy[member_line, 2] - line_xyxy[member_line, 0]
+    is_wide = lw > wide * bw
+    narrow_box, narrow_line = member_box[~is_wide], member_line[~is_wide]
+    if len(narrow_box) == 0:
         return n_cols, np.zeros(0, np.intp), np.zeros((0, 4))
-    lx = line_xyxy[member_line]
-    order = np.lexsort((lx[:, 0], member_box))
-    b, lx = member_box[order], lx[order]
+    lx = line_xyxy[narrow_line]
+    order = np.lexsort((lx[:, 0], narrow_box))
+    b, lx = narrow_box[order], lx[order]
     big = 4.0 * (np.abs(line_xyxy).max() + 1.0)
     run = np.maximum.accumulate(lx[:, 2] + b * big) - b * big
     first = np.empty(len(b), bool)
@@ -104,18 +110,27 @@ def column_segments(
     nseg = seg[-1] + 1
     seg_box = np.zeros(nseg, np.intp)
     seg_box[seg] = b
-    n_cols = n_cols.copy()
     per_box = np.bincount(seg_box, minlength=len(box_xyxy))
     n_cols[per_box > 0] = per_box[per_box > 0]
-    sel = n_cols[seg_box] >= 2
-    ext = np.empty((nseg, 4))
+    # Wide lines of a cut box form one more segment.
+    w_box, w_line = member_box[is_wide], member_line[is_wide]
+    w_sel = n_cols[w_box] >= 2
+    w_box, w_line = w_box[w_sel], w_line[w_sel]
+    w_ids, w_seg = np.unique(w_box, return_inverse=True)
+    all_seg = np.concatenate([seg, nseg + w_seg.reshape(-1)])
+    all_lx = np.concatenate([lx, line_xyxy[w_line]])
+    seg_box = np.concatenate([seg_box, w_ids])
+    total = nseg + len(w_ids)
+    ext = np.empty((total, 4))
     ext[:, :2] = np.inf
     ext[:, 2:] = -np.inf
-    np.minimum.at(ext[:, 0], seg, lx[:, 0])
-    np.minimum.at(ext[:, 1], seg, lx[:, 1])
-    np.maximum.at(ext[:, 2], seg, lx[:, 2])
-    np.maximum.at(ext[:, 3], seg, lx[:, 3])
+    np.minimum.at(ext[:, 0], all_seg, all_lx[:, 0])
+    np.minimum.at(ext[:, 1], all_seg, all_lx[:, 1])
+    np.maximum.at(ext[:, 2], all_seg, all_lx[:, 2])
+    np.maximum.at(ext[:, 3], all_seg, all_lx[:, 3])
+    sel = n_cols[seg_box] >= 2
     parent = seg_box[sel]
     pb = box_xyxy[parent]
     out = np.concatenate([np.maximum(ext[sel, :2], pb[:, :2]), np.minimum(ext[sel, 2:], pb[:, 2:])], axis=1)
+    n_cols[w_ids] += 1
     return n_cols, parent, out

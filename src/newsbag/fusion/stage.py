@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, labels
 from ..contract import Boxes, boxes_from_page, regions_from_boxes, validate_source_page
 from ..io import atomic_write_text, read_json, write_json
 from .fuse import VARIANTS, describe, member_records
@@ -74,24 +74,39 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     src = pool.data["source"]
     line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
+    region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
+    region_mask = np.isin(src, region_sources) | line_mask
+    loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
+    source_metrics = {}
+    line_source = [cfg.line_source] if cfg.line_source in pages else []
+    for s in region_sources + line_source:
+        own = pool[src == s]
+        if s in line_source:  # the evidence itself, scored as if each line were a text region
+            own = Boxes(own.xyxy, own.score, np.full(len(own), labels.label_code("text")), own.meta, own.data)
+        m = page_metrics(own, lines)
+        source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
+                             "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
+
+    def choose(boxes: Boxes) -> str:
+        # best_single reuses the source scores computed above (same `page_score`).
+        names = sorted(set(boxes.data["source"].tolist()) & set(source_metrics) - set(line_source))
+        scores = [source_metrics[n]["score"] for n in names]
+        return names[int(np.argmax([-1.0 if np.isnan(x) else x for x in scores]))]
+
     fused_all, variant_metrics, chosen = {}, {}, {}
     for v in cfg.variants:
         if v.name not in active:
             continue
         mask = np.isin(src, active[v.name]) | line_mask
-        fused = VARIANTS[v.method](pool[mask], v.params, subset_pairs(pairs, mask))
+        fn = VARIANTS[v.method]
+        if v.method == "best_single":
+            fused = fn(pool[mask], v.params, subset_pairs(pairs, mask), choose=choose)
+        else:
+            fused = fn(pool[mask], v.params, subset_pairs(pairs, mask))
         fused_all[v.name] = (fused, np.flatnonzero(mask))
         variant_metrics[v.name] = page_metrics(fused, lines)
         if v.method == "best_single" and len(fused):
             chosen[v.name] = str(src[np.flatnonzero(mask)[fused.data["member_idx"][0][0]]])
-    region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
-    region_mask = np.isin(src, region_sources) | line_mask
-    loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
-    source_metrics = {}
-    for s in region_sources:
-        m = page_metrics(pool[src == s], lines)
-        source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
-                             "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
     return pool, fused_all, record

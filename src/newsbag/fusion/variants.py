@@ -16,7 +16,8 @@ Schema of the "fusion" section (unknown keys anywhere raise a one-line ValueErro
       "exclude_from_variants": ["glob", ...]      # sources no variant takes regions from
     }
 
-A variant is skipped (and reported) when one of its patterns matches no source that ran,
+Keys left out take their value from `DEFAULT_FUSION_CFG` (so an empty section means the
+shipped variants); an explicit ``"variants": {}`` means none. A variant is skipped (and reported) when one of its patterns matches no source that ran,
 so "P2 = Paddle + Dell" is never silently the same as "P1" on a run without Dell.
 
 Params of "consensus" (`ConsensusParams`): `vote` (source families that must agree),
@@ -106,11 +107,18 @@ DEFAULT_FUSION_CFG: dict[str, Any] = {
         "P3": {"sources": ["paddle_layout/*", "dell/*", "mineru/*"], "method": "consensus",
                "params": {"vote": 1}},
         "P4": {"sources": ["*"], "method": "consensus", "params": {"vote": 1}},
+        # C1: two families must agree; where boxes nest, the better-supported granularity wins.
         "C1": {"sources": ["*"], "method": "consensus",
                "params": {"vote": 2, "granularity": _EMBEDDED_GRANULARITY}},
+        # C2: two families, finest covering granularity, regions cut at column gutters of the
+        # text lines, and rejected boxes that hold otherwise uncovered lines added back.
         "C2": {"sources": ["*"], "method": "consensus",
-               "params": {"vote": 2, "granularity": _EMBEDDED_GRANULARITY,
-                          "split_columns": True, "fill_lines": True}},
+               "params": {"vote": 2, "prefer": "fine", "split_columns": True, "col_gap": 0.0015,
+                          "fill_lines": True, "fill_min_lines": 1}},
+        # C3: every box counts (union), finest granularity, column cuts; most complete.
+        "C3": {"sources": ["*"], "method": "consensus",
+               "params": {"vote": 1, "prefer": "fine", "t_split": 0.4, "split_columns": True,
+                          "col_gap": 0.0015}},
     },
     "recommended": None,
     "line_source": "text_lines/lines",
@@ -172,7 +180,7 @@ def parse_fusion_config(cfg: dict) -> FusionConfig:
     Raises:
         ValueError: one line naming the bad key or value and what is allowed.
     """
-    cfg = _check_keys(cfg, _TOP_KEYS, "fusion")
+    cfg = {**DEFAULT_FUSION_CFG, **_check_keys(cfg, _TOP_KEYS, "fusion")}
     raw_variants = _check_keys(cfg.get("variants", {}), set(cfg.get("variants", {}) or {}), "fusion.variants")
     variants = []
     for name, spec in raw_variants.items():

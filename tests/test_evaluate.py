@@ -1,0 +1,74 @@
+import json
+
+import numpy as np
+import pytest
+
+from newsbag.evaluate import evaluate_page_class, run_evaluate
+
+# Two side-by-side GT columns on a 1000 x 1000 page (long side already 1024-ish scale).
+GT = [[0, 0, 400, 1000], [600, 0, 1000, 1000]]
+
+
+def ev(pred, gt=GT, w=1024, h=1024):
+    return evaluate_page_class(np.array(pred, float).reshape(-1, 4), np.array(gt, float), w, h)
+
+
+def test_perfect_prediction():
+    m = ev(GT)
+    for k in ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1", "b1x"):
+        assert m[k] == pytest.approx(1.0), k
+    assert m["over_merge"] == 1.0 and m["xcol"] == 0.0
+
+
+def test_whole_page_box_is_exposed_by_xcol_and_b1x():
+    m = ev([[0, 0, 1024, 1024]])
+    area_gt = 2 * 400 * 1000
+    assert m["pixel_p"] == pytest.approx(area_gt / 1024 ** 2)
+    assert m["region_recall"] == 1.0 and m["region_precision"] == 1.0
+    assert m["iou_f1"] == 0.0 and m["over_merge"] == 2.0
+    assert m["xcol"] == 1.0 and m["b1x"] == 0.0
+
+
+def test_partial_and_extra_predictions():
+    # left column 60% covered (found), right column 40% covered (missed), one box far outside
+    m = ev([[0, 0, 400, 600], [600, 0, 1000, 400], [450, 0, 550, 100]])
+    assert m["region_recall"] == 0.5
+    # the middle box is within 1% dilation? no: it lies 50 px from both columns (> 10.24 px)
+    assert m["region_precision"] == pytest.approx(2 / 3)
+    assert m["iou_f1"] == pytest.approx(2 * 1 / (3 + 2))   # only the 60% box has IoU >= 0.5
+    assert m["xcol"] == 0.0 and m["b1x"] == m["region_recall"]
+
+
+def test_dilation_tolerates_a_slightly_larger_prediction():
+    m = ev([[0, 0, 408, 1000]], gt=[[0, 0, 400, 1000]])
+    assert m["region_precision"] == 1.0
+
+
+def test_stacked_regions_are_not_cross_column():
+    gt = [[0, 0, 400, 400], [0, 500, 400, 900]]
+    m = ev([[0, 0, 400, 900]], gt=gt)
+    assert m["xcol"] == 0.0 and m["over_merge"] == 2.0 and m["b1x"] == 1.0
+
+
+def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    (run / "manifests").mkdir(parents=True)
+    (run / "manifests/pages.jsonl").write_text(json.dumps(
+        {"page_id": "0001_a-1f2e3d", "path": "images/0001_a.tif", "width": 1000, "height": 1000}) + "\n")
+    (gt / "annotations").mkdir(parents=True)
+    regions = [{"bbox_xyxy": b, "label": "text"} for b in GT] + [{"bbox_xyxy": [0, 0, 5, 1000], "label": "separator"}]
+    (gt / "annotations/a.json").write_text(json.dumps(
+        {"page_id": "a", "image": "images/0001_a.tif", "width": 1000, "height": 1000, "regions": regions}))
+    for folder, boxes in (("outputs/sources/x/y", GT), ("outputs/fusion/C", [[0, 0, 1000, 1000]])):
+        (run / folder).mkdir(parents=True)
+        page = {"page_id": "0001_a-1f2e3d", "image": {"path": "images/0001_a.tif", "width": 1000, "height": 1000},
+                "source": {}, "regions": [{"bbox_xyxy": b, "label": "t", "class": "text"} for b in boxes]}
+        (run / folder / "0001_a-1f2e3d.json").write_text(json.dumps(page))
+    res = run_evaluate(run, gt)
+    assert res["pages"] == 1
+    (src,) = res["sources"]
+    (var,) = res["variants"]
+    assert (src["name"], src["class"], src["iou_f1"]) == ("x/y", "text", 1.0)
+    assert (var["name"], var["xcol"], var["b1x"]) == ("C", 1.0, 0.0)
+    text = (run / "outputs/fusion/eval_variants.tsv").read_text().splitlines()
+    assert text[0].startswith("kind\tname\tclass") and text[1].startswith("variant\tC\ttext")

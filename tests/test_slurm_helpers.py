@@ -1,0 +1,161 @@
+"""newsbag.slurm: the job ledger, job states from a fake squeue/sacct on PATH, stage and env checks."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from newsbag.config import parse_config
+from newsbag.errors import ConfigError
+from newsbag.slurm import (check_envs, describe_jobs, format_job_lines, job_states, main, read_jobs,
+                           record_job, select_stages)
+
+
+def _fake_tool(bin_dir, name, stdout, rc=0):
+    """A fake Slurm client that logs its argv and prints canned output."""
+    path = bin_dir / name
+    path.write_text("\n".join([
+        "#!/bin/sh",
+        f"printf '%s\\n' \"$*\" >> '{bin_dir}/{name}.argv'",
+        "/bin/cat <<'EOF'",
+        stdout.rstrip("\n"),
+        "EOF",
+        f"exit {rc}",
+    ]) + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def fake_bin(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))  # only the fakes: no real Slurm tools leak in
+    return bin_dir
+
+
+SQUEUE = """\
+101|101|N/A|COMPLETED|None
+102_0|102|0|COMPLETED|None
+102_1|102|1|FAILED|NonZeroExitCode
+102_2|102|2|COMPLETED|None
+103|103|N/A|PENDING|DependencyNeverSatisfied
+104_0|104|0|RUNNING|None
+104_1|104|1|PENDING|Resources
+999|999|N/A|RUNNING|None
+"""
+
+
+def test_job_states_from_squeue(fake_bin):
+    _fake_tool(fake_bin, "squeue", SQUEUE)
+    states = job_states(["101", "102", "103", "104"])
+    assert states == {
+        "101": "COMPLETED",                                  # plain job
+        "102_0": "COMPLETED", "102_1": "FAILED", "102_2": "COMPLETED",
+        "102": "FAILED 1/3, COMPLETED 2/3",                  # array summary: failures first
+        "103": "PENDING (DependencyNeverSatisfied)",          # the reason is what the user needs
+        "104_0": "RUNNING", "104_1": "PENDING (Resources)",
+        "104": "RUNNING 1/2, PENDING (Resources) 1/2",
+    }                                                         # 999 was not asked for
+    assert (fake_bin / "squeue.argv").read_text().split() == [
+        "-h", "-t", "all", "-r", "-j", "101,102,103,104", "-o", "%i|%F|%K|%T|%r"]
+
+
+def test_job_states_falls_back_to_sacct_for_jobs_squeue_forgot(fake_bin):
+    _fake_tool(fake_bin, "squeue", "101|101|N/A|RUNNING|None")
+    _fake_tool(fake_bin, "sacct", "102_0|COMPLETED|None\n102_1|COMPLETED|None\n103|CANCELLED by 0|None")
+    assert job_states(["101", "102", "103"]) == {
+        "101": "RUNNING", "102_0": "COMPLETED", "102_1": "COMPLETED", "102": "COMPLETED", "103": "CANCELLED"}
+    assert (fake_bin / "sacct.argv").read_text().split()[:6] == ["-n", "-P", "-X", "-j", "102,103", "-o"]
+
+
+@pytest.mark.parametrize("tools", [
+    {},                                                       # no Slurm on this machine
+    {"squeue": ("", 1), "sacct": ("Slurm accounting storage is disabled", 1)},  # purged ids, no accounting
+])
+def test_job_states_empty_when_slurm_knows_nothing(fake_bin, tools):
+    for name, (out, rc) in tools.items():
+        _fake_tool(fake_bin, name, out, rc)
+    assert job_states(["5", "6"]) == {}
+
+
+def test_job_states_no_ids_runs_nothing(fake_bin):
+    _fake_tool(fake_bin, "squeue", SQUEUE)
+    assert job_states([]) == {}
+    assert not (fake_bin / "squeue.argv").exists()
+
+
+def test_ledger_round_trip_skips_torn_lines(tmp_path):
+    assert read_jobs(tmp_path) == []
+    record_job(tmp_path, {"job_id": "7", "kind": "infer-l40s", "partition": "l40s_public"})
+    with open(tmp_path / "slurm" / "jobs.jsonl", "a") as fh:
+        fh.write('{"job_id": "8", "kin')                     # a submit killed mid-write
+    record_job(tmp_path, {"job_id": "9", "kind": "fuse-review", "dependency": "afterok:7"})
+    assert [j["job_id"] for j in read_jobs(tmp_path)] == ["7", "9"]
+
+
+def test_describe_and_format(tmp_path, fake_bin):
+    _fake_tool(fake_bin, "squeue", SQUEUE)
+    record_job(tmp_path, {"job_id": "102", "kind": "infer-l40s", "partition": "l40s_public",
+                          "gres": "gpu:l40s:1", "stages": "dell", "array": "0-2", "dependency": ""})
+    record_job(tmp_path, {"job_id": "103", "kind": "fuse-review", "partition": "cs", "gres": "",
+                          "stages": "fusion,review", "array": "", "dependency": "afterok:102"})
+    record_job(tmp_path, {"job_id": "55", "kind": "infer-h200", "partition": "h200_public"})
+    rows = describe_jobs(tmp_path)
+    assert [r["state"] for r in rows] == ["FAILED 1/3, COMPLETED 2/3", "PENDING (DependencyNeverSatisfied)", "unknown"]
+    assert format_job_lines(rows) == [
+        "job 102 infer-l40s: FAILED 1/3, COMPLETED 2/3 [l40s_public gpu:l40s:1 array 0-2] stages dell",
+        "job 103 fuse-review: PENDING (DependencyNeverSatisfied) [cs] stages fusion,review after afterok:102",
+        "job 55 infer-h200: unknown [h200_public] stages ",
+    ]
+
+
+def _config(tmp_path, python):
+    return parse_config({
+        "envs": {"paddle": {"python": str(python)}},
+        "stages": [
+            {"name": "paddle_layout", "family": "paddle_layout", "env": "paddle", "variants": {"cdla": {}}},
+            {"name": "mineru", "family": "tesseract", "variants": {"p": {"level": "paragraph"}}},
+            {"name": "fusion", "kind": "fusion"},
+            {"name": "review", "kind": "review"},
+        ]}, str(tmp_path / "c.json"))
+
+
+@pytest.mark.parametrize("csv, expected", [
+    ("", [("paddle_layout", "model"), ("mineru", "model"), ("fusion", "fusion"), ("review", "review")]),
+    ("review,mineru", [("mineru", "model"), ("review", "review")]),   # config order, not argument order
+    (" fusion , ", [("fusion", "fusion")]),                           # blanks ignored
+])
+def test_select_stages(tmp_path, csv, expected):
+    assert select_stages(_config(tmp_path, "/usr/bin/env"), csv) == expected
+
+
+def test_select_stages_refuses_unknown(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown stage\(s\) dell \(this config has: paddle_layout, mineru"):
+        select_stages(_config(tmp_path, "/usr/bin/env"), "dell,mineru")
+
+
+def test_check_envs_names_the_missing_interpreter(tmp_path):
+    missing = tmp_path / "envs" / "paddle" / "bin" / "python"
+    config = _config(tmp_path, missing)
+    assert check_envs(config, ["mineru", "fusion"]) == []     # default env = this interpreter
+    (msg,) = check_envs(config, [])
+    assert msg.startswith(f"stage paddle_layout: env 'paddle' interpreter {missing} is missing")
+    assert "envs.paddle.python" in msg
+
+
+def test_main_stages_and_record(tmp_path, capsys):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"stages": [{"name": "dell", "family": "text_lines", "variants": {"l": {}}},
+                                          {"name": "fusion", "kind": "fusion"}]}))
+    assert main(["stages", "--config", str(cfg), "--stages", "fusion"]) == 0
+    assert capsys.readouterr().out == "fusion\tfusion\n"
+    assert main(["stages", "--config", str(cfg), "--stages", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown stage(s) nope")
+    assert main(["record", "--run-dir", str(tmp_path), "--job-id", "12", "--kind", "fuse-review",
+                 "--partition", "cs", "--dependency", "afterok:10:11"]) == 0
+    (job,) = read_jobs(tmp_path)
+    assert {k: job[k] for k in ("job_id", "kind", "partition", "gres", "dependency")} == {
+        "job_id": "12", "kind": "fuse-review", "partition": "cs", "gres": "", "dependency": "afterok:10:11"}
