@@ -189,7 +189,10 @@ def status(run_dir, as_json):
 
     if not run_dir.is_dir():
         raise click.BadParameter(f"{run_dir} is not a run directory", param_hint="--run-dir")
+    from .slurm import describe_jobs, format_job_lines
+
     info = collect_status(run_dir)
+    info["slurm_jobs"] = describe_jobs(run_dir)
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return
@@ -202,6 +205,8 @@ def status(run_dir, as_json):
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
         click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}{mark}")
     click.echo(f"  review boards {info['review_boards']}; gallery {'yes' if info['gallery'] else 'no'}")
+    for line in format_job_lines(info["slurm_jobs"]):
+        click.echo(f"  {line}")
 
 
 def _builtin_options(func):
