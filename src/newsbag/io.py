@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "append_jsonl"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "write_json", "read_json", "read_page", "append_jsonl"]
 
 
 def _umask() -> int:
@@ -51,6 +51,25 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 def read_json(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def read_page(path: str | os.PathLike, page_id: str) -> dict:
+    """A source or fused page that passes the contract and belongs to `page_id`.
+
+    Raises:
+        ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page).
+    """
+    from .contract import validate_source_page
+
+    try:
+        page = read_json(path)
+        validate_source_page(page)
+    except (OSError, ValueError) as exc:
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{path}: {reason}") from None
+    if page["page_id"] != page_id:
+        raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
+    return page
 
 
 def append_jsonl(path: str | os.PathLike, records: list[dict]) -> None:

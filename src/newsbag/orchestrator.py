@@ -23,9 +23,8 @@ from typing import Callable
 
 from . import labels
 from .config import ModelStage
-from .contract import validate_source_page
 from .errors import EnvError, GpuPreflightError, RunnerError
-from .io import append_jsonl, read_json, write_json
+from .io import append_jsonl, read_page, write_json
 from .pages import PageRecord
 
 __all__ = ["PageOutcome", "SourceOutcome", "sources_root", "source_dir", "is_page_done", "run_source"]
@@ -85,11 +84,10 @@ def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
 def is_page_done(out_dir: Path, page_id: str) -> bool:
     """A page counts as finished only when its output parses and passes the contract."""
     try:
-        page = read_json(out_dir / f"{page_id}.json")
-        validate_source_page(page)
-    except (OSError, ValueError):
+        read_page(out_dir / f"{page_id}.json", page_id)
+    except ValueError:
         return False
-    return page.get("page_id") == page_id
+    return True
 
 
 def _describe_exit(code: int) -> str:
@@ -211,15 +209,13 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     if not path.exists():
         return "runner reported the page done but wrote no output"
     try:
-        data = read_json(path)
-        validate_source_page(data)
-        if data.get("page_id") != page.page_id:
-            raise ValueError(f"page_id is {data.get('page_id')!r}")
-    except (OSError, ValueError) as exc:
+        read_page(path, page.page_id)
+    except ValueError as exc:
         bad = out_dir / FAILED_DIR / f"{page.page_id}.invalid.json"
         bad.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, bad)
-        return f"invalid output JSON ({str(exc).splitlines()[0][:200]}); moved to {bad.name}"
+        reason = str(exc).split(": ", 1)[-1][:200]
+        return f"invalid output JSON ({reason}); moved to {bad.name}"
     return None
 
 

@@ -10,8 +10,8 @@ from typing import Any, Callable, Mapping
 
 from PIL import Image
 
-from ..contract import Boxes, PageMeta, boxes_from_page, validate_source_page
-from ..io import atomic_write_bytes, atomic_write_text, read_json, write_json
+from ..contract import Boxes, PageMeta, boxes_from_page
+from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import read_pages
 from .gallery import write_gallery
 from .render import CLASS_COLORS, render_board
@@ -111,13 +111,9 @@ def _fused_dirs(run_dir: Path, params: ReviewParams) -> tuple[dict[str, Path], s
 
 def _load_boxes(path: Path, name: str, page_id: str) -> Boxes:
     try:
-        page = read_json(path)
-        validate_source_page(page)
-        if page["page_id"] != page_id:
-            raise ValueError(f"page_id is {page['page_id']!r}, expected {page_id!r}")
-        return boxes_from_page(page, source=name)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise _PageError(f"broken page JSON {path}: {exc}") from None
+        return boxes_from_page(read_page(path, page_id), source=name)
+    except ValueError as exc:
+        raise _PageError(f"broken page JSON {exc}") from None
 
 
 def _load_image(path: str, panel_width: int) -> Image.Image:
