@@ -98,3 +98,16 @@ def test_builtin_stage_options_are_checked_before_running(tmp_path, page_dir, ca
     code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--run-dir", tmp_path / "run", "--config", cfg)
     assert code == 2 and message in err and f"stage {stage['name']!r}" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_fuse_and_review_rerun_on_an_existing_run(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"a": {}, "b": {}})
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)[0] == 0
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)  # config comes from config.resolved.json
+    assert code == 0, err
+    summary = json.loads((run / "outputs/fusion/summary.json").read_text())
+    assert summary["sources"] == ["fake/a", "fake/b"]
+    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 0, err
+    assert len(list((run / "review/pages").glob("*/board.png"))) == 5

@@ -113,7 +113,7 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
         raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {run_dir / 'manifests'})")
     run_dir.mkdir(parents=True, exist_ok=True)
     pages, rejected = resolve_pages(opts)
-    write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved) | {"config_path": config.path})
+    write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved))
     summary = RunSummary(pages=len(pages), rejected=rejected)
     page_ids = [p.page_id for p in pages]
     fatal: list[NewsbagError] = []
@@ -173,7 +173,8 @@ def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None
     if opts.shard is not None:
         name += f".shard-{opts.shard[0]}-of-{opts.shard[1]}"
     write_json(run_dir / "reports" / f"run_{name}.json", {
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pages": summary.pages,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": str(opts.config_path or "embedded default"),
+        "pages": summary.pages,
         "seconds": round(summary.seconds, 2),
         "rejected": [r.__dict__ for r in summary.rejected],
         "sources": [o.to_json() for o in summary.sources],
