@@ -133,32 +133,21 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, config_path, stages
 
 def _print_plan(opts, as_json: bool) -> None:
     from .config import load_config
-    from .pages import discover_images, page_id_for, read_manifest_list, read_pages
-    from .pipeline import _with_device, plan
+    from .pages import list_inputs, page_id_for, read_pages, select_shard
+    from .pipeline import plan, with_device
 
-    config = _with_device(load_config(opts.config_path), opts.device)
+    config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     if opts.input_dirs or opts.manifest:
-        paths = []
-        if opts.manifest:
-            root = opts.manifest.resolve().parent
-            paths += [(p, root) for p in read_manifest_list(opts.manifest)]
-        roots = [d.resolve() for d in opts.input_dirs]
-        for r in roots:
-            paths += [(p, r.parent if len(roots) > 1 else r) for p in discover_images(r, opts.recursive)]
-        ids = [page_id_for(p, r) for p, r in paths][: opts.max_pages]
-        from .pages import PageRecord
-
-        pages = [PageRecord(i, "", "", 0, 0, "") for i in ids]
+        ids = [page_id_for(p, root) for p, root in list_inputs(list(opts.input_dirs), opts.manifest,
+                                                               opts.recursive, opts.max_pages)]
     else:
-        pages = read_pages(opts.run_dir)[: opts.max_pages]
-    from .pages import select_shard
-
-    rows = plan(config, stages, select_shard(pages, opts.shard), opts.run_dir)
+        ids = [p.page_id for p in read_pages(opts.run_dir)][: opts.max_pages]
+    rows = plan(config, stages, select_shard(ids, opts.shard), opts.run_dir)
     if as_json:
-        click.echo(json.dumps({"pages": len(pages), "plan": rows}, indent=1))
+        click.echo(json.dumps({"pages": len(ids), "plan": rows}, indent=1))
         return
-    click.echo(f"{len(pages)} page(s); config {config.path}")
+    click.echo(f"{len(ids)} page(s); config {config.path}")
     for row in rows:
         todo = "" if row["todo"] is None else f" todo {row['todo']} done {row['done']}"
         click.echo(f"  {row['stage']:<16} {row['source']:<32} {row['family']:<14} device {row['device']:<4}{todo}")
@@ -224,7 +213,7 @@ def _builtin_options(func):
 def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int) -> None:
     from .config import BuiltinStage, load_config, to_jsonable
     from .pages import read_pages
-    from .pipeline import RunOptions, _run_builtin
+    from .pipeline import RunOptions, run_builtin
 
     resolved = run_dir / "config.resolved.json"
     config = load_config(config_path or (resolved if resolved.exists() else None))
@@ -232,7 +221,7 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
     ids = [p.page_id for p in read_pages(run_dir)]
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
-    result = to_jsonable(_run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers)))
+    result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers)))
     click.echo(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
 
 

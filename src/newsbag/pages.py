@@ -26,6 +26,7 @@ __all__ = [
     "discover_images",
     "read_manifest_list",
     "inspect_page",
+    "list_inputs",
     "build_pages",
     "read_pages",
     "write_pages",
@@ -203,6 +204,25 @@ def write_pages(run_dir: Path, pages: Iterable[PageRecord]) -> None:
     atomic_write_text(Path(run_dir) / MANIFEST, "".join(json.dumps(asdict(p), ensure_ascii=False) + "\n" for p in pages))
 
 
+def list_inputs(
+    input_dirs: list[Path], manifest: Path | None, recursive: bool, max_pages: int | None
+) -> list[tuple[Path, Path]]:
+    """(image path, id root) of every input, in a stable order, without opening any file."""
+    candidates: list[tuple[Path, Path]] = []
+    if manifest is not None:
+        root = Path(manifest).resolve().parent
+        candidates += [(p, root) for p in read_manifest_list(manifest)]
+    roots = [Path(d).resolve() for d in input_dirs]
+    names = [r.name for r in roots]
+    if len(set(names)) != len(names):
+        raise InputError(f"input dirs must have distinct folder names, got {', '.join(map(str, input_dirs))}")
+    for root in roots:
+        # With several input dirs, ids keep each root's folder name so they cannot collide.
+        id_root = root.parent if len(roots) > 1 else root
+        candidates += [(p, id_root) for p in discover_images(root, recursive)]
+    return candidates[:max_pages] if max_pages is not None else candidates
+
+
 def build_pages(
     run_dir: Path,
     input_dirs: list[Path],
@@ -216,22 +236,7 @@ def build_pages(
     large collection starts at once. Unreadable files are returned as `Rejected` and
     recorded in manifests/rejected.jsonl; the rest go on.
     """
-    candidates: list[tuple[Path, Path]] = []
-    if manifest is not None:
-        listed = read_manifest_list(manifest)
-        root = Path(manifest).resolve().parent
-        candidates += [(p, root) for p in listed]
-    roots = [Path(d).resolve() for d in input_dirs]
-    names = [r.name for r in roots]
-    if len(set(names)) != len(names):
-        raise InputError(f"input dirs must have distinct folder names, got {', '.join(map(str, input_dirs))}")
-    for root in roots:
-        # With several input dirs, ids keep each root's folder name so they cannot collide.
-        id_root = root.parent if len(roots) > 1 else root
-        candidates += [(p, id_root) for p in discover_images(root, recursive)]
-    if max_pages is not None:
-        candidates = candidates[:max_pages]
-
+    candidates = list_inputs(input_dirs, manifest, recursive, max_pages)
     known = {p.page_id: p for p in read_pages(run_dir)}
     pages: list[PageRecord] = []
     rejected: list[Rejected] = []
@@ -270,7 +275,7 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path) -> bool:
     return cached == original or cached.stat().st_mtime >= original.stat().st_mtime
 
 
-def select_shard(pages: list[PageRecord], shard: tuple[int, int] | None) -> list[PageRecord]:
+def select_shard(pages: list, shard: tuple[int, int] | None) -> list:
     """Pages of shard K of N: every N-th manifest line starting at K (balanced, stable)."""
     if shard is None:
         return pages

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_jsonable
 from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunnerError
 from .io import write_json
-from .orchestrator import SourceOutcome, run_source
+from .orchestrator import SourceOutcome, is_page_done, run_source, source_dir
 from .pages import PageRecord, Rejected, build_pages, read_pages, select_shard
 from .progress import track
 
-__all__ = ["RunOptions", "resolve_pages", "plan", "run_pipeline"]
+__all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
 
 log = logging.getLogger(__name__)
 
@@ -64,31 +64,28 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
     return select_shard(pages, opts.shard), rejected
 
 
-def _with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
+def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
+    """The config with every model stage's device replaced (``--device``)."""
     if device is None:
         return config
-    from dataclasses import replace
-
     return replace(config, stages=tuple(replace(s, device=device) if isinstance(s, ModelStage) else s
                                         for s in config.stages))
 
 
-def plan(config: PipelineConfig, stages, pages: list[PageRecord], run_dir: Path) -> list[dict]:
+def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> list[dict]:
     """Rows of what a run would do: per source, pages to run and pages already done."""
-    from .orchestrator import is_page_done, source_dir
-
     rows = []
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
                 out = source_dir(run_dir, stage.name, variant)
-                done = sum(is_page_done(out, p.page_id) for p in pages)
+                done = sum(is_page_done(out, page_id) for page_id in page_ids)
                 rows.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
                              "env": stage.env.python, "device": stage.device,
-                             "pages": len(pages), "done": done, "todo": len(pages) - done})
+                             "pages": len(page_ids), "done": done, "todo": len(page_ids) - done})
         else:
             rows.append({"stage": stage.name, "source": stage.kind, "family": "(builtin)", "env": "",
-                         "device": "cpu", "pages": len(pages), "done": None, "todo": None})
+                         "device": "cpu", "pages": len(page_ids), "done": None, "todo": None})
     return rows
 
 
@@ -106,7 +103,7 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
         PartialFailure: some pages failed or were rejected.
     """
     t0 = time.monotonic()
-    config = _with_device(load_config(opts.config_path), opts.device)
+    config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
     if not (opts.input_dirs or opts.manifest or (run_dir / "manifests" / "pages.jsonl").exists()):
@@ -137,7 +134,7 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
                 log.info("%s: ok %d, skipped %d, failed %d on %s", label, c["ok"], c["skipped"], c["failed"],
                          outcome.device_used or "-")
         else:
-            summary.builtin[stage.name] = _run_builtin(stage, run_dir, page_ids, opts)
+            summary.builtin[stage.name] = run_builtin(stage, run_dir, page_ids, opts)
     summary.seconds = time.monotonic() - t0
     _write_summary(run_dir, opts, summary)
     failed_pages = sum(o.counts()["failed"] for o in summary.sources) + sum(
@@ -154,7 +151,7 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
     return summary
 
 
-def _run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions) -> dict:
+def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions) -> dict:
     options = to_jsonable(stage.options)
     with track(stage.name, len(page_ids)) as tracker:
         progress = lambda page_id, status: tracker.advance(status)  # noqa: E731
