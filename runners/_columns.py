@@ -41,14 +41,14 @@ def _coverage(xyxy: np.ndarray, cell_w: float, cell_h: float, shape: tuple[int, 
 
 
 def find_gutters(xyxy: np.ndarray, line_h: float, window: float = 4.0, reach: float = 3.0,
-                 ratio: float = 0.5, min_cover: float = 0.5, shrink: float = 0.25) -> Gutters:
+                 ratio: float = 0.5, min_cover: float = 0.8, shrink: float = 0.25) -> Gutters:
     """Gutter cells of a page from its text-line boxes.
 
     Args:
         xyxy: (N, 4) line boxes, page pixels.
         line_h: typical line height in pixels; cells are line_h/10 wide and line_h/2 tall and line_h/2 tall.
-        window: a cell's cover is the share of covered cells within +-``window`` line
-            heights above and below it.
+        window: a cell's cover is the share of covered cells within ``window`` line
+            heights above it, and again below it; either may show the gutter.
         reach: sides are the best cover within ``reach`` line heights left and right.
         ratio, min_cover: a gutter cell's cover is below ``ratio`` x the weaker side's,
             and that side's cover is at least ``min_cover`` (text columns on both sides).
@@ -68,19 +68,25 @@ def find_gutters(xyxy: np.ndarray, line_h: float, window: float = 4.0, reach: fl
     covered = _coverage(core, cell_w, cell_h, shape).astype(np.float64)
     k = max(1, int(round(window * line_h / cell_h)))
     csum = np.vstack([np.zeros((1, shape[1])), covered.cumsum(0)])
-    top = np.clip(np.arange(shape[0]) - k, 0, shape[0])
-    bottom = np.clip(np.arange(shape[0]) + k + 1, 0, shape[0])
-    cover = (csum[bottom] - csum[top]) / (bottom - top)[:, None]
+    r = np.arange(shape[0])
+    top, mid, bottom = np.clip(r - k, 0, None), r + 1, np.clip(r + k + 1, None, shape[0])
     h = max(1, int(round(reach * line_h / cell_w / 2)))
-    best = maximum_filter1d(cover, size=2 * h + 1, axis=1, mode="constant", cval=0.0)
     pad = np.zeros((shape[0], h + 1))
-    left = np.hstack([pad, best])[:, : shape[1]]      # best over [c - 2h - 1, c - 1]
-    right = np.hstack([best, pad])[:, h + 1:]         # best over [c + 1, c + 2h + 1]
-    side = np.minimum(left, right)
-    return Gutters((cover < ratio * side) & (side >= min_cover), cell_w, cell_h)
+    mask = np.zeros(shape, bool)
+    # The window above and the one below are tested apart: a full-width element right
+    # above (or below) the columns fills the gutter of a centred window.
+    for a, b in ((top, mid), (r, bottom)):
+        cover = (csum[b] - csum[a]) / (k + 1)  # off-page cells count as empty, not as text
+        best = maximum_filter1d(cover, size=2 * h + 1, axis=1, mode="constant", cval=0.0)
+        left = np.hstack([pad, best])[:, : shape[1]]      # best over [c - 2h - 1, c - 1]
+        right = np.hstack([best, pad])[:, h + 1:]         # best over [c + 1, c + 2h + 1]
+        side = np.minimum(left, right)
+        mask |= (cover < ratio * side) & (side >= min_cover)
+    return Gutters(mask, cell_w, cell_h)
 
 
 def _cells(gutters: Gutters, x0: np.ndarray, x1: np.ndarray, yc: np.ndarray):
+    """Raster row of ``yc`` and the cell range [a, b) lying fully inside [x0, x1]."""
     rows, cols = gutters.mask.shape
     r = np.clip((yc / gutters.cell_h).astype(np.int64), 0, max(rows - 1, 0))
     a = np.clip(np.ceil(x0 / gutters.cell_w).astype(np.int64), 0, cols)

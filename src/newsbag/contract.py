@@ -194,22 +194,41 @@ def boxes_from_page(page: dict, source: str | None = None) -> Boxes:
     return Boxes(xyxy=xyxy, score=score, label=label, meta=meta, data=data)
 
 
+def _round(values: np.ndarray, ndigits: int) -> np.ndarray:
+    """`round(v, ndigits)` of every value, vectorised; the same floats as Python's round.
+
+    rint(v * 10**n) / 10**n is the double nearest to the same decimal unless v * 10**n
+    lies next to a half, where Python's correctly rounded result is used instead.
+    """
+    v = np.asarray(values, np.float64)
+    scaled = v * 10.0 ** ndigits
+    out = np.rint(scaled) / 10.0 ** ndigits
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    if near_half.any():
+        out[near_half] = [round(x, ndigits) for x in v[near_half].tolist()]
+    return out
+
+
 def regions_from_boxes(boxes: Boxes) -> list[dict]:
-    """Region dicts for JSON; columns named in `data` that are JSON-able are carried over."""
-    names = boxes.label_names
+    """Region dicts for JSON; columns named in `data` that are JSON-able are carried over.
+
+    Columns are rounded and turned into Python lists once (no per-element numpy access or
+    rounding): fused pages hold thousands of regions.
+    """
+    n = len(boxes)
+    names = boxes.label_names.tolist()
+    data = boxes.data
+    raw = [str(v) for v in data["raw_label"].tolist()] if "raw_label" in data else [str(v) for v in names]
+    bbox = _round(boxes.xyxy, 2).tolist()
+    scores = [None if s != s else s for s in _round(boxes.score, 4).tolist()]
+    order = [None if o < 0 else int(o) for o in data["order"].tolist()] if "order" in data else [None] * n
+    text = data["text"].tolist() if "text" in data else [None] * n
+    extra = [(key, data[key].tolist()) for key in ("support", "members") if key in data]
     out = []
-    for i in range(len(boxes)):
-        score = float(boxes.score[i])
-        region = {
-            "bbox_xyxy": [round(float(v), 2) for v in boxes.xyxy[i]],
-            "label": str(boxes.data["raw_label"][i]) if "raw_label" in boxes.data else str(names[i]),
-            "class": str(names[i]),
-            "score": None if np.isnan(score) else round(score, 4),
-            "order": int(boxes.data["order"][i]) if "order" in boxes.data and boxes.data["order"][i] >= 0 else None,
-            "text": boxes.data["text"][i] if "text" in boxes.data else None,
-        }
-        for key in ("support", "members"):
-            if key in boxes.data:
-                region[key] = boxes.data[key][i]
+    for i in range(n):
+        region = {"bbox_xyxy": bbox[i], "label": raw[i], "class": names[i], "score": scores[i],
+                  "order": order[i], "text": text[i]}
+        for key, col in extra:
+            region[key] = col[i]
         out.append(region)
     return out

@@ -109,11 +109,13 @@ def test_fill_adds_rejected_box_holding_uncovered_lines():
     kept = pool(make_boxes([[0, 0, 100, 100]], source="t/p", family="t"),
                 make_boxes([[0, 0, 100, 100]], source="c/x", family="c"))
     lonely = make_boxes([[300, 0, 400, 100]], source="l/blocks", family="l")
-    lines = make_boxes(lines_in(305, 395, 5, 60), label="text_line", source="l/lines", family="l")
+    lines = make_boxes(lines_in(305, 395, 5, 60, step=15), label="text_line", source="l/lines", family="l")
     b = pool(kept, lonely, lines)
     assert len(fuse_consensus(b, ConsensusParams(vote=2))) == 1
     out = fuse_consensus(b, ConsensusParams(vote=2, fill_lines=True))
-    assert sorted(out.xyxy[:, 0].tolist()) == [0.0, 300.0]
+    # the rejected box comes back as the extent of its uncovered lines
+    got = out.xyxy[np.argsort(out.xyxy[:, 0])]
+    np.testing.assert_allclose(got, [[0, 0, 100, 100], [305, 5, 395, 60]])
 
 
 def _any_pool():
@@ -149,3 +151,30 @@ def test_best_single_picks_source_with_best_line_score():
     columns = make_boxes([[0, 0, 100, 100], [200, 0, 300, 100]], source="c/cols")
     out = VARIANTS["best_single"](pool(lines, page_box, columns), METHODS["best_single"]())
     np.testing.assert_allclose(out.xyxy[np.argsort(out.xyxy[:, 0])], columns.xyxy)
+
+
+def test_container_over_side_by_side_children_gives_way_to_them_and_its_lines():
+    container = [[0, 0, 300, 200]]
+    children = [[0, 0, 140, 60], [160, 0, 300, 60]]       # cover 28% of it, side by side
+    b = pool(make_boxes(container, source="a/x"), make_boxes(container, source="b/x"),
+             make_boxes(children, source="c/x"), make_boxes(children, source="d/x"),
+             make_boxes(lines_in(0, 140, 0, 200, step=15) + lines_in(160, 300, 0, 200, step=15),
+                        label="text_line", source="l/l"))
+    kept = fuse_consensus(b, ConsensusParams(vote=2, prefer="fine"))
+    np.testing.assert_allclose(kept.xyxy, container)
+    out = fuse_consensus(b, ConsensusParams(vote=2, prefer="fine", split_columns=True))
+    got = out.xyxy[np.lexsort((out.xyxy[:, 0], out.xyxy[:, 1]))]
+    # the children, then the container's uncovered lines as one block per column
+    np.testing.assert_allclose(got, [[0, 0, 140, 60], [160, 0, 300, 60], [0, 60, 140, 190], [160, 60, 300, 190]])
+    names = ["a/x", "b/x", "c/x", "d/x", "l/l"]
+    blocks = out.data["member_idx"][np.argsort(np.lexsort((out.xyxy[:, 0], out.xyxy[:, 1])))[2:]]
+    assert all(sorted({names[0] if m == 0 else names[1] for m in mi}) == ["a/x", "b/x"] for mi in blocks)
+
+
+def test_children_stacked_in_one_column_do_not_split_container():
+    container = [[0, 0, 300, 200]]
+    children = [[0, 0, 300, 40], [0, 100, 300, 140]]      # one above the other, 40% coverage
+    b = pool(make_boxes(container, source="a/x"), make_boxes(container, source="b/x"),
+             make_boxes(children, source="c/x"), make_boxes(children, source="d/x"))
+    out = fuse_consensus(b, ConsensusParams(vote=2, prefer="fine", split_columns=True))
+    np.testing.assert_allclose(out.xyxy, container)

@@ -1,6 +1,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 
 from newsbag.fusion.stage import discover_sources, run_fusion
@@ -108,3 +109,15 @@ def test_bad_config_raises_before_writing(tmp_path):
     with pytest.raises(ValueError, match="unknown key"):
         run_fusion(run, ["p1"], {"variants": {}, "bogus": 1})
     assert not (run / "outputs/fusion").exists()
+
+
+def test_region_dicts_round_like_python():
+    from newsbag.contract import regions_from_boxes
+    from fusion_kit import make_boxes
+
+    xyxy = [[1.005, 2.675, 0.285, 1234.5678], [0.125, 0.135, -0.001, 7.0]]   # near-half cases
+    b = make_boxes(xyxy, score=[0.12345, float("nan")])
+    regions = regions_from_boxes(b)
+    assert [r["bbox_xyxy"] for r in regions] == [[round(v, 2) for v in row] for row in xyxy]
+    assert [r["score"] for r in regions] == [round(float(np.float32(0.12345)), 4), None]
+    assert [r["label"] for r in regions] == ["text", "text"] and regions[0]["order"] is None

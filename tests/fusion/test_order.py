@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from newsbag.fusion.order import column_segments, reading_order
 
@@ -41,3 +42,40 @@ def test_column_segments_needs_lines_on_both_sides():
     # gap narrower than min_gap: no cut
     n_cols, _, _ = column_segments(box, lines, np.zeros(5, int), np.arange(5), min_gap=60)
     assert n_cols.tolist() == [1]
+
+
+def _two_columns(crossing=(), overlap=0):
+    """Lines of two 10-line columns [0, 100] and [110 - overlap, 210] plus extra lines."""
+    left = [[0, y, 100, y + 8] for y in range(0, 100, 10)]
+    right = [[110 - overlap, y, 210, y + 8] for y in range(0, 100, 10)]
+    return np.array(left + right + list(crossing), float)
+
+
+def _cut(lines, box=(0, 0, 210, 100), **kw):
+    n = len(lines)
+    return column_segments(np.array([box], float), lines, np.zeros(n, int), np.arange(n), **kw)
+
+
+@pytest.mark.parametrize("crossing, tol, n_cols", [
+    ([], 0.1, 2),
+    ([[0, 100, 210, 108]], 0.1, 2),                         # one line over the gutter: tolerated
+    ([[0, 100, 210, 108]], 0.0, 1),                         # ... unless no crossing is allowed
+    ([[0, 100 + 10 * k, 210, 108 + 10 * k] for k in range(3)], 0.1, 1),   # 3 of 23 cross: no gutter
+])
+def test_gutter_tolerates_a_few_crossing_lines(crossing, tol, n_cols):
+    n, parent, seg = _cut(_two_columns(crossing), box=(0, 0, 210, 140), min_gap=5, tol=tol)
+    assert n.tolist() == [n_cols]
+    if n_cols == 2:
+        assert parent.tolist() == [0, 0]
+        assert seg[0, 2] <= 105 <= seg[1, 0]          # segments meet at the gutter, never overlap
+        if crossing:                                  # the crossing line is cut and joins both sides
+            assert seg[0, 3] == seg[1, 3] == 108
+
+
+@pytest.mark.parametrize("slack, n_cols", [(0, 1), (10, 2)])
+def test_slack_finds_gutter_between_overlapping_column_lines(slack, n_cols):
+    lines = _two_columns(overlap=15)                  # right column's lines start 5 px left of 100
+    n, _, seg = _cut(lines, min_gap=2, slack=slack)
+    assert n.tolist() == [n_cols]
+    if n_cols == 2:
+        np.testing.assert_allclose(seg, [[0, 0, 97.5, 98], [97.5, 0, 210, 98]])

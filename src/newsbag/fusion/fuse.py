@@ -78,9 +78,20 @@ def _inside(boxes_xyxy: np.ndarray, lines_xyxy: np.ndarray, t: float = 0.5) -> t
 class _Resolved:
     """Fused boxes of one resolution round (groups averaged, nesting resolved)."""
 
-    def __init__(self, xyxy, score, label, member_idx, support_bits):
+    def __init__(self, xyxy, score, label, member_idx, support_bits, replaced=None):
         self.xyxy, self.score, self.label = xyxy, score, label
         self.member_idx, self.support_bits = member_idx, support_bits
+        # Containers dropped for their finer children (their lines may need a home).
+        self.replaced = replaced
+
+    def take(self, idx: np.ndarray) -> _Resolved:
+        return _Resolved(self.xyxy[idx], self.score[idx], self.label[idx], self.member_idx[idx],
+                         self.support_bits[idx])
+
+    def extend(self, other: _Resolved) -> _Resolved:
+        return _Resolved(*(np.concatenate([a, b]) for a, b in (
+            (self.xyxy, other.xyxy), (self.score, other.score), (self.label, other.label),
+            (self.member_idx, other.member_idx), (self.support_bits, other.support_bits))), self.replaced)
 
 
 def _resolve(
@@ -138,6 +149,7 @@ def _resolve(
     # Nesting: child lies inside container (IoA >= t_ioa) without matching it on IoU.
     keep = np.ones(g, bool)
     absorber = np.arange(g)
+    splits = np.zeros(g, bool)
     if g > 1:
         gp = self_pairs(xyxy)
         giou, ioa_i, ioa_j = pair_scores(xyxy, gp)
@@ -152,6 +164,10 @@ def _resolve(
             n_c = np.bincount(cont, minlength=g)
             cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(ga, _EPS)
             splits = (n_c >= 2) & (cov_c >= params.t_split)
+            if params.split_columns:
+                # Children side by side (x-disjoint, overlapping in y) mean the container
+                # spans a column gutter: the finer boxes win whatever their coverage.
+                splits |= _side_by_side(xyxy, child, cont, g)
             if params.prefer == "coarse":
                 splits[:] = False
             elif params.prefer == "support":
@@ -182,7 +198,94 @@ def _resolve(
             support[a] |= support[c]
     for p, k in enumerate(kept):
         gathered[p] = np.concatenate([members[k], *extra[int(k)]]) if int(k) in extra else members[k]
-    return _Resolved(xyxy[kept], score[kept], label[kept], gathered, support[kept])
+    out = _Resolved(xyxy, score, label, members, support)
+    return _Resolved(xyxy[kept], score[kept], label[kept], gathered, support[kept],
+                     out.take(np.flatnonzero(splits)))
+
+
+def _side_by_side(xyxy: np.ndarray, child: np.ndarray, cont: np.ndarray, g: int) -> np.ndarray:
+    """(g,) bool: containers holding two children that sit side by side.
+
+    Side by side: disjoint in x, and their y ranges overlap by half the lower one's height.
+    Pairs are formed within each container only (children per container are few).
+    """
+    o = np.argsort(cont, kind="stable")
+    cn, ch = cont[o], child[o]
+    end = np.searchsorted(cn, cn, side="right")
+    n_after = end - np.arange(len(cn)) - 1
+    i = np.repeat(np.arange(len(cn)), n_after)
+    j = i + 1 + np.arange(len(i)) - np.repeat(np.cumsum(n_after) - n_after, n_after)
+    a, b = xyxy[ch[i]], xyxy[ch[j]]
+    x_apart = (a[:, 2] <= b[:, 0]) | (b[:, 2] <= a[:, 0])
+    y_over = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
+    low = np.minimum(a[:, 3] - a[:, 1], b[:, 3] - b[:, 1])
+    hit = x_apart & (y_over >= 0.5 * low)
+    out = np.zeros(g, bool)
+    out[cn[i[hit]]] = True
+    return out
+
+
+def _textlike_of(label: np.ndarray) -> np.ndarray:
+    return np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE)
+
+
+def _fill_from_boxes(res: _Resolved, lines: np.ndarray, cand: np.ndarray, boxes: Boxes, args: tuple,
+                     min_lines: int) -> _Resolved:
+    """Add rejected boxes holding >= `min_lines` text lines that no kept text region covers."""
+    t = _textlike_of(res.label)
+    _, ml = _inside(res.xyxy[t], lines)
+    uncovered = np.ones(len(lines), bool)
+    uncovered[ml] = False
+    if not uncovered.any() or not len(cand):
+        return res
+    cb, _ = _inside(boxes.xyxy[cand], lines[uncovered])
+    n_new = np.bincount(cb, minlength=len(cand))
+    taken = cross_pairs(boxes.xyxy[cand], res.xyxy[t])
+    taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / np.maximum(area(boxes.xyxy[cand]), _EPS)
+    fill = cand[(n_new >= min_lines) & (taken_share < 0.5)]
+    return _line_blocks(res, _resolve(fill, *args), lines) if len(fill) else res
+
+
+def _line_blocks(res: _Resolved, rep: _Resolved | None, lines: np.ndarray) -> _Resolved:
+    """Add blocks of the lines inside `rep` boxes that no text region of `res` covers.
+
+    Uncovered lines of one `rep` box that follow each other (gap < their mean height) and
+    overlap horizontally form one block; it inherits that box's label and evidence. Used
+    for containers dropped for side-by-side children and for rejected boxes taken back for
+    their lines: only the part of them that holds text comes back.
+    """
+    if rep is None or not len(rep.xyxy):
+        return res
+    _, ml = _inside(res.xyxy[_textlike_of(res.label)], lines)
+    uncovered = np.ones(len(lines), bool)
+    uncovered[ml] = False
+    cb, cl = _inside(rep.xyxy, lines[uncovered])
+    if not len(cl):
+        return res
+    o = np.argsort(cl, kind="stable")
+    cb, cl = cb[o], cl[o]
+    first = np.r_[True, cl[1:] != cl[:-1]]
+    cb, cl = cb[first], cl[first]                       # one container per line
+    own = lines[uncovered][cl]
+    half = (own[:, 3] - own[:, 1]) / 2
+    grown = own + np.stack([np.zeros_like(half), -half, np.zeros_like(half), half], 1)
+    p = self_pairs(grown)
+    same = cb[p.i] == cb[p.j]
+    gid = connected_groups(len(own), p.i[same], p.j[same])
+    g = int(gid.max()) + 1
+    ext = np.empty((g, 4))
+    ext[:, :2] = np.inf
+    ext[:, 2:] = -np.inf
+    np.minimum.at(ext[:, 0], gid, own[:, 0])
+    np.minimum.at(ext[:, 1], gid, own[:, 1])
+    np.maximum.at(ext[:, 2], gid, own[:, 2])
+    np.maximum.at(ext[:, 3], gid, own[:, 3])
+    parent = np.zeros(g, np.intp)
+    parent[gid] = cb
+    blocks = rep.take(parent)
+    pb = rep.xyxy[parent]
+    blocks.xyxy = np.concatenate([np.maximum(ext[:, :2], pb[:, :2]), np.minimum(ext[:, 2:], pb[:, 2:])], 1)
+    return res.extend(blocks)
 
 
 def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
@@ -194,8 +297,11 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     >= `solo_score`. (3) Average IoU-matched kept boxes, weighted by score and source
     weight. (4) Where kept boxes nest, keep the finer ones if they cover `t_split` of the
     container and the evidence prefers them (see `ConsensusParams.prefer`), else the
-    container. (5) Optionally cut text regions at column gutters of the text lines and
-    (6) add rejected boxes that hold text lines no kept region covers.
+    container; with `split_columns`, a container holding children side by side spans a
+    gutter and always gives way to them. (5) Optionally (`fill_lines`) take back rejected
+    boxes holding text lines no kept region covers, as blocks of those lines. (6) With
+    `split_columns`, give the uncovered lines of containers that gave way blocks too, then
+    cut text regions at column gutters of their text lines (`order.column_segments`).
 
     Args:
         boxes: pooled boxes of one page (sources plus optional text-line evidence).
@@ -254,42 +360,23 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
 
     args = (boxes, pairs, coarse, src, fam_bits, sup_bits, rank, weight, params)
     res = _resolve(np.flatnonzero(keep), *args)
-    xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
-
     lines = boxes.xyxy[is_line]
-    if len(lines) and (params.split_columns or params.fill_lines):
-        if params.split_columns:
-            t = np.flatnonzero(np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE))
-            mb, ml = _inside(xyxy[t], lines)
-            n_cols, parent, seg = column_segments(xyxy[t], lines, mb, ml, params.col_gap * meta.width)
-            if len(parent):
-                cut = t[n_cols >= 2]
-                stay = np.setdiff1d(np.arange(len(xyxy)), cut)
-                src_of = t[parent]
-                xyxy = np.concatenate([xyxy[stay], seg])
-                score = np.concatenate([score[stay], score[src_of]])
-                label = np.concatenate([label[stay], label[src_of]])
-                members = np.concatenate([members[stay], members[src_of]])
-                support = np.concatenate([support[stay], support[src_of]])
-        if params.fill_lines:
-            t = np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE)
-            mb, ml = _inside(xyxy[t], lines)
-            uncovered = np.ones(len(lines), bool)
-            uncovered[ml] = False
-            cand = np.flatnonzero(region & textlike & ~keep)
-            if uncovered.any() and len(cand):
-                cb, cl = _inside(boxes.xyxy[cand], lines[uncovered])
-                n_new = np.bincount(cb, minlength=len(cand))
-                taken = cross_pairs(boxes.xyxy[cand], xyxy[t])
-                taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / a[cand]
-                fill = cand[(n_new >= params.fill_min_lines) & (taken_share < 0.5)]
-                if len(fill):
-                    extra = _resolve(fill, *args)
-                    xyxy = np.concatenate([xyxy, extra.xyxy])
-                    score = np.concatenate([score, extra.score])
-                    label = np.concatenate([label, extra.label])
-                    members = np.concatenate([members, extra.member_idx])
-                    support = np.concatenate([support, extra.support_bits])
+    if len(lines) and params.fill_lines:
+        res = _fill_from_boxes(res, lines, cand=np.flatnonzero(region & textlike & ~keep), boxes=boxes,
+                               args=args, min_lines=params.fill_min_lines)
+    if len(lines) and params.split_columns:
+        res = _line_blocks(res, res.replaced, lines)
+        t = np.flatnonzero(_textlike_of(res.label))
+        mb, ml = _inside(res.xyxy[t], lines)
+        n_cols, parent, seg = column_segments(res.xyxy[t], lines, mb, ml, params.col_gap * meta.width,
+                                              min_lines=params.col_min_lines, tol=params.col_tol,
+                                              slack=params.col_slack * meta.width)
+        if len(parent):
+            stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
+            pieces = res.take(t[parent])
+            pieces.xyxy = seg
+            res = res.take(stay).extend(pieces)
+    xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
 
     order = reading_order(xyxy, meta.width, meta.height)
     return Boxes(
@@ -360,11 +447,20 @@ def describe(fused: Boxes, boxes: Boxes, source: str, records: list[dict] | None
     names = source_names(boxes).tolist()
     if records is None:
         records, index = member_records(boxes), np.arange(len(boxes))
-    support = np.empty(len(fused), object)
-    members = np.empty(len(fused), object)
-    for k, (sb, idx) in enumerate(zip(fused.data["support_bits"].tolist(), fused.data["member_idx"])):
-        support[k] = [names[b] for b in range(len(names)) if sb >> b & 1]
-        members[k] = [records[m] for m in index[idx].tolist()]
+    n = len(fused)
+    bits = fused.data["support_bits"].tolist()
+    by_bits = {sb: [names[b] for b in range(len(names)) if sb >> b & 1] for sb in set(bits)}
+    support = np.empty(n, object)
+    members = np.empty(n, object)
+    # One gather over all members, then slices: no numpy call per fused box.
+    parts = list(fused.data["member_idx"])
+    ends = np.cumsum([len(m) for m in parts]).tolist()
+    flat = index[np.concatenate(parts).astype(np.intp)].tolist() if n else []
+    recs = [records[m] for m in flat]
+    # Filled element by element: a list of equal-length lists would become a 2-D array.
+    for k, (sb, lo, hi) in enumerate(zip(bits, [0, *ends[:-1]], ends)):
+        support[k] = list(by_bits[sb])
+        members[k] = recs[lo:hi]
     return Boxes(
         xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
         data={"support": support, "members": members, "order": fused.data["order"],

@@ -18,6 +18,7 @@ __all__ = [
     "self_pairs",
     "subset_pairs",
     "cross_pairs",
+    "box_tree",
 ]
 
 # Above this many box pairs an STRtree query beats the dense (N, M) matrix (measured here:
@@ -68,11 +69,17 @@ def _diagonals(xyxy: np.ndarray) -> np.ndarray:
     return shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1))
 
 
-def candidate_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
+    """STRtree of boxes for `candidate_pairs` (build once when `b` is queried many times)."""
+    return shapely.STRtree(_diagonals(xyxy))
+
+
+def candidate_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> np.ndarray:
     """(2, K) index pairs (i into a, j into b) of boxes that overlap with positive area.
 
-    Small inputs use the dense matrix; large ones an STRtree query, so the cost grows with
-    the number of overlapping pairs rather than N*M.
+    Small inputs use the dense matrix; large ones an STRtree query (`tree_b`, the
+    `box_tree` of b, when given), so the cost grows with the number of overlapping pairs
+    rather than N*M.
     """
     if len(a) == 0 or len(b) == 0:
         return np.zeros((2, 0), np.intp)
@@ -82,7 +89,7 @@ def candidate_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # Envelope query only: for axis-aligned boxes the envelope test is the exact test, so
     # each box is stored as its diagonal segment (same envelope, built ~2x faster than a
     # polygon) and no predicate runs; the area filter drops mere touches.
-    tree = shapely.STRtree(_diagonals(b))
+    tree = tree_b if tree_b is not None else box_tree(b)
     ia, ib = tree.query(_diagonals(a))
     keep = pair_intersection(a, b, ia, ib) > 0
     return np.stack([ia[keep], ib[keep]]).astype(np.intp)
@@ -115,7 +122,8 @@ def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:
     return Pairs(new_index[pairs.i[keep]], new_index[pairs.j[keep]], pairs.inter[keep])
 
 
-def cross_pairs(a: np.ndarray, b: np.ndarray) -> Pairs:
-    """Pairs (i into a, j into b) that overlap, with intersection areas."""
-    ia, ib = candidate_pairs(a, b)
+def cross_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> Pairs:
+    """Pairs (i into a, j into b) that overlap, with intersection areas (`tree_b`: see
+    `candidate_pairs`)."""
+    ia, ib = candidate_pairs(a, b, tree_b)
     return Pairs(ia, ib, pair_intersection(a, b, ia, ib))

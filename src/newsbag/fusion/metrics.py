@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Boxes
+import shapely
+
 from .geometry import Pairs, area, cross_pairs
 from .order import column_segments
 
@@ -22,6 +24,7 @@ __all__ = [
 # Raster size (long side) for no-GT area metrics; enough to tell columns apart, cheap.
 _RASTER = 256
 _COL_GAP = 0.006
+_COL_SLACK = 0.01
 METRIC_KEYS = ("n_regions", "n_text", "text_area_ratio", "line_coverage", "cross_share",
                "single_line_share", "empty_share", "score")
 
@@ -41,12 +44,10 @@ def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) ->
     y0, y1 = np.clip(c[:, 1], 0, h), np.clip(c[:, 3], 0, h)
     ok = (x1 > x0) & (y1 > y0)
     x0, x1, y0, y1 = x0[ok], x1[ok], y0[ok], y1[ok]
-    diff = np.zeros((h + 1) * (w + 1), np.int32)
     stride = w + 1
-    np.add.at(diff, y0 * stride + x0, 1)
-    np.add.at(diff, y0 * stride + x1, -1)
-    np.add.at(diff, y1 * stride + x0, -1)
-    np.add.at(diff, y1 * stride + x1, 1)
+    corners = np.concatenate([y0 * stride + x0, y0 * stride + x1, y1 * stride + x0, y1 * stride + x1])
+    signs = np.repeat(np.array([1.0, -1.0, -1.0, 1.0]), len(x0))
+    diff = np.bincount(corners, signs, minlength=(h + 1) * (w + 1)).astype(np.int32)
     return diff.reshape(h + 1, w + 1).cumsum(0).cumsum(1)[:h, :w] > 0
 
 
@@ -116,12 +117,13 @@ def page_score(m: dict) -> float:
                  * (1 - m["empty_share"] / 2))
 
 
-def page_metrics(regions: Boxes, lines: np.ndarray) -> dict:
+def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None = None) -> dict:
     """No-GT metrics of one page's regions (a source or a fused variant).
 
     Args:
         regions: region boxes (text-line boxes among them are ignored).
         lines: (L, 4) text-line evidence; with none, line metrics are NaN.
+        line_tree: `geometry.box_tree(lines)`, shared when one page is measured many times.
 
     Returns:
         dict with `METRIC_KEYS`: region counts, text_area_ratio (union of text regions /
@@ -137,13 +139,13 @@ def page_metrics(regions: Boxes, lines: np.ndarray) -> dict:
     if len(lines) == 0:
         m.update(line_coverage=np.nan, cross_share=np.nan, single_line_share=np.nan, empty_share=np.nan)
     else:
-        p = cross_pairs(text, lines)
+        p = cross_pairs(text, lines, line_tree)
         inside = p.inter >= 0.5 * np.maximum(area(lines)[p.j], 1e-9)
         mb, ml = p.i[inside], p.j[inside]
         covered = np.zeros(len(lines), bool)
         covered[ml] = True
         per_region = np.bincount(mb, minlength=len(text))
-        n_cols, _, _ = column_segments(text, lines, mb, ml, _COL_GAP * meta.width)
+        n_cols, _, _ = column_segments(text, lines, mb, ml, _COL_GAP * meta.width, slack=_COL_SLACK * meta.width)
         nt = max(len(text), 1)
         m.update(
             line_coverage=float(covered.mean()),

@@ -64,73 +64,109 @@ def column_segments(
     member_line: np.ndarray,
     min_gap: float,
     min_lines: int = 2,
-    wide: float = 0.6,
+    tol: float = 0.1,
+    slack: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut boxes at vertical gutters of the text lines inside them.
 
-    A gutter is a gap of at least `min_gap` pixels in the x-projection of a box's lines
-    with at least `min_lines` lines on each side; lines that run across the gutter hide it,
-    so the cut is conservative. Lines wider than `wide` of their box (a headline over
-    several columns) are left out of the projection and become one segment of their own.
+    A gutter is an x-range of at least `min_gap` pixels inside a box's line extent that at
+    most ``floor(tol * n)`` of its n lines cross, with at least `min_lines` whole lines on
+    each side. The tolerance keeps a few lines that OCR merged across the gutter, or a
+    headline over the columns, from hiding it; such lines are cut at the gutter and each
+    piece joins its column. Line ends are trimmed by `slack` pixels first, because line
+    boxes of neighbouring columns often overlap a little across a narrow gutter. All boxes
+    are cut at once (one sweep over sorted line edges).
 
     Args:
         box_xyxy: (B, 4) boxes; line_xyxy: (L, 4) text lines.
         member_box, member_line: (K,) pairs: line member_line[k] lies inside box member_box[k].
         min_gap: gutter width in pixels.
+        min_lines: whole lines needed on each side of a gutter.
+        tol: share of a box's lines that may cross a gutter.
+        slack: pixels trimmed from each line end when looking for gutters.
 
     Returns:
         n_cols (B,) number of column segments per box (1 when uncut or without lines),
         seg_parent (M,) box index of each segment of the cut boxes, seg_xyxy (M, 4) the
-        segments (their lines' extent, clipped to the parent box).
+        segments (their line pieces' extent, clipped to the parent box).
     """
     n_cols = np.ones(len(box_xyxy), np.int64)
-    bw = box_xyxy[member_box, 2] - box_xyxy[member_box, 0]
-    lw = line_xyxy[member_line, 2] - line_xyxy[member_line, 0]
-    is_wide = lw > wide * bw
-    narrow_box, narrow_line = member_box[~is_wide], member_line[~is_wide]
-    if len(narrow_box) == 0:
-        return n_cols, np.zeros(0, np.intp), np.zeros((0, 4))
-    lx = line_xyxy[narrow_line]
-    order = np.lexsort((lx[:, 0], narrow_box))
-    b, lx = narrow_box[order], lx[order]
-    big = 4.0 * (np.abs(line_xyxy).max() + 1.0)
-    run = np.maximum.accumulate(lx[:, 2] + b * big) - b * big
-    first = np.empty(len(b), bool)
-    first[0] = True
-    first[1:] = b[1:] != b[:-1]
-    cut = np.zeros(len(b), bool)
-    cut[1:] = ~first[1:] & (lx[1:, 0] - run[:-1] >= min_gap)
-    seg = np.cumsum(first | cut) - 1
-    count = np.bincount(seg)
-    # A cut stands only when both neighbouring segments hold enough lines.
-    valid = cut.copy()
-    k = np.flatnonzero(cut)
-    valid[k] = (count[seg[k - 1]] >= min_lines) & (count[seg[k]] >= min_lines)
-    seg = np.cumsum(first | valid) - 1
-    nseg = seg[-1] + 1
-    seg_box = np.zeros(nseg, np.intp)
-    seg_box[seg] = b
-    per_box = np.bincount(seg_box, minlength=len(box_xyxy))
-    n_cols[per_box > 0] = per_box[per_box > 0]
-    # Wide lines of a cut box form one more segment.
-    w_box, w_line = member_box[is_wide], member_line[is_wide]
-    w_sel = n_cols[w_box] >= 2
-    w_box, w_line = w_box[w_sel], w_line[w_sel]
-    w_ids, w_seg = np.unique(w_box, return_inverse=True)
-    all_seg = np.concatenate([seg, nseg + w_seg.reshape(-1)])
-    all_lx = np.concatenate([lx, line_xyxy[w_line]])
-    seg_box = np.concatenate([seg_box, w_ids])
-    total = nseg + len(w_ids)
+    none = (n_cols, np.zeros(0, np.intp), np.zeros((0, 4)))
+    box_xyxy = np.asarray(box_xyxy, float)
+    bx, lx = box_xyxy[member_box], line_xyxy[member_line]
+    x0, x1 = np.maximum(lx[:, 0], bx[:, 0]), np.minimum(lx[:, 2], bx[:, 2])
+    ok = x1 > x0
+    mb, ml, x0, x1 = member_box[ok], member_line[ok], x0[ok], x1[ok]
+    if len(mb) == 0:
+        return none
+    # Trimmed ends; a line shorter than 2 * slack shrinks to its centre.
+    mid = (x0 + x1) / 2
+    t0, t1 = np.minimum(x0 + slack, mid), np.maximum(x1 - slack, mid)
+    n_box = len(box_xyxy)
+    tol_n = np.floor(tol * np.bincount(mb, minlength=n_box))
+    xmin = np.full(n_box, np.inf)
+    xmax = np.full(n_box, -np.inf)
+    np.minimum.at(xmin, mb, t0)
+    np.maximum.at(xmax, mb, t1)
+    # Coverage profile of every box: events sorted by (box, x); each box's +1/-1 sum to
+    # zero, so one global cumsum gives the per-box count on each interval.
+    eb = np.concatenate([mb, mb])
+    ex = np.concatenate([t0, t1])
+    ed = np.concatenate([np.ones(len(mb), np.int64), np.full(len(mb), -1, np.int64)])
+    o = np.lexsort((ed, ex, eb))
+    eb, ex, cnt = eb[o], ex[o], np.cumsum(ed[o])
+    low = (eb[:-1] == eb[1:]) & (cnt[:-1] <= tol_n[eb[:-1]])
+    start = low & ~np.r_[False, low[:-1]]
+    end = low & ~np.r_[low[1:], False]
+    s, e = np.flatnonzero(start), np.flatnonzero(end)
+    gb, g0, g1 = eb[s], ex[s], ex[e + 1]
+    cand = (g1 - g0 >= min_gap) & (g0 > xmin[gb]) & (g1 < xmax[gb])
+    gb, g0, g1 = gb[cand], g0[cand], g1[cand]
+    if len(gb) == 0:
+        return none
+    big = 4.0 * (np.abs(box_xyxy).max() + np.abs(line_xyxy).max() + 1.0)
+    while True:  # dropping an unsupported cut merges segments: recount until all stand
+        centre = gb * big + (g0 + g1) / 2
+        first_cut = np.searchsorted(centre, mb * big - big / 2)
+        sa = np.searchsorted(centre, mb * big + t0) - first_cut
+        sz = np.searchsorted(centre, mb * big + t1) - first_cut
+        n_cut = np.bincount(gb, minlength=n_box)
+        seg_base = np.r_[0, np.cumsum(n_cut + 1)]   # segment ids: box b owns seg_base[b] + 0..n_cut[b]
+        whole = np.bincount(seg_base[mb[sa == sz]] + sa[sa == sz], minlength=seg_base[-1])
+        cut_k = np.arange(len(gb)) - np.searchsorted(gb, gb)   # index of each cut within its box
+        left = seg_base[gb] + cut_k
+        valid = (whole[left] >= min_lines) & (whole[left + 1] >= min_lines)
+        if valid.all():
+            break
+        gb, g0, g1 = gb[valid], g0[valid], g1[valid]
+        if len(gb) == 0:
+            return none
+    # Line pieces: a line spanning segments sa..sz is cut at the gutter centres in between;
+    # every piece is clipped to its segment, so neighbouring columns do not overlap.
+    mid_cut = (g0 + g1) / 2
+    reps = sz - sa + 1
+    k = np.repeat(np.arange(len(mb)), reps)
+    seg_in_box = sa[k] + (np.arange(len(k)) - np.repeat(np.cumsum(reps) - reps, reps))
+    cut_of = np.searchsorted(gb, mb[k]) + seg_in_box          # global cut index right of the piece
+    n_cut_k = n_cut[mb[k]]
+    px0 = np.where(seg_in_box > 0, np.maximum(x0[k], mid_cut[np.maximum(cut_of - 1, 0)]), x0[k])
+    px1 = np.where(seg_in_box < n_cut_k, np.minimum(x1[k], mid_cut[np.minimum(cut_of, len(gb) - 1)]), x1[k])
+    keep = px1 > px0
+    seg = (seg_base[mb[k]] + seg_in_box)[keep]
+    ly = line_xyxy[ml[k][keep]]
+    total = seg_base[-1]
     ext = np.empty((total, 4))
     ext[:, :2] = np.inf
     ext[:, 2:] = -np.inf
-    np.minimum.at(ext[:, 0], all_seg, all_lx[:, 0])
-    np.minimum.at(ext[:, 1], all_seg, all_lx[:, 1])
-    np.maximum.at(ext[:, 2], all_seg, all_lx[:, 2])
-    np.maximum.at(ext[:, 3], all_seg, all_lx[:, 3])
-    sel = n_cols[seg_box] >= 2
+    np.minimum.at(ext[:, 0], seg, px0[keep])
+    np.minimum.at(ext[:, 1], seg, ly[:, 1])
+    np.maximum.at(ext[:, 2], seg, px1[keep])
+    np.maximum.at(ext[:, 3], seg, ly[:, 3])
+    seg_box = np.repeat(np.arange(n_box), n_cut + 1)
+    cut_boxes = n_cut > 0
+    sel = cut_boxes[seg_box] & np.isfinite(ext[:, 0])
     parent = seg_box[sel]
     pb = box_xyxy[parent]
     out = np.concatenate([np.maximum(ext[sel, :2], pb[:, :2]), np.minimum(ext[sel, 2:], pb[:, 2:])], axis=1)
-    n_cols[w_ids] += 1
+    n_cols = np.where(cut_boxes, np.bincount(parent, minlength=n_box), 1)
     return n_cols, parent, out

@@ -18,7 +18,7 @@ from .. import __version__, labels
 from ..contract import Boxes, boxes_from_page, regions_from_boxes, validate_source_page
 from ..io import atomic_write_text, read_json, write_json
 from .fuse import VARIANTS, describe, member_records
-from .geometry import self_pairs, subset_pairs
+from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import FusionConfig, Variant, match_sources, parse_fusion_config
 
@@ -74,6 +74,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     src = pool.data["source"]
     line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
+    line_tree = box_tree(lines) if len(lines) else None
     region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
     region_mask = np.isin(src, region_sources) | line_mask
     loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
@@ -83,7 +84,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         own = pool[src == s]
         if s in line_source:  # the evidence itself, scored as if each line were a text region
             own = Boxes(own.xyxy, own.score, np.full(len(own), labels.label_code("text")), own.meta, own.data)
-        m = page_metrics(own, lines)
+        m = page_metrics(own, lines, line_tree)
         source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
                              "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
 
@@ -104,7 +105,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         else:
             fused = fn(pool[mask], v.params, subset_pairs(pairs, mask))
         fused_all[v.name] = (fused, np.flatnonzero(mask))
-        variant_metrics[v.name] = page_metrics(fused, lines)
+        variant_metrics[v.name] = page_metrics(fused, lines, line_tree)
         if v.method == "best_single" and len(fused):
             chosen[v.name] = str(src[np.flatnonzero(mask)[fused.data["member_idx"][0][0]]])
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,

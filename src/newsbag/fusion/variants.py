@@ -28,7 +28,10 @@ it), `prefer` ("support": finer boxes win when at least as supported, ties broke
 `granularity`; "fine"; "coarse"), `granularity` (source globs, preferred granularity
 first), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
 regions at column gutters seen in the text lines), `col_gap` (minimum gutter, share of
-page width), `fill_lines` (add boxes that hold text lines no kept region covers),
+page width), `col_slack` (share of page width trimmed from each line end before looking
+for gutters, since lines of neighbouring columns often overlap a little), `col_tol` (share
+of a region's lines that may cross a gutter, e.g. merged by OCR), `col_min_lines` (whole
+lines needed on each side of a gutter), `fill_lines` (add boxes that hold text lines no kept region covers),
 `fill_min_lines`. "best_single" takes no params: per page it keeps the one source with the
 best no-ground-truth score (`metrics.page_score`).
 """
@@ -64,6 +67,9 @@ class ConsensusParams:
     weights: tuple[tuple[str, float], ...] = ()
     split_columns: bool = False
     col_gap: float = 0.006
+    col_slack: float = 0.01
+    col_tol: float = 0.1
+    col_min_lines: int = 2
     fill_lines: bool = False
     fill_min_lines: int = 2
 
@@ -161,7 +167,7 @@ def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSi
             if not isinstance(value, bool):
                 raise ValueError(f"{where}.{key} must be true or false, got {value!r}")
             values[key] = value
-        elif key in ("vote", "fill_min_lines"):
+        elif key in ("vote", "fill_min_lines", "col_min_lines"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{where}.{key} must be an integer >= 1, got {value!r}")
             values[key] = value

@@ -1,0 +1,50 @@
+"""Re-fuse a run and print its leaderboards and the ground-truth table (text class).
+
+    PYTHONPATH=src python benchmarks/nzz_eval.py RUN [--gt /work/shared/eval/nzz] [--config cfg.json]
+
+RUN is a run directory whose sources already ran (e.g. the embedded bag on the nzz pages);
+its fusion outputs are overwritten. Ground truth is read from --gt at run time only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from newsbag.evaluate import run_evaluate
+from newsbag.fusion.stage import run_fusion
+from newsbag.fusion.variants import DEFAULT_FUSION_CFG
+
+COLUMNS = ("pixel_f1", "region_recall", "region_precision", "iou_f1", "over_merge", "xcol", "b1x", "n_pred")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--gt", type=Path, default=Path("/work/shared/eval/nzz"))
+    ap.add_argument("--config", type=Path, help="JSON file with a fusion section (default: the shipped one)")
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    cfg = json.loads(args.config.read_text()) if args.config else DEFAULT_FUSION_CFG
+    with open(args.run_dir / "manifests" / "pages.jsonl", encoding="utf-8") as fh:
+        page_ids = [json.loads(line)["page_id"] for line in fh if line.strip()]
+    t0 = time.perf_counter()
+    summary = run_fusion(args.run_dir, page_ids, cfg, force=True, workers=args.workers)
+    print(f"fusion {time.perf_counter() - t0:.1f} s {summary['counts']} skipped {sorted(summary['skipped_variants'])}"
+          f" recommended {summary['recommended_variant']} ({summary['recommended_by']})")
+    fusion = args.run_dir / "outputs" / "fusion"
+    print((fusion / "variant_leaderboard.tsv").read_text())
+    print((fusion / "source_leaderboard.tsv").read_text())
+    result = run_evaluate(args.run_dir, args.gt)
+    print(f"| kind | name | {' | '.join(COLUMNS)} |")
+    print("|" + "---|" * (len(COLUMNS) + 2))
+    for row in result["sources"] + result["variants"]:
+        if row["class"] == "text":
+            cells = [f"{row[c]:.4f}" if row[c] is not None else "-" for c in COLUMNS]
+            print(f"| {row['kind']} | {row['name']} | {' | '.join(cells)} |")
+
+
+if __name__ == "__main__":
+    main()
