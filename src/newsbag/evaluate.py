@@ -27,7 +27,8 @@ import numpy as np
 from . import labels
 from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
-from .fusion.stage import discover_sources, tsv_text
+from .fusion.stage import tsv_text
+from .orchestrator import discover_sources
 from .io import atomic_write_text, read_json
 
 __all__ = ["evaluate_page_class", "run_evaluate", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]

@@ -27,7 +27,7 @@ from .errors import EnvError, GpuPreflightError, RunnerError
 from .io import append_jsonl, read_page, write_json
 from .pages import PageRecord
 
-__all__ = ["PageOutcome", "SourceOutcome", "sources_root", "source_dir", "is_page_done", "run_source"]
+__all__ = ["PageOutcome", "SourceOutcome", "sources_root", "discover_sources", "source_dir", "is_page_done", "run_source"]
 
 log = logging.getLogger(__name__)
 EVENT_PREFIX = "@@newsbag "
@@ -75,6 +75,18 @@ class SourceOutcome:
 
 def sources_root(run_dir: Path) -> Path:
     return Path(run_dir) / "outputs" / "sources"
+
+
+def discover_sources(run_dir: Path) -> list[str]:
+    """"<stage>/<variant>" of every source folder under RUN/outputs/sources, sorted."""
+    root = sources_root(run_dir)
+    if not root.is_dir():
+        return []
+    return sorted(
+        f"{stage.name}/{variant.name}"
+        for stage in root.iterdir() if stage.is_dir() and not stage.name.startswith((".", "_"))
+        for variant in stage.iterdir() if variant.is_dir() and not variant.name.startswith((".", "_"))
+    )
 
 
 def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
@@ -255,13 +267,16 @@ def run_source(
     label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))
     remaining = list(todo)
     first_error = None
+
+    def fail(pages_: list[PageRecord], err: str, error_class: str) -> None:
+        for page in pages_:
+            _record_failure(out_dir, page, err, error_class)
+            outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+            on_page(o)
+
     while remaining:
         if outcome.launches > stage.max_restarts:
-            for page in remaining:
-                err = f"not run: runner restarted {stage.max_restarts} times ({first_error})"
-                _record_failure(out_dir, page, err, "RunnerError")
-                outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
-                on_page(o)
+            fail(remaining, f"not run: runner restarted {stage.max_restarts} times ({first_error})", "RunnerError")
             break
         job = {
             "stage": stage.name, "variant": variant, "family": stage.family,
@@ -307,28 +322,17 @@ def run_source(
                 err = f"stage timeout {stage.timeout_s:g}s reached; runner killed"
             else:
                 err = f"runner {_describe_exit(result.exit_code)} while processing this page"
-            page = by_id[result.in_flight]
-            _record_failure(out_dir, page, err, "RunnerCrash" if result.reason == "exit" else "Timeout")
-            outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
-            on_page(o)
+            fail([by_id[result.in_flight]], err, "RunnerCrash" if result.reason == "exit" else "Timeout")
             first_error = first_error or err
         remaining = [p for p in remaining if p.page_id not in outcome.pages]
         if not remaining:
             break
         if result.reason == "job_timeout":
-            for page in remaining:
-                err = f"not run: stage timeout {stage.timeout_s:g}s reached"
-                _record_failure(out_dir, page, err, "Timeout")
-                outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
-                on_page(o)
+            fail(remaining, f"not run: stage timeout {stage.timeout_s:g}s reached", "Timeout")
             break
         if result.exit_code == 0 and not result.in_flight:
             # Exited cleanly yet skipped pages it was given: they have no output.
-            for page in remaining:
-                err = "runner exited 0 without writing output for this page"
-                _record_failure(out_dir, page, err, "MissingOutput")
-                outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
-                on_page(o)
+            fail(remaining, "runner exited 0 without writing output for this page", "MissingOutput")
             break
         if not reported and not result.in_flight and result.setup is None:
             # Died before it could load anything: a restart would die the same way.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .io import read_json
-from .orchestrator import FAILED_DIR, sources_root
+from .orchestrator import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages
 
 __all__ = ["collect_status"]
@@ -28,7 +28,7 @@ def collect_status(run_dir: Path) -> dict:
         for stage in read_json(resolved).get("stages", []):
             for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
                 expected[f"{stage['name']}/{variant}"] = stage["name"]
-    found = {f"{d.parent.name}/{d.name}" for d in sources_root(run_dir).glob("*/*") if d.is_dir()}
+    found = set(discover_sources(run_dir))
     sources = []
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name

@@ -4,7 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from newsbag.fusion.stage import discover_sources, run_fusion
+from newsbag.fusion.stage import run_fusion
+from newsbag.orchestrator import discover_sources
 
 CFG = {
     "variants": {
@@ -113,7 +114,7 @@ def test_bad_config_raises_before_writing(tmp_path):
 
 def test_region_dicts_round_like_python():
     from newsbag.contract import regions_from_boxes
-    from fusion_kit import make_boxes
+    from nbtest import make_boxes
 
     xyxy = [[1.005, 2.675, 0.285, 1234.5678], [0.125, 0.135, -0.001, 7.0]]   # near-half cases
     b = make_boxes(xyxy, score=[0.12345, float("nan")])

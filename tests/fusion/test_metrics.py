@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from fusion_kit import make_boxes
+from nbtest import make_boxes
 
 from newsbag.contract import Boxes
 from newsbag.fusion.metrics import iou_f1, loo_agreement, page_metrics, pixel_prf, union_mask

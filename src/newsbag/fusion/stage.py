@@ -15,14 +15,15 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels
-from ..contract import Boxes, boxes_from_page, regions_from_boxes, validate_source_page
-from ..io import atomic_write_text, read_json, write_json
+from ..contract import Boxes, boxes_from_page, regions_from_boxes
+from ..io import atomic_write_text, read_json, read_page, write_json
+from ..orchestrator import discover_sources
 from .fuse import VARIANTS, describe, member_records
 from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import FusionConfig, Variant, match_sources, parse_fusion_config
 
-__all__ = ["run_fusion", "discover_sources", "fuse_all", "fuse_page", "tsv_text", "SCORE_DOC"]
+__all__ = ["run_fusion", "fuse_all", "fuse_page", "tsv_text", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
@@ -31,27 +32,8 @@ SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 
 _SOURCE_EXTRA = ("loo_pixel_f1", "loo_box_agreement")
 
 
-def discover_sources(run_dir: Path) -> list[str]:
-    """"<stage>/<variant>" of every source folder under RUN/outputs/sources."""
-    root = Path(run_dir) / "outputs" / "sources"
-    if not root.is_dir():
-        return []
-    return sorted(
-        f"{stage.name}/{variant.name}"
-        for stage in root.iterdir() if stage.is_dir() and not stage.name.startswith((".", "_"))
-        for variant in stage.iterdir() if variant.is_dir() and not variant.name.startswith((".", "_"))
-    )
-
-
 def _load_source_page(path: Path, page_id: str, name: str) -> tuple[Boxes, dict]:
-    try:
-        page = read_json(path)
-        validate_source_page(page)
-    except (OSError, ValueError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValueError(f"{path}: {reason}") from None
-    if page["page_id"] != page_id:
-        raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
+    page = read_page(path, page_id)
     boxes = boxes_from_page(page, source=name)
     family = page["source"].get("family") or name.split("/")[0]
     return Boxes(boxes.xyxy, boxes.score, boxes.label, boxes.meta,
