@@ -269,8 +269,12 @@ def run_job(job: dict, detector_cls) -> int:
             close()
         report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         report["counts"] = {**counts, "skipped": len(pages) - len(todo)}
+        report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        timed = [p["seconds"] for p in report["pages"].values() if p.get("status") == "ok" and p.get("seconds") is not None]
+        report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
         atomic_write_json(report_path, report)
-    emit("end", ok=counts["ok"], failed=counts["failed"], skipped=len(pages) - len(todo))
+    emit("end", ok=counts["ok"], failed=counts["failed"], skipped=len(pages) - len(todo),
+         peak_rss_mb=report["peak_rss_mb"], mean_page_seconds=report["mean_page_seconds"])
     return 4 if counts["failed"] else 0
 
 

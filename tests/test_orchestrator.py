@@ -56,6 +56,7 @@ def test_clean_run_writes_contract_and_report(tmp_path, page_dir, capsys):
     assert report["counts"] == {"ok": 5, "failed": 0, "skipped": 0} and report["device_used"] == "cpu"
     summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())
     assert summary["sources"][0]["device_used"] == "cpu" and summary["sources"][0]["counts"]["ok"] == 5
+    assert summary["sources"][0]["info"]["peak_rss_mb"] > 1 and report["mean_page_seconds"] >= 0
 
 
 def test_rerun_skips_finished_pages_and_force_redoes(tmp_path, page_dir, capsys):
