@@ -72,3 +72,16 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     assert (var["name"], var["xcol"], var["b1x"]) == ("C", 1.0, 0.0)
     text = (run / "outputs/fusion/eval_variants.tsv").read_text().splitlines()
     assert text[0].startswith("kind\tname\tclass") and text[1].startswith("variant\tC\ttext")
+
+    from click.testing import CliRunner
+
+    from newsbag.cli import cli
+
+    out = CliRunner().invoke(cli, ["evaluate", "--run-dir", str(run), "--gt", str(gt)])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0] == "1 page(s) matched ground truth"
+    assert lines[1].split() == ["kind", "name", "class", "pixel_f1", "b1x", "iou_f1", "over_merge", "xcol", "n_pred"]
+    assert lines[2].split()[:6] == ["source", "x/y", "text", "1.0000", "1.0000", "1.0000"]
+    assert lines[3].split()[:3] == ["variant", "C", "text"] and lines[3].split()[7] == "1.0000"   # xcol
+    assert lines[-1].endswith("eval_variants.tsv")

@@ -103,7 +103,7 @@ def cli() -> None:
 @click.option("--pages", "page_ids", help="Comma-separated page ids to (re)run.")
 @click.option("--shard", type=ShardType(), help="Run only shard K of N of the pages (K/N, 0-based).")
 @click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), help="Override the device of every model stage.")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Fusion processes.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Fusion and review processes.")
 @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (pages x sources) and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
@@ -247,11 +247,14 @@ def review(run_dir, config_path, force, workers):
               help="Ground truth folder (index.json + annotations/, the nzz format).")
 def evaluate(run_dir, gt_dir):
     """Score every source and fusion variant against ground truth."""
-    from .evaluate import run_evaluate
+    from .evaluate import format_summary, run_evaluate
 
     result = run_evaluate(run_dir, gt_dir)
-    for path in result.get("written", []):
-        click.echo(str(path))
+    click.echo(f"{result['pages']} page(s) matched ground truth"
+               + (f"; {len(result['unmatched_gt'])} ground-truth page(s) not in the run" if result["unmatched_gt"] else ""))
+    click.echo(format_summary(result))
+    for path in result["written"]:
+        click.echo(path)
 
 
 @cli.command()

@@ -223,12 +223,10 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
     scores = [None if s != s else s for s in _round(boxes.score, 4).tolist()]
     order = [None if o < 0 else int(o) for o in data["order"].tolist()] if "order" in data else [None] * n
     text = data["text"].tolist() if "text" in data else [None] * n
-    extra = [(key, data[key].tolist()) for key in ("support", "members") if key in data]
-    out = []
-    for i in range(n):
-        region = {"bbox_xyxy": bbox[i], "label": raw[i], "class": names[i], "score": scores[i],
-                  "order": order[i], "text": text[i]}
-        for key, col in extra:
-            region[key] = col[i]
-        out.append(region)
-    return out
+    keys = ["bbox_xyxy", "label", "class", "score", "order", "text"]
+    cols = [bbox, raw, names, scores, order, text]
+    for key in ("support", "members"):
+        if key in data:
+            keys.append(key)
+            cols.append(data[key].tolist())
+    return [dict(zip(keys, row)) for row in zip(*cols)]

@@ -31,7 +31,7 @@ from .fusion.stage import tsv_text
 from .orchestrator import discover_sources
 from .io import atomic_write_text, read_json
 
-__all__ = ["evaluate_page_class", "run_evaluate", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
+__all__ = ["evaluate_page_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
 
 LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
@@ -183,6 +183,20 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
                 row[k] = float(np.mean(vals)) if vals else None
             rows[kind].append(row)
     cols = ["kind", "name", "class", "n_pages", "n_missing", *EVAL_KEYS]
-    atomic_write_text(fusion / "eval_sources.tsv", tsv_text(rows["source"], cols))
-    atomic_write_text(fusion / "eval_variants.tsv", tsv_text(rows["variant"], cols))
-    return {"pages": len(matched), "unmatched_gt": unmatched, "sources": rows["source"], "variants": rows["variant"]}
+    written = [fusion / "eval_sources.tsv", fusion / "eval_variants.tsv"]
+    atomic_write_text(written[0], tsv_text(rows["source"], cols))
+    atomic_write_text(written[1], tsv_text(rows["variant"], cols))
+    return {"pages": len(matched), "unmatched_gt": unmatched, "sources": rows["source"], "variants": rows["variant"],
+            "written": [str(p) for p in written]}
+
+
+SUMMARY_KEYS = ("pixel_f1", "b1x", "iou_f1", "over_merge", "xcol", "n_pred")
+
+
+def format_summary(result: dict) -> str:
+    """The rows of `run_evaluate` as an aligned table (kind, name, class, `SUMMARY_KEYS`)."""
+    head = ["kind", "name", "class", *SUMMARY_KEYS]
+    rows = [[r["kind"], r["name"], r["class"], *("-" if r[k] is None else f"{r[k]:.4f}" for k in SUMMARY_KEYS)]
+            for r in result["sources"] + result["variants"]]
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *rows])

@@ -161,7 +161,7 @@ def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: R
             return run_fusion(run_dir, page_ids, options, force=opts.force, workers=opts.workers, progress=progress)
         from .review.stage import run_review
 
-        return run_review(run_dir, page_ids, options, force=opts.force, progress=progress)
+        return run_review(run_dir, page_ids, options, force=opts.force, workers=opts.workers, progress=progress)
 
 
 def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:

@@ -178,3 +178,60 @@ def test_children_stacked_in_one_column_do_not_split_container():
              make_boxes(children, source="c/x"), make_boxes(children, source="d/x"))
     out = fuse_consensus(b, ConsensusParams(vote=2, prefer="fine", split_columns=True))
     np.testing.assert_allclose(out.xyxy, container)
+
+
+def _ranked(children, container=((0, 0, 300, 200),)):
+    """A coarse box from c/blocks and finer boxes from t/lines-blocks (ranked first)."""
+    return pool(make_boxes(list(container), source="c/blocks", family="c"),
+                make_boxes(list(children), source="t/blocks", family="t"))
+
+
+RANK = dict(vote=1, prefer="rank", granularity=("t/*", "c/*"))
+
+
+def test_rank_better_children_covering_the_container_replace_it():
+    children = [[0, 0, 300, 95], [0, 105, 300, 200]]
+    out = fuse_consensus(_ranked(children), ConsensusParams(**RANK))
+    np.testing.assert_allclose(out.xyxy[np.argsort(out.xyxy[:, 1])], children)
+
+
+def test_rank_better_container_absorbs_worse_children():
+    children = [[0, 0, 300, 95], [0, 105, 300, 200]]
+    out = fuse_consensus(_ranked(children), ConsensusParams(**{**RANK, "granularity": ("c/*", "t/*")}))
+    np.testing.assert_allclose(out.xyxy, [[0, 0, 300, 200]])
+    assert sorted(out.data["member_idx"][0].tolist()) == [0, 1, 2]
+
+
+def test_rank_small_better_child_leaves_the_container_to_the_shadow_rule():
+    child = [[0, 0, 60, 20]]                   # 2% of the container: not a replacement
+    b = _ranked(child)
+    both = fuse_consensus(b, ConsensusParams(**RANK))
+    np.testing.assert_allclose(both.xyxy[np.argsort(area_of(both.xyxy))], [child[0], [0, 0, 300, 200]])
+    # the container is covered 2% by the better-ranked child: kept at t_shadow 0.3, dropped at 0.01
+    assert len(fuse_consensus(b, ConsensusParams(**RANK, t_shadow=0.3))) == 2
+    np.testing.assert_allclose(fuse_consensus(b, ConsensusParams(**RANK, t_shadow=0.01)).xyxy, child)
+
+
+def test_shadow_drops_worse_ranked_partial_overlaps_and_keeps_new_regions():
+    b = pool(make_boxes([[0, 0, 100, 100]], source="t/blocks", family="t"),
+             make_boxes([[50, 0, 150, 100], [400, 0, 500, 100]], source="c/blocks", family="c"))
+    out = fuse_consensus(b, ConsensusParams(**RANK, t_shadow=0.3))
+    # [50, 0, 150, 100] is half under the better-ranked box; [400, ...] adds a region
+    np.testing.assert_allclose(out.xyxy[np.argsort(out.xyxy[:, 0])], [[0, 0, 100, 100], [400, 0, 500, 100]])
+    assert len(fuse_consensus(b, ConsensusParams(**RANK))) == 3          # t_shadow 1: never
+
+
+def test_solo_min_size_keeps_large_single_family_boxes_in_line_heights():
+    big, small = [0, 0, 400, 100], [500, 0, 530, 10]
+    lines = make_boxes(lines_in(600, 700, 0, 100), label="text_line", source="l/lines", family="l")
+    b = pool(make_boxes([big, small], source="a/x"), lines)      # median line height 10
+    assert len(fuse_consensus(b, ConsensusParams(vote=2))) == 0
+    out = fuse_consensus(b, ConsensusParams(vote=2, solo_min_size=(4.0, 1.0)))
+    np.testing.assert_allclose(out.xyxy, [big])                  # small is 3 lines wide: < 4
+    # without text lines there is no line height: the rule keeps nothing
+    assert len(fuse_consensus(make_boxes([big, small], source="a/x"),
+                              ConsensusParams(vote=2, solo_min_size=(4.0, 1.0)))) == 0
+
+
+def area_of(xyxy):
+    return (xyxy[:, 2] - xyxy[:, 0]) * (xyxy[:, 3] - xyxy[:, 1])

@@ -41,6 +41,17 @@ def test_page_metrics_line_coverage_and_cross_share():
     assert m["score"] == pytest.approx(1.0 * 0.5 * 0.75 * 1.0)
 
 
+def test_overlap_share_costs_stacked_regions():
+    lines = np.array([[0, 0, 100, 10], [0, 20, 100, 30]], float)
+    tiled = page_metrics(make_boxes([[0, 0, 100, 15], [0, 15, 100, 30]], source="a/x"), lines)
+    stacked = page_metrics(make_boxes([[0, 0, 100, 30], [0, 15, 100, 30]], source="a/x"), lines)
+    assert tiled["overlap_share"] == 0.0
+    # half of the union lies under both boxes (raster 256 on a 1000 px page: exact at 15/30)
+    assert stacked["overlap_share"] == pytest.approx(0.5, abs=0.05)
+    # one of the two regions holds a single line: (1 - 0.5 / 2), then the overlap factor
+    assert stacked["score"] == pytest.approx(0.75 * (1 - stacked["overlap_share"]))
+
+
 def test_loo_never_judges_a_source_against_its_own_family():
     # a/1 and a/2 are one family and agree; b is elsewhere. a/1's reference is b only.
     a1 = make_boxes([[0, 0, 100, 100]], source="a/1", family="a")

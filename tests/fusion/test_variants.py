@@ -22,6 +22,10 @@ def test_default_config_ships_the_seven_named_variants_and_consensus():
     ({"variants": {"A": {"sources": ["*"], "method": "best_single", "params": {"vote": 1}}}}, "unknown key(s) ['vote']"),
     ({"variants": {}, "recommended": "X"}, "fusion.recommended 'X' is not a variant"),
     ({"variants": {"a/b": {"sources": ["*"], "method": "consensus"}}}, "plain folder names"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"solo_min_size": 3}}}},
+     "solo_min_size must be [width, height] in text-line heights"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"prefer": "best"}}}},
+     "prefer must be support|fine|coarse|rank"),
 ])
 def test_bad_config_is_one_line_value_error(cfg, message):
     with pytest.raises(ValueError) as err:
@@ -34,6 +38,8 @@ def test_params_are_frozen_and_parsed():
         "vote": 3, "granularity": ["a/*"], "weights": {"b/*": 2}, "split_columns": True}}}})
     p = cfg.variants[0].params
     assert p == ConsensusParams(vote=3, granularity=("a/*",), weights=(("b/*", 2.0),), split_columns=True)
+    c4 = {v.name: v for v in parse_fusion_config(DEFAULT_FUSION_CFG).variants}["C4"].params
+    assert (c4.prefer, c4.solo_min_size, c4.t_shadow) == ("rank", (3.0, 1.0), 0.3)
 
 
 @pytest.mark.parametrize("patterns, available, exclude, expected", [

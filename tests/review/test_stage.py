@@ -55,6 +55,20 @@ def test_boards_failures_ranking_and_gallery(review_run):
     assert "broken page JSON" in html
 
 
+def test_workers_draw_the_same_boards_and_ranking_as_one_process(review_run, tmp_path):
+    serial = run_review(review_run, IDS, CFG, force=True)
+    boards = {p: (review_run / "review" / "pages" / p / "board.png").read_bytes() for p in ("p1", "p2")}
+    scores = (review_run / "review" / "scores.tsv").read_text()
+    seen = []
+    parallel = run_review(review_run, IDS, CFG, force=True, workers=2,
+                          progress=lambda pid, status: seen.append((pid, status)))
+    assert sorted(seen) == [("p1", "ok"), ("p2", "ok"), ("p3", "failed")]
+    assert {k: parallel[k] for k in ("ok", "failed", "top", "failures")} == \
+        {k: serial[k] for k in ("ok", "failed", "top", "failures")}
+    assert (review_run / "review" / "scores.tsv").read_text() == scores
+    assert all((review_run / "review" / "pages" / p / "board.png").read_bytes() == b for p, b in boards.items())
+
+
 def test_resume_skips_fresh_boards_and_redraws_changed_inputs(review_run):
     run_review(review_run, IDS, CFG)
     board = review_run / "review" / "pages" / "p1" / "board.png"

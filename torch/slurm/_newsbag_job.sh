@@ -68,8 +68,10 @@ if [ "$kind" = gpu ]; then
 fi
 
 set +e
+# Fusion and review use every CPU the job holds (model stages ignore --workers).
 "$NEWSBAG_PY" -m newsbag \
-  run --run-dir "$NEWSBAG_RUN_DIR" "${config_args[@]}" --stages "$NEWSBAG_STAGES" "${shard_args[@]}"
+  run --run-dir "$NEWSBAG_RUN_DIR" "${config_args[@]}" --stages "$NEWSBAG_STAGES" "${shard_args[@]}" \
+  --workers "${NEWSBAG_WORKERS:-${SLURM_CPUS_PER_TASK:-1}}"
 rc=$?
 set -e
 echo "newsbag job ${SLURM_JOB_ID:-local}${task}: newsbag run exited $rc at $(date -Is)"

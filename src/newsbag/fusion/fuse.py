@@ -78,20 +78,22 @@ def _inside(boxes_xyxy: np.ndarray, lines_xyxy: np.ndarray, t: float = 0.5) -> t
 class _Resolved:
     """Fused boxes of one resolution round (groups averaged, nesting resolved)."""
 
-    def __init__(self, xyxy, score, label, member_idx, support_bits, replaced=None):
+    _COLS = ("xyxy", "score", "label", "member_idx", "support_bits", "rank")
+
+    def __init__(self, xyxy, score, label, member_idx, support_bits, rank, replaced=None):
         self.xyxy, self.score, self.label = xyxy, score, label
         self.member_idx, self.support_bits = member_idx, support_bits
+        # Best granularity rank (`ConsensusParams.granularity`) among the members.
+        self.rank = rank
         # Containers dropped for their finer children (their lines may need a home).
         self.replaced = replaced
 
     def take(self, idx: np.ndarray) -> _Resolved:
-        return _Resolved(self.xyxy[idx], self.score[idx], self.label[idx], self.member_idx[idx],
-                         self.support_bits[idx])
+        return _Resolved(*(getattr(self, c)[idx] for c in self._COLS))
 
     def extend(self, other: _Resolved) -> _Resolved:
-        return _Resolved(*(np.concatenate([a, b]) for a, b in (
-            (self.xyxy, other.xyxy), (self.score, other.score), (self.label, other.label),
-            (self.member_idx, other.member_idx), (self.support_bits, other.support_bits))), self.replaced)
+        return _Resolved(*(np.concatenate([getattr(self, c), getattr(other, c)]) for c in self._COLS),
+                         self.replaced)
 
 
 def _resolve(
@@ -100,7 +102,7 @@ def _resolve(
     pairs: Pairs,
     coarse: np.ndarray,
     src: np.ndarray,
-    fam_bits: np.ndarray,
+    fam: np.ndarray,
     sup_bits: np.ndarray,
     rank: np.ndarray,
     weight: np.ndarray,
@@ -134,16 +136,10 @@ def _resolve(
     label[gid[top][first]] = boxes.label[idx[top][first]]
     support = np.zeros(g, np.int64)
     np.bitwise_or.at(support, gid, sup_bits[idx])
-    own = np.zeros(g, np.int64)
-    np.bitwise_or.at(own, gid, fam_bits[idx])
-    own_n = np.array([int(v).bit_count() for v in own], np.float64) if g else np.zeros(0)
+    n_fam = int(fam.max()) + 1 if len(fam) else 1
+    own_n = np.bincount(np.unique(gid * n_fam + fam[idx]) // n_fam, minlength=g).astype(np.float64)
     grank = np.full(g, np.iinfo(np.int64).max)
     np.minimum.at(grank, gid, rank[src[idx]])
-    members = np.empty(g, object)
-    by_group = idx[np.argsort(gid, kind="stable")]
-    ends = np.cumsum(np.bincount(gid, minlength=g)).tolist()
-    for k, (lo, hi) in enumerate(zip([0, *ends[:-1]], ends)):
-        members[k] = by_group[lo:hi]
     gcoarse = _COARSE_OF_LABEL[label.astype(np.intp)]
 
     # Nesting: child lies inside container (IoA >= t_ioa) without matching it on IoU.
@@ -164,18 +160,24 @@ def _resolve(
             n_c = np.bincount(cont, minlength=g)
             cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(ga, _EPS)
             splits = (n_c >= 2) & (cov_c >= params.t_split)
-            if params.split_columns:
-                # Children side by side (x-disjoint, overlapping in y) mean the container
-                # spans a column gutter: the finer boxes win whatever their coverage.
-                splits |= _side_by_side(xyxy, child, cont, g)
+            gutter = _side_by_side(xyxy, child, cont, g) if params.split_columns else np.zeros(g, bool)
+            crank = np.full(g, np.iinfo(np.int64).max)
+            np.minimum.at(crank, cont, grank[child])
+            coexist = np.zeros(g, bool)
             if params.prefer == "coarse":
                 splits[:] = False
             elif params.prefer == "support":
                 mean_own = np.bincount(cont, own_n[child], minlength=g) / np.maximum(n_c, 1)
-                crank = np.full(g, np.iinfo(np.int64).max)
-                np.minimum.at(crank, cont, grank[child])
                 splits &= (mean_own > own_n + 1e-9) | ((np.abs(mean_own - own_n) <= 1e-9) & (crank <= grank))
-            parent_ok = ~splits[cont]
+            elif params.prefer == "rank":
+                # Better-ranked children covering the container replace it; covering less,
+                # both stay (the shadow step decides); a better-ranked container absorbs.
+                coexist = (crank < grank) & ~splits
+                splits &= crank <= grank
+            # Children side by side (x-disjoint, overlapping in y) mean the container spans
+            # a column gutter: the finer boxes win whatever their coverage or rank.
+            splits |= gutter
+            parent_ok = ~splits[cont] & ~coexist[cont]
             keep = ~splits & (np.bincount(child, parent_ok, minlength=g) == 0)
             # Boxes swallowed by a kept coarser box hand it their members.
             ok = np.flatnonzero(parent_ok)
@@ -188,19 +190,29 @@ def _resolve(
                     break
                 absorber = nxt
     kept = np.flatnonzero(keep)
-    gathered = np.empty(len(kept), object)
-    pos = {int(k): p for p, k in enumerate(kept)}
-    extra: dict[int, list] = {}
-    for c in np.flatnonzero(~keep & (absorber != np.arange(g))):
-        a = int(absorber[c])
-        if a in pos:
-            extra.setdefault(a, []).append(members[c])
-            support[a] |= support[c]
-    for p, k in enumerate(kept):
-        gathered[p] = np.concatenate([members[k], *extra[int(k)]]) if int(k) in extra else members[k]
-    out = _Resolved(xyxy, score, label, members, support)
-    return _Resolved(xyxy[kept], score[kept], label[kept], gathered, support[kept],
-                     out.take(np.flatnonzero(splits)))
+    # Each group's members go to the kept box that holds them: itself or its absorber.
+    pos = np.full(g, -1, np.intp)
+    pos[kept] = np.arange(len(kept))
+    owner = pos[np.where(keep, np.arange(g), absorber)][gid]
+    held = owner >= 0
+    kept_support = np.zeros(len(kept), np.int64)
+    np.bitwise_or.at(kept_support, owner[held], sup_bits[idx[held]])
+    gone = np.flatnonzero(splits)
+    spos = np.full(g, -1, np.intp)
+    spos[gone] = np.arange(len(gone))
+    replaced = _Resolved(xyxy[gone], score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
+                         support[gone], grank[gone])
+    return _Resolved(xyxy[kept], score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
+                     kept_support, grank[kept], replaced)
+
+
+def _split_by(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """(n,) object array: entry k holds the `values` whose `owner` is k (owner -1: none)."""
+    ok = owner >= 0
+    o = np.argsort(owner[ok], kind="stable")
+    flat = values[ok][o]
+    ends = np.cumsum(np.bincount(owner[ok], minlength=n)).tolist()
+    return np.fromiter((flat[a:b] for a, b in zip([0, *ends[:-1]], ends)), dtype=object, count=n)
 
 
 def _side_by_side(xyxy: np.ndarray, child: np.ndarray, cont: np.ndarray, g: int) -> np.ndarray:
@@ -223,6 +235,27 @@ def _side_by_side(xyxy: np.ndarray, child: np.ndarray, cont: np.ndarray, g: int)
     out = np.zeros(g, bool)
     out[cn[i[hit]]] = True
     return out
+
+
+def _drop_shadowed(res: _Resolved, t_shadow: float) -> _Resolved:
+    """Drop boxes covered by more than `t_shadow` of their area by better-ranked kept boxes.
+
+    Rank by rank, so a worse-ranked source only adds regions where the preferred ones
+    found nothing, instead of overlapping them at another granularity. Text and titles
+    shadow each other; other classes only their own.
+    """
+    klass = _COARSE_OF_LABEL[res.label.astype(np.intp)].astype(np.intp)
+    klass[np.isin(klass, _TEXTLIKE)] = COARSE["text"]
+    alive = np.ones(len(res.xyxy), bool)
+    a = np.maximum(area(res.xyxy), _EPS)
+    for r in np.unique(res.rank)[1:]:
+        cand = np.flatnonzero(res.rank == r)
+        better = np.flatnonzero(alive & (res.rank < r))
+        p = cross_pairs(res.xyxy[cand], res.xyxy[better])
+        ok = klass[cand[p.i]] == klass[better[p.j]]
+        covered = np.bincount(p.i[ok], p.inter[ok], minlength=len(cand)) / a[cand]
+        alive[cand[covered > t_shadow]] = False
+    return res if alive.all() else res.take(np.flatnonzero(alive))
 
 
 def _textlike_of(label: np.ndarray) -> np.ndarray:
@@ -294,12 +327,15 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     Steps: (1) support of a box = families whose same-class boxes (text lines count for
     text and titles) cover at least `t_cover` of it, plus its own family; correlated
     sources of one family are one vote. (2) Keep boxes with >= `vote` families or a score
-    >= `solo_score`. (3) Average IoU-matched kept boxes, weighted by score and source
-    weight. (4) Where kept boxes nest, keep the finer ones if they cover `t_split` of the
-    container and the evidence prefers them (see `ConsensusParams.prefer`), else the
-    container; with `split_columns`, a container holding children side by side spans a
-    gutter and always gives way to them. (5) Optionally (`fill_lines`) take back rejected
-    boxes holding text lines no kept region covers, as blocks of those lines. (6) With
+    >= `solo_score`, or at least `solo_min_size` text-line heights wide and tall (a large
+    block is rarely noise; small ones need a second family). (3) Average IoU-matched kept
+    boxes, weighted by score and source weight. (4) Where kept boxes nest, keep the finer
+    ones if they cover `t_split` of the container and the evidence prefers them (see
+    `ConsensusParams.prefer`), else the container; with `split_columns`, a container
+    holding children side by side spans a gutter and always gives way to them.
+    (5) Optionally (`fill_lines`) take back rejected boxes holding text lines no kept
+    region covers, as blocks of those lines. With `t_shadow` < 1, drop boxes that
+    better-ranked boxes already cover (`granularity` ranks). (6) With
     `split_columns`, give the uncovered lines of containers that gave way blocks too, then
     cut text regions at column gutters of their text lines (`order.column_segments`).
 
@@ -346,24 +382,29 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     n_fam = fam_ok.sum(axis=1)
     bit = np.int64(1) << np.arange(n_src, dtype=np.int64)
     sup_bits = (src_ok * bit).sum(axis=1).astype(np.int64)
-    fam_bits = (np.int64(1) << fam.astype(np.int64))
 
     # (2) vote.
     region = ~is_line
+    lines = boxes.xyxy[is_line]
     keep = region & (n_fam >= params.vote)
     if params.solo_score is not None:
         keep |= region & (np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score)
+    if params.solo_min_size is not None and len(lines):
+        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
+        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
+        keep |= region & (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
 
     rank = _glob_rank(src_names, params.granularity)
     sw = _glob_weight(src_names, params.weights)[src]
     weight = np.where(np.isnan(boxes.score), _NAN_SCORE_WEIGHT, boxes.score) * sw
 
-    args = (boxes, pairs, coarse, src, fam_bits, sup_bits, rank, weight, params)
+    args = (boxes, pairs, coarse, src, fam, sup_bits, rank, weight, params)
     res = _resolve(np.flatnonzero(keep), *args)
-    lines = boxes.xyxy[is_line]
     if len(lines) and params.fill_lines:
         res = _fill_from_boxes(res, lines, cand=np.flatnonzero(region & textlike & ~keep), boxes=boxes,
                                args=args, min_lines=params.fill_min_lines)
+    if params.t_shadow < 1:
+        res = _drop_shadowed(res, params.t_shadow)
     if len(lines) and params.split_columns:
         res = _line_blocks(res, res.replaced, lines)
         t = np.flatnonzero(_textlike_of(res.label))
@@ -450,17 +491,14 @@ def describe(fused: Boxes, boxes: Boxes, source: str, records: list[dict] | None
     n = len(fused)
     bits = fused.data["support_bits"].tolist()
     by_bits = {sb: [names[b] for b in range(len(names)) if sb >> b & 1] for sb in set(bits)}
-    support = np.empty(n, object)
-    members = np.empty(n, object)
     # One gather over all members, then slices: no numpy call per fused box.
     parts = list(fused.data["member_idx"])
     ends = np.cumsum([len(m) for m in parts]).tolist()
     flat = index[np.concatenate(parts).astype(np.intp)].tolist() if n else []
     recs = [records[m] for m in flat]
-    # Filled element by element: a list of equal-length lists would become a 2-D array.
-    for k, (sb, lo, hi) in enumerate(zip(bits, [0, *ends[:-1]], ends)):
-        support[k] = list(by_bits[sb])
-        members[k] = recs[lo:hi]
+    # fromiter keeps each list one object (np.array would stack equal-length lists 2-D).
+    support = np.fromiter((list(by_bits[sb]) for sb in bits), dtype=object, count=n)
+    members = np.fromiter((recs[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends)), dtype=object, count=n)
     return Boxes(
         xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
         data={"support": support, "members": members, "order": fused.data["order"],

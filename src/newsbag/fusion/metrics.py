@@ -12,6 +12,7 @@ from .order import column_segments
 
 __all__ = [
     "union_mask",
+    "cover_count",
     "pixel_prf",
     "iou_f1",
     "page_metrics",
@@ -25,12 +26,17 @@ __all__ = [
 _RASTER = 256
 _COL_GAP = 0.006
 _COL_SLACK = 0.01
-METRIC_KEYS = ("n_regions", "n_text", "text_area_ratio", "line_coverage", "cross_share",
+METRIC_KEYS = ("n_regions", "n_text", "text_area_ratio", "overlap_share", "line_coverage", "cross_share",
                "single_line_share", "empty_share", "score")
 
 
 def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
-    """(h, w) bool raster of the union of boxes, page scaled so its long side is `long_side`.
+    """(h, w) bool raster of the union of boxes, page scaled so its long side is `long_side`."""
+    return cover_count(xyxy, width, height, long_side) > 0
+
+
+def cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
+    """(h, w) int32 raster: how many boxes cover each pixel (long side `long_side`).
 
     Box edges are rounded to the nearest raster pixel; a 2-D difference array makes this
     O(N + h*w) with no loop over boxes.
@@ -38,7 +44,7 @@ def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) ->
     s = long_side / max(width, height)
     h, w = max(1, round(height * s)), max(1, round(width * s))
     if len(xyxy) == 0:
-        return np.zeros((h, w), bool)
+        return np.zeros((h, w), np.int32)
     c = np.rint(np.asarray(xyxy, float) * s).astype(np.int64)
     x0, x1 = np.clip(c[:, 0], 0, w), np.clip(c[:, 2], 0, w)
     y0, y1 = np.clip(c[:, 1], 0, h), np.clip(c[:, 3], 0, h)
@@ -48,7 +54,7 @@ def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) ->
     corners = np.concatenate([y0 * stride + x0, y0 * stride + x1, y1 * stride + x0, y1 * stride + x1])
     signs = np.repeat(np.array([1.0, -1.0, -1.0, 1.0]), len(x0))
     diff = np.bincount(corners, signs, minlength=(h + 1) * (w + 1)).astype(np.int32)
-    return diff.reshape(h + 1, w + 1).cumsum(0).cumsum(1)[:h, :w] > 0
+    return diff.reshape(h + 1, w + 1).cumsum(0).cumsum(1)[:h, :w]
 
 
 def pixel_prf(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float, float]:
@@ -105,16 +111,18 @@ def page_score(m: dict) -> float:
     """The documented ranking score, in [0, 1], higher is better.
 
     score = line_coverage * (1 - cross_share) * (1 - single_line_share / 2)
-            * (1 - empty_share / 2)
+            * (1 - empty_share / 2) * (1 - overlap_share)
     Completeness (text lines inside text regions) times structure: regions that span a
-    column gutter, regions holding at most one line and text regions holding no line cost.
-    A whole-page box covers every line but crosses every gutter, so it scores near 0;
-    one region per line scores at most 0.5. Without text lines it is NaN.
+    column gutter, regions holding at most one line, text regions holding no line and
+    text regions stacked on each other (a layout is a partition; overlaps count text
+    twice, as unions of several granularities do) cost. A whole-page box covers every
+    line but crosses every gutter, so it scores near 0; one region per line scores at
+    most 0.5. Without text lines it is NaN.
     """
     if np.isnan(m["line_coverage"]):
         return np.nan
     return float(m["line_coverage"] * (1 - m["cross_share"]) * (1 - m["single_line_share"] / 2)
-                 * (1 - m["empty_share"] / 2))
+                 * (1 - m["empty_share"] / 2) * (1 - m["overlap_share"]))
 
 
 def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None = None) -> dict:
@@ -127,15 +135,18 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
 
     Returns:
         dict with `METRIC_KEYS`: region counts, text_area_ratio (union of text regions /
-        page area), line_coverage (share of lines with >= 50% inside one text region),
+        page area), overlap_share (share of that union under two or more text regions),
+        line_coverage (share of lines with >= 50% inside one text region),
         cross_share (share of text regions whose lines show a column gutter),
         single_line_share and empty_share (text regions with <= 1 / 0 lines), score.
     """
     meta = regions.meta
     text = regions.xyxy[_textlike(regions)]
-    mask = union_mask(text, meta.width, meta.height, _RASTER)
+    count = cover_count(text, meta.width, meta.height, _RASTER)
+    covered_px = np.count_nonzero(count)
     m = {"n_regions": int(len(regions) - len(_lines(regions))), "n_text": int(len(text)),
-         "text_area_ratio": float(mask.mean())}
+         "text_area_ratio": covered_px / count.size,
+         "overlap_share": np.count_nonzero(count >= 2) / covered_px if covered_px else 0.0}
     if len(lines) == 0:
         m.update(line_coverage=np.nan, cross_share=np.nan, single_line_share=np.nan, empty_share=np.nan)
     else:

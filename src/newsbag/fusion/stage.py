@@ -28,7 +28,7 @@ __all__ = ["run_fusion", "fuse_all", "fuse_page", "tsv_text", "SCORE_DOC"]
 log = logging.getLogger(__name__)
 
 SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - single_line_share/2) "
-             "* (1 - empty_share/2); see newsbag.fusion.metrics.page_score")
+             "* (1 - empty_share/2) * (1 - overlap_share); see newsbag.fusion.metrics.page_score")
 _SOURCE_EXTRA = ("loo_pixel_f1", "loo_box_agreement")
 
 

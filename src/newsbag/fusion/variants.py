@@ -23,10 +23,13 @@ so "P2 = Paddle + Dell" is never silently the same as "P1" on a run without Dell
 Params of "consensus" (`ConsensusParams`): `vote` (source families that must agree),
 `t_iou`, `t_ioa` (matching thresholds), `t_cover` (share of a box a family's boxes must
 cover to count as agreeing), `solo_score` (a single source keeps a box at this score or
-more; null = never), `t_split` (children must cover this share of a container to replace
-it), `prefer` ("support": finer boxes win when at least as supported, ties broken by
-`granularity`; "fine"; "coarse"), `granularity` (source globs, preferred granularity
-first), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
+more; null = never), `solo_min_size` ([width, height] in median text-line heights: a box of
+one family at least this large is kept; null = never), `t_split` (children must cover this
+share of a container to replace it), `prefer` ("support": finer boxes win when at least as
+supported, ties broken by `granularity`; "fine"; "coarse"; "rank": the box whose source
+comes first in `granularity` wins), `granularity` (source globs, preferred granularity
+first), `t_shadow` (drop a box when better-ranked kept boxes cover more than this share of
+it; 1 = never), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
 regions at column gutters seen in the text lines), `col_gap` (minimum gutter, share of
 page width), `col_slack` (share of page width trimmed from each line end before looking
 for gutters, since lines of neighbouring columns often overlap a little), `col_tol` (share
@@ -61,8 +64,9 @@ class ConsensusParams:
     t_ioa: float = 0.8
     t_cover: float = 0.5
     solo_score: float | None = None
+    solo_min_size: tuple[float, float] | None = None
     t_split: float = 0.6
-    prefer: Literal["support", "fine", "coarse"] = "support"
+    prefer: Literal["support", "fine", "coarse", "rank"] = "support"
     granularity: tuple[str, ...] = ()
     weights: tuple[tuple[str, float], ...] = ()
     split_columns: bool = False
@@ -72,6 +76,7 @@ class ConsensusParams:
     col_min_lines: int = 2
     fill_lines: bool = False
     fill_min_lines: int = 2
+    t_shadow: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,7 @@ _TOP_KEYS = {"variants", "recommended", "line_source", "exclude_from_variants"}
 _VARIANT_KEYS = {"sources", "method", "params"}
 
 _EMBEDDED_GRANULARITY = ["tesseract/paragraphs", "text_lines/blocks", "tesseract/blocks"]
+_STRUCTURE_ORDER = ["text_lines/blocks", "tesseract/paragraphs", "tesseract/blocks"]
 
 DEFAULT_FUSION_CFG: dict[str, Any] = {
     "variants": {
@@ -125,6 +131,14 @@ DEFAULT_FUSION_CFG: dict[str, Any] = {
         "C3": {"sources": ["*"], "method": "consensus",
                "params": {"vote": 1, "prefer": "fine", "t_split": 0.4, "split_columns": True,
                           "col_gap": 0.0015}},
+        # C4: one granularity per area. The best-structured source (first in `granularity`:
+        # the source leaderboard's order on the embedded bag) lays out the page; the others
+        # only add regions where it found nothing (`t_shadow`). Small boxes need two
+        # families, large ones (>= 3 x 1 text-line heights) stand alone; only near-identical
+        # boxes (IoU >= 0.9) are averaged; cuts at gutters need 8 lines a side.
+        "C4": {"sources": ["*"], "method": "consensus",
+               "params": {"vote": 2, "solo_min_size": [3, 1], "prefer": "rank", "granularity": _STRUCTURE_ORDER,
+                          "t_shadow": 0.3, "t_iou": 0.9, "split_columns": True, "col_min_lines": 8}},
     },
     "recommended": None,
     "line_source": "text_lines/lines",
@@ -160,8 +174,8 @@ def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSi
                 raise ValueError(f"{where}.weights must map source globs to numbers")
             values[key] = tuple((str(k), float(w)) for k, w in value.items())
         elif key == "prefer":
-            if value not in ("support", "fine", "coarse"):
-                raise ValueError(f"{where}.prefer must be support|fine|coarse, got {value!r}")
+            if value not in ("support", "fine", "coarse", "rank"):
+                raise ValueError(f"{where}.prefer must be support|fine|coarse|rank, got {value!r}")
             values[key] = value
         elif key in ("split_columns", "fill_lines"):
             if not isinstance(value, bool):
@@ -171,8 +185,14 @@ def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSi
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{where}.{key} must be an integer >= 1, got {value!r}")
             values[key] = value
-        elif key == "solo_score" and value is None:
+        elif key in ("solo_score", "solo_min_size") and value is None:
             values[key] = None
+        elif key == "solo_min_size":
+            if (not isinstance(value, list) or len(value) != 2
+                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in value)):
+                raise ValueError(f"{where}.solo_min_size must be [width, height] in text-line heights (>= 0), "
+                                 f"got {value!r}")
+            values[key] = (float(value[0]), float(value[1]))
         else:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ValueError(f"{where}.{key} must be a number in [0, 1], got {value!r}")

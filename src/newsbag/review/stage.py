@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import multiprocessing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -221,6 +222,19 @@ def _review_page(
     return _Outcome(page_id, "ok", info=info)
 
 
+def _review_task(task: tuple) -> _Outcome:
+    """One page, in this process or a worker; a `_PageError` fails that page only."""
+    run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force = task
+    try:
+        if record is None:
+            raise _PageError(f"not in {run_dir / 'manifests' / 'pages.jsonl'}")
+        return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force)
+    except _PageError as exc:
+        for stale in ("board.png", "info.json"):
+            (run_dir / "review" / "pages" / page_id / stale).unlink(missing_ok=True)
+        return _Outcome(page_id, "failed", error=str(exc))
+
+
 def _write_thumb(board: Path, out: Path) -> None:
     if out.exists() and out.stat().st_mtime_ns > board.stat().st_mtime_ns:
         return
@@ -250,6 +264,7 @@ def run_review(
     review_cfg: Mapping[str, Any],
     *,
     force: bool = False,
+    workers: int = 1,
     progress: Callable[[str, str], None] | None = None,
 ) -> dict:
     """Draw boards for `page_ids`, rank them and write RUN/review/{pages,top<N>_informative,index.html}.
@@ -263,6 +278,7 @@ def run_review(
         page_ids: pages to review, in manifest order.
         review_cfg: the config's review stage dict (top_n, max_board_width, variants).
         force: redraw every board.
+        workers: processes drawing boards (pages stream through the pool).
         progress: called as ``progress(page_id, status)`` with status done|skipped|failed.
 
     Returns:
@@ -278,21 +294,26 @@ def run_review(
     source_dirs = _variant_dirs(run_dir / "outputs" / "sources", 2)
     fused_dirs, recommended = _fused_dirs(run_dir, params)
 
+    tasks = ((run_dir, page_id, records.get(page_id), source_dirs, fused_dirs, recommended, params, force)
+             for page_id in page_ids)
     outcomes: list[_Outcome] = []
-    for page_id in page_ids:
-        record = records.get(page_id)
-        try:
-            if record is None:
-                raise _PageError(f"not in {run_dir / 'manifests' / 'pages.jsonl'}")
-            outcome = _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force)
-        except _PageError as exc:
-            outcome = _Outcome(page_id, "failed", error=str(exc))
-            log.error("review: page %s: %s", page_id, exc)
-            for stale in ("board.png", "info.json"):
-                (run_dir / "review" / "pages" / page_id / stale).unlink(missing_ok=True)
-        outcomes.append(outcome)
-        if progress is not None:
-            progress(page_id, outcome.status)
+
+    def collect(results) -> None:
+        for outcome in results:
+            if outcome.status == "failed":
+                log.error("review: page %s: %s", outcome.page_id, outcome.error)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome.page_id, outcome.status)
+
+    if workers > 1:
+        # Boards are independent and CPU bound (decode, draw, PNG encode): one page per task.
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            collect(pool.imap_unordered(_review_task, tasks, chunksize=1))
+        order = {p: k for k, p in enumerate(page_ids)}
+        outcomes.sort(key=lambda o: order[o.page_id])
+    else:
+        collect(map(_review_task, tasks))
 
     ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]
