@@ -122,3 +122,37 @@ def test_region_dicts_round_like_python():
     assert [r["bbox_xyxy"] for r in regions] == [[round(v, 2) for v in row] for row in xyxy]
     assert [r["score"] for r in regions] == [round(float(np.float32(0.12345)), 4), None]
     assert [r["label"] for r in regions] == ["text", "text"] and regions[0]["order"] is None
+
+
+AUTO_CFG = {**CFG, "variants": {"R": {"sources": ["*"], "method": "consensus",
+                                      "params": {"vote": 1, "prefer": "rank", "granularity": "auto"}}}}
+
+
+def test_auto_granularity_follows_the_source_leaderboard_and_reruns_when_it_changes(tmp_path):
+    run = _write_run(tmp_path)
+    summary = run_fusion(run, ["p1", "p2"], AUTO_CFG)
+    ranked = [r["name"] for r in summary["source_leaderboard"] if r["name"] != "text_lines/lines"]
+    assert summary["source_order"] == ranked == ["paddle_layout/cdla", "tesseract/blocks"]
+    fused = json.loads((run / "outputs/fusion/R/p1.json").read_text())
+    assert fused["source"]["params"]["granularity"] == ranked
+    # the column boxes rank first: the page-wide tesseract block gives way to them
+    assert sorted(r["bbox_xyxy"][0] for r in fused["regions"]) == [10, 210]
+
+    seen = []
+    run_fusion(run, ["p1", "p2"], AUTO_CFG, progress=lambda pid, st: seen.append(st))
+    assert seen == ["skipped", "skipped"]
+    # the two sources swap their boxes: tesseract now ranks first and every page is redone
+    swap = {}
+    for pid in ("p1", "p2"):
+        for name in ("paddle_layout/cdla", "tesseract/blocks"):
+            swap[pid, name] = json.loads((run / "outputs/sources" / name / f"{pid}.json").read_text())["regions"]
+    for (pid, name), regions in swap.items():
+        other = "tesseract/blocks" if name == "paddle_layout/cdla" else "paddle_layout/cdla"
+        path = run / "outputs/sources" / other / f"{pid}.json"
+        page = json.loads(path.read_text())
+        page["regions"] = regions
+        path.write_text(json.dumps(page))
+        os.utime(path, (1, 1))           # older than the fused pages: only the order forces a redo
+    seen.clear()
+    again = run_fusion(run, ["p1", "p2"], AUTO_CFG, progress=lambda pid, st: seen.append(st))
+    assert again["source_order"][0] == "tesseract/blocks" and seen == ["ok", "ok"]

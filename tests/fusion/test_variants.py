@@ -1,7 +1,7 @@
 import pytest
 
-from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, ConsensusParams, Variant, match_sources,
-                                     parse_fusion_config)
+from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, ConsensusParams, Variant, match_sources, needs_order,
+                                     parse_fusion_config, with_order)
 
 
 def test_default_config_ships_the_seven_named_variants_and_consensus():
@@ -39,7 +39,18 @@ def test_params_are_frozen_and_parsed():
     p = cfg.variants[0].params
     assert p == ConsensusParams(vote=3, granularity=("a/*",), weights=(("b/*", 2.0),), split_columns=True)
     c4 = {v.name: v for v in parse_fusion_config(DEFAULT_FUSION_CFG).variants}["C4"].params
-    assert (c4.prefer, c4.solo_min_size, c4.t_shadow) == ("rank", (3.0, 1.0), 0.3)
+    assert (c4.prefer, c4.solo_min_size, c4.t_shadow, c4.granularity) == ("rank", (3.0, 1.0), 0.3, ("auto",))
+
+
+def test_auto_granularity_is_resolved_to_an_order():
+    cfg = parse_fusion_config({"variants": {
+        "A": {"sources": ["*"], "method": "consensus", "params": {"granularity": "auto"}},
+        "B": {"sources": ["*"], "method": "consensus", "params": {"granularity": ["x/*"]}},
+        "S": {"sources": ["*"], "method": "best_single"}}})
+    assert needs_order(cfg)
+    resolved = with_order(cfg, ["b/y", "a/x"])
+    assert [getattr(v.params, "granularity", None) for v in resolved.variants] == [("b/y", "a/x"), ("x/*",), None]
+    assert not needs_order(resolved)
 
 
 @pytest.mark.parametrize("patterns, available, exclude, expected", [

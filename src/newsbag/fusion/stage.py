@@ -8,7 +8,9 @@ import json
 import logging
 import multiprocessing
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -21,7 +23,7 @@ from ..orchestrator import discover_sources
 from .fuse import VARIANTS, describe, member_records
 from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
-from .variants import FusionConfig, Variant, match_sources, parse_fusion_config
+from .variants import FusionConfig, Variant, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fuse_all", "fuse_page", "tsv_text", "SCORE_DOC"]
 
@@ -51,24 +53,10 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         (pool of all input boxes, {variant: (fused boxes, pool index of its input)},
         metrics record {"page_id", "sources", "variants", "best_single_choice"}).
     """
-    pool = Boxes.concat(list(pages.values()))
-    pairs = self_pairs(pool.xyxy)
+    pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg)
     src = pool.data["source"]
-    line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
-    line_tree = box_tree(lines) if len(lines) else None
-    region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
-    region_mask = np.isin(src, region_sources) | line_mask
-    loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
-    source_metrics = {}
     line_source = [cfg.line_source] if cfg.line_source in pages else []
-    for s in region_sources + line_source:
-        own = pool[src == s]
-        if s in line_source:  # the evidence itself, scored as if each line were a text region
-            own = Boxes(own.xyxy, own.score, np.full(len(own), labels.label_code("text")), own.meta, own.data)
-        m = page_metrics(own, lines, line_tree)
-        source_metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
-                             "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
 
     def choose(boxes: Boxes) -> str:
         # best_single reuses the source scores computed above (same `page_score`).
@@ -93,6 +81,34 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
     return pool, fused_all, record
+
+
+def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
+    """Pool one page's sources and score each (no-GT metrics + leave-one-out agreement).
+
+    Returns:
+        (pool, its overlapping pairs, bool mask of the text-line evidence, STRtree of the
+        lines or None, {source: metrics dict with "family"}).
+    """
+    pool = Boxes.concat(list(pages.values()))
+    pairs = self_pairs(pool.xyxy)
+    src = pool.data["source"]
+    line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
+    lines = pool.xyxy[line_mask]
+    line_tree = box_tree(lines) if len(lines) else None
+    region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
+    region_mask = np.isin(src, region_sources) | line_mask
+    loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
+    metrics = {}
+    line_source = [cfg.line_source] if cfg.line_source in pages else []
+    for s in region_sources + line_source:
+        own = pool[src == s]
+        if s in line_source:  # the evidence itself, scored as if each line were a text region
+            own = Boxes(own.xyxy, own.score, np.full(len(own), labels.label_code("text")), own.meta, own.data)
+        m = page_metrics(own, lines, line_tree)
+        metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
+                      "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
+    return pool, pairs, line_mask, line_tree, metrics
 
 
 def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig,
@@ -137,12 +153,36 @@ def _jsonable(obj):
     return obj
 
 
+def _inputs(run_dir: Path, page_id: str, needed: list[str]) -> dict[str, Path]:
+    """The source outputs of one page that exist, by source name."""
+    inputs = {s: run_dir / "outputs" / "sources" / s / f"{page_id}.json" for s in needed}
+    return {s: p for s, p in inputs.items() if p.is_file()}
+
+
+def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes], dict | None]:
+    pages, image = {}, None
+    for s, p in sorted(inputs.items()):
+        pages[s], raw = _load_source_page(p, page_id, s)
+        image = image or raw["image"]
+    return pages, image
+
+
+def _score_task(task: tuple) -> dict[str, dict] | None:
+    """Worker: the source metrics of one page (None when it cannot be read; the fusion
+    pass reports that page)."""
+    run_dir, page_id, cfg, _, needed, _ = task
+    try:
+        pages, _ = _load_inputs(_inputs(run_dir, page_id, needed), page_id)
+        return _measure_sources(pages, cfg)[4] if pages else None
+    except Exception:  # noqa: BLE001 - reported once, by the fusion pass
+        return None
+
+
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
     """Worker: fuse one page and write its outputs. Errors become a one-line status."""
     run_dir, page_id, cfg, active, needed, force = task
     fusion = run_dir / "outputs" / "fusion"
-    inputs = {s: run_dir / "outputs" / "sources" / s / f"{page_id}.json" for s in needed}
-    inputs = {s: p for s, p in inputs.items() if p.is_file()}
+    inputs = _inputs(run_dir, page_id, needed)
     outputs = [fusion / v / f"{page_id}.json" for v in active] + [fusion / "_metrics" / f"{page_id}.json"]
     if not inputs:
         return page_id, "failed", f"page {page_id}: no source output for this page in {sorted(needed)}"
@@ -151,10 +191,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         if min(p.stat().st_mtime for p in outputs) >= newest_in:
             return page_id, "skipped", None
     try:
-        pages, image = {}, None
-        for s, p in sorted(inputs.items()):
-            pages[s], raw = _load_source_page(p, page_id, s)
-            image = image or raw["image"]
+        pages, image = _load_inputs(inputs, page_id)
         fused_pages, record = fuse_page(pages, image, cfg, active)
         for name, page in fused_pages.items():
             write_json(fusion / name / f"{page_id}.json", page)
@@ -192,7 +229,9 @@ def _leaderboard(records: list[dict], kind: str, keys: tuple[str, ...]) -> list[
         if kind == "sources":
             row["family"] = ms[0].get("family", "")
         rows.append(row)
-    rows.sort(key=lambda r: (-(r["score"] if r["score"] is not None else -1.0), r["name"]))
+    # Ties, and pages without text lines (score NaN), go to leave-one-out agreement.
+    rows.sort(key=lambda r: (-(r["score"] if r["score"] is not None else -1.0),
+                             -(r.get("loo_pixel_f1") if r.get("loo_pixel_f1") is not None else -1.0), r["name"]))
     for k, r in enumerate(rows, 1):
         r["rank"] = k
     return rows
@@ -246,15 +285,28 @@ def run_fusion(
     fusion = run_dir / "outputs" / "fusion"
     fusion.mkdir(parents=True, exist_ok=True)
 
+    vkeys = METRIC_KEYS
+    skeys = METRIC_KEYS + _SOURCE_EXTRA
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []
-    tasks = _iter_tasks(run_dir, list(page_ids), cfg, active, needed, force)
-    if workers > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(workers) as pool:
-            results = list(_consume(pool.imap_unordered(_page_task, tasks, chunksize=1), counts, failures, progress))
-    else:
-        results = list(_consume(map(_page_task, tasks), counts, failures, progress))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) if workers > 1 else nullcontext() as pool:
+        run_map = partial(pool.imap_unordered, chunksize=1) if pool else map
+        source_order = None
+        if needs_order(cfg):
+            # "granularity": "auto" needs the source leaderboard before any page is fused.
+            scored = [r for r in run_map(_score_task, _iter_tasks(run_dir, list(page_ids), cfg, active, needed,
+                                                                  force)) if r]
+            source_order = [r["name"] for r in _leaderboard([{"sources": r} for r in scored], "sources", skeys)
+                            if r["name"] != cfg.line_source and not _excluded(r["name"], cfg)]
+            previous = _previous_order(fusion / "summary.json")
+            if previous != source_order and not force:
+                log.info("fusion: source order %s differs from the last run's %s; refusing every page",
+                         source_order, previous)
+                force = True
+            cfg = with_order(cfg, source_order)
+        tasks = _iter_tasks(run_dir, list(page_ids), cfg, active, needed, force)
+        results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
 
     records = []
     for pid, status, _ in sorted(results):
@@ -264,8 +316,6 @@ def run_fusion(
                 records.append(read_json(path))
             except (OSError, ValueError) as exc:
                 failures.append({"page_id": pid, "error": f"page {pid}: unreadable metrics {path}: {exc}"})
-    vkeys = METRIC_KEYS
-    skeys = METRIC_KEYS + _SOURCE_EXTRA
     vrows = _leaderboard(records, "variants", vkeys)
     srows = _leaderboard(records, "sources", skeys)
     method = {v.name: v.method for v in cfg.variants}
@@ -299,6 +349,7 @@ def run_fusion(
         "variants": {v.name: {"sources": active.get(v.name, []), "patterns": list(v.sources),
                               "method": v.method, "params": asdict(v.params)} for v in cfg.variants},
         "skipped_variants": skipped,
+        "source_order": source_order,
         "recommended_variant": recommended,
         "recommended_by": by,
         "score": SCORE_DOC,
@@ -307,6 +358,13 @@ def run_fusion(
     }
     write_json(fusion / "summary.json", _jsonable(summary))
     return _jsonable(summary)
+
+
+def _previous_order(summary: Path) -> list[str] | None:
+    try:
+        return read_json(summary).get("source_order")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:

@@ -28,7 +28,8 @@ one family at least this large is kept; null = never), `t_split` (children must 
 share of a container to replace it), `prefer` ("support": finer boxes win when at least as
 supported, ties broken by `granularity`; "fine"; "coarse"; "rank": the box whose source
 comes first in `granularity` wins), `granularity` (source globs, preferred granularity
-first), `t_shadow` (drop a box when better-ranked kept boxes cover more than this share of
+first; "auto": the run's source leaderboard order, best first, measured on all pages before
+fusing), `t_shadow` (drop a box when better-ranked kept boxes cover more than this share of
 it; 1 = never), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
 regions at column gutters seen in the text lines), `col_gap` (minimum gutter, share of
 page width), `col_slack` (share of page width trimmed from each line end before looking
@@ -42,7 +43,7 @@ best no-ground-truth score (`metrics.page_score`).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 __all__ = [
@@ -54,6 +55,9 @@ __all__ = [
     "METHODS",
     "parse_fusion_config",
     "match_sources",
+    "needs_order",
+    "with_order",
+    "AUTO",
 ]
 
 
@@ -77,6 +81,10 @@ class ConsensusParams:
     fill_lines: bool = False
     fill_min_lines: int = 2
     t_shadow: float = 1.0
+
+
+# `"granularity": "auto"`: the run's source leaderboard order, resolved before fusing.
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,6 @@ _TOP_KEYS = {"variants", "recommended", "line_source", "exclude_from_variants"}
 _VARIANT_KEYS = {"sources", "method", "params"}
 
 _EMBEDDED_GRANULARITY = ["tesseract/paragraphs", "text_lines/blocks", "tesseract/blocks"]
-_STRUCTURE_ORDER = ["text_lines/blocks", "tesseract/paragraphs", "tesseract/blocks"]
 
 DEFAULT_FUSION_CFG: dict[str, Any] = {
     "variants": {
@@ -131,13 +138,13 @@ DEFAULT_FUSION_CFG: dict[str, Any] = {
         "C3": {"sources": ["*"], "method": "consensus",
                "params": {"vote": 1, "prefer": "fine", "t_split": 0.4, "split_columns": True,
                           "col_gap": 0.0015}},
-        # C4: one granularity per area. The best-structured source (first in `granularity`:
-        # the source leaderboard's order on the embedded bag) lays out the page; the others
-        # only add regions where it found nothing (`t_shadow`). Small boxes need two
-        # families, large ones (>= 3 x 1 text-line heights) stand alone; only near-identical
-        # boxes (IoU >= 0.9) are averaged; cuts at gutters need 8 lines a side.
+        # C4: one granularity per area. The best-structured source (the top of this run's
+        # source leaderboard) lays out the page; the next ones only add regions where the
+        # better ones found nothing (`t_shadow`). Small boxes need two families, large ones
+        # (>= 3 x 1 text-line heights) stand alone; only near-identical boxes (IoU >= 0.9)
+        # are averaged; cuts at gutters need 8 lines a side.
         "C4": {"sources": ["*"], "method": "consensus",
-               "params": {"vote": 2, "solo_min_size": [3, 1], "prefer": "rank", "granularity": _STRUCTURE_ORDER,
+               "params": {"vote": 2, "solo_min_size": [3, 1], "prefer": "rank", "granularity": "auto",
                           "t_shadow": 0.3, "t_iou": 0.9, "split_columns": True, "col_min_lines": 8}},
     },
     "recommended": None,
@@ -168,7 +175,7 @@ def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSi
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "granularity":
-            values[key] = _str_list(value, f"{where}.granularity")
+            values[key] = (AUTO,) if value == AUTO else _str_list(value, f"{where}.granularity")
         elif key == "weights":
             if not isinstance(value, dict) or not all(isinstance(w, (int, float)) for w in value.values()):
                 raise ValueError(f"{where}.weights must map source globs to numbers")
@@ -241,3 +248,15 @@ def match_sources(variant: Variant, available: list[str], exclude: tuple[str, ..
             return [], f"no source matching {pattern!r} ran"
         chosen += [s for s in hits if s not in chosen]
     return sorted(chosen), None
+
+
+def needs_order(cfg: FusionConfig) -> bool:
+    """True when a variant asks for the source leaderboard order (`"granularity": "auto"`)."""
+    return any(getattr(v.params, "granularity", ()) == (AUTO,) for v in cfg.variants)
+
+
+def with_order(cfg: FusionConfig, order: list[str]) -> FusionConfig:
+    """`cfg` with every `"granularity": "auto"` replaced by `order` (exact source names)."""
+    variants = tuple(replace(v, params=replace(v.params, granularity=tuple(order)))
+                     if getattr(v.params, "granularity", ()) == (AUTO,) else v for v in cfg.variants)
+    return replace(cfg, variants=variants)
