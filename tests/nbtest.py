@@ -68,3 +68,14 @@ def write_fake_config(path: Path, variants: dict, *, page_timeout_s=60, env=None
     path.write_text(json.dumps(config))
     return path
 
+
+def run_cli(capsys, *args):
+    """`newsbag ARGS` through the real entry point: (exit code, stdout, stderr)."""
+    import pytest
+
+    from newsbag.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err

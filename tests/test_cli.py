@@ -4,16 +4,9 @@ import json
 
 import pytest
 
-from newsbag.cli import cli, main
+from newsbag.cli import cli
 
-from nbtest import write_fake_config
-
-
-def run_cli(capsys, *args):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+from nbtest import run_cli, write_fake_config
 
 
 @pytest.mark.parametrize("command", sorted(cli.commands))

@@ -9,8 +9,10 @@ import pytest
 
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError
-from newsbag.slurm import (check_envs, describe_jobs, format_job_lines, job_states, main, read_jobs,
-                           record_job, select_stages)
+from nbtest import run_cli
+
+from newsbag.slurm import (check_envs, describe_jobs, format_job_lines, job_states, read_jobs, record_job,
+                           select_stages)
 
 
 def _fake_tool(bin_dir, name, stdout, rc=0):
@@ -150,12 +152,27 @@ def test_main_stages_and_record(tmp_path, capsys):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"stages": [{"name": "dell", "family": "text_lines", "variants": {"l": {}}},
                                           {"name": "fusion", "kind": "fusion"}]}))
-    assert main(["stages", "--config", str(cfg), "--stages", "fusion"]) == 0
-    assert capsys.readouterr().out == "fusion\tfusion\n"
-    assert main(["stages", "--config", str(cfg), "--stages", "nope"]) == 2
-    assert capsys.readouterr().err.startswith("error: unknown stage(s) nope")
-    assert main(["record", "--run-dir", str(tmp_path), "--job-id", "12", "--kind", "fuse-review",
-                 "--partition", "cs", "--dependency", "afterok:10:11"]) == 0
+    assert run_cli(capsys, "slurm", "stages", "--config", cfg, "--stages", "fusion") == (0, "fusion\tfusion\n", "")
+    code, _, err = run_cli(capsys, "slurm", "stages", "--config", cfg, "--stages", "nope")
+    assert code == 2 and err.startswith("newsbag: error: unknown stage(s) nope")
+    assert run_cli(capsys, "slurm", "record", "--run-dir", tmp_path, "--job-id", "12", "--kind", "fuse-review",
+                   "--partition", "cs", "--dependency", "afterok:10:11")[0] == 0
     (job,) = read_jobs(tmp_path)
     assert {k: job[k] for k in ("job_id", "kind", "partition", "gres", "dependency")} == {
         "job_id": "12", "kind": "fuse-review", "partition": "cs", "gres": "", "dependency": "afterok:10:11"}
+
+
+def test_cli_check_env_and_jobs(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "envs" / "paddle" / "bin" / "python"
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"envs": {"paddle": {"python": str(missing)}}, "stages": [
+        {"name": "paddle_layout", "family": "paddle_layout", "env": "paddle", "variants": {"v3": {}}},
+        {"name": "fusion", "kind": "fusion"}]}))
+    code, _, err = run_cli(capsys, "slurm", "check-env", "--config", cfg)
+    assert code == 3 and err.startswith(f"newsbag env check: stage paddle_layout: env 'paddle' interpreter {missing}")
+    assert run_cli(capsys, "slurm", "check-env", "--config", cfg, "--stages", "fusion")[0] == 0
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))          # no squeue/sacct: states are unknown
+    assert run_cli(capsys, "slurm", "jobs", "--run-dir", tmp_path) == (0, "no Slurm jobs recorded\n", "")
+    record_job(tmp_path, {"job_id": "7", "kind": "gpu-l40s", "partition": "l40s_public"})
+    code, out, _ = run_cli(capsys, "slurm", "jobs", "--run-dir", tmp_path, "--json")
+    assert code == 0 and [r["job_id"] for r in json.loads(out)] == ["7"]

@@ -285,6 +285,81 @@ def doctor(config_path, page, no_page, as_json, log_level):
         raise EnvError(f"{len(not_ready)} member(s) not ready: {', '.join(not_ready)} (problems listed above)")
 
 
+@cli.group()
+def slurm():
+    """Helpers the torch/slurm scripts call (stage list, env check, job ledger)."""
+
+
+_config_option = click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                              help="Pipeline config JSON (default: the embedded CPU bag).")
+_stages_option = click.option("--stages", default="", help="Comma-separated stages (default: all).")
+
+
+@slurm.command("stages")
+@_config_option
+@_stages_option
+def slurm_stages(config_path, stages):
+    """Print 'name<TAB>kind' for each selected stage, in config order."""
+    from .config import load_config
+    from .slurm import select_stages
+
+    for name, kind in select_stages(load_config(config_path), stages):
+        click.echo(f"{name}\t{kind}")
+
+
+@slurm.command("check-env")
+@_config_option
+@_stages_option
+@click.pass_context
+def slurm_check_env(ctx, config_path, stages):
+    """Exit 3 with one line per selected model stage whose env interpreter is missing."""
+    from .config import load_config
+    from .errors import EnvError
+    from .slurm import check_envs
+
+    problems = check_envs(load_config(config_path), [s.strip() for s in stages.split(",") if s.strip()])
+    for msg in problems:
+        click.echo(f"newsbag env check: {msg}", err=True)
+    if problems:
+        ctx.exit(EnvError.exit_code)
+
+
+@slurm.command("record")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--job-id", required=True)
+@click.option("--kind", required=True)
+@click.option("--partition", default="")
+@click.option("--gres", default="")
+@click.option("--stages", default="")
+@click.option("--array", default="")
+@click.option("--dependency", default="")
+@click.option("--log", "log_path", default="")
+@click.option("--script", default="")
+def slurm_record(run_dir, job_id, kind, partition, gres, stages, array, dependency, log_path, script):
+    """Append one submitted job to RUN/slurm/jobs.jsonl."""
+    import time
+
+    from .slurm import record_job
+
+    record_job(run_dir, {"job_id": job_id, "kind": kind, "partition": partition, "gres": gres, "stages": stages,
+                         "array": array, "dependency": dependency, "log": log_path, "script": script,
+                         "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+@slurm.command("jobs")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def slurm_jobs(run_dir, as_json):
+    """Print the recorded jobs of a run with their live Slurm state."""
+    from .slurm import describe_jobs, format_job_lines
+
+    rows = describe_jobs(run_dir)
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+    else:
+        click.echo("\n".join(format_job_lines(rows)) if rows else "no Slurm jobs recorded")
+
+
 def _synthetic_page(path: Path) -> Path:
     """A 1200x1600 page with a title bar and three text columns: enough for every member to find boxes."""
     from PIL import Image, ImageDraw

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import NewsbagError
 from .io import append_jsonl
 
 __all__ = [
@@ -24,7 +20,6 @@ __all__ = [
     "format_job_lines",
     "select_stages",
     "check_envs",
-    "main",
 ]
 
 JOBS_FILE = Path("slurm") / "jobs.jsonl"
@@ -191,62 +186,3 @@ def check_envs(config, stage_names: Sequence[str]) -> list[str]:
                 f" create that env or fix envs.{stage.env.name}.python in {config.path}"
             )
     return problems
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m newsbag.slurm", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("stages", help="print 'name<TAB>kind' for the selected stages")
-    s.add_argument("--config")
-    s.add_argument("--stages")
-    c = sub.add_parser("check-env", help="fail with one line per missing runner env")
-    c.add_argument("--config")
-    c.add_argument("--stages")
-    r = sub.add_parser("record", help="append one submitted job to RUN/slurm/jobs.jsonl")
-    r.add_argument("--run-dir", required=True)
-    for key in ("job-id", "kind", "partition", "gres", "stages", "array", "dependency", "log", "script"):
-        r.add_argument(f"--{key}", default="", required=key in ("job-id", "kind"))
-    j = sub.add_parser("jobs", help="print the recorded jobs with their Slurm state")
-    j.add_argument("--run-dir", required=True)
-    j.add_argument("--json", action="store_true")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point for the shell scripts in torch/slurm; errors are one line on stderr."""
-    args = _parser().parse_args(argv)
-    try:
-        if args.cmd in ("stages", "check-env"):
-            from .config import load_config
-
-            config = load_config(args.config)
-            if args.cmd == "stages":
-                for name, kind in select_stages(config, args.stages):
-                    print(f"{name}\t{kind}")
-                return 0
-            names = [s.strip() for s in (args.stages or "").split(",") if s.strip()]
-            problems = check_envs(config, names)
-            for msg in problems:
-                print(f"newsbag env check: {msg}", file=sys.stderr)
-            return 3 if problems else 0
-        if args.cmd == "record":
-            record_job(args.run_dir, {
-                "job_id": args.job_id, "kind": args.kind, "partition": args.partition, "gres": args.gres,
-                "stages": args.stages, "array": args.array, "dependency": args.dependency,
-                "log": args.log, "script": args.script,
-                "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            })
-            return 0
-        rows = describe_jobs(args.run_dir)
-        if args.json:
-            print(json.dumps(rows, indent=1))
-        else:
-            print("\n".join(format_job_lines(rows)) if rows else "no Slurm jobs recorded")
-        return 0
-    except NewsbagError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -56,7 +56,7 @@ echo "  run dir ${NEWSBAG_RUN_DIR}; stages ${NEWSBAG_STAGES}; config ${NEWSBAG_C
   || fail "newsbag is not importable with $NEWSBAG_PY; pip install -e \$PROJECT_ROOT into that env"
 [ -f "$NEWSBAG_RUN_DIR/manifests/pages.jsonl" ] \
   || fail "no manifest $NEWSBAG_RUN_DIR/manifests/pages.jsonl; build it with 'newsbag pages' before submitting" 2
-"$NEWSBAG_PY" -m newsbag.slurm check-env "${config_args[@]}" --stages "$NEWSBAG_STAGES" \
+"$NEWSBAG_PY" -m newsbag slurm check-env "${config_args[@]}" --stages "$NEWSBAG_STAGES" \
   || fail "runner env check failed (lines above); fix the env paths in the config, then resubmit"
 
 if [ "$kind" = gpu ]; then

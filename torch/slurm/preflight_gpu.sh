@@ -26,7 +26,7 @@ check cpu  "$CPU_PARTITION" "" "$CPU_MEM" "$CPU_TIME" "$CPU_CPUS"
 if [ -x "$NEWSBAG_PY" ]; then
   config_args=()
   [ -n "${NEWSBAG_CONFIG:-}" ] && config_args=(--config "$NEWSBAG_CONFIG")
-  if "$NEWSBAG_PY" -m newsbag.slurm check-env "${config_args[@]}"; then
+  if "$NEWSBAG_PY" -m newsbag slurm check-env "${config_args[@]}"; then
     echo "ok    envs: every runner interpreter of ${NEWSBAG_CONFIG:-the default config} exists"
   else
     echo "FAIL  envs: see the lines above"

@@ -84,8 +84,8 @@ config_args=()
 [ -n "$NEWSBAG_CONFIG" ] && config_args=(--config "$NEWSBAG_CONFIG")
 
 # Stages are checked against the config before anything is written.
-if ! stage_table=$("$NEWSBAG_PY" -m newsbag.slurm stages "${config_args[@]}" --stages "$stages" 2>&1); then
-  die "${stage_table#error: }"
+if ! stage_table=$("$NEWSBAG_PY" -m newsbag slurm stages "${config_args[@]}" --stages "$stages" 2>&1); then
+  die "${stage_table#newsbag: error: }"
 fi
 model_stages=(); post_stages=()
 while IFS=$'\t' read -r name kind; do
@@ -97,7 +97,7 @@ done <<<"$stage_table"
 
 # Missing runner envs are only warned about here: compute nodes may mount what this host lacks;
 # the job's own env check then fails in seconds with the same message.
-if ! env_report=$("$NEWSBAG_PY" -m newsbag.slurm check-env "${config_args[@]}" --stages "$stages" 2>&1); then
+if ! env_report=$("$NEWSBAG_PY" -m newsbag slurm check-env "${config_args[@]}" --stages "$stages" 2>&1); then
   echo "$PROG: warning: jobs for these stages will fail unless the env exists on the compute nodes:" >&2
   printf '%s\n' "$env_report" | sed 's/^/  /' >&2
 fi
@@ -187,7 +187,7 @@ submit() {  # kind partition gres mem time cpus extra script stages dependency a
   local out
   out=$("${cmd[@]}") || die "sbatch for the $kind job failed (see above); jobs before it stay submitted: ${submitted:-none}"
   job_id=${out%%;*}
-  "$NEWSBAG_PY" -m newsbag.slurm record --run-dir "$run_dir" --job-id "$job_id" --kind "$kind" \
+  "$NEWSBAG_PY" -m newsbag slurm record --run-dir "$run_dir" --job-id "$job_id" --kind "$kind" \
     --partition "$part" --gres "$gres" --stages "$st" --array "$array" --dependency "$dep" \
     --log "$log" --script "$script" || die "job $job_id submitted but not recorded in $run_dir/slurm/jobs.jsonl"
   submitted="${submitted:+$submitted }$job_id"
