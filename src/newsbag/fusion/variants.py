@@ -27,7 +27,7 @@ more; null = never), `solo_min_size` ([width, height] in median text-line height
 one family at least this large is kept; null = never), `t_split` (children must cover this
 share of a container to replace it), `prefer` ("support": finer boxes win when at least as
 supported, ties broken by `granularity`; "fine"; "coarse"; "rank": the box whose source
-comes first in `granularity` wins), `granularity` (source globs, preferred granularity
+comes first in `granularity` wins, ties as "fine"), `granularity` (source globs, preferred granularity
 first; "auto": the run's source leaderboard order, best first, measured on all pages before
 fusing), `t_shadow` (drop a box when better-ranked kept boxes cover more than this share of
 it; 1 = never), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
