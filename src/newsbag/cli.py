@@ -73,6 +73,10 @@ def _csv(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
 
+_config_option = click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                              help="Pipeline config JSON (default: the embedded CPU bag).")
+
+
 def _input_options(func):
     @click.option("--input-dir", "input_dirs", multiple=True,
                   type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -97,8 +101,7 @@ def cli() -> None:
 @cli.command()
 @_common
 @_input_options
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Pipeline config JSON (default: the embedded CPU bag).")
+@_config_option
 @click.option("--stages", help="Comma-separated stages to run (default: all in the config).")
 @click.option("--pages", "page_ids", help="Comma-separated page ids to (re)run.")
 @click.option("--shard", type=ShardType(), help="Run only shard K of N of the pages (K/N, 0-based).")
@@ -258,8 +261,7 @@ def evaluate(run_dir, gt_dir):
 
 
 @cli.command()
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Pipeline config JSON (default: the embedded CPU bag).")
+@_config_option
 @click.option("--page", "page", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Image to run through every member (default: a synthetic test page).")
 @click.option("--no-page", is_flag=True, help="Check envs and devices only; run no page.")
@@ -290,8 +292,6 @@ def slurm():
     """Helpers the torch/slurm scripts call (stage list, env check, job ledger)."""
 
 
-_config_option = click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                              help="Pipeline config JSON (default: the embedded CPU bag).")
 _stages_option = click.option("--stages", default="", help="Comma-separated stages (default: all).")
 
 
@@ -317,7 +317,7 @@ def slurm_check_env(ctx, config_path, stages):
     from .errors import EnvError
     from .slurm import check_envs
 
-    problems = check_envs(load_config(config_path), [s.strip() for s in stages.split(",") if s.strip()])
+    problems = check_envs(load_config(config_path), _csv(stages))
     for msg in problems:
         click.echo(f"newsbag env check: {msg}", err=True)
     if problems:

@@ -17,6 +17,7 @@ from PIL import Image
 
 from .config import ModelStage, PipelineConfig, parse_config, to_jsonable
 from .labels import FAMILY_TABLES
+from .tables import aligned_lines
 
 __all__ = ["run_doctor", "family_imports", "format_doctor_table"]
 
@@ -187,8 +188,7 @@ def format_doctor_table(rows: list[dict]) -> str:
         table.append((f"{r['stage']}/{r['variant']}", "yes" if r["ready"] else "NO", mark[r["python_ok"]],
                       mark[r["imports_ok"]], str(r.get("device") or "-"), str(r.get("gpu_name") or "-"),
                       str(r.get("compute_capability") or "-"), mark[r.get("arch_supported")], mark[r.get("page_ok")]))
-    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
+    lines = aligned_lines(table)
     for r in rows:
         lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"])
     return "\n".join(lines)

@@ -27,9 +27,9 @@ import numpy as np
 from . import labels
 from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
-from .fusion.stage import tsv_text
 from .orchestrator import discover_sources
 from .io import atomic_write_text, read_json
+from .tables import aligned_lines, tsv_text
 
 __all__ = ["evaluate_page_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
 
@@ -198,5 +198,4 @@ def format_summary(result: dict) -> str:
     head = ["kind", "name", "class", *SUMMARY_KEYS]
     rows = [[r["kind"], r["name"], r["class"], *("-" if r[k] is None else f"{r[k]:.4f}" for k in SUMMARY_KEYS)]
             for r in result["sources"] + result["variants"]]
-    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows)]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *rows])
+    return "\n".join(aligned_lines([head, *rows]))

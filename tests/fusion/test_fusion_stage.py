@@ -129,8 +129,9 @@ AUTO_CFG = {**CFG, "variants": {"R": {"sources": ["*"], "method": "consensus",
 
 
 def test_auto_granularity_follows_the_source_leaderboard_and_reruns_when_it_changes(tmp_path):
-    run = _write_run(tmp_path)
-    summary = run_fusion(run, ["p1", "p2"], AUTO_CFG)
+    pids = ["p1", "p2", "p3"]
+    run = _write_run(tmp_path, pids)
+    summary = run_fusion(run, pids, AUTO_CFG)
     ranked = [r["name"] for r in summary["source_leaderboard"] if r["name"] != "text_lines/lines"]
     assert summary["source_order"] == ranked == ["paddle_layout/cdla", "tesseract/blocks"]
     fused = json.loads((run / "outputs/fusion/R/p1.json").read_text())
@@ -139,20 +140,17 @@ def test_auto_granularity_follows_the_source_leaderboard_and_reruns_when_it_chan
     assert sorted(r["bbox_xyxy"][0] for r in fused["regions"]) == [10, 210]
 
     seen = []
-    run_fusion(run, ["p1", "p2"], AUTO_CFG, progress=lambda pid, st: seen.append(st))
-    assert seen == ["skipped", "skipped"]
-    # the two sources swap their boxes: tesseract now ranks first and every page is redone
-    swap = {}
+    run_fusion(run, pids, AUTO_CFG, progress=lambda pid, st: seen.append(st))
+    assert seen == ["skipped"] * 3
+    # on p1 and p2 the two sources swap their boxes: tesseract now ranks first, so p3 is
+    # fused again too although its own sources did not change
     for pid in ("p1", "p2"):
-        for name in ("paddle_layout/cdla", "tesseract/blocks"):
-            swap[pid, name] = json.loads((run / "outputs/sources" / name / f"{pid}.json").read_text())["regions"]
-    for (pid, name), regions in swap.items():
-        other = "tesseract/blocks" if name == "paddle_layout/cdla" else "paddle_layout/cdla"
-        path = run / "outputs/sources" / other / f"{pid}.json"
-        page = json.loads(path.read_text())
-        page["regions"] = regions
-        path.write_text(json.dumps(page))
-        os.utime(path, (1, 1))           # older than the fused pages: only the order forces a redo
-    seen.clear()
-    again = run_fusion(run, ["p1", "p2"], AUTO_CFG, progress=lambda pid, st: seen.append(st))
-    assert again["source_order"][0] == "tesseract/blocks" and seen == ["ok", "ok"]
+        paths = [run / "outputs/sources" / name / f"{pid}.json" for name in ("paddle_layout/cdla", "tesseract/blocks")]
+        pages = [json.loads(p.read_text()) for p in paths]
+        pages[0]["regions"], pages[1]["regions"] = pages[1]["regions"], pages[0]["regions"]
+        for path, page in zip(paths, pages):
+            path.write_text(json.dumps(page))
+            os.utime(path, (path.stat().st_mtime + 10,) * 2)
+    seen = []
+    again = run_fusion(run, pids, AUTO_CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert again["source_order"][0] == "tesseract/blocks" and sorted(seen) == [(p, "ok") for p in pids]

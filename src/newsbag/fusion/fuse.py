@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import labels
 from ..contract import Boxes
-from .geometry import Pairs, area, cross_pairs, self_pairs
+from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs
 from .match import connected_groups, pair_scores
 from .order import column_segments, reading_order
 from .variants import BestSingleParams, ConsensusParams
@@ -262,18 +262,23 @@ def _textlike_of(label: np.ndarray) -> np.ndarray:
     return np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE)
 
 
+def _uncovered(res: _Resolved, lines: np.ndarray) -> np.ndarray:
+    """(L,) bool: lines with less than half of them inside any text region of `res`."""
+    _, ml = _inside(res.xyxy[_textlike_of(res.label)], lines)
+    uncovered = np.ones(len(lines), bool)
+    uncovered[ml] = False
+    return uncovered
+
+
 def _fill_from_boxes(res: _Resolved, lines: np.ndarray, cand: np.ndarray, boxes: Boxes, args: tuple,
                      min_lines: int) -> _Resolved:
     """Add rejected boxes holding >= `min_lines` text lines that no kept text region covers."""
-    t = _textlike_of(res.label)
-    _, ml = _inside(res.xyxy[t], lines)
-    uncovered = np.ones(len(lines), bool)
-    uncovered[ml] = False
+    uncovered = _uncovered(res, lines)
     if not uncovered.any() or not len(cand):
         return res
     cb, _ = _inside(boxes.xyxy[cand], lines[uncovered])
     n_new = np.bincount(cb, minlength=len(cand))
-    taken = cross_pairs(boxes.xyxy[cand], res.xyxy[t])
+    taken = cross_pairs(boxes.xyxy[cand], res.xyxy[_textlike_of(res.label)])
     taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / np.maximum(area(boxes.xyxy[cand]), _EPS)
     fill = cand[(n_new >= min_lines) & (taken_share < 0.5)]
     return _line_blocks(res, _resolve(fill, *args), lines) if len(fill) else res
@@ -289,9 +294,7 @@ def _line_blocks(res: _Resolved, rep: _Resolved | None, lines: np.ndarray) -> _R
     """
     if rep is None or not len(rep.xyxy):
         return res
-    _, ml = _inside(res.xyxy[_textlike_of(res.label)], lines)
-    uncovered = np.ones(len(lines), bool)
-    uncovered[ml] = False
+    uncovered = _uncovered(res, lines)
     cb, cl = _inside(rep.xyxy, lines[uncovered])
     if not len(cl):
         return res
@@ -306,13 +309,7 @@ def _line_blocks(res: _Resolved, rep: _Resolved | None, lines: np.ndarray) -> _R
     same = cb[p.i] == cb[p.j]
     gid = connected_groups(len(own), p.i[same], p.j[same])
     g = int(gid.max()) + 1
-    ext = np.empty((g, 4))
-    ext[:, :2] = np.inf
-    ext[:, 2:] = -np.inf
-    np.minimum.at(ext[:, 0], gid, own[:, 0])
-    np.minimum.at(ext[:, 1], gid, own[:, 1])
-    np.maximum.at(ext[:, 2], gid, own[:, 2])
-    np.maximum.at(ext[:, 3], gid, own[:, 3])
+    ext = group_extent(own, gid, g)
     parent = np.zeros(g, np.intp)
     parent[gid] = cb
     blocks = rep.take(parent)

@@ -19,6 +19,7 @@ __all__ = [
     "subset_pairs",
     "cross_pairs",
     "box_tree",
+    "group_extent",
 ]
 
 # Above this many box pairs an STRtree query beats the dense (N, M) matrix (measured here:
@@ -55,6 +56,16 @@ def ioa_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     inter = intersection_matrix(a, b)
     area_a = area(a)[:, None]
     return np.divide(inter, area_a, out=np.zeros_like(inter), where=area_a > 0)
+
+
+def group_extent(xyxy: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """(n, 4) bounding box of the boxes of each group id 0..n-1 (+-inf for an empty group)."""
+    ext = np.empty((n, 4))
+    ext[:, :2] = np.inf
+    ext[:, 2:] = -np.inf
+    for k, ufunc in enumerate((np.minimum, np.minimum, np.maximum, np.maximum)):
+        ufunc.at(ext[:, k], group, xyxy[:, k])
+    return ext
 
 
 def pair_intersection(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:

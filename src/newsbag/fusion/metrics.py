@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-
-from ..contract import Boxes
 import shapely
 
+from ..contract import Boxes
 from .geometry import Pairs, area, cross_pairs
 from .order import column_segments
 

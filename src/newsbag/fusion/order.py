@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .geometry import group_extent
+
 __all__ = ["reading_order", "column_segments"]
 
 
@@ -154,14 +156,8 @@ def column_segments(
     keep = px1 > px0
     seg = (seg_base[mb[k]] + seg_in_box)[keep]
     ly = line_xyxy[ml[k][keep]]
-    total = seg_base[-1]
-    ext = np.empty((total, 4))
-    ext[:, :2] = np.inf
-    ext[:, 2:] = -np.inf
-    np.minimum.at(ext[:, 0], seg, px0[keep])
-    np.minimum.at(ext[:, 1], seg, ly[:, 1])
-    np.maximum.at(ext[:, 2], seg, px1[keep])
-    np.maximum.at(ext[:, 3], seg, ly[:, 3])
+    pieces = np.stack([px0[keep], ly[:, 1], px1[keep], ly[:, 3]], axis=1)
+    ext = group_extent(pieces, seg, seg_base[-1])
     seg_box = np.repeat(np.arange(n_box), n_cut + 1)
     cut_boxes = n_cut > 0
     sel = cut_boxes[seg_box] & np.isfinite(ext[:, 0])

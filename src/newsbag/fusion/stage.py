@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io as _io
-import json
 import logging
-import multiprocessing
 import time
-from contextlib import nullcontext
 from dataclasses import asdict
-from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -20,18 +14,20 @@ from .. import __version__, labels
 from ..contract import Boxes, boxes_from_page, regions_from_boxes
 from ..io import atomic_write_text, read_json, read_page, write_json
 from ..orchestrator import discover_sources
+from ..parallel import page_map
+from ..tables import tsv_text
 from .fuse import VARIANTS, describe, member_records
 from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
-from .variants import FusionConfig, Variant, match_sources, needs_order, parse_fusion_config, with_order
+from .variants import FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
-__all__ = ["run_fusion", "fuse_all", "fuse_page", "tsv_text", "SCORE_DOC"]
+__all__ = ["run_fusion", "fuse_all", "fuse_page", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
 SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - single_line_share/2) "
              "* (1 - empty_share/2) * (1 - overlap_share); see newsbag.fusion.metrics.page_score")
-_SOURCE_EXTRA = ("loo_pixel_f1", "loo_box_agreement")
+_SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
 def _load_source_page(path: Path, page_id: str, name: str) -> tuple[Boxes, dict]:
@@ -96,7 +92,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
     line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
     line_tree = box_tree(lines) if len(lines) else None
-    region_sources = [s for s in pages if s != cfg.line_source and not _excluded(s, cfg)]
+    region_sources = [s for s in pages if _is_region_source(s, cfg)]
     region_mask = np.isin(src, region_sources) | line_mask
     loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
     metrics = {}
@@ -135,10 +131,11 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig,
     return out, record
 
 
-def _excluded(name: str, cfg: FusionConfig) -> bool:
+def _is_region_source(name: str, cfg: FusionConfig) -> bool:
+    """A source variants take regions from: not the line evidence, not excluded."""
     import fnmatch
 
-    return any(fnmatch.fnmatchcase(name, g) for g in cfg.exclude_from_variants)
+    return name != cfg.line_source and not any(fnmatch.fnmatchcase(name, g) for g in cfg.exclude_from_variants)
 
 
 def _jsonable(obj):
@@ -167,15 +164,37 @@ def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes
     return pages, image
 
 
+def _fresh(outputs: list[Path], inputs: dict[str, Path]) -> bool:
+    """Every output exists and is at least as new as every input."""
+    if not all(p.is_file() for p in outputs):
+        return False
+    return min(p.stat().st_mtime for p in outputs) >= max(p.stat().st_mtime for p in inputs.values())
+
+
 def _score_task(task: tuple) -> dict[str, dict] | None:
-    """Worker: the source metrics of one page (None when it cannot be read; the fusion
-    pass reports that page)."""
-    run_dir, page_id, cfg, _, needed, _ = task
+    """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
+
+    A fresh stored record is read instead of recomputed (source metrics do not depend on
+    the variants). None when the page cannot be read: the fusion pass reports it.
+    """
+    run_dir, page_id, cfg, needed = task
+    inputs = _inputs(run_dir, page_id, needed)
+    stored = run_dir / "outputs" / "fusion" / "_metrics" / f"{page_id}.json"
     try:
-        pages, _ = _load_inputs(_inputs(run_dir, page_id, needed), page_id)
-        return _measure_sources(pages, cfg)[4] if pages else None
+        if inputs and _fresh([stored], inputs):
+            return read_json(stored)["sources"]
+        pages, _ = _load_inputs(inputs, page_id)
+        return _jsonable(_measure_sources(pages, cfg)[4]) if pages else None
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
         return None
+
+
+def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: FusionConfig,
+                  needed: list[str]) -> list[str]:
+    """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`)."""
+    scored = [r for r in run_map(_score_task, ((run_dir, pid, cfg, needed) for pid in page_ids)) if r]
+    rows = _leaderboard([{"sources": r} for r in scored], "sources", _SOURCE_KEYS)
+    return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
 
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
@@ -186,10 +205,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     outputs = [fusion / v / f"{page_id}.json" for v in active] + [fusion / "_metrics" / f"{page_id}.json"]
     if not inputs:
         return page_id, "failed", f"page {page_id}: no source output for this page in {sorted(needed)}"
-    if not force and all(p.is_file() for p in outputs):
-        newest_in = max(p.stat().st_mtime for p in inputs.values())
-        if min(p.stat().st_mtime for p in outputs) >= newest_in:
-            return page_id, "skipped", None
+    if not force and _fresh(outputs, inputs):
+        return page_id, "skipped", None
     try:
         pages, image = _load_inputs(inputs, page_id)
         fused_pages, record = fuse_page(pages, image, cfg, active)
@@ -200,16 +217,6 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         msg = str(exc).splitlines()[0] if str(exc) else ""
         return page_id, "failed", f"page {page_id}: {type(exc).__name__}: {msg}"
     return page_id, "ok", None
-
-
-def tsv_text(rows: list[dict], columns: list[str]) -> str:
-    """TSV text with a header; floats with 4 decimals, None as empty."""
-    buf = _io.StringIO()
-    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow(["" if r.get(c) is None else (f"{r[c]:.4f}" if isinstance(r[c], float) else r[c]) for c in columns])
-    return buf.getvalue()
 
 
 def _mean(values: list) -> float | None:
@@ -235,11 +242,6 @@ def _leaderboard(records: list[dict], kind: str, keys: tuple[str, ...]) -> list[
     for k, r in enumerate(rows, 1):
         r["rank"] = k
     return rows
-
-
-def _iter_tasks(run_dir, page_ids, cfg, active, needed, force) -> Iterator[tuple]:
-    for pid in page_ids:
-        yield (run_dir, pid, cfg, active, needed, force)
 
 
 def run_fusion(
@@ -280,32 +282,24 @@ def run_fusion(
             active[v.name] = chosen
     line_source = cfg.line_source if cfg.line_source in available else None
     needed = sorted({s for c in active.values() for s in c} | ({line_source} if line_source else set()))
-    needed += [s for s in available if s not in needed and not _excluded(s, cfg) and s != cfg.line_source]
-    needed = sorted(set(needed))
+    needed = sorted(set(needed) | {s for s in available if _is_region_source(s, cfg)})
     fusion = run_dir / "outputs" / "fusion"
     fusion.mkdir(parents=True, exist_ok=True)
 
-    vkeys = METRIC_KEYS
-    skeys = METRIC_KEYS + _SOURCE_EXTRA
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers) if workers > 1 else nullcontext() as pool:
-        run_map = partial(pool.imap_unordered, chunksize=1) if pool else map
-        source_order = None
+    source_order = None
+    with page_map(workers) as run_map:
         if needs_order(cfg):
             # "granularity": "auto" needs the source leaderboard before any page is fused.
-            scored = [r for r in run_map(_score_task, _iter_tasks(run_dir, list(page_ids), cfg, active, needed,
-                                                                  force)) if r]
-            source_order = [r["name"] for r in _leaderboard([{"sources": r} for r in scored], "sources", skeys)
-                            if r["name"] != cfg.line_source and not _excluded(r["name"], cfg)]
+            source_order = _source_order(run_map, run_dir, list(page_ids), cfg, needed)
             previous = _previous_order(fusion / "summary.json")
             if previous != source_order and not force:
                 log.info("fusion: source order %s differs from the last run's %s; refusing every page",
                          source_order, previous)
                 force = True
             cfg = with_order(cfg, source_order)
-        tasks = _iter_tasks(run_dir, list(page_ids), cfg, active, needed, force)
+        tasks = ((run_dir, pid, cfg, active, needed, force) for pid in page_ids)
         results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
 
     records = []
@@ -316,6 +310,7 @@ def run_fusion(
                 records.append(read_json(path))
             except (OSError, ValueError) as exc:
                 failures.append({"page_id": pid, "error": f"page {pid}: unreadable metrics {path}: {exc}"})
+    vkeys, skeys = METRIC_KEYS, _SOURCE_KEYS
     vrows = _leaderboard(records, "variants", vkeys)
     srows = _leaderboard(records, "sources", skeys)
     method = {v.name: v.method for v in cfg.variants}

@@ -250,13 +250,17 @@ def match_sources(variant: Variant, available: list[str], exclude: tuple[str, ..
     return sorted(chosen), None
 
 
+def _wants_order(v: Variant) -> bool:
+    return getattr(v.params, "granularity", ()) == (AUTO,)
+
+
 def needs_order(cfg: FusionConfig) -> bool:
     """True when a variant asks for the source leaderboard order (`"granularity": "auto"`)."""
-    return any(getattr(v.params, "granularity", ()) == (AUTO,) for v in cfg.variants)
+    return any(_wants_order(v) for v in cfg.variants)
 
 
 def with_order(cfg: FusionConfig, order: list[str]) -> FusionConfig:
     """`cfg` with every `"granularity": "auto"` replaced by `order` (exact source names)."""
-    variants = tuple(replace(v, params=replace(v.params, granularity=tuple(order)))
-                     if getattr(v.params, "granularity", ()) == (AUTO,) else v for v in cfg.variants)
+    variants = tuple(replace(v, params=replace(v.params, granularity=tuple(order))) if _wants_order(v) else v
+                     for v in cfg.variants)
     return replace(cfg, variants=variants)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import multiprocessing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -14,6 +13,7 @@ from PIL import Image
 from ..contract import Boxes, PageMeta, boxes_from_page
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import read_pages
+from ..parallel import page_map
 from .gallery import write_gallery
 from .render import CLASS_COLORS, render_board
 from .score import score_page
@@ -297,23 +297,16 @@ def run_review(
     tasks = ((run_dir, page_id, records.get(page_id), source_dirs, fused_dirs, recommended, params, force)
              for page_id in page_ids)
     outcomes: list[_Outcome] = []
-
-    def collect(results) -> None:
-        for outcome in results:
+    # Boards are independent and CPU bound (decode, draw, PNG encode).
+    with page_map(workers) as run_map:
+        for outcome in run_map(_review_task, tasks):
             if outcome.status == "failed":
                 log.error("review: page %s: %s", outcome.page_id, outcome.error)
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome.page_id, outcome.status)
-
-    if workers > 1:
-        # Boards are independent and CPU bound (decode, draw, PNG encode): one page per task.
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            collect(pool.imap_unordered(_review_task, tasks, chunksize=1))
-        order = {p: k for k, p in enumerate(page_ids)}
-        outcomes.sort(key=lambda o: order[o.page_id])
-    else:
-        collect(map(_review_task, tasks))
+    order = {p: k for k, p in enumerate(page_ids)}
+    outcomes.sort(key=lambda o: order[o.page_id])
 
     ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]
