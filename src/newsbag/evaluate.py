@@ -31,7 +31,7 @@ from .orchestrator import discover_sources
 from .io import atomic_write_text, read_json
 from .tables import aligned_lines, tsv_text
 
-__all__ = ["evaluate_page_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
+__all__ = ["evaluate_page_class", "match_pages", "page_metrics_by_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
 
 LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
@@ -126,11 +126,9 @@ def _read_page(path: Path) -> dict | None:
         raise InputError(f"{path}: unreadable page JSON ({exc}); rerun the stage that wrote it") from None
 
 
-def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
-    """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write the TSVs.
-
-    Returns:
-        {"pages": matched page count, "unmatched_gt": [...], "sources": rows, "variants": rows}
+def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], list[str]]:
+    """(manifest record, annotation) of each run page with ground truth (matched by image
+    file stem), and the stems of the annotations no run page matches.
 
     Raises:
         InputError: missing manifest or ground truth, or no page matches.
@@ -154,7 +152,32 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
         (matched.append((rec, ann)) if rec else unmatched.append(ann_path.stem))
     if not matched:
         raise InputError(f"no run page matches a ground-truth image in {gt_dir} (matched by image file stem)")
+    return matched, unmatched
 
+
+def page_metrics_by_class(folder: Path, rec: dict, ann: dict) -> tuple[dict[str, dict], bool]:
+    """`evaluate_page_class` of one page of a source or variant folder, per class present in
+    its ground truth; and whether the folder had no output for that page."""
+    page = _read_page(Path(folder) / f"{rec['page_id']}.json")
+    w, h = float(ann["width"]), float(ann["height"])
+    sx = w / float(rec.get("width") or w)
+    sy = h / float(rec.get("height") or h)
+    pred, gt = _pred_by_class(page, sx, sy), _gt_by_class(ann)
+    return {c: evaluate_page_class(pred[c], gt[c], w, h) for c in CLASSES if len(gt[c])}, page is None
+
+
+def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
+    """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write the TSVs.
+
+    Returns:
+        {"pages": matched page count, "unmatched_gt": [...], "sources": rows, "variants": rows,
+        "written": [tsv paths]}
+
+    Raises:
+        InputError: missing manifest or ground truth, or no page matches.
+    """
+    run_dir = Path(run_dir)
+    matched, unmatched = match_pages(run_dir, gt_dir)
     fusion = run_dir / "outputs" / "fusion"
     targets = [("source", s, run_dir / "outputs" / "sources" / s) for s in discover_sources(run_dir)]
     if fusion.is_dir():
@@ -165,15 +188,10 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
         acc: dict[str, list[dict]] = {c: [] for c in CLASSES}
         missing = 0
         for rec, ann in matched:
-            page = _read_page(folder / f"{rec['page_id']}.json")
-            missing += page is None
-            w, h = float(ann["width"]), float(ann["height"])
-            sx = w / float(rec.get("width") or w)
-            sy = h / float(rec.get("height") or h)
-            pred, gt = _pred_by_class(page, sx, sy), _gt_by_class(ann)
-            for c in CLASSES:
-                if len(gt[c]):
-                    acc[c].append(evaluate_page_class(pred[c], gt[c], w, h))
+            by_class, absent = page_metrics_by_class(folder, rec, ann)
+            missing += absent
+            for c, m in by_class.items():
+                acc[c].append(m)
         for c in CLASSES:
             if not acc[c]:
                 continue
