@@ -195,8 +195,10 @@ def status(run_dir, as_json):
             click.echo(f"      {page_id}: {err}")
     for f in info["fusion"]:
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
-        click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}{mark}")
-    click.echo(f"  review boards {info['review_boards']}; gallery {'yes' if info['gallery'] else 'no'}")
+        stale = f"  stale {f['stale']:>5}" if f["stale"] else ""
+        click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}  failed {f['failed']:>5}{stale}{mark}")
+    click.echo(f"  review boards {info['review_boards']}; failed {info['review_failed']}; "
+               f"gallery {'yes' if info['gallery'] else 'no'}")
     for line in format_job_lines(info["slurm_jobs"]):
         click.echo(f"  {line}")
 
@@ -215,6 +217,7 @@ def _builtin_options(func):
 
 def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int) -> None:
     from .config import BuiltinStage, load_config, to_jsonable
+    from .errors import PartialFailure
     from .pages import read_pages
     from .pipeline import RunOptions, run_builtin
 
@@ -226,6 +229,9 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
     result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers)))
     click.echo(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
+    if result.get("failed"):
+        raise PartialFailure(f"{kind}: {result['failed']} page(s) failed; see {run_dir / 'logs' / 'failures.jsonl'} "
+                             f"and `newsbag status --run-dir {run_dir}`")
 
 
 @cli.command()

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
+from . import builtin
 from .errors import ConfigError
 from .resources import default_config_path, runners_dir
 
@@ -27,7 +28,6 @@ __all__ = [
 
 Device = Literal["auto", "gpu", "cpu"]
 DEVICES = ("auto", "gpu", "cpu")
-BUILTIN_KINDS = ("fusion", "review")
 _TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir"}
 _MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "timeout_s",
                      "page_timeout_s", "max_restarts", "variants", "description"}
@@ -152,13 +152,9 @@ def _validate_params(where: str, params: Any, spec: dict) -> dict:
 
 
 def _validate_builtin(where: str, kind: str, options: dict) -> None:
-    """Check fusion/review options at load time, so a typo fails before any page runs."""
-    if kind == "fusion":
-        from .fusion.variants import parse_fusion_config as parse
-    else:
-        from .review.stage import parse_review_cfg as parse
+    """Check a builtin stage's options at load time, so a typo fails before any page runs."""
     try:
-        parse(options)
+        builtin.parse_options(kind, options)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
@@ -207,13 +203,13 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             raise ConfigError(f"{path}: stage {name!r} is defined twice")
         where = f"{path}: stage {name!r}"
         kind = sd.get("kind", "model")
-        if kind in BUILTIN_KINDS:
+        if kind in builtin.REGISTRY:
             options = {k: v for k, v in sd.items() if k not in ("name", "kind")}
             _validate_builtin(where, kind, options)
             stages.append(BuiltinStage(name, kind, _freeze(options)))
             continue
         if kind != "model":
-            raise ConfigError(f"{where}: kind must be model, fusion or review, got {kind!r}")
+            raise ConfigError(f"{where}: kind must be one of model, {', '.join(builtin.kinds())}; got {kind!r}")
         unknown = sorted(set(sd) - _MODEL_STAGE_KEYS - {"kind"})
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_MODEL_STAGE_KEYS))})")

@@ -27,7 +27,7 @@ import numpy as np
 from . import labels
 from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
-from .orchestrator import discover_sources
+from .rundir import discover_sources
 from .io import atomic_write_text, read_json
 from .tables import aligned_lines, tsv_text
 

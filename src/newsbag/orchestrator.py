@@ -26,12 +26,12 @@ from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunnerError
 from .io import append_jsonl, read_page, write_json
 from .pages import PageRecord
+from .rundir import FAILED_DIR, is_page_done, source_dir
 
-__all__ = ["PageOutcome", "SourceOutcome", "sources_root", "discover_sources", "source_dir", "is_page_done", "run_source"]
+__all__ = ["PageOutcome", "SourceOutcome", "run_source"]
 
 log = logging.getLogger(__name__)
 EVENT_PREFIX = "@@newsbag "
-FAILED_DIR = "_failed"
 EXIT_MISSING_DEPENDENCY = 3
 EXIT_DEVICE_UNAVAILABLE = 5
 
@@ -71,35 +71,6 @@ class SourceOutcome:
             "launches": self.launches, "seconds": round(self.seconds, 3),
             "failures": {k: v.error for k, v in self.pages.items() if v.status == "failed"},
         }
-
-
-def sources_root(run_dir: Path) -> Path:
-    return Path(run_dir) / "outputs" / "sources"
-
-
-def discover_sources(run_dir: Path) -> list[str]:
-    """"<stage>/<variant>" of every source folder under RUN/outputs/sources, sorted."""
-    root = sources_root(run_dir)
-    if not root.is_dir():
-        return []
-    return sorted(
-        f"{stage.name}/{variant.name}"
-        for stage in root.iterdir() if stage.is_dir() and not stage.name.startswith((".", "_"))
-        for variant in stage.iterdir() if variant.is_dir() and not variant.name.startswith((".", "_"))
-    )
-
-
-def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
-    return sources_root(run_dir) / stage / variant
-
-
-def is_page_done(out_dir: Path, page_id: str) -> bool:
-    """A page counts as finished only when its output parses and passes the contract."""
-    try:
-        read_page(out_dir / f"{page_id}.json", page_id)
-    except ValueError:
-        return False
-    return True
 
 
 def _describe_exit(code: int) -> str:

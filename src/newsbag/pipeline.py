@@ -10,13 +10,15 @@ from pathlib import Path
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_jsonable
 from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunnerError
 from .io import write_json
-from .orchestrator import SourceOutcome, is_page_done, run_source, source_dir
+from .orchestrator import SourceOutcome, run_source
+from .rundir import is_page_done, source_dir
 from .pages import PageRecord, Rejected, build_pages, read_pages, select_shard
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
 
 log = logging.getLogger(__name__)
+_REPORTED_FAILURES = 200  # per builtin stage in reports/run_*.json; logs/failures.jsonl has every one
 
 
 @dataclass(frozen=True)
@@ -152,16 +154,12 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
 
 
 def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions) -> dict:
-    options = to_jsonable(stage.options)
+    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`."""
+    from . import builtin
+
     with track(stage.name, len(page_ids)) as tracker:
-        progress = lambda page_id, status: tracker.advance(status)  # noqa: E731
-        if stage.kind == "fusion":
-            from .fusion.stage import run_fusion
-
-            return run_fusion(run_dir, page_ids, options, force=opts.force, workers=opts.workers, progress=progress)
-        from .review.stage import run_review
-
-        return run_review(run_dir, page_ids, options, force=opts.force, workers=opts.workers, progress=progress)
+        return builtin.run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
+                                 workers=opts.workers, progress=lambda page_id, status: tracker.advance(status))
 
 
 def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:
@@ -175,8 +173,9 @@ def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None
         "seconds": round(summary.seconds, 2),
         "rejected": [r.__dict__ for r in summary.rejected],
         "sources": [o.to_json() for o in summary.sources],
-        "builtin": {k: {kk: vv for kk, vv in v.items() if kk in ("recommended_variant", "failed", "ok", "skipped",
-                                                                 "skipped_variants", "pages")}
+        "builtin": {k: {**{kk: vv for kk, vv in v.items() if kk in ("recommended_variant", "failed", "ok", "skipped",
+                                                                    "skipped_variants", "pages", "selected")},
+                        "failures": v.get("failures", [])[:_REPORTED_FAILURES]}
                     for k, v in summary.builtin.items()},
         "errors": summary.errors,
     })

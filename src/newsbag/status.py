@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .io import read_json
-from .orchestrator import FAILED_DIR, discover_sources, sources_root
+from . import rundir
+from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages
 
 __all__ = ["collect_status"]
@@ -43,12 +44,46 @@ def collect_status(run_dir: Path) -> dict:
                 errors[page_id] = "(unreadable failure record)"
         sources.append({"source": name, "done": len(done), "failed": len(failed),
                         "pending": len(ids - done - set(failed)), "errors": errors})
-    fusion_dir = run_dir / "outputs" / "fusion"
-    fusion = [{"variant": d.name, "done": len(_page_files(d) & ids)}
-              for d in sorted(fusion_dir.glob("*")) if d.is_dir() and not d.name.startswith("_")]
-    summary = fusion_dir / "summary.json"
+    fusion = _fusion_status(run_dir, ids)
+    summary = rundir.fusion_dir(run_dir) / "summary.json"
     recommended = read_json(summary).get("recommended_variant") if summary.exists() else None
-    boards = sum(1 for p in (run_dir / "review" / "pages").glob("*/board.png")) if (run_dir / "review").exists() else 0
+    boards, review_failed = _review_status(run_dir, ids)
     return {"run_dir": str(run_dir), "pages": len(ids), "sources": sources, "fusion": fusion,
-            "recommended_variant": recommended, "review_boards": boards,
+            "recommended_variant": recommended, "review_boards": boards, "review_failed": review_failed,
             "gallery": (run_dir / "review" / "index.html").exists()}
+
+
+def _fusion_status(run_dir: Path, ids: set[str]) -> list[dict]:
+    """Per fused variant: pages current, failed, and stale (a source page changed since it was fused).
+
+    A fused page counts as done only while the source pages its `_metrics` record names are
+    the ones it was made from (same size and mtime); a failed page has no fused output left.
+    """
+    variants = rundir.discover_fused(run_dir)
+    done = {v: 0 for v in variants}
+    stale = {v: 0 for v in variants}
+    failed = {v: len({p.stem for p in (rundir.fused_dir(run_dir, v) / FAILED_DIR).glob("*.json")} & ids) for v in variants}
+    for page_id in ids:
+        try:
+            record = read_json(rundir.metrics_path(run_dir, page_id))
+        except (OSError, ValueError):
+            record = None
+        current = record is not None and all(
+            rundir.file_identity(rundir.sources_root(run_dir) / name / f"{page_id}.json") == ident
+            for name, ident in record.get("inputs", {}).items())
+        for v in variants:
+            if not (rundir.fused_dir(run_dir, v) / f"{page_id}.json").is_file():
+                continue
+            if current and v in record.get("variant_fingerprints", {}):
+                done[v] += 1
+            else:
+                stale[v] += 1
+    return [{"variant": v, "done": done[v], "failed": failed[v], "stale": stale[v]} for v in variants]
+
+
+def _review_status(run_dir: Path, ids: set[str]) -> tuple[int, int]:
+    """(boards drawn, pages whose last review failed) among the manifest's pages."""
+    pages = rundir.review_dir(run_dir) / "pages"
+    boards = sum(1 for p in pages.glob("*/board.png") if p.parent.name in ids)
+    failed = sum(1 for p in pages.glob(f"*/{rundir.REVIEW_FAILED}") if p.parent.name in ids)
+    return boards, failed

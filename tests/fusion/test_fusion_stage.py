@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from newsbag.fusion.stage import run_fusion
-from newsbag.orchestrator import discover_sources
+from newsbag.rundir import discover_sources
 
 CFG = {
     "variants": {
@@ -84,15 +84,84 @@ def test_resume_skips_finished_pages_and_force_redoes(tmp_path):
     assert seen == ["ok", "ok"]
 
 
-def test_bad_source_json_fails_that_page_only(tmp_path):
+def test_bad_source_page_drops_that_source_and_the_page_is_still_fused(tmp_path, caplog):
     run = _write_run(tmp_path)
     bad = run / "outputs/sources/tesseract/blocks/p2.json"
     bad.write_text("{not json")
     summary = run_fusion(run, ["p1", "p2"], CFG)
-    assert summary["counts"] == {"ok": 1, "skipped": 0, "failed": 1}
-    (failure,) = summary["failures"]
-    assert failure["page_id"] == "p2" and str(bad) in failure["error"] and "\n" not in failure["error"]
-    assert (run / "outputs/fusion/C/p1.json").is_file()
+    assert summary["counts"] == {"ok": 2, "skipped": 0, "failed": 0}
+    fused = json.loads((run / "outputs/fusion/C/p2.json").read_text())
+    assert fused["source"]["sources"] == ["paddle_layout/cdla"]
+    assert list(fused["source"]["dropped"]) == ["tesseract/blocks"] and str(bad) in fused["source"]["dropped"]["tesseract/blocks"]
+    assert any("page p2: source tesseract/blocks dropped" in r.getMessage() for r in caplog.records)
+    # once the source page is repaired, the page is fused again with it
+    good = run / "outputs/sources/tesseract/blocks/p1.json"
+    bad.write_text(good.read_text().replace('"p1"', '"p2"'))
+    seen = []
+    run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "skipped"), ("p2", "ok")]
+
+
+def _ledger(run):
+    path = run / "logs/failures.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_failed_page_counts_and_its_stale_outputs_never_pass_as_current(tmp_path):
+    run = _write_run(tmp_path)
+    run_fusion(run, ["p1", "p2"], CFG)
+    assert (run / "outputs/fusion/C/p2.json").is_file()
+    for src in (run / "outputs/sources").glob("*/*/p2.json"):
+        src.write_text("{not json")
+    summary = run_fusion(run, ["p1", "p2"], CFG)
+    assert summary["counts"] == {"ok": 0, "skipped": 1, "failed": 1} and summary["failed"] == 1
+    assert not (run / "outputs/fusion/C/p2.json").exists() and not (run / "outputs/fusion/_metrics/p2.json").exists()
+    record = json.loads((run / "outputs/fusion/C/_failed/p2.json").read_text())
+    assert "no readable source page" in record["error"]
+    (row,) = _ledger(run)
+    assert row["stage"] == "fusion" and row["page_id"] == "p2" and "no readable source page" in row["error"]
+    assert summary["recommended_variant"] is not None and summary["n_pages"] == 1
+
+
+def test_changing_one_variants_parameters_redoes_that_variant_only(tmp_path):
+    run = _write_run(tmp_path)
+    run_fusion(run, ["p1", "p2"], CFG)
+    fused = run / "outputs/fusion"
+    before = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("*/p*.json")}
+    changed = json.loads(json.dumps(CFG))
+    changed["variants"]["C"]["params"]["vote"] = 1
+    seen = []
+    summary = run_fusion(run, ["p1", "p2"], changed, progress=lambda pid, st: seen.append(st))
+    assert seen == ["ok", "ok"]
+    after = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("*/p*.json")}
+    redone = sorted(k for k in after if after[k] != before.get(k))
+    assert redone == ["C/p1.json", "C/p2.json", "_metrics/p1.json", "_metrics/p2.json"]
+    assert summary["variants"]["C"]["params"]["vote"] == 1
+    assert json.loads((fused / "C/p1.json").read_text())["source"]["params"]["vote"] == 1
+    # the variant metrics kept for S1 and the new ones for C both reach the leaderboard
+    assert {r["name"]: r["n_pages"] for r in summary["variant_leaderboard"]} == {"S1": 2, "C": 2}
+    seen.clear()
+    run_fusion(run, ["p1", "p2"], changed, progress=lambda pid, st: seen.append(st))
+    assert seen == ["skipped", "skipped"]
+
+
+def _write_manifest(run, pids):
+    (run / "manifests").mkdir(parents=True, exist_ok=True)
+    (run / "manifests/pages.jsonl").write_text("".join(
+        json.dumps({"page_id": p, "path": f"img/{p}.png", "image_path": f"/x/{p}.png", "width": 400,
+                    "height": 300, "sha256": "0"}) + "\n" for p in pids))
+
+
+def test_a_subset_call_still_aggregates_over_the_whole_manifest(tmp_path):
+    run = _write_run(tmp_path, pids=("p1", "p2", "p3"))
+    _write_manifest(run, ["p1", "p2", "p3"])
+    run_fusion(run, ["p1", "p2", "p3"], CFG)
+    full = (run / "outputs/fusion/variant_leaderboard.tsv").read_text()
+    seen = []
+    summary = run_fusion(run, ["p2"], CFG, force=True, progress=lambda pid, st: seen.append(pid))
+    assert seen == ["p2"] and summary["pages"] == 3 and summary["n_pages"] == 3
+    assert (run / "outputs/fusion/variant_leaderboard.tsv").read_text() == full
+    assert {r["n_pages"] for r in summary["source_leaderboard"]} == {3}
 
 
 def test_parallel_matches_serial(tmp_path):

@@ -162,3 +162,25 @@ def test_bad_config_is_rejected_before_writing(review_run):
     with pytest.raises(ValueError):
         run_review(review_run, IDS, {"top": 3})
     assert not (review_run / "review").exists()
+
+
+def test_a_no_change_rerun_after_fusion_rewrote_its_summary_redraws_nothing(review_run):
+    run_review(review_run, IDS, CFG)
+    summary = review_run / "outputs" / "fusion" / "summary.json"
+    summary.write_text(summary.read_text())  # what every `newsbag fuse` call does: same content, new mtime
+    again = run_review(review_run, IDS, CFG)
+    assert (again["ok"], again["skipped"]) == (0, 2)
+    summary.write_text(json.dumps({"recommended_variant": None}))  # a different recommendation does redraw
+    assert run_review(review_run, IDS, CFG)["ok"] == 2
+
+
+def test_a_subset_call_keeps_the_whole_runs_gallery_scores_and_top_n(review_run):
+    full = run_review(review_run, IDS, {**CFG, "top_n": 2})
+    top_dir = review_run / "review" / "top2_informative" / "pages"
+    scores = (review_run / "review" / "scores.tsv").read_text()
+    part = run_review(review_run, ["p1"], {**CFG, "top_n": 2}, force=True)
+    assert (part["ok"], part["skipped"], part["pages"]) == (1, 0, 3)
+    assert part["top"] == full["top"] == ["p2", "p1"]
+    assert sorted(p.name for p in top_dir.iterdir()) == ["p1.png", "p2.png"]
+    ranked = lambda text: [line.split("\t")[:3] for line in text.splitlines() if "\tok\t" in line]  # noqa: E731
+    assert ranked((review_run / "review" / "scores.tsv").read_text()) == ranked(scores)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from .. import __version__, labels
+from .. import __version__, labels, rundir
 from ..contract import Boxes, boxes_from_page, regions_from_boxes
 from ..io import atomic_write_text, read_json, read_page, write_json
-from ..orchestrator import discover_sources
 from ..parallel import page_map
 from ..tables import tsv_text
 from .fuse import VARIANTS, describe, member_records
@@ -152,70 +151,147 @@ def _jsonable(obj):
 
 def _inputs(run_dir: Path, page_id: str, needed: list[str]) -> dict[str, Path]:
     """The source outputs of one page that exist, by source name."""
-    inputs = {s: run_dir / "outputs" / "sources" / s / f"{page_id}.json" for s in needed}
+    inputs = {s: rundir.source_dir(run_dir, *s.split("/", 1)) / f"{page_id}.json" for s in needed}
     return {s: p for s, p in inputs.items() if p.is_file()}
 
 
-def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes], dict | None]:
-    pages, image = {}, None
+def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes], dict | None, dict[str, str]]:
+    """Boxes of every readable source page; a bad one is dropped with its one-line reason."""
+    pages, image, dropped = {}, None, {}
     for s, p in sorted(inputs.items()):
-        pages[s], raw = _load_source_page(p, page_id, s)
+        try:
+            pages[s], raw = _load_source_page(p, page_id, s)
+        except (ValueError, KeyError, TypeError) as exc:
+            dropped[s] = (str(exc).splitlines() or [type(exc).__name__])[0]
+            continue
         image = image or raw["image"]
-    return pages, image
+    return pages, image, dropped
 
 
-def _fresh(outputs: list[Path], inputs: dict[str, Path]) -> bool:
-    """Every output exists and is at least as new as every input."""
-    if not all(p.is_file() for p in outputs):
+@dataclass(frozen=True)
+class _Prints:
+    """What a page's fusion outputs are made from, except the input files (added per page)."""
+
+    metrics: str                 # source metrics: line source, region sources, exclusions
+    variants: dict[str, str]     # variant -> its method, parameters (source order included), sources
+
+    def page(self, idents: dict) -> tuple[str, dict[str, str]]:
+        return (rundir.fingerprint(self.metrics, idents),
+                {v: rundir.fingerprint(fp, idents) for v, fp in self.variants.items()})
+
+
+def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) -> _Prints:
+    metrics = rundir.fingerprint("fusion-metrics", cfg.line_source, list(cfg.exclude_from_variants), needed)
+    variants = {v.name: rundir.fingerprint("fusion-variant", v.method, asdict(v.params), active[v.name],
+                                           cfg.line_source, metrics)
+                for v in cfg.variants if v.name in active}
+    return _Prints(metrics, variants)
+
+
+def _stored_record(run_dir: Path, page_id: str) -> dict | None:
+    try:
+        record = read_json(rundir.metrics_path(run_dir, page_id))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints):
+    """(inputs, their identities, expected metrics fingerprint, expected variant fingerprints, stored record)."""
+    inputs = _inputs(run_dir, page_id, needed)
+    idents = {s: rundir.file_identity(p) for s, p in inputs.items()}
+    metrics_fp, variant_fps = prints.page(idents)
+    return inputs, idents, metrics_fp, variant_fps, _stored_record(run_dir, page_id)
+
+
+def _current_metrics(record: dict | None, metrics_fp: str, variant_fps: dict[str, str]) -> dict | None:
+    """The stored record restricted to what is still current, or None when its sources are stale."""
+    if not record or record.get("fingerprint") != metrics_fp:
+        return None
+    prints = record.get("variant_fingerprints", {})
+    variants = {v: m for v, m in record.get("variants", {}).items() if v in variant_fps and prints.get(v) == variant_fps[v]}
+    return {**record, "variants": variants}
+
+
+def _fused_is_current(run_dir: Path, variant: str, page_id: str, expected: str) -> bool:
+    """The fused page exists, passes the contract and was made from exactly these inputs and parameters."""
+    try:
+        page = read_page(rundir.fused_dir(run_dir, variant) / f"{page_id}.json", page_id)
+    except ValueError:
         return False
-    return min(p.stat().st_mtime for p in outputs) >= max(p.stat().st_mtime for p in inputs.values())
+    return page["source"].get("fingerprint") == expected
 
 
 def _score_task(task: tuple) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
-    A fresh stored record is read instead of recomputed (source metrics do not depend on
+    A current stored record is read instead of recomputed (source metrics do not depend on
     the variants). None when the page cannot be read: the fusion pass reports it.
     """
-    run_dir, page_id, cfg, needed = task
-    inputs = _inputs(run_dir, page_id, needed)
-    stored = run_dir / "outputs" / "fusion" / "_metrics" / f"{page_id}.json"
+    run_dir, page_id, cfg, needed, prints = task
     try:
-        if inputs and _fresh([stored], inputs):
-            return read_json(stored)["sources"]
-        pages, _ = _load_inputs(inputs, page_id)
+        inputs, _, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
+        current = _current_metrics(record, metrics_fp, variant_fps)
+        if current is not None:
+            return current["sources"]
+        pages, _, _ = _load_inputs(inputs, page_id)
         return _jsonable(_measure_sources(pages, cfg)[4]) if pages else None
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
         return None
 
 
 def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: FusionConfig,
-                  needed: list[str]) -> list[str]:
+                  needed: list[str], prints: _Prints) -> list[str]:
     """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`)."""
-    scored = [r for r in run_map(_score_task, ((run_dir, pid, cfg, needed) for pid in page_ids)) if r]
+    scored = [r for r in run_map(_score_task, ((run_dir, pid, cfg, needed, prints) for pid in page_ids)) if r]
     rows = _leaderboard([{"sources": r} for r in scored], "sources", _SOURCE_KEYS)
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
 
+def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error: str) -> tuple[str, str, str]:
+    """A failed page keeps no output that could pass as current; each variant gets a failure record."""
+    for v in active:
+        (rundir.fused_dir(run_dir, v) / f"{page_id}.json").unlink(missing_ok=True)
+        write_json(rundir.failure_path(rundir.fused_dir(run_dir, v), page_id), {"page_id": page_id, "error": error})
+    rundir.metrics_path(run_dir, page_id).unlink(missing_ok=True)
+    return page_id, "failed", error
+
+
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
-    """Worker: fuse one page and write its outputs. Errors become a one-line status."""
-    run_dir, page_id, cfg, active, needed, force = task
-    fusion = run_dir / "outputs" / "fusion"
-    inputs = _inputs(run_dir, page_id, needed)
-    outputs = [fusion / v / f"{page_id}.json" for v in active] + [fusion / "_metrics" / f"{page_id}.json"]
+    """Worker: fuse one page for every variant whose outputs are not current. Errors become a one-line status."""
+    run_dir, page_id, cfg, active, needed, prints, force = task
+    inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
     if not inputs:
-        return page_id, "failed", f"page {page_id}: no source output for this page in {sorted(needed)}"
-    if not force and _fresh(outputs, inputs):
+        return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
+    current = None if force else _current_metrics(record, metrics_fp, variant_fps)
+    stale = [v for v in active
+             if current is None or v not in current["variants"]
+             or not _fused_is_current(run_dir, v, page_id, variant_fps[v])]
+    if not stale:
         return page_id, "skipped", None
     try:
-        pages, image = _load_inputs(inputs, page_id)
-        fused_pages, record = fuse_page(pages, image, cfg, active)
+        pages, image, dropped = _load_inputs(inputs, page_id)
+        for s, why in dropped.items():
+            log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
+        if not pages:
+            return _fail_page(run_dir, page_id, active, f"page {page_id}: no readable source page ({'; '.join(dropped.values())})")
+        fused_pages, new = fuse_page(pages, image, cfg, {v: active[v] for v in stale})
         for name, page in fused_pages.items():
-            write_json(fusion / name / f"{page_id}.json", page)
-        write_json(fusion / "_metrics" / f"{page_id}.json", _jsonable(record))
+            page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
+            write_json(rundir.fused_dir(run_dir, name) / f"{page_id}.json", page)
+            rundir.failure_path(rundir.fused_dir(run_dir, name), page_id).unlink(missing_ok=True)
+        new = _jsonable(new)
+        kept = {} if current is None else {v: m for v, m in current["variants"].items() if v not in stale}
+        choice = {} if current is None else {v: c for v, c in current.get("best_single_choice", {}).items() if v not in stale}
+        write_json(rundir.metrics_path(run_dir, page_id), {
+            **new, "variants": {**kept, **new["variants"]},
+            "best_single_choice": {**choice, **new["best_single_choice"]},
+            "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
+            "inputs": idents, "dropped": dropped,
+        })
     except Exception as exc:  # the page boundary: record and go on
         msg = str(exc).splitlines()[0] if str(exc) else ""
-        return page_id, "failed", f"page {page_id}: {type(exc).__name__}: {msg}"
+        return _fail_page(run_dir, page_id, active, f"page {page_id}: {type(exc).__name__}: {msg}")
     return page_id, "ok", None
 
 
@@ -257,9 +333,10 @@ def run_fusion(
 
     Args:
         run_dir: the run directory (DESIGN §6).
-        page_ids: pages to fuse (normally every page of the manifest).
+        page_ids: pages to compute; the leaderboards and summary always cover every page of
+            the manifest (`rundir.members`), using the stored per-page records that are current.
         fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
-        force: recompute pages whose outputs are already newer than their sources.
+        force: recompute pages whose outputs are current (fingerprint matches).
         workers: processes; pages stream through a pool so memory stays flat.
         progress: called once per page with (page_id, "ok" | "skipped" | "failed").
 
@@ -271,7 +348,7 @@ def run_fusion(
     """
     run_dir = Path(run_dir)
     cfg = parse_fusion_config(fusion_cfg)
-    available = discover_sources(run_dir)
+    available = rundir.discover_sources(run_dir)
     active: dict[str, list[str]] = {}
     skipped: dict[str, str] = {}
     for v in cfg.variants:
@@ -283,33 +360,35 @@ def run_fusion(
     line_source = cfg.line_source if cfg.line_source in available else None
     needed = sorted({s for c in active.values() for s in c} | ({line_source} if line_source else set()))
     needed = sorted(set(needed) | {s for s in available if _is_region_source(s, cfg)})
-    fusion = run_dir / "outputs" / "fusion"
+    fusion = rundir.fusion_dir(run_dir)
     fusion.mkdir(parents=True, exist_ok=True)
+    everyone = rundir.members(run_dir, page_ids)
 
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []
     source_order = None
     with page_map(workers) as run_map:
         if needs_order(cfg):
-            # "granularity": "auto" needs the source leaderboard before any page is fused.
-            source_order = _source_order(run_map, run_dir, list(page_ids), cfg, needed)
-            previous = _previous_order(fusion / "summary.json")
-            if previous != source_order and not force:
-                log.info("fusion: source order %s differs from the last run's %s; refusing every page",
-                         source_order, previous)
-                force = True
+            # "granularity": "auto" needs the run's source leaderboard (every page of the
+            # manifest) before any page is fused; the order is part of those variants'
+            # fingerprints, so a changed order redoes them and nothing else.
+            source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed))
             cfg = with_order(cfg, source_order)
-        tasks = ((run_dir, pid, cfg, active, needed, force) for pid in page_ids)
+        prints = _prints(cfg, active, needed)
+        tasks = ((run_dir, pid, cfg, active, needed, prints, force) for pid in page_ids)
         results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
+    rundir.record_failures(run_dir, "fusion", failures)
 
-    records = []
-    for pid, status, _ in sorted(results):
-        if status != "failed":
-            path = fusion / "_metrics" / f"{pid}.json"
-            try:
-                records.append(read_json(path))
-            except (OSError, ValueError) as exc:
-                failures.append({"page_id": pid, "error": f"page {pid}: unreadable metrics {path}: {exc}"})
+    # Leaderboards describe every page of the run, not only the ones this call computed.
+    failed_now = {pid for pid, status, _ in results if status == "failed"}
+    records, not_current = [], []
+    for pid in everyone:
+        _, _, metrics_fp, variant_fps, record = _page_state(run_dir, pid, needed, prints)
+        current = None if pid in failed_now else _current_metrics(record, metrics_fp, variant_fps)
+        if current is None:
+            not_current.append(pid)
+        else:
+            records.append(current)
     vkeys, skeys = METRIC_KEYS, _SOURCE_KEYS
     vrows = _leaderboard(records, "variants", vkeys)
     srows = _leaderboard(records, "sources", skeys)
@@ -336,8 +415,11 @@ def run_fusion(
             by = f"score (pinned {cfg.recommended!r} was skipped)"
     summary = {
         "tool": f"newsbag {__version__}",
-        "n_pages": len(results),
+        "n_pages": len(records),
+        "pages": len(everyone),
+        "pages_not_current": len(not_current),
         "counts": counts,
+        **counts,
         "failures": failures,
         "sources": available,
         "line_source": line_source,
@@ -353,13 +435,6 @@ def run_fusion(
     }
     write_json(fusion / "summary.json", _jsonable(summary))
     return _jsonable(summary)
-
-
-def _previous_order(summary: Path) -> list[str] | None:
-    try:
-        return read_json(summary).get("source_order")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 from PIL import Image
 
 from ..contract import Boxes, PageMeta, boxes_from_page
+from .. import rundir
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import read_pages
 from ..parallel import page_map
@@ -86,7 +87,7 @@ def _variant_dirs(root: Path, depth: int) -> dict[str, Path]:
 
 
 def _recommended(run_dir: Path) -> str | None:
-    path = run_dir / "outputs" / "fusion" / "summary.json"
+    path = rundir.fusion_dir(run_dir) / "summary.json"
     if not path.exists():
         return None
     try:
@@ -98,7 +99,7 @@ def _recommended(run_dir: Path) -> str | None:
 
 
 def _fused_dirs(run_dir: Path, params: ReviewParams) -> tuple[dict[str, Path], str | None]:
-    found = _variant_dirs(run_dir / "outputs" / "fusion", 1)
+    found = _variant_dirs(rundir.fusion_dir(run_dir), 1)
     recommended = _recommended(run_dir)
     if params.variants is not None:
         missing = [v for v in params.variants if v not in found]
@@ -144,36 +145,39 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
     return max(_PANEL_MIN, min(_PANEL_MAX, one_row))
 
 
-def _is_fresh(page_dir: Path, inputs: list[Path], params: dict) -> bool:
-    board, info = page_dir / "board.png", page_dir / "info.json"
-    if not (board.exists() and info.exists()):
+def _is_fresh(page_dir: Path, fingerprint: str) -> bool:
+    """The board exists and info.json says it was drawn, successfully, from exactly these inputs."""
+    if not (page_dir / "board.png").is_file():
         return False
     try:
-        recorded = read_json(info)
+        recorded = read_json(page_dir / "info.json")
     except (OSError, ValueError):
         return False
-    if recorded.get("params") != params or recorded.get("status") != "ok":
-        return False
-    newest_input = max((p.stat().st_mtime_ns for p in inputs if p.exists()), default=0)
-    return min(board.stat().st_mtime_ns, info.stat().st_mtime_ns) > newest_input
+    return isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("fingerprint") == fingerprint
 
 
 def _review_page(
     run_dir: Path, record, source_dirs: dict[str, Path], fused_dirs: dict[str, Path],
-    recommended: str | None, params: ReviewParams, force: bool,
+    recommended: str | None, params: ReviewParams, force: bool, compute: bool = True,
 ) -> _Outcome:
     page_id = record.page_id
-    page_dir = run_dir / "review" / "pages" / page_id
+    page_dir = rundir.review_page_dir(run_dir, page_id)
     sources, failed_sources = _page_files(page_id, source_dirs)
     fused, failed_fused = _page_files(page_id, fused_dirs)
-    summary = run_dir / "outputs" / "fusion" / "summary.json"
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
-    inputs = [*sources.values(), *failed_sources.values(), *fused.values(), *failed_fused.values(),
-              image_path, summary]
     params_rec = {**asdict(params), "variants": list(params.variants) if params.variants else None,
                   "shown_fused": sorted(fused_dirs)}
-    if not force and _is_fresh(page_dir, inputs, params_rec):
+    # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
+    # call) but the recommended variant it names, the files shown and the options.
+    fingerprint = rundir.fingerprint("review", params_rec, recommended, sorted(source_dirs), rundir.file_identity(image_path),
+                                     {f"{kind}:{name}": rundir.file_identity(path)
+                                      for kind, files in (("source", sources), ("failed_source", failed_sources),
+                                                          ("fused", fused), ("failed_fused", failed_fused))
+                                      for name, path in files.items()})
+    if not force and _is_fresh(page_dir, fingerprint):
         return _Outcome(page_id, "skipped", info=read_json(page_dir / "info.json"))
+    if not compute:
+        return _Outcome(page_id, "absent")
 
     source_boxes = {name: _load_boxes(path, name, page_id) for name, path in sources.items()}
     fused_boxes = {name: _load_boxes(path, f"fusion/{name}", page_id) for name, path in fused.items()}
@@ -216,22 +220,25 @@ def _review_page(
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
         "panels": panel_rows, "reference_fused": None if reference is None else reference.meta.source,
-        "score": score.to_dict(), "params": params_rec,
+        "score": score.to_dict(), "params": params_rec, "fingerprint": fingerprint,
     }
     write_json(page_dir / "info.json", info)
+    (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
     return _Outcome(page_id, "ok", info=info)
 
 
 def _review_task(task: tuple) -> _Outcome:
     """One page, in this process or a worker; a `_PageError` fails that page only."""
-    run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force = task
+    run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force, compute = task
     try:
         if record is None:
-            raise _PageError(f"not in {run_dir / 'manifests' / 'pages.jsonl'}")
-        return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force)
+            raise _PageError(f"not in {run_dir / rundir.MANIFEST}")
+        return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force, compute)
     except _PageError as exc:
+        page_dir = rundir.review_page_dir(run_dir, page_id)
         for stale in ("board.png", "info.json"):
-            (run_dir / "review" / "pages" / page_id / stale).unlink(missing_ok=True)
+            (page_dir / stale).unlink(missing_ok=True)
+        write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": str(exc)})
         return _Outcome(page_id, "failed", error=str(exc))
 
 
@@ -291,22 +298,32 @@ def run_review(
     params = parse_review_cfg(review_cfg)
     run_dir = Path(run_dir)
     records = {r.page_id: r for r in read_pages(run_dir)}
-    source_dirs = _variant_dirs(run_dir / "outputs" / "sources", 2)
+    source_dirs = _variant_dirs(rundir.sources_root(run_dir), 2)
     fused_dirs, recommended = _fused_dirs(run_dir, params)
 
-    tasks = ((run_dir, page_id, records.get(page_id), source_dirs, fused_dirs, recommended, params, force)
-             for page_id in page_ids)
+    # Draw the selected pages; the ranking, scores.tsv, top-N pack and gallery cover every
+    # page of the manifest, using the boards of the other pages that are still current.
+    selected = set(page_ids)
+    everyone = rundir.members(run_dir, page_ids)
+    tasks = ((run_dir, page_id, records.get(page_id), source_dirs, fused_dirs, recommended, params,
+              force and page_id in selected, page_id in selected)
+             for page_id in everyone)
     outcomes: list[_Outcome] = []
     # Boards are independent and CPU bound (decode, draw, PNG encode).
     with page_map(workers) as run_map:
         for outcome in run_map(_review_task, tasks):
+            if outcome.page_id not in selected:
+                if outcome.status == "skipped":
+                    outcomes.append(outcome)
+                continue
             if outcome.status == "failed":
                 log.error("review: page %s: %s", outcome.page_id, outcome.error)
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome.page_id, outcome.status)
-    order = {p: k for k, p in enumerate(page_ids)}
+    order = {p: k for k, p in enumerate(everyone)}
     outcomes.sort(key=lambda o: order[o.page_id])
+    computed = [o for o in outcomes if o.page_id in selected]
 
     ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]
@@ -354,12 +371,15 @@ def run_review(
         "scores_tsv": "scores.tsv",
     }
     index = write_gallery(review_dir / "index.html", context)
+    failures = [{"page_id": o.page_id, "error": o.error} for o in computed if o.status == "failed"]
+    rundir.record_failures(run_dir, "review", failures)
     return {
-        "pages": len(page_ids),
-        "ok": sum(o.status == "ok" for o in outcomes),
-        "skipped": sum(o.status == "skipped" for o in outcomes),
-        "failed": len(failed),
-        "failures": [{"page_id": o.page_id, "error": o.error} for o in failed],
+        "pages": len(everyone),
+        "selected": len(page_ids),
+        "ok": sum(o.status == "ok" for o in computed),
+        "skipped": sum(o.status == "skipped" for o in computed),
+        "failed": len(failures),
+        "failures": failures,
         "top": [o.page_id for o in top],
         "index": str(index),
         "scores": str(scores_path),

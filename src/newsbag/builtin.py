@@ -1,0 +1,61 @@
+"""Builtin stages as a registry: kind -> (parse options, run); a new builtin stage is one module plus one line."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "run_stage"]
+
+
+@dataclass(frozen=True)
+class BuiltinKind:
+    """Where a builtin stage lives; its module is imported only when the stage is used.
+
+    ``parse`` names a function ``parse(options: Mapping) -> object`` that raises a one-line
+    ValueError on bad options. ``run`` names a function
+    ``run(run_dir, page_ids, options, *, force, workers, progress) -> dict`` whose result
+    carries at least ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4)
+    and ``failures`` [{page_id, error}].
+    """
+
+    module: str
+    parse: str
+    run: str
+
+    def function(self, attr: str) -> Callable:
+        return getattr(importlib.import_module(self.module), attr)
+
+
+# One line per builtin stage kind, in no particular order.
+REGISTRY: dict[str, BuiltinKind] = {
+    "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion"),
+    "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
+}
+
+
+def kinds() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def get(kind: str) -> BuiltinKind:
+    try:
+        return REGISTRY[kind]
+    except KeyError:
+        raise ValueError(f"unknown builtin stage kind {kind!r} (known: {', '.join(REGISTRY)})") from None
+
+
+def parse_options(kind: str, options: Mapping[str, Any]) -> Any:
+    """Validated options of one builtin stage; one-line ValueError when they are bad."""
+    entry = get(kind)
+    return entry.function(entry.parse)(options)
+
+
+def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,
+              force: bool = False, workers: int = 1,
+              progress: Callable[[str, str], None] | None = None) -> dict:
+    """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself)."""
+    entry = get(kind)
+    return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers, progress=progress)

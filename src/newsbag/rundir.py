@@ -1,0 +1,163 @@
+"""The run directory's rules in one place: layout, discovery, fingerprints, membership, failures, the manifest lock.
+
+Every stage, `status` and `evaluate` ask this module for paths and for whether an output
+is current, instead of re-deriving folder names and comparing mtimes.
+
+    RUN/manifests/pages.jsonl           the run's membership: every page of every call
+    RUN/outputs/sources/<stage>/<variant>/<page_id>.json, _failed/<page_id>.json
+    RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
+    RUN/outputs/fusion/_metrics/<page_id>.json, summary.json, *.tsv
+    RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
+    RUN/logs/failures.jsonl             one line per page failure of any stage
+    RUN/reports/run_<stages>.json       one report per kind of call
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import __version__
+from .io import append_jsonl, read_page
+
+__all__ = [
+    "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
+    "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
+    "metrics_path", "review_dir", "review_page_dir", "failures_ledger", "reports_dir",
+    "is_page_done", "file_identity", "fingerprint",
+    "manifest_page_ids", "members",
+    "failure_path", "record_failures",
+]
+
+FAILED_DIR = "_failed"
+REVIEW_FAILED = "failed.json"  # in review/pages/<page_id>/ while that page's last review failed
+MANIFEST = Path("manifests") / "pages.jsonl"
+TOOL = f"newsbag {__version__}"
+
+
+# -- layout -------------------------------------------------------------------------------
+
+def sources_root(run_dir: Path) -> Path:
+    return Path(run_dir) / "outputs" / "sources"
+
+
+def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
+    return sources_root(run_dir) / stage / variant
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def discover_sources(run_dir: Path) -> list[str]:
+    """"<stage>/<variant>" of every source folder under RUN/outputs/sources, sorted."""
+    return [f"{stage.name}/{variant.name}" for stage in _subdirs(sources_root(run_dir)) for variant in _subdirs(stage)]
+
+
+def fusion_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "outputs" / "fusion"
+
+
+def fused_dir(run_dir: Path, variant: str) -> Path:
+    return fusion_dir(run_dir) / variant
+
+
+def discover_fused(run_dir: Path) -> list[str]:
+    """Names of the fused variants that have an output folder, sorted."""
+    return [p.name for p in _subdirs(fusion_dir(run_dir))]
+
+
+def metrics_path(run_dir: Path, page_id: str) -> Path:
+    """Fusion's per-page record: source and variant metrics plus the fingerprints they were made from."""
+    return fusion_dir(run_dir) / "_metrics" / f"{page_id}.json"
+
+
+def review_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "review"
+
+
+def review_page_dir(run_dir: Path, page_id: str) -> Path:
+    return review_dir(run_dir) / "pages" / page_id
+
+
+def failures_ledger(run_dir: Path) -> Path:
+    return Path(run_dir) / "logs" / "failures.jsonl"
+
+
+def reports_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "reports"
+
+
+def failure_path(out_dir: Path, page_id: str) -> Path:
+    """The failure record of one page in an output folder (a source or a fused variant)."""
+    return Path(out_dir) / FAILED_DIR / f"{page_id}.json"
+
+
+# -- freshness ----------------------------------------------------------------------------
+
+def is_page_done(out_dir: Path, page_id: str) -> bool:
+    """A page counts as finished only when its output parses and passes the contract."""
+    try:
+        read_page(Path(out_dir) / f"{page_id}.json", page_id)
+    except ValueError:
+        return False
+    return True
+
+
+def file_identity(path: Path) -> list[int] | None:
+    """[size, mtime_ns] of a file, or None when it is missing: what an output was made from.
+
+    Size and mtime rather than a content hash: a rerun over 50,000 pages must decide in
+    stat calls, and every writer here replaces files atomically (a new inode, a new mtime).
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short stable hash of JSON-able parts (sorted keys); always includes the tool version."""
+    text = json.dumps([TOOL, *parts], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# -- membership ---------------------------------------------------------------------------
+
+def manifest_page_ids(run_dir: Path) -> list[str]:
+    """Page ids of RUN/manifests/pages.jsonl in manifest order ([] when there is none)."""
+    path = Path(run_dir) / MANIFEST
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line)["page_id"] for line in text.splitlines() if line.strip()]
+
+
+def members(run_dir: Path, selected: Iterable[str]) -> list[str]:
+    """The pages a stage aggregates over: every manifest page, then any selected page not in it.
+
+    A call computes only its selected pages (--pages, --shard, --max-pages), but leaderboards,
+    summaries, scores and galleries always describe the whole run.
+    """
+    out = manifest_page_ids(run_dir)
+    known = set(out)
+    out += [p for p in selected if p not in known and not known.add(p)]
+    return out
+
+
+# -- failures -----------------------------------------------------------------------------
+
+def record_failures(run_dir: Path, stage: str, failures: list[dict], **extra: Any) -> None:
+    """Append page failures of one stage to RUN/logs/failures.jsonl (one line each)."""
+    import time
+
+    if failures:
+        at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        append_jsonl(failures_ledger(run_dir), [{"stage": stage, **extra, **f, "at": at} for f in failures])

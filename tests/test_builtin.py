@@ -1,0 +1,65 @@
+"""Builtin stages are entries of one registry: config.py knows no stage module by name."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from newsbag import builtin
+from newsbag.config import parse_config
+from newsbag.errors import ConfigError
+
+from nbtest import run_cli, write_fake_config
+
+
+def test_config_module_imports_no_stage_module():
+    code = ("import sys, newsbag.config; "
+            "print(sorted(m for m in sys.modules if m.startswith(('newsbag.fusion', 'newsbag.review'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_registry_lists_fusion_and_review():
+    assert {"fusion", "review"} <= set(builtin.kinds())
+    with pytest.raises(ValueError, match="unknown builtin stage kind 'nope'"):
+        builtin.get("nope")
+
+
+@pytest.fixture
+def echo_kind(tmp_path, monkeypatch):
+    """A new builtin stage: one module plus one registry line."""
+    pkg = tmp_path / "extra_stage.py"
+    pkg.write_text(textwrap.dedent('''
+        def parse(options):
+            unknown = set(options) - {"word", "description"}
+            if unknown:
+                raise ValueError(f"echo stage: unknown key(s) {', '.join(sorted(unknown))}")
+            return options
+
+        def run(run_dir, page_ids, options, *, force=False, workers=1, progress=None):
+            for pid in page_ids:
+                progress and progress(pid, "ok")
+            return {"ok": len(page_ids), "skipped": 0, "failed": 0, "failures": [], "word": options.get("word")}
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(builtin.REGISTRY, "echo", builtin.BuiltinKind("extra_stage", "parse", "run"))
+    return "echo"
+
+
+def test_a_new_builtin_stage_is_one_module_plus_one_line(echo_kind, tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}},
+                            extra_stages=[{"name": "say", "kind": "echo", "word": "hi"}])
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run",
+                           "--config", cfg)
+    assert code == 0, err
+    report = json.loads((tmp_path / "run/reports/run_all.json").read_text())
+    assert report["builtin"]["say"]["ok"] == 5
+    with pytest.raises(ConfigError, match="echo stage: unknown key"):
+        parse_config(json.loads(cfg.read_text()) | {"stages": [{"name": "say", "kind": "echo", "wrd": 1}]})
+
+
+def test_unknown_kind_names_the_registered_ones():
+    with pytest.raises(ConfigError, match="kind must be one of model, fusion, review"):
+        parse_config({"stages": [{"name": "x", "kind": "exportt"}]})

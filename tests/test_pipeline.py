@@ -1,0 +1,84 @@
+"""`newsbag run` / `fuse` / `status` over a run whose stages fail: every failure reaches exit 4, the report, the ledger and status."""
+
+import json
+
+from nbtest import run_cli, write_fake_config
+
+FUSION = {"name": "fusion", "kind": "fusion", "variants": {
+    "S": {"sources": ["fake/*"], "method": "best_single"},
+    "C": {"sources": ["*"], "method": "consensus", "params": {"vote": 1}}}}
+REVIEW = {"name": "review", "kind": "review", "top_n": 3}
+
+
+def _run(tmp_path, page_dir, capsys, *extra):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}, "w": {}}, extra_stages=[FUSION, REVIEW])
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                             "--config", cfg, *extra)
+    return run, cfg, code, err
+
+
+def _pid(run, needle):
+    return next(json.loads(line)["page_id"] for line in (run / "manifests/pages.jsonl").read_text().splitlines()
+                if needle in line)
+
+
+def test_a_fusion_failure_reaches_exit_code_report_ledger_and_status(tmp_path, page_dir, capsys):
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    bad = _pid(run, "issue2/p3")
+    for source in ("v", "w"):
+        (run / f"outputs/sources/fake/{source}/{bad}.json").write_text("{not json")
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fusion")
+    assert code == 4 and "1 page run(s) failed" in err
+    report = json.loads((run / "reports/run_fusion.json").read_text())
+    assert report["builtin"]["fusion"]["failed"] == 1
+    assert report["builtin"]["fusion"]["failures"][0]["page_id"] == bad
+    rows = [json.loads(line) for line in (run / "logs/failures.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["page_id"]) for r in rows] == [("fusion", bad)]
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    fused = {f["variant"]: f for f in json.loads(out)["fusion"]}
+    assert {v: (f["done"], f["failed"]) for v, f in fused.items()} == {"C": (4, 1), "S": (4, 1)}
+    # `newsbag fuse` says so too
+    code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 4 and "fusion: 1 page(s) failed" in err
+    # leaderboards still cover the other four pages of the manifest
+    header, *rows = (run / "outputs/fusion/variant_leaderboard.tsv").read_text().splitlines()
+    assert rows and {r.split("\t")[header.split("\t").index("n_pages")] for r in rows} == {"4"}
+
+
+def test_status_does_not_count_stale_fused_pages_as_done(tmp_path, page_dir, capsys):
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    page = run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json"
+    page.write_text(page.read_text())  # the source page was redone since it was fused
+    _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]} == {"C": (4, 1), "S": (4, 1)}
+
+
+def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsys):
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    (page_dir / "issue1/p2.png").unlink()
+    code, _, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 4 and "review: 1 page(s) failed" in err
+    _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    info = json.loads(out)
+    assert (info["review_boards"], info["review_failed"]) == (4, 1)
+
+
+def test_a_subset_call_rebuilds_nothing_from_the_subset_only(tmp_path, page_dir, capsys):
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    fusion = run / "outputs/fusion"
+    before = {name: (fusion / name).read_text() for name in ("variant_leaderboard.tsv", "source_leaderboard.tsv")}
+    scores = (run / "review/scores.tsv").read_text()
+    top = sorted(p.name for p in (run / "review/top3_informative/pages").iterdir())
+    for extra in (["--pages", _pid(run, "issue1/p1")], ["--shard", "1/4"], ["--max-pages", "1"]):
+        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--force", *extra)
+        assert code == 0, err
+        assert {name: (fusion / name).read_text() for name in before} == before, extra
+        summary = json.loads((fusion / "summary.json").read_text())
+        assert (summary["pages"], summary["n_pages"]) == (5, 5)
+        assert (run / "review/scores.tsv").read_text().count("\tok\t") == scores.count("\tok\t") == 5
+        assert sorted(p.name for p in (run / "review/top3_informative/pages").iterdir()) == top
