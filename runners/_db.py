@@ -13,7 +13,8 @@ from scipy.sparse.csgraph import connected_components
 
 import _columns
 
-__all__ = ["db_input_hw", "components_xyxy", "box_mean", "unclip_xyxy", "db_boxes", "union_xyxy", "group_lines"]
+__all__ = ["db_input_hw", "components_xyxy", "component_stats", "db_boxes", "union_xyxy",
+           "group_lines"]
 
 
 def db_input_hw(height: int, width: int, max_side: int) -> tuple[int, int]:
@@ -22,32 +23,54 @@ def db_input_hw(height: int, width: int, max_side: int) -> tuple[int, int]:
     return (max(32, int(round(height * ratio / 32)) * 32), max(32, int(round(width * ratio / 32)) * 32))
 
 
+def _label(mask: np.ndarray) -> tuple[np.ndarray, int]:
+    return ndimage.label(mask, structure=np.ones((3, 3), dtype=bool))
+
+
+def _slices_xyxy(labels: np.ndarray) -> np.ndarray:
+    slices = ndimage.find_objects(labels)
+    return np.array([[sx.start, sy.start, sx.stop, sy.stop] for sy, sx in slices], dtype=np.float64).reshape(-1, 4)
+
+
 def components_xyxy(mask: np.ndarray) -> np.ndarray:
     """(N, 4) pixel-edge xyxy boxes of the 8-connected components of a boolean map."""
-    labels, n = ndimage.label(mask, structure=np.ones((3, 3), dtype=bool))
+    labels, n = _label(mask)
+    return _slices_xyxy(labels) if n else np.zeros((0, 4))
+
+
+def component_stats(prob: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per component 1..n: mean probability over its own pixels, and its length and thickness.
+
+    The mean over the component's pixels is the DB reference's polygon score (PaddleOCR
+    ``box_score_slow``; ``box_score_fast`` uses the rotated min-area box, nearly the same
+    set). The mean over the upright bounding box is not: a long line on a page skewed by
+    1 degree fills a third of its upright box and fell below ``box_threshold`` (nzz 1793
+    lost 74 of 87 regions).
+
+    Length and thickness are the sides of the rectangle with the component's second
+    moments (a uniform rectangle of side s has variance (s^2 - 1) / 12 on the pixel
+    grid): the rotated box the reference unclips, without cv2.
+
+    Returns:
+        (n,) mean probability, (n,) length, (n,) thickness, in map pixels.
+    """
     if n == 0:
-        return np.zeros((0, 4))
-    slices = ndimage.find_objects(labels)
-    return np.array([[sx.start, sy.start, sx.stop, sy.stop] for sy, sx in slices], dtype=np.float64)
-
-
-def box_mean(prob: np.ndarray, xyxy: np.ndarray) -> np.ndarray:
-    """(N,) mean of ``prob`` inside each integer pixel-edge box, via one summed-area table."""
-    if xyxy.shape[0] == 0:
-        return np.zeros(0)
-    sat = np.zeros((prob.shape[0] + 1, prob.shape[1] + 1))
-    sat[1:, 1:] = prob.astype(np.float64).cumsum(0).cumsum(1)
-    x0, y0, x1, y1 = (xyxy[:, k].astype(np.int64) for k in range(4))
-    total = sat[y1, x1] - sat[y0, x1] - sat[y1, x0] + sat[y0, x0]
-    return total / np.maximum((x1 - x0) * (y1 - y0), 1)
-
-
-def unclip_xyxy(xyxy: np.ndarray, ratio: float) -> np.ndarray:
-    """Grow each box by area * ratio / perimeter on every side (DB's unclip for rectangles)."""
-    w = xyxy[:, 2] - xyxy[:, 0]
-    h = xyxy[:, 3] - xyxy[:, 1]
-    d = (w * h * ratio / np.maximum(2 * (w + h), 1e-9))[:, None]
-    return xyxy + np.hstack([-d, -d, d, d])
+        z = np.zeros(0)
+        return z, z, z
+    index = np.arange(1, n + 1)
+    yy, xx = np.indices(labels.shape, dtype=np.float64)
+    count = ndimage.sum_labels(np.ones(labels.shape), labels, index)
+    score = ndimage.sum_labels(prob.astype(np.float64), labels, index) / count
+    mx = ndimage.sum_labels(xx, labels, index) / count
+    my = ndimage.sum_labels(yy, labels, index) / count
+    vxx = ndimage.sum_labels(xx * xx, labels, index) / count - mx * mx
+    vyy = ndimage.sum_labels(yy * yy, labels, index) / count - my * my
+    vxy = ndimage.sum_labels(xx * yy, labels, index) / count - mx * my
+    half_tr, det = (vxx + vyy) / 2, vxx * vyy - vxy * vxy
+    root = np.sqrt(np.maximum(half_tr * half_tr - det, 0))
+    length = np.sqrt(np.maximum(12 * (half_tr + root) + 1, 1))
+    thickness = np.sqrt(np.maximum(12 * (half_tr - root) + 1, 1))
+    return score, length, thickness
 
 
 def db_boxes(prob: np.ndarray, bin_threshold: float = 0.3, box_threshold: float = 0.5,
@@ -57,22 +80,27 @@ def db_boxes(prob: np.ndarray, bin_threshold: float = 0.3, box_threshold: float 
     Args:
         prob: (H, W) text probability.
         bin_threshold: pixels above it are text.
-        box_threshold: boxes whose mean probability is below it are dropped.
-        unclip_ratio: DB expansion (the network predicts shrunk text kernels).
-        min_side: components whose short side is below it are dropped (noise), and again
-            below ``min_side + 2`` after unclipping, as PP-OCR does.
+        box_threshold: components whose mean probability over their own pixels is below it
+            are dropped (`component_stats`).
+        unclip_ratio: DB expansion (the network predicts shrunk text kernels): each side of
+            the upright box grows by area * ratio / perimeter of the component's rotated
+            rectangle, so a skewed line grows by its own thickness, not its box's height.
+        min_side: components whose short side (of the rotated rectangle) is below it are
+            dropped (noise), and again below ``min_side + 2`` after unclipping, as PP-OCR does.
 
     Returns:
         (N, 4) float64 xyxy and (N,) float64 scores.
     """
-    boxes = components_xyxy(prob > bin_threshold)
-    side = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
-    boxes = boxes[side >= min_side]
-    scores = box_mean(prob, boxes)
-    keep = scores >= box_threshold
-    boxes, scores = unclip_xyxy(boxes[keep], unclip_ratio), scores[keep]
-    side = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
-    keep = side >= min_side + 2
+    labels, n = _label(prob > bin_threshold)
+    if n == 0:
+        return np.zeros((0, 4)), np.zeros(0)
+    boxes = _slices_xyxy(labels)
+    scores, length, thick = component_stats(prob, labels, n)
+    keep = (thick >= min_side) & (scores >= box_threshold)
+    boxes, scores, length, thick = boxes[keep], scores[keep], length[keep], thick[keep]
+    d = (length * thick * unclip_ratio / np.maximum(2 * (length + thick), 1e-9))[:, None]
+    boxes = boxes + np.hstack([-d, -d, d, d])
+    keep = thick + 2 * d[:, 0] >= min_side + 2
     return boxes[keep], scores[keep]
 
 

@@ -24,6 +24,15 @@ def downscale_factor(width: int, height: int, max_side: int) -> float:
     return max_side / long_side if 0 < max_side < long_side else 1.0
 
 
+def source_dpi(info: dict) -> float | None:
+    """The file's vertical resolution in dpi from Pillow's ``info`` (None when absent or bogus)."""
+    dpi = info.get("dpi")
+    if not dpi:
+        return None
+    value = float(dpi[1] if isinstance(dpi, (tuple, list)) else dpi)
+    return value if 1 <= value <= 10000 else None
+
+
 class TesseractDetector:
     """One tesserocr API object per job, reused for every page."""
 
@@ -57,12 +66,18 @@ class TesseractDetector:
         with Image.open(image_path) as im:
             # Tesseract binarises internally; grey keeps the copy small.
             image = im.convert("L")
+            dpi = source_dpi(im.info)
         width, height = image.size
         factor = downscale_factor(image.width, image.height, self.max_side)
         if factor < 1.0:
             size = (max(1, round(image.width * factor)), max(1, round(image.height * factor)))
             image = image.resize(size, Image.Resampling.LANCZOS)
         self.api.SetImage(image)
+        if dpi is not None:
+            # tesserocr hands Tesseract a BMP without resolution, so every page was 96 dpi;
+            # the layout thresholds scale with it (xcol 0.0102 -> 0.0068 on nzz). After
+            # SetImage, which resets it; times the downscale factor.
+            self.api.SetSourceResolution(max(1, round(dpi * factor)))
         iterator = self.api.AnalyseLayout()
         if iterator is None:  # tesserocr's answer for an empty page
             return []

@@ -235,3 +235,23 @@ def test_solo_min_size_keeps_large_single_family_boxes_in_line_heights():
 
 def area_of(xyxy):
     return (xyxy[:, 2] - xyxy[:, 0]) * (xyxy[:, 3] - xyxy[:, 1])
+
+
+def test_split_container_keeps_its_lines_when_another_box_is_shadowed():
+    # The page of the test above, plus a worse-ranked box below, half under a better-ranked
+    # one (shadowed at t_shadow 0.3). Dropping it must not lose the lines of the container that gave way: the
+    # shadow step's `take` dropped the record of replaced containers (4 -> 2 regions).
+    container = [[0, 0, 300, 200]]
+    children = [[0, 0, 140, 60], [160, 0, 300, 60]]
+    b = pool(make_boxes(container, source="a/x"), make_boxes(container, source="b/x"),
+             make_boxes(children, source="c/x"), make_boxes(children, source="d/x"),
+             make_boxes([[0, 300, 300, 400]], source="c/x"), make_boxes([[0, 300, 300, 400]], source="d/x"),
+             make_boxes([[0, 350, 300, 450]], source="a/x"), make_boxes([[0, 350, 300, 450]], source="b/x"),
+             make_boxes(lines_in(0, 140, 0, 200, step=15) + lines_in(160, 300, 0, 200, step=15)
+                        + lines_in(0, 300, 300, 400, step=15), label="text_line", source="l/l"))
+    params = ConsensusParams(vote=2, prefer="rank", granularity=("c/*", "d/*", "a/*", "b/*"), t_iou=0.9,
+                             split_columns=True, t_shadow=0.3)
+    out = fuse_consensus(b, params)
+    got = out.xyxy[np.lexsort((out.xyxy[:, 0], out.xyxy[:, 1]))]
+    np.testing.assert_allclose(got, [[0, 0, 140, 60], [160, 0, 300, 60], [0, 60, 140, 190], [160, 60, 300, 190],
+                                     [0, 300, 300, 400]])

@@ -26,6 +26,49 @@ def test_downscale_factor(width, height, max_side, expected):
     assert tesseract.downscale_factor(width, height, max_side) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("info, expected", [
+    ({"dpi": (300.0, 300.0)}, 300.0),   # square
+    ({"dpi": (200, 400)}, 400.0),       # vertical resolution counts
+    ({}, None),                          # no resolution in the file
+    ({"dpi": (0, 0)}, None),             # Pillow's "unknown"
+])
+def test_source_dpi(info, expected):
+    assert tesseract.source_dpi(info) == expected
+
+
+@pytest.mark.parametrize("dpi, max_side, expected", [
+    (300, 0, 300),        # full size: the file's dpi
+    (300, 500, 150),      # 1000 px long side halved: half the dpi
+])
+def test_tesseract_gets_the_pages_resolution(tmp_path, dpi, max_side, expected):
+    from PIL import Image
+
+    path = tmp_path / "page.png"
+    Image.new("L", (600, 1000), 255).save(path, dpi=(dpi, dpi))
+    det = tesseract.TesseractDetector({"level": "block", "max_side": max_side}, "cpu", True)
+    calls = []
+
+    class Recorder:  # the real API, with SetSourceResolution recorded (tesserocr has no getter)
+        def __getattr__(self, name):
+            return getattr(api, name)
+
+        def SetImage(self, image):
+            calls.append(("SetImage", image.size))
+            api.SetImage(image)
+
+        def SetSourceResolution(self, value):
+            calls.append(("SetSourceResolution", value))
+            api.SetSourceResolution(value)
+
+    api, det.api = det.api, Recorder()
+    try:
+        det.detect(str(path), {})
+    finally:
+        det.close()
+    # After SetImage, which resets it.
+    assert [c[0] for c in calls] == ["SetImage", "SetSourceResolution"] and calls[1][1] == expected
+
+
 def test_every_block_type_has_a_label_mapping():
     import tesserocr
 

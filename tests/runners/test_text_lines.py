@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 import _columns  # noqa: E402  (runners/ is on sys.path via conftest)
 import _db  # noqa: E402
@@ -34,13 +35,34 @@ def _prob_map():
     return prob
 
 
-def test_components_and_box_mean():
+def test_components_and_their_own_pixel_scores():
     prob = _prob_map()
-    boxes = _db.components_xyxy(prob > 0.3)
-    assert boxes.tolist() == [[3, 2, 13, 6], [20, 10, 22, 12], [2, 14, 20, 18]]
-    np.testing.assert_allclose(_db.box_mean(prob, boxes), [0.9, 0.9, 0.35])
-    # A box twice the kernel's width holds half background: mean halves.
-    np.testing.assert_allclose(_db.box_mean(prob, np.array([[3, 2, 23, 6]])), [0.45])
+    assert _db.components_xyxy(prob > 0.3).tolist() == [[3, 2, 13, 6], [20, 10, 22, 12], [2, 14, 20, 18]]
+    labels, n = ndimage.label(prob > 0.3, structure=np.ones((3, 3), bool))
+    score, length, thick = _db.component_stats(prob, labels, n)
+    np.testing.assert_allclose(score, [0.9, 0.9, 0.35])
+    np.testing.assert_allclose(length, [10, 2, 18])   # upright rectangles: their sides
+    np.testing.assert_allclose(thick, [4, 2, 4])
+
+
+def _skewed_line(length=300, thick=4, rise=12, shape=(40, 320)):
+    """A text kernel 4 px thick rising 12 px over 300 px (a 2.3 degree skew), prob 0.9."""
+    prob = np.zeros(shape)
+    for x in range(length):
+        y = 10 + round(rise * x / length)
+        prob[y:y + thick, 10 + x] = 0.9
+    return prob
+
+
+def test_skewed_line_is_scored_by_its_own_pixels():
+    # Its upright box (300 x 16) is 3/4 background: mean 0.9 * 4/16 = 0.23 < 0.5 dropped it.
+    prob = _skewed_line()
+    boxes, scores = _db.db_boxes(prob, bin_threshold=0.3, box_threshold=0.5, unclip_ratio=1.6)
+    assert len(boxes) == 1
+    np.testing.assert_allclose(scores, [0.9])
+    # Unclipped by its own thickness (4 px: d = 300*4*1.6 / (2*304) = 3.2), not its box's 16.
+    d = 300 * 4 * 1.6 / (2 * (300 + 4))
+    np.testing.assert_allclose(boxes[0], [10 - d, 10 - d, 310 + d, 26 + d], atol=0.3)
 
 
 def test_db_boxes_unclip_and_filters():

@@ -89,7 +89,9 @@ class _Resolved:
         self.replaced = replaced
 
     def take(self, idx: np.ndarray) -> _Resolved:
-        return _Resolved(*(getattr(self, c)[idx] for c in self._COLS))
+        # `replaced` belongs to the round, not to the boxes taken: keep it (the column step
+        # gives the lines of replaced containers a home after the shadow step's take).
+        return _Resolved(*(getattr(self, c)[idx] for c in self._COLS), self.replaced)
 
     def extend(self, other: _Resolved) -> _Resolved:
         return _Resolved(*(np.concatenate([getattr(self, c), getattr(other, c)]) for c in self._COLS),
