@@ -85,3 +85,54 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     assert lines[2].split()[:6] == ["source", "x/y", "text", "1.0000", "1.0000", "1.0000"]
     assert lines[3].split()[:3] == ["variant", "C", "text"] and lines[3].split()[7] == "1.0000"   # xcol
     assert lines[-1].endswith("eval_variants.tsv")
+
+
+def _manifest(run, paths):
+    (run / "manifests").mkdir(parents=True, exist_ok=True)
+    (run / "manifests/pages.jsonl").write_text("".join(
+        json.dumps({"page_id": f"id{k}", "path": p, "width": 100, "height": 100}) + "\n" for k, p in enumerate(paths)))
+
+
+def _annotation(gt, name, image, page_id=None):
+    (gt / "annotations").mkdir(parents=True, exist_ok=True)
+    (gt / f"annotations/{name}.json").write_text(json.dumps(
+        {"page_id": page_id or name, "image": image, "width": 100, "height": 100, "regions": []}))
+
+
+@pytest.mark.parametrize("pages,annotations,expected", [
+    # same stem in two folders: each annotation finds its own page
+    (["in/a/p1.png", "in/b/p1.png"], {"ga": "a/p1.png", "gb": "b/p1.png"}, {"ga": "id0", "gb": "id1"}),
+    # an annotation that names only the file matches neither of two pages with that name
+    (["in/a/p1.png", "in/b/p1.png"], {"g": "images/p1.png"}, {}),
+    # a different extension is a different file, whatever the stem
+    (["in/p1.tif"], {"g": "images/p1.png"}, {}),
+    # a unique file name under another folder matches
+    (["../scans/0001_a.tif"], {"g": "images/0001_a.tif"}, {"g": "id0"}),
+])
+def test_match_pages_by_relative_path_never_by_stem_alone(tmp_path, pages, annotations, expected):
+    from newsbag.errors import InputError
+    from newsbag.evaluate import match_pages
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    _manifest(run, pages)
+    for name, image in annotations.items():
+        _annotation(gt, name, image)
+    if not expected:
+        with pytest.raises(InputError, match="no run page matches"):
+            match_pages(run, gt)
+        return
+    matched, unmatched = match_pages(run, gt)
+    assert {ann["page_id"]: rec["page_id"] for rec, ann in matched} == expected and not unmatched
+
+
+def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
+    from newsbag.evaluate import match_pages
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    (gt / "images").mkdir(parents=True)
+    (gt / "images/scan.png").write_bytes(b"x")
+    _manifest(run, ["../gt/images/scan.png", "x/other.png"])
+    _annotation(gt, "by_file", "images/scan.png")
+    _annotation(gt, "by_id", "elsewhere/unrelated.png", page_id="id1")
+    matched, _ = match_pages(run, gt)
+    assert sorted((ann["page_id"], rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]

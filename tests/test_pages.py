@@ -121,11 +121,62 @@ def test_manifest_records_and_rerun_merges(tmp_path, page_dir):
     assert not Path(row["path"]).is_absolute()
 
 
-def test_several_input_dirs_keep_their_folder_names(tmp_path):
+def test_an_id_does_not_depend_on_how_many_roots_a_call_names(tmp_path):
+    write_image(tmp_path / "a" / "p1.png")
+    write_image(tmp_path / "b" / "p2.png")
+    (alone,), _ = build_pages(tmp_path / "run1", [tmp_path / "a"], None, False, None)
+    both, _ = build_pages(tmp_path / "run2", [tmp_path / "a", tmp_path / "b"], None, False, None)
+    assert alone.page_id in {p.page_id for p in both}
+    assert sorted(p.page_id.split("-")[0] for p in both) == ["p1", "p2"]
+
+
+def test_one_path_under_two_roots_is_refused_naming_both(tmp_path):
     write_image(tmp_path / "a" / "p1.png")
     write_image(tmp_path / "b" / "p1.png")
-    pages, _ = build_pages(tmp_path / "run", [tmp_path / "a", tmp_path / "b"], None, False, None)
-    assert sorted(p.page_id.split("-")[0] for p in pages) == ["a__p1", "b__p1"]
+    with pytest.raises(InputError, match=r"a/p1.png and .*b/p1.png both get page id p1-.*--recursive"):
+        build_pages(tmp_path / "run", [tmp_path / "b", tmp_path / "a"], None, False, None)
+    build_pages(tmp_path / "run", [tmp_path / "a"], None, False, None)
+    with pytest.raises(InputError, match="both get page id"):  # also against the run's manifest
+        build_pages(tmp_path / "run", [tmp_path / "b"], None, False, None)
+    assert not (tmp_path / "run" / "cache").exists()
+
+
+def test_a_symlinked_input_is_named_by_its_own_path(tmp_path):
+    real = write_image(tmp_path / "elsewhere" / "deep" / "scan.png")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "p7.png").symlink_to(real)
+    (page,), _ = build_pages(tmp_path / "run", [tmp_path / "in"], None, False, None)
+    assert page.page_id.startswith("p7-") and page.page_id == page_id_for(tmp_path / "in" / "p7.png", tmp_path / "in")
+    assert page.path.endswith("in/p7.png")
+
+
+def test_a_manifest_entry_outside_its_folder_has_no_absolute_path_in_its_id(tmp_path):
+    img = write_image(tmp_path / "data" / "scans" / "p9.png")
+    listing = tmp_path / "lists" / "l.txt"
+    listing.parent.mkdir()
+    listing.write_text(f"{img}\n")
+    (page,), _ = build_pages(tmp_path / "run", [], listing, False, None)
+    assert page.page_id.startswith("p9-") and "up_" not in page.page_id and "data" not in page.page_id
+
+
+def test_two_jobs_adding_different_folders_at_once_lose_nothing(tmp_path):
+    """Each job inspects slowly, so both read the manifest before either writes it."""
+    import subprocess
+    import sys
+
+    for folder in ("a", "b"):
+        for k in range(4):
+            write_image(tmp_path / folder / f"{folder}{k}.png")
+    run = tmp_path / "run"
+    script = (
+        "import sys, time; from pathlib import Path; import newsbag.pages as P\n"
+        "real = P.inspect_page\n"
+        "P.inspect_page = lambda *a, **k: (time.sleep(0.3), real(*a, **k))[1]\n"
+        "P.build_pages(Path(sys.argv[1]), [Path(sys.argv[2])], None, False, None)\n"
+    )
+    jobs = [subprocess.Popen([sys.executable, "-c", script, str(run), str(tmp_path / f)]) for f in ("a", "b")]
+    assert [j.wait() for j in jobs] == [0, 0]
+    assert sorted(p.page_id.split("-")[0] for p in read_pages(run)) == [f"{f}{k}" for f in "ab" for k in range(4)]
 
 
 def test_select_shard_partitions_pages(tmp_path, page_dir):

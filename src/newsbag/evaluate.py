@@ -20,11 +20,12 @@ GT "graphic"), table. Run pages match GT pages by the image file stem.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-from . import labels
+from . import labels, rundir
 from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
@@ -126,32 +127,57 @@ def _read_page(path: Path) -> dict | None:
         raise InputError(f"{path}: unreadable page JSON ({exc}); rerun the stage that wrote it") from None
 
 
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(p for p in Path(path).as_posix().split("/") if p not in ("", "."))
+
+
 def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], list[str]]:
-    """(manifest record, annotation) of each run page with ground truth (matched by image
-    file stem), and the stems of the annotations no run page matches.
+    """(manifest record, annotation) of each run page with ground truth, and the names of the
+    annotations no run page matches.
+
+    A page matches an annotation when it is the same image file, when their page ids are
+    equal, or else by the longest common tail of the annotation's image path (relative to
+    `gt_dir`) and the page's path: whole file names (extension included) and the folders
+    above them, and only when exactly one page has that longest tail. Never by file stem
+    alone: ``a/p1.png`` and ``b/p1.png`` are different pages, and an annotation both match
+    equally well matches neither.
 
     Raises:
         InputError: missing manifest or ground truth, or no page matches.
     """
     run_dir, gt_dir = Path(run_dir), Path(gt_dir)
-    manifest = run_dir / "manifests" / "pages.jsonl"
+    manifest = run_dir / rundir.MANIFEST
     ann_dir = gt_dir / "annotations"
     if not manifest.is_file():
         raise InputError(f"{manifest}: no page manifest; is {run_dir} a newsbag run directory?")
     if not ann_dir.is_dir():
         raise InputError(f"{ann_dir}: no ground-truth annotations folder (expected the nzz format)")
-    by_stem = {}
-    for line in manifest.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            by_stem[Path(rec["path"]).stem] = rec
+    records = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_id = {rec["page_id"]: rec for rec in records}
+    by_file = {os.path.realpath(run_dir / rec["path"]): rec for rec in records}
     matched, unmatched = [], []
     for ann_path in sorted(ann_dir.glob("*.json")):
         ann = read_json(ann_path)
-        rec = by_stem.get(Path(ann["image"]).stem)
+        image = str(ann.get("image", ""))
+        rec = by_file.get(os.path.realpath(gt_dir / image)) or by_id.get(ann.get("page_id"))
+        if rec is None and image:
+            want = _parts(image)
+            # The longest common tail decides; a tie between pages (same tail) matches none.
+            tails = {}
+            for r in records:
+                have = _parts(r["path"])
+                n = 0
+                while n < min(len(want), len(have)) and want[-1 - n] == have[-1 - n]:
+                    n += 1
+                if n:
+                    tails.setdefault(n, []).append(r)
+            if tails:
+                best = tails[max(tails)]
+                rec = best[0] if len(best) == 1 else None
         (matched.append((rec, ann)) if rec else unmatched.append(ann_path.stem))
     if not matched:
-        raise InputError(f"no run page matches a ground-truth image in {gt_dir} (matched by image file stem)")
+        raise InputError(f"no run page matches a ground-truth image in {gt_dir} "
+                         "(matched by image file, page id, or relative path)")
     return matched, unmatched
 
 
@@ -178,11 +204,9 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     """
     run_dir = Path(run_dir)
     matched, unmatched = match_pages(run_dir, gt_dir)
-    fusion = run_dir / "outputs" / "fusion"
-    targets = [("source", s, run_dir / "outputs" / "sources" / s) for s in discover_sources(run_dir)]
-    if fusion.is_dir():
-        targets += [("variant", d.name, d) for d in sorted(fusion.iterdir())
-                    if d.is_dir() and not d.name.startswith((".", "_"))]
+    fusion = rundir.fusion_dir(run_dir)
+    targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
+    targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]
     rows = {"source": [], "variant": []}
     for kind, name, folder in targets:
         acc: dict[str, list[dict]] = {c: [] for c in CLASSES}

@@ -15,6 +15,7 @@ from typing import Iterable
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from . import rundir
 from .errors import InputError
 from .io import atomic_write_bytes, atomic_write_text
 
@@ -63,16 +64,22 @@ class Rejected:
 
 
 def page_id_for(path: Path, root: Path) -> str:
-    """Id of the page at `path` under the input root `root`.
+    """Id of the page at `path` under the input root `root` the user named.
 
     Invariants: unique (two files never share an id: the hash covers the whole relative
     path with its extension, so ``issue1/p1.png`` and ``issue2/p1.png`` differ, as do
     ``p1.png`` and ``p1.tif``), predictable (readable folders + stem, then the hash), and
-    stable (the same relative path gives the same id on any machine and any rerun).
+    stable (the same path relative to the named root gives the same id on any machine, in
+    any rerun, whatever other roots the same call names). Symlinks are not resolved for
+    naming: a link is named by where it is, not where it points. A file outside the root
+    (a manifest entry elsewhere) is named by its file stem plus the hash of its path, so
+    no id carries parts of an absolute path.
     """
-    rel = Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
+    rel = Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root))).as_posix()
     stem = rel.rsplit(".", 1)[0] if "." in Path(rel).name else rel
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem.replace("../", "up_").replace("/", "__")).strip("._") or "page"
+    if rel.startswith("../"):
+        stem = Path(stem).name
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem.replace("/", "__")).strip("._") or "page"
     digest = hashlib.sha1(rel.encode("utf-8")).hexdigest()[:8]
     return f"{readable[-80:]}-{digest}"
 
@@ -143,8 +150,8 @@ def inspect_page(path: Path, root: Path, run_dir: Path) -> PageRecord:
     Raises:
         InputError: the file is missing, empty, not an image or truncated (message names it).
     """
-    path = Path(path).resolve()
     page_id = page_id_for(path, root)
+    path = Path(os.path.abspath(path))  # not resolved: the manifest keeps a symlink's own path
     note = ""
     try:
         with Image.open(path) as im:
@@ -181,7 +188,7 @@ def inspect_page(path: Path, root: Path, run_dir: Path) -> PageRecord:
         image_path = str(cached)
         note = "; ".join(filter(None, [note, f"{fmt} {mode} converted to 8-bit {page.mode}"]))
     return PageRecord(
-        page_id=page_id, path=os.path.relpath(path, Path(run_dir).resolve()), image_path=image_path,
+        page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), sha256=_sha256(path), note=note,
     )
 
@@ -212,15 +219,27 @@ def list_inputs(
     if manifest is not None:
         root = Path(manifest).resolve().parent
         candidates += [(p, root) for p in read_manifest_list(manifest)]
-    roots = [Path(d).resolve() for d in input_dirs]
-    names = [r.name for r in roots]
-    if len(set(names)) != len(names):
-        raise InputError(f"input dirs must have distinct folder names, got {', '.join(map(str, input_dirs))}")
-    for root in roots:
-        # With several input dirs, ids keep each root's folder name so they cannot collide.
-        id_root = root.parent if len(roots) > 1 else root
-        candidates += [(p, id_root) for p in discover_images(root, recursive)]
-    return candidates[:max_pages] if max_pages is not None else candidates
+    for root in (Path(os.path.abspath(d)) for d in input_dirs):
+        candidates += [(p, root) for p in discover_images(root, recursive)]
+    candidates = candidates[:max_pages] if max_pages is not None else candidates
+    _refuse_collisions(candidates)
+    return candidates
+
+
+def _refuse_collisions(candidates: list[tuple[Path, Path]], known: dict | None = None) -> None:
+    """Two different files that would get one page id (same path under two named roots).
+
+    Raises:
+        InputError: naming both files and the fix, before anything is written.
+    """
+    seen: dict[str, str] = dict(known or {})
+    for path, root in candidates:
+        page_id, where = page_id_for(path, root), os.path.realpath(path)
+        other = seen.setdefault(page_id, where)
+        if other != where:
+            raise InputError(
+                f"{where} and {other} both get page id {page_id} (the same path under two input roots); "
+                f"name their common parent with --recursive, or use separate run dirs")
 
 
 def build_pages(
@@ -238,6 +257,7 @@ def build_pages(
     """
     candidates = list_inputs(input_dirs, manifest, recursive, max_pages)
     known = {p.page_id: p for p in read_pages(run_dir)}
+    _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
     pages: list[PageRecord] = []
     rejected: list[Rejected] = []
     seen: set[str] = set()
@@ -259,9 +279,12 @@ def build_pages(
         if record.note:
             log.warning("page %s (%s): %s", record.page_id, record.path, record.note)
         pages.append(record)
-    merged = dict(known)
-    merged.update({p.page_id: p for p in pages})
-    write_pages(run_dir, merged.values())
+    # Read the manifest again under the lock: another job may have added pages while this
+    # one inspected its images, and a merge from the first read would drop them.
+    with rundir.manifest_lock(run_dir):
+        merged = {p.page_id: p for p in read_pages(run_dir)}
+        merged.update({p.page_id: p for p in pages})
+        write_pages(run_dir, merged.values())
     if rejected:
         atomic_write_text(Path(run_dir) / REJECTED, "".join(json.dumps(asdict(r)) + "\n" for r in rejected))
     return pages, rejected

@@ -14,11 +14,13 @@ is current, instead of re-deriving folder names and comparing mtimes.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from . import __version__
 from .io import append_jsonl, read_page
@@ -28,7 +30,7 @@ __all__ = [
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "review_dir", "review_page_dir", "failures_ledger", "reports_dir",
     "is_page_done", "file_identity", "fingerprint",
-    "manifest_page_ids", "members",
+    "manifest_page_ids", "members", "manifest_lock",
     "failure_path", "record_failures",
 ]
 
@@ -150,6 +152,26 @@ def members(run_dir: Path, selected: Iterable[str]) -> list[str]:
     known = set(out)
     out += [p for p in selected if p not in known and not known.add(p)]
     return out
+
+
+@contextlib.contextmanager
+def manifest_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run's manifest lock (RUN/manifests/.lock) while reading, merging and replacing the manifest.
+
+    A POSIX record lock (``fcntl.lockf``), not ``flock`` and not an O_EXCL file: it serialises
+    jobs on one node, and across nodes on NFS (the client sends it to the server's lock
+    manager; Linux NFS clients turn ``flock`` into the same kind of lock anyway), Lustre
+    mounted with ``-o flock`` and GPFS. The kernel drops it when the holder dies, so a killed
+    job never leaves a stale lock behind, as an O_EXCL lock file would.
+    """
+    path = Path(run_dir) / "manifests" / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 # -- failures -----------------------------------------------------------------------------
