@@ -33,6 +33,7 @@ class BuiltinKind:
 REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion"),
     "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
+    "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export"),
 }
 
 

@@ -215,7 +215,8 @@ def _builtin_options(func):
     return wrapper
 
 
-def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int) -> None:
+def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int,
+                         overrides: dict | None = None) -> dict:
     from .config import BuiltinStage, load_config, to_jsonable
     from .errors import PartialFailure
     from .pages import read_pages
@@ -224,6 +225,8 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
     resolved = run_dir / "config.resolved.json"
     config = load_config(config_path or (resolved if resolved.exists() else None))
     stage = next((s for s in config.stages if isinstance(s, BuiltinStage) and s.kind == kind), BuiltinStage(kind, kind, {}))
+    if overrides:
+        stage = BuiltinStage(stage.name, stage.kind, {**stage.options, **overrides})
     ids = [p.page_id for p in read_pages(run_dir)]
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
@@ -232,6 +235,7 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
     if result.get("failed"):
         raise PartialFailure(f"{kind}: {result['failed']} page(s) failed; see {run_dir / 'logs' / 'failures.jsonl'} "
                              f"and `newsbag status --run-dir {run_dir}`")
+    return result
 
 
 @cli.command()
@@ -248,6 +252,43 @@ def fuse(run_dir, config_path, force, workers):
 def review(run_dir, config_path, force, workers):
     """Draw review boards and the HTML gallery."""
     _run_builtin_command("review", run_dir, config_path, force, workers)
+
+
+class _FormatsType(click.ParamType):
+    name = "FORMAT[,FORMAT]"
+
+    def convert(self, value, param, ctx):
+        from .export import FORMATS
+
+        if isinstance(value, tuple):
+            return value
+        names = _csv(value)
+        bad = [n for n in names if n not in FORMATS]
+        if bad or not names:
+            self.fail(f"{value!r}: choose from {', '.join(FORMATS)} (comma-separated)", param, ctx)
+        return names
+
+
+@cli.command()
+@_common
+@_builtin_options
+@click.option("--format", "formats", type=_FormatsType(),
+              help="page-xml, alto and/or coco, comma-separated (default: the config's export stage, else all).")
+@click.option("--variant", "variants", multiple=True,
+              help="Fused variant to export (repeatable; 'all' = every variant; default: the recommended one).")
+@click.option("--sources", is_flag=True, default=None, help="Export every source layout too.")
+def export(run_dir, config_path, force, workers, formats, variants, sources):
+    """Write PAGE-XML, ALTO and COCO exports of the fused (and source) layouts under RUN/exports."""
+    overrides = {k: v for k, v in (("formats", list(formats) if formats else None),
+                                   ("variants", list(variants) if variants else None),
+                                   ("sources", sources)) if v is not None}
+    from .export.stage import parse_export_cfg
+
+    try:
+        parse_export_cfg(overrides)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    _run_builtin_command("export", run_dir, config_path, force, workers, overrides)
 
 
 @cli.command()

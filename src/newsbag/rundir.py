@@ -8,6 +8,7 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/_metrics/<page_id>.json, summary.json, *.tsv
     RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
+    RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
     RUN/logs/failures.jsonl             one line per page failure of any stage
     RUN/reports/run_<stages>.json       one report per kind of call
 """
@@ -28,7 +29,7 @@ from .io import append_jsonl, read_page
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
-    "metrics_path", "review_dir", "review_page_dir", "failures_ledger", "reports_dir",
+    "metrics_path", "review_dir", "review_page_dir", "exports_dir", "failures_ledger", "reports_dir",
     "is_page_done", "file_identity", "fingerprint",
     "manifest_page_ids", "members", "manifest_lock",
     "failure_path", "record_failures",
@@ -85,6 +86,11 @@ def review_dir(run_dir: Path) -> Path:
 
 def review_page_dir(run_dir: Path, page_id: str) -> Path:
     return review_dir(run_dir) / "pages" / page_id
+
+
+def exports_dir(run_dir: Path) -> Path:
+    """Exports: <format>/<layer>/<page_id>.xml, coco/<layer>.json (layer = fusion/<variant> | sources/<stage>/<variant>)."""
+    return Path(run_dir) / "exports"
 
 
 def failures_ledger(run_dir: Path) -> Path:

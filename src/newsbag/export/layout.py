@@ -1,0 +1,103 @@
+"""One page's regions as the writers need them: integer pixel boxes, class, score, order, support, members."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..labels import CANONICAL
+
+__all__ = ["ExportInfo", "ExportRegion", "page_regions", "reading_order", "region_id", "compact_members"]
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    """Provenance every exported file carries.
+
+    `layer` is ``fusion/<variant>`` or ``sources/<stage>/<variant>``; `method` the fusion
+    method or the source family; `created` an ISO-8601 UTC time (the input page's mtime, so
+    a rerun on the same input writes the same bytes); `fingerprint` is `rundir.fingerprint` of
+    the input file's identity, the format, the layer and the tool version (a rerun skips a
+    file whose recorded fingerprint matches).
+    """
+
+    layer: str
+    method: str
+    tool: str
+    created: str
+    fingerprint: str
+    image_filename: str
+
+
+@dataclass(frozen=True)
+class ExportRegion:
+    """A region ready for a writer.
+
+    `xyxy` are integer pixels of the original page image, clipped to the page (x right, y
+    down); `score` is None when the model gave none; `order` is the reading-order index or
+    None; `support` the sources that agree and `members` the fused source boxes (fused
+    layers only, empty for a source layer).
+    """
+
+    id: str
+    xyxy: tuple[int, int, int, int]
+    cls: str
+    raw_label: str
+    score: float | None
+    order: int | None
+    text: str | None
+    support: tuple[str, ...]
+    members: tuple[dict, ...]
+
+
+def region_id(index: int) -> str:
+    """XML id of the region at `index` in the page's region list (an NCName: starts with a letter)."""
+    return f"r{index:04d}"
+
+
+def _clip(value: float, high: int) -> int:
+    return int(min(max(round(value), 0), high))
+
+
+def page_regions(page: dict) -> list[ExportRegion]:
+    """Regions of a page dict that passed `io.read_page`, in stored order.
+
+    Support and members are read here and nowhere else in the exporters, so a change of the
+    fused page layout (e.g. members stored once per page) stays in this function.
+    """
+    width, height = int(page["image"]["width"]), int(page["image"]["height"])
+    out = []
+    for i, r in enumerate(page["regions"]):
+        x0, y0, x1, y1 = r["bbox_xyxy"]
+        cls = r.get("class") if r.get("class") in CANONICAL else "unknown"
+        score = r.get("score")
+        if score is not None and (not isinstance(score, (int, float)) or math.isnan(score)):
+            score = None
+        order = r.get("order")
+        out.append(ExportRegion(
+            id=region_id(i),
+            xyxy=(_clip(min(x0, x1), width), _clip(min(y0, y1), height),
+                  _clip(max(x0, x1), width), _clip(max(y0, y1), height)),
+            cls=cls, raw_label=str(r.get("label", cls)),
+            score=None if score is None else float(score),
+            order=order if isinstance(order, int) and not isinstance(order, bool) else None,
+            text=r.get("text") if isinstance(r.get("text"), str) and r.get("text") else None,
+            support=tuple(str(s) for s in r.get("support") or ()),
+            members=tuple(m for m in r.get("members") or () if isinstance(m, dict)),
+        ))
+    return out
+
+
+def reading_order(regions: list[ExportRegion]) -> list[ExportRegion]:
+    """Regions that have a reading-order index, sorted by it (ties keep stored order)."""
+    return sorted((r for r in regions if r.order is not None), key=lambda r: r.order)
+
+
+def compact_members(region: ExportRegion) -> list[dict]:
+    """Members as small JSON records: source, raw label, score, integer box."""
+    out = []
+    for m in region.members:
+        box = m.get("bbox_xyxy") or []
+        out.append({"source": m.get("source"), "label": m.get("label"), "score": m.get("score"),
+                    "bbox_xyxy": [int(round(v)) for v in box]})
+    return out

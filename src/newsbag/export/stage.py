@@ -1,0 +1,259 @@
+"""The export stage: write PAGE-XML / ALTO files per page and one COCO JSON per layer under RUN/exports."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .. import rundir
+from ..io import atomic_write_bytes, read_json, read_page
+from ..parallel import page_map
+from . import FORMATS
+from .alto import alto_xml
+from .coco import coco_dataset
+from .layout import ExportInfo
+from .pagexml import page_xml
+
+__all__ = ["ExportParams", "parse_export_cfg", "run_export", "export_layers"]
+
+log = logging.getLogger(__name__)
+
+_DEFAULTS: dict[str, Any] = {"formats": ["page-xml", "alto", "coco"], "variants": None, "sources": False}
+_STAGE_KEYS = {"name", "kind", "description"}
+_WRITERS = {"page-xml": page_xml, "alto": alto_xml}
+# The fingerprint sits in the first lines of every file (PAGE pcGtsId, ALTO Description,
+# COCO info), so a freshness check reads this many bytes, never the whole file.
+_HEAD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class ExportParams:
+    """Export options: formats, fused variants (None = the recommended one, or all when the
+    run has no recommendation; ("all",) = every fused variant) and whether source layouts go too."""
+
+    formats: tuple[str, ...] = ("page-xml", "alto", "coco")
+    variants: tuple[str, ...] | None = None
+    sources: bool = False
+
+
+def parse_export_cfg(cfg: Mapping[str, Any]) -> ExportParams:
+    """Validated export options; raises a one-line ValueError on unknown keys or bad values."""
+    unknown = sorted(set(cfg) - set(_DEFAULTS) - _STAGE_KEYS)
+    if unknown:
+        raise ValueError(f"export stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
+    opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
+    formats = opts["formats"]
+    if isinstance(formats, str) or not isinstance(formats, (list, tuple)) or not formats:
+        raise ValueError(f"export stage: formats must be a non-empty list of {', '.join(FORMATS)}, got {formats!r}")
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ValueError(f"export stage: unknown format(s) {', '.join(map(str, bad))}; choose from {', '.join(FORMATS)}")
+    variants = opts["variants"]
+    if variants is not None:
+        if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
+            raise ValueError(f"export stage: variants must be null or a list of fused variant names, got {variants!r}")
+        variants = tuple(variants)
+    if not isinstance(opts["sources"], bool):
+        raise ValueError(f"export stage: sources must be true or false, got {opts['sources']!r}")
+    return ExportParams(formats=tuple(dict.fromkeys(formats)), variants=variants, sources=opts["sources"])
+
+
+@dataclass(frozen=True)
+class _Layer:
+    name: str  # fusion/<variant> or sources/<stage>/<variant>
+    folder: Path  # where its page JSONs are
+    method: str
+
+
+def export_layers(run_dir: Path, params: ExportParams) -> list[_Layer]:
+    """The layers to export: the chosen fused variants, then every source when `params.sources`."""
+    fusion = rundir.fusion_dir(run_dir)
+    found = rundir.discover_fused(run_dir)
+    summary: dict = {}
+    if (fusion / "summary.json").exists():
+        try:
+            summary = read_json(fusion / "summary.json")
+        except (OSError, ValueError) as exc:
+            log.warning("export: cannot read %s (%s); exporting every fused variant", fusion / "summary.json", exc)
+    summary = summary if isinstance(summary, dict) else {}
+    recommended = summary.get("recommended_variant")
+    if params.variants is None:
+        chosen = [recommended] if recommended in found else found
+    elif params.variants == ("all",):
+        chosen = found
+    else:
+        missing = [v for v in params.variants if v not in found]
+        if missing:
+            log.warning("export: fused variant(s) %s not found under %s; skipped", ", ".join(missing), fusion)
+        chosen = [v for v in params.variants if v in found]
+    methods = {k: v.get("method", "fusion") for k, v in (summary.get("variants") or {}).items() if isinstance(v, dict)}
+    layers = [_Layer(f"fusion/{v}", rundir.fused_dir(run_dir, v), methods.get(v, "fusion")) for v in chosen]
+    if params.sources:
+        for name in rundir.discover_sources(run_dir):
+            stage, variant = name.split("/")
+            layers.append(_Layer(f"sources/{name}", rundir.source_dir(run_dir, stage, variant), stage))
+    return layers
+
+
+def _is_fresh(path: Path, fingerprint: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fingerprint.encode() in fh.read(_HEAD_BYTES)
+    except OSError:
+        return False
+
+
+def _created(path: Path) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(path.stat().st_mtime))
+
+
+def _image_name(run_dir: Path, page: dict, out_dir: Path) -> str:
+    """The page image's path relative to the exported file's folder (how PAGE and COCO tools resolve it)."""
+    image = Path(page["image"]["path"])
+    image = image if image.is_absolute() else run_dir / image
+    return Path(os.path.relpath(os.path.abspath(image), os.path.abspath(out_dir))).as_posix()
+
+
+def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
+    """Write one page of one layer in every per-page format: (page_id, layer, {fmt: status}, error)."""
+    run_dir, exports, layer, page_id, formats, force = task
+    src = layer.folder / f"{page_id}.json"
+    identity = rundir.file_identity(src)
+    statuses: dict[str, str] = {}
+    if identity is None:
+        return page_id, layer.name, statuses, ""
+    try:
+        page = None
+        for fmt in formats:
+            out = exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}"
+            fingerprint = rundir.fingerprint("export", fmt, layer.name, identity)
+            if not force and _is_fresh(out, fingerprint):
+                statuses[fmt] = "skipped"
+                continue
+            if page is None:
+                page = read_page(src, page_id)
+            info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
+                              fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent))
+            atomic_write_bytes(out, _WRITERS[fmt](page, info))
+            statuses[fmt] = "ok"
+    except (OSError, ValueError) as exc:
+        return page_id, layer.name, statuses, (str(exc).splitlines() or [type(exc).__name__])[0]
+    return page_id, layer.name, statuses, ""
+
+
+def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
+                failed: set[str]) -> str:
+    """One COCO JSON of `layer` over the run's pages that have it; returns ok | skipped | empty."""
+    out = exports / "coco" / f"{layer.name}.json"
+    present = []
+    for page_id in page_ids:
+        src = layer.folder / f"{page_id}.json"
+        identity = rundir.file_identity(src)
+        if page_id not in failed and identity is not None:
+            present.append((page_id, src, identity))
+    if not present:
+        return "empty"
+    fingerprint = rundir.fingerprint("export", "coco", layer.name, [[p, i] for p, _, i in present])
+    if not force and _is_fresh(out, fingerprint):
+        return "skipped"
+    pages = []
+    for page_id, src, _ in present:
+        try:
+            page = read_page(src, page_id)
+        except ValueError as exc:
+            log.error("export: coco %s: page %s left out: %s", layer.name, page_id, exc)
+            continue
+        pages.append((page, _image_name(run_dir, page, out.parent)))
+    newest = max(identity[1] for _, _, identity in present) / 1e9
+    info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
+                      created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
+                      fingerprint=fingerprint, image_filename="")
+    text = json.dumps(coco_dataset(pages, info), ensure_ascii=False, separators=(",", ":"))
+    atomic_write_bytes(out, text.encode("utf-8") + b"\n")
+    return "ok"
+
+
+def run_export(
+    run_dir: Path,
+    page_ids: list[str],
+    export_cfg: Mapping[str, Any],
+    *,
+    force: bool = False,
+    workers: int = 1,
+    progress: Callable[[str, str], None] | None = None,
+) -> dict:
+    """Export the chosen layers of `page_ids` to RUN/exports/<format>/<layer>/.
+
+    PAGE-XML and ALTO: one file per page and layer (``<page_id>.xml``); COCO: one
+    ``exports/coco/<layer>.json`` over every manifest page that has the layer. A file whose
+    recorded fingerprint (input file identity, format, layer, tool version) matches is
+    skipped unless `force`; every
+    write is atomic. A page JSON that fails the contract fails that page of that layer
+    (logged in one line); the rest goes on.
+
+    Args:
+        run_dir: the run directory.
+        page_ids: pages to export, in manifest order.
+        export_cfg: the export stage options (formats, variants, sources).
+        force: rewrite every file.
+        workers: processes writing page files.
+        progress: called as ``progress(page_id, status)`` with status done|skipped|failed.
+
+    Returns:
+        Counts (pages, ok, skipped, failed), ``failures`` [{page_id, layer, error}],
+        ``layers`` exported and the ``exports`` folder.
+
+    Raises:
+        ValueError: unknown or bad export options.
+    """
+    params = parse_export_cfg(export_cfg)
+    run_dir = Path(run_dir)
+    exports = rundir.exports_dir(run_dir)
+    layers = export_layers(run_dir, params)
+    if not layers:
+        log.warning("export: nothing to export in %s (no fused variant%s)", run_dir,
+                    "" if params.sources else "; add --sources for the source layouts")
+    per_page = [f for f in params.formats if f in _WRITERS]
+    page_status: dict[str, str] = {p: "skipped" for p in page_ids}
+    failures: list[dict] = []
+    failed_by_layer: dict[str, set[str]] = {layer.name: set() for layer in layers}
+    if per_page:
+        tasks = ((run_dir, exports, layer, page_id, per_page, force) for page_id in page_ids for layer in layers)
+        remaining = {p: len(layers) for p in page_ids}
+        with page_map(workers) as run_map:
+            for page_id, layer_name, statuses, error in run_map(_page_task, tasks):
+                if error:
+                    log.error("export: page %s (%s): %s", page_id, layer_name, error)
+                    failures.append({"page_id": page_id, "layer": layer_name, "error": error})
+                    failed_by_layer[layer_name].add(page_id)
+                    page_status[page_id] = "failed"
+                elif "ok" in statuses.values() and page_status[page_id] != "failed":
+                    page_status[page_id] = "ok"
+                remaining[page_id] -= 1
+                if remaining[page_id] == 0 and progress is not None:
+                    progress(page_id, "done" if page_status[page_id] == "ok" else page_status[page_id])
+    elif progress is not None:
+        for page_id in page_ids:
+            progress(page_id, "skipped")
+    coco = {}
+    # COCO describes the whole run (every manifest page that has the layer), whatever subset this call wrote.
+    everyone = rundir.members(run_dir, page_ids)
+    if "coco" in params.formats:
+        for layer in layers:
+            try:
+                coco[layer.name] = _write_coco(run_dir, exports, layer, everyone, force, failed_by_layer[layer.name])
+            except (OSError, ValueError) as exc:
+                error = (str(exc).splitlines() or [type(exc).__name__])[0]
+                log.error("export: coco %s: %s", layer.name, error)
+                failures.append({"page_id": "", "layer": layer.name, "error": f"coco: {error}"})
+                coco[layer.name] = "failed"
+    rundir.record_failures(run_dir, "export", failures)
+    counts = {s: sum(v == s for v in page_status.values()) for s in ("ok", "skipped", "failed")}
+    return {"pages": len(page_ids), **counts, "failed": counts["failed"] + sum(v == "failed" for v in coco.values()),
+            "failures": failures, "layers": [layer.name for layer in layers], "coco": coco,
+            "formats": list(params.formats), "exports": str(exports)}

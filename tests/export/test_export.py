@@ -1,0 +1,266 @@
+"""Exports: PAGE-XML and ALTO valid against the official schemas, COCO loads in pycocotools, reruns resume."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from nbtest import run_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from xsd import ALTO_XSD, PAGE_XSD, validation_errors  # noqa: E402
+
+from newsbag.config import parse_config  # noqa: E402
+from newsbag.errors import ConfigError  # noqa: E402
+from newsbag.export.coco import CATEGORIES, image_id_for  # noqa: E402
+from newsbag.export.stage import parse_export_cfg, run_export  # noqa: E402
+from newsbag.labels import LABELS  # noqa: E402
+
+W, H = 300, 400
+PAGE_NS = {"pc": "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"}
+ALTO_NS = {"a": "http://www.loc.gov/standards/alto/ns-v4#"}
+# One region per canonical label, each its own box; order runs bottom-up so it differs from
+# the stored order.
+BOXES = {label: [10 + 15 * k, 10 + 20 * k, 60 + 15 * k, 25 + 20 * k] for k, label in enumerate(LABELS)}
+
+
+def _region(label: str, k: int, n: int) -> dict:
+    return {"bbox_xyxy": BOXES[label], "label": f"raw_{label}", "class": label,
+            "score": None if label == "unknown" else 0.5 + k / 100, "order": n - 1 - k,
+            "text": "Zürich" if label == "text" else None,
+            "support": ["a/x", "b/y"], "members": [
+                {"source": "a/x", "bbox_xyxy": BOXES[label], "label": f"raw_{label}", "score": 0.9},
+                {"source": "b/y", "bbox_xyxy": BOXES[label], "label": label, "score": None}]}
+
+
+def _page(page_id: str, stage: str, variant: str, regions: list[dict]) -> dict:
+    return {"page_id": page_id, "image": {"path": f"images/{page_id}.png", "width": W, "height": H},
+            "source": {"stage": stage, "variant": variant, "family": stage}, "regions": regions, "seconds": 0.0}
+
+
+def _write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj) if not isinstance(obj, str) else obj)
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    """Two pages; fused variants V1 (recommended, every label) and V2; sources a/x and b/y."""
+    run = tmp_path / "run"
+    fused = [_region(label, k, len(LABELS)) for k, label in enumerate(LABELS)]
+    for page_id in ("p1", "p2"):
+        _write(run / "outputs" / "fusion" / "V1" / f"{page_id}.json", _page(page_id, "fusion", "V1", fused))
+        _write(run / "outputs" / "fusion" / "V2" / f"{page_id}.json", _page(page_id, "fusion", "V2", fused[:2]))
+        plain = [{k: v for k, v in r.items() if k not in ("support", "members", "order")} for r in fused[:3]]
+        _write(run / "outputs" / "sources" / "a" / "x" / f"{page_id}.json", _page(page_id, "a", "x", plain))
+    _write(run / "outputs" / "sources" / "b" / "y" / "p1.json", _page("p1", "b", "y", []))
+    _write(run / "outputs" / "sources" / "b" / "y" / "p2.json", '{"page_id": "p2", "regions": [')  # broken
+    _write(run / "outputs" / "fusion" / "summary.json",
+           {"recommended_variant": "V1", "variants": {"V1": {"method": "consensus"}, "V2": {"method": "wbf"}}})
+    manifest = [{"page_id": p, "path": f"images/{p}.png", "image_path": str(run / "images" / f"{p}.png"),
+                 "width": W, "height": H, "sha256": ""} for p in ("p1", "p2")]
+    _write(run / "manifests" / "pages.jsonl", "".join(json.dumps(r) + "\n" for r in manifest))
+    return run
+
+
+def _export(run: Path, **cfg) -> dict:
+    return run_export(run, ["p1", "p2"], cfg)
+
+
+@pytest.mark.parametrize("label, element, text_type", [
+    ("text", "TextRegion", "paragraph"),
+    ("headline", "TextRegion", "heading"),
+    ("title", "TextRegion", "heading"),
+    ("caption", "TextRegion", "caption"),
+    ("byline", "TextRegion", "credit"),
+    ("page_number", "TextRegion", "page-number"),
+    ("header", "TextRegion", "header"),
+    ("footer", "TextRegion", "footer"),
+    ("masthead", "TextRegion", "heading"),  # custom="structure {type:masthead;}" keeps the label
+    ("image", "ImageRegion", None),
+    ("advertisement", "AdvertRegion", None),
+    ("table", "TableRegion", None),
+    ("separator", "SeparatorRegion", None),
+    ("formula", "MathsRegion", None),
+    ("unknown", "UnknownRegion", None),
+])
+def test_page_xml_regions_are_typed_from_canonical_labels(run, label, element, text_type):
+    _export(run, formats=["page-xml"])
+    path = run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml"
+    assert validation_errors(path, PAGE_XSD) == []
+    root = etree.parse(str(path)).getroot()
+    k = LABELS.index(label)
+    (el,) = root.xpath(f"//pc:*[@id='r{k:04d}']", namespaces=PAGE_NS)
+    assert etree.QName(el).localname == element
+    assert el.get("type") == text_type
+    x0, y0, x1, y1 = BOXES[label]  # original pixels, rectangle corners clockwise
+    assert el.find("pc:Coords", PAGE_NS).get("points") == f"{x0},{y0} {x1},{y0} {x1},{y1} {x0},{y1}"
+    attrs = {u.get("name"): u.get("value") for u in el.iterfind("pc:UserDefined/pc:UserAttribute", PAGE_NS)}
+    assert attrs["newsbag:class"] == label and attrs["newsbag:label"] == f"raw_{label}"
+    assert attrs["newsbag:support"] == "a/x,b/y"
+    assert [m["source"] for m in json.loads(attrs["newsbag:members"])] == ["a/x", "b/y"]
+
+
+def test_page_xml_metadata_reading_order_confidence_text(run):
+    _export(run, formats=["page-xml"])
+    path = run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml"
+    root = etree.parse(str(path)).getroot()
+    assert root.findtext("pc:Metadata/pc:Creator", namespaces=PAGE_NS).startswith("newsbag")
+    labels = {lab.get("type"): lab.get("value") for lab in root.iterfind(".//pc:MetadataItem/pc:Labels/pc:Label", PAGE_NS)}
+    assert labels["layer"] == "fusion/V1" and labels["method"] == "consensus"
+    page = root.find("pc:Page", PAGE_NS)
+    assert (page.get("imageWidth"), page.get("imageHeight")) == (str(W), str(H))
+    assert page.get("imageFilename") == "../../../../images/p1.png"  # relative to the XML file
+    refs = root.findall(".//pc:ReadingOrder/pc:OrderedGroup/pc:RegionRefIndexed", PAGE_NS)
+    # order was n-1-k: the last stored region reads first
+    assert [r.get("regionRef") for r in refs] == [f"r{k:04d}" for k in reversed(range(len(LABELS)))]
+    assert [r.get("index") for r in refs] == [str(i) for i in range(len(LABELS))]
+    text = root.find(".//pc:TextRegion[@id='r0000']", PAGE_NS)
+    assert text.find("pc:Coords", PAGE_NS).get("conf") == "0.5000"
+    assert text.findtext("pc:TextEquiv/pc:Unicode", namespaces=PAGE_NS) == "Zürich"
+    unknown = root.find(f".//pc:UnknownRegion[@id='r{LABELS.index('unknown'):04d}']", PAGE_NS)
+    assert unknown.find("pc:Coords", PAGE_NS).get("conf") is None  # no score, no confidence
+
+
+def test_alto_is_valid_pixel_blocks_with_notes(run):
+    _export(run, formats=["alto"])
+    path = run / "exports" / "alto" / "fusion" / "V1" / "p1.xml"
+    assert validation_errors(path, ALTO_XSD) == []
+    root = etree.parse(str(path)).getroot()
+    assert root.findtext("a:Description/a:MeasurementUnit", namespaces=ALTO_NS) == "pixel"
+    space = root.find("a:Layout/a:Page/a:PrintSpace", ALTO_NS)
+    kinds = {b.get("ID"): (etree.QName(b).localname, b.get("TYPE")) for b in space}
+    assert kinds[f"r{LABELS.index('text'):04d}"] == ("TextBlock", None)
+    assert kinds[f"r{LABELS.index('image'):04d}"] == ("Illustration", "image")
+    assert kinds[f"r{LABELS.index('table'):04d}"] == ("ComposedBlock", "table")
+    assert kinds[f"r{LABELS.index('separator'):04d}"] == ("GraphicalElement", None)
+    block = space.find("a:TextBlock[@ID='r0000']", ALTO_NS)
+    x0, y0, x1, y1 = BOXES["text"]
+    assert [block.get(k) for k in ("HPOS", "VPOS", "WIDTH", "HEIGHT")] == [str(x0), str(y0), str(x1 - x0), str(y1 - y0)]
+    note = root.find("a:Tags/a:OtherTag[@ID='note_r0000']", ALTO_NS)
+    assert block.get("TAGREFS") == "class_text note_r0000"
+    info = json.loads(note.get("DESCRIPTION"))
+    assert (info["class"], info["score"], info["support"]) == ("text", 0.5, ["a/x", "b/y"])
+    refs = [e.get("REF") for e in root.iterfind("a:ReadingOrder/a:OrderedGroup/a:ElementRef", ALTO_NS)]
+    assert refs == [f"r{k:04d}" for k in reversed(range(len(LABELS)))]
+
+
+def test_coco_loads_in_pycocotools_and_cocoeval_runs(run):
+    pytest.importorskip("pycocotools", reason="pip install -e '.[test]' (pycocotools)")
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    _export(run, formats=["coco"])
+    path = run / "exports" / "coco" / "fusion" / "V1.json"
+    gt = COCO(str(path))
+    assert sorted(c["name"] for c in gt.loadCats(gt.getCatIds())) == sorted(LABELS)  # one per canonical label
+    assert sorted(gt.getImgIds()) == sorted(image_id_for(p) for p in ("p1", "p2"))
+    anns = json.loads(path.read_text())["annotations"]
+    assert len(anns) == 2 * len(LABELS)
+    first = next(a for a in anns if a["region_id"] == "r0000")
+    x0, y0, x1, y1 = BOXES["text"]
+    assert first["bbox"] == [x0, y0, x1 - x0, y1 - y0] and first["score"] == 0.5
+    assert first["support"] == ["a/x", "b/y"] and first["members"] == ["a/x", "b/y"]
+    missing = next(a for a in anns if a["category_id"] == LABELS.index("unknown") + 1)
+    assert missing["score"] == 1.0 and missing["score_missing"] is True
+    # The export evaluated against itself: every box found, AP 1.
+    dt = gt.loadRes(anns)
+    ev = COCOeval(gt, dt, "bbox")
+    ev.evaluate()
+    ev.accumulate()
+    ev.summarize()
+    assert ev.stats[0] == pytest.approx(1.0)
+
+
+def test_coco_image_ids_stable_and_whole_run(run):
+    _export(run, formats=["coco"], variants=["V1"])
+    path = run / "exports" / "coco" / "fusion" / "V1.json"
+    full = {i["page_id"]: i["id"] for i in json.loads(path.read_text())["images"]}
+    assert full == {p: image_id_for(p) for p in ("p1", "p2")}
+    # A call over one page still describes the whole run (every manifest page), with the same ids.
+    run_export(run, ["p2"], {"formats": ["coco"]}, force=True)
+    assert {i["page_id"]: i["id"] for i in json.loads(path.read_text())["images"]} == full
+    assert [c["id"] for c in CATEGORIES] == list(range(1, len(LABELS) + 1))
+
+
+def test_rerun_skips_fresh_files_and_rewrites_changed_pages(run):
+    first = _export(run)
+    assert (first["ok"], first["skipped"], first["failed"]) == (2, 0, 0)
+    files = sorted((run / "exports").rglob("*.*"))
+    assert len(files) == 2 * 2 + 1  # page-xml + alto for 2 pages, one COCO (recommended V1 only)
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+    again = _export(run)
+    assert (again["ok"], again["skipped"]) == (0, 2) and again["coco"] == {"fusion/V1": "skipped"}
+    assert {f: f.stat().st_mtime_ns for f in files} == stamps
+    page = run / "outputs" / "fusion" / "V1" / "p2.json"
+    page.write_text(page.read_text().replace('"Z\\u00fcrich"', '"Bern"'))
+    third = _export(run)
+    assert (third["ok"], third["skipped"]) == (1, 1) and third["coco"] == {"fusion/V1": "ok"}
+    changed = {f for f in files if f.stat().st_mtime_ns != stamps[f]}
+    assert {f.relative_to(run / "exports").as_posix() for f in changed} == {
+        "page-xml/fusion/V1/p2.xml", "alto/fusion/V1/p2.xml", "coco/fusion/V1.json"}
+    assert not list((run / "exports").rglob(".*.tmp"))  # atomic writes leave no temp files
+    assert _export(run)["skipped"] == 2
+    assert run_export(run, ["p1", "p2"], {}, force=True)["ok"] == 2
+
+
+def test_sources_and_variant_choice(run):
+    result = _export(run, variants=["all"], sources=True)
+    assert result["layers"] == ["fusion/V1", "fusion/V2", "sources/a/x", "sources/b/y"]
+    assert (run / "exports" / "page-xml" / "sources" / "a" / "x" / "p2.xml").exists()
+    # b/y p2 is broken JSON: that page of that layer fails, the rest is written
+    assert result["failures"] == [{"page_id": "p2", "layer": "sources/b/y", "error": result["failures"][0]["error"]}]
+    assert "p2.json" in result["failures"][0]["error"]
+    assert not (run / "exports" / "page-xml" / "sources" / "b" / "y" / "p2.xml").exists()
+    coco = json.loads((run / "exports" / "coco" / "sources" / "b" / "y.json").read_text())
+    assert [i["page_id"] for i in coco["images"]] == ["p1"]
+    for path in (run / "exports" / "page-xml").rglob("*.xml"):
+        assert validation_errors(path, PAGE_XSD) == [], path
+    for path in (run / "exports" / "alto").rglob("*.xml"):
+        assert validation_errors(path, ALTO_XSD) == [], path
+    only_v2 = run_export(run, ["p1"], {"variants": ["V2"], "formats": ["alto"]})
+    assert only_v2["layers"] == ["fusion/V2"]
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"formats": ["pdf"]}, "unknown format(s) pdf; choose from page-xml, alto, coco"),
+    ({"formats": "coco"}, "formats must be a non-empty list"),
+    ({"sources": "yes"}, "sources must be true or false"),
+    ({"variant": ["V1"]}, "unknown key(s) variant"),
+])
+def test_bad_options_are_refused(cfg, message):
+    with pytest.raises(ValueError) as exc:
+        parse_export_cfg(cfg)
+    assert message in str(exc.value)
+
+
+def test_config_validates_export_stage():
+    base = {"stages": [{"name": "export", "kind": "export", "formats": ["coco"]}]}
+    assert parse_config(base).stages[0].kind == "export"
+    with pytest.raises(ConfigError, match="unknown format"):
+        parse_config({"stages": [{"name": "export", "kind": "export", "formats": ["tei"]}]})
+
+
+@pytest.mark.parametrize("args, code, expected", [
+    (["--format", "tei"], 2, "choose from page-xml, alto, coco"),
+    (["--format", "page-xml,coco", "--variant", "V2"], 0, '"ok": 2'),
+    (["--sources"], 4, "page run(s) failed"),
+])
+def test_cli_export(run, capsys, args, code, expected):
+    exit_code, out, err = run_cli(capsys, "export", "--run-dir", run, *args)
+    assert exit_code == code, (out, err)
+    assert expected in out + err
+
+
+def test_run_stages_export_resumes(run, capsys):
+    code, out, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "export")
+    assert code == 0, err
+    assert (run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml").exists()
+    mtime = (run / "exports" / "alto" / "fusion" / "V1" / "p1.xml").stat().st_mtime_ns
+    code, out, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "export")
+    assert code == 0
+    assert (run / "exports" / "alto" / "fusion" / "V1" / "p1.xml").stat().st_mtime_ns == mtime
