@@ -216,6 +216,8 @@ def test_sources_and_variant_choice(run):
     assert result["failures"] == [{"page_id": "p2", "layer": "sources/b/y", "error": result["failures"][0]["error"]}]
     assert "p2.json" in result["failures"][0]["error"]
     assert not (run / "exports" / "page-xml" / "sources" / "b" / "y" / "p2.xml").exists()
+    ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["page_id"], r["layer"]) for r in ledger] == [("export", "p2", "sources/b/y")]
     coco = json.loads((run / "exports" / "coco" / "sources" / "b" / "y.json").read_text())
     assert [i["page_id"] for i in coco["images"]] == ["p1"]
     for path in (run / "exports" / "page-xml").rglob("*.xml"):
@@ -248,7 +250,7 @@ def test_config_validates_export_stage():
 @pytest.mark.parametrize("args, code, expected", [
     (["--format", "tei"], 2, "choose from page-xml, alto, coco"),
     (["--format", "page-xml,coco", "--variant", "V2"], 0, '"ok": 2'),
-    (["--sources"], 4, "page run(s) failed"),
+    (["--sources"], 4, "export: 1 page(s) failed"),
 ])
 def test_cli_export(run, capsys, args, code, expected):
     exit_code, out, err = run_cli(capsys, "export", "--run-dir", run, *args)
