@@ -193,7 +193,7 @@ def run_job(job: dict, detector_cls) -> int:
         record = {
             "page_id": page_id,
             "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
-            "source": source,
+            "source": {**source, "fingerprint": page["fingerprint"]} if page.get("fingerprint") else source,
             "regions": regions,
             "seconds": round(seconds, 4),
         }

@@ -13,7 +13,7 @@ import pytest
 from newsbag.cli import main
 from newsbag.pages import read_pages
 
-from nbtest import write_fake_config
+from nbtest import write_fake_config, write_image
 
 
 def run_cli(capsys, *args):
@@ -44,7 +44,9 @@ def test_clean_run_writes_contract_and_report(tmp_path, page_dir, capsys):
     pages = outputs(tmp_path / "run")
     assert len(pages) == 5
     page = next(iter(pages.values()))
-    assert page["source"] == {"stage": "fake", "variant": "v", "family": "fake", "model": "fake-1", "device": "cpu"}
+    assert page["source"] == {"stage": "fake", "variant": "v", "family": "fake", "model": "fake-1", "device": "cpu",
+                              "fingerprint": page["source"]["fingerprint"]}
+    assert len(page["source"]["fingerprint"]) == 16
     assert page["regions"][0]["bbox_xyxy"] == [1.0, 1.0, 20.0, 15.0]
     assert page["regions"][1]["class"] == "unknown" and page["warnings"] == {"unknown_label:mystery": 1, "unknown_label:text": 1}  # no table for "fake"
     assert not Path(page["image"]["path"]).is_absolute()
@@ -159,3 +161,22 @@ def test_interrupted_run_resumes_without_loss(tmp_path, page_dir):
     files = sorted(p.name for p in (run / "outputs/sources/fake/v").iterdir() if p.is_file())
     assert len([f for f in files if f.endswith(".json") and not f.startswith("run_report")]) == 5
     assert not [f for f in files if f.startswith(".")]
+
+
+def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
+    """Output-changing parameters or a changed image redo pages; volatile ones (batch size, fault modes) do not."""
+    run = tmp_path / "run"
+
+    def counts(variants):
+        cfg = write_fake_config(tmp_path / "c.json", variants)
+        code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+        assert code == 0, err
+        return json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"]
+
+    assert counts({"v": {}}) == {"ok": 5, "failed": 0, "skipped": 0}
+    assert all(o["source"]["fingerprint"] for o in outputs(run).values())
+    assert counts({"v": {}}) == {"ok": 0, "failed": 0, "skipped": 5}
+    assert counts({"v": {"mode": "ok", "on": ["nothing"]}}) == {"ok": 0, "failed": 0, "skipped": 5}
+    assert counts({"v": {"tag": "other"}}) == {"ok": 5, "failed": 0, "skipped": 0}
+    write_image(page_dir / "issue1" / "p2.png", size=(44, 30))
+    assert counts({"v": {"tag": "other"}}) == {"ok": 1, "failed": 0, "skipped": 4}

@@ -55,6 +55,9 @@ class ModelStage:
     max_restarts: int
     variants: Mapping[str, Mapping[str, Any]]
     kind: str = "model"
+    # Parameters whose tool.json declares "fingerprint": false (batch size, threads...):
+    # changing them does not make finished pages stale.
+    volatile: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             page_timeout_s=float(sd.get("page_timeout_s", 600)),
             max_restarts=int(sd.get("max_restarts", 3)),
             variants=_freeze(params),
+            volatile=tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False)),
         ))
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 

@@ -26,7 +26,8 @@ from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunnerError
 from .io import append_jsonl, read_page, write_json
 from .pages import PageRecord
-from .rundir import FAILED_DIR, is_page_done, source_dir
+from . import rundir
+from .rundir import FAILED_DIR, source_dir
 
 __all__ = ["PageOutcome", "SourceOutcome", "run_source"]
 
@@ -224,18 +225,23 @@ def run_source(
     out_dir = source_dir(run_dir, stage.name, variant)
     outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device)
     t0 = time.monotonic()
+    label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))
+    prints = {p.page_id: rundir.source_fingerprint(stage.family, dict(stage.variants[variant]), stage.volatile,
+                                                   label_map, p.sha256) for p in pages}
     todo = []
     for page in pages:
-        if not force and is_page_done(out_dir, page.page_id):
+        if not force and rundir.source_is_current(out_dir, page.page_id, prints[page.page_id]):
             o = PageOutcome(page.page_id, "skipped")
             outcome.pages[page.page_id] = o
             on_page(o)
         else:
+            # A valid page made from other parameters or another image is stale: remove it so
+            # the runner's own skip-if-valid check does not keep it.
+            (out_dir / f"{page.page_id}.json").unlink(missing_ok=True)
             todo.append(page)
     by_id = {p.page_id: p for p in todo}
     deadline = time.monotonic() + stage.timeout_s
     log_path = run_dir / "logs" / f"{stage.name}.{variant}.log"
-    label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))
     remaining = list(todo)
     first_error = None
 
@@ -255,7 +261,7 @@ def run_source(
             "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
             "label_map": label_map, "force": force, "report_name": report_name,
             "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
-                       "width": p.width, "height": p.height} for p in remaining],
+                       "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in remaining],
         }
         job_path = run_dir / "jobs" / f"{stage.name}.{variant}.{uuid.uuid4().hex[:8]}.json"
         outcome.launches += 1

@@ -55,6 +55,7 @@ class PageRecord:
     height: int
     sha256: str
     note: str = ""     # e.g. "multi-page TIFF (3 frames): first page used"
+    identity: list | None = None  # [size, mtime_ns] of the original when sha256 was taken
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def inspect_page(path: Path, root: Path, run_dir: Path) -> PageRecord:
     """
     page_id = page_id_for(path, root)
     path = Path(os.path.abspath(path))  # not resolved: the manifest keeps a symlink's own path
+    identity = rundir.file_identity(path)
     note = ""
     try:
         with Image.open(path) as im:
@@ -189,7 +191,7 @@ def inspect_page(path: Path, root: Path, run_dir: Path) -> PageRecord:
         note = "; ".join(filter(None, [note, f"{fmt} {mode} converted to 8-bit {page.mode}"]))
     return PageRecord(
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
-        width=int(width), height=int(height), sha256=_sha256(path), note=note,
+        width=int(width), height=int(height), sha256=_sha256(path), note=note, identity=identity,
     )
 
 
@@ -294,6 +296,8 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path) -> bool:
     original = (Path(run_dir) / record.path).resolve()
     if original != Path(path).resolve():
         return False
+    if record.identity is not None and record.identity != rundir.file_identity(original):
+        return False  # the image changed in place: hash it again, so its outputs become stale
     cached = Path(record.image_path)
     return cached == original or cached.stat().st_mtime >= original.stat().st_mtime
 

@@ -30,7 +30,7 @@ __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "review_dir", "review_page_dir", "exports_dir", "failures_ledger", "reports_dir",
-    "is_page_done", "file_identity", "fingerprint",
+    "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "source_is_current",
     "manifest_page_ids", "members", "manifest_lock",
     "failure_path", "record_failures",
 ]
@@ -134,6 +134,23 @@ def fingerprint(*parts: Any) -> str:
     """A short stable hash of JSON-able parts (sorted keys); always includes the tool version."""
     text = json.dumps([TOOL, *parts], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def source_fingerprint(family: str, params: dict, volatile: Iterable[str], label_map: dict, page_sha256: str) -> str:
+    """What a source page is made from: runner family, the parameters that change its output
+    (`volatile` ones such as batch size or threads do not), the label table, and the image's
+    content hash from the manifest. The runner writes it into the page (``source.fingerprint``)."""
+    kept = {k: v for k, v in params.items() if k not in set(volatile)}
+    return fingerprint("source", family, kept, label_map, page_sha256)
+
+
+def source_is_current(out_dir: Path, page_id: str, expected: str) -> bool:
+    """The source page exists, passes the contract and records the fingerprint computed now."""
+    try:
+        page = read_page(Path(out_dir) / f"{page_id}.json", page_id)
+    except ValueError:
+        return False
+    return page["source"].get("fingerprint") == expected
 
 
 # -- membership ---------------------------------------------------------------------------
