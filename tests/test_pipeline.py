@@ -82,3 +82,37 @@ def test_a_subset_call_rebuilds_nothing_from_the_subset_only(tmp_path, page_dir,
         assert (summary["pages"], summary["n_pages"]) == (5, 5)
         assert (run / "review/scores.tsv").read_text().count("\tok\t") == scores.count("\tok\t") == 5
         assert sorted(p.name for p in (run / "review/top3_informative/pages").iterdir()) == top
+
+
+def test_kill_and_rerun_gives_the_fused_pages_and_leaderboards_of_an_uninterrupted_run(tmp_path, page_dir, capsys):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    hang = write_fake_config(tmp_path / "hang.json", {"v": {"mode": "hang", "on": ["issue2__p3"]}, "w": {}},
+                             extra_stages=[FUSION])
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}, "w": {}}, extra_stages=[FUSION])
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(page_dir), "--recursive", "--run-dir", str(killed)]
+    proc = subprocess.Popen([*cmd, "--config", str(hang)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    folder = killed / "outputs/sources/fake/v"
+    deadline = time.monotonic() + 60
+    while len(list(folder.glob("*.json"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert subprocess.run([*cmd, "--config", str(ok)], capture_output=True).returncode == 0
+    clean = tmp_path / "clean"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", clean, "--config", ok)
+    assert code == 0, err
+
+    def fused(run):
+        return {p.relative_to(run).as_posix(): json.loads(p.read_text())["regions"]
+                for p in (run / "outputs/fusion").glob("[!_]*/*.json")}
+
+    assert fused(killed) == fused(clean) and len(fused(clean)) == 10
+    for name in ("variant_leaderboard.tsv", "source_leaderboard.tsv", "per_page_variant_metrics.tsv"):
+        assert (killed / "outputs/fusion" / name).read_text() == (clean / "outputs/fusion" / name).read_text()
