@@ -34,6 +34,7 @@ REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion"),
     "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
     "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export"),
+    "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription"),
 }
 
 

@@ -293,11 +293,20 @@ def export(run_dir, config_path, force, workers, formats, variants, sources):
 
 @cli.command()
 @_common
+@_builtin_options
+def transcribe(run_dir, config_path, force, workers):
+    """Read the text of the recommended variant's regions in reading order, as articles."""
+    _run_builtin_command("transcription", run_dir, config_path, force, workers)
+
+
+@cli.command()
+@_common
 @click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Ground truth folder (index.json + annotations/, the nzz format).")
 def evaluate(run_dir, gt_dir):
     """Score every source and fusion variant against ground truth."""
     from .evaluate import format_summary, run_evaluate
+    from .evaluate_text import evaluate_transcripts, format_transcripts
 
     result = run_evaluate(run_dir, gt_dir)
     click.echo(f"{result['pages']} page(s) matched ground truth"
@@ -305,6 +314,11 @@ def evaluate(run_dir, gt_dir):
     click.echo(format_summary(result))
     for path in result["written"]:
         click.echo(path)
+    transcripts = evaluate_transcripts(run_dir, gt_dir)
+    if transcripts:
+        click.echo(format_transcripts(transcripts))
+        for row in transcripts:
+            click.echo(row["written"])
 
 
 @cli.command()

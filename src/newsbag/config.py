@@ -24,13 +24,14 @@ __all__ = [
     "load_config",
     "parse_config",
     "load_tool_spec",
+    "validate_params",
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
 DEVICES = ("auto", "gpu", "cpu")
 _TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir"}
 _MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "timeout_s",
-                     "page_timeout_s", "max_restarts", "variants", "description"}
+                     "page_timeout_s", "max_restarts", "variants", "description", "default"}
 _TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
           "object": dict, "array": list}
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
@@ -58,6 +59,7 @@ class ModelStage:
     # Parameters whose tool.json declares "fingerprint": false (batch size, threads...):
     # changing them does not make finished pages stale.
     volatile: tuple[str, ...] = ()
+    default: bool = True  # run when no --stages is given
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class BuiltinStage:
     name: str
     kind: str
     options: Mapping[str, Any]
+    default: bool = True  # run when no --stages is given
 
 
 Stage = ModelStage | BuiltinStage
@@ -88,9 +91,12 @@ class PipelineConfig:
         raise ConfigError(f"unknown stage {name!r} (this config has: {', '.join(self.stage_names)})")
 
     def select(self, names: list[str] | None) -> tuple[Stage, ...]:
-        """Stages to run, in config order; unknown names are refused before anything runs."""
+        """Stages to run, in config order; unknown names are refused before anything runs.
+
+        Without names: every stage but those marked ``"default": false`` (slow, opt-in ones).
+        """
         if not names:
-            return self.stages
+            return tuple(s for s in self.stages if s.default)
         unknown = [n for n in names if n not in self.stage_names]
         if unknown:
             raise ConfigError(
@@ -134,7 +140,7 @@ def load_tool_spec(family: str, root: Path) -> dict:
         raise ConfigError(f"runner {family!r} has no tool spec {path}") from None
 
 
-def _validate_params(where: str, params: Any, spec: dict) -> dict:
+def validate_params(where: str, params: Any, spec: dict) -> dict:
     if not isinstance(params, dict):
         raise ConfigError(f"{where}: variant parameters must be an object, got {type(params).__name__}")
     declared = spec.get("parameters", {})
@@ -206,10 +212,13 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             raise ConfigError(f"{path}: stage {name!r} is defined twice")
         where = f"{path}: stage {name!r}"
         kind = sd.get("kind", "model")
+        run_default = sd.get("default", True)
+        if not isinstance(run_default, bool):
+            raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
         if kind in builtin.REGISTRY:
-            options = {k: v for k, v in sd.items() if k not in ("name", "kind")}
+            options = {k: v for k, v in sd.items() if k not in ("name", "kind", "default")}
             _validate_builtin(where, kind, options)
-            stages.append(BuiltinStage(name, kind, _freeze(options)))
+            stages.append(BuiltinStage(name, kind, _freeze(options), run_default))
             continue
         if kind != "model":
             raise ConfigError(f"{where}: kind must be one of model, {', '.join(builtin.kinds())}; got {kind!r}")
@@ -227,7 +236,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         if not isinstance(variants, dict) or not variants:
             raise ConfigError(f"{where}: variants must be a non-empty object")
         spec = load_tool_spec(family, root)
-        params = {v: _validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
+        params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
         for v in params:
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
                 raise ConfigError(f"{where}: variant name {v!r} may only use letters, digits, _ . -")
@@ -237,7 +246,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             timeout_s=float(sd.get("timeout_s", 24 * 3600)),
             page_timeout_s=float(sd.get("page_timeout_s", 600)),
             max_restarts=int(sd.get("max_restarts", 3)),
-            variants=_freeze(params),
+            variants=_freeze(params), default=run_default,
             volatile=tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False)),
         ))
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)

@@ -102,6 +102,7 @@ FAMILY_TABLES: MappingProxyType[str, MappingProxyType[str, str]] = MappingProxyT
         "mineru": _MINERU,
         "tesseract": _TESSERACT,
         "text_lines": _TEXT_LINES,
+        "recognize": {"text_line": "text_line"},
     }.items()
 })
 

@@ -213,8 +213,12 @@ def run_source(
     force: bool = False,
     on_page: Callable[[PageOutcome], None] = lambda o: None,
     report_name: str = "run_report.json",
+    out_dir: Path | None = None,
 ) -> SourceOutcome:
     """Run one source (stage × variant) over `pages`, resuming finished pages.
+
+    Pages go to the source folder, or to `out_dir` for a runner whose pages are no layout
+    source (the transcription stage's recogniser).
 
     Raises:
         EnvError: the env's interpreter or a library the runner needs is missing.
@@ -222,7 +226,7 @@ def run_source(
         RunnerError: the runner died before processing any page, on every try.
     """
     run_dir = Path(run_dir)
-    out_dir = source_dir(run_dir, stage.name, variant)
+    out_dir = out_dir or source_dir(run_dir, stage.name, variant)
     outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device)
     t0 = time.monotonic()
     label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))

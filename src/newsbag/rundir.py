@@ -7,6 +7,7 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/outputs/sources/<stage>/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/_metrics/<page_id>.json, summary.json, *.tsv
+    RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
     RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
     RUN/logs/failures.jsonl             one line per page failure of any stage
@@ -24,12 +25,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import __version__
-from .io import append_jsonl, read_page
+from .io import append_jsonl, read_json, read_page
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
-    "metrics_path", "review_dir", "review_page_dir", "exports_dir", "failures_ledger", "reports_dir",
+    "metrics_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir", "exports_dir",
+    "failures_ledger", "reports_dir",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "source_is_current",
     "manifest_page_ids", "members", "manifest_lock",
     "failure_path", "record_failures",
@@ -78,6 +80,20 @@ def discover_fused(run_dir: Path) -> list[str]:
 def metrics_path(run_dir: Path, page_id: str) -> Path:
     """Fusion's per-page record: source and variant metrics plus the fingerprints they were made from."""
     return fusion_dir(run_dir) / "_metrics" / f"{page_id}.json"
+
+
+def recommended_variant(run_dir: Path) -> str | None:
+    """The fused variant fusion's summary recommends, or None (no summary yet, or none chosen)."""
+    try:
+        value = read_json(fusion_dir(run_dir) / "summary.json").get("recommended_variant")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def transcript_dir(run_dir: Path, variant: str) -> Path:
+    """RUN/outputs/transcripts/<variant>/: transcripts of one fused variant."""
+    return Path(run_dir) / "outputs" / "transcripts" / variant
 
 
 def review_dir(run_dir: Path) -> Path:

@@ -86,21 +86,9 @@ def _variant_dirs(root: Path, depth: int) -> dict[str, Path]:
     }
 
 
-def _recommended(run_dir: Path) -> str | None:
-    path = rundir.fusion_dir(run_dir) / "summary.json"
-    if not path.exists():
-        return None
-    try:
-        value = read_json(path).get("recommended_variant")
-    except (OSError, ValueError, AttributeError) as exc:
-        log.warning("review: cannot read %s (%s); showing every fused variant", path, exc)
-        return None
-    return value if isinstance(value, str) and value else None
-
-
 def _fused_dirs(run_dir: Path, params: ReviewParams) -> tuple[dict[str, Path], str | None]:
     found = _variant_dirs(rundir.fusion_dir(run_dir), 1)
-    recommended = _recommended(run_dir)
+    recommended = rundir.recommended_variant(run_dir)
     if params.variants is not None:
         missing = [v for v in params.variants if v not in found]
         if missing:

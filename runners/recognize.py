@@ -1,0 +1,120 @@
+"""recognize runner: PP-OCR text recognition (CTC) of given line boxes, for the transcription stage.
+
+The transcription stage (src/newsbag/transcription.py) decides which line boxes to read and
+writes them to ``<plan_dir>/<page_id>.json`` as ``{"lines": [[x0, y0, x1, y1], ...]}`` in
+original page pixels; this runner crops, recognises and returns one region per line, in the
+plan's order, with ``text`` and a score (mean probability of the decoded characters).
+
+Default model: PP-OCRv4 rec (``ch_PP-OCRv4_rec_infer.onnx``, 6,623 characters: Chinese plus
+Latin with some accents) shipped inside the rapidocr-onnxruntime wheel. Any PP-OCR rec ONNX
+with its character list in the model metadata (``character``) or in ``dict_path`` works.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+
+import _loop
+import _picodet
+from _image import load_page_array
+from _ort import make_session
+from _weights import packaged_file
+
+REC_MODEL = "ch_PP-OCRv4_rec_infer.onnx"
+REC_HEIGHT = 48
+PPOCR_MEAN = PPOCR_STD = (0.5, 0.5, 0.5)
+
+
+def default_rec_model() -> str:
+    """The PP-OCRv4 rec model inside the installed rapidocr-onnxruntime package."""
+    return packaged_file("rapidocr_onnxruntime", f"models/{REC_MODEL}",
+                         "pip install rapidocr-onnxruntime==1.4.4 or set params.model_path to a PP-OCR rec .onnx file")
+
+
+def ctc_greedy(probs: np.ndarray, characters: list[str]) -> list[tuple[str, float]]:
+    """Greedy CTC decoding of (N, T, C) class probabilities; class 0 is the blank.
+
+    Returns one (text, score) per row; score is the mean probability of the kept steps (0 when empty).
+    """
+    best = probs.argmax(axis=2)
+    best_p = probs.max(axis=2)
+    out = []
+    for idx, p in zip(best, best_p):
+        keep = idx != 0
+        keep[1:] &= idx[1:] != idx[:-1]
+        chars = idx[keep] - 1
+        text = "".join(characters[c] for c in chars if c < len(characters))
+        out.append((text, float(p[keep].mean()) if keep.any() else 0.0))
+    return out
+
+
+def crop_tensor(page: np.ndarray, xyxy, width: int) -> np.ndarray:
+    """(3, 48, width) network input of one line crop, right-padded with zeros like PP-OCR's rec."""
+    h_img, w_img = page.shape[:2]
+    x0, y0 = max(int(math.floor(xyxy[0])), 0), max(int(math.floor(xyxy[1])), 0)
+    x1, y1 = min(int(math.ceil(xyxy[2])), w_img), min(int(math.ceil(xyxy[3])), h_img)
+    crop = page[y0:max(y1, y0 + 1), x0:max(x1, x0 + 1)]
+    ch, cw = crop.shape[:2]
+    resized_w = max(1, min(width, int(math.ceil(REC_HEIGHT * cw / max(ch, 1)))))
+    tensor = _picodet.to_input_tensor(crop, (REC_HEIGHT, resized_w), PPOCR_MEAN, PPOCR_STD)[0]
+    out = np.zeros((3, REC_HEIGHT, width), dtype=np.float32)
+    out[:, :, :resized_w] = tensor
+    return out
+
+
+class Recognizer:
+    """PP-OCR rec session loaded once; lines of a page are read in width-sorted batches."""
+
+    def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        model_path = params["model_path"] or default_rec_model()
+        self.session, ort_info = make_session(model_path, device, allow_cpu_fallback)
+        self.input_name = self.session.get_inputs()[0].name
+        self.characters = self._characters(params["dict_path"])
+        self.plan_dir = params["plan_dir"]
+        self.batch_lines = int(params["batch_lines"])
+        self.max_ratio = float(params["max_ratio"])
+        self.device_used = ort_info["device_used"]
+        self.info = {"model": f"{os.path.basename(model_path)} (PP-OCR rec, onnxruntime)",
+                     "model_path": os.path.abspath(model_path), "characters": len(self.characters), **ort_info}
+
+    def _characters(self, dict_path: str) -> list[str]:
+        if dict_path:
+            with open(dict_path, encoding="utf-8") as fh:
+                chars = [line.rstrip("\r\n") for line in fh]
+        else:
+            meta = self.session.get_modelmeta().custom_metadata_map
+            if "character" not in meta:
+                raise _loop.MissingDependency("the rec model has no 'character' metadata; set params.dict_path")
+            chars = meta["character"].splitlines()
+        return chars + [" "]  # PP-OCR's use_space_char: the last class is a space
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        with open(os.path.join(self.plan_dir, f"{page['page_id']}.json"), encoding="utf-8") as fh:
+            lines = json.load(fh)["lines"]
+        if not lines:
+            return []
+        image = load_page_array(image_path)
+        boxes = np.asarray(lines, dtype=np.float64).reshape(-1, 4)
+        ratio = (boxes[:, 2] - boxes[:, 0]) / np.maximum(boxes[:, 3] - boxes[:, 1], 1.0)
+        texts: list[tuple[str, float]] = [("", 0.0)] * len(boxes)
+        order = np.argsort(ratio, kind="stable")  # similar widths batch together: less padding
+        for start in range(0, len(order), self.batch_lines):
+            chunk = order[start:start + self.batch_lines]
+            width = int(math.ceil(REC_HEIGHT * min(max(ratio[chunk].max(), 320 / REC_HEIGHT), self.max_ratio)))
+            batch = np.stack([crop_tensor(image, boxes[i], width) for i in chunk])
+            probs = self.session.run(None, {self.input_name: batch})[0]
+            for i, result in zip(chunk, ctc_greedy(probs, self.characters)):
+                texts[i] = result
+        return [{"bbox_xyxy": box.tolist(), "label": "text_line", "score": score, "order": k, "text": text}
+                for k, (box, (text, score)) in enumerate(zip(boxes, texts))]
+
+    def close(self) -> None:
+        self.session = None
+
+
+if __name__ == "__main__":
+    _loop.main(Recognizer)

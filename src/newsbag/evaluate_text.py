@@ -1,0 +1,139 @@
+"""Transcripts against ground truth: character error rate of the page text and reading-order agreement.
+
+The ground truth (the nzz format) gives every text region its hand-corrected text and its
+reading-order index. The page's reference text is those regions' texts in that order; the
+prediction is the transcript's page text. Whitespace is collapsed on both sides (line breaks
+are layout, not text), nothing else is normalised.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from . import rundir
+from .errors import EnvError
+from .evaluate import match_pages
+from .fusion.geometry import intersection_matrix
+from .io import atomic_write_text, read_json
+from .tables import aligned_lines, tsv_text
+
+__all__ = ["char_error_rate", "order_agreement", "evaluate_transcripts", "format_transcripts"]
+
+_SPACE = re.compile(r"\s+")
+
+
+def _normalise(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def char_error_rate(pred: str, ref: str) -> tuple[int, int]:
+    """Levenshtein edits turning `pred` into `ref` and the reference length, after collapsing whitespace.
+
+    >>> char_error_rate("a  b", "a b")
+    (0, 3)
+    """
+    try:
+        from rapidfuzz.distance import Levenshtein
+    except ImportError as exc:  # a core dependency; only a broken install lacks it
+        raise EnvError(f"rapidfuzz is needed to score transcripts: pip install rapidfuzz ({exc})") from exc
+    pred, ref = _normalise(pred), _normalise(ref)
+    return int(Levenshtein.distance(pred, ref)), len(ref)
+
+
+def order_agreement(gt_rank: np.ndarray, pred_rank: np.ndarray) -> tuple[float, int]:
+    """Share of ground-truth region pairs that the prediction reads in the same order.
+
+    Args:
+        gt_rank: (N,) ground-truth reading-order index of each region.
+        pred_rank: (N,) predicted reading position of each region (equal ranks: the same
+            predicted region holds both, which counts half).
+
+    Returns:
+        (agreement in [0, 1], number of pairs); (nan, 0) below two regions.
+    """
+    gt_rank, pred_rank = np.asarray(gt_rank, float), np.asarray(pred_rank, float)
+    i, j = np.triu_indices(gt_rank.shape[0], k=1)
+    if i.size == 0:
+        return float("nan"), 0
+    gt_sign = np.sign(gt_rank[j] - gt_rank[i])
+    pred_sign = np.sign(pred_rank[j] - pred_rank[i])
+    credit = np.where(pred_sign == 0, 0.5, (gt_sign == pred_sign).astype(float))
+    return float(credit.mean()), int(i.size)
+
+
+def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
+    regions = [r for r in ann["regions"] if r.get("label") == "text" and r.get("order") is not None]
+    regions.sort(key=lambda r: r["order"])
+    ref = "\n\n".join(r.get("text") or "" for r in regions)
+    edits, length = char_error_rate(transcript.get("text", ""), ref)
+    gt_xyxy = np.array([r["bbox_xyxy"] for r in regions], float).reshape(-1, 4)
+    pred_xyxy = np.array([r["bbox_xyxy"] for r in transcript.get("regions", [])], float).reshape(-1, 4)
+    pred_xyxy = pred_xyxy * np.array([sx, sy, sx, sy])
+    inter = intersection_matrix(gt_xyxy, pred_xyxy)
+    found = inter.max(axis=1, initial=0) > 0
+    # Each ground-truth region is read where the transcript region holding most of it stands.
+    pred_rank = inter.argmax(axis=1)[found] if pred_xyxy.shape[0] else np.zeros(0)
+    agreement, pairs = order_agreement(np.arange(len(regions))[found], pred_rank)
+    # The same text read in ground-truth order (each transcript region where the ground-truth
+    # region it overlaps most stands): recognition and segmentation errors without order errors.
+    texts = [r.get("text") or "" for r in transcript.get("regions", [])]
+    if pred_xyxy.shape[0] and gt_xyxy.shape[0]:
+        best_gt = inter.argmax(axis=0)
+        place = np.where(inter.max(axis=0) > 0, best_gt, len(regions))
+        in_gt_order = "\n\n".join(texts[k] for k in np.argsort(place, kind="stable"))
+    else:
+        in_gt_order = "\n\n".join(texts)
+    edits_gt_order, _ = char_error_rate(in_gt_order, ref)
+    return {"page_id": transcript["page_id"], "edits": edits, "ref_chars": length,
+            "cer": edits / length if length else None, "edits_gt_order": edits_gt_order,
+            "cer_gt_order": edits_gt_order / length if length else None, "order": agreement, "order_pairs": pairs,
+            "regions_read": int(found.sum()), "gt_regions": len(regions)}
+
+
+_ROW_COLUMNS = ["page_id", "cer", "cer_gt_order", "edits", "edits_gt_order", "ref_chars", "order", "order_pairs", "regions_read", "gt_regions"]
+
+
+def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
+    """Per transcribed variant: micro CER over matched pages (as read, and with the transcript's
+    regions put in ground-truth order), mean reading-order agreement, and per-page rows.
+
+    Writes ``outputs/transcripts/<variant>/eval_transcripts.tsv`` (one row per page).
+
+    Returns:
+        [{"variant", "pages", "cer", "order", "rows": [...], "written": path}] (empty when
+        nothing was transcribed).
+    """
+    matched, _ = match_pages(run_dir, gt_dir)
+    root = Path(run_dir) / "outputs" / "transcripts"
+    out = []
+    for variant in sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        folder = rundir.transcript_dir(run_dir, variant)
+        rows = []
+        for rec, ann in matched:
+            path = folder / f"{rec['page_id']}.json"
+            if path.exists():
+                sx = float(ann["width"]) / float(rec.get("width") or ann["width"])
+                sy = float(ann["height"]) / float(rec.get("height") or ann["height"])
+                rows.append(_page_scores(read_json(path), ann, sx, sy))
+        if rows:
+            edits, chars = sum(r["edits"] for r in rows), sum(r["ref_chars"] for r in rows)
+            edits_gt_order = sum(r["edits_gt_order"] for r in rows)
+            orders = [r["order"] for r in rows if r["order_pairs"]]
+            written = folder / "eval_transcripts.tsv"
+            atomic_write_text(written, tsv_text(rows, _ROW_COLUMNS))
+            out.append({"variant": variant, "pages": len(rows), "cer": edits / chars if chars else None,
+                        "cer_gt_order": edits_gt_order / chars if chars else None, "order": float(np.mean(orders)) if orders else None, "rows": rows, "written": str(written)})
+    return out
+
+
+def format_transcripts(results: list[dict]) -> str:
+    """The transcript table `newsbag evaluate` prints: CER (micro) and reading-order agreement per variant."""
+    def cell(v):
+        return "-" if v is None else f"{v:.4f}"
+
+    table = [("transcripts of", "pages", "CER", "CER in GT order", "reading order")]
+    table += [(r["variant"], str(r["pages"]), cell(r["cer"]), cell(r["cer_gt_order"]), cell(r["order"])) for r in results]
+    return "\n".join(aligned_lines(table))

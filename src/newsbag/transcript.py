@@ -1,0 +1,125 @@
+"""Transcript geometry (pure): which line crops each fused region is read from, in what order,
+and how the recognised lines come back together as region, article and page text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fusion.geometry import cross_pairs
+
+__all__ = ["line_crops", "line_rows", "plan_page", "assemble"]
+
+
+def line_crops(region_xyxy: np.ndarray, line_xyxy: np.ndarray, min_cover: float = 0.5
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut every text line to the regions that hold it.
+
+    A line belongs to a region holding at least `min_cover` of its height and half of
+    min(its height, its width) in width. Its main crop is the region it overlaps most; it
+    is read again in another region only side by side with the main crop (a line the
+    detector ran across a column gutter is read once per column), never stacked (two
+    overlapping regions do not read the same words twice).
+
+    Args:
+        region_xyxy: (R, 4) region boxes, pixels.
+        line_xyxy: (L, 4) line boxes, pixels.
+
+    Returns:
+        crops (K, 4) the line boxes cut to their regions, region index (K,), line index (K,);
+        ordered by line, then x.
+    """
+    region_xyxy = np.asarray(region_xyxy, dtype=np.float64).reshape(-1, 4)
+    line_xyxy = np.asarray(line_xyxy, dtype=np.float64).reshape(-1, 4)
+    pairs = cross_pairs(line_xyxy, region_xyxy)
+    li, ri = pairs.i, pairs.j
+    crop = np.concatenate([np.maximum(line_xyxy[li, :2], region_xyxy[ri, :2]),
+                           np.minimum(line_xyxy[li, 2:], region_xyxy[ri, 2:])], axis=1).reshape(-1, 4)
+    line_h = line_xyxy[li, 3] - line_xyxy[li, 1]
+    line_w = line_xyxy[li, 2] - line_xyxy[li, 0]
+    crop_w, crop_h = crop[:, 2] - crop[:, 0], crop[:, 3] - crop[:, 1]
+    keep = (crop_h >= min_cover * line_h) & (crop_w >= 0.5 * np.minimum(line_h, line_w))
+    li, ri, crop, inter = li[keep], ri[keep], crop[keep], pairs.inter[keep]
+    # Main crop of each line: its largest overlap (lexsort's last key is the primary one).
+    by_line = np.lexsort((-inter, li))
+    li, ri, crop = li[by_line], ri[by_line], crop[by_line]
+    first = np.ones(li.shape[0], dtype=bool)
+    first[1:] = li[1:] != li[:-1]
+    main = crop[np.maximum.accumulate(np.where(first, np.arange(li.shape[0]), 0))]
+    x_overlap = np.clip(np.minimum(crop[:, 2], main[:, 2]) - np.maximum(crop[:, 0], main[:, 0]), 0, None)
+    keep = first | (x_overlap < 0.5 * (crop[:, 2] - crop[:, 0]))
+    li, ri, crop = li[keep], ri[keep], crop[keep]
+    order = np.lexsort((crop[:, 0], li))
+    return crop[order], ri[order].astype(np.intp), li[order].astype(np.intp)
+
+
+def line_rows(xyxy: np.ndarray) -> np.ndarray:
+    """Reading order of the lines of one region: rows top to bottom, left to right in a row.
+
+    A new row starts where the next line's vertical centre lies more than half the median
+    line height below the current row's first line.
+
+    Returns:
+        (N,) indices into `xyxy`.
+    """
+    xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    if xyxy.shape[0] == 0:
+        return np.zeros(0, dtype=np.intp)
+    centre = (xyxy[:, 1] + xyxy[:, 3]) / 2
+    half = 0.5 * float(np.median(xyxy[:, 3] - xyxy[:, 1]))
+    by_y = np.argsort(centre, kind="stable")
+    row = np.zeros(by_y.shape[0], dtype=np.intp)
+    start = centre[by_y[0]]
+    for k, i in enumerate(by_y[1:], 1):  # one pass over sorted centres: a row follows its first line
+        if centre[i] - start > half:
+            row[k], start = row[k - 1] + 1, centre[i]
+        else:
+            row[k] = row[k - 1]
+    return by_y[np.lexsort((xyxy[by_y, 0], row))]
+
+
+def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.ndarray | None,
+              max_solo_lines: float = 2.5) -> tuple[np.ndarray, np.ndarray]:
+    """The crops to recognise for a page's text regions, in reading order.
+
+    Args:
+        region_xyxy: (R, 4) text and title regions.
+        region_rank: (R,) reading-order rank (smaller first).
+        line_xyxy: (L, 4) detected text lines, or None when the run has none. A region no
+            line falls in is read as one crop when it is at most `max_solo_lines` median
+            line heights tall (a headline the line detector missed); taller ones stay unread.
+
+    Returns:
+        crops (K, 4) in reading order and their region index (K,).
+    """
+    region_xyxy = np.asarray(region_xyxy, dtype=np.float64).reshape(-1, 4)
+    lines = np.zeros((0, 4)) if line_xyxy is None else np.asarray(line_xyxy, dtype=np.float64).reshape(-1, 4)
+    crops, region, _ = line_crops(region_xyxy, lines)
+    median_h = float(np.median(lines[:, 3] - lines[:, 1])) if lines.shape[0] else np.inf
+    unread = np.setdiff1d(np.arange(region_xyxy.shape[0]), region)
+    solo = unread[(region_xyxy[unread, 3] - region_xyxy[unread, 1]) <= max_solo_lines * median_h]
+    crops = np.concatenate([crops, region_xyxy[solo]]).reshape(-1, 4)
+    region = np.concatenate([region, solo]).astype(np.intp)
+    parts = []
+    for r in np.argsort(np.asarray(region_rank), kind="stable"):
+        mine = np.flatnonzero(region == r)
+        parts.append(mine[line_rows(crops[mine])])
+    order = np.concatenate(parts) if parts else np.zeros(0, dtype=np.intp)
+    return crops[order], region[order]
+
+
+def assemble(n_regions: int, region: np.ndarray, texts: list[str]) -> list[str]:
+    """Region texts: the recognised lines of each region joined by newlines, in plan order.
+
+    Args:
+        n_regions: R.
+        region: (K,) region index of each recognised line, in reading order.
+        texts: K line texts.
+
+    Returns:
+        R strings ('' for a region with no line read).
+    """
+    out: list[list[str]] = [[] for _ in range(n_regions)]
+    for r, text in zip(np.asarray(region, dtype=np.intp), texts):
+        if text.strip():
+            out[r].append(text.strip())
+    return ["\n".join(lines) for lines in out]

@@ -1,0 +1,233 @@
+"""The transcription stage: the text of each page's fused text and title regions, in reading order, as articles.
+
+For every selected page it plans line crops from the chosen fused variant and the run's
+text-line source (no second detection), has the `recognize` runner read them in its own env
+(one model load per job, GPU first, resumable, crash-isolated like every model stage), and
+writes ``outputs/transcripts/<variant>/<page_id>.json`` and ``.txt``. The run-level
+``transcripts.jsonl`` (one line per article) always covers every page of the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from . import labels, rundir
+from .articles import group_articles
+from .config import EnvSpec, ModelStage
+from .contract import boxes_from_page
+from .io import atomic_write_text, read_json, read_page, write_json
+from .pages import read_pages
+from .resources import runners_dir
+from .transcript import assemble, plan_page
+
+__all__ = ["TranscriptionParams", "parse_transcription_options", "run_transcription"]
+
+log = logging.getLogger(__name__)
+
+_READ_CLASSES = ("text", "title")
+_STAGE_KEYS = {"name", "kind", "description"}
+
+
+@dataclass(frozen=True)
+class TranscriptionParams:
+    """Which layout is read, with which lines, by which recogniser in which env.
+
+    variant: a fused variant name, or "recommended" (the run's recommendation).
+    lines_source: the text-line source whose boxes are read ("" = read whole regions).
+    python: interpreter of the recogniser's env ("" = the one running newsbag).
+    recognizer: parameters of runners/recognize.tool.json (model_path, dict_path, ...).
+    """
+
+    variant: str = "recommended"
+    lines_source: str = "text_lines/lines"
+    python: str = ""
+    device: str = "auto"
+    allow_cpu_fallback: bool = True
+    timeout_s: float = 86400.0
+    page_timeout_s: float = 600.0
+    max_restarts: int = 3
+    recognizer: Mapping[str, Any] = field(default_factory=dict)
+
+
+_DEFAULTS = asdict(TranscriptionParams())
+
+
+def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
+    """Validated options; a one-line ValueError on unknown keys or bad values."""
+    unknown = sorted(set(options) - set(_DEFAULTS) - _STAGE_KEYS)
+    if unknown:
+        raise ValueError(f"transcription stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
+    opts = {**_DEFAULTS, **{k: v for k, v in options.items() if k in _DEFAULTS}}
+    for key in ("variant", "lines_source", "python", "device"):
+        if not isinstance(opts[key], str):
+            raise ValueError(f"transcription stage: {key} must be a string, got {opts[key]!r}")
+    if opts["device"] not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"transcription stage: device must be auto, gpu or cpu, got {opts['device']!r}")
+    if opts["lines_source"] and opts["lines_source"].count("/") != 1:
+        raise ValueError(f"transcription stage: lines_source must be 'stage/variant' or '', got {opts['lines_source']!r}")
+    for key in ("timeout_s", "page_timeout_s"):
+        if isinstance(opts[key], bool) or not isinstance(opts[key], (int, float)) or opts[key] <= 0:
+            raise ValueError(f"transcription stage: {key} must be a positive number, got {opts[key]!r}")
+    if not isinstance(opts["recognizer"], Mapping):
+        raise ValueError("transcription stage: recognizer must be an object of recognize runner parameters")
+    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]),
+                                  "allow_cpu_fallback": bool(opts["allow_cpu_fallback"]),
+                                  "max_restarts": int(opts["max_restarts"])})
+
+
+def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
+    """The recognize runner as a model stage, so it gets the orchestrator's launch, resume and crash handling."""
+    from .config import load_tool_spec, validate_params
+
+    spec = load_tool_spec("recognize", runners_dir())
+    recognizer = validate_params("transcription stage: recognizer", dict(params.recognizer), spec)
+    return ModelStage(
+        name="transcription", family="recognize",
+        env=EnvSpec("transcription", params.python or sys.executable),
+        device=params.device, allow_cpu_fallback=params.allow_cpu_fallback,
+        timeout_s=params.timeout_s, page_timeout_s=params.page_timeout_s, max_restarts=params.max_restarts,
+        variants={"lines": {**recognizer, "plan_dir": str(plan_dir.resolve())}},
+    )
+
+
+def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
+    """The fused page and its text/title regions: index into the page's regions, boxes, rank."""
+    page = read_page(fused_path, page_id)
+    boxes = boxes_from_page(page)
+    coarse = boxes.coarse
+    idx = np.flatnonzero(np.isin(coarse, _READ_CLASSES))
+    order = boxes.data["order"][idx]
+    rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
+    return page, idx, boxes.xyxy[idx], rank
+
+
+def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
+    if lines_path is None or not lines_path.exists():
+        return None
+    return boxes_from_page(read_page(lines_path, page_id)).xyxy
+
+
+def _transcript(page: dict, idx: np.ndarray, region_xyxy: np.ndarray, rank: np.ndarray, region_of: np.ndarray,
+                line_regions: list[dict], variant: str, fingerprint: str) -> dict:
+    """The per-page transcript record: regions (with lines) in reading order, articles, page text."""
+    is_title = np.array([labels.coarse_for(page["regions"][i].get("class") or "unknown") == "title" for i in idx], bool)
+    article = group_articles(region_xyxy, is_title, rank)
+    texts = assemble(len(idx), region_of, [r.get("text") or "" for r in line_regions])
+    by_region: list[list[dict]] = [[] for _ in idx]
+    for r, line in zip(region_of, line_regions):
+        by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
+                             "score": line.get("score")})
+    regions, articles = [], {}
+    for k in np.argsort(rank, kind="stable"):
+        region = page["regions"][idx[k]]
+        regions.append({"region": int(idx[k]), "bbox_xyxy": region["bbox_xyxy"], "class": region.get("class"),
+                        "order": region.get("order"), "article": int(article[k]), "text": texts[k],
+                        "lines": by_region[k]})
+        entry = articles.setdefault(int(article[k]), {"article": int(article[k]), "regions": [], "headline": "", "texts": []})
+        entry["regions"].append(int(idx[k]))
+        if is_title[k] and texts[k] and entry["headline"] == "" and len(entry["texts"]) == 0:
+            entry["headline"] = texts[k].replace("\n", " ")
+        if texts[k]:
+            entry["texts"].append(texts[k])
+    arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
+             "text": "\n\n".join(a["texts"])} for a in sorted(articles.values(), key=lambda a: a["article"])]
+    return {"page_id": page["page_id"], "image": page["image"], "variant": variant, "fingerprint": fingerprint,
+            "regions": regions, "articles": arts,
+            "text": "\n\n".join(r["text"] for r in regions if r["text"])}
+
+
+def _is_current(path: Path, fingerprint: str) -> bool:
+    try:
+        return read_json(path).get("fingerprint") == fingerprint
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _write_search_index(run_dir: Path, variant: str) -> int:
+    """transcripts.jsonl: one line per article of every transcribed page of the manifest."""
+    out_dir = rundir.transcript_dir(run_dir, variant)
+    lines = []
+    for page_id in rundir.members(run_dir, []):
+        path = out_dir / f"{page_id}.json"
+        if not path.exists():
+            continue
+        record = read_json(path)
+        for art in record.get("articles", []):
+            if art["text"]:
+                lines.append(json.dumps({"page_id": page_id, "variant": variant, **art}, ensure_ascii=False))
+    atomic_write_text(out_dir / "transcripts.jsonl", "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *, force: bool = False,
+                      workers: int = 1, progress: Callable[[str, str], None] | None = None) -> dict:
+    """Transcribe the selected pages of the chosen fused variant; resume pages whose inputs did not change."""
+    from .orchestrator import run_source
+
+    t0 = time.monotonic()
+    params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
+    variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
+    summary = {"ok": 0, "skipped": 0, "failed": 0, "failures": [], "variant": variant}
+    if not variant:
+        raise ValueError("transcription: no recommended variant in outputs/fusion/summary.json; run fusion first "
+                         "or set the stage's variant")
+    out_dir = rundir.transcript_dir(run_dir, variant)
+    plan_dir = out_dir / "_plan"
+    stage = _recognizer_stage(params, plan_dir)
+    params_rec = {"lines_source": params.lines_source, "recognizer": dict(stage.variants["lines"])}
+    lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
+    records = {p.page_id: p for p in read_pages(run_dir)}
+    todo, plans = [], {}
+    for page_id in page_ids:
+        fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
+        lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
+        fp = rundir.fingerprint("transcription", params_rec, rundir.file_identity(fused_path),
+                                rundir.file_identity(lines_path) if lines_path else None)
+        if not force and _is_current(out_dir / f"{page_id}.json", fp):
+            summary["skipped"] += 1
+            if progress:
+                progress(page_id, "skipped")
+            continue
+        try:
+            page, idx, xyxy, rank = _read_regions(fused_path, page_id)
+            crops, region_of = plan_page(xyxy, rank, _lines(lines_path, page_id))
+        except (OSError, ValueError) as exc:
+            summary["failed"] += 1
+            summary["failures"].append({"page_id": page_id, "error": f"no readable fused page {fused_path}: {exc}"})
+            if progress:
+                progress(page_id, "failed")
+            continue
+        write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist()})
+        plans[page_id] = (page, idx, xyxy, rank, region_of, fp)
+        todo.append(records[page_id])
+    if todo:
+        outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
+                             out_dir=out_dir / "_lines")
+        for page_id, result in outcome.pages.items():
+            if result.status != "ok":
+                summary["failed"] += 1
+                summary["failures"].append({"page_id": page_id, "error": result.error or result.status})
+                if progress:
+                    progress(page_id, "failed")
+                continue
+            page, idx, xyxy, rank, region_of, fp = plans[page_id]
+            lines = read_page(out_dir / "_lines" / f"{page_id}.json", page_id)["regions"]
+            record = _transcript(page, idx, xyxy, rank, region_of, lines, variant, fp)
+            atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
+            write_json(out_dir / f"{page_id}.json", record)
+            summary["ok"] += 1
+            if progress:
+                progress(page_id, "ok")
+        summary["device_used"] = outcome.device_used
+    rundir.record_failures(run_dir, "transcription", summary["failures"])
+    summary["articles"] = _write_search_index(run_dir, variant)
+    summary["seconds"] = round(time.monotonic() - t0, 2)
+    return summary

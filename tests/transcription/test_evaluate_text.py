@@ -1,0 +1,60 @@
+"""Transcript metrics: CER with collapsed whitespace, pairwise reading-order agreement, the nzz pairing."""
+
+import json
+
+import numpy as np
+import pytest
+
+from newsbag import rundir
+from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, order_agreement
+
+
+@pytest.mark.parametrize("pred, ref, expected", [
+    ("abc", "abc", (0, 3)),            # identical
+    ("a \n\n b", "a b", (0, 3)),       # line breaks and runs of spaces are layout, not text
+    ("abd", "abc", (1, 3)),            # one substitution
+    ("", "abc", (3, 3)),               # nothing read
+    ("abc", "", (3, 0)),               # nothing to read
+])
+def test_char_error_rate(pred, ref, expected):
+    assert char_error_rate(pred, ref) == expected
+
+
+@pytest.mark.parametrize("gt, pred, expected", [
+    ([0, 1, 2], [0, 1, 2], (1.0, 3)),       # same order
+    ([0, 1, 2], [2, 1, 0], (0.0, 3)),       # reversed
+    ([0, 1, 2], [0, 0, 1], (5 / 6, 3)),     # 0 and 1 in one predicted region: half credit
+    ([0], [0], (np.nan, 0)),                # one region: no pair
+])
+def test_order_agreement(gt, pred, expected):
+    got = order_agreement(np.array(gt), np.array(pred))
+    np.testing.assert_allclose(got[0], expected[0])
+    assert got[1] == expected[1]
+
+
+def test_evaluate_transcripts_pairs_pages_and_scores_text_and_order(tmp_path):
+    gt = tmp_path / "gt"
+    (gt / "annotations").mkdir(parents=True)
+    (gt / "annotations" / "a.json").write_text(json.dumps({
+        "page_id": "a", "image": "images/a.png", "width": 200, "height": 100,
+        "regions": [{"bbox_xyxy": [0, 0, 90, 100], "label": "text", "order": 0, "text": "left text"},
+                    {"bbox_xyxy": [110, 0, 200, 100], "label": "text", "order": 1, "text": "right"},
+                    {"bbox_xyxy": [0, 0, 200, 2], "label": "separator"}]}))
+    run = tmp_path / "run"
+    (run / "manifests").mkdir(parents=True)
+    # the run page is the same image at half size: boxes scale back to ground-truth pixels
+    (run / "manifests" / "pages.jsonl").write_text(json.dumps(
+        {"page_id": "a", "path": "../gt/images/a.png", "image_path": str(gt / "images/a.png"),
+         "width": 100, "height": 50, "sha256": "0"}) + "\n")
+    out = rundir.transcript_dir(run, "C")
+    out.mkdir(parents=True)
+    # read right column first: order wrong, text right
+    (out / "a.json").write_text(json.dumps({"page_id": "a", "text": "right\n\nleft text", "regions": [
+        {"bbox_xyxy": [55, 0, 100, 50], "text": "right"}, {"bbox_xyxy": [0, 0, 45, 50], "text": "left text"}]}))
+    [result] = evaluate_transcripts(run, gt)
+    assert (result["variant"], result["pages"]) == ("C", 1)
+    edits, _ = char_error_rate("right left text", "left text right")
+    assert result["cer"] == pytest.approx(edits / len("left text right"))
+    assert result["cer_gt_order"] == 0.0
+    assert result["order"] == 0.0
+    assert (out / "eval_transcripts.tsv").read_text().splitlines()[1].startswith("a\t")

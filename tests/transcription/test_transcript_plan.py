@@ -1,0 +1,79 @@
+"""Transcript geometry and article grouping on constructed pages."""
+
+import numpy as np
+import pytest
+
+from newsbag.articles import group_articles
+from newsbag.transcript import assemble, line_crops, line_rows, plan_page
+
+# Two columns, x 0-100 and 120-220; lines 10 px tall.
+LEFT, RIGHT = [0, 0, 100, 200], [120, 0, 220, 200]
+
+
+@pytest.mark.parametrize("regions, lines, crops, region_of", [
+    # empty (0,4) lines
+    ([LEFT], [], [], []),
+    # one line inside one region
+    ([LEFT], [[5, 10, 95, 20]], [[5, 10, 95, 20]], [0]),
+    # a line run across the gutter is read once per column, cut at the region edges
+    ([LEFT, RIGHT], [[5, 10, 215, 20]], [[5, 10, 100, 20], [120, 10, 215, 20]], [0, 1]),
+    # stacked overlapping regions: read once, in the region that holds more of it
+    ([[0, 0, 100, 15], [0, 12, 100, 40]], [[5, 13, 95, 23]], [[5, 13, 95, 23]], [1]),
+    # a line barely touching a region (2 of 10 px high) is not read there
+    ([[0, 18, 100, 50]], [[5, 10, 95, 20]], [], []),
+])
+def test_line_crops(regions, lines, crops, region_of):
+    got, region, line = line_crops(np.array(regions, float), np.array(lines, float).reshape(-1, 4))
+    assert got.shape == (len(crops), 4)
+    np.testing.assert_allclose(got, np.array(crops, float).reshape(-1, 4))
+    assert region.tolist() == region_of
+
+
+def test_line_rows_reads_rows_left_to_right():
+    # two rows; the second row has its right word first in the input
+    xyxy = np.array([[60, 22, 90, 31], [0, 0, 50, 10], [0, 21, 50, 30], [55, 1, 90, 11]], float)
+    assert line_rows(xyxy).tolist() == [1, 3, 2, 0]
+    assert line_rows(np.zeros((0, 4))).shape == (0,)
+
+
+def test_plan_page_follows_reading_order_and_reads_small_unlined_regions():
+    regions = np.array([RIGHT, LEFT, [0, 210, 220, 225]], float)  # rank: LEFT, RIGHT, then headline strip
+    rank = np.array([1, 0, 2])
+    lines = np.array([[125, 50, 215, 60], [5, 50, 95, 60], [5, 30, 95, 40]], float)
+    crops, region = plan_page(regions, rank, lines)
+    # LEFT (region 1) top to bottom, then RIGHT (region 0), then the unlined 15-px strip as one crop
+    np.testing.assert_allclose(crops, [[5, 30, 95, 40], [5, 50, 95, 60], [125, 50, 215, 60], [0, 210, 220, 225]])
+    assert region.tolist() == [1, 1, 0, 2]
+    # a tall region with no line in it stays unread (not one giant crop)
+    crops, region = plan_page(np.array([[0, 300, 100, 600]], float), np.array([0]), lines)
+    assert crops.shape == (0, 4)
+
+
+def test_assemble_joins_lines_per_region():
+    assert assemble(3, np.array([1, 1, 0]), ["a", " b ", "c"]) == ["c", "a\nb", ""]
+
+
+H = True
+T = False
+
+
+@pytest.mark.parametrize("xyxy, is_title, rank, expected", [
+    # empty
+    ([], [], [], []),
+    # headline, then two bodies below it in its column: one article
+    ([[0, 0, 100, 20], [0, 25, 100, 100], [0, 105, 100, 200]], [H, T, T], [0, 1, 2], [0, 0, 0]),
+    # a headline deck (two stacked headlines) opens one article
+    ([[0, 0, 100, 20], [0, 22, 100, 35], [0, 40, 100, 100]], [H, H, T], [0, 1, 2], [0, 0, 0]),
+    # the article continues at the top of the next column to the right
+    ([[0, 0, 100, 20], [0, 25, 100, 400], [120, 0, 220, 150]], [H, T, T], [0, 1, 2], [0, 0, 0]),
+    # a second headline below the first article opens a new one
+    ([[0, 0, 100, 20], [0, 25, 100, 100], [0, 110, 100, 130], [0, 135, 100, 200]],
+     [H, T, H, T], [0, 1, 2, 3], [0, 0, 1, 1]),
+    # body text before any headline is an article of its own; reading order, not input order, counts
+    ([[0, 110, 100, 130], [0, 0, 100, 100], [0, 135, 100, 200]], [H, T, T], [1, 0, 2], [1, 0, 1]),
+    # a body region back in a column to the left (not a continuation) opens a new article
+    ([[120, 0, 220, 20], [120, 25, 220, 100], [0, 300, 100, 400]], [H, T, T], [0, 1, 2], [0, 0, 1]),
+])
+def test_group_articles(xyxy, is_title, rank, expected):
+    got = group_articles(np.array(xyxy, float).reshape(-1, 4), np.array(is_title, bool), np.array(rank))
+    assert got.tolist() == expected

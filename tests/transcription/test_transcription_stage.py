@@ -1,0 +1,138 @@
+"""The transcription stage end to end with the real PP-OCR recogniser on a rendered two-column page."""
+
+import json
+import os
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from newsbag import rundir
+from newsbag.transcription import parse_transcription_options, run_transcription
+from nbtest import run_cli
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("rapidocr_onnxruntime")
+
+HEADLINE = "Storm over the harbour"
+LEFT = ["The ships came home", "late in the evening", "after the great wind"]
+RIGHT = ["and the town council", "met on the next day", "to count the losses"]
+
+
+def _text_page(path):
+    """A 1000x520 page: a headline over the left column, three lines per column; returns line boxes."""
+    image = Image.new("L", (1000, 520), 255)
+    draw = ImageDraw.Draw(image)
+    big, font = ImageFont.load_default(size=44), ImageFont.load_default(size=30)
+    draw.text((40, 30), HEADLINE, font=big, fill=0)
+    lines = []
+    for x, texts in ((40, LEFT), (540, RIGHT)):
+        for k, text in enumerate(texts):
+            y = 150 + 60 * k
+            draw.text((x, y), text, font=font, fill=0)
+            x0, y0, x1, y1 = draw.textbbox((x, y), text, font=font)
+            lines.append([x0 - 4, y0 - 4, x1 + 4, y1 + 4])
+    image.save(path)
+    return lines
+
+
+def _page(pid, regions, source="C"):
+    return {"page_id": pid, "image": {"path": f"img/{pid}.png", "width": 1000, "height": 520},
+            "source": {"stage": "fusion", "variant": source, "family": "fusion", "model": "m", "device": "cpu"},
+            "regions": [{"bbox_xyxy": b, "label": lab, "class": cls, "score": 0.9, "order": k, "text": None}
+                        for k, (b, lab, cls) in enumerate(regions)], "seconds": 0.0}
+
+
+def _write_run(tmp_path, pids=("p1",)):
+    run = tmp_path / "run"
+    (run / "manifests").mkdir(parents=True)
+    (run / "img").mkdir()
+    records = []
+    for pid in pids:
+        lines = _text_page(run / "img" / f"{pid}.png")
+        records.append({"page_id": pid, "path": f"img/{pid}.png", "image_path": str(run / "img" / f"{pid}.png"),
+                        "width": 1000, "height": 520, "sha256": "0"})
+        fused = _page(pid, [([30, 20, 560, 90], "headline", "headline"), ([30, 140, 480, 340], "text", "text"),
+                            ([530, 140, 980, 340], "text", "text")])
+        rundir.fused_dir(run, "C").mkdir(parents=True, exist_ok=True)
+        (rundir.fused_dir(run, "C") / f"{pid}.json").write_text(json.dumps(fused))
+        line_page = _page(pid, [(b, "text_line", "text_line") for b in lines], "lines")
+        line_page["source"] = {"stage": "text_lines", "variant": "lines", "family": "text_lines", "model": "m", "device": "cpu"}
+        for r in line_page["regions"]:
+            r["order"] = None
+        rundir.source_dir(run, "text_lines", "lines").mkdir(parents=True, exist_ok=True)
+        (rundir.source_dir(run, "text_lines", "lines") / f"{pid}.json").write_text(json.dumps(line_page))
+    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (rundir.fusion_dir(run) / "summary.json").write_text(json.dumps({"recommended_variant": "C"}))
+    return run
+
+
+def _words(text):
+    return set(text.lower().split())
+
+
+def test_transcribes_in_reading_order_as_one_article_and_resumes(tmp_path):
+    run = _write_run(tmp_path)
+    result = run_transcription(run, ["p1"], {})
+    assert (result["ok"], result["failed"], result["variant"]) == (1, 0, "C")
+    out = rundir.transcript_dir(run, "C")
+    record = json.loads((out / "p1.json").read_text())
+    # regions in reading order: headline, left column, right column; each read from its own lines;
+    # the headline had no detected line: read as one crop (it is at most 2.5 line heights tall)
+    assert [r["region"] for r in record["regions"]] == [0, 1, 2]
+    assert [len(r["lines"]) for r in record["regions"]] == [1, 3, 3]
+    assert len(_words(record["regions"][0]["text"]) & _words(HEADLINE)) >= 3
+    for region, expected in ((record["regions"][1], LEFT), (record["regions"][2], RIGHT)):
+        got = region["text"].splitlines()
+        assert len(got) == 3
+        for line, want in zip(got, expected):  # the real model reads clean print nearly perfectly
+            assert len(_words(line) & _words(want)) >= len(want.split()) - 1, (line, want)
+    # one article: the headline, its column and the continuation at the top of the next column
+    assert len(record["articles"]) == 1
+    assert record["articles"][0]["regions"] == [0, 1, 2]
+    assert len(_words(record["articles"][0]["headline"]) & _words(HEADLINE)) >= 3
+    assert (out / "p1.txt").read_text().strip() == record["text"]
+    index = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
+    assert [(a["page_id"], a["article"]) for a in index] == [("p1", 0)]
+
+    before = os.stat(out / "p1.json").st_mtime_ns
+    again = run_transcription(run, ["p1"], {})
+    assert (again["ok"], again["skipped"]) == (0, 1)
+    assert os.stat(out / "p1.json").st_mtime_ns == before
+    # new line boxes (a rerun of the line detector) make the page stale
+    lines_path = rundir.source_dir(run, "text_lines", "lines") / "p1.json"
+    lines_path.write_text(lines_path.read_text())
+    os.utime(lines_path, ns=(before + 10**9, before + 10**9))
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+
+
+def test_a_page_without_fused_output_fails_alone_and_the_index_covers_the_whole_manifest(tmp_path):
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    (rundir.fused_dir(run, "C") / "p2.json").unlink()
+    result = run_transcription(run, ["p1", "p2"], {})
+    assert (result["ok"], result["failed"]) == (1, 1)
+    assert result["failures"][0]["page_id"] == "p2" and "fused page" in result["failures"][0]["error"]
+    ledger = [json.loads(line) for line in rundir.failures_ledger(run).read_text().splitlines()]
+    assert [(r["stage"], r["page_id"]) for r in ledger] == [("transcription", "p2")]
+    # a later call for p2 only keeps p1's articles in the run-level index
+    run_transcription(run, ["p2"], {})
+    index = (rundir.transcript_dir(run, "C") / "transcripts.jsonl").read_text()
+    assert '"page_id": "p1"' in index
+
+
+def test_cli_transcribe_exits_4_on_a_failed_page(tmp_path, capsys):
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    (rundir.fused_dir(run, "C") / "p2.json").unlink()
+    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
+    assert code == 4
+    assert "transcription: 1 page(s) failed" in err
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"colour": 1}, "unknown key(s) colour"),
+    ({"device": "tpu"}, "device must be auto, gpu or cpu"),
+    ({"lines_source": "text_lines"}, "lines_source must be 'stage/variant'"),
+    ({"page_timeout_s": 0}, "page_timeout_s must be a positive number"),
+])
+def test_bad_options_are_refused_in_one_line(options, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_transcription_options(options)
