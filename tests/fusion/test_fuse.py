@@ -255,3 +255,84 @@ def test_split_container_keeps_its_lines_when_another_box_is_shadowed():
     got = out.xyxy[np.lexsort((out.xyxy[:, 0], out.xyxy[:, 1]))]
     np.testing.assert_allclose(got, [[0, 0, 140, 60], [160, 0, 300, 60], [0, 60, 140, 190], [160, 60, 300, 190],
                                      [0, 300, 300, 400]])
+
+
+def test_page_sized_box_is_neither_region_nor_vote():
+    # CDLA on an old scan: one "figure" over the whole page; other members find two columns.
+    page = make_boxes([[0, 0, 1000, 1000]], label="image", source="p/cdla")
+    page_text = make_boxes([[5, 5, 995, 995]], source="p/cdla")
+    cols = make_boxes([[0, 0, 480, 1000], [520, 0, 1000, 1000]], source="t/blocks")
+    b = pool(page, page_text, cols)
+    assert (area_of(fuse_consensus(b, ConsensusParams(vote=1)).xyxy) >= 0.6e6).any()   # without the rule
+    out = fuse_consensus(b, ConsensusParams(vote=1, max_page_share=0.6))
+    np.testing.assert_allclose(out.xyxy[np.argsort(out.xyxy[:, 0])], cols.xyxy)
+    assert sorted(int(m[0]) for m in out.data["member_idx"]) == [2, 3]   # indices into the full input
+    # at vote 2 the page-sized text box no longer votes for the columns
+    assert len(fuse_consensus(b, ConsensusParams(vote=2, max_page_share=0.6))) == 0
+
+
+def _shipped_variants():
+    """(config file, variant) for every variant of every shipped parameter set."""
+    import json
+    from pathlib import Path
+
+    from newsbag.fusion.variants import DEFAULT_FUSION_CFG, parse_fusion_config
+
+    out = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "configs").glob("pipeline.*.json")):
+        stage = [s for s in json.loads(path.read_text())["stages"] if s.get("kind") == "fusion"][0]
+        section = {k: v for k, v in stage.items() if k not in ("name", "kind")}
+        out += [(path.name, v) for v in parse_fusion_config({**DEFAULT_FUSION_CFG, **section}).variants]
+    return out
+
+
+@pytest.mark.parametrize("config, variant", _shipped_variants(), ids=lambda x: getattr(x, "name", x))
+def test_shipped_variant_contract(config, variant):
+    from newsbag.fusion.variants import with_order
+
+    from newsbag.fusion.variants import FusionConfig
+
+    variant = with_order(FusionConfig((variant,)), ["b/x", "a/x"]).variants[0]   # "auto" -> a fixed order
+    fn, params = VARIANTS[variant.method], variant.params
+    b = _any_pool()
+    before = {k: v.copy() for k, v in b.data.items()}, b.xyxy.copy()
+    out1, out2 = fn(b, params), fn(b, params)
+    assert out1.xyxy.dtype == np.float64 and out1.xyxy.shape == (len(out1), 4) and len(out1) > 0
+    assert out1.score.dtype == np.float32 and out1.label.dtype == np.int8
+    np.testing.assert_array_equal(out1.xyxy, out2.xyxy)                 # deterministic
+    np.testing.assert_array_equal(out1.label, out2.label)
+    np.testing.assert_array_equal(b.xyxy, before[1])                     # input unchanged
+    assert all(np.array_equal(b.data[k], v) for k, v in before[0].items())
+    assert sorted(out1.data["order"].tolist()) == list(range(len(out1)))
+    assert all(len(m) >= 1 and m.max() < len(b) for m in out1.data["member_idx"])
+    empty = Boxes.empty(b.meta, data_keys=("source", "family"))
+    assert fn(empty, params).xyxy.shape == (0, 4)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ([], ["text", "text"]),                                                     # no heading evidence
+    ([make_boxes([[0, 0, 300, 40]], label="headline", source="t/blocks", family="t")],
+     ["headline", "text"]),                                                     # a source's heading covers it
+])
+def test_titles_from_heading_boxes(extra, expected):
+    regions = make_boxes([[0, 0, 300, 40], [0, 50, 300, 250]], source="b/blocks", family="b")
+    lines = make_boxes([[0, 5, 300, 20]] + lines_in(0, 300, 50, 250), label="text_line", source="l/l", family="l")
+    out = fuse_consensus(pool(regions, lines, *extra), ConsensusParams(vote=1, titles=True, t_ioa=0.99,
+                                                                       granularity=("b/*",), prefer="rank",
+                                                                       t_shadow=0.3))
+    from newsbag import labels
+    got = [labels.LABELS[k] for k in out.label[np.argsort(out.xyxy[:, 1])]]
+    assert got == expected
+
+
+def test_titles_from_line_height():
+    # one line 3x the body line height: a headline; one body line alone stays text
+    regions = make_boxes([[0, 0, 300, 40], [0, 50, 300, 250], [0, 260, 300, 272]], source="b/blocks")
+    lines = make_boxes([[0, 5, 300, 35]] + lines_in(0, 300, 50, 250) + [[0, 261, 300, 271]],
+                       label="text_line", source="l/l")
+    from newsbag import labels
+    out = fuse_consensus(pool(regions, lines), ConsensusParams(vote=1, titles=True))
+    got = [labels.LABELS[k] for k in out.label[np.argsort(out.xyxy[:, 1])]]
+    assert got == ["headline", "text", "text"]
+    out = fuse_consensus(pool(regions, lines), ConsensusParams(vote=1))
+    assert [labels.LABELS[k] for k in out.label] == ["text"] * 3

@@ -38,7 +38,21 @@ def test_page_metrics_line_coverage_and_cross_share():
     assert m["line_coverage"] == 1.0
     assert m["cross_share"] == 0.5            # the first region spans a gutter
     assert m["single_line_share"] == 0.5
-    assert m["score"] == pytest.approx(1.0 * 0.5 * 0.75 * 1.0)
+    assert m["lonely_line_share"] == 1 / 5   # line 5 is alone in its region
+    assert m["score"] == pytest.approx(1.0 * 0.5 * (1 - 1 / 5 / 2) * 1.0)
+
+
+def test_boxing_a_headline_costs_less_than_leaving_it_uncovered():
+    # 20 body lines in one column block and a one-line headline above them.
+    body = [[0, 40 + 15 * k, 300, 50 + 15 * k] for k in range(20)]
+    lines = np.array([[0, 0, 300, 30]] + body, float)
+    block = [[0, 38, 300, 40 + 15 * 20]]
+    boxed = page_metrics(make_boxes([[0, 0, 300, 32]] + block, source="a/x"), lines)
+    missed = page_metrics(make_boxes(block, source="a/x"), lines)
+    # boxed: every line covered, 1 of 21 lines alone; missed: 20 of 21 lines covered
+    assert boxed["score"] == pytest.approx(1 - 1 / 21 / 2)
+    assert missed["score"] == pytest.approx(20 / 21)
+    assert boxed["score"] > missed["score"]
 
 
 def test_overlap_share_costs_stacked_regions():
@@ -48,7 +62,7 @@ def test_overlap_share_costs_stacked_regions():
     assert tiled["overlap_share"] == 0.0
     # half of the union lies under both boxes (raster 256 on a 1000 px page: exact at 15/30)
     assert stacked["overlap_share"] == pytest.approx(0.5, abs=0.05)
-    # one of the two regions holds a single line: (1 - 0.5 / 2), then the overlap factor
+    # one of the two lines is alone in a region: (1 - 0.5 / 2), then the overlap factor
     assert stacked["score"] == pytest.approx(0.75 * (1 - stacked["overlap_share"]))
 
 

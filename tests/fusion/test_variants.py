@@ -1,15 +1,23 @@
 import pytest
 
-from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, ConsensusParams, Variant, match_sources, needs_order,
+from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, RECIPE_DOC, ConsensusParams, Variant, match_sources, needs_order,
                                      parse_fusion_config, with_order)
 
 
-def test_default_config_ships_the_seven_named_variants_and_consensus():
+def test_default_config_ships_the_operators_variants_exactly_and_the_recipes():
     cfg = parse_fusion_config(DEFAULT_FUSION_CFG)
-    names = [v.name for v in cfg.variants]
-    assert {"S1", "S2", "S3", "P1", "P2", "P3", "P4"} <= set(names)
-    assert any(v.method == "consensus" and v.params.vote >= 2 for v in cfg.variants)
-    assert cfg.line_source == "text_lines/lines"
+    by_name = {v.name: v for v in cfg.variants}
+    assert set(by_name) == {"S1", "S2", "S3", "P1", "P2", "P3", "P4", "best_single", "union", "vote", "ranked"}
+    paddle = ("paddle_layout/*", "paddle_vl15/*")   # the four Paddle sources (DESIGN §4)
+    assert by_name["S1"].sources == paddle and by_name["S1"].method == "best_single"
+    assert by_name["S2"].sources == ("dell/*",) and by_name["S3"].sources == ("mineru/*",)
+    assert by_name["P1"].sources == paddle
+    assert by_name["P2"].sources == paddle + ("dell/*",)
+    assert by_name["P3"].sources == paddle + ("mineru/*",)          # Paddle + MinerU, no Dell
+    assert by_name["P4"].sources == paddle + ("dell/*", "mineru/*")
+    assert all(by_name[n].params.vote == 1 for n in ("P1", "P2", "P3", "P4"))
+    assert cfg.recommended == "ranked" and cfg.line_source == "text_lines/lines"
+    assert set(RECIPE_DOC) == set(by_name)                          # one line each
 
 
 @pytest.mark.parametrize("cfg, message", [
@@ -38,8 +46,9 @@ def test_params_are_frozen_and_parsed():
         "vote": 3, "granularity": ["a/*"], "weights": {"b/*": 2}, "split_columns": True}}}})
     p = cfg.variants[0].params
     assert p == ConsensusParams(vote=3, granularity=("a/*",), weights=(("b/*", 2.0),), split_columns=True)
-    c4 = {v.name: v for v in parse_fusion_config(DEFAULT_FUSION_CFG).variants}["C4"].params
-    assert (c4.prefer, c4.solo_min_size, c4.t_shadow, c4.granularity) == ("rank", (3.0, 1.0), 0.3, ("auto",))
+    ranked = {v.name: v for v in parse_fusion_config(DEFAULT_FUSION_CFG).variants}["ranked"].params
+    assert (ranked.prefer, ranked.solo_min_size, ranked.t_shadow, ranked.granularity, ranked.max_page_share) == (
+        "rank", (3.0, 1.0), 0.3, ("auto",), 0.5)
 
 
 def test_auto_granularity_is_resolved_to_an_order():

@@ -9,13 +9,14 @@ them into the JSON ``support`` and ``members`` lists.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
 from .. import labels
 from ..contract import Boxes
-from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs
+from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .order import column_segments, reading_order
 from .variants import BestSingleParams, ConsensusParams
@@ -323,7 +324,7 @@ def _line_blocks(res: _Resolved, rep: _Resolved | None, lines: np.ndarray) -> _R
 def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
     """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
 
-    Steps: (1) support of a box = families whose same-class boxes (text lines count for
+    Steps: (0) boxes covering `max_page_share` of the page or more are left out. (1) support of a box = families whose same-class boxes (text lines count for
     text and titles) cover at least `t_cover` of it, plus its own family; correlated
     sources of one family are one vote. (2) Keep boxes with >= `vote` families or a score
     >= `solo_score`, or at least `solo_min_size` text-line heights wide and tall (a large
@@ -337,6 +338,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     better-ranked boxes already cover (`granularity` ranks). (6) With
     `split_columns`, give the uncovered lines of containers that gave way blocks too, then
     cut text regions at column gutters of their text lines (`order.column_segments`).
+    (7) With `titles`, text regions with heading evidence become ``headline`` (`_titles`).
 
     Args:
         boxes: pooled boxes of one page (sources plus optional text-line evidence).
@@ -352,6 +354,15 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
         return _empty(boxes)
     if pairs is None:
         pairs = self_pairs(boxes.xyxy)
+    if params.max_page_share < 1:
+        # A member that fails on a page returns one page-sized box (CDLA's "figure" on old
+        # scans): it is neither a region nor a vote for every box under it.
+        page_sized = area(boxes.xyxy) >= params.max_page_share * float(meta.width) * float(meta.height)
+        if page_sized.any():
+            sel = np.flatnonzero(~page_sized)
+            out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized))
+            members = np.fromiter((sel[m] for m in out.data["member_idx"]), dtype=object, count=len(out))
+            return Boxes(out.xyxy, out.score, out.label, out.meta, {**out.data, "member_idx": members})
     coarse = coarse_codes(boxes)
     is_line = coarse == COARSE["line"]
     textlike = np.isin(coarse, _TEXTLIKE)
@@ -417,12 +428,46 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
             pieces.xyxy = seg
             res = res.take(stay).extend(pieces)
     xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
+    if params.titles:
+        label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
 
     order = reading_order(xyxy, meta.width, meta.height)
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support, "order": order},
     )
+
+
+_HEADLINE = np.int8(labels.label_code("headline"))
+
+
+def _titles(xyxy: np.ndarray, label: np.ndarray, title_xyxy: np.ndarray, lines: np.ndarray,
+            t_cover: float = 0.5, max_lines: int = 3, tall: float = 1.8) -> np.ndarray:
+    """Labels with text regions that heading evidence calls titles relabelled ``headline``.
+
+    Evidence: title boxes of the sources (Tesseract's heading types, layout models' titles)
+    cover at least `t_cover` of the region, or it holds 1..`max_lines` text lines whose
+    mean height is at least `tall` x the page's median line height (headlines and
+    mastheads are set larger than body text). Averaging picks the label of the heaviest
+    member, nearly always a body-text source, so without this headlines came out as text.
+    """
+    text = np.flatnonzero(_COARSE_OF_LABEL[label.astype(np.intp)] == COARSE["text"])
+    if not len(text):
+        return label
+    is_title = np.zeros(len(text), bool)
+    if len(title_xyxy):
+        p = cross_pairs(xyxy[text], title_xyxy)
+        cov = np.bincount(p.i, p.inter, minlength=len(text)) / np.maximum(area(xyxy[text]), _EPS)
+        is_title |= cov >= t_cover
+    if len(lines):
+        mb, ml = _inside(xyxy[text], lines)
+        h = lines[:, 3] - lines[:, 1]
+        n = np.bincount(mb, minlength=len(text))
+        mean_h = np.bincount(mb, h[ml], minlength=len(text)) / np.maximum(n, 1)
+        is_title |= (n >= 1) & (n <= max_lines) & (mean_h >= tall * float(np.median(h)))
+    out = label.copy()
+    out[text[is_title]] = _HEADLINE
+    return out
 
 
 def _empty(boxes: Boxes) -> Boxes:

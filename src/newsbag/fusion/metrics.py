@@ -26,7 +26,7 @@ _RASTER = 256
 _COL_GAP = 0.006
 _COL_SLACK = 0.01
 METRIC_KEYS = ("n_regions", "n_text", "text_area_ratio", "overlap_share", "line_coverage", "cross_share",
-               "single_line_share", "empty_share", "score")
+               "single_line_share", "lonely_line_share", "empty_share", "score")
 
 
 def union_mask(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
@@ -109,18 +109,20 @@ def _lines(boxes: Boxes) -> np.ndarray:
 def page_score(m: dict) -> float:
     """The documented ranking score, in [0, 1], higher is better.
 
-    score = line_coverage * (1 - cross_share) * (1 - single_line_share / 2)
+    score = line_coverage * (1 - cross_share) * (1 - lonely_line_share / 2)
             * (1 - empty_share / 2) * (1 - overlap_share)
     Completeness (text lines inside text regions) times structure: regions that span a
-    column gutter, regions holding at most one line, text regions holding no line and
-    text regions stacked on each other (a layout is a partition; overlaps count text
-    twice, as unions of several granularities do) cost. A whole-page box covers every
-    line but crosses every gutter, so it scores near 0; one region per line scores at
-    most 0.5. Without text lines it is NaN.
+    column gutter, lines alone in their region, text regions holding no line and text
+    regions stacked on each other (a layout is a partition; overlaps count text twice, as
+    unions of several granularities do) cost. Lonely *lines*, not one-line *regions*: a
+    boxed headline, masthead or dateline is one line of hundreds and costs almost nothing,
+    while counted per region it cost more than leaving those lines uncovered. A whole-page
+    box covers every line but crosses every gutter, so it scores near 0; one region per
+    line scores at most 0.5. Without text lines it is NaN.
     """
     if np.isnan(m["line_coverage"]):
         return np.nan
-    return float(m["line_coverage"] * (1 - m["cross_share"]) * (1 - m["single_line_share"] / 2)
+    return float(m["line_coverage"] * (1 - m["cross_share"]) * (1 - m["lonely_line_share"] / 2)
                  * (1 - m["empty_share"] / 2) * (1 - m["overlap_share"]))
 
 
@@ -137,7 +139,8 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
         page area), overlap_share (share of that union under two or more text regions),
         line_coverage (share of lines with >= 50% inside one text region),
         cross_share (share of text regions whose lines show a column gutter),
-        single_line_share and empty_share (text regions with <= 1 / 0 lines), score.
+        single_line_share and empty_share (text regions with <= 1 / 0 lines),
+        lonely_line_share (lines that are the only line of a text region), score.
     """
     meta = regions.meta
     text = regions.xyxy[_textlike(regions)]
@@ -147,7 +150,8 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
          "text_area_ratio": covered_px / count.size,
          "overlap_share": np.count_nonzero(count >= 2) / covered_px if covered_px else 0.0}
     if len(lines) == 0:
-        m.update(line_coverage=np.nan, cross_share=np.nan, single_line_share=np.nan, empty_share=np.nan)
+        m.update(line_coverage=np.nan, cross_share=np.nan, single_line_share=np.nan, lonely_line_share=np.nan,
+                 empty_share=np.nan)
     else:
         p = cross_pairs(text, lines, line_tree)
         inside = p.inter >= 0.5 * np.maximum(area(lines)[p.j], 1e-9)
@@ -161,10 +165,11 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
             line_coverage=float(covered.mean()),
             cross_share=float(np.count_nonzero(n_cols >= 2) / nt),
             single_line_share=float(np.count_nonzero(per_region <= 1) / nt),
+            lonely_line_share=float(np.count_nonzero(per_region == 1) / len(lines)),
             empty_share=float(np.count_nonzero(per_region == 0) / nt),
         )
         if len(text) == 0:
-            m.update(cross_share=0.0, single_line_share=0.0, empty_share=0.0)
+            m.update(cross_share=0.0, single_line_share=0.0, lonely_line_share=0.0, empty_share=0.0)
     m["score"] = page_score(m)
     return m
 

@@ -18,13 +18,13 @@ from ..tables import tsv_text
 from .fuse import VARIANTS, describe, member_records
 from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
-from .variants import FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
+from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fuse_all", "fuse_page", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
-SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - single_line_share/2) "
+SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - lonely_line_share/2) "
              "* (1 - empty_share/2) * (1 - overlap_share); see newsbag.fusion.metrics.page_score")
 _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
@@ -395,8 +395,9 @@ def run_fusion(
     method = {v.name: v.method for v in cfg.variants}
     for r in vrows:
         r["method"] = method.get(r["name"], "")
+        r["what"] = RECIPE_DOC.get(r["name"], r["method"])
     atomic_write_text(fusion / "variant_leaderboard.tsv",
-                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys]))
+                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys, "what"]))
     atomic_write_text(fusion / "source_leaderboard.tsv",
                       tsv_text(srows, ["rank", "name", "family", "n_pages", *skeys]))
     atomic_write_text(fusion / "per_page_variant_metrics.tsv", tsv_text(
