@@ -42,7 +42,7 @@ from newsbag.rundir import discover_sources, source_dir
 
 KEYS = ("pixel_f1", "b1x", "iou_f1", "xcol")
 # The thresholds the tuned variant's recipe may move, one value list each (a full grid).
-GRID = {"t_shadow": [0.2, 0.3, 0.5], "col_min_lines": [4, 8], "solo_min_size": [(3.0, 1.0), (6.0, 2.0)]}
+GRID = {"t_shadow": [0.1, 0.3, 0.5], "split_columns": [True, False]}
 _TEXT = np.array([labels.coarse_for(n) in ("text", "title", "line") for n in labels.LABELS])
 
 
