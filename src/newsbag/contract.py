@@ -191,6 +191,8 @@ def boxes_from_page(page: dict, source: str | None = None) -> Boxes:
         "text": np.array([r.get("text") for r in regions], dtype=object).reshape(n),
         "order": order,
     }
+    if any("article" in r for r in regions):  # fused pages: the article each text/title region belongs to
+        data["article"] = np.array([-1 if r.get("article") is None else int(r["article"]) for r in regions], np.int64)
     return Boxes(xyxy=xyxy, score=score, label=label, meta=meta, data=data)
 
 
@@ -229,4 +231,7 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
         if key in data:
             keys.append(key)
             cols.append(data[key].tolist())
+    if "article" in data:
+        keys.append("article")
+        cols.append([None if a < 0 else int(a) for a in data["article"].tolist()])
     return [dict(zip(keys, row)) for row in zip(*cols)]

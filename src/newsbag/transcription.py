@@ -20,9 +20,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import labels, rundir
-from .articles import group_articles
 from .config import EnvSpec, ModelStage
 from .contract import boxes_from_page
+from .fusion.fuse import articles
 from .io import atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
@@ -98,15 +98,16 @@ def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage
     )
 
 
-def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
-    """The fused page and its text/title regions: index into the page's regions, boxes, rank."""
+def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fused page and its text/title regions: index into the page's regions, boxes, rank, article."""
     page = read_page(fused_path, page_id)
     boxes = boxes_from_page(page)
-    coarse = boxes.coarse
-    idx = np.flatnonzero(np.isin(coarse, _READ_CLASSES))
+    idx = np.flatnonzero(np.isin(boxes.coarse, _READ_CLASSES))
     order = boxes.data["order"][idx]
     rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
-    return page, idx, boxes.xyxy[idx], rank
+    # Fusion stores each region's article; a page fused before articles existed gets them here.
+    article = boxes.data["article"] if "article" in boxes.data else articles(boxes)
+    return page, idx, boxes.xyxy[idx], rank, article[idx]
 
 
 def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
@@ -115,11 +116,10 @@ def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
     return boxes_from_page(read_page(lines_path, page_id)).xyxy
 
 
-def _transcript(page: dict, idx: np.ndarray, region_xyxy: np.ndarray, rank: np.ndarray, region_of: np.ndarray,
+def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, region_of: np.ndarray,
                 line_regions: list[dict], variant: str, fingerprint: str) -> dict:
     """The per-page transcript record: regions (with lines) in reading order, articles, page text."""
     is_title = np.array([labels.coarse_for(page["regions"][i].get("class") or "unknown") == "title" for i in idx], bool)
-    article = group_articles(region_xyxy, is_title, rank)
     texts = assemble(len(idx), region_of, [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in idx]
     for r, line in zip(region_of, line_regions):
@@ -197,7 +197,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "skipped")
             continue
         try:
-            page, idx, xyxy, rank = _read_regions(fused_path, page_id)
+            page, idx, xyxy, rank, article = _read_regions(fused_path, page_id)
             crops, region_of = plan_page(xyxy, rank, _lines(lines_path, page_id))
         except (OSError, ValueError) as exc:
             summary["failed"] += 1
@@ -206,7 +206,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "failed")
             continue
         write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist()})
-        plans[page_id] = (page, idx, xyxy, rank, region_of, fp)
+        plans[page_id] = (page, idx, rank, article, region_of, fp)
         todo.append(records[page_id])
     if todo:
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
@@ -218,9 +218,9 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 if progress:
                     progress(page_id, "failed")
                 continue
-            page, idx, xyxy, rank, region_of, fp = plans[page_id]
+            page, idx, rank, article, region_of, fp = plans[page_id]
             lines = read_page(out_dir / "_lines" / f"{page_id}.json", page_id)["regions"]
-            record = _transcript(page, idx, xyxy, rank, region_of, lines, variant, fp)
+            record = _transcript(page, idx, rank, article, region_of, lines, variant, fp)
             atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
             write_json(out_dir / f"{page_id}.json", record)
             summary["ok"] += 1

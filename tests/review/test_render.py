@@ -8,7 +8,7 @@ from PIL import Image
 
 from newsbag import labels
 from newsbag.contract import Boxes, PageMeta
-from newsbag.review.render import CLASS_COLORS, render_board
+from newsbag.review.render import ARTICLE_COLOR, CLASS_COLORS, render_board
 
 MAGENTA = (255, 0, 255)
 
@@ -137,3 +137,22 @@ def test_boxes_outside_the_page_are_clipped_not_fatal():
 def test_bad_widths_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         render_board(Image.new("RGB", (20, 20)), [], **kwargs)
+
+
+def test_articles_get_one_outline_around_their_regions():
+    image = Image.new("RGB", (200, 100), (255, 255, 0))
+    # article 0 = headline + body in the left half; article 1 is a single region (no outline)
+    page = boxes([[10, 10, 90, 20], [10, 30, 90, 90], [110, 10, 190, 90]])
+    page = Boxes(xyxy=page.xyxy, score=page.score, label=page.label, meta=page.meta,
+                 data={"article": np.array([0, 0, 1])})
+    board = render_board(image, [("fusion/C", page)], max_panel_width=200)
+    (_, rect), = panels_by_row(board, color=(255, 255, 0))
+    x0, y0, x1, y1 = rect
+    arr = np.asarray(board)[y0:y1, x0:x1]
+    dark = np.all(arr == ARTICLE_COLOR, axis=-1)
+    ys, xs = np.nonzero(dark)
+    # the outline spans both regions of article 0 (x 10-90, y 10-90, padded) and nothing of article 1
+    assert xs.min() <= 10 and xs.max() >= 90 and xs.max() < 105
+    assert ys.min() <= 10 and ys.max() >= 90
+    no_articles = render_board(image, [("fusion/C", boxes(page.xyxy))], max_panel_width=200)
+    assert not np.all(np.asarray(no_articles)[y0:y1, x0:x1] == ARTICLE_COLOR, axis=-1).any()

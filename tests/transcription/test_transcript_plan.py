@@ -77,3 +77,24 @@ T = False
 def test_group_articles(xyxy, is_title, rank, expected):
     got = group_articles(np.array(xyxy, float).reshape(-1, 4), np.array(is_title, bool), np.array(rank))
     assert got.tolist() == expected
+
+
+def test_fused_pages_carry_article_ids_of_their_text_and_title_regions():
+    from newsbag import labels
+    from newsbag.contract import Boxes, PageMeta, boxes_from_page, regions_from_boxes
+    from newsbag.fusion.fuse import articles
+
+    xyxy = np.array([[0, 0, 100, 20], [0, 25, 100, 100], [120, 0, 220, 80], [0, 110, 100, 130]], float)
+    names = ["headline", "text", "image", "text"]
+    fused = Boxes(xyxy=xyxy, score=np.ones(4), label=[labels.label_code(n) for n in names],
+                  meta=PageMeta("p", 300, 200), data={"order": np.array([0, 1, -1, 2])})
+    # the image has no article; the body below the headline's article joins it
+    assert articles(fused).tolist() == [0, 0, -1, 0]
+    described = Boxes(xyxy=xyxy, score=fused.score, label=fused.label, meta=fused.meta,
+                      data={**fused.data, "article": articles(fused)})
+    regions = regions_from_boxes(described)
+    assert [r["article"] for r in regions] == [0, 0, None, 0]
+    page = {"page_id": "p", "image": {"path": "x.png", "width": 300, "height": 200},
+            "source": {"stage": "fusion", "variant": "C"}, "regions": regions}
+    assert boxes_from_page(page).data["article"].tolist() == [0, 0, -1, 0]
+    assert articles(fused[np.zeros(0, np.intp)]).shape == (0,)

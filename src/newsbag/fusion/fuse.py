@@ -15,13 +15,14 @@ from typing import Callable
 import numpy as np
 
 from .. import labels
+from ..articles import group_articles
 from ..contract import Boxes
 from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .order import column_segments, reading_order
 from .variants import BestSingleParams, ConsensusParams
 
-__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "member_records",
+__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "articles", "member_records",
            "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
@@ -546,5 +547,16 @@ def describe(fused: Boxes, boxes: Boxes, source: str, records: list[dict] | None
     return Boxes(
         xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
         data={"support": support, "members": members, "order": fused.data["order"],
-              "source": np.full(len(fused), source, object)},
+              "article": articles(fused), "source": np.full(len(fused), source, object)},
     )
+
+
+def articles(fused: Boxes) -> np.ndarray:
+    """(N,) article id of each text or title region in reading order (`articles.group_articles`), -1 for the rest."""
+    coarse = fused.coarse
+    read = np.flatnonzero((coarse == "text") | (coarse == "title"))
+    out = np.full(len(fused), -1, dtype=np.int64)
+    order = fused.data["order"][read]
+    rank = np.where(order >= 0, order, np.iinfo(np.int64).max)
+    out[read] = group_articles(fused.xyxy[read], coarse[read] == "title", rank)
+    return out

@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ..contract import Boxes
 from ..labels import COARSE_CLASSES
 
-__all__ = ["CLASS_COLORS", "render_board"]
+__all__ = ["CLASS_COLORS", "ARTICLE_COLOR", "render_board"]
 
 # One colour per coarse class (RGB). Text is red so a reviewer's eye goes to text first;
 # text lines are thin cyan so 1,000+ of them stay readable under the blocks.
@@ -22,6 +22,8 @@ CLASS_COLORS: dict[str, tuple[int, int, int]] = {
     "other": (150, 60, 190),
     "line": (0, 170, 200),
 }
+# Articles (a headline with its body regions) get one dark outline around all their regions.
+ARTICLE_COLOR = (60, 60, 60)
 _FILL_ALPHA = 40
 _BACKGROUND = (246, 246, 246)
 _INK = (25, 25, 25)
@@ -80,7 +82,24 @@ def _draw_boxes(page: Image.Image, boxes: Boxes, scale_xy: tuple[float, float]) 
     for i in order:
         width = 1 if coarse[i] == "line" else block_width
         draw.rectangle(xyxy[i].tolist(), outline=CLASS_COLORS[coarse[i]], width=width)
+    if "article" in boxes.data:
+        _draw_articles(draw, xyxy, boxes.data["article"], block_width, page.size)
     return out
+
+
+def _draw_articles(draw: ImageDraw.ImageDraw, xyxy: np.ndarray, article: np.ndarray, width: int,
+                   size: tuple[int, int]) -> None:
+    """One outline around the regions of each article of two or more regions, numbered at its top left."""
+    font = _font(max(10, 4 * width + 6))
+    pad = 2 * width
+    for a in np.unique(article[article >= 0]):
+        mine = xyxy[article == a]
+        if len(mine) < 2:
+            continue
+        box = [max(int(mine[:, 0].min()) - pad, 0), max(int(mine[:, 1].min()) - pad, 0),
+               min(int(mine[:, 2].max()) + pad, size[0] - 1), min(int(mine[:, 3].max()) + pad, size[1] - 1)]
+        draw.rectangle(box, outline=ARTICLE_COLOR, width=width)
+        draw.text((box[0] + pad, box[1] + pad), f"A{int(a)}", fill=ARTICLE_COLOR, font=font)
 
 
 def _legend(width: int, title: str, font, small) -> Image.Image:
