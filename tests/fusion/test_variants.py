@@ -20,6 +20,17 @@ def test_default_config_ships_the_operators_variants_exactly_and_the_recipes():
     assert set(RECIPE_DOC) == set(by_name)                          # one line each
 
 
+def test_embedded_config_ships_the_recipes_as_defined():
+    import json
+    from pathlib import Path
+
+    from newsbag.fusion.variants import RECIPES
+
+    cfg = json.loads((Path(__file__).resolve().parents[2] / "configs" / "pipeline.local.json").read_text())
+    fusion = [s for s in cfg["stages"] if s.get("kind") == "fusion"][0]
+    assert fusion["variants"] == json.loads(json.dumps(RECIPES)) and fusion["recommended"] == "ranked"
+
+
 @pytest.mark.parametrize("cfg, message", [
     ({"variantz": {}}, "unknown key(s) ['variantz']"),
     ({"variants": {"A": {"sources": ["*"], "method": "vote"}}}, "method must be one of"),
