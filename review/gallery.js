@@ -1,92 +1,298 @@
 "use strict";
-// Gallery behaviour: mark loaded images (tests read data-loaded), filter, sort, zoom a board.
+// The review gallery: sortable leaderboards, a sortable paged page list, and a page view with
+// the scan under one SVG overlay per source and fused variant. Per-page boxes load on demand
+// from pages/<page_id>/data.js (a <script> tag: works from file:// where fetch() does not).
 (function () {
-  const body = document.body;
-  const cards = Array.from(document.querySelectorAll(".card"));
-  const boards = Array.from(document.querySelectorAll("img.board"));
+  const data = JSON.parse(document.getElementById("gallery-data").textContent);
+  const F = {};
+  data.fields.forEach((name, i) => { F[name] = i; });
+  const ROWS_PER_VIEW = 100;
+  const SVG = "http://www.w3.org/2000/svg";
+  const $ = (id) => document.getElementById(id);
 
-  function countLoaded() {
-    body.dataset.imagesLoaded = String(boards.filter((img) => img.dataset.loaded === "true").length);
+  // ---- sortable tables (leaderboards) ----
+  function cellValue(td) {
+    const v = td.dataset.v;
+    const n = parseFloat(v);
+    return v !== "" && !isNaN(n) && isFinite(v) ? n : v;
   }
-  function markImage(img) {
-    if (img.complete && img.naturalWidth > 0) {
-      img.dataset.loaded = "true";
-      img.dataset.naturalWidth = String(img.naturalWidth);
-    } else if (img.complete) {
-      img.dataset.loaded = "error";
-    }
-    countLoaded();
+  function compare(a, b) {
+    const an = typeof a === "number", bn = typeof b === "number";
+    if (a === "" || a === null || a === undefined) return (b === "" || b === null || b === undefined) ? 0 : 1;
+    if (b === "" || b === null || b === undefined) return -1;
+    if (an && bn) return a - b;
+    return String(a).localeCompare(String(b));
   }
-  boards.forEach((img) => {
-    img.addEventListener("load", () => markImage(img));
-    img.addEventListener("error", () => { img.dataset.loaded = "error"; countLoaded(); });
-    if (img.complete) markImage(img);
+  document.querySelectorAll("table.sortable").forEach((table) => {
+    table.querySelectorAll("th").forEach((th) => th.addEventListener("click", () => {
+      const col = parseInt(th.dataset.col, 10);
+      const dir = th.dataset.dir === "asc" ? "desc" : "asc";
+      table.querySelectorAll("th").forEach((h) => { delete h.dataset.dir; });
+      th.dataset.dir = dir;
+      const body = table.tBodies[0];
+      const rows = Array.from(body.rows);
+      rows.sort((r1, r2) => {
+        const c = compare(cellValue(r1.cells[col]), cellValue(r2.cells[col]));
+        return dir === "asc" ? c : -c;
+      });
+      rows.forEach((r) => body.appendChild(r));
+    }));
   });
 
-  const filter = document.getElementById("filter");
-  const sort = document.getElementById("sort");
-  const onlyFailures = document.getElementById("only-failures");
-  const shown = document.getElementById("shown");
-  const container = document.getElementById("cards");
-  const keys = {
-    score: (c) => -parseFloat(c.dataset.score),
-    src: (c) => -parseFloat(c.dataset.src),
-    fused: (c) => -parseFloat(c.dataset.fused),
-    cov: (c) => parseFloat(c.dataset.cov),
-    page: (c) => c.dataset.page,
-  };
+  // ---- page list ----
+  const list = $("page-list");
+  const filter = $("filter");
+  const onlyFailures = $("only-failures");
+  const shown = $("shown");
+  let sortKey = "rank", sortDir = "asc", offset = 0, visible = data.rows;
 
-  function apply() {
+  function fmt(v) {
+    if (v === null || v === undefined) return "";
+    if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(3);
+    return String(v);
+  }
+  function refresh() {
     const needle = filter.value.trim().toLowerCase();
-    let visible = 0;
-    cards.forEach((c) => {
-      const hit = !needle || c.textContent.toLowerCase().includes(needle);
-      const fails = !onlyFailures.checked || parseInt(c.dataset.failed, 10) > 0;
-      c.hidden = !(hit && fails);
-      if (!c.hidden) visible += 1;
+    visible = data.rows.filter((r) => {
+      if (onlyFailures.checked && !r[F.failed_sources]) return false;
+      if (!needle) return true;
+      return [r[F.page_id], r[F.reasons], r[F.failed_sources], r[F.path]].join(" ").toLowerCase().includes(needle);
     });
-    const key = keys[sort.value] || keys.score;
-    const sorted = cards.slice().sort((a, b) => {
-      const ka = key(a), kb = key(b);
-      if (ka < kb) return -1;
-      if (ka > kb) return 1;
-      return parseInt(a.dataset.rank, 10) - parseInt(b.dataset.rank, 10);
+    const i = F[sortKey];
+    visible = visible.slice().sort((a, b) => {
+      const c = compare(a[i], b[i]);
+      return (sortDir === "asc" ? c : -c) || a[F.rank] - b[F.rank];
     });
-    sorted.forEach((c) => container.appendChild(c));
-    shown.textContent = visible + " of " + cards.length + " shown";
+    offset = Math.max(0, Math.min(offset, Math.max(0, visible.length - 1)));
+    offset -= offset % ROWS_PER_VIEW;
+    draw();
   }
-  [filter, onlyFailures].forEach((el) => el.addEventListener("input", apply));
-  sort.addEventListener("change", apply);
-  apply();
-
-  const overlay = document.getElementById("overlay");
-  const big = document.getElementById("overlay-img");
-  const title = document.getElementById("overlay-title");
-  let scale = 0;  // 0 = fit to window, else a factor of the natural size
-  function setScale(s) {
-    scale = s;
-    big.classList.toggle("fit", scale === 0);
-    big.style.width = scale === 0 ? "" : Math.round(big.naturalWidth * scale) + "px";
+  function draw() {
+    const body = list.tBodies[0];
+    const frag = document.createDocumentFragment();
+    visible.slice(offset, offset + ROWS_PER_VIEW).forEach((r) => {
+      const tr = document.createElement("tr");
+      tr.dataset.page = r[F.page_id];
+      const cells = [r[F.rank], r[F.page_id], ...data.columns.map((c) => r[F[c.key]]), r[F.failed_sources], r[F.reasons]];
+      cells.forEach((v, k) => {
+        const td = document.createElement("td");
+        td.textContent = fmt(v);
+        if (k === cells.length - 2 && v) td.className = "bad";
+        tr.appendChild(td);
+      });
+      tr.addEventListener("click", () => openPage(r[F.page_id]));
+      frag.appendChild(tr);
+    });
+    body.replaceChildren(frag);
+    const end = Math.min(visible.length, offset + ROWS_PER_VIEW);
+    shown.textContent = visible.length ? `${offset + 1}–${end} of ${visible.length} pages` : `0 of ${data.rows.length} pages`;
+    $("prev-rows").disabled = offset === 0;
+    $("next-rows").disabled = end >= visible.length;
+    list.querySelectorAll("th").forEach((th) => {
+      if (th.dataset.key === sortKey) th.dataset.dir = sortDir; else delete th.dataset.dir;
+    });
   }
-  function open(link) {
-    big.src = link.dataset.full;
-    title.textContent = link.closest(".card").dataset.page;
-    setScale(0);
-    overlay.hidden = false;
-  }
-  function close() { overlay.hidden = true; big.removeAttribute("src"); }
-  document.querySelectorAll("a.zoom").forEach((a) => a.addEventListener("click", (ev) => {
-    ev.preventDefault();
-    open(a);
+  list.querySelectorAll("th").forEach((th) => th.addEventListener("click", () => {
+    const key = th.dataset.key;
+    // Scores and disagreement read best high-first; coverage and ids low-first.
+    const lowFirst = ["rank", "page_id", "line_coverage", "failed_sources", "reasons"].includes(key);
+    sortDir = key === sortKey ? (sortDir === "asc" ? "desc" : "asc") : (lowFirst ? "asc" : "desc");
+    sortKey = key;
+    offset = 0;
+    refresh();
   }));
-  big.addEventListener("click", () => setScale(scale === 0 ? 1 : 0));
-  document.getElementById("zoom-in").addEventListener("click", () => setScale((scale || 0.5) * 1.5));
-  document.getElementById("zoom-out").addEventListener("click", () => setScale(Math.max(0.1, (scale || 1) / 1.5)));
-  document.getElementById("zoom-fit").addEventListener("click", () => setScale(0));
-  document.getElementById("overlay-close").addEventListener("click", close);
-  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && !overlay.hidden) close(); });
-  // index.html#zoom=<page_id> opens that page's full board (a link a reviewer can share).
-  const wanted = decodeURIComponent(location.hash.replace(/^#zoom=/, ""));
-  const card = location.hash.startsWith("#zoom=") && cards.find((c) => c.dataset.page === wanted);
-  if (card) open(card.querySelector("a.zoom"));
+  filter.addEventListener("input", () => { offset = 0; refresh(); });
+  onlyFailures.addEventListener("change", () => { offset = 0; refresh(); });
+  $("prev-rows").addEventListener("click", () => { offset = Math.max(0, offset - ROWS_PER_VIEW); draw(); });
+  $("next-rows").addEventListener("click", () => {
+    if (offset + ROWS_PER_VIEW < visible.length) offset += ROWS_PER_VIEW;
+    draw();
+  });
+
+  // ---- page view ----
+  const viewer = $("viewer");
+  const stage = $("stage");
+  const scan = $("scan");
+  const tip = $("tip");
+  const layersBox = $("layers");
+  const cache = {};
+  const hidden = new Set();   // layer names the reviewer switched off
+  const shownByUser = new Set();  // layer names the reviewer switched on
+  let current = null, pinned = false;
+
+  function pagePath(pageId, file) {
+    return `${data.pages_dir}/${encodeURIComponent(pageId)}/${file}`;
+  }
+  window.newsbagPage = function (page) {
+    cache[page.page_id] = page;
+    if (current === page.page_id) render(page);
+  };
+  function openPage(pageId) {
+    current = pageId;
+    viewer.hidden = false;
+    viewer.dataset.page = "";
+    $("viewer-title").textContent = pageId;
+    $("viewer-board").href = pagePath(pageId, "board.png");
+    if (location.hash !== "#page=" + encodeURIComponent(pageId)) {
+      history.replaceState(null, "", "#page=" + encodeURIComponent(pageId));
+    }
+    if (cache[pageId]) { render(cache[pageId]); return; }
+    const s = document.createElement("script");
+    s.src = pagePath(pageId, "data.js");
+    s.onerror = () => { viewer.dataset.page = "error"; $("viewer-title").textContent = pageId + " (no page data; rerun newsbag review)"; };
+    s.onload = () => s.remove();
+    document.head.appendChild(s);
+    viewer.scrollIntoView({block: "start"});
+  }
+  function defaultOn(layer, page) {
+    if (hidden.has(layer.name)) return false;
+    if (shownByUser.has(layer.name)) return true;
+    const fused = page.layers.filter((l) => l.kind === "fused");
+    const ref = fused.find((l) => l.recommended) || fused[0];
+    return ref ? layer.name === ref.name : layer === page.layers[0];
+  }
+  function render(page) {
+    stage.querySelectorAll("svg.layer").forEach((s) => s.remove());
+    layersBox.replaceChildren();
+    scan.src = pagePath(page.page_id, page.scan);
+    scan.alt = "scan of " + page.page_id;
+    stage.style.aspectRatio = `${page.width} / ${page.height}`;
+    const fontSize = Math.max(page.width, page.height) / 70;
+    page.layers.forEach((layer) => {
+      const svg = document.createElementNS(SVG, "svg");
+      svg.setAttribute("class", `layer ${layer.kind}`);
+      svg.setAttribute("viewBox", `0 0 ${page.width} ${page.height}`);
+      svg.setAttribute("preserveAspectRatio", "none");
+      svg.dataset.layer = layer.name;
+      const stroke = Math.max(page.width, page.height) / (layer.kind === "fused" ? 500 : 700);
+      layer.boxes.forEach((b, i) => {
+        const [x0, y0, x1, y1, code] = b;
+        const coarse = page.coarse[code];
+        const rect = document.createElementNS(SVG, "rect");
+        rect.setAttribute("x", x0); rect.setAttribute("y", y0);
+        rect.setAttribute("width", Math.max(0, x1 - x0)); rect.setAttribute("height", Math.max(0, y1 - y0));
+        rect.setAttribute("class", "box c-" + coarse);
+        rect.setAttribute("stroke", data.colors[coarse] || "#888");
+        rect.setAttribute("fill", data.colors[coarse] || "#888");
+        rect.setAttribute("stroke-width", stroke);
+        rect.dataset.i = i;
+        svg.appendChild(rect);
+        if (layer.kind === "fused" && b[6] !== null && b[6] !== undefined) {
+          const t = document.createElementNS(SVG, "text");
+          t.setAttribute("x", x0 + fontSize * 0.25); t.setAttribute("y", y0 + fontSize);
+          t.setAttribute("font-size", fontSize);
+          t.setAttribute("class", "ro");
+          t.textContent = String(b[6] + 1);
+          svg.appendChild(t);
+        }
+      });
+      const on = defaultOn(layer, page);
+      svg.style.display = on ? "" : "none";
+      stage.appendChild(svg);
+      const label = document.createElement("label");
+      label.className = `toggle ${layer.kind}` + (layer.failed ? " bad" : "");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.checked = on;
+      box.dataset.layer = layer.name;
+      box.addEventListener("change", () => {
+        svg.style.display = box.checked ? "" : "none";
+        (box.checked ? hidden : shownByUser).delete(layer.name);
+        (box.checked ? shownByUser : hidden).add(layer.name);
+      });
+      label.appendChild(box);
+      const n = layer.boxes.length;
+      label.append(` ${layer.name}${layer.recommended ? " ★" : ""} (${layer.failed ? "FAILED" : n})`);
+      layersBox.appendChild(label);
+    });
+    stage.classList.toggle("no-order", !$("show-order").checked);
+    hideTip();
+    viewer.dataset.renderedAt = String(performance.now());
+    viewer.dataset.page = page.page_id;
+  }
+  function describe(page, layerName, i) {
+    const layer = page.layers.find((l) => l.name === layerName);
+    const b = layer.boxes[i];
+    const [x0, y0, x1, y1, code, score, order, raw, support, members] = b;
+    const lines = [
+      ["layer", layerName],
+      ["label", page.labels[code] + (raw && raw !== page.labels[code] ? ` (${raw})` : "")],
+      ["score", score === null ? "none" : score.toFixed(3)],
+      ["box", `${x0},${y0} – ${x1},${y1}`],
+    ];
+    if (order !== null && order !== undefined) lines.push(["order", String(order + 1)]);
+    if (support && support.length) lines.push(["support", support.join(", ")]);
+    if (members && members.length) lines.push(["members", members.join("\n")]);
+    return lines;
+  }
+  function showTip(ev, rect) {
+    const page = cache[current];
+    if (!page) return;
+    const svg = rect.ownerSVGElement;
+    const lines = describe(page, svg.dataset.layer, parseInt(rect.dataset.i, 10));
+    tip.replaceChildren();
+    lines.forEach(([k, v]) => {
+      const row = document.createElement("div");
+      row.className = "tip-" + k;
+      const key = document.createElement("span");
+      key.className = "k";
+      key.textContent = k;
+      const val = document.createElement("span");
+      val.className = "v";
+      val.textContent = v;
+      row.append(key, val);
+      tip.appendChild(row);
+    });
+    tip.hidden = false;
+    const pad = 14;
+    let x = ev.clientX + pad, y = ev.clientY + pad;
+    const w = tip.offsetWidth, h = tip.offsetHeight;
+    if (x + w > window.innerWidth) x = Math.max(0, ev.clientX - w - pad);
+    if (y + h > window.innerHeight) y = Math.max(0, ev.clientY - h - pad);
+    tip.style.left = x + "px";
+    tip.style.top = y + "px";
+    stage.querySelectorAll("rect.hover").forEach((r) => r.classList.remove("hover"));
+    rect.classList.add("hover");
+  }
+  function hideTip() {
+    tip.hidden = true;
+    pinned = false;
+    stage.querySelectorAll("rect.hover").forEach((r) => r.classList.remove("hover"));
+  }
+  stage.addEventListener("mouseover", (ev) => {
+    if (!pinned && ev.target instanceof SVGRectElement) showTip(ev, ev.target);
+  });
+  stage.addEventListener("mouseout", (ev) => {
+    if (!pinned && ev.target instanceof SVGRectElement) hideTip();
+  });
+  // A tap (or click) pins the box's details until the next tap elsewhere.
+  stage.addEventListener("click", (ev) => {
+    if (ev.target instanceof SVGRectElement) { pinned = false; showTip(ev, ev.target); pinned = true; } else hideTip();
+  });
+  $("show-order").addEventListener("change", (ev) => stage.classList.toggle("no-order", !ev.target.checked));
+  $("zoom").addEventListener("input", (ev) => { stage.style.width = (parseFloat(ev.target.value) * 100) + "%"; });
+  $("viewer-close").addEventListener("click", () => {
+    viewer.hidden = true; current = null; hideTip();
+    history.replaceState(null, "", location.pathname + location.search);
+  });
+  function step(delta) {
+    if (!current) return;
+    const k = visible.findIndex((r) => r[F.page_id] === current);
+    const next = visible[k + delta];
+    if (next) openPage(next[F.page_id]);
+  }
+  $("page-prev").addEventListener("click", () => step(-1));
+  $("page-next").addEventListener("click", () => step(1));
+  document.addEventListener("keydown", (ev) => {
+    if (viewer.hidden || ev.target instanceof HTMLInputElement) return;
+    if (ev.key === "Escape") $("viewer-close").click();
+    if (ev.key === "j") step(1);
+    if (ev.key === "k") step(-1);
+  });
+
+  refresh();
+  document.body.dataset.readyMs = String(Math.round(performance.now()));
+  document.body.dataset.ready = "1";
+  // index.html#page=<page_id> opens that page (a link a reviewer can share).
+  if (location.hash.startsWith("#page=")) openPage(decodeURIComponent(location.hash.slice(6)));
 })();

@@ -1,74 +1,120 @@
-"""The gallery in a real headless Chromium: pages listed, board images loaded, a non-blank screenshot."""
+"""The gallery in a real headless Chromium (DevTools protocol over a pipe): it loads from file://,
+tables sort, a page opens with its scan under the overlays, a toggle hides a layer, hovering a
+box shows its label, and a screenshot shows the boxes over the scan."""
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
+import json
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from review_kit import review_run  # noqa: F401  (fixture)
+from cdp import CHROMIUM, Browser
+from review_kit import build_run
 
 from newsbag.review.stage import run_review
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (run .ci/browser_setup.sh)"),
 ]
 
-
-def chromium(user_dir, *args: str) -> subprocess.CompletedProcess:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-dev-shm-usage", f"--user-data-dir={user_dir}", "--enable-logging=stderr", "--v=0",
-           "--virtual-time-budget=5000", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+SUMMARY = {"recommended_variant": "v1", "variant_leaderboard": [
+    {"rank": 1, "name": "v1", "method": "consensus", "n_pages": 3, "score": 0.7, "line_coverage": 0.9},
+    {"rank": 2, "name": "v0", "method": "wbf", "n_pages": 3, "score": 0.5, "line_coverage": 0.95}],
+    "source_leaderboard": [{"rank": 1, "name": "a/x", "family": "a", "n_pages": 3, "score": 0.6}]}
 
 
 @pytest.fixture
-def gallery(review_run):
-    run_review(review_run, ["p1", "p2", "p3"], {"top_n": 20})
-    return review_run / "review" / "index.html"
+def gallery(tmp_path):
+    run = build_run(tmp_path, summary=SUMMARY)
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 20})
+    return run / "review" / "index.html"
 
 
-def test_dom_lists_pages_with_loaded_boards(gallery, tmp_path):
-    proc = chromium(tmp_path / "profile", "--dump-dom", gallery.as_uri())
-    dom = proc.stdout
-    cards = re.findall(r'<article class="card" id="page-(\w+)"', dom)
-    assert cards == ["p2", "p1"]
-    images = re.findall(r'<img class="board"[^>]*>', dom)
-    assert len(images) == 2
-    for tag in images:
-        assert 'data-loaded="true"' in tag, tag
-        width = int(re.search(r'data-natural-width="(\d+)"', tag).group(1))
-        assert width > 200
-    assert re.search(r'<body[^>]*data-images-loaded="2"', dom)
-    assert 'id="shown" class="muted">2 of 2 shown<' in dom  # the filter/sort script ran
-    assert re.search(r'<tr class="failed-page" data-page="p3">', dom)
-    assert "Uncaught" not in proc.stderr
+@pytest.fixture
+def browser(tmp_path):
+    b = Browser(tmp_path / "profile", width=1280, height=1000)
+    yield b
+    b.close()
 
 
-def test_screenshot_shows_boards(gallery, tmp_path):
-    shot = tmp_path / "shot.png"
-    chromium(tmp_path / "profile", "--window-size=1280,1400", "--hide-scrollbars", f"--screenshot={shot}",
-             gallery.as_uri())
+def _open_page(browser, gallery, page_id="p1"):
+    browser.goto(gallery.as_uri() + f"#page={page_id}")
+    browser.wait_for(f"document.getElementById('viewer').dataset.page === '{page_id}'")
+    browser.wait_for("document.getElementById('scan').complete && document.getElementById('scan').naturalWidth > 0")
+    browser.eval("document.getElementById('viewer').scrollIntoView()")
+
+
+def _center(browser, selector):
+    return browser.eval(f"""(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
+                           return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+
+
+def test_page_loads_lists_pages_and_sorts(browser, gallery):
+    browser.goto(gallery.as_uri())
+    rows = browser.eval("Array.from(document.querySelectorAll('#page-list tbody tr')).map(r => r.dataset.page)")
+    assert rows == ["p2", "p1"]  # informative first; p3 failed
+    assert browser.eval("document.getElementById('shown').textContent") == "1–2 of 2 pages"
+    assert browser.eval("document.querySelectorAll('tr.failed-page[data-page=p3]').length") == 1
+    # leaderboard: click the score header twice (ascending, then descending)
+    board = "table.sortable[data-board='1']"
+    names = f"Array.from(document.querySelectorAll(\"{board} tbody tr\")).map(r => r.cells[1].textContent)"
+    assert browser.eval(names) == ["v1", "v0"]
+    score_th = f"{board} th[data-col='4']"
+    browser.click(*_center(browser, score_th))
+    assert browser.eval(names) == ["v0", "v1"]
+    # page list: sort by page id with a real click on its header
+    browser.click(*_center(browser, "#page-list th[data-key='page_id']"))
+    assert browser.eval("Array.from(document.querySelectorAll('#page-list tbody tr')).map(r => r.dataset.page)") == ["p1", "p2"]
+    assert browser.console_errors() == []
+
+
+def test_toggle_hides_a_layer(browser, gallery):
+    _open_page(browser, gallery)
+    layers = browser.eval("Array.from(document.querySelectorAll('#layers input')).map(i => [i.dataset.layer, i.checked])")
+    assert layers == [["a/x", False], ["b/y", False], ["fusion/v1", True]]
+    shown = "getComputedStyle(document.querySelector('svg.layer[data-layer=\"fusion/v1\"]')).display"
+    assert browser.eval(shown) != "none"
+    browser.click(*_center(browser, "#layers input[data-layer='fusion/v1']"))
+    assert browser.eval(shown) == "none"
+    browser.click(*_center(browser, "#layers input[data-layer='a/x']"))
+    assert browser.eval("getComputedStyle(document.querySelector('svg.layer[data-layer=\"a/x\"]')).display") != "none"
+    assert browser.console_errors() == []
+
+
+def test_hover_shows_the_boxs_label_score_and_support(browser, gallery):
+    _open_page(browser, gallery)
+    assert browser.eval("document.getElementById('tip').hidden") is True
+    x, y = _center(browser, "svg.layer[data-layer='fusion/v1'] rect")
+    browser.mouse("mouseMoved", x, y)
+    browser.wait_for("!document.getElementById('tip').hidden")
+    tip = browser.eval("Object.fromEntries(Array.from(document.querySelectorAll('#tip > div')).map("
+                       "d => [d.querySelector('.k').textContent, d.querySelector('.v').textContent]))")
+    assert tip["label"] == "text"
+    assert tip["layer"] == "fusion/v1"
+    assert tip["score"] == "0.900"
+    browser.mouse("mouseMoved", 2, 2)
+    browser.wait_for("document.getElementById('tip').hidden")
+
+
+def test_screenshot_shows_boxes_over_the_scan(browser, gallery, tmp_path):
+    _open_page(browser, gallery, "p2")  # fused v1 on the left column, source b/y on the right
+    browser.click(*_center(browser, "#layers input[data-layer='b/y']"))  # a second layer, dashed
+    shot = tmp_path / "gallery.png"
+    browser.screenshot(shot)
+    stage = browser.eval("(() => { const r = document.getElementById('stage').getBoundingClientRect();"
+                         " return [r.left, r.top, r.right, Math.min(r.bottom, innerHeight)]; })()")
     with Image.open(shot) as im:
         arr = np.asarray(im.convert("RGB")).astype(int)
-    assert arr.shape[:2] == (1400, 1280)
-    assert arr.std() > 20  # not a blank page
-    # The boards' red text outlines are on screen, i.e. the images rendered, not just the text.
-    red = (arr[..., 0] > 180) & (arr[..., 1] < 80) & (arr[..., 2] < 80)
-    assert red.sum() > 200
-
-
-def test_zoom_link_opens_the_full_board(gallery, tmp_path):
-    dom = chromium(tmp_path / "profile", "--dump-dom", gallery.as_uri() + "#zoom=p1").stdout
-    overlay = re.search(r'<div id="overlay"[^>]*>', dom).group(0)
-    assert "hidden" not in overlay
-    big = re.search(r'<img id="overlay-img"[^>]*>', dom).group(0)
-    assert 'src="pages/p1/board.png"' in big
-    assert re.search(r'<span id="overlay-title">p1</span>', dom)
+    x0, y0, x1, y1 = (int(round(v)) for v in stage)
+    region = arr[y0:y1, x0:x1]
+    assert region.shape[0] > 300 and region.shape[1] > 1000
+    # The scan is there: its dark 'text' bars ...
+    dark = (region.max(axis=2) < 90).mean()
+    assert dark > 0.05
+    # ... and the boxes over it: red text outlines (fused solid, b/y dashed) on both halves.
+    red = (region[..., 0] > 170) & (region[..., 1] < 90) & (region[..., 2] < 90)
+    half = region.shape[1] // 2
+    assert red[:, :half].sum() > 500 and red[:, half:].sum() > 200

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from PIL import Image
 
+import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
 from newsbag.review.stage import parse_review_cfg, run_review
@@ -48,11 +50,19 @@ def test_boards_failures_ranking_and_gallery(review_run):
     assert float(rows[1][3]) > float(rows[2][3])
 
     html = (review / "index.html").read_text()
-    assert html.index('data-page="p2"') < html.index('data-page="p1"')
-    assert 'src="top20_informative/pages/p2.png"' in html
-    assert "sources disagree: 100% of blocks unmatched between sources" in html
+    data = json.loads(re.search(r'<script id="gallery-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+    rows = [dict(zip(data["fields"], r)) for r in data["rows"]]
+    assert [(r["page_id"], r["rank"]) for r in rows] == [("p2", 1), ("p1", 2)]
+    assert "sources disagree: 100% of blocks unmatched between sources" in rows[0]["reasons"]
     assert 'class="failed-page" data-page="p3"' in html
     assert "broken page JSON" in html
+    # The page view's data: scan JPEG and one layer per source and fused variant, boxes in page pixels.
+    page = json.loads(re.fullmatch(r"newsbagPage\((.*)\);\n", (review / "pages" / "p2" / "data.js").read_text(), re.S).group(1))
+    assert [(layer["name"], layer["kind"], layer["recommended"]) for layer in page["layers"]] == [
+        ("a/x", "source", False), ("b/y", "source", False), ("fusion/v1", "fused", True)]
+    assert page["layers"][1]["boxes"][0][:5] == [*review_kit.BOX_B_FAR, page["labels"].index("text")]
+    with Image.open(review / "pages" / "p2" / page["scan"]) as scan:
+        assert scan.format == "JPEG" and scan.size == (review_kit.W, review_kit.H)
 
 
 def test_workers_draw_the_same_boards_and_ranking_as_one_process(review_run, tmp_path):

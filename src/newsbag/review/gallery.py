@@ -1,19 +1,33 @@
-"""Write the review gallery (RUN/review/index.html) from the jinja2 template in the `review/` folder."""
+"""The review gallery: RUN/review/index.html (jinja2 template in `review/`) plus one small data file per page.
+
+index.html carries the leaderboards and one row per page (metrics only); each page's boxes
+live in ``review/pages/<page_id>/data.js``, loaded with a <script> tag when the page is opened,
+so a 5,000-page run opens as fast as a 20-page one and everything works from file:// with no
+server (browsers refuse fetch() of local files, not <script src>).
+"""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import jinja2
 
 from ..errors import EnvError
+from ..export.layout import page_regions
 from ..io import atomic_write_text
+from ..labels import CANONICAL, LABELS
 from ..resources import review_dir
 
-__all__ = ["TEMPLATE", "ASSETS", "render_gallery", "write_gallery"]
+__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCAN", "render_gallery", "write_gallery", "page_layer", "write_page_data"]
 
 TEMPLATE = "gallery.html.j2"
 ASSETS = ("gallery.css", "gallery.js")
+DATA_JS = "data.js"
+SCAN = "scan.jpg"
+# Members listed one by one up to this many per source; more (text lines) are counted.
+_MEMBERS_LISTED = 3
 
 
 def _folder() -> Path:
@@ -31,8 +45,16 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
 
+def _num(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
 def render_gallery(context: dict) -> str:
-    """HTML text of the gallery for `context` (keys the template reads: run, pages, failed, ...).
+    """HTML text of the gallery for `context` (keys the template reads: run, data, leaderboards, failed, ...).
 
     The CSS and JS are inlined so the page works from file:// and after the run is moved.
     """
@@ -44,6 +66,7 @@ def render_gallery(context: dict) -> str:
         keep_trailing_newline=True,
     )
     env.filters["pct"] = _pct
+    env.filters["num"] = _num
     # CSS and JS are read as plain text (not templates) so their braces never meet jinja.
     css, js = ((folder / name).read_text(encoding="utf-8") for name in ASSETS)
     return env.get_template(TEMPLATE).render(**context, css=css, js=js)
@@ -53,3 +76,42 @@ def write_gallery(path: Path, context: dict) -> Path:
     """Render the gallery and write it atomically to `path` (image links are relative to it)."""
     atomic_write_text(path, render_gallery(context))
     return path
+
+
+def _members_text(members: tuple[dict, ...]) -> list[str]:
+    """'source: label score' per member; sources with many members (text lines) as 'source: N boxes'."""
+    counts = Counter(str(m.get("source")) for m in members)
+    out, listed = [], Counter()
+    for m in members:
+        src = str(m.get("source"))
+        if counts[src] > _MEMBERS_LISTED:
+            if not listed[src]:
+                out.append(f"{src}: {counts[src]} boxes")
+            listed[src] += 1
+            continue
+        score = m.get("score")
+        out.append(f"{src}: {m.get('label')}" + ("" if score is None else f" {score:.2f}"))
+    return out
+
+
+def page_layer(name: str, kind: str, page: dict | None, *, failed: bool = False, recommended: bool = False) -> dict:
+    """One overlay of a page's data file: its boxes as compact rows.
+
+    Each box is ``[x0, y0, x1, y1, label_code, score|null, order|null, raw_label, support,
+    members]`` in original image pixels; `label_code` indexes `labels.LABELS`; `support` and
+    `members` (short strings) are empty for source layers.
+    """
+    boxes = []
+    for r in page_regions(page) if page is not None else []:
+        boxes.append([*r.xyxy, LABELS.index(r.cls), None if r.score is None else round(r.score, 3), r.order,
+                      r.raw_label, list(r.support), _members_text(r.members)])
+    return {"name": name, "kind": kind, "failed": failed, "recommended": recommended, "boxes": boxes}
+
+
+def write_page_data(path: Path, page_id: str, width: int, height: int, layers: list[dict]) -> None:
+    """Write ``newsbagPage({...});`` for the gallery's page view (scan and board sit beside it)."""
+    data = {"page_id": page_id, "width": width, "height": height, "scan": SCAN, "board": "board.png",
+            "labels": list(LABELS), "coarse": [CANONICAL[name] for name in LABELS], "layers": layers}
+    # "</" never appears raw, so the JSON is also safe to inline in HTML.
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    atomic_write_text(path, f"newsbagPage({text});\n")

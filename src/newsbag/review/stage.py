@@ -15,7 +15,7 @@ from .. import rundir
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import read_pages
 from ..parallel import page_map
-from .gallery import write_gallery
+from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
 from .render import CLASS_COLORS, render_board
 from .score import score_page
 
@@ -29,6 +29,10 @@ _STAGE_KEYS = {"name", "kind", "description"}
 # above 800 px (the full-size page is one click away in the gallery).
 _PANEL_MIN, _PANEL_MAX = 480, 800
 _THUMB_WIDTH = 1200
+# The gallery's page view shows the scan at most this wide (a JPEG beside data.js): enough to
+# read a headline, ~0.3 MB for an NZZ page.
+_SCAN_WIDTH = 1600
+_SCAN_QUALITY = 80
 # zlib level 3 encodes a scan board ~2.7x faster than the default 6 and smaller (1.5 vs 2.1 MB
 # on an NZZ board): the encode was 70 % of the stage time.
 _PNG_LEVEL = 3
@@ -99,9 +103,9 @@ def _fused_dirs(run_dir: Path, params: ReviewParams) -> tuple[dict[str, Path], s
     return found, None
 
 
-def _load_boxes(path: Path, name: str, page_id: str) -> Boxes:
+def _load_page(path: Path, page_id: str) -> dict:
     try:
-        return boxes_from_page(read_page(path, page_id), source=name)
+        return read_page(path, page_id)
     except ValueError as exc:
         raise _PageError(f"broken page JSON {exc}") from None
 
@@ -134,8 +138,8 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
 
 
 def _is_fresh(page_dir: Path, fingerprint: str) -> bool:
-    """The board exists and info.json says it was drawn, successfully, from exactly these inputs."""
-    if not (page_dir / "board.png").is_file():
+    """Board, scan and gallery data exist and info.json says they were made, successfully, from exactly these inputs."""
+    if not all((page_dir / name).is_file() for name in ("board.png", SCAN, DATA_JS)):
         return False
     try:
         recorded = read_json(page_dir / "info.json")
@@ -147,11 +151,14 @@ def _is_fresh(page_dir: Path, fingerprint: str) -> bool:
 def _review_page(
     run_dir: Path, record, source_dirs: dict[str, Path], fused_dirs: dict[str, Path],
     recommended: str | None, params: ReviewParams, force: bool, compute: bool = True,
+    gallery_dirs: dict[str, Path] | None = None,
 ) -> _Outcome:
     page_id = record.page_id
     page_dir = rundir.review_page_dir(run_dir, page_id)
     sources, failed_sources = _page_files(page_id, source_dirs)
-    fused, failed_fused = _page_files(page_id, fused_dirs)
+    # The board shows `fused_dirs`; the gallery overlays every fused variant of the run.
+    gallery_dirs = {**(gallery_dirs or {}), **fused_dirs}
+    fused, failed_fused = _page_files(page_id, gallery_dirs)
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
     params_rec = {**asdict(params), "variants": list(params.variants) if params.variants else None,
                   "shown_fused": sorted(fused_dirs)}
@@ -167,11 +174,14 @@ def _review_page(
     if not compute:
         return _Outcome(page_id, "absent")
 
-    source_boxes = {name: _load_boxes(path, name, page_id) for name, path in sources.items()}
-    fused_boxes = {name: _load_boxes(path, f"fusion/{name}", page_id) for name, path in fused.items()}
+    source_pages = {name: _load_page(path, page_id) for name, path in sources.items()}
+    fused_pages = {name: _load_page(path, page_id) for name, path in fused.items()}
+    source_boxes = {name: boxes_from_page(page, source=name) for name, page in source_pages.items()}
+    fused_boxes = {name: boxes_from_page(page, source=f"fusion/{name}") for name, page in fused_pages.items()
+                   if name in fused_dirs}
     n_cells = 1 + len(source_dirs) + len(fused_dirs)
     panel_w = _panel_width(n_cells, params.max_board_width)
-    image = _load_image(str(image_path), panel_w)
+    image = _load_image(str(image_path), max(panel_w, _SCAN_WIDTH))
 
     meta = PageMeta(page_id=page_id, width=record.width, height=record.height)
     panels: list[tuple[str, Boxes]] = []
@@ -204,6 +214,13 @@ def _review_page(
     buf = io.BytesIO()
     board.save(buf, format="PNG", compress_level=_PNG_LEVEL)
     atomic_write_bytes(page_dir / "board.png", buf.getvalue())
+    _write_scan(image, page_dir / SCAN)
+    layers = [page_layer(name, "source", source_pages.get(name), failed=name in failed_sources)
+              for name in source_dirs if name in sources or name in failed_sources]
+    layers += [page_layer(f"fusion/{name}", "fused", fused_pages.get(name), failed=name in failed_fused,
+                          recommended=name == recommended)
+               for name in sorted(gallery_dirs) if name in fused or name in failed_fused]
+    write_page_data(page_dir / DATA_JS, page_id, record.width, record.height, layers)
     info = {
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
@@ -217,17 +234,28 @@ def _review_page(
 
 def _review_task(task: tuple) -> _Outcome:
     """One page, in this process or a worker; a `_PageError` fails that page only."""
-    run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force, compute = task
+    run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force, compute, gallery_dirs = task
     try:
         if record is None:
             raise _PageError(f"not in {run_dir / rundir.MANIFEST}")
-        return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force, compute)
+        return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force, compute,
+                            gallery_dirs)
     except _PageError as exc:
         page_dir = rundir.review_page_dir(run_dir, page_id)
-        for stale in ("board.png", "info.json"):
+        for stale in ("board.png", "info.json", SCAN, DATA_JS):
             (page_dir / stale).unlink(missing_ok=True)
         write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": str(exc)})
         return _Outcome(page_id, "failed", error=str(exc))
+
+
+def _write_scan(image: Image.Image, out: Path) -> None:
+    """The page image as a JPEG at most `_SCAN_WIDTH` wide, for the gallery (browsers show no TIFF)."""
+    if image.width > _SCAN_WIDTH:
+        image = image.resize((_SCAN_WIDTH, max(1, round(image.height * _SCAN_WIDTH / image.width))),
+                             Image.Resampling.BILINEAR)
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=_SCAN_QUALITY)
+    atomic_write_bytes(out, buf.getvalue())
 
 
 def _write_thumb(board: Path, out: Path) -> None:
@@ -251,6 +279,82 @@ def _tsv_cell(value: Any) -> str:
     if isinstance(value, list):
         value = "; ".join(map(str, value))
     return str(value).replace("\t", " ").replace("\n", " ")
+
+
+_SCORE_COLUMNS = [("score", "score", "informative score: the sum of the next four"),
+                  ("source_disagreement", "src Δ", "share of block boxes without a same-class partner between sources"),
+                  ("fused_disagreement", "fused Δ", "share of boxes unmatched between the fused variant and each source"),
+                  ("line_coverage", "lines", "share of text lines inside one text region"),
+                  ("failed_share", "failed", "share of sources that failed on the page")]
+
+
+def _variant_metrics(run_dir: Path, variant: str | None) -> dict[str, dict[str, float | None]]:
+    """Per-page metrics of one fused variant from fusion's per_page_variant_metrics.tsv ({} when absent)."""
+    path = rundir.fusion_dir(run_dir) / "per_page_variant_metrics.tsv"
+    if variant is None or not path.exists():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines:
+        return {}
+    header = lines[0].split("\t")
+    out = {}
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("\t")))
+        if row.get("name") != variant:
+            continue
+        out[row["page_id"]] = {k: (float(v) if v not in ("", "nan") else None) for k, v in row.items()
+                               if k not in ("page_id", "name")}
+    return out
+
+
+def _leaderboard(rows: Any, kind_key: str) -> dict:
+    """A leaderboard as columns + rows for the template (numbers keep their type for sorting)."""
+    rows = [r for r in rows or [] if isinstance(r, dict)]
+    if not rows:
+        return {"columns": [], "rows": []}
+    first = ["rank", "name", kind_key, "n_pages"]
+    rest = [k for k in rows[0] if k not in first]
+    columns = [c for c in first if any(c in r for r in rows)] + rest
+    return {"columns": columns, "rows": [[r.get(c) for c in columns] for r in rows]}
+
+
+def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dict, gallery_dirs: dict,
+                     recommended: str | None, top_name: str) -> dict:
+    """What index.html shows: leaderboards, one metrics row per reviewed page, failed pages."""
+    summary: dict = {}
+    try:
+        summary = read_json(rundir.fusion_dir(run_dir) / "summary.json")
+    except (OSError, ValueError):
+        pass
+    summary = summary if isinstance(summary, dict) else {}
+    reference = recommended or (sorted(gallery_dirs)[0] if gallery_dirs else None)
+    metrics = _variant_metrics(run_dir, reference)
+    metric_keys = sorted({k for m in metrics.values() for k in m}, key=lambda k: (k != "score", k))
+    columns = [{"key": k, "label": label, "title": title} for k, label, title in _SCORE_COLUMNS]
+    columns += [{"key": f"v.{k}", "label": f"{reference} {k}", "title": f"fusion/{reference} metric {k}"}
+                for k in metric_keys]
+    rows = []
+    for rank, o in enumerate(ranked, 1):
+        s = o.info["score"]
+        row = [o.page_id, rank, *(s.get(k) for k, _, _ in _SCORE_COLUMNS)]
+        row += [metrics.get(o.page_id, {}).get(k) for k in metric_keys]
+        row += [", ".join(s.get("failed_sources") or []), "; ".join(s.get("reasons") or []), o.info.get("path", "")]
+        rows.append(row)
+    return {
+        "run": {
+            "name": run_dir.resolve().name, "pages_ok": len(ranked), "pages_failed": len(failed),
+            "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
+            "reference": reference,
+        },
+        "leaderboards": [("Fusion variants", _leaderboard(summary.get("variant_leaderboard"), "method")),
+                         ("Sources", _leaderboard(summary.get("source_leaderboard"), "family"))],
+        "data": {"columns": columns, "rows": rows, "pages_dir": "pages", "top_dir": f"{top_name}/pages",
+                 "fields": ["page_id", "rank", *(c["key"] for c in columns), "failed_sources", "reasons", "path"],
+                 "colors": {k: f"rgb{v}" for k, v in CLASS_COLORS.items()}},
+        "failed": [{"page_id": o.page_id, "error": o.error} for o in failed[:_FAILED_LISTED]],
+        "colors": CLASS_COLORS,
+        "scores_tsv": "scores.tsv",
+    }
 
 
 def run_review(
@@ -288,13 +392,14 @@ def run_review(
     records = {r.page_id: r for r in read_pages(run_dir)}
     source_dirs = _variant_dirs(rundir.sources_root(run_dir), 2)
     fused_dirs, recommended = _fused_dirs(run_dir, params)
+    gallery_dirs = _variant_dirs(rundir.fusion_dir(run_dir), 1)
 
     # Draw the selected pages; the ranking, scores.tsv, top-N pack and gallery cover every
     # page of the manifest, using the boards of the other pages that are still current.
     selected = set(page_ids)
     everyone = rundir.members(run_dir, page_ids)
     tasks = ((run_dir, page_id, records.get(page_id), source_dirs, fused_dirs, recommended, params,
-              force and page_id in selected, page_id in selected)
+              force and page_id in selected, page_id in selected, gallery_dirs)
              for page_id in everyone)
     outcomes: list[_Outcome] = []
     # Boards are independent and CPU bound (decode, draw, PNG encode).
@@ -342,22 +447,7 @@ def run_review(
     scores_path = review_dir / "scores.tsv"
     atomic_write_text(scores_path, "\n".join(lines) + "\n")
 
-    pages_ctx = []
-    for rank, o in enumerate(top, 1):
-        pages_ctx.append({
-            "rank": rank, "page_id": o.page_id, **o.info["score"], "image_path": o.info.get("path", ""),
-            "thumb": f"{top_name}/pages/{o.page_id}.png", "board": f"pages/{o.page_id}/board.png",
-        })
-    context = {
-        "run": {
-            "name": run_dir.resolve().name, "pages_ok": len(ok), "pages_failed": len(failed),
-            "sources": list(source_dirs), "fused": list(fused_dirs), "recommended": recommended,
-        },
-        "pages": pages_ctx,
-        "failed": [{"page_id": o.page_id, "error": o.error} for o in failed[:_FAILED_LISTED]],
-        "colors": CLASS_COLORS,
-        "scores_tsv": "scores.tsv",
-    }
+    context = _gallery_context(run_dir, ranked, failed, source_dirs, gallery_dirs, recommended, top_name)
     index = write_gallery(review_dir / "index.html", context)
     failures = [{"page_id": o.page_id, "error": o.error} for o in computed if o.status == "failed"]
     rundir.record_failures(run_dir, "review", failures)
