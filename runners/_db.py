@@ -18,8 +18,12 @@ __all__ = ["db_input_hw", "components_xyxy", "component_stats", "db_boxes", "uni
 
 
 def db_input_hw(height: int, width: int, max_side: int) -> tuple[int, int]:
-    """Network input size: long side scaled to ~``max_side`` (up or down), both multiples of 32."""
-    ratio = max_side / max(height, width)
+    """Network input size: long side scaled down to ~``max_side``, both multiples of 32.
+
+    Pages smaller than ``max_side`` are not upscaled (only rounded to the next multiple of 32,
+    at least 32): a 1x1 page used to become 2048x2048 and cost 8-10 s for nothing.
+    """
+    ratio = min(1.0, max_side / max(height, width))
     return (max(32, int(round(height * ratio / 32)) * 32), max(32, int(round(width * ratio / 32)) * 32))
 
 

@@ -51,8 +51,27 @@ class MissingDependency(RuntimeError):
     """A library or model file the family needs is not installed."""
 
 
+def _finite(obj):
+    """`obj` with NaN/inf floats as None: strict JSON readers refuse bare NaN tokens."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def dumps_strict(obj, **kwargs) -> str:
+    """JSON without NaN/Infinity tokens (written as null); one plain dumps when there are none."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kwargs)
+    except ValueError:
+        return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+
+
 def emit(event: str, **fields) -> None:
-    sys.stdout.write(EVENT_PREFIX + json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.write(EVENT_PREFIX + dumps_strict({"event": event, **fields}) + "\n")
     sys.stdout.flush()
 
 
@@ -67,8 +86,7 @@ def atomic_write_json(path: Path, obj) -> None:
     try:
         os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; outputs on shared disks must be group-readable
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, ensure_ascii=False)
-            fh.write("\n")
+            fh.write(dumps_strict(obj, ensure_ascii=False) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -89,7 +107,7 @@ def is_valid_output(path: Path, page_id: str) -> bool:
 
 
 def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[list[dict], dict]:
-    """Clip boxes to the page, drop degenerate ones, add the canonical class.
+    """Swap inverted corners, clip boxes to the page, drop degenerate ones, add the canonical class.
 
     Returns the regions and a warning counter (aggregated per page, never per box).
     """
@@ -99,6 +117,9 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
         if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
             warnings["non_finite_box"] = warnings.get("non_finite_box", 0) + 1
             continue
+        if x0 > x1 or y0 > y1:
+            warnings["inverted_box"] = warnings.get("inverted_box", 0) + 1
+            x0, x1, y0, y1 = min(x0, x1), max(x0, x1), min(y0, y1), max(y0, y1)
         cx0, cy0 = min(max(x0, 0.0), width), min(max(y0, 0.0), height)
         cx1, cy1 = min(max(x1, 0.0), width), min(max(y1, 0.0), height)
         if (cx0, cy0, cx1, cy1) != (x0, y0, x1, y1):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, TypedDict
 
@@ -15,6 +16,7 @@ __all__ = [
     "SourcePage",
     "Region",
     "validate_source_page",
+    "repair_regions",
     "boxes_from_page",
     "regions_from_boxes",
 ]
@@ -153,7 +155,11 @@ class Boxes:
 
 
 def validate_source_page(page: Any) -> None:
-    """Raise ValueError naming the first thing wrong with a source-page dict."""
+    """Raise ValueError naming the first thing wrong with a source-page dict.
+
+    Coordinates that are numbers but lie (NaN, inf, null, inverted, off the page) pass here:
+    `repair_regions` mends or drops them, so one bad box never costs a whole page.
+    """
     if not isinstance(page, dict):
         raise ValueError(f"page must be a JSON object, got {type(page).__name__}")
     for key in ("page_id", "image", "source", "regions"):
@@ -162,14 +168,86 @@ def validate_source_page(page: Any) -> None:
     image = page["image"]
     if not isinstance(image, dict) or not all(k in image for k in ("path", "width", "height")):
         raise ValueError("image must have path, width and height")
+    for key in ("width", "height"):
+        value = image[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
+            raise ValueError(f"image.{key} must be a positive number, got {value!r}")
+    if not isinstance(page["source"], dict):
+        raise ValueError("source must be an object")
     if not isinstance(page["regions"], list):
         raise ValueError("regions must be a list")
     for i, region in enumerate(page["regions"]):
         bbox = region.get("bbox_xyxy") if isinstance(region, dict) else None
-        if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) for v in bbox)):
+        if not (isinstance(bbox, list) and len(bbox) == 4
+                and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in bbox)):
             raise ValueError(f"regions[{i}].bbox_xyxy must be 4 numbers, got {bbox!r}")
         if not isinstance(region.get("label"), str):
             raise ValueError(f"regions[{i}].label must be a string")
+
+
+def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
+    """The page with its lying boxes mended or dropped, and what was done (counts).
+
+    The one place every reader's boxes are repaired (via `io.read_page`):
+    a coordinate that is NaN, infinite or null drops the box (``non_finite_box``); inverted
+    corners are swapped (``inverted_box``); boxes reaching off the page are clipped to it
+    (``clipped_box``) and dropped when nothing is left (``outside_page_box``); a score that
+    is not a finite number becomes null (``non_finite_score``). The counts are added to the
+    page's ``warnings``. The input is not changed; an unchanged page is returned as is.
+
+    Args:
+        page: a page that passed `validate_source_page`.
+
+    Returns:
+        (page, counts): counts is empty when nothing needed repair.
+
+    >>> repair_regions({"image": {"width": 10, "height": 10}, "regions": []})[1]
+    {}
+    """
+    regions = page["regions"]
+    n = len(regions)
+    if n == 0:
+        return page, {}
+    width, height = float(page["image"]["width"]), float(page["image"]["height"])
+    xyxy = np.array([[np.nan if v is None else v for v in r["bbox_xyxy"]] for r in regions], dtype=np.float64)
+    finite = np.isfinite(xyxy).all(axis=1)
+    fixed = np.where(finite[:, None], xyxy, 0.0)
+    inverted = finite & ((fixed[:, 0] > fixed[:, 2]) | (fixed[:, 1] > fixed[:, 3]))
+    fixed = np.hstack([np.minimum(fixed[:, :2], fixed[:, 2:]), np.maximum(fixed[:, :2], fixed[:, 2:])])
+    clipped_xyxy = np.clip(fixed, 0.0, [width, height, width, height])
+    clipped = finite & (clipped_xyxy != fixed).any(axis=1)
+    empty = finite & ((clipped_xyxy[:, 2] <= clipped_xyxy[:, 0]) | (clipped_xyxy[:, 3] <= clipped_xyxy[:, 1]))
+    outside = clipped & empty
+    scores = [r.get("score") for r in regions]
+    bad_score = [s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s))
+                 for s in scores]
+    counts = {
+        "non_finite_box": int((~finite).sum()),
+        "inverted_box": int(inverted.sum()),
+        "clipped_box": int((clipped & ~empty).sum()),
+        "outside_page_box": int(outside.sum()),
+        "non_finite_score": int(sum(bad_score)),
+    }
+    counts = {k: v for k, v in counts.items() if v}
+    if not counts:
+        return page, {}
+    keep = finite & ~outside
+    changed = inverted | clipped
+    out = []
+    for i, region in enumerate(regions):
+        if not keep[i]:
+            continue
+        if changed[i] or bad_score[i]:
+            region = dict(region)
+            if changed[i]:
+                region["bbox_xyxy"] = clipped_xyxy[i].tolist()
+            if bad_score[i]:
+                region["score"] = None
+        out.append(region)
+    warnings = dict(page.get("warnings") or {}) if isinstance(page.get("warnings"), dict) else {}
+    for key, value in counts.items():
+        warnings[key] = int(warnings.get(key, 0) or 0) + value
+    return {**page, "regions": out, "warnings": warnings}, counts
 
 
 def boxes_from_page(page: dict, source: str | None = None) -> Boxes:

@@ -29,7 +29,7 @@ from . import labels, rundir
 from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
-from .io import atomic_write_text, read_json
+from .io import atomic_write_text, read_json, read_page
 from .tables import aligned_lines, tsv_text
 
 __all__ = ["evaluate_page_class", "match_pages", "page_metrics_by_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
@@ -118,13 +118,14 @@ def _gt_by_class(ann: dict) -> dict[str, np.ndarray]:
     return {c: np.asarray(v, float).reshape(-1, 4) for c, v in out.items()}
 
 
-def _read_page(path: Path) -> dict | None:
-    try:
-        return read_json(path)
-    except FileNotFoundError:
+def _read_page(path: Path, page_id: str) -> dict | None:
+    """The page through the contract (lying boxes repaired as for every reader); None if absent."""
+    if not path.exists():
         return None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: unreadable page JSON ({exc}); rerun the stage that wrote it") from None
+    try:
+        return read_page(path, page_id)
+    except ValueError as exc:
+        raise InputError(f"unreadable page JSON {exc}; rerun the stage that wrote it") from None
 
 
 def _parts(path: str) -> tuple[str, ...]:
@@ -184,7 +185,7 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
 def page_metrics_by_class(folder: Path, rec: dict, ann: dict) -> tuple[dict[str, dict], bool]:
     """`evaluate_page_class` of one page of a source or variant folder, per class present in
     its ground truth; and whether the folder had no output for that page."""
-    page = _read_page(Path(folder) / f"{rec['page_id']}.json")
+    page = _read_page(Path(folder) / f"{rec['page_id']}.json", rec["page_id"])
     w, h = float(ann["width"]), float(ann["height"])
     sx = w / float(rec.get("width") or w)
     sy = h / float(rec.get("height") or h)

@@ -96,17 +96,53 @@ class _Launch:
     end: dict | None
 
 
+_STATUSES = ("ok", "failed", "skipped")
+
+
+def _parse_event(text: str) -> dict | None:
+    """The event a runner line announces, or None when it is malformed (garbage to log).
+
+    Runners are other people's code: only well-formed events reach the watch loop, so a line
+    like ``@@newsbag [1,2]`` or a ``done`` without a page id can never crash the run.
+    """
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+        return None
+    kind = event["event"]
+    if kind in ("start", "done") and not (isinstance(event.get("page_id"), str) and event["page_id"]):
+        return None
+    if kind == "done":
+        seconds = event.get("seconds")
+        if event.get("status", "ok") not in _STATUSES or not (
+                seconds is None or (isinstance(seconds, (int, float)) and not isinstance(seconds, bool))):
+            return None
+        if event.get("error") is not None and not isinstance(event["error"], str):
+            event = {**event, "error": str(event["error"])}
+    if kind == "fatal" and not isinstance(event.get("error", ""), str):
+        event = {**event, "error": str(event["error"])}
+    return event
+
+
 def _reader(stream, q: queue.Queue, log_fh) -> None:
+    """Pass well-formed events on; log everything else. Never dies before the stream ends."""
+    log_ok = True
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
         if line.startswith(EVENT_PREFIX):
-            try:
-                q.put(json.loads(line[len(EVENT_PREFIX):]))
+            event = _parse_event(line[len(EVENT_PREFIX):])
+            if event is not None:
+                q.put(event)
                 continue
-            except ValueError:
-                pass
-        log_fh.write(f"[stdout] {line}\n")
-        log_fh.flush()
+            line = f"(malformed event ignored) {line}"
+        if log_ok:
+            try:
+                log_fh.write(f"[stdout] {line}\n")
+                log_fh.flush()
+            except (OSError, ValueError):  # disk full or closed: keep reading events
+                log_ok = False
     q.put(None)
 
 

@@ -18,9 +18,10 @@ NZZ_STEM = "nzz_19330203_0_0_a1_p1_1"  # 3912x5551, 5 columns, ~470 ground-truth
 
 
 @pytest.mark.parametrize("h, w, max_side, expected", [
-    (1800, 1321, 2048, (2048, 1504)),   # upscaled: 1321 * 2048/1800 = 1503 -> 1504
+    (1800, 1321, 2048, (1792, 1312)),   # smaller than max_side: own size, to multiples of 32 (no upscale)
     (5551, 3912, 2048, (2048, 1440)),   # 3912 * 0.369 = 1443.3 -> 1440
-    (10, 10, 2048, (2048, 2048)),
+    (10, 10, 2048, (32, 32)),           # tiny page: one 32-pixel cell, not 2048x2048
+    (1, 1, 2048, (32, 32)),             # 1x1 page
     (100, 40, 32, (32, 32)),            # never below one 32-pixel cell
 ])
 def test_db_input_hw(h, w, max_side, expected):

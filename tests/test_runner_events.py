@@ -1,0 +1,64 @@
+"""Other people's runners: malformed events are logged garbage, lying boxes are repaired."""
+
+import json
+
+from nbtest import FAKE_RUNNERS, run_cli
+
+
+def liar_config(path, mode, fusion=True):
+    stages = [{"name": "liar", "family": "liar", "page_timeout_s": 60, "variants": {"v": {"mode": mode}}}]
+    if fusion:
+        stages.append({"name": "fusion", "kind": "fusion"})
+    path.write_text(json.dumps({"version": 1, "runners_dir": str(FAKE_RUNNERS), "stages": stages}))
+    return path
+
+
+def _strict(text):
+    def refuse(token):
+        raise ValueError(f"non-strict JSON token {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_malformed_events_are_garbage_not_a_crash(tmp_path, page_dir, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                             "--config", liar_config(tmp_path / "c.json", "events"))
+    assert code == 0, err
+    assert "Traceback" not in err
+    summary = json.loads((run / "reports" / "run_all.json").read_text())
+    assert summary["sources"][0]["counts"] == {"ok": 5, "failed": 0, "skipped": 0}
+    fusion = json.loads((run / "outputs" / "fusion" / "summary.json").read_text())
+    assert fusion["counts"]["ok"] == 5  # the later stages ran
+    log = (run / "logs" / "liar.v.log").read_text()
+    assert log.count("(malformed event ignored) @@newsbag [1,2]") == 5
+    assert '(malformed event ignored) @@newsbag {"event": "done"}' in log
+
+
+def test_parse_event_accepts_only_well_formed_events():
+    from newsbag.orchestrator import _parse_event
+
+    assert _parse_event('{"event": "done", "page_id": "p", "status": "ok", "seconds": 0.1}')["page_id"] == "p"
+    assert _parse_event('{"event": "done", "page_id": "p", "error": 5, "status": "failed"}')["error"] == "5"
+    for bad in ("[1,2]", "null", '"done"', '{"event": "done"}', '{"event": "start"}',
+                '{"event": "done", "page_id": "p", "status": "maybe"}', '{"event": "done", "page_id": "p", "seconds": true}'):
+        assert _parse_event(bad) is None, bad
+
+
+def test_lying_boxes_are_repaired_counted_and_written_strictly(tmp_path, page_dir, capsys, caplog):
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                             "--config", liar_config(tmp_path / "c.json", "lie"), "-l", "warning")
+    assert code == 0, err
+    assert "repaired boxes: clipped_box 1, inverted_box 1, non_finite_box 2, non_finite_score 1, outside_page_box 1" in caplog.text
+    fused = sorted((run / "outputs" / "fusion").glob("*/*.json"))
+    assert fused
+    for path in fused + sorted((run / "outputs" / "fusion").glob("*.json")) + sorted((run / "reports").glob("*.json")):
+        _strict(path.read_text())  # no NaN / Infinity token anywhere newsbag writes
+    for path in (run / "outputs" / "fusion").glob("*/*.json"):
+        page = _strict(path.read_text())
+        if path.parent.name.startswith("_"):
+            continue
+        w, h = page["image"]["width"], page["image"]["height"]
+        for region in page["regions"]:
+            x0, y0, x1, y1 = region["bbox_xyxy"]
+            assert 0 <= x0 <= x1 <= w and 0 <= y0 <= y1 <= h, (path, region)
