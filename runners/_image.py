@@ -6,26 +6,47 @@ plain 8-bit cache image, so runners only need a straight RGB decode.
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import numpy as np
 from PIL import Image
 
-Image.MAX_IMAGE_PIXELS = None  # broadsheet scans exceed Pillow's bomb guard
+_GUARD_LOCK = threading.RLock()
+
+
+@contextmanager
+def open_page(path: str):
+    """`Image.open` of a page the orchestrator accepted, with Pillow's bomb guard lifted for
+    this block only (never at import).
+
+    The orchestrator refused over-limit and bomb-like pages from their headers (newsbag
+    pages.py, ``--max-megapixels``); Pillow's fixed 179 MP refusal would fail real broadsheets.
+    """
+    with _GUARD_LOCK:
+        saved = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            with Image.open(path) as im:
+                yield im
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
 
 
 def load_rgb(path: str) -> np.ndarray:
     """(H, W, 3) uint8 RGB array of the page image."""
-    with Image.open(path) as im:
+    with open_page(path) as im:
         return np.asarray(im.convert("RGB"))
 
 
 def load_page_array(path: str) -> np.ndarray:
     """(H, W) for grey pages, (H, W, 3) RGB otherwise: resizing a grey scan is 3x cheaper."""
-    with Image.open(path) as im:
+    with open_page(path) as im:
         if im.mode in ("L", "1", "I;16", "I"):
             return np.asarray(im.convert("L"))
         return np.asarray(im.convert("RGB"))
 
 
 def load_pil_rgb(path: str) -> Image.Image:
-    with Image.open(path) as im:
+    with open_page(path) as im:
         return im.convert("RGB")

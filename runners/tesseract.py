@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 import _loop
+from _image import open_page
 
 LEVELS = ("block", "paragraph")
 
@@ -62,8 +63,7 @@ class TesseractDetector:
     def detect(self, image_path: str, page: dict) -> list[dict]:
         from PIL import Image
 
-        Image.MAX_IMAGE_PIXELS = None
-        with Image.open(image_path) as im:
+        with open_page(image_path) as im:
             # Tesseract binarises internally; grey keeps the copy small.
             image = im.convert("L")
             dpi = source_dpi(im.info)

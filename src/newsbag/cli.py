@@ -85,6 +85,9 @@ def _input_options(func):
     @click.option("--manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                   help="File with one image path per line (# comments, relative to the file).")
     @click.option("--max-pages", type=click.IntRange(min=1), help="Take only the first N pages.")
+    @click.option("--max-megapixels", type=click.FloatRange(min=0), default=400.0, show_default=True,
+                  envvar="NEWSBAG_MAX_MEGAPIXELS",
+                  help="Refuse pages whose header declares more pixels, before decoding them (0 = no limit).")
     @wraps(func)
     def wrapper(*args, **kwargs):
         return func(*args, **kwargs)
@@ -110,13 +113,14 @@ def cli() -> None:
 @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (pages x sources) and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
-def run(run_dir, input_dirs, recursive, manifest, max_pages, config_path, stages, page_ids, shard,
+def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, config_path, stages, page_ids, shard,
         device, workers, force, dry_run, as_json):
     """Run the pipeline stages over the pages (resumes finished pages)."""
     from .pipeline import RunOptions, run_pipeline
 
     opts = RunOptions(run_dir=run_dir, config_path=config_path, input_dirs=tuple(input_dirs),
                       manifest=manifest, recursive=recursive, stages=_csv(stages), max_pages=max_pages,
+                      max_megapixels=max_megapixels,
                       page_ids=_csv(page_ids), shard=shard, force=force, device=device, workers=workers)
     if dry_run:
         _print_plan(opts, as_json)
@@ -159,14 +163,15 @@ def _print_plan(opts, as_json: bool) -> None:
 @cli.command()
 @_common
 @_input_options
-def pages(run_dir, input_dirs, recursive, manifest, max_pages):
+def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels):
     """Build RUN/manifests/pages.jsonl only (run once before submitting parallel jobs)."""
     from .errors import PartialFailure
-    from .pages import build_pages
+    from .pages import InputLimits, build_pages
 
     if not input_dirs and not manifest:
         raise click.UsageError("give --input-dir or --manifest")
-    found, rejected = build_pages(run_dir, list(input_dirs), manifest, recursive, max_pages)
+    found, rejected = build_pages(run_dir, list(input_dirs), manifest, recursive, max_pages,
+                                  InputLimits.from_megapixels(max_megapixels))
     click.echo(f"{len(found)} page(s) in {run_dir / 'manifests' / 'pages.jsonl'}")
     if rejected:
         raise PartialFailure(f"{len(rejected)} input(s) rejected; see {run_dir / 'manifests' / 'rejected.jsonl'}")
@@ -189,6 +194,11 @@ def status(run_dir, as_json):
         click.echo(json.dumps(info, indent=1))
         return
     click.echo(f"{info['run_dir']}: {info['pages']} page(s)")
+    if info["rejected"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(info["rejected_by_kind"].items()))
+        click.echo(f"  rejected inputs {len(info['rejected'])} ({kinds}); see manifests/rejected.jsonl")
+        for r in info["rejected"][:20]:
+            click.echo(f"      {r['error']}")
     for s in info["sources"]:
         click.echo(f"  {s['source']:<36} done {s['done']:>6}  failed {s['failed']:>5}  pending {s['pending']:>6}")
         for page_id, err in s["errors"].items():

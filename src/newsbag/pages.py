@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
+import stat
+import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from io import BytesIO
 from pathlib import Path
@@ -17,12 +21,16 @@ from PIL import Image, UnidentifiedImageError
 
 from . import rundir
 from .errors import InputError
-from .io import atomic_write_bytes, atomic_write_text
+from .io import atomic_write_bytes, atomic_write_text, dumps_strict
 
 __all__ = [
     "IMAGE_SUFFIXES",
+    "DEFAULT_MAX_MEGAPIXELS",
+    "InputLimits",
     "PageRecord",
     "Rejected",
+    "open_accepted_image",
+    "read_rejected",
     "page_id_for",
     "discover_images",
     "read_manifest_list",
@@ -35,9 +43,27 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-Image.MAX_IMAGE_PIXELS = None  # broadsheet scans exceed Pillow's bomb guard
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"})
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp",
+                            ".jp2", ".j2k", ".jpx", ".gif", ".pbm", ".pgm", ".ppm", ".pnm"})
+# Page-like formats newsbag cannot read: named as rejected (anything else that is not an image,
+# such as ALTO .xml or checksum files beside the scans, is only counted in the log).
+UNSUPPORTED_SUFFIXES = frozenset({".pdf", ".djvu", ".djv", ".heic", ".heif", ".avif", ".jxl", ".svg",
+                                  ".eps", ".ps", ".psd", ".dng", ".cr2", ".nef", ".raw"})
+# A 600 dpi scan of a full broadsheet (about 24 x 30 in with margins) is ~260 MP; 400 MP leaves room
+# for larger sheets and 800 dpi tabloids while refusing a decompression bomb before it costs
+# 1.2 GB of RGB in every process that reads it (README, "Inputs").
+DEFAULT_MAX_MEGAPIXELS = 400.0
+# Real scans hold at most ~50 pixels per file byte (a bilevel G4 TIFF of an NZZ page: 47; PNG 1-bit:
+# 32; JPEG/deflate grey: 5-6). 1000 is 20x that; only blank pages and bombs get there. Checked only
+# above 16 MP, where decoding starts to cost (a 16 MP RGB page is 48 MB).
+MAX_PIXELS_PER_BYTE = 1000.0
+_RATIO_FLOOR_PIXELS = 16_000_000
+# EXIF/TIFF Orientation -> the transpose that shows the page as a viewer does (Pillow's exif_transpose).
+_ORIENT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+           5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+           8: Image.Transpose.ROTATE_90}
+_GUARD_LOCK = threading.RLock()
 # Formats and modes every model library reads as they are; anything else gets an 8-bit copy.
 _PASS_FORMATS = frozenset({"PNG", "JPEG", "TIFF"})
 _PASS_MODES = frozenset({"L", "RGB"})
@@ -62,6 +88,63 @@ class PageRecord:
 class Rejected:
     path: str
     error: str
+    kind: str = "unreadable"  # broken_symlink | symlink_loop | unreadable | unsupported | not_an_image |
+    #                           corrupt | too_large | absurd_size | empty
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """What a page may declare in its header before anything is decoded.
+
+    Args:
+        max_pixels: width x height above this is refused (0: no limit).
+        max_pixels_per_byte: declared pixels per byte of file above this is refused as a
+            bomb or a blank page (checked above 16 MP only; 0: never).
+    """
+
+    max_pixels: int = int(DEFAULT_MAX_MEGAPIXELS * 1e6)
+    max_pixels_per_byte: float = MAX_PIXELS_PER_BYTE
+
+    @classmethod
+    def from_megapixels(cls, megapixels: float | None) -> InputLimits:
+        if megapixels is None:
+            return cls()
+        if megapixels < 0:
+            raise InputError(f"max megapixels must be >= 0 (0 = no limit), got {megapixels:g}")
+        return cls(max_pixels=int(megapixels * 1e6))
+
+
+class _Reject(InputError):
+    """An input that is not a page, with the kind of reason (for rejected.jsonl and status)."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@contextmanager
+def _pillow_guard_lifted():
+    """Pillow's decompression-bomb guard off for one open/decode, then restored.
+
+    newsbag applies its own limit (`InputLimits`) from the header before any decode, and reads
+    only pages it accepted; Pillow's fixed 179 MP refusal would reject real broadsheets. The
+    global is changed only inside this block (under a lock), never at import.
+    """
+    with _GUARD_LOCK:
+        saved = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            yield
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+
+
+@contextmanager
+def open_accepted_image(path: str | os.PathLike):
+    """`Image.open` of a page the manifest already accepted (its size was checked there);
+    Pillow's guard stays lifted for the block, since decoding a TIFF checks it again."""
+    with _pillow_guard_lifted(), Image.open(path) as im:
+        yield im
 
 
 def page_id_for(path: Path, root: Path) -> str:
@@ -85,12 +168,90 @@ def page_id_for(path: Path, root: Path) -> str:
     return f"{readable[-80:]}-{digest}"
 
 
-def discover_images(root: Path, recursive: bool) -> list[Path]:
+def _entry_problem(path: Path) -> tuple[str, str] | None:
+    """(kind, reason) when `path` cannot be a page whatever its content, else None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return "broken_symlink", f"broken symlink (points to {os.readlink(path)}, which does not exist)"
+        return "unreadable", "file not found"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink_loop", "symlink loop (the link resolves to itself)"
+        return "unreadable", f"cannot stat: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return "unreadable", "not a regular file (fifo, socket or device)"
+    if not os.access(path, os.R_OK):
+        return "unreadable", "permission denied"
+    return None
+
+
+def _walk(root: Path, recursive: bool, rejected: list[Rejected], ignored: dict[str, int]) -> list[Path]:
+    """Image files under `root`; every entry that is skipped for a reason goes to `rejected`.
+
+    Symlinked folders are followed (under --recursive) unless they lead back to a folder
+    already walked, which is named as a symlink loop instead of being walked forever.
+    """
+    images: list[Path] = []
+    visited = {os.path.realpath(root)}
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            rejected.append(Rejected(str(folder), f"{folder}: cannot list folder: {exc.strerror or exc}", "unreadable"))
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            problem = _entry_problem(path)
+            if problem is not None:
+                kind, reason = problem
+                rejected.append(Rejected(str(path), f"{path}: {reason}", kind))
+                continue
+            if path.is_dir():
+                if not recursive:
+                    continue
+                real = os.path.realpath(path)
+                if real in visited:
+                    if entry.is_symlink():
+                        rejected.append(Rejected(str(path), f"{path}: symlink loop (leads back to {real}, "
+                                                 "already walked)", "symlink_loop"))
+                    continue
+                visited.add(real)
+                stack.append(path)
+                continue
+            suffix = path.suffix.lower()
+            if suffix in IMAGE_SUFFIXES:
+                images.append(path)
+            elif suffix in UNSUPPORTED_SUFFIXES:
+                rejected.append(Rejected(str(path), f"{path}: unsupported format {suffix} (newsbag reads "
+                                         f"{', '.join(sorted(IMAGE_SUFFIXES))}); convert it", "unsupported"))
+            else:
+                ignored[suffix or "(no suffix)"] = ignored.get(suffix or "(no suffix)", 0) + 1
+    return sorted(images)
+
+
+def discover_images(root: Path, recursive: bool, rejected: list[Rejected] | None = None) -> list[Path]:
+    """Page images under `root` (sorted); skipped entries are appended to `rejected` when given.
+
+    Hidden files are skipped silently; files that are not page images (e.g. ALTO .xml) are
+    counted in one log line.
+    """
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"input dir {root} does not exist or is not a directory")
-    pattern = root.rglob("*") if recursive else root.glob("*")
-    return sorted(p for p in pattern if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith("."))
+    ignored: dict[str, int] = {}
+    images = _walk(root, recursive, rejected if rejected is not None else [], ignored)
+    if ignored:
+        log.info("%s: ignored %d file(s) that are not page images (%s)", root, sum(ignored.values()),
+                 ", ".join(f"{k} {v}" for k, v in sorted(ignored.items())))
+    return images
 
 
 def read_manifest_list(path: Path) -> list[Path]:
@@ -132,67 +293,149 @@ def _to_8bit(im: Image.Image) -> Image.Image:
     return im.convert("RGB")
 
 
-def _read_16bit_rgb_tiff(path: Path) -> Image.Image:
+def _read_16bit_rgb_tiff(path: Path, limits: InputLimits) -> Image.Image:
     """16-bit colour TIFF, which Pillow cannot decode: read with tifffile, keep the top 8 bits."""
     try:
         import tifffile
     except ImportError as exc:
         raise InputError(f"{path}: 16-bit colour TIFF needs tifffile (pip install tifffile)") from exc
-    arr = tifffile.imread(path, key=0)
+    try:
+        with tifffile.TiffFile(path) as tif:
+            shape = tif.pages[0].shape
+            planar = len(shape) == 3 and shape[0] in (3, 4) and shape[-1] not in (3, 4)
+            height, width = (shape[1], shape[2]) if planar else (shape[0], shape[1])
+            _check_declared_size(path, int(width), int(height), limits)
+            arr = tif.pages[0].asarray()
+    except (tifffile.TiffFileError, ValueError, IndexError, OSError) as exc:
+        raise _Reject(f"{path}: not a readable image ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})",
+                      "not_an_image") from None
     if arr.ndim == 3 and arr.shape[0] in (3, 4) and arr.shape[-1] not in (3, 4):
         arr = np.moveaxis(arr, 0, -1)
     arr = (arr[..., :3].astype(np.uint32) * 255 // 65535).astype(np.uint8) if arr.dtype == np.uint16 else arr[..., :3].astype(np.uint8)
     return Image.fromarray(arr, "RGB")
 
 
-def inspect_page(path: Path, root: Path, run_dir: Path) -> PageRecord:
-    """Record one page; odd formats get an 8-bit PNG copy under RUN/cache/images.
+def _check_declared_size(path: Path, width: int, height: int, limits: InputLimits) -> None:
+    """Refuse, from the header alone, a page too large to decode or absurd for its file size."""
+    pixels = width * height
+    if width < 1 or height < 1:
+        raise _Reject(f"{path}: image has no pixels ({width}x{height})", "empty")
+    if limits.max_pixels and pixels > limits.max_pixels:
+        raise _Reject(
+            f"{path}: declares {width}x{height} = {pixels / 1e6:.0f} MP, over the {limits.max_pixels / 1e6:g} MP "
+            f"limit; if it is a real scan, rerun with --max-megapixels {pixels / 1e6 * 1.1:.0f}", "too_large")
+    size = max(1, os.path.getsize(path))
+    if limits.max_pixels_per_byte and pixels > _RATIO_FLOOR_PIXELS and pixels / size > limits.max_pixels_per_byte:
+        raise _Reject(
+            f"{path}: declares {width}x{height} = {pixels / 1e6:.0f} MP in {size / 1e3:.0f} KB ({pixels / size:.0f} "
+            f"pixels per byte; real scans hold under ~50): a decompression bomb or a blank page", "absurd_size")
+
+
+def _orientation(im: Image.Image) -> int:
+    """EXIF / TIFF Orientation of an open image (1 = as stored), from the header only.
+
+    Pillow 13 turns a TIFF upright itself on load (and then drops the tag), but sizes an
+    uncompressed one upright before decoding and garbles quarter turns; giving the raw
+    decoder the stored size makes its turn right. Other formats are turned by newsbag.
+    """
+    try:
+        if im.format != "TIFF":
+            value = im.getexif().get(0x0112, 1)
+            return value if value in _ORIENT else 1
+        value = im.tag_v2.get(0x0112, 1)
+        if value in _ORIENT and not getattr(im, "use_load_libtiff", False) and hasattr(im, "_tile_size"):
+            im._size = im._tile_size
+        return value if value in _ORIENT else 1
+    except Exception:  # noqa: BLE001 - a corrupt EXIF block must not cost the page
+        return 1
+
+
+def inspect_page(path: Path, root: Path, run_dir: Path, limits: InputLimits = InputLimits()) -> PageRecord:
+    """Record one page; odd formats and rotated pages get an 8-bit PNG copy under RUN/cache/images.
+
+    The header is checked against `limits` before anything is decoded. A page with an EXIF
+    or TIFF orientation is stored upright (as a viewer shows it): its recorded width and
+    height, and so every box, are in that orientation. The copy keeps the file's dpi.
 
     Raises:
-        InputError: the file is missing, empty, not an image or truncated (message names it).
+        InputError: the file is missing, empty, not an image, truncated, too large or absurd
+            for its size (message names it; ``.kind`` says which, for rejected.jsonl).
     """
     page_id = page_id_for(path, root)
     path = Path(os.path.abspath(path))  # not resolved: the manifest keeps a symlink's own path
+    problem = _entry_problem(path)
+    if problem is not None:
+        raise _Reject(f"{path}: {problem[1]}", problem[0])
+    if os.path.getsize(path) == 0:
+        raise _Reject(f"{path}: not a readable image (empty file)", "empty")
     identity = rundir.file_identity(path)
     note = ""
+    orientation, upright_on_load = 1, False
+    dpi = None
     try:
-        with Image.open(path) as im:
+        with _pillow_guard_lifted(), Image.open(path) as im:
             fmt, mode = im.format, im.mode
+            _check_declared_size(path, im.width, im.height, limits)
             frames = getattr(im, "n_frames", 1)
+            orientation = _orientation(im)
             width, height = im.size
-            passthrough = fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1
+            dpi = im.info.get("dpi")
+            passthrough = fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1 and orientation == 1
             if frames > 1:
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if not passthrough:
                 im.seek(0)
                 im.load()
+                # Pillow turned it (a TIFF) if the tag is gone after load: the size is now upright.
+                upright_on_load = orientation != 1 and fmt == "TIFF" and 0x0112 not in im.tag_v2
+                if upright_on_load:
+                    width, height = im.size
                 page = _to_8bit(im)
             else:
                 im.load()  # catches truncated files now, not in every runner later
+    except InputError:
+        raise
     except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
+        raise _Reject(f"{path}: file not found", "unreadable") from None
+    except PermissionError:
+        raise _Reject(f"{path}: unreadable (permission denied)", "unreadable") from None
     except UnidentifiedImageError:
         if path.suffix.lower() in (".tif", ".tiff"):
-            page = _read_16bit_rgb_tiff(path)
+            page = _read_16bit_rgb_tiff(path, limits)
             width, height, passthrough, fmt, mode = page.width, page.height, False, "TIFF", "RGB;16"
         else:
-            raise InputError(f"{path}: not a readable image (unknown format or corrupt header)") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"{path}: cannot decode image: {str(exc).splitlines()[0]}") from None
-    if width < 1 or height < 1:
-        raise InputError(f"{path}: image has no pixels ({width}x{height})")
+            raise _Reject(f"{path}: not a readable image (unknown format or corrupt header)", "not_an_image") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise _Reject(f"{path}: cannot decode image: {str(exc).splitlines()[0]}", "corrupt") from None
+    if orientation >= 5 and dpi:
+        dpi = tuple(reversed(dpi))
+    if orientation != 1:
+        if not upright_on_load:
+            page = page.transpose(_ORIENT[orientation])
+            if orientation >= 5:
+                width, height = height, width
+        note = "; ".join(filter(None, [note, f"EXIF orientation {orientation}: stored upright as {width}x{height}"]))
     image_path = str(path)
     if not passthrough:
         cached = (Path(run_dir) / CACHE / f"{page_id}.png").resolve()
         buf = BytesIO()
-        page.save(buf, format="PNG")
+        save = {"dpi": tuple(float(v) for v in dpi)} if _valid_dpi(dpi) else {}
+        page.save(buf, format="PNG", **save)
         atomic_write_bytes(cached, buf.getvalue())
         image_path = str(cached)
-        note = "; ".join(filter(None, [note, f"{fmt} {mode} converted to 8-bit {page.mode}"]))
+        if not (fmt in _PASS_FORMATS and mode in _PASS_MODES and orientation != 1):
+            note = "; ".join(filter(None, [note, f"{fmt} {mode} converted to 8-bit {page.mode}"]))
     return PageRecord(
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), sha256=_sha256(path), note=note, identity=identity,
     )
+
+
+def _valid_dpi(dpi) -> bool:
+    try:
+        return dpi is not None and len(dpi) == 2 and all(0 < float(v) < 1e5 for v in dpi)
+    except (TypeError, ValueError):
+        return False
 
 
 def read_pages(run_dir: Path) -> list[PageRecord]:
@@ -210,19 +453,24 @@ def read_pages(run_dir: Path) -> list[PageRecord]:
 
 
 def write_pages(run_dir: Path, pages: Iterable[PageRecord]) -> None:
-    atomic_write_text(Path(run_dir) / MANIFEST, "".join(json.dumps(asdict(p), ensure_ascii=False) + "\n" for p in pages))
+    atomic_write_text(Path(run_dir) / MANIFEST, "".join(dumps_strict(asdict(p)) + "\n" for p in pages))
 
 
 def list_inputs(
-    input_dirs: list[Path], manifest: Path | None, recursive: bool, max_pages: int | None
+    input_dirs: list[Path], manifest: Path | None, recursive: bool, max_pages: int | None,
+    rejected: list[Rejected] | None = None,
 ) -> list[tuple[Path, Path]]:
-    """(image path, id root) of every input, in a stable order, without opening any file."""
+    """(image path, id root) of every input, in a stable order, without opening any file.
+
+    Entries skipped while listing folders (broken symlinks, loops, unsupported formats...)
+    are appended to `rejected` when given.
+    """
     candidates: list[tuple[Path, Path]] = []
     if manifest is not None:
         root = Path(manifest).resolve().parent
         candidates += [(p, root) for p in read_manifest_list(manifest)]
     for root in (Path(os.path.abspath(d)) for d in input_dirs):
-        candidates += [(p, root) for p in discover_images(root, recursive)]
+        candidates += [(p, root) for p in discover_images(root, recursive, rejected)]
     candidates = candidates[:max_pages] if max_pages is not None else candidates
     _refuse_collisions(candidates)
     return candidates
@@ -250,18 +498,22 @@ def build_pages(
     manifest: Path | None,
     recursive: bool,
     max_pages: int | None,
+    limits: InputLimits = InputLimits(),
 ) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this invocation, merged into RUN/manifests/pages.jsonl.
 
     Known pages (same id and file size/mtime unchanged) are not re-hashed, so a rerun on a
-    large collection starts at once. Unreadable files are returned as `Rejected` and
-    recorded in manifests/rejected.jsonl; the rest go on.
+    large collection starts at once. Every input that is skipped (broken symlink, symlink
+    loop, unreadable, unsupported, not an image, over `limits`) is returned as `Rejected`,
+    logged as an error (stderr) and recorded in manifests/rejected.jsonl; the rest go on.
     """
-    candidates = list_inputs(input_dirs, manifest, recursive, max_pages)
+    rejected: list[Rejected] = []
+    candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
+    for r in rejected:
+        log.error("skipping input: %s", r.error)
     known = {p.page_id: p for p in read_pages(run_dir)}
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
     pages: list[PageRecord] = []
-    rejected: list[Rejected] = []
     seen: set[str] = set()
     for path, root in candidates:
         page_id = page_id_for(path, root)
@@ -273,10 +525,10 @@ def build_pages(
             pages.append(old)
             continue
         try:
-            record = inspect_page(path, root, run_dir)
+            record = inspect_page(path, root, run_dir, limits)
         except InputError as exc:
             log.error("skipping input: %s", exc)
-            rejected.append(Rejected(str(path), str(exc)))
+            rejected.append(Rejected(str(path), str(exc), getattr(exc, "kind", "unreadable")))
             continue
         if record.note:
             log.warning("page %s (%s): %s", record.page_id, record.path, record.note)
@@ -287,9 +539,36 @@ def build_pages(
         merged = {p.page_id: p for p in read_pages(run_dir)}
         merged.update({p.page_id: p for p in pages})
         write_pages(run_dir, merged.values())
-    if rejected:
-        atomic_write_text(Path(run_dir) / REJECTED, "".join(json.dumps(asdict(r)) + "\n" for r in rejected))
+        _merge_rejected(run_dir, rejected, {str(p) for p, _ in candidates})
     return pages, rejected
+
+
+def read_rejected(run_dir: Path) -> list[Rejected]:
+    """The inputs the run skipped, with their reasons (RUN/manifests/rejected.jsonl)."""
+    path = Path(run_dir) / REJECTED
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            out.append(Rejected(str(row["path"]), str(row["error"]), str(row.get("kind", "unreadable"))))
+        except (ValueError, TypeError, KeyError):
+            continue
+    return out
+
+
+def _merge_rejected(run_dir: Path, rejected: list[Rejected], listed: set[str]) -> None:
+    """Rewrite rejected.jsonl: this call's rejections replace its inputs' old rows; rows of
+    inputs another call listed stay, unless the path is gone or was accepted since."""
+    previous = read_rejected(run_dir)
+    if not previous and not rejected:
+        return
+    now = {r.path for r in rejected}
+    keep = [r for r in previous
+            if r.path not in now and r.path not in listed and os.path.lexists(r.path)]
+    rows = sorted(keep + rejected, key=lambda r: r.path)
+    atomic_write_text(Path(run_dir) / REJECTED, "".join(dumps_strict(asdict(r)) + "\n" for r in rows))
 
 
 def _unchanged(run_dir: Path, record: PageRecord, path: Path) -> bool:

@@ -12,7 +12,7 @@ from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, Parti
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from .rundir import is_page_done, source_dir
-from .pages import PageRecord, Rejected, build_pages, read_pages, select_shard
+from .pages import REJECTED, InputLimits, PageRecord, Rejected, build_pages, read_pages, select_shard
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -35,6 +35,7 @@ class RunOptions:
     force: bool = False
     device: str | None = None
     workers: int = 1
+    max_megapixels: float | None = None  # header pixel limit for new pages (None: the default)
 
 
 @dataclass
@@ -50,7 +51,8 @@ class RunSummary:
 def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this run: from inputs (merged into the manifest) or the existing manifest."""
     if opts.input_dirs or opts.manifest:
-        pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages)
+        pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages,
+                                      InputLimits.from_megapixels(opts.max_megapixels))
     else:
         pages, rejected = read_pages(opts.run_dir), []
         if not pages:
@@ -146,9 +148,12 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
             if isinstance(exc, exc_type):
                 raise exc_type(f"{exc} ({len(fatal)} source(s) could not run; other stages finished)")
     if failed_pages or rejected:
+        # Point only at ledgers that exist: with rejected inputs alone there is no failures.jsonl.
+        where = [str(p) for p, n in ((run_dir / "logs" / "failures.jsonl", failed_pages), (run_dir / REJECTED, rejected))
+                 if n and p.exists()]
         raise PartialFailure(
             f"{failed_pages} page run(s) failed and {len(rejected)} input(s) rejected; "
-            f"see {run_dir / 'logs' / 'failures.jsonl'} and `newsbag status --run-dir {run_dir}`"
+            f"see {' and '.join(where + [f'`newsbag status --run-dir {run_dir}`'])}"
         )
     return summary
 

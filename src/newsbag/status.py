@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from .io import read_json
 from . import rundir
 from .rundir import FAILED_DIR, discover_sources, sources_root
-from .pages import read_pages
+from .pages import read_pages, read_rejected
 
 __all__ = ["collect_status"]
 
@@ -48,7 +49,12 @@ def collect_status(run_dir: Path) -> dict:
     summary = rundir.fusion_dir(run_dir) / "summary.json"
     recommended = read_json(summary).get("recommended_variant") if summary.exists() else None
     boards, review_failed = _review_status(run_dir, ids)
-    return {"run_dir": str(run_dir), "pages": len(ids), "sources": sources, "fusion": fusion,
+    rejected = [asdict(r) for r in read_rejected(run_dir)]
+    by_kind: dict[str, int] = {}
+    for r in rejected:
+        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
+    return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
+            "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review_boards": boards, "review_failed": review_failed,
             "gallery": (run_dir / "review" / "index.html").exists()}
 

@@ -13,7 +13,7 @@ from PIL import Image
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
-from ..pages import read_pages
+from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
 from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
 from .render import CLASS_COLORS, render_board
@@ -112,7 +112,7 @@ def _load_page(path: Path, page_id: str) -> dict:
 
 def _load_image(path: str, panel_width: int) -> Image.Image:
     try:
-        with Image.open(path) as im:
+        with open_accepted_image(path) as im:
             # JPEG decodes at 1/2..1/8 scale for free; other formats ignore the hint.
             im.draft("RGB", (panel_width, max(1, panel_width * im.height // max(1, im.width))))
             return im.convert("RGB")

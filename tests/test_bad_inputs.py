@@ -1,0 +1,289 @@
+"""Bad, huge, rotated and odd inputs: bounded, named with their reason, or normalised (issue #11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from newsbag.errors import InputError
+from newsbag.pages import InputLimits, build_pages, inspect_page, read_pages, read_rejected
+
+from nbtest import FAKE_RUNNERS, REPO, write_image
+
+
+def png_bomb(w: int, h: int) -> bytes:
+    """A valid 1-bit PNG of w x h zeros, built in milliseconds: identical deflate blocks (a full
+    flush resets the dictionary) repeated, with the Adler-32 of all-zero data."""
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+    row = b"\x00" * (1 + (w + 7) // 8)
+    per_block = max(1, min(h, (1 << 20) // len(row)))
+    n_blocks, rest = divmod(h, per_block)
+    c = zlib.compressobj(9)
+    block = row * per_block
+    head = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+    mid = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+    last = c.compress(row * rest) + c.flush()
+    adler = (((len(row) * h) % 65521) << 16) | 1
+    stream = head + mid * (n_blocks - 1) + last[:-4] + struct.pack(">I", adler)
+    ihdr = struct.pack(">IIBBBBB", w, h, 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
+
+
+def rotated_jpeg(path: Path, orientation: int = 6) -> Path:
+    """A JPEG stored 150 wide x 100 high whose EXIF says: rotate for display (6: 90 deg clockwise).
+
+    Upright (as viewers show it) the page is 100 x 150 with a black square at its top-left.
+    """
+    upright = np.full((150, 100), 255, np.uint8)
+    upright[:30, :30] = 0
+    stored = Image.fromarray(upright).transpose(Image.Transpose.ROTATE_90)  # undo of orientation 6
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stored.save(path, format="JPEG", exif=exif, quality=95)
+    return path
+
+
+# --- the header limits --------------------------------------------------------------------
+
+
+def test_bomb_is_refused_from_its_header_in_under_a_second_and_without_a_big_allocation(tmp_path):
+    bomb = tmp_path / "in" / "bomb.png"
+    bomb.parent.mkdir()
+    bomb.write_bytes(png_bomb(40000, 40000))  # 198 KB declaring 1.6 gigapixels
+    probe = (
+        "import resource, sys, time\n"
+        "from pathlib import Path\n"
+        "from newsbag.pages import inspect_page\n"
+        "from newsbag.errors import InputError\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "t0 = time.perf_counter()\n"
+        "try:\n"
+        "    inspect_page(Path(sys.argv[1]), Path(sys.argv[1]).parent, Path(sys.argv[2]))\n"
+        "    print('ACCEPTED')\n"
+        "except InputError as exc:\n"
+        "    print('REFUSED', exc)\n"
+        "print('SECONDS', time.perf_counter() - t0)\n"
+        "print('GROWTH_MB', (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(bomb), str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120).stdout
+    facts = dict(line.split(" ", 1) for line in out.splitlines())
+    assert "REFUSED" in facts, out
+    assert "declares 40000x40000 = 1600 MP, over the 400 MP limit" in facts["REFUSED"]
+    assert float(facts["SECONDS"]) < 1.0, out
+    assert float(facts["GROWTH_MB"]) < 50, out  # a decode would take 1600 MB (1-bit: 200 MB)
+
+
+def test_pixel_limit_is_an_option(tmp_path):
+    page = write_image(tmp_path / "in" / "p.png", size=(400, 300))
+    with pytest.raises(InputError, match=r"over the 0.1 MP limit; if it is a real scan, rerun with --max-megapixels"):
+        inspect_page(page, page.parent, tmp_path / "run", InputLimits.from_megapixels(0.1))
+    assert inspect_page(page, page.parent, tmp_path / "run", InputLimits.from_megapixels(0)).width == 400
+
+
+def test_declared_size_absurd_for_the_file_is_refused(tmp_path):
+    blank = tmp_path / "in" / "blank.png"
+    blank.parent.mkdir()
+    blank.write_bytes(png_bomb(10000, 10000))  # 100 MP (under the limit) in 12 KB
+    with pytest.raises(InputError, match=r"100 MP in 12 KB \(8\d\d\d pixels per byte; real scans hold under ~50\)"):
+        inspect_page(blank, blank.parent, tmp_path / "run")
+
+
+def test_pillow_guard_is_not_changed_at_import():
+    code = ("from PIL import Image; d = Image.MAX_IMAGE_PIXELS\n"
+            "import newsbag.pages, newsbag.review.stage, newsbag.cli\n"
+            "sys_path = __import__('sys').path.insert(0, %r)\n"
+            "import _image\n"
+            "assert Image.MAX_IMAGE_PIXELS == d, Image.MAX_IMAGE_PIXELS\n" % str(REPO / "runners"))
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_accepted_broadsheet_over_pillows_guard_is_read(tmp_path):
+    """13000 x 14000 = 182 MP: over Pillow's 179 MP refusal, under newsbag's 400 MP limit."""
+    page = tmp_path / "in" / "big.png"
+    page.parent.mkdir()
+    page.write_bytes(png_bomb(13000, 14000))
+    rec = inspect_page(page, page.parent, tmp_path / "run", InputLimits(max_pixels_per_byte=0))
+    assert (rec.width, rec.height) == (13000, 14000)
+    sys.path.insert(0, str(REPO / "runners"))
+    try:
+        import _image
+        with _image.open_page(rec.image_path) as im:
+            assert im.size == (13000, 14000)
+    finally:
+        sys.path.remove(str(REPO / "runners"))
+    assert Image.MAX_IMAGE_PIXELS is not None
+
+
+# --- orientation and dpi ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("orientation,size", [(6, (100, 150)), (8, (100, 150)), (3, (150, 100)), (1, (150, 100))])
+def test_exif_orientation_is_applied(tmp_path, orientation, size):
+    src = rotated_jpeg(tmp_path / "in" / "r.jpg", orientation)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert (rec.width, rec.height) == size
+    with Image.open(rec.image_path) as im:
+        assert im.size == size
+        assert im.getexif().get(0x0112, 1) == 1
+        if orientation == 6:  # the viewer's top-left is black: boxes of any runner are upright
+            arr = np.asarray(im.convert("L"))
+            assert arr[:25, :25].mean() < 40 and arr[-40:, -40:].mean() > 200
+    assert (Path(rec.image_path) == src.resolve()) == (orientation == 1)
+
+
+_TURN = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+         5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_90, 7: Image.Transpose.TRANSVERSE,
+         8: Image.Transpose.ROTATE_270}  # orientation -> how the page was stored (inverse of showing it)
+
+
+@pytest.mark.parametrize("orientation", range(2, 9))
+@pytest.mark.parametrize("compression", [None, "tiff_lzw"])  # Pillow decodes these by two different paths
+def test_tiff_orientation_tag_is_applied(tmp_path, orientation, compression):
+    upright = np.full((150, 100), 255, np.uint8)
+    upright[:10, :] = 0
+    upright[:30, :30] = 0
+    src = tmp_path / "in" / "r.tif"
+    src.parent.mkdir()
+    stored = Image.fromarray(upright).transpose(_TURN[orientation])
+    stored.save(src, tiffinfo={274: orientation}, dpi=(300, 200), **({"compression": compression} if compression else {}))
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert (rec.width, rec.height) == (100, 150) and f"orientation {orientation}" in rec.note
+    with Image.open(rec.image_path) as im:
+        assert (np.asarray(im) == upright).all()
+        dpi = (200, 300) if orientation >= 5 else (300, 200)  # x/y swap with a quarter turn
+        assert tuple(round(v) for v in im.info["dpi"]) == dpi
+
+
+def test_8bit_copies_keep_the_dpi(tmp_path):
+    src = write_image(tmp_path / "in" / "p.tif", size=(64, 48), mode="I;16", fmt="TIFF", dpi=(400, 400))
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        assert tuple(round(v) for v in im.info["dpi"]) == (400, 400)
+
+
+# --- inputs skipped while listing folders ------------------------------------------------------
+
+
+def test_skipped_inputs_are_named_with_reasons_and_merge_across_calls(tmp_path):
+    root = tmp_path / "in"
+    write_image(root / "good.png")
+    (root / "dead.png").symlink_to(root / "missing.png")
+    (root / "loop.png").symlink_to(root / "loop.png")
+    (root / "sub").mkdir()
+    (root / "sub" / "back").symlink_to(root)
+    (root / "scan.pdf").write_bytes(b"%PDF-1.4")
+    (root / "alto.xml").write_text("<alto/>")  # not a page image: counted in the log, not rejected
+    os.mkfifo(root / "pipe.png")
+    pages, rejected = build_pages(tmp_path / "run", [root], None, True, None)
+    assert [p.page_id.split("-")[0] for p in pages] == ["good"]
+    kinds = {Path(r.path).name: r.kind for r in rejected}
+    assert kinds == {"dead.png": "broken_symlink", "loop.png": "symlink_loop", "back": "symlink_loop",
+                     "scan.pdf": "unsupported", "pipe.png": "unreadable"}
+    assert [Path(r.path).name for r in read_rejected(tmp_path / "run")] == sorted(kinds, key=lambda n: str(root / n) if n != "back" else str(root / "sub/back"))
+    # The broken link is fixed and the pdf removed: the next call forgets them, keeps the rest.
+    (root / "dead.png").unlink()
+    write_image(root / "dead.png")
+    (root / "scan.pdf").unlink()
+    pages, rejected = build_pages(tmp_path / "run", [root], None, True, None)
+    assert {Path(r.path).name for r in read_rejected(tmp_path / "run")} == {"loop.png", "back", "pipe.png"}
+
+
+def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
+    page = write_image(tmp_path / "in" / "secret.png")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(page) else real(p, mode, **kw))
+    _, rejected = build_pages(tmp_path / "run", [page.parent], None, False, None)
+    assert [(r.kind, r.error) for r in rejected] == [("unreadable", f"{page}: permission denied")]
+
+
+# --- the whole corpus through `newsbag run` -----------------------------------------------------
+
+
+def _corpus(root: Path) -> tuple[set[str], dict[str, str]]:
+    """Good and convertible pages beside every bad kind. Returns (good rel paths, bad name -> kind)."""
+    good = {
+        "good.png": write_image(root / "good.png", size=(80, 60)),
+        "name with spaces.png": write_image(root / "name with spaces.png"),
+        "zeitung_äöü_日本.png": write_image(root / "zeitung_äöü_日本.png"),
+        "issue1/p1.png": write_image(root / "issue1" / "p1.png"),
+        "issue2/p1.png": write_image(root / "issue2" / "p1.png"),
+        "tiny.png": write_image(root / "tiny.png", size=(1, 1)),
+        "cmyk.jpg": write_image(root / "cmyk.jpg", mode="CMYK", fmt="JPEG"),
+        "deep.tif": write_image(root / "deep.tif", mode="I;16", fmt="TIFF"),
+        "rotated.jpg": rotated_jpeg(root / "rotated.jpg"),
+    }
+    multi = root / "multi.tif"
+    Image.new("L", (30, 20), 0).save(multi, save_all=True, append_images=[Image.new("L", (50, 40), 255)])
+    good["multi.tif"] = multi
+    (root / "zero.png").write_bytes(b"")
+    full = write_image(root / "t.png", size=(300, 300)).read_bytes()
+    (root / "t.png").unlink()
+    (root / "trunc.png").write_bytes(full[: len(full) // 2])
+    jpeg = write_image(root / "t.jpg", size=(300, 300), mode="RGB", fmt="JPEG").read_bytes()
+    (root / "t.jpg").unlink()
+    (root / "trunc.jpg").write_bytes(jpeg[: len(jpeg) // 2])
+    (root / "text.png").write_text("hello, I am not a picture\n")
+    (root / "bomb.png").write_bytes(png_bomb(40000, 40000))
+    (root / "blank.png").write_bytes(png_bomb(10000, 10000))
+    (root / "dead.png").symlink_to(root / "gone.png")
+    (root / "loop.png").symlink_to(root / "loop.png")
+    (root / "issue1" / "up").symlink_to(root)
+    (root / "scan.pdf").write_bytes(b"%PDF-1.4\n")
+    bad = {"zero.png": "empty", "trunc.png": "corrupt", "trunc.jpg": "corrupt", "text.png": "not_an_image",
+           "bomb.png": "too_large", "blank.png": "absurd_size", "dead.png": "broken_symlink",
+           "loop.png": "symlink_loop", "up": "symlink_loop", "scan.pdf": "unsupported"}
+    return set(good), bad
+
+
+def test_bad_corpus_every_bad_input_named_every_good_page_fused(tmp_path):
+    root = tmp_path / "corpus"
+    good, bad = _corpus(root)
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"version": 1, "runners_dir": str(FAKE_RUNNERS), "stages": [
+        {"name": "fake", "family": "fake", "variants": {"v": {}}}, {"name": "fusion", "kind": "fusion"}]}))
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(root), "--recursive", "--run-dir", str(run),
+           "--config", str(config)]
+    import time
+    t0 = time.monotonic()
+    done = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], capture_output=True, text=True, timeout=300)
+    seconds = time.monotonic() - t0
+    assert done.returncode == 4, done.stderr
+    last = next(line for line in done.stderr.splitlines() if line.startswith("newsbag: error:"))
+    assert last.startswith("newsbag: error: 0 page run(s) failed and 10 input(s) rejected; see ")
+    assert "failures.jsonl" not in last and str(run / "manifests" / "rejected.jsonl") in last
+    rss_mb = int(done.stderr.strip().splitlines()[-1].split()[1]) / 1024
+    assert rss_mb < 400 and seconds < 120, (rss_mb, seconds)  # the bomb alone would take 1.6-4.8 GB
+
+    rejected = {Path(r.path).name: r for r in read_rejected(run)}
+    assert {k: r.kind for k, r in rejected.items()} == bad
+    for name, r in rejected.items():
+        assert name in done.stderr and r.error.split(": ", 1)[1] in done.stderr  # named on stderr, with reason
+    records = {Path(p.path).relative_to(Path("..") / "corpus").as_posix(): p for p in read_pages(run)}
+    assert set(records) == good
+    assert (records["rotated.jpg"].width, records["rotated.jpg"].height) == (100, 150)
+    fused = {p.stem for p in (run / "outputs" / "fusion").glob("*/*.json") if not p.parent.name.startswith("_")}
+    assert {p.page_id for p in records.values()} <= fused
+
+    status = subprocess.run([sys.executable, "-m", "newsbag", "status", "--run-dir", str(run), "--json"],
+                            capture_output=True, text=True, timeout=60)
+    info = json.loads(status.stdout)
+    assert {Path(r["path"]).name: r["kind"] for r in info["rejected"]} == bad
+    assert info["rejected_by_kind"]["symlink_loop"] == 2
+    text = subprocess.run([sys.executable, "-m", "newsbag", "status", "--run-dir", str(run)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "rejected inputs 10 (absurd_size 1, broken_symlink 1, corrupt 2, empty 1, not_an_image 1, " \
+           "symlink_loop 2, too_large 1, unsupported 1)" in text
+    assert "bomb.png: declares 40000x40000" in text
