@@ -287,3 +287,10 @@ def test_bad_corpus_every_bad_input_named_every_good_page_fused(tmp_path):
     assert "rejected inputs 10 (absurd_size 1, broken_symlink 1, corrupt 2, empty 1, not_an_image 1, " \
            "symlink_loop 2, too_large 1, unsupported 1)" in text
     assert "bomb.png: declares 40000x40000" in text
+
+
+@pytest.mark.parametrize("name,fmt", [("p.gif", "GIF"), ("p.jp2", "JPEG2000"), ("p.ppm", "PPM")])
+def test_more_formats_get_an_8bit_copy(tmp_path, name, fmt):
+    src = write_image(tmp_path / "in" / name, size=(64, 48), mode="RGB", fmt=fmt)
+    (rec,), rejected = build_pages(tmp_path / "run", [src.parent], None, False, None)
+    assert not rejected and (rec.width, rec.height) == (64, 48) and rec.image_path.endswith(".png")
