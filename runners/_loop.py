@@ -26,7 +26,9 @@ Exit codes: 0 all pages ok or skipped, 4 some pages failed, 3 a dependency is mi
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import shutil
 import math
 import os
 import resource
@@ -49,6 +51,20 @@ class DeviceUnavailable(RuntimeError):
 
 class MissingDependency(RuntimeError):
     """A library or model file the family needs is not installed."""
+
+
+class RunDirFull(RuntimeError):
+    """The output folder cannot be written (disk full, quota, read-only): not a page's fault.
+
+    The job stops at once with a ``fatal`` event (error_class RunDirError) and exit 7; the
+    orchestrator ends the run with one line and the rerun resumes.
+    """
+
+
+# errno values of ENOSPC, EDQUOT, EROFS, EACCES, EPERM, EFBIG, EIO (newsbag.io.DISK_ERRNOS)
+_DISK_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO")
+                         if hasattr(errno, n))
+EXIT_RUN_DIR = 7
 
 
 def _finite(obj):
@@ -81,6 +97,20 @@ def log(msg: str) -> None:
 
 
 def atomic_write_json(path: Path, obj) -> None:
+    try:
+        _atomic_write_json(path, obj)
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        try:
+            free = f"{shutil.disk_usage(path.parent).free / 1e6:.1f} MB"
+        except OSError:
+            free = "unknown"
+        raise RunDirFull(f"cannot write {path}: {exc.strerror}; the write needs about "
+                         f"{len(dumps_strict(obj)) / 1e3:.1f} KB, {free} free there") from None
+
+
+def _atomic_write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -247,6 +277,8 @@ def run_job(job: dict, detector_cls) -> int:
         try:
             raw = detector.detect(page["image_path"], page)
             finish_ok(page, raw, time.perf_counter() - t_page)
+        except RunDirFull:
+            raise
         except Exception as exc:  # the page boundary: record and go on
             finish_failed(page, exc, time.perf_counter() - t_page)
 
@@ -269,6 +301,8 @@ def run_job(job: dict, detector_cls) -> int:
         for page, raw in zip(batch, results):
             try:
                 finish_ok(page, raw, seconds)
+            except RunDirFull:
+                raise
             except Exception as exc:
                 finish_failed(page, exc, seconds)
 
@@ -277,6 +311,7 @@ def run_job(job: dict, detector_cls) -> int:
     batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
     use_batches = batch_size > 1 and callable(getattr(detector, "detect_batch", None))
     report["batch_size"] = batch_size if use_batches else 1
+    full = None
     try:
         if use_batches:
             for i in range(0, len(todo), batch_size):
@@ -284,6 +319,8 @@ def run_job(job: dict, detector_cls) -> int:
         else:
             for page in todo:
                 run_one(page)
+    except RunDirFull as exc:
+        full = exc
     finally:
         close = getattr(detector, "close", None)
         if close is not None:
@@ -293,7 +330,15 @@ def run_job(job: dict, detector_cls) -> int:
         report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         timed = [p["seconds"] for p in report["pages"].values() if p.get("status") == "ok" and p.get("seconds") is not None]
         report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
-        atomic_write_json(report_path, report)
+        try:
+            atomic_write_json(report_path, report)
+        except RunDirFull:
+            if full is None:
+                raise
+    if full is not None:
+        log(f"{job['stage']}/{job['variant']}: {full}")
+        emit("fatal", error_class="RunDirError", error=str(full))
+        return EXIT_RUN_DIR
     emit("end", ok=counts["ok"], failed=counts["failed"], skipped=len(pages) - len(todo),
          peak_rss_mb=report["peak_rss_mb"], mean_page_seconds=report["mean_page_seconds"])
     return 4 if counts["failed"] else 0
@@ -305,4 +350,10 @@ def main(detector_cls) -> None:
     args = parser.parse_args()
     with open(args.job, encoding="utf-8") as fh:
         job = json.load(fh)
-    sys.exit(run_job(job, detector_cls))
+    try:
+        code = run_job(job, detector_cls)
+    except RunDirFull as exc:  # a write outside the page loop (report of an all-skipped job)
+        log(str(exc))
+        emit("fatal", error_class="RunDirError", error=str(exc))
+        code = EXIT_RUN_DIR
+    sys.exit(code)

@@ -462,4 +462,14 @@ def main(argv: list[str] | None = None) -> None:
     except NewsbagError as exc:
         click.echo(f"newsbag: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # A write that did not go through newsbag.io (a library writing a file itself): still
+        # one line and the documented exit code, not a traceback.
+        from .io import DISK_ERRNOS, run_dir_error
+
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        err = run_dir_error(exc, exc.filename or "the run directory")
+        click.echo(f"newsbag: error: {err}", err=True)
+        sys.exit(err.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -10,6 +10,7 @@ __all__ = [
     "RunnerError",
     "PartialFailure",
     "GpuPreflightError",
+    "RunDirError",
 ]
 
 
@@ -53,3 +54,13 @@ class GpuPreflightError(NewsbagError):
     """A GPU was required and none was usable."""
 
     exit_code = 5
+
+
+class RunDirError(NewsbagError):
+    """The run directory cannot be written (disk full, quota, read-only, permission).
+
+    Nothing half-written counts as finished (every write is atomic): free space and rerun
+    the same command; it resumes.
+    """
+
+    exit_code = 7

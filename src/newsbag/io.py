@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "dumps_strict", "write_json", "read_json", "read_page",
-           "append_jsonl"]
+           "append_jsonl", "run_dir_error", "DISK_ERRNOS"]
+
+# OS errors that mean "this location cannot take the write", not a bug: they end the run with
+# one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO})
 
 log = logging.getLogger(__name__)
 
@@ -25,23 +31,67 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` so readers see the old file or the new one, never a half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _size_text(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = None):
+    """The one-line `RunDirError` for an OS error writing `path`: what, where, the space the
+    write needed and what is free there, and what to do."""
+    from .errors import RunDirError
+
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
     try:
+        free = _size_text(shutil.disk_usage(probe).free)
+    except OSError:
+        free = "unknown"
+    reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+    need = f"the write needs {_size_text(needed)}, " if needed is not None else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = "free space (more than this file: the pages still to do need room too)"
+    else:
+        fix = "make it writable"
+    return RunDirError(f"cannot write {path}: {reason}; {need}{free} free there; {fix} and rerun the same "
+                       "command (finished pages are kept, nothing half-written counts)")
+
+
+def _write_file(fh, data: bytes, path: Path) -> None:
+    """Write and sync the temp file of `path` (one seam, so tests can fill the disk)."""
+    fh.write(data)
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` so readers see the old file or the new one, never a half.
+
+    Raises:
+        errors.RunDirError: the disk is full, over quota, read-only or not writable (one
+            line naming the path and the space needed); the temp file is removed.
+    """
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results on shared disks must be group-readable
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            _write_file(fh, data, path)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            raise run_dir_error(exc, path, len(data)) from None
         raise
 
 
@@ -114,10 +164,15 @@ def append_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
     never interleave inside a line (lines are far below the pipe/page sizes involved).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(dumps_strict(r) + "\n" for r in records).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        if exc.errno in DISK_ERRNOS:
+            raise run_dir_error(exc, path, len(data)) from None
+        raise

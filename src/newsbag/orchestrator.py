@@ -23,8 +23,8 @@ from typing import Callable
 
 from . import labels
 from .config import ModelStage
-from .errors import EnvError, GpuPreflightError, RunnerError
-from .io import append_jsonl, read_page, write_json
+from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
+from .io import DISK_ERRNOS, append_jsonl, read_page, write_json, run_dir_error
 from .pages import PageRecord
 from . import rundir
 from .rundir import FAILED_DIR, source_dir
@@ -164,10 +164,17 @@ def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path
     write_json(job_path, job)
     cmd = [stage.env.python, str(runners / f"{stage.family}.py"), "--job", str(job_path)]
     env = {**os.environ, **stage.env.env, "PYTHONUNBUFFERED": "1"}
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a", encoding="utf-8") as log_fh:
-        log_fh.write(f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n")
+    header = f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n"
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_fh = open(log_path, "a", encoding="utf-8")
+        log_fh.write(header)
         log_fh.flush()
+    except OSError as exc:
+        if exc.errno in DISK_ERRNOS:
+            raise run_dir_error(exc, log_path, len(header)) from None
+        raise
+    with log_fh:
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_fh, env=env,
                                     start_new_session=True, stdin=subprocess.DEVNULL)
@@ -204,7 +211,11 @@ def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path
                 outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error"), event.get("seconds"))
                 done[outcome.page_id] = outcome
                 in_flight = None
-                on_page(outcome)
+                try:
+                    on_page(outcome)
+                except BaseException:  # e.g. the run dir is full: never leave the runner running
+                    _kill(proc)
+                    raise
             elif kind == "setup":
                 setup = event
             elif kind == "fatal":
@@ -329,6 +340,8 @@ def run_source(
         if result.fatal or (result.exit_code in (EXIT_MISSING_DEPENDENCY, EXIT_DEVICE_UNAVAILABLE) and not reported):
             message = (result.fatal or {}).get("error") or f"runner {_describe_exit(result.exit_code)}"
             where = f"stage {stage.name} variant {variant} (env {stage.env.name}: {stage.env.python})"
+            if (result.fatal or {}).get("error_class") == "RunDirError":
+                raise RunDirError(f"{where}: {message}")
             if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
                 raise GpuPreflightError(f"{where}: {message}; see {log_path}")
             raise EnvError(f"{where}: {message}; see {log_path}")

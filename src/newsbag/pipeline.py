@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_jsonable
-from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunnerError
+from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from .rundir import is_page_done, source_dir
@@ -105,8 +105,25 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
         EnvError, GpuPreflightError: a model env is missing or the GPU is unusable (the
             other stages still ran).
         PartialFailure: some pages failed or were rejected.
+        RunDirError: the run dir could not be written (disk full...); the run report is
+            still written if the disk takes it (a few KB), and the rerun resumes.
     """
+    summary = RunSummary(pages=0)
     t0 = time.monotonic()
+    try:
+        return _run_pipeline(opts, summary, t0)
+    except RunDirError as exc:
+        summary.errors.append(str(exc))
+        summary.seconds = time.monotonic() - t0
+        if Path(opts.run_dir).is_dir():
+            try:
+                _write_summary(Path(opts.run_dir), opts, summary)
+            except (RunDirError, OSError) as again:
+                log.error("run report not written either: %s", again)
+        raise
+
+
+def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummary:
     config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
@@ -115,7 +132,7 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
     run_dir.mkdir(parents=True, exist_ok=True)
     pages, rejected = resolve_pages(opts)
     write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved))
-    summary = RunSummary(pages=len(pages), rejected=rejected)
+    summary.pages, summary.rejected = len(pages), rejected
     page_ids = [p.page_id for p in pages]
     fatal: list[NewsbagError] = []
     log.info("run %s: %d page(s), stages %s", run_dir, len(pages), ",".join(s.name for s in stages))

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import __version__, labels, rundir
 from ..contract import Boxes, boxes_from_page, regions_from_boxes
+from ..errors import RunDirError
 from ..io import atomic_write_text, read_json, read_page, write_json
 from ..parallel import page_map
 from ..tables import tsv_text
@@ -289,6 +290,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
             "inputs": idents, "dropped": dropped,
         })
+    except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
+        raise
     except Exception as exc:  # the page boundary: record and go on
         msg = str(exc).splitlines()[0] if str(exc) else ""
         return _fail_page(run_dir, page_id, active, f"page {page_id}: {type(exc).__name__}: {msg}")
