@@ -266,3 +266,39 @@ def test_run_stages_export_resumes(run, capsys):
     code, out, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "export")
     assert code == 0
     assert (run / "exports" / "alto" / "fusion" / "V1" / "p1.xml").stat().st_mtime_ns == mtime
+
+
+def test_transcribed_lines_go_into_page_xml_and_alto_and_make_files_stale(run):
+    text_k, head_k = LABELS.index("text"), LABELS.index("headline")
+    transcript = {"page_id": "p1", "regions": [
+        {"region": text_k, "text": "Neue Zürcher\nZeitung heute", "lines": [
+            {"bbox_xyxy": [11, 11, 59, 17], "text": "Neue Zürcher", "score": 0.91},
+            {"bbox_xyxy": [11, 18, 59, 24], "text": "Zeitung heute", "score": 0.8},
+            {"bbox_xyxy": [11, 24, 59, 25], "text": "", "score": 0.0}]},   # nothing read: no line
+        {"region": head_k, "text": "Krieg", "lines": [{"bbox_xyxy": BOXES["headline"], "text": "Krieg", "score": None}]}]}
+    first = _export(run, formats=["page-xml", "alto"])
+    assert first["ok"] == 2
+    _write(run / "outputs" / "transcripts" / "V1" / "p1.json", transcript)
+    again = _export(run, formats=["page-xml", "alto"])  # the new transcript makes p1's files stale
+    assert (again["ok"], again["skipped"]) == (1, 1)
+
+    page = run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml"
+    assert validation_errors(page, PAGE_XSD) == []
+    region = etree.parse(str(page)).getroot().find(f".//pc:TextRegion[@id='r{text_k:04d}']", PAGE_NS)
+    lines = region.findall("pc:TextLine", PAGE_NS)
+    assert [ln.findtext("pc:TextEquiv/pc:Unicode", namespaces=PAGE_NS) for ln in lines] == ["Neue Zürcher", "Zeitung heute"]
+    assert [ln.find("pc:TextEquiv", PAGE_NS).get("conf") for ln in lines] == ["0.9100", "0.8000"]
+    assert lines[0].find("pc:Coords", PAGE_NS).get("points") == "11,11 59,11 59,17 11,17"
+    assert region.findtext("pc:TextEquiv/pc:Unicode", namespaces=PAGE_NS) == "Neue Zürcher\nZeitung heute"
+
+    alto = run / "exports" / "alto" / "fusion" / "V1" / "p1.xml"
+    assert validation_errors(alto, ALTO_XSD) == []
+    block = etree.parse(str(alto)).getroot().find(f".//a:TextBlock[@ID='r{text_k:04d}']", ALTO_NS)
+    alto_lines = block.findall("a:TextLine", ALTO_NS)
+    assert [[s.get("CONTENT") for s in ln.findall("a:String", ALTO_NS)] for ln in alto_lines] == [
+        ["Neue", "Zürcher"], ["Zeitung", "heute"]]
+    assert [ln.get("HPOS") for ln in alto_lines] == ["11", "11"]
+    assert alto_lines[0].find("a:String", ALTO_NS).get("WC") == "0.9100"
+    # p2 has no transcript: its text region keeps the fused page's own text and no lines
+    p2 = etree.parse(str(run / "exports" / "page-xml" / "fusion" / "V1" / "p2.xml")).getroot()
+    assert p2.findall(f".//pc:TextRegion[@id='r{text_k:04d}']/pc:TextLine", PAGE_NS) == []

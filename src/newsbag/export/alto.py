@@ -46,19 +46,37 @@ def _region_note(r: ExportRegion) -> str:
     return json.dumps(note, ensure_ascii=False, separators=(",", ":"))
 
 
+def _geometry(xyxy: tuple[int, int, int, int]) -> dict[str, str]:
+    x0, y0, x1, y1 = xyxy
+    return {"HPOS": str(x0), "VPOS": str(y0), "WIDTH": str(x1 - x0), "HEIGHT": str(y1 - y0)}
+
+
 def _block(parent: ET.Element, r: ExportRegion) -> None:
     element, kind = BLOCK_TYPES.get(r.cls, ("TextBlock", None))
-    x0, y0, x1, y1 = r.xyxy
-    _sub(parent, element, ID=r.id, HPOS=str(x0), VPOS=str(y0), WIDTH=str(x1 - x0), HEIGHT=str(y1 - y0),
-         TAGREFS=f"class_{r.cls} note_{r.id}", TYPE=kind)
+    block = _sub(parent, element, ID=r.id, **_geometry(r.xyxy), TAGREFS=f"class_{r.cls} note_{r.id}", TYPE=kind)
+    if element != "TextBlock":
+        return
+    for k, line in enumerate(r.lines):
+        words = line.text.split()
+        if not words:
+            continue
+        line_el = _sub(block, "TextLine", ID=f"{r.id}_l{k:03d}", **_geometry(line.xyxy))
+        # The recogniser reads whole lines: words carry the line's confidence, no boxes of their own.
+        wc = None if line.score is None else f"{min(max(line.score, 0.0), 1.0):.4f}"
+        for n, word in enumerate(words):
+            if n:
+                _sub(line_el, "SP")
+            _sub(line_el, "String", CONTENT=word, WC=wc)
 
 
-def alto_xml(page: dict, info: ExportInfo) -> bytes:
+def alto_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> bytes:
     """ALTO 4.4 bytes of one fused or source page.
 
     Args:
         page: a page dict that passed `io.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
+        transcript: the page's transcript record, if any: TextBlocks get TextLines of
+            Strings (one per word, WC = the line's confidence).
 
     Returns:
         UTF-8 XML, MeasurementUnit pixel; each block points (TAGREFS) at a LayoutTag naming
@@ -81,7 +99,7 @@ def alto_xml(page: dict, info: ExportInfo) -> bytes:
     _sub(soft, "softwareName", "newsbag")
     _sub(soft, "softwareVersion", info.tool.split()[-1])
 
-    regions = page_regions(page)
+    regions = page_regions(page, transcript)
     tags = _sub(root, "Tags")
     for cls in sorted({r.cls for r in regions}):
         _sub(tags, "LayoutTag", ID=f"class_{cls}", LABEL=cls, TYPE="newsbag:class")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..labels import CANONICAL
 
-__all__ = ["ExportInfo", "ExportRegion", "page_regions", "reading_order", "region_id", "compact_members"]
+__all__ = ["ExportInfo", "ExportLine", "ExportRegion", "page_regions", "reading_order", "region_id", "compact_members"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,15 @@ class ExportInfo:
 
 
 @dataclass(frozen=True)
+class ExportLine:
+    """A recognised text line of a region (from the transcription stage): integer pixel box, text, score."""
+
+    xyxy: tuple[int, int, int, int]
+    text: str
+    score: float | None
+
+
+@dataclass(frozen=True)
 class ExportRegion:
     """A region ready for a writer.
 
@@ -48,6 +57,7 @@ class ExportRegion:
     text: str | None
     support: tuple[str, ...]
     members: tuple[dict, ...]
+    lines: tuple[ExportLine, ...] = ()
 
 
 def region_id(index: int) -> str:
@@ -59,13 +69,30 @@ def _clip(value: float, high: int) -> int:
     return int(min(max(round(value), 0), high))
 
 
-def page_regions(page: dict) -> list[ExportRegion]:
+def _box(xyxy, width: int, height: int) -> tuple[int, int, int, int]:
+    x0, y0, x1, y1 = xyxy
+    return (_clip(min(x0, x1), width), _clip(min(y0, y1), height), _clip(max(x0, x1), width), _clip(max(y0, y1), height))
+
+
+def _transcribed(transcript: dict | None, width: int, height: int) -> dict[int, tuple[str, tuple[ExportLine, ...]]]:
+    """Region index -> (region text, its lines) from a transcript record (`newsbag.transcription`)."""
+    out = {}
+    for r in (transcript or {}).get("regions", []):
+        lines = tuple(ExportLine(_box(ln["bbox_xyxy"], width, height), ln["text"], ln.get("score"))
+                      for ln in r.get("lines", []) if ln.get("text"))
+        out[int(r["region"])] = (r.get("text") or "", lines)
+    return out
+
+
+def page_regions(page: dict, transcript: dict | None = None) -> list[ExportRegion]:
     """Regions of a page dict that passed `io.read_page`, in stored order.
 
     Support and members are read here and nowhere else in the exporters, so a change of the
-    fused page layout (e.g. members stored once per page) stays in this function.
+    fused page layout (e.g. members stored once per page) stays in this function. With the
+    page's `transcript`, text regions carry their recognised lines and text.
     """
     width, height = int(page["image"]["width"]), int(page["image"]["height"])
+    read = _transcribed(transcript, width, height)
     out = []
     for i, r in enumerate(page["regions"]):
         x0, y0, x1, y1 = r["bbox_xyxy"]
@@ -74,16 +101,17 @@ def page_regions(page: dict) -> list[ExportRegion]:
         if score is not None and (not isinstance(score, (int, float)) or math.isnan(score)):
             score = None
         order = r.get("order")
+        text, lines = read.get(i, (r.get("text"), ()))
         out.append(ExportRegion(
             id=region_id(i),
-            xyxy=(_clip(min(x0, x1), width), _clip(min(y0, y1), height),
-                  _clip(max(x0, x1), width), _clip(max(y0, y1), height)),
+            xyxy=_box((x0, y0, x1, y1), width, height),
             cls=cls, raw_label=str(r.get("label", cls)),
             score=None if score is None else float(score),
             order=order if isinstance(order, int) and not isinstance(order, bool) else None,
-            text=r.get("text") if isinstance(r.get("text"), str) and r.get("text") else None,
+            text=text if isinstance(text, str) and text else None,
             support=tuple(str(s) for s in r.get("support") or ()),
             members=tuple(m for m in r.get("members") or () if isinstance(m, dict)),
+            lines=lines,
         ))
     return out
 

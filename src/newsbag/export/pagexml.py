@@ -57,12 +57,15 @@ def _user_attr(parent: ET.Element, name: str, kind: str, value: str) -> None:
     _sub(parent, "UserAttribute", name=name, type=kind, value=value)
 
 
+def _conf(score: float | None) -> str | None:
+    return None if score is None else f"{min(max(score, 0.0), 1.0):.4f}"
+
+
 def _region(parent: ET.Element, r: ExportRegion) -> None:
     element, text_type = REGION_TYPES[r.cls]
     el = _sub(parent, element, id=r.id, type=text_type,
               custom=f"structure {{type:{r.cls};}}" if r.cls in _CUSTOM else None)
-    conf = None if r.score is None else f"{min(max(r.score, 0.0), 1.0):.4f}"
-    _sub(el, "Coords", points=_points(r.xyxy), conf=conf)
+    _sub(el, "Coords", points=_points(r.xyxy), conf=_conf(r.score))
     user = _sub(el, "UserDefined")
     _user_attr(user, "newsbag:class", "xsd:string", r.cls)
     _user_attr(user, "newsbag:label", "xsd:string", r.raw_label)
@@ -73,17 +76,23 @@ def _region(parent: ET.Element, r: ExportRegion) -> None:
     if r.members:
         _user_attr(user, "newsbag:members", "xsd:string",
                    json.dumps(compact_members(r), ensure_ascii=False, separators=(",", ":")))
-    if element == "TextRegion" and r.text:
-        equiv = _sub(el, "TextEquiv")
-        _sub(equiv, "Unicode", r.text)
+    if element == "TextRegion":
+        for k, line in enumerate(r.lines):
+            line_el = _sub(el, "TextLine", id=f"{r.id}_l{k:03d}")
+            _sub(line_el, "Coords", points=_points(line.xyxy))
+            _sub(_sub(line_el, "TextEquiv", conf=_conf(line.score)), "Unicode", line.text)
+        if r.text:
+            _sub(_sub(el, "TextEquiv"), "Unicode", r.text)
 
 
-def page_xml(page: dict, info: ExportInfo) -> bytes:
+def page_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> bytes:
     """PAGE-XML bytes of one fused or source page.
 
     Args:
         page: a page dict that passed `io.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
+        transcript: the page's transcript record, if any: text regions get TextLine
+            elements (Coords, TextEquiv with conf) and the region's TextEquiv.
 
     Returns:
         UTF-8 XML with an XML declaration; valid against the PAGE 2019-07-15 schema.
@@ -102,7 +111,7 @@ def page_xml(page: dict, info: ExportInfo) -> bytes:
                        ("fingerprint", info.fingerprint)):
         _sub(labels, "Label", type=key, value=value)
 
-    regions = page_regions(page)
+    regions = page_regions(page, transcript)
     page_el = _sub(root, "Page", imageFilename=info.image_filename,
                    imageWidth=str(int(page["image"]["width"])), imageHeight=str(int(page["image"]["height"])))
     ordered = reading_order(regions)

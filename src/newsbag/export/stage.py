@@ -68,6 +68,7 @@ class _Layer:
     name: str  # fusion/<variant> or sources/<stage>/<variant>
     folder: Path  # where its page JSONs are
     method: str
+    transcripts: Path | None = None  # a fused variant's transcripts (the text of its regions)
 
 
 def export_layers(run_dir: Path, params: ExportParams) -> list[_Layer]:
@@ -92,7 +93,8 @@ def export_layers(run_dir: Path, params: ExportParams) -> list[_Layer]:
             log.warning("export: fused variant(s) %s not found under %s; skipped", ", ".join(missing), fusion)
         chosen = [v for v in params.variants if v in found]
     methods = {k: v.get("method", "fusion") for k, v in (summary.get("variants") or {}).items() if isinstance(v, dict)}
-    layers = [_Layer(f"fusion/{v}", rundir.fused_dir(run_dir, v), methods.get(v, "fusion")) for v in chosen]
+    layers = [_Layer(f"fusion/{v}", rundir.fused_dir(run_dir, v), methods.get(v, "fusion"),
+                     rundir.transcript_dir(run_dir, v)) for v in chosen]
     if params.sources:
         for name in rundir.discover_sources(run_dir):
             stage, variant = name.split("/")
@@ -124,6 +126,8 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     run_dir, exports, layer, page_id, formats, force = task
     src = layer.folder / f"{page_id}.json"
     identity = rundir.file_identity(src)
+    transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
+    text_identity = rundir.file_identity(transcript_path) if transcript_path else None
     statuses: dict[str, str] = {}
     if identity is None:
         return page_id, layer.name, statuses, ""
@@ -131,15 +135,16 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         page = None
         for fmt in formats:
             out = exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}"
-            fingerprint = rundir.fingerprint("export", fmt, layer.name, identity)
+            fingerprint = rundir.fingerprint("export", fmt, layer.name, identity, text_identity)
             if not force and _is_fresh(out, fingerprint):
                 statuses[fmt] = "skipped"
                 continue
             if page is None:
                 page = read_page(src, page_id)
+                transcript = read_json(transcript_path) if text_identity else None
             info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
                               fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent))
-            atomic_write_bytes(out, _WRITERS[fmt](page, info))
+            atomic_write_bytes(out, _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
     except (OSError, ValueError) as exc:
         return page_id, layer.name, statuses, (str(exc).splitlines() or [type(exc).__name__])[0]
