@@ -79,3 +79,34 @@ def test_slack_finds_gutter_between_overlapping_column_lines(slack, n_cols):
     assert n.tolist() == [n_cols]
     if n_cols == 2:
         np.testing.assert_allclose(seg, [[0, 0, 97.5, 98], [97.5, 0, 210, 98]])
+
+
+def _random_boxes(rng, n: int) -> np.ndarray:
+    xy = rng.uniform(0, 1000, (n, 2))
+    wh = rng.uniform(1, 200, (n, 2))
+    if rng.random() < 0.3:  # a coarse grid: ties and touching edges
+        xy, wh = np.round(xy / 50) * 50, np.round(wh / 50) * 50 + 1
+    return np.hstack([xy, xy + wh])
+
+
+def test_reading_order_equals_the_recursive_xycut():
+    from reference.recursive_order import reading_order_recursive
+
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        boxes = _random_boxes(rng, int(rng.integers(0, 300)))
+        np.testing.assert_array_equal(reading_order(boxes, 1000, 1000), reading_order_recursive(boxes, 1000, 1000))
+
+
+def test_reading_order_deep_cut_tree():
+    # Each cut peels one box (left strip, then top strip, ...): 3,000 levels deep, past
+    # Python's recursion limit, which the recursive XY-cut hit.
+    boxes, x, y, side = [], 0.0, 0.0, 30100.0
+    for k in range(3000):
+        if k % 2 == 0:
+            boxes.append([x, y, x + 5, side])
+            x += 10
+        else:
+            boxes.append([x, y, side, y + 5])
+            y += 10
+    assert reading_order(np.array(boxes), 1e5, 1e5).tolist() == list(range(3000))

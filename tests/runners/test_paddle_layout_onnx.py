@@ -88,6 +88,42 @@ def test_nms_per_class(boxes, scores, classes, thr, kept):
     assert keep.tolist() == kept
 
 
+def _random_candidates(rng, n: int, n_classes: int = 3):
+    xy = rng.uniform(0, 600, (n, 2))
+    wh = rng.uniform(0, 150, (n, 2))
+    if rng.random() < 0.3:  # a coarse grid: equal coordinates and zero-width boxes
+        xy, wh = np.round(xy / 20) * 20, np.round(wh / 20) * 20
+    return np.hstack([xy, xy + wh]), np.round(rng.random(n), int(rng.integers(1, 4))), rng.integers(0, n_classes, n)
+
+
+def test_nms_per_class_equals_the_dense_nms():
+    from reference.dense_nms import nms_per_class_dense
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        boxes, scores, classes = _random_candidates(rng, int(rng.integers(0, 200)))
+        thr = float(rng.choice([-0.1, 0.0, 0.3, 0.5, 0.7, 1.0]))
+        np.testing.assert_array_equal(_picodet.nms_per_class(boxes, scores, classes, thr),
+                                      nms_per_class_dense(boxes, scores, classes, thr))
+
+
+def test_nms_per_class_memory_is_not_quadratic():
+    # 20,000 candidates (a lowered score threshold): dense IoU alone would be 3.2 GB.
+    import tracemalloc
+
+    rng = np.random.default_rng(5)
+    objects = rng.uniform(0, 560, (1000, 2))
+    base = np.repeat(np.hstack([objects, objects + rng.uniform(5, 200, (1000, 2)) * [1, 0.3]]), 20, axis=0)
+    boxes = base + rng.normal(0, 3, base.shape)
+    tracemalloc.start()
+    try:
+        keep = _picodet.nms_per_class(boxes, rng.random(len(boxes)), np.repeat(rng.integers(0, 10, 1000), 20), 0.5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 1000 <= keep.size < 20000 and peak < 1e9
+
+
 # --- the real CDLA model on a clean synthetic page ---
 
 TITLE_BOX = (200, 60, 800, 120)

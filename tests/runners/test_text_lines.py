@@ -257,3 +257,58 @@ def test_gpu_without_fallback_exits_5(harness):
     rc, out = harness.run("text_lines", [page], device="gpu", allow_cpu_fallback=False)
     assert rc == 5
     assert not (out / "sample.json").exists()
+
+
+# --- the sweep against the dense all-pairs grouping it replaced (tests/reference/dense_db.py) ---
+
+def _newspaper_lines(rng, n_cols: int, lines_per_col: int, lh: float = 30.0) -> np.ndarray:
+    """Columns of jittered lines with paragraph gaps, indents, word splits and lines run across a gutter."""
+    boxes = []
+    for c in range(n_cols):
+        y, left = 100.0, 50 + c * 625
+        for _ in range(lines_per_col):
+            y += lh * 1.2 if rng.random() < 0.08 else 0.0
+            x0 = left + (rng.uniform(20, 60) if rng.random() < 0.1 else rng.uniform(-3, 3))
+            x1 = left + 600 - (rng.uniform(50, 400) if rng.random() < 0.1 else rng.uniform(-3, 3))
+            if rng.random() < 0.15:
+                mid = rng.uniform(x0 + 50, x1 - 50)
+                boxes += [[x0, y, mid, y + lh + rng.uniform(-2, 2)], [mid + rng.uniform(5, 12), y, x1, y + lh]]
+            else:
+                boxes.append([x0, y, x1, y + lh + rng.uniform(-2, 2)])
+            y += lh * 0.95
+    xyxy = np.array(boxes)
+    across = rng.choice(len(xyxy), len(xyxy) // 50, replace=False)
+    xyxy[across, 2] += 400
+    return xyxy
+
+
+def _random_lines(rng, n: int) -> np.ndarray:
+    xy = rng.uniform(0, 1000, (n, 2))
+    wh = rng.uniform(1, 120, (n, 2)) * [3, 0.3]
+    return np.hstack([xy, xy + wh])
+
+
+def test_group_lines_equals_the_dense_grouping():
+    from reference.dense_db import group_lines_dense
+
+    rng = np.random.default_rng(7)
+    inputs = [_random_lines(rng, int(rng.integers(0, 250))) for _ in range(150)]
+    inputs += [_newspaper_lines(rng, int(rng.integers(1, 7)), int(rng.integers(5, 90))) for _ in range(6)]
+    for xyxy in inputs:
+        for got, want in zip(_db.group_lines(xyxy), group_lines_dense(xyxy)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_group_lines_memory_is_not_quadratic():
+    # 8,000 lines: the dense version held several N x N float matrices (>= 0.5 GB each).
+    import tracemalloc
+
+    xyxy = _newspaper_lines(np.random.default_rng(3), 8, 850)
+    assert len(xyxy) > 7000
+    tracemalloc.start()
+    try:
+        _db.group_lines(xyxy)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400e6

@@ -20,25 +20,33 @@ def _cuts(lo: np.ndarray, hi: np.ndarray, tol: float) -> tuple[np.ndarray, np.nd
     return order, np.cumsum(new) - 1
 
 
-def _xycut(xyxy: np.ndarray, idx: np.ndarray, tol_x: float, tol_y: float, out: list) -> None:
-    if len(idx) <= 1:
-        out.extend(idx.tolist())
-        return
-    sub = xyxy[idx]
-    # Columns first: a gutter that runs through the whole block splits it left to right;
-    # only when there is none do we cut into horizontal bands (masthead, headline, body).
-    for lo, hi, tol in ((sub[:, 0], sub[:, 2], tol_x), (sub[:, 1], sub[:, 3], tol_y)):
-        order, group = _cuts(lo, hi, tol)
-        if group[-1] > 0:
-            parts = idx[order]
-            bounds = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), len(parts)]
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                if b - a == 1:
-                    out.append(int(parts[a]))
-                else:
-                    _xycut(xyxy, parts[a:b], tol_x, tol_y, out)
-            return
-    out.extend(idx[np.lexsort((sub[:, 0], sub[:, 1]))].tolist())
+def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
+    """Box indices in XY-cut reading order: depth first, left part / upper band first.
+
+    An explicit stack instead of recursion: no recursion limit on deep cut trees (a
+    staircase of n boxes nests n levels), and every split makes each part strictly
+    smaller, so the loop ends after at most 2n - 1 blocks.
+    """
+    out: list[int] = []
+    stack = [np.arange(len(xyxy))]
+    while stack:
+        idx = stack.pop()
+        if len(idx) <= 1:
+            out.extend(idx.tolist())
+            continue
+        sub = xyxy[idx]
+        # Columns first: a gutter that runs through the whole block splits it left to right;
+        # only when there is none do we cut into horizontal bands (masthead, headline, body).
+        for lo, hi, tol in ((sub[:, 0], sub[:, 2], tol_x), (sub[:, 1], sub[:, 3], tol_y)):
+            order, group = _cuts(lo, hi, tol)
+            if group[-1] > 0:
+                parts = idx[order]
+                bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(parts)]
+                stack.extend(parts[a:b] for a, b in zip(bounds[-2::-1], bounds[:0:-1]))
+                break
+        else:
+            out.extend(idx[np.lexsort((sub[:, 0], sub[:, 1]))].tolist())
+    return out
 
 
 def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.005) -> np.ndarray:
@@ -52,8 +60,7 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     >>> reading_order(np.zeros((0, 4)), 10, 10).shape
     (0,)
     """
-    out: list[int] = []
-    _xycut(np.asarray(xyxy, float), np.arange(len(xyxy)), tol * width, tol * height, out)
+    out = _xycut(np.asarray(xyxy, float), tol * width, tol * height)
     rank = np.empty(len(xyxy), np.int64)
     rank[np.asarray(out, np.intp)] = np.arange(len(out))
     return rank
