@@ -6,7 +6,7 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/manifests/pages.jsonl           the run's membership: every page of every call
     RUN/outputs/sources/<stage>/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
-    RUN/outputs/fusion/_metrics/<page_id>.json, summary.json, *.tsv
+    RUN/outputs/fusion/_metrics/<page_id>.json, _members/<page_id>.json, summary.json, *.tsv
     RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
     RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
@@ -30,7 +30,7 @@ from .io import append_jsonl, read_json, read_page
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
-    "metrics_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir", "exports_dir",
+    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir", "exports_dir",
     "failures_ledger", "reports_dir",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "source_is_current",
     "manifest_page_ids", "members", "manifest_lock",
@@ -94,6 +94,11 @@ def recommended_variant(run_dir: Path) -> str | None:
 def transcript_dir(run_dir: Path, variant: str) -> Path:
     """RUN/outputs/transcripts/<variant>/: transcripts of one fused variant."""
     return Path(run_dir) / "outputs" / "transcripts" / variant
+
+
+def members_table_path(run_dir: Path, page_id: str) -> Path:
+    """Fusion's per-page member table: every source box of the page once; fused regions index it."""
+    return fusion_dir(run_dir) / "_members" / f"{page_id}.json"
 
 
 def review_dir(run_dir: Path) -> Path:

@@ -223,3 +223,27 @@ def test_auto_granularity_follows_the_source_leaderboard_and_reruns_when_it_chan
     seen = []
     again = run_fusion(run, pids, AUTO_CFG, progress=lambda pid, st: seen.append((pid, st)))
     assert again["source_order"][0] == "tesseract/blocks" and sorted(seen) == [(p, "ok") for p in pids]
+
+
+def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_path):
+    from newsbag.io import read_page
+
+    run = _write_run(tmp_path)
+    run_fusion(run, ["p1", "p2"], CFG)
+    fusion = run / "outputs" / "fusion"
+    table = json.loads((fusion / "_members" / "p1.json").read_text())["members"]
+    sources = json.loads((run / "outputs/sources/paddle_layout/cdla/p1.json").read_text())
+    assert {"source": "paddle_layout/cdla", "bbox_xyxy": sources["regions"][0]["bbox_xyxy"], "label": "text",
+            "score": 0.8} in table                        # every source box once, as its member record
+    for variant in ("C", "S1"):
+        text = (fusion / variant / "p1.json").read_text()
+        assert "\n " not in text and ", " not in text     # compact JSON: no indent, no spaces
+        raw = json.loads(text)
+        assert raw["source"]["members_file"] == "../_members/p1.json"
+        assert all(isinstance(m, int) for r in raw["regions"] for m in r["members"])
+        page = read_page(fusion / variant / "p1.json", "p1")  # what review, evaluate and export read
+        assert [r["members"] for r in page["regions"]] == [[table[m] for m in r["members"]] for r in raw["regions"]]
+    # a broken reference is a one-line contract error, not a crash in a reader
+    (fusion / "_members" / "p1.json").write_text('{"members": []}')
+    with pytest.raises(ValueError, match="member table p1.json: IndexError"):
+        read_page(fusion / "C" / "p1.json", "p1")

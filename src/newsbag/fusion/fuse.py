@@ -519,28 +519,29 @@ def member_records(boxes: Boxes) -> list[dict]:
                                   [str(v) for v in raw], score)]
 
 
-def describe(fused: Boxes, boxes: Boxes, source: str, records: list[dict] | None = None,
-             index: np.ndarray | None = None) -> Boxes:
+def describe(fused: Boxes, boxes: Boxes, source: str, index: np.ndarray | None = None) -> Boxes:
     """Fused boxes with JSON-ready ``support``, ``members`` and ``source`` columns.
 
     Args:
         fused: output of a variant function run on `boxes`.
         boxes: that variant's input.
         source: the value of the ``source`` column ("fusion/<variant>").
-        records, index: precomputed `member_records` of a larger pool and the pool index of
-            each box of `boxes` (the stage shares them across variants).
+        index: (len(boxes),) pool index of each box of `boxes`. With it, ``members`` holds
+            pool indices (rows of the page's `member_records` table, which the stage stores
+            once per page for all variants); without it, the member records themselves.
     """
     names = source_names(boxes).tolist()
-    if records is None:
-        records, index = member_records(boxes), np.arange(len(boxes))
     n = len(fused)
     bits = fused.data["support_bits"].tolist()
     by_bits = {sb: [names[b] for b in range(len(names)) if sb >> b & 1] for sb in set(bits)}
     # One gather over all members, then slices: no numpy call per fused box.
     parts = list(fused.data["member_idx"])
     ends = np.cumsum([len(m) for m in parts]).tolist()
-    flat = index[np.concatenate(parts).astype(np.intp)].tolist() if n else []
-    recs = [records[m] for m in flat]
+    flat = np.concatenate(parts).astype(np.intp) if n else np.zeros(0, np.intp)
+    recs = (index[flat] if index is not None else flat).tolist()
+    if index is None:
+        table = member_records(boxes)
+        recs = [table[m] for m in recs]
     # fromiter keeps each list one object (np.array would stack equal-length lists 2-D).
     support = np.fromiter((list(by_bits[sb]) for sb in bits), dtype=object, count=n)
     members = np.fromiter((recs[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends)), dtype=object, count=n)

@@ -1,0 +1,184 @@
+"""`newsbag fuse` as users run it, end to end (read + validate sources, pre-pass, variants, metrics,
+write), on one core, side by side with the old tool's fusion on the same pages.
+
+    python benchmarks/fuse_stage_bench.py --pages 50
+    python benchmarks/fuse_stage_bench.py --pages 50 --old-tool /path/to/newspaper-parsing
+    python benchmarks/fuse_stage_bench.py --scaling        # 1k..20k boxes per page, and 1,000 pages
+
+Synthetic run: 6 region sources x 300 boxes per page named as the Torch bag names them
+(paddle_layout x3, paddle_vl15, dell, mineru) plus the text-line evidence, fused with the
+Torch config's fusion section. Each command runs as its own process pinned to one core
+(`taskset -c 0`); the figure is that process's CPU time (user + sys) per page, so other
+load on the machine changes it less than wall time. The old tool (saulrichardson/
+newspaper-parsing, `newsbag.fusion.run_fusion`) reads the same boxes in its own layout
+(`<stage>/<variant>/<stem>/layout_boxes.normalized.json`); its code is loaded from the
+path you give and is not part of this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path[:0] = [str(HERE), str(REPO / "src")]
+
+from _machine import machine_line  # noqa: E402
+
+REGION_SOURCES = [("paddle_layout", "pp_doclayout_v2"), ("paddle_layout", "pp_doclayout_v3"),
+                  ("paddle_layout", "pp_doclayout_plus_l"), ("paddle_vl15", "doc_parser"),
+                  ("dell", "american_stories"), ("mineru", "layout")]
+LINES = ("text_lines", "lines")
+
+
+def synthetic_sources(n_sources: int, n_boxes: int, seed: int, width: int = 4000):
+    """(width, height, {(stage, variant): (xyxy, score, label)}): a grid of paragraphs every source
+    sees with jitter and 10% drops, plus two text lines per paragraph as line evidence."""
+    rng = np.random.default_rng(seed)
+    cols = max(1, int(np.sqrt(n_boxes / 4)))
+    rows = int(np.ceil(n_boxes / cols))
+    cw, rh = width / cols, 60.0
+    height = int(rows * rh + 100)
+    k = np.arange(n_boxes)
+    base = np.stack([k % cols * cw + 5, k // cols * rh + 5, k % cols * cw + cw - 5, k // cols * rh + rh - 5], 1)
+    out = {}
+    for s in range(n_sources):
+        keep = rng.random(n_boxes) > 0.1
+        xyxy = np.clip(base[keep] + rng.normal(0, 4, (int(keep.sum()), 4)), 0, [width, height, width, height])
+        out[REGION_SOURCES[s % len(REGION_SOURCES)] if s < len(REGION_SOURCES) else ("extra", f"v{s}")] = (
+            xyxy, rng.uniform(0.3, 1, len(xyxy)), "text")
+    lines = np.concatenate([base[:, [0, 1, 2, 1]] + [0, 0, 0, 20], base[:, [0, 1, 2, 1]] + [0, 25, 0, 45]])
+    out[LINES] = (lines, np.ones(len(lines)), "text_line")
+    return width, height, out
+
+
+def build_run(root: Path, n_pages: int, n_sources: int, n_boxes: int, old_layout: bool) -> Path:
+    """A run directory with a manifest and source pages; with ``old_layout`` also the old tool's tree."""
+    from PIL import Image
+
+    run = root / "run"
+    (run / "manifests").mkdir(parents=True)
+    manifest = []
+    for p in range(n_pages):
+        width, height, sources = synthetic_sources(n_sources, n_boxes, seed=p)
+        page_id = f"page{p:05d}"
+        image = root / "images" / f"{page_id}.png"
+        image.parent.mkdir(exist_ok=True)
+        if old_layout:  # the old tool opens each image for its size
+            Image.new("1", (width, height)).save(image)
+        manifest.append({"page_id": page_id, "path": f"../images/{page_id}.png", "image_path": str(image),
+                         "width": width, "height": height, "sha256": "0" * 64})
+        for (stage, variant), (xyxy, score, label) in sources.items():
+            regions = [{"bbox_xyxy": [round(v, 2) for v in b], "label": label, "class": label,
+                        "score": round(float(s), 5), "order": None, "text": None}
+                       for b, s in zip(xyxy.tolist(), score.tolist())]
+            page = {"page_id": page_id, "image": {"path": f"../images/{page_id}.png", "width": width, "height": height},
+                    "source": {"stage": stage, "variant": variant, "family": stage, "model": "synthetic", "device": "cpu"},
+                    "regions": regions, "seconds": 0.0}
+            folder = run / "outputs" / "sources" / stage / variant
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{page_id}.json").write_text(json.dumps(page))
+            if old_layout and (stage, variant) != LINES:
+                old = root / "old_run" / "outputs" / "sources" / stage / variant / page_id
+                old.mkdir(parents=True, exist_ok=True)
+                (old / "layout_boxes.normalized.json").write_text(json.dumps({"boxes": [
+                    {"bbox_xyxy": r["bbox_xyxy"], "norm_label": "text", "label": "text", "score": r["score"]}
+                    for r in regions]}))
+    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(m) + "\n" for m in manifest))
+    return run
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """(CPU seconds user+sys, wall seconds, peak RSS MB) of one command pinned to core 0."""
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0", *cmd]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {code}: {err[-2000:]}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+
+
+OLD_DRIVER = """
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("old_fusion", sys.argv[1])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+images = sorted(Path(sys.argv[2]).glob("*.png"))
+mod.run_fusion(images, Path(sys.argv[3]), ["pp_doclayout_v2", "pp_doclayout_v3", "pp_doclayout_plus_l"],
+               "doc_parser", "american_stories", "layout", 0.5, "P4_paddle_union4_plus_dell_plus_mineru")
+"""
+
+
+def old_fusion_file(path: Path) -> Path:
+    """The old tool's fusion.py from a checkout, its src/, or the file itself."""
+    for cand in (path, path / "fusion.py", path / "newsbag" / "fusion.py", path / "src" / "newsbag" / "fusion.py"):
+        if cand.is_file():
+            return cand
+    raise SystemExit(f"--old-tool {path}: no fusion.py there (give a newspaper-parsing checkout or its fusion.py)")
+
+
+def bench(n_pages: int, n_sources: int, n_boxes: int, old_tool: Path | None, config: Path) -> dict:
+    with tempfile.TemporaryDirectory(prefix="fuse_bench_") as tmp:
+        root = Path(tmp)
+        run = build_run(root, n_pages, n_sources, n_boxes, old_layout=old_tool is not None)
+        newsbag = [sys.executable, "-m", "newsbag", "fuse", "--run-dir", str(run), "--config", str(config)]
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        cpu, wall, rss = timed(newsbag, env)
+        size = sum(f.stat().st_size for f in (run / "outputs" / "fusion").rglob("*.json"))
+        rerun_cpu, rerun_wall, _ = timed(newsbag, env)
+        row = {"pages": n_pages, "boxes_per_page": n_sources * n_boxes, "cpu_ms_per_page": 1000 * cpu / n_pages,
+               "wall_ms_per_page": 1000 * wall / n_pages, "peak_rss_mb": rss,
+               "fused_kb_per_page": size / 1024 / n_pages, "rerun_cpu_s": rerun_cpu}
+        if old_tool is not None:
+            driver = root / "old_driver.py"
+            driver.write_text(OLD_DRIVER)
+            ocpu, owall, orss = timed([sys.executable, str(driver), str(old_fusion_file(old_tool)),
+                                       str(root / "images"), str(root / "old_run")])
+            row.update(old_cpu_ms_per_page=1000 * ocpu / n_pages, old_wall_ms_per_page=1000 * owall / n_pages,
+                       old_peak_rss_mb=orss, speedup=ocpu / cpu)
+        return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pages", type=int, default=50)
+    ap.add_argument("--sources", type=int, default=6)
+    ap.add_argument("--boxes", type=int, default=300, help="boxes per source and page")
+    ap.add_argument("--old-tool", type=Path, help="newspaper-parsing checkout (or its src/newsbag/fusion.py)")
+    ap.add_argument("--config", type=Path, default=REPO / "configs" / "pipeline.torch.json")
+    ap.add_argument("--scaling", action="store_true", help="1k..20k boxes per page (5 pages each), then 1,000 pages")
+    args = ap.parse_args()
+    print(machine_line())
+    if args.scaling:
+        rows = [bench(5, 6, total // 6, None, args.config) for total in (1000, 2000, 5000, 10000, 20000)]
+        rows.append(bench(1000, 6, 300, None, args.config))
+    else:
+        rows = [bench(args.pages, args.sources, args.boxes, args.old_tool, args.config)]
+    for row in rows:
+        line = (f"pages {row['pages']:>5}  boxes/page {row['boxes_per_page']:>6}  newsbag fuse {row['cpu_ms_per_page']:7.1f} ms/page CPU "
+                f"({row['wall_ms_per_page']:.1f} wall)  peak RSS {row['peak_rss_mb']:.0f} MB  "
+                f"fused JSON {row['fused_kb_per_page']:.0f} KB/page  rerun (nothing changed) {row['rerun_cpu_s']:.2f} s CPU")
+        if "old_cpu_ms_per_page" in row:
+            line += (f"\n    old tool run_fusion {row['old_cpu_ms_per_page']:.1f} ms/page CPU ({row['old_wall_ms_per_page']:.1f} wall, "
+                     f"peak RSS {row['old_peak_rss_mb']:.0f} MB): newsbag is {row['speedup']:.1f}x faster")
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
