@@ -41,25 +41,22 @@ REGION_SOURCES = [("paddle_layout", "pp_doclayout_v2"), ("paddle_layout", "pp_do
 LINES = ("text_lines", "lines")
 
 
-def synthetic_sources(n_sources: int, n_boxes: int, seed: int, width: int = 4000):
-    """(width, height, {(stage, variant): (xyxy, score, label)}): a grid of paragraphs every source
-    sees with jitter and 10% drops, plus two text lines per paragraph as line evidence."""
-    rng = np.random.default_rng(seed)
-    cols = max(1, int(np.sqrt(n_boxes / 4)))
-    rows = int(np.ceil(n_boxes / cols))
-    cw, rh = width / cols, 60.0
-    height = int(rows * rh + 100)
-    k = np.arange(n_boxes)
-    base = np.stack([k % cols * cw + 5, k // cols * rh + 5, k % cols * cw + cw - 5, k // cols * rh + rh - 5], 1)
+def synthetic_sources(n_sources: int, n_boxes: int, seed: int):
+    """(width, height, {(stage, variant): (xyxy, score, label)}): `fusion_bench.synthetic_page`
+    (a grid of paragraphs every source sees with jitter and drops, two lines per paragraph)
+    under the Torch bag's source names."""
+    from fusion_bench import synthetic_page
+
+    page = synthetic_page(n_sources, n_boxes, seed)
+    regions = [b for name, b in page.items() if name != "text_lines/lines"]
     out = {}
-    for s in range(n_sources):
-        keep = rng.random(n_boxes) > 0.1
-        xyxy = np.clip(base[keep] + rng.normal(0, 4, (int(keep.sum()), 4)), 0, [width, height, width, height])
-        out[REGION_SOURCES[s % len(REGION_SOURCES)] if s < len(REGION_SOURCES) else ("extra", f"v{s}")] = (
-            xyxy, rng.uniform(0.3, 1, len(xyxy)), "text")
-    lines = np.concatenate([base[:, [0, 1, 2, 1]] + [0, 0, 0, 20], base[:, [0, 1, 2, 1]] + [0, 25, 0, 45]])
-    out[LINES] = (lines, np.ones(len(lines)), "text_line")
-    return width, height, out
+    for s, boxes in enumerate(regions):
+        name = REGION_SOURCES[s] if s < len(REGION_SOURCES) else ("extra", f"v{s}")
+        out[name] = (boxes.xyxy, boxes.score, "text")
+    lines = page["text_lines/lines"]
+    out[LINES] = (lines.xyxy, lines.score, "text_line")
+    meta = lines.meta
+    return meta.width, meta.height, out
 
 
 def build_run(root: Path, n_pages: int, n_sources: int, n_boxes: int, old_layout: bool) -> Path:

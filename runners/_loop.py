@@ -12,6 +12,10 @@ A family script defines a detector class and ends with ``_loop.main(MyDetector)`
         # optional: def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]
         #   used when batch_size (job key, else params key) > 1; a batch that raises is
         #   retried page by page so only the bad page fails.
+        # optional: SHARED_PARAMS = ("model_path", ...): the params the model pass depends
+        #   on. Variants of one stage that agree on them share one model pass per page:
+        #   run_job sets ``self.shared`` (a `SharedModelOutput`, or None) and detect()
+        #   calls ``shared_output(self, page, compute)``.
 
 The orchestrator starts ``python <family>.py --job job.json``. This module owns the rest:
 the skip-if-valid-output check (made before compute), per-page error capture, atomic
@@ -43,6 +47,7 @@ _MASK = os.umask(0)
 os.umask(_MASK)
 FILE_MODE = 0o666 & ~_MASK
 FAILED_DIR = "_failed"
+SHARED_DIR = "_shared"
 
 
 class DeviceUnavailable(RuntimeError):
@@ -174,6 +179,78 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
     return out, warnings
 
 
+class SharedModelOutput:
+    """One model pass per page for the variants of a stage that differ only in post-processing.
+
+    The first variant to reach a page stores the model's output (JSON; floats round-trip
+    exactly) in ``<stage>/_shared/<key>/<page_id>.json``, where ``key`` hashes the family
+    and the values of its ``SHARED_PARAMS``; a sibling variant with the same key reads it
+    instead of running the model, so tesseract blocks + paragraphs cost one layout analysis
+    and text_lines lines + blocks one DB pass. An entry records the image's identity (path,
+    size, mtime) and is ignored when that changed; it is deleted once every variant sharing
+    the key has a valid output for the page, so the cache holds only pages in flight.
+    """
+
+    def __init__(self, folder: Path, variant_dirs: list[Path]):
+        self.folder = folder
+        self.variant_dirs = variant_dirs  # every variant sharing the key, this one included
+
+    @staticmethod
+    def key(family: str, params: dict, names) -> str:
+        import hashlib
+
+        blob = json.dumps([family, {k: params.get(k) for k in names}], sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @staticmethod
+    def _identity(page: dict) -> list:
+        st = os.stat(page["image_path"])
+        return [str(page["image_path"]), st.st_size, st.st_mtime_ns]
+
+    def get(self, page: dict):
+        try:
+            with open(self.folder / f"{page['page_id']}.json", encoding="utf-8") as fh:
+                entry = json.load(fh)
+            if entry.get("image") == self._identity(page):
+                return entry["output"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+        return None
+
+    def put(self, page: dict, output) -> None:
+        atomic_write_json(self.folder / f"{page['page_id']}.json", {"image": self._identity(page), "output": output})
+
+    def release(self, page_id: str) -> None:
+        if (self.folder / f"{page_id}.json").exists() and all(is_valid_output(d / f"{page_id}.json", page_id) for d in self.variant_dirs):
+            (self.folder / f"{page_id}.json").unlink(missing_ok=True)
+
+
+def shared_output(detector, page: dict, compute):
+    """``compute()`` (the model pass), or a sibling variant's stored result for this page."""
+    shared = getattr(detector, "shared", None)
+    if shared is not None:
+        output = shared.get(page)
+        if output is not None:
+            return output
+    output = compute()
+    if shared is not None:
+        shared.put(page, output)
+    return output
+
+
+def _shared_for(job: dict, detector_cls, out_dir: Path) -> SharedModelOutput | None:
+    """The shared-output store of this job, or None when no other variant of the stage shares its model pass."""
+    names = getattr(detector_cls, "SHARED_PARAMS", None)
+    variants = job.get("stage_variants") or {}
+    if not names or len(variants) < 2:
+        return None
+    key = SharedModelOutput.key(job["family"], job.get("params", {}), names)
+    sharing = [v for v, p in variants.items() if SharedModelOutput.key(job["family"], p, names) == key]
+    if len(sharing) < 2:
+        return None
+    return SharedModelOutput(out_dir.parent / SHARED_DIR / key, [out_dir.parent / v for v in sharing])
+
+
 def _load_report(path: Path) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -228,6 +305,7 @@ def run_job(job: dict, detector_cls) -> int:
         emit("fatal", error_class="DeviceUnavailable", error=str(exc))
         return 5
     setup_seconds = time.perf_counter() - t0
+    detector.shared = _shared_for(job, detector_cls, out_dir)
     info = dict(getattr(detector, "info", {}) or {})
     device_used = getattr(detector, "device_used", "cpu")
     report.update({"device_used": device_used, "setup_seconds": round(setup_seconds, 3), **info})
@@ -254,6 +332,8 @@ def run_job(job: dict, detector_cls) -> int:
         (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
         report["pages"][page_id] = {"status": "ok", "seconds": round(seconds, 4),
                                     "regions": len(regions), **({"warnings": warnings} if warnings else {})}
+        if detector.shared is not None:
+            detector.shared.release(page_id)
         counts["ok"] += 1
         emit("done", page_id=page_id, status="ok", seconds=round(seconds, 4), regions=len(regions))
 

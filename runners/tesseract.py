@@ -35,7 +35,13 @@ def source_dpi(info: dict) -> float | None:
 
 
 class TesseractDetector:
-    """One tesserocr API object per job, reused for every page."""
+    """One tesserocr API object per job, reused for every page.
+
+    One layout analysis gives both levels: the block and paragraph variants share it
+    (``SHARED_PARAMS``; the iterator is rewound with ``Begin()`` between the levels).
+    """
+
+    SHARED_PARAMS = ("max_side",)
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         try:
@@ -48,7 +54,8 @@ class TesseractDetector:
             raise ValueError(f"tesseract: unknown level {level!r}; choose one of {list(LEVELS)}")
         if device == "gpu" and not allow_cpu_fallback:
             raise _loop.DeviceUnavailable("tesseract layout analysis runs on CPU only; allow CPU fallback")
-        self.ril = tesserocr.RIL.BLOCK if level == "block" else tesserocr.RIL.PARA
+        self.level = level
+        self.rils = {"block": tesserocr.RIL.BLOCK, "paragraph": tesserocr.RIL.PARA}
         self.max_side = int(params["max_side"])
         self.names = block_type_names(tesserocr.PT)
         self.iterate_level = tesserocr.iterate_level
@@ -61,6 +68,10 @@ class TesseractDetector:
                      "tesserocr_version": getattr(tesserocr, "__version__", None), "level": level}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
+        return _loop.shared_output(self, page, lambda: self.analyse(image_path))[self.level]
+
+    def analyse(self, image_path: str) -> dict[str, list[dict]]:
+        """The model pass: one AnalyseLayout, its regions at every level in ``LEVELS``."""
         from PIL import Image
 
         with open_page(image_path) as im:
@@ -80,22 +91,27 @@ class TesseractDetector:
             self.api.SetSourceResolution(max(1, round(dpi * factor)))
         iterator = self.api.AnalyseLayout()
         if iterator is None:  # tesserocr's answer for an empty page
-            return []
+            return {level: [] for level in LEVELS}
         scale_x, scale_y = width / image.width, height / image.height
-        regions = []
-        for item in self.iterate_level(iterator, self.ril):
-            box = item.BoundingBox(self.ril)
-            if box is None:
-                continue
-            x0, y0, x1, y1 = box
-            regions.append({
-                "bbox_xyxy": [x0 * scale_x, y0 * scale_y, x1 * scale_x, y1 * scale_y],
-                # At RIL.PARA this is the enclosing block's type, so headings stay headings.
-                "label": self.names.get(item.BlockType(), "unknown"),
-                "score": None, "order": None, "text": None,
-            })
+        out = {}
+        for level in LEVELS:
+            ril = self.rils[level]
+            iterator.Begin()
+            regions = []
+            for item in self.iterate_level(iterator, ril):
+                box = item.BoundingBox(ril)
+                if box is None:
+                    continue
+                x0, y0, x1, y1 = box
+                regions.append({
+                    "bbox_xyxy": [x0 * scale_x, y0 * scale_y, x1 * scale_x, y1 * scale_y],
+                    # At RIL.PARA this is the enclosing block's type, so headings stay headings.
+                    "label": self.names.get(item.BlockType(), "unknown"),
+                    "score": None, "order": None, "text": None,
+                })
+            out[level] = regions
         self.api.Clear()
-        return regions
+        return out
 
     def close(self) -> None:
         self.api.End()

@@ -35,7 +35,12 @@ def lines_to_blocks(xyxy: np.ndarray, scores: np.ndarray, gap_factor: float):
 
 
 class TextLinesDetector:
-    """DB detector session loaded once; numpy pre/post-processing per page."""
+    """DB detector session loaded once; numpy pre/post-processing per page.
+
+    lines and blocks differ only in grouping: they share one DB pass per page (``SHARED_PARAMS``).
+    """
+
+    SHARED_PARAMS = ("model_path", "max_side", "bin_threshold", "box_threshold", "unclip_ratio")
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         model_path = params["model_path"] or default_det_model()
@@ -51,7 +56,8 @@ class TextLinesDetector:
         self.info = {"model": f"{os.path.basename(model_path)} (DB, onnxruntime)",
                      "model_path": os.path.abspath(model_path), **ort_info}
 
-    def detect(self, image_path: str, page: dict) -> list[dict]:
+    def lines(self, image_path: str) -> dict:
+        """The model pass: DB text lines in page pixels, as JSON lists (shared by the variants)."""
         image = load_page_array(image_path)
         height, width = image.shape[:2]
         in_hw = _db.db_input_hw(height, width, self.max_side)
@@ -59,6 +65,12 @@ class TextLinesDetector:
         prob = self.session.run(None, {self.input_name: tensor})[0][0, 0]
         xyxy, scores = _db.db_boxes(prob, self.bin_threshold, self.box_threshold, self.unclip_ratio)
         xyxy = xyxy * np.array([width / in_hw[1], height / in_hw[0]] * 2)
+        return {"xyxy": xyxy.tolist(), "score": scores.tolist()}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        out = _loop.shared_output(self, page, lambda: self.lines(image_path))
+        xyxy = np.array(out["xyxy"], dtype=np.float64).reshape(-1, 4)
+        scores = np.array(out["score"], dtype=np.float64)
         label = "text_line"
         if self.group:
             xyxy, scores = lines_to_blocks(xyxy, scores, self.gap_factor)

@@ -309,6 +309,8 @@ def run_source(
         job = {
             "stage": stage.name, "variant": variant, "family": stage.family,
             "params": dict(stage.variants[variant]), "device": stage.device,
+            # Siblings' params: variants that differ only in post-processing share one model pass.
+            "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
             "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
             "label_map": label_map, "force": force, "report_name": report_name,
             "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,

@@ -115,6 +115,11 @@ def _load_image(path: str, panel_width: int) -> Image.Image:
         with open_accepted_image(path) as im:
             # JPEG decodes at 1/2..1/8 scale for free; other formats ignore the hint.
             im.draft("RGB", (panel_width, max(1, panel_width * im.height // max(1, im.width))))
+            # Box-reduce in the file's own mode before converting: an RGB copy of a full grey
+            # broadsheet is 3x its pixels; the board's LANCZOS resize needs only ~2x panel width.
+            factor = im.width // (2 * max(1, panel_width))
+            if factor >= 2 and im.mode in ("L", "RGB", "RGBA"):
+                return im.reduce(factor).convert("RGB")
             return im.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise _PageError(f"unreadable image {path}: {exc}") from None
