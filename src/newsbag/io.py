@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -10,9 +11,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, TextIO
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "dumps_strict", "write_json", "read_json", "read_page",
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "write_json", "read_json", "read_page",
            "append_jsonl", "run_dir_error", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
@@ -121,6 +122,33 @@ def dumps_strict(obj: Any, **kwargs: Any) -> str:
         return json.dumps(obj, allow_nan=False, **kwargs)
     except ValueError:
         return json.dumps(_finite(obj), allow_nan=False, **kwargs)
+
+
+@contextlib.contextmanager
+def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
+    """A text file to write piece by piece (a table over 100k pages need not fit in memory);
+    readers see the old file or the whole new one, and disk errors end the run as in
+    `atomic_write_bytes`."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
+            raise run_dir_error(exc, path, 0) from None
+        raise
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False) -> None:

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Sequence
+from typing import Callable, Sequence, TextIO
 
-__all__ = ["tsv_text", "aligned_lines"]
+__all__ = ["tsv_text", "tsv_writer", "aligned_lines"]
+
+
+def tsv_writer(fh: TextIO, columns: list[str]) -> Callable[[dict], None]:
+    """Write the header to an open text file; return a function that writes one row dict
+    (floats with 4 decimals, None as empty), so a table can be written row by row."""
+    w = csv.writer(fh, delimiter="\t", lineterminator="\n")
+    w.writerow(columns)
+
+    def write(r: dict) -> None:
+        w.writerow(["" if r.get(c) is None else (f"{r[c]:.4f}" if isinstance(r[c], float) else r[c]) for c in columns])
+
+    return write
 
 
 def tsv_text(rows: list[dict], columns: list[str]) -> str:
-    """TSV text with a header; floats with 4 decimals, None as empty."""
+    """TSV text with a header (`tsv_writer` into a string)."""
     buf = io.StringIO()
-    w = csv.writer(buf, delimiter="\t", lineterminator="\n")
-    w.writerow(columns)
+    write = tsv_writer(buf, columns)
     for r in rows:
-        w.writerow(["" if r.get(c) is None else (f"{r[c]:.4f}" if isinstance(r[c], float) else r[c]) for c in columns])
+        write(r)
     return buf.getvalue()
 
 

@@ -247,3 +247,16 @@ def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_pa
     (fusion / "_members" / "p1.json").write_text('{"members": []}')
     with pytest.raises(ValueError, match="member table p1.json: IndexError"):
         read_page(fusion / "C" / "p1.json", "p1")
+
+
+def test_leaderboard_streams_running_means():
+    from newsbag.fusion.stage import _Board
+
+    board = _Board("sources", ("score", "loo_pixel_f1"))
+    board.add({"a/x": {"score": 0.5, "loo_pixel_f1": None, "family": "a"}, "b/y": {"score": 0.9, "loo_pixel_f1": 0.2}})
+    board.add({"a/x": {"score": 0.7, "loo_pixel_f1": 0.4, "family": "a"}})
+    rows = {r["name"]: r for r in board.rows()}
+    assert rows["a/x"]["n_pages"] == 2 and rows["a/x"]["family"] == "a"
+    assert rows["a/x"]["score"] == pytest.approx((0.5 + 0.7) / 2)
+    assert rows["a/x"]["loo_pixel_f1"] == pytest.approx(0.4)     # a null is left out of the mean
+    assert [r["name"] for r in board.rows()] == ["b/y", "a/x"] and rows["b/y"]["rank"] == 1
