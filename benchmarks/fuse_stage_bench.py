@@ -159,12 +159,13 @@ def main() -> None:
     ap.add_argument("--boxes", type=int, default=300, help="boxes per source and page")
     ap.add_argument("--old-tool", type=Path, help="newspaper-parsing checkout (or its src/newsbag/fusion.py)")
     ap.add_argument("--config", type=Path, default=REPO / "configs" / "pipeline.torch.json")
-    ap.add_argument("--scaling", action="store_true", help="1k..20k boxes per page (5 pages each), then 1,000 pages")
+    ap.add_argument("--scaling", action="store_true", help="1k..20k boxes per page (5 pages each), then --many pages")
+    ap.add_argument("--many", type=int, default=1000, help="pages of the page-count scaling run (6 x 300 boxes)")
     args = ap.parse_args()
     print(machine_line())
     if args.scaling:
         rows = [bench(5, 6, total // 6, None, args.config) for total in (1000, 2000, 5000, 10000, 20000)]
-        rows.append(bench(1000, 6, 300, None, args.config))
+        rows.append(bench(args.many, 6, 300, None, args.config))
     else:
         rows = [bench(args.pages, args.sources, args.boxes, args.old_tool, args.config)]
     for row in rows:
