@@ -147,7 +147,7 @@ def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
             except FileNotFoundError:
                 pass
         if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
-            raise run_dir_error(exc, path, 0) from None
+            raise run_dir_error(exc, path) from None
         raise
 
 
