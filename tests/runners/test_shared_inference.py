@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 
 import pytest
-
-from conftest import DETECTOR_CLASSES, page_entry
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tesserocr")
 
 STEMS = ("nzz_17810901_0_0_a1_p1_1", "nzz_17840710_0_0_a1_p1_1")  # two real NZZ front pages
+REPO = Path(__file__).resolve().parents[2]
+DETECTOR_CLASSES = {"tesseract": "TesseractDetector", "text_lines": "TextLinesDetector"}
 STAGES = {  # family -> (its model-pass method, the embedded config's variants)
     "tesseract": ("analyse", {"blocks": {"level": "block"}, "paragraphs": {"level": "paragraph"}}),
     "text_lines": ("lines", {"lines": {"group": False}, "blocks": {"group": True}}),
@@ -35,7 +36,7 @@ def _run_stage(harness, run_dir, family, variants, pages, shared: bool) -> None:
 def test_one_model_pass_per_page_and_identical_fused_output(harness, tmp_path, monkeypatch):
     from newsbag.fusion.stage import run_fusion
 
-    pages = [page_entry(harness.nzz_page(stem)[0], page_id=f"p{k}") for k, stem in enumerate(STEMS)]
+    pages = [harness.page_entry(harness.nzz_page(stem)[0], page_id=f"p{k}") for k, stem in enumerate(STEMS)]
     solo, shared = tmp_path / "solo", tmp_path / "shared"
     for family, (method, variants) in STAGES.items():
         _run_stage(harness, solo, family, variants, pages, shared=False)   # before: a model pass per variant
@@ -51,7 +52,6 @@ def test_one_model_pass_per_page_and_identical_fused_output(harness, tmp_path, m
                 a, b = (json.loads((run / "outputs" / "sources" / family / variant / f"{page['page_id']}.json").read_text())
                         for run in (solo, shared))
                 assert a["regions"] == b["regions"], f"{family}/{variant} {page['page_id']}"
-    from conftest import REPO
     from newsbag.config import BuiltinStage, load_config, to_jsonable
 
     fusion = next(s for s in load_config(REPO / "configs" / "pipeline.local.json").stages
