@@ -11,20 +11,30 @@ A family script defines a detector class and ends with ``_loop.main(MyDetector)`
         def close(self) -> None: ...
         # optional: def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]
         #   used when batch_size (job key, else params key) > 1; a batch that raises is
-        #   retried page by page so only the bad page fails.
+        #   retried page by page so only the bad page fails. It may also be a generator
+        #   yielding one page's regions at a time: each page is then written and reported
+        #   as soon as it is yielded (progress per page inside a batch).
         # optional: SHARED_PARAMS = ("model_path", ...): the params the model pass depends
         #   on. Variants of one stage that agree on them share one model pass per page:
         #   run_job sets ``self.shared`` (a `SharedModelOutput`, or None) and detect()
         #   calls ``shared_output(self, page, compute)``.
 
-The orchestrator starts ``python <family>.py --job job.json``. This module owns the rest:
-the skip-if-valid-output check (made before compute), per-page error capture, atomic
+The orchestrator starts ``python <family>.py --job /dev/stdin`` and writes the job to the
+runner's stdin (so a killed orchestrator leaves no job file behind). This module owns the
+rest: the skip-if-valid-output check (made before compute), per-page error capture, atomic
 writes, timing, provenance, the run report and the exit code. Runners never import newsbag.
 
-Protocol on stdout: one line per event, ``@@newsbag <json>`` (setup / start / done / end);
-everything else a model library prints goes to stderr or is ignored by the orchestrator.
+Protocol on stdout: one line per event, ``@@newsbag <json>``: setup; start (one page in
+flight) or batch (``page_ids`` in flight together); done (per page, also inside a batch);
+fatal; end. Pages listed in the job's ``isolate`` run one at a time after the others (the
+orchestrator's suspects after a batch crashed). Everything else a model library prints goes
+to stderr or is ignored by the orchestrator.
 Exit codes: 0 all pages ok or skipped, 4 some pages failed, 3 a dependency is missing,
 5 the requested GPU is unusable and CPU fallback is not allowed.
+
+A runner dies with the orchestrator that started it (``NEWSBAG_PARENT_PID``): Linux
+PR_SET_PDEATHSIG plus a parent-pid watch elsewhere; it then kills its own process group, so
+no orphan keeps computing (and recording) pages nobody waits for.
 """
 
 from __future__ import annotations
@@ -36,8 +46,10 @@ import shutil
 import math
 import os
 import resource
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -91,9 +103,52 @@ def dumps_strict(obj, **kwargs) -> str:
         return json.dumps(_finite(obj), allow_nan=False, **kwargs)
 
 
+_WATCHING = False
+
+
+def _terminate(*_args) -> None:
+    """Stop now, with every process this runner started (it leads its own process group)."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    _terminate()
+
+
+def die_with_parent() -> None:
+    """When the orchestrator (``NEWSBAG_PARENT_PID``) dies, by kill -9 or Ctrl-C, die too.
+
+    Its SIGTERM (a stop, or Slurm's scancel) also takes the whole process group down at once:
+    a model library's worker processes must not outlive the runner.
+    """
+    global _WATCHING
+    parent = os.environ.get("NEWSBAG_PARENT_PID")
+    if _WATCHING or not parent or not parent.isdigit() or threading.current_thread() is not threading.main_thread():
+        return
+    _WATCHING = True
+    signal.signal(signal.SIGTERM, _terminate)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != int(parent):  # the orchestrator died before the line above
+        _terminate()
+    threading.Thread(target=_watch_parent, args=(int(parent),), daemon=True, name="newsbag-parent").start()
+
+
 def emit(event: str, **fields) -> None:
-    sys.stdout.write(EVENT_PREFIX + dumps_strict({"event": event, **fields}) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(EVENT_PREFIX + dumps_strict({"event": event, **fields}) + "\n")
+        sys.stdout.flush()
+    except OSError:  # nobody reads the events any more: the orchestrator is gone
+        _terminate()
 
 
 def log(msg: str) -> None:
@@ -261,6 +316,7 @@ def _load_report(path: Path) -> dict:
 
 
 def run_job(job: dict, detector_cls) -> int:
+    die_with_parent()  # before the model loads: a load can take minutes
     out_dir = Path(job["out_dir"])
     failed_dir = out_dir / FAILED_DIR
     report_path = out_dir / job.get("report_name", "run_report.json")
@@ -350,9 +406,8 @@ def run_job(job: dict, detector_cls) -> int:
         counts["failed"] += 1
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
 
-    def run_one(page: dict, announce: bool = True) -> None:
-        if announce:
-            emit("start", page_id=page["page_id"])
+    def run_one(page: dict) -> None:
+        emit("start", page_id=page["page_id"])
         t_page = time.perf_counter()
         try:
             raw = detector.detect(page["image_path"], page)
@@ -363,28 +418,37 @@ def run_job(job: dict, detector_cls) -> int:
             finish_failed(page, exc, time.perf_counter() - t_page)
 
     def run_batch(batch: list[dict]) -> None:
-        """One detect_batch call; if it raises, retry its pages one by one so only bad pages fail."""
-        for page in batch:
-            emit("start", page_id=page["page_id"])
-        t_batch = time.perf_counter()
+        """One detect_batch call; if it raises, retry its unfinished pages one by one so only bad pages fail."""
+        emit("batch", page_ids=[page["page_id"] for page in batch])
+        t_batch = t_page = time.perf_counter()
+        finished = 0
         try:
             results = detector.detect_batch([(page["image_path"], page) for page in batch])
-            if len(results) != len(batch):
+            streamed = not isinstance(results, (list, tuple))
+            if not streamed and len(results) != len(batch):
                 raise RuntimeError(f"detect_batch returned {len(results)} results for {len(batch)} pages")
+            results = iter(results)
+            for page in batch:
+                raw = next(results, None)
+                if raw is None:
+                    raise RuntimeError(f"detect_batch returned {finished} results for {len(batch)} pages")
+                now = time.perf_counter()
+                seconds = now - t_page if streamed else (now - t_batch) / len(batch)
+                t_page = now
+                finished += 1
+                try:
+                    finish_ok(page, raw, seconds)
+                except RunDirFull:
+                    raise
+                except Exception as exc:
+                    finish_failed(page, exc, seconds)
+        except RunDirFull:
+            raise
         except Exception as exc:
             log(f"{job['stage']}/{job['variant']}: batch of {len(batch)} failed ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}); retrying its pages one by one")
-            for page in batch:
-                run_one(page, announce=False)
-            return
-        seconds = (time.perf_counter() - t_batch) / len(batch)
-        for page, raw in zip(batch, results):
-            try:
-                finish_ok(page, raw, seconds)
-            except RunDirFull:
-                raise
-            except Exception as exc:
-                finish_failed(page, exc, seconds)
+            for page in batch[finished:]:
+                run_one(page)
 
     # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
     # it is used when the job (or the variant params) sets batch_size > 1.
@@ -392,12 +456,17 @@ def run_job(job: dict, detector_cls) -> int:
     use_batches = batch_size > 1 and callable(getattr(detector, "detect_batch", None))
     report["batch_size"] = batch_size if use_batches else 1
     full = None
+    isolate = set(job.get("isolate") or ())
+    together = [page for page in todo if page["page_id"] not in isolate]
     try:
         if use_batches:
-            for i in range(0, len(todo), batch_size):
-                run_batch(todo[i:i + batch_size])
+            for i in range(0, len(together), batch_size):
+                run_batch(together[i:i + batch_size])
         else:
-            for page in todo:
+            for page in together:
+                run_one(page)
+        for page in todo:
+            if page["page_id"] in isolate:
                 run_one(page)
     except RunDirFull as exc:
         full = exc

@@ -78,7 +78,7 @@ def test_rerun_skips_finished_pages_and_force_redoes(tmp_path, page_dir, capsys)
 
 @pytest.mark.parametrize("mode,needle,error", [
     ("raise", "issue1__p1", "ValueError: bad page"),                       # exception inside detect
-    ("crash", "issue2__p2", "runner killed by SIGKILL while processing this page"),  # runner dies
+    ("crash", "issue2__p2", "runner killed by SIGKILL (out of memory?) while processing this page"),  # runner dies
     ("garbage", "issue1__p2", "invalid output JSON"),                      # output is not JSON
     ("exit0", "issue2__p1", "runner exited 0 while processing this page"),  # exits mid-job
 ])

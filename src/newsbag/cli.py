@@ -111,17 +111,22 @@ def cli() -> None:
 @click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), help="Override the device of every model stage.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Fusion and review processes.")
 @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
+@click.option("--retry-failed", is_flag=True,
+              help="Also retry pages that crashed or hung their runner last time (others are retried, last).")
+@click.option("--max-failed-fraction", type=click.FloatRange(0, 1),
+              help="Stop a source once more than this share of its pages failed (default: config, else 0.5).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (pages x sources) and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, config_path, stages, page_ids, shard,
-        device, workers, force, dry_run, as_json):
+        device, workers, force, retry_failed, max_failed_fraction, dry_run, as_json):
     """Run the pipeline stages over the pages (resumes finished pages)."""
     from .pipeline import RunOptions, run_pipeline
 
     opts = RunOptions(run_dir=run_dir, config_path=config_path, input_dirs=tuple(input_dirs),
                       manifest=manifest, recursive=recursive, stages=_csv(stages), max_pages=max_pages,
                       max_megapixels=max_megapixels,
-                      page_ids=_csv(page_ids), shard=shard, force=force, device=device, workers=workers)
+                      page_ids=_csv(page_ids), shard=shard, force=force, device=device, workers=workers,
+                      retry_failed=retry_failed, max_failed_fraction=max_failed_fraction)
     if dry_run:
         _print_plan(opts, as_json)
         return
@@ -447,8 +452,22 @@ def _synthetic_page(path: Path) -> Path:
     return path
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, Slurm's scancel): unwinds like Ctrl-C, so runners are stopped on the way out."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise _Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the only place that turns exceptions into exit codes."""
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         rv = cli.main(args=argv, prog_name="newsbag", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -456,9 +475,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         click.echo("newsbag: interrupted", err=True)
-        sys.exit(130)
+        terminated = isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated)
+        sys.exit(128 + signal.SIGTERM if terminated else 130)
     except NewsbagError as exc:
         click.echo(f"newsbag: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -472,4 +492,7 @@ def main(argv: list[str] | None = None) -> None:
         err = run_dir_error(exc, exc.filename or "the run directory")
         click.echo(f"newsbag: error: {err}", err=True)
         sys.exit(err.exit_code)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -29,9 +29,14 @@ __all__ = [
 
 Device = Literal["auto", "gpu", "cpu"]
 DEVICES = ("auto", "gpu", "cpu")
-_TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir"}
+_TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir",
+             "max_failed_fraction"}
 _MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "timeout_s",
-                     "page_timeout_s", "max_restarts", "variants", "description", "default"}
+                     "page_timeout_s", "max_restarts", "max_failed_fraction", "variants", "description", "default"}
+# A source stops once more than this share of the pages it computes has failed (OCR-D's
+# OCRD_MAX_MISSING_OUTPUTS). 0.5: a run with a few bad pages finishes them all, a member
+# that fails on most pages stops early instead of paying a model restart per crash.
+DEFAULT_MAX_FAILED_FRACTION = 0.5
 _TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
           "object": dict, "array": list}
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
@@ -60,6 +65,7 @@ class ModelStage:
     # changing them does not make finished pages stale.
     volatile: tuple[str, ...] = ()
     default: bool = True  # run when no --stages is given
+    max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,12 @@ def _validate_builtin(where: str, kind: str, options: dict) -> None:
         raise ConfigError(f"{where}: {exc}") from None
 
 
+def _fraction(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"{where} must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
@@ -199,6 +211,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
     if device not in DEVICES:
         raise ConfigError(f"{path}: device must be one of {', '.join(DEVICES)}, got {device!r}")
     fallback = bool(resolved.get("allow_cpu_fallback", True))
+    max_failed = _fraction(f"{path}: max_failed_fraction", resolved.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION))
 
     stages: list[Stage] = []
     stage_dicts = resolved.get("stages")
@@ -248,6 +261,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             max_restarts=int(sd.get("max_restarts", 3)),
             variants=_freeze(params), default=run_default,
             volatile=tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False)),
+            max_failed_fraction=_fraction(f"{where}: max_failed_fraction", sd.get("max_failed_fraction", max_failed)),
         ))
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 

@@ -39,9 +39,10 @@ class EnvError(NewsbagError):
 
 
 class RunnerError(NewsbagError):
-    """A runner could not do its job at all (died before any page, wrote nothing)."""
+    """A source never started: its runner died before processing any page (import error,
+    crash at load). Not 4: a Slurm job that tolerates failed pages must not pass without it."""
 
-    exit_code = 4
+    exit_code = 6
 
 
 class PartialFailure(NewsbagError):

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,12 +26,14 @@ from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .io import DISK_ERRNOS, append_jsonl, read_page, write_json, run_dir_error
 from .pages import PageRecord
 from . import rundir
-from .rundir import FAILED_DIR, source_dir
+from .rundir import FAILED_DIR, failure_path, source_dir
 
 __all__ = ["PageOutcome", "SourceOutcome", "run_source"]
 
 log = logging.getLogger(__name__)
 EVENT_PREFIX = "@@newsbag "
+# Failure classes of a page that killed or stalled its runner: retried only on request.
+_STOPPED_THE_RUNNER = ("RunnerCrash", "Timeout")
 EXIT_MISSING_DEPENDENCY = 3
 EXIT_DEVICE_UNAVAILABLE = 5
 
@@ -75,22 +76,22 @@ class SourceOutcome:
 
 
 def _describe_exit(code: int) -> str:
+    if code in (137, -signal.SIGKILL):  # what the kernel's OOM killer (and Slurm's) sends
+        return f"{'exited 137' if code == 137 else 'killed by SIGKILL'} (out of memory?)"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
-    if code == 137:
-        return "exited 137 (killed: out of memory?)"
     return f"exited {code}"
 
 
 @dataclass
 class _Launch:
     done: dict[str, PageOutcome]
-    in_flight: str | None
+    in_flight: list[str]  # pages started (alone or as one batch) and not reported when it stopped
     exit_code: int
-    reason: str  # exit | page_timeout | job_timeout
+    reason: str  # exit | page_timeout | job_timeout | aborted
     fatal: dict | None
     setup: dict | None
     end: dict | None
@@ -159,11 +160,27 @@ def _kill(proc: subprocess.Popen) -> None:
             continue
 
 
-def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path: Path,
-            runners: Path, on_page: Callable[[PageOutcome], None], deadline: float) -> _Launch:
-    write_json(job_path, job)
-    cmd = [stage.env.python, str(runners / f"{stage.family}.py"), "--job", str(job_path)]
-    env = {**os.environ, **stage.env.env, "PYTHONUNBUFFERED": "1"}
+def _send_job(proc: subprocess.Popen, job: dict) -> None:
+    """The job goes through the runner's stdin: no job file to leave behind when killed."""
+    try:
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):  # died before reading it; its exit code says why
+        pass
+
+
+def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners: Path,
+            on_page: Callable[[PageOutcome], None], deadline: float,
+            stop: Callable[[], bool] = lambda: False) -> _Launch:
+    """Start one runner over `job` and follow its events until it exits or is killed.
+
+    The no-progress limit is per page: `page_timeout_s` for a page alone, times the number
+    of unfinished pages while a batch is in flight (a batch reports each page as it ends).
+    The runner is killed (whole process group) on a timeout, when `stop()` turns true, and on
+    any exception here, Ctrl-C included, so it never outlives this call.
+    """
+    cmd = [stage.env.python, str(runners / f"{stage.family}.py"), "--job", "/dev/stdin"]
+    env = {**os.environ, **stage.env.env, "PYTHONUNBUFFERED": "1", "NEWSBAG_PARENT_PID": str(os.getpid())}
     header = f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n"
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,60 +194,71 @@ def _launch(stage: ModelStage, variant: str, job: dict, job_path: Path, log_path
     with log_fh:
         try:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_fh, env=env,
-                                    start_new_session=True, stdin=subprocess.DEVNULL)
+                                    start_new_session=True, stdin=subprocess.PIPE)
         except FileNotFoundError:
             raise EnvError(f"stage {stage.name}: interpreter {stage.env.python} (env {stage.env.name!r}) "
                            "does not exist; create the env or fix envs in the config") from None
         except PermissionError:
             raise EnvError(f"stage {stage.name}: interpreter {stage.env.python} is not executable") from None
-        q: queue.Queue = queue.Queue()
-        threading.Thread(target=_reader, args=(proc.stdout, q, log_fh), daemon=True).start()
-        done: dict[str, PageOutcome] = {}
-        in_flight = None
-        fatal = setup = end = None
+        try:
+            return _follow(stage, proc, job, log_fh, on_page, deadline, stop)
+        except BaseException:
+            _kill(proc)
+            raise
+
+
+def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_page, deadline: float,
+            stop: Callable[[], bool]) -> _Launch:
+    q: queue.Queue = queue.Queue()
+    threading.Thread(target=_reader, args=(proc.stdout, q, log_fh), daemon=True).start()
+    _send_job(proc, job)
+    done: dict[str, PageOutcome] = {}
+    in_flight: list[str] = []
+    fatal = setup = end = None
+    last_event = time.monotonic()
+    reason = "exit"
+    while True:
+        now = time.monotonic()
+        if stop():
+            reason = "aborted"
+            _kill(proc)
+            break
+        wait = min(deadline, last_event + stage.page_timeout_s * max(1, len(in_flight))) - now
+        if wait <= 0:
+            reason = "job_timeout" if deadline <= now else "page_timeout"
+            _kill(proc)
+            break
+        try:
+            event = q.get(timeout=min(wait, 1.0))
+        except queue.Empty:
+            continue
+        if event is None:
+            break
         last_event = time.monotonic()
-        reason = "exit"
-        while True:
-            now = time.monotonic()
-            wait = min(deadline, last_event + stage.page_timeout_s) - now
-            if wait <= 0:
-                reason = "job_timeout" if deadline <= now else "page_timeout"
-                _kill(proc)
-                break
-            try:
-                event = q.get(timeout=min(wait, 1.0))
-            except queue.Empty:
-                continue
-            if event is None:
-                break
-            last_event = time.monotonic()
-            kind = event.get("event")
-            if kind == "start":
-                in_flight = event.get("page_id")
-            elif kind == "done":
-                outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error"), event.get("seconds"))
-                done[outcome.page_id] = outcome
-                in_flight = None
-                try:
-                    on_page(outcome)
-                except BaseException:  # e.g. the run dir is full: never leave the runner running
-                    _kill(proc)
-                    raise
-            elif kind == "setup":
-                setup = event
-            elif kind == "fatal":
-                fatal = event
-            elif kind == "end":
-                end = event
-        code = proc.wait()
-    job_path.unlink(missing_ok=True)
+        kind = event.get("event")
+        if kind == "start" and isinstance(event.get("page_id"), str):
+            in_flight = [event["page_id"]]
+        elif kind == "batch" and isinstance(event.get("page_ids"), list):
+            in_flight = [p for p in event["page_ids"] if isinstance(p, str)]
+        elif kind == "done" and isinstance(event.get("page_id"), str):
+            outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error"), event.get("seconds"))
+            done[outcome.page_id] = outcome
+            in_flight = [p for p in in_flight if p != outcome.page_id]
+            on_page(outcome)
+        elif kind == "setup":
+            setup = event
+        elif kind == "fatal":
+            fatal = event
+        elif kind == "end":
+            end = event
+    code = proc.wait()
     return _Launch(done, in_flight, code, reason, fatal, setup, end)
 
 
-def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: str) -> None:
-    write_json(out_dir / FAILED_DIR / f"{page.page_id}.json", {
+def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: str, fingerprint: str | None = None) -> None:
+    write_json(failure_path(out_dir, page.page_id), {
         "page_id": page.page_id, "path": page.path, "error": error, "error_class": error_class,
-        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "fingerprint": fingerprint, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
 
 
@@ -250,6 +278,22 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     return None
 
 
+def _previous_failure(out_dir: Path, page_id: str) -> dict | None:
+    try:
+        with open(failure_path(out_dir, page_id), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _blame(reason: str, exit_code: int, stage: ModelStage) -> tuple[str, str]:
+    """Error and error class for the one page a runner was on when it died or stalled."""
+    if reason == "page_timeout":
+        return f"no progress for {stage.page_timeout_s:g}s on this page; runner killed", "Timeout"
+    return f"runner {_describe_exit(exit_code)} while processing this page", "RunnerCrash"
+
+
 def run_source(
     run_dir: Path,
     stage: ModelStage,
@@ -258,6 +302,8 @@ def run_source(
     *,
     runners: Path,
     force: bool = False,
+    retry_failed: bool = False,
+    max_failed_fraction: float | None = None,
     on_page: Callable[[PageOutcome], None] = lambda o: None,
     report_name: str = "run_report.json",
     out_dir: Path | None = None,
@@ -267,44 +313,78 @@ def run_source(
     Pages go to the source folder, or to `out_dir` for a runner whose pages are no layout
     source (the transcription stage's recogniser).
 
+    Crash isolation: the runner reports the page (or batch of pages) in flight. A page alone
+    in flight when the runner dies or stalls is failed and not retried in this call; when a
+    batch was in flight, its unfinished pages are rerun one at a time, so only the culprit
+    fails. Pages that failed before are computed after the others; those that crashed or hung
+    the runner before are retried only with `retry_failed` (or `force`). The source stops once
+    more than `max_failed_fraction` (default: the stage's) of the pages it computes failed.
+
     Raises:
         EnvError: the env's interpreter or a library the runner needs is missing.
         GpuPreflightError: a GPU was required, none usable, and CPU fallback refused.
-        RunnerError: the runner died before processing any page, on every try.
+        RunnerError: the runner died before processing any page (the source never started).
     """
     run_dir = Path(run_dir)
     out_dir = out_dir or source_dir(run_dir, stage.name, variant)
     outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device)
+    fraction = stage.max_failed_fraction if max_failed_fraction is None else max_failed_fraction
     t0 = time.monotonic()
     label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))
     prints = {p.page_id: rundir.source_fingerprint(stage.family, dict(stage.variants[variant]), stage.volatile,
                                                    label_map, p.sha256) for p in pages}
-    todo = []
+    fresh, retried, held = [], [], []
     for page in pages:
         if not force and rundir.source_is_current(out_dir, page.page_id, prints[page.page_id]):
             o = PageOutcome(page.page_id, "skipped")
             outcome.pages[page.page_id] = o
             on_page(o)
+            continue
+        # A valid page made from other parameters or another image is stale: remove it so
+        # the runner's own skip-if-valid check does not keep it.
+        (out_dir / f"{page.page_id}.json").unlink(missing_ok=True)
+        before = None if force else _previous_failure(out_dir, page.page_id)
+        if before is None:
+            fresh.append(page)
+        elif (before.get("error_class") in _STOPPED_THE_RUNNER and not retry_failed
+              and before.get("fingerprint") == prints[page.page_id]):  # same inputs: it would crash again
+            held.append((page, before))
         else:
-            # A valid page made from other parameters or another image is stale: remove it so
-            # the runner's own skip-if-valid check does not keep it.
-            (out_dir / f"{page.page_id}.json").unlink(missing_ok=True)
-            todo.append(page)
+            retried.append(page)
+    for page, before in held:
+        o = PageOutcome(page.page_id, "failed", f"not retried: {before.get('error', 'it stopped the runner')} "
+                                               "(last run); rerun with --retry-failed")
+        outcome.pages[page.page_id] = o
+        on_page(o)
+    if held:
+        log.warning("%s/%s: %d page(s) that crashed or hung the runner last time are not retried; "
+                    "rerun with --retry-failed to try them again", stage.name, variant, len(held))
+    todo = fresh + retried  # pages that failed before go last
     by_id = {p.page_id: p for p in todo}
     deadline = time.monotonic() + stage.timeout_s
     log_path = run_dir / "logs" / f"{stage.name}.{variant}.log"
     remaining = list(todo)
-    first_error = None
+    isolate: set[str] = set()
+    fruitless = 0  # consecutive launches that settled no page
+    started = False  # some page was reported or in flight: the source did start
+    failed_here: list[str] = []
 
     def fail(pages_: list[PageRecord], err: str, error_class: str) -> None:
         for page in pages_:
-            _record_failure(out_dir, page, err, error_class)
+            _record_failure(out_dir, page, err, error_class, prints[page.page_id])
             outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+            failed_here.append(page.page_id)
             on_page(o)
 
+    def over_budget() -> bool:
+        return fraction < 1 and len(failed_here) > fraction * len(todo)
+
     while remaining:
-        if outcome.launches > stage.max_restarts:
-            fail(remaining, f"not run: runner restarted {stage.max_restarts} times ({first_error})", "RunnerError")
+        if over_budget():
+            msg = (f"not run: source aborted after {len(failed_here)} of {len(todo)} pages failed "
+                   f"(more than {fraction:g}; --max-failed-fraction)")
+            log.error("%s/%s: %s", stage.name, variant, msg.removeprefix("not run: "))
+            fail(remaining, msg, "NotRun")
             break
         job = {
             "stage": stage.name, "variant": variant, "family": stage.family,
@@ -313,10 +393,10 @@ def run_source(
             "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
             "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
             "label_map": label_map, "force": force, "report_name": report_name,
+            "isolate": sorted(isolate & {p.page_id for p in remaining}),
             "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
                        "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in remaining],
         }
-        job_path = run_dir / "jobs" / f"{stage.name}.{variant}.{uuid.uuid4().hex[:8]}.json"
         outcome.launches += 1
         reported: dict[str, PageOutcome] = {}
 
@@ -330,10 +410,13 @@ def run_source(
                 if problem:
                     _record_failure(out_dir, page, problem, "InvalidOutput")
                     o = PageOutcome(o.page_id, "failed", problem, o.seconds)
+            if o.status == "failed":
+                failed_here.append(o.page_id)
             reported[o.page_id] = outcome.pages[o.page_id] = o
             on_page(o)
 
-        result = _launch(stage, variant, job, job_path, log_path, runners, settle, deadline)
+        result = _launch(stage, variant, job, log_path, runners, settle, deadline,
+                         lambda: over_budget() and any(p.page_id not in outcome.pages for p in remaining))
         if result.setup:
             outcome.device_used = result.setup.get("device")
             outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
@@ -347,34 +430,48 @@ def run_source(
             if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
                 raise GpuPreflightError(f"{where}: {message}; see {log_path}")
             raise EnvError(f"{where}: {message}; see {log_path}")
-        if result.in_flight and result.in_flight in by_id:
-            if result.reason == "page_timeout":
-                err = f"no progress for {stage.page_timeout_s:g}s on this page; runner killed"
-            elif result.reason == "job_timeout":
-                err = f"stage timeout {stage.timeout_s:g}s reached; runner killed"
-            else:
-                err = f"runner {_describe_exit(result.exit_code)} while processing this page"
-            fail([by_id[result.in_flight]], err, "RunnerCrash" if result.reason == "exit" else "Timeout")
-            first_error = first_error or err
+        in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
         remaining = [p for p in remaining if p.page_id not in outcome.pages]
-        if not remaining:
-            break
+        if result.reason == "aborted":
+            continue  # the budget check at the top fails what is left
         if result.reason == "job_timeout":
-            fail(remaining, f"not run: stage timeout {stage.timeout_s:g}s reached", "Timeout")
+            fail(in_flight, f"stage timeout {stage.timeout_s:g}s reached while processing this page; runner killed", "NotRun")
+            fail([p for p in remaining if p not in in_flight], f"not run: stage timeout {stage.timeout_s:g}s reached", "NotRun")
             break
-        if result.exit_code == 0 and not result.in_flight:
+        started = started or bool(reported) or bool(in_flight)
+        if len(in_flight) == 1 or (in_flight and all(p.page_id in isolate for p in in_flight)):
+            fail(in_flight, *_blame(result.reason, result.exit_code, stage))
+            fruitless = 0
+        elif in_flight:
+            isolate.update(p.page_id for p in in_flight)
+            log.warning("%s/%s: runner %s during a batch of %d page(s); rerunning them one at a time",
+                        stage.name, variant, "stalled" if result.reason == "page_timeout" else _describe_exit(result.exit_code),
+                        len(in_flight))
+            fruitless = 0
+        elif result.exit_code == 0 and result.reason == "exit":
+            remaining = [p for p in remaining if p.page_id not in outcome.pages]
             # Exited cleanly yet skipped pages it was given: they have no output.
             fail(remaining, "runner exited 0 without writing output for this page", "MissingOutput")
             break
-        if not reported and not result.in_flight and result.setup is None:
-            # Died before it could load anything: a restart would die the same way.
-            raise RunnerError(
-                f"stage {stage.name} variant {variant}: runner {_describe_exit(result.exit_code)} "
-                f"before processing any page; see {log_path}"
-            )
-        first_error = first_error or f"runner {_describe_exit(result.exit_code)}"
-        log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
-                    stage.name, variant, _describe_exit(result.exit_code), len(remaining))
+        else:
+            fruitless = 0 if reported else fruitless + 1
+            started = started or bool(reported)
+            if not started and (result.setup is None or fruitless > stage.max_restarts):
+                # Died before processing any page (import error, broken env, crash at load):
+                # the source never started, which is worse than some pages failing.
+                how = (f"made no progress for {stage.page_timeout_s:g}s" if result.reason == "page_timeout"
+                       else _describe_exit(result.exit_code))
+                raise RunnerError(f"stage {stage.name} variant {variant}: runner {how} before processing "
+                                  f"any page{'' if result.setup is None else ' (after loading its model)'}; "
+                                  f"see {log_path}")
+        remaining = [p for p in remaining if p.page_id not in outcome.pages]
+        if remaining and fruitless > stage.max_restarts:
+            fail(remaining, f"not run: runner {_describe_exit(result.exit_code)} {fruitless} times in a row "
+                            "before finishing a page", "NotRun")
+            break
+        if remaining:
+            log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
+                        stage.name, variant, _describe_exit(result.exit_code), len(remaining))
     outcome.seconds = time.monotonic() - t0
     failures = [asdict(o) | {"stage": stage.name, "variant": variant}
                 for o in outcome.pages.values() if o.status == "failed"]

@@ -36,6 +36,8 @@ class RunOptions:
     device: str | None = None
     workers: int = 1
     max_megapixels: float | None = None  # header pixel limit for new pages (None: the default)
+    retry_failed: bool = False
+    max_failed_fraction: float | None = None
 
 
 @dataclass
@@ -143,7 +145,9 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
                 with track(label, len(pages)) as tracker:
                     try:
                         outcome = run_source(run_dir, stage, variant, pages, runners=config.runners_dir,
-                                             force=opts.force, on_page=lambda o: tracker.advance(o.status),
+                                             force=opts.force, retry_failed=opts.retry_failed,
+                                             max_failed_fraction=opts.max_failed_fraction,
+                                             on_page=lambda o: tracker.advance(o.status),
                                              report_name=_report_name(opts))
                     except (EnvError, GpuPreflightError, RunnerError) as exc:
                         log.error("%s", exc)

@@ -1,8 +1,13 @@
 """Fault-injecting runner for orchestrator tests (OCR-D DummyProcessorWithOutputFailures).
 
 Modes, applied to pages whose id contains one of `on`: ok (default), raise (exception in
-detect), crash (SIGKILL itself), hang (sleep), garbage (writes invalid JSON as output),
-exit0 (exits 0 mid-job). Mode noop exits 0 at once without any output or event.
+detect), crash (SIGKILL itself), segv (SIGSEGV itself, as a native library would), die
+(os._exit(1)), hang (sleep), slow (sleep `seconds`, then ok), garbage (writes invalid JSON
+as output), exit0 (exits 0 mid-job). Mode noop exits 0 at once without any output or event;
+FAKE_MODES=importerror fails at import, before any event (a broken env). With `batch_size`
+> 1 the detector offers detect_batch, which runs the pages one after another inside one call
+(so a crash or hang anywhere kills the whole batch, as a real batched predict() does).
+FAKE_PIDFILE names a file the runner writes its pid into (orphan tests).
 """
 
 import os
@@ -10,6 +15,9 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+if "importerror" in os.environ.get("FAKE_MODES", ""):
+    raise ImportError("No module named 'fakelib' (FAKE_MODES=importerror)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runners"))
 
@@ -21,12 +29,16 @@ class Detector:
         self.params = params
         self.device_used = "cpu"
         self.info = {"model": "fake-1"}
+        if os.environ.get("FAKE_PIDFILE"):
+            Path(os.environ["FAKE_PIDFILE"]).write_text(str(os.getpid()))
         if params["mode"] == "missing":
             raise _loop.MissingDependency("fakelib is not installed")
         if params["mode"] == "nogpu" and not allow_cpu_fallback:
             raise _loop.DeviceUnavailable("no CUDA device")
         if params["mode"] == "garbage":
             _loop.atomic_write_json = self._garbage_writer(_loop.atomic_write_json)
+        if int(params.get("batch_size") or 1) > 1:
+            self.detect_batch = self._detect_batch
 
     def _garbage_writer(self, real):
         def write(path, obj):
@@ -46,13 +58,22 @@ class Detector:
                 raise ValueError(f"bad page {page['page_id']}")
             if mode == "crash":
                 os.kill(os.getpid(), signal.SIGKILL)
+            if mode == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            if mode == "die":
+                os._exit(1)
             if mode == "hang":
                 time.sleep(3600)
+            if mode == "slow":
+                time.sleep(float(self.params.get("seconds") or 1))
             if mode == "exit0":
                 sys.exit(0)
         w, h = page["width"], page["height"]
         return [{"bbox_xyxy": [1, 1, w / 2, h / 2], "label": "text", "score": 0.9},
                 {"bbox_xyxy": [w / 2, h / 2, w - 1, h - 1], "label": "mystery", "score": 0.5}]
+
+    def _detect_batch(self, items):
+        return [self.detect(path, page) for path, page in items]
 
     def close(self):
         pass

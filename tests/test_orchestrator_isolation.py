@@ -1,0 +1,280 @@
+"""Crash isolation per page, restart budgets, failure fraction, orphans and exit codes (#10).
+
+The fake runner kills itself on chosen pages (SIGSEGV, SIGKILL, os._exit) or hangs; these
+tests pin who is blamed, how many pages finish, and the exit code.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from newsbag.config import load_config
+from newsbag.errors import PartialFailure, RunnerError
+from newsbag.orchestrator import run_source
+from newsbag.pages import read_pages
+
+from nbtest import run_cli, write_fake_config, write_image
+
+
+@pytest.fixture
+def eight_pages(tmp_path) -> Path:
+    root = tmp_path / "eight"
+    for i in range(8):
+        write_image(root / f"page{i:02d}.png", size=(40, 30))
+    return root
+
+
+def _folder(run: Path) -> Path:
+    return run / "outputs" / "sources" / "fake" / "v"
+
+
+def done_pages(run: Path) -> set[str]:
+    return {p.stem.split("-")[0] for p in _folder(run).glob("*.json") if not p.name.startswith("run_report")}
+
+
+def failed_records(run: Path) -> dict[str, dict]:
+    return {p.stem.split("-")[0]: json.loads(p.read_text())
+            for p in (_folder(run) / "_failed").glob("*.json") if not p.name.endswith(".invalid.json")}
+
+
+def summary(run: Path) -> dict:
+    return json.loads((run / "reports" / "run_all.json").read_text())["sources"][0]
+
+
+def _run(capsys, pages: Path, run: Path, cfg: Path, *extra):
+    return run_cli(capsys, "run", "--input-dir", pages, "--run-dir", run, "--config", cfg, *extra)
+
+
+def _first(n):
+    return {f"page{i:02d}" for i in range(n)}
+
+
+@pytest.mark.parametrize("mode,n_pages,batch,culprits,error", [
+    # the issue's case: 1 hanging page among 6, batch 2 (main: 0 done, 4 innocent pages blamed)
+    ("hang", 6, 2, ["page02"], "no progress for 2s on this page"),
+    # a native crash inside a batch of 4: only the culprit fails
+    ("segv", 8, 4, ["page05"], "killed by SIGSEGV while processing this page"),
+    # an OOM-style kill and an abort (os._exit) in two different batches
+    ("crash", 8, 3, ["page01"], "killed by SIGKILL (out of memory?) while processing this page"),
+    ("die", 8, 3, ["page01", "page07"], "runner exited 1 while processing this page"),
+    # the issue's unbatched case: 4 segfaulting pages among 8 (main: the 3 healthy pages after them "not run")
+    ("segv", 8, 1, ["page01", "page02", "page03", "page04"], "killed by SIGSEGV while processing this page"),
+])
+def test_only_the_culprit_fails(tmp_path, eight_pages, capsys, mode, n_pages, batch, culprits, error):
+    for extra in range(n_pages, 8):
+        (eight_pages / f"page{extra:02d}.png").unlink()
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": mode, "on": culprits, "batch_size": batch}},
+                            page_timeout_s=2)
+    run = tmp_path / "run"
+    code, _, err = _run(capsys, eight_pages, run, cfg)
+    assert code == 4, err
+    assert f"{len(culprits)} page run(s) failed" in err
+    assert set(failed_records(run)) == set(culprits)  # who is blamed: the culprits, nobody else
+    assert all(error in r["error"] for r in failed_records(run).values()), failed_records(run)
+    assert done_pages(run) == _first(n_pages) - set(culprits)
+    counts = summary(run)["counts"]
+    assert counts == {"ok": n_pages - len(culprits), "failed": len(culprits), "skipped": 0}
+    ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert sorted(r["page_id"].split("-")[0] for r in ledger) == sorted(culprits)
+
+
+def test_batch_pages_report_progress_one_by_one(tmp_path, eight_pages, capsys):
+    """page_timeout_s is per page: a batch of 4 slow pages (1.2 s each) under a 2 s page timeout passes."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "slow", "seconds": 1.2, "on": ["page0"],
+                                                        "batch_size": 4}}, page_timeout_s=2)
+    code, _, err = _run(capsys, eight_pages, tmp_path / "run", cfg)
+    assert code == 0, err
+    assert summary(tmp_path / "run")["launches"] == 1
+
+
+def test_failure_fraction_aborts_the_source(tmp_path, eight_pages, capsys):
+    """Every page crashes the runner: the source stops once failures pass --max-failed-fraction."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": ["page"]}})
+    run = tmp_path / "run"
+    code, _, err = _run(capsys, eight_pages, run, cfg, "--max-failed-fraction", "0.25")
+    assert code == 4
+    fails = failed_records(run)
+    crashed = {k for k, r in fails.items() if "SIGSEGV" in r["error"]}
+    assert crashed == _first(3)  # 3 of 8 > 0.25: stop there
+    assert set(fails) == _first(8)
+    assert all("not run: source aborted after 3 of 8 pages failed (more than 0.25" in fails[k]["error"]
+               for k in _first(8) - crashed)
+    assert summary(run)["launches"] == 3
+
+
+
+def test_rerun_runs_new_pages_first_and_crashers_only_with_retry_failed(tmp_path, eight_pages, capsys):
+    """A rerun no longer retries the crashing pages first (main: it failed the same way forever)."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": ["page00", "page01"]}})
+    run = tmp_path / "run"
+    assert _run(capsys, eight_pages, run, cfg, "--max-failed-fraction", "0.1")[0] == 4
+    assert done_pages(run) == set()  # aborted after page00 crashed
+    code, _, err = _run(capsys, eight_pages, run, cfg)  # rerun: the healthy pages all finish
+    assert code == 4
+    assert done_pages(run) == _first(8) - {"page00", "page01"}
+    assert set(failed_records(run)) == {"page00", "page01"}
+    assert "SIGSEGV" in failed_records(run)["page00"]["error"]  # page00 not retried: its record kept
+    assert "rerun with --retry-failed" in summary(run)["failures"][[k for k in summary(run)["failures"] if k.startswith("page00")][0]]
+    assert summary(run)["launches"] == 2  # page01 crashed once; page00 was not tried again
+    code, _, err = _run(capsys, eight_pages, run, cfg, "--retry-failed")
+    assert code == 4 and summary(run)["launches"] == 2 and summary(run)["counts"]["failed"] == 2
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    code, _, err = _run(capsys, eight_pages, run, ok, "--retry-failed")
+    assert code == 0, err
+    assert done_pages(run) == _first(8) and not failed_records(run)
+
+
+def test_previously_failed_pages_are_retried_last(tmp_path, eight_pages, capsys):
+    bad = write_fake_config(tmp_path / "bad.json", {"v": {"mode": "raise", "on": ["page00", "page03"]}})
+    run = tmp_path / "run"
+    assert _run(capsys, eight_pages, run, bad)[0] == 4
+    for p in _folder(run).glob("page0[5-7]*.json"):
+        p.unlink()
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    stage = load_config(ok).stage("fake")
+    order = []
+    outcome = run_source(run, stage, "v", read_pages(run), runners=stage_runners(ok),
+                         on_page=lambda o: order.append((o.page_id.split("-")[0], o.status)))
+    assert [p for p, s in order if s == "ok"] == ["page05", "page06", "page07", "page00", "page03"]
+    assert outcome.counts() == {"ok": 5, "failed": 0, "skipped": 3}
+
+
+def stage_runners(cfg: Path) -> Path:
+    return load_config(cfg).runners_dir
+
+
+def test_source_that_never_starts_has_its_own_exit_code(tmp_path, eight_pages, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, env={"FAKE_MODES": "importerror"})
+    code, _, err = _run(capsys, eight_pages, tmp_path / "run", cfg)
+    assert code == RunnerError.exit_code == 6 != PartialFailure.exit_code
+    assert "before processing any page" in err and "fakelib" in (tmp_path / "run/logs/fake.v.log").read_text()
+
+
+def _newsbag(tmp_path, pages, run, cfg):
+    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(pages), "--run-dir", str(run),
+           "--config", str(cfg)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _start_and_wait(tmp_path, eight_pages, run):
+    pidfile = tmp_path / "runner.pid"
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "slow", "seconds": 4, "on": ["page03"]}},
+                            env={"FAKE_PIDFILE": str(pidfile)})
+    proc = _newsbag(tmp_path, eight_pages, run, cfg)
+    deadline = time.monotonic() + 60
+    while len(done_pages(run)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(done_pages(run)) == 3
+    return proc, int(pidfile.read_text())
+
+
+def _assert_clean_after_kill(tmp_path, eight_pages, run, runner_pid):
+    deadline = time.monotonic() + 10
+    while _alive(runner_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(runner_pid), "runner outlived newsbag"
+    time.sleep(5)  # the slow page would have finished by now, had the runner survived
+    assert failed_records(run) == {}
+    assert not (run / "logs" / "failures.jsonl").exists()
+    assert not list((run / "jobs").glob("*")) if (run / "jobs").exists() else True
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    done = subprocess.run([sys.executable, "-m", "newsbag", "run", "--run-dir", str(run), "--config", str(ok)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done_pages(run) == _first(8)
+
+
+def test_kill_9_of_the_process_group_leaves_no_runner(tmp_path, eight_pages):
+    run = tmp_path / "run"
+    proc, runner_pid = _start_and_wait(tmp_path, eight_pages, run)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _assert_clean_after_kill(tmp_path, eight_pages, run, runner_pid)
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])  # Ctrl-C, scancel
+def test_interrupt_stops_the_runner_and_exits_130(tmp_path, eight_pages, sig, code):
+    run = tmp_path / "run"
+    proc, runner_pid = _start_and_wait(tmp_path, eight_pages, run)
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert b"interrupted" in err
+    _assert_clean_after_kill(tmp_path, eight_pages, run, runner_pid)
+
+
+def test_streamed_batch_reports_each_page_and_retries_only_unfinished_ones(tmp_path, capsys, monkeypatch):
+    """A detect_batch generator: pages are written as yielded; a raise retries only the rest, one by one."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
+    import _loop
+
+    class Streaming:
+        def __init__(self, params, device, allow_cpu_fallback):
+            self.device_used, self.info, self.calls = "cpu", {}, []
+
+        def detect(self, image_path, page):
+            if page["page_id"] == "c":
+                raise ValueError("bad page c")
+            return [{"bbox_xyxy": [1, 1, 5, 5], "label": "text", "score": 0.5}]
+
+        def detect_batch(self, items):
+            for _, page in items:
+                yield self.detect(None, page)
+
+    pages = [{"page_id": k, "image_path": "-", "path": f"{k}.png", "width": 10, "height": 10} for k in "abcd"]
+    job = {"stage": "s", "variant": "v", "family": "f", "out_dir": str(tmp_path), "pages": pages, "batch_size": 4}
+    assert _loop.run_job(job, Streaming) == 4
+    events = [json.loads(line[len(_loop.EVENT_PREFIX):]) for line in capsys.readouterr().out.splitlines()]
+    steps = [(e["event"], e.get("page_id") or e.get("page_ids"), e.get("status")) for e in events
+             if e["event"] in ("batch", "start", "done")]
+    assert steps == [("batch", ["a", "b", "c", "d"], None), ("done", "a", "ok"), ("done", "b", "ok"),
+                     ("start", "c", None), ("done", "c", "failed"), ("start", "d", None), ("done", "d", "ok")]
+
+
+@pytest.mark.parametrize("value", [1.5, -0.1, "half", True])
+def test_max_failed_fraction_is_validated(tmp_path, value):
+    from newsbag.errors import ConfigError
+
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
+    raw = json.loads(cfg.read_text())
+    raw["stages"][0]["max_failed_fraction"] = value
+    cfg.write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match="max_failed_fraction must be a number from 0 to 1"):
+        load_config(cfg)
+
+
+@pytest.mark.parametrize("rc,partial,expected", [
+    (4, "1", 0),   # some pages failed: forgiven with NEWSBAG_ALLOW_PARTIAL=1
+    (4, "0", 4),
+    (6, "1", 6),   # a source never started: never forgiven
+    (3, "1", 3),
+    (5, "1", 5),
+])
+def test_slurm_job_forgives_only_failed_pages(tmp_path, rc, partial, expected):
+    """torch/slurm/_newsbag_job.sh maps `newsbag run`'s exit code the way the README says."""
+    py = tmp_path / "py"
+    py.write_text(f'#!/bin/sh\ncase "$*" in *" run "*) exit {rc};; esac\nexit 0\n')
+    py.chmod(0o755)
+    run = tmp_path / "run"
+    (run / "manifests").mkdir(parents=True)
+    (run / "manifests" / "pages.jsonl").write_text("")
+    script = Path(__file__).resolve().parents[1] / "torch" / "slurm" / "_newsbag_job.sh"
+    env = {"PATH": os.environ["PATH"], "NEWSBAG_PY": str(py), "NEWSBAG_RUN_DIR": str(run),
+           "NEWSBAG_STAGES": "fake", "BASE": str(tmp_path / "base"), "NEWSBAG_ALLOW_PARTIAL": partial,
+           "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", str(script), "cpu"], env=env, capture_output=True, text=True)
+    assert done.returncode == expected, done.stderr
