@@ -278,3 +278,17 @@ def test_slurm_job_forgives_only_failed_pages(tmp_path, rc, partial, expected):
            "TMPDIR": str(tmp_path)}
     done = subprocess.run(["bash", str(script), "cpu"], env=env, capture_output=True, text=True)
     assert done.returncode == expected, done.stderr
+
+
+def test_crashed_page_is_retried_when_its_inputs_changed(tmp_path, eight_pages, capsys):
+    """The hold applies to the same fingerprint only: new output parameters deserve a new try."""
+    run = tmp_path / "run"
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": ["page00"]}})
+    assert _run(capsys, eight_pages, run, cfg)[0] == 4
+    assert _run(capsys, eight_pages, run, cfg)[0] == 4
+    assert next(iter(summary(run)["failures"].values())).startswith("not retried")
+    changed = write_fake_config(tmp_path / "t.json", {"v": {"mode": "segv", "on": ["page00"], "tag": "new"}})
+    assert _run(capsys, eight_pages, run, changed)[0] == 4
+    error = next(iter(summary(run)["failures"].values()))
+    assert error.startswith("runner killed by SIGSEGV while processing this page"), error
+    assert summary(run)["launches"] == 1  # retried last, after the 7 others were redone
