@@ -131,14 +131,16 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, con
         _print_plan(opts, as_json)
         return
     summary = run_pipeline(opts)
-    fusion = run_dir / "outputs" / "fusion"
+    from .rundir import fusion_dir, gallery_path
+
+    fusion = fusion_dir(run_dir)
     if as_json:
         click.echo(json.dumps({"run_dir": str(run_dir), "pages": summary.pages,
                                "sources": [o.to_json() for o in summary.sources],
                                "seconds": round(summary.seconds, 2)}, indent=1))
     else:
         for path in (fusion / "variant_leaderboard.tsv", fusion / "source_leaderboard.tsv",
-                     run_dir / "review" / "index.html"):
+                     gallery_path(run_dir)):
             if path.exists():
                 click.echo(str(path))
 

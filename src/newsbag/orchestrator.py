@@ -362,7 +362,7 @@ def run_source(
     todo = fresh + retried  # pages that failed before go last
     by_id = {p.page_id: p for p in todo}
     deadline = time.monotonic() + stage.timeout_s
-    log_path = run_dir / "logs" / f"{stage.name}.{variant}.log"
+    log_path = rundir.logs_dir(run_dir) / f"{stage.name}.{variant}.log"
     remaining = list(todo)
     isolate: set[str] = set()
     fruitless = 0  # consecutive launches that settled no page
@@ -476,6 +476,6 @@ def run_source(
     failures = [asdict(o) | {"stage": stage.name, "variant": variant}
                 for o in outcome.pages.values() if o.status == "failed"]
     if failures:
-        append_jsonl(run_dir / "logs" / "failures.jsonl",
+        append_jsonl(rundir.failures_ledger(run_dir),
                      [f | {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for f in failures])
     return outcome

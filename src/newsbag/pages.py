@@ -67,8 +67,7 @@ _GUARD_LOCK = threading.RLock()
 # Formats and modes every model library reads as they are; anything else gets an 8-bit copy.
 _PASS_FORMATS = frozenset({"PNG", "JPEG", "TIFF"})
 _PASS_MODES = frozenset({"L", "RGB"})
-MANIFEST = Path("manifests") / "pages.jsonl"
-REJECTED = Path("manifests") / "rejected.jsonl"
+MANIFEST = rundir.MANIFEST
 CACHE = Path("cache") / "images"
 
 
@@ -545,7 +544,7 @@ def build_pages(
 
 def read_rejected(run_dir: Path) -> list[Rejected]:
     """The inputs the run skipped, with their reasons (RUN/manifests/rejected.jsonl)."""
-    path = Path(run_dir) / REJECTED
+    path = rundir.rejected_path(run_dir)
     if not path.exists():
         return []
     out = []
@@ -568,7 +567,7 @@ def _merge_rejected(run_dir: Path, rejected: list[Rejected], listed: set[str]) -
     keep = [r for r in previous
             if r.path not in now and r.path not in listed and os.path.lexists(r.path)]
     rows = sorted(keep + rejected, key=lambda r: r.path)
-    atomic_write_text(Path(run_dir) / REJECTED, "".join(dumps_strict(asdict(r)) + "\n" for r in rows))
+    atomic_write_text(rundir.rejected_path(run_dir), "".join(dumps_strict(asdict(r)) + "\n" for r in rows))
 
 
 def _unchanged(run_dir: Path, record: PageRecord, path: Path) -> bool:

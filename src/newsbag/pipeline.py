@@ -11,6 +11,7 @@ from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_js
 from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
+from . import rundir
 from .rundir import is_page_done, source_dir
 from .pages import REJECTED, InputLimits, PageRecord, Rejected, build_pages, read_pages, select_shard
 from .progress import track
@@ -129,7 +130,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
-    if not (opts.input_dirs or opts.manifest or (run_dir / "manifests" / "pages.jsonl").exists()):
+    if not (opts.input_dirs or opts.manifest or (run_dir / rundir.MANIFEST).exists()):
         raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {run_dir / 'manifests'})")
     run_dir.mkdir(parents=True, exist_ok=True)
     pages, rejected = resolve_pages(opts)
@@ -193,7 +194,7 @@ def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None
     name = "-".join(opts.stages) if opts.stages else "all"
     if opts.shard is not None:
         name += f".shard-{opts.shard[0]}-of-{opts.shard[1]}"
-    write_json(run_dir / "reports" / f"run_{name}.json", {
+    write_json(rundir.reports_dir(run_dir) / f"run_{name}.json", {
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": str(opts.config_path or "embedded default"),
         "pages": summary.pages,
         "seconds": round(summary.seconds, 2),

@@ -30,8 +30,8 @@ from .io import append_jsonl, read_json, read_page
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
-    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir", "exports_dir",
-    "failures_ledger", "reports_dir",
+    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
+    "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "source_is_current",
     "manifest_page_ids", "members", "manifest_lock",
     "failure_path", "record_failures",
@@ -114,8 +114,20 @@ def exports_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "exports"
 
 
+def logs_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "logs"
+
+
 def failures_ledger(run_dir: Path) -> Path:
-    return Path(run_dir) / "logs" / "failures.jsonl"
+    return logs_dir(run_dir) / "failures.jsonl"
+
+
+def gallery_path(run_dir: Path) -> Path:
+    return review_dir(run_dir) / "index.html"
+
+
+def rejected_path(run_dir: Path) -> Path:
+    return Path(run_dir) / "manifests" / "rejected.jsonl"
 
 
 def reports_dir(run_dir: Path) -> Path:

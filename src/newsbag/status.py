@@ -56,7 +56,7 @@ def collect_status(run_dir: Path) -> dict:
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review_boards": boards, "review_failed": review_failed,
-            "gallery": (run_dir / "review" / "index.html").exists()}
+            "gallery": rundir.gallery_path(run_dir).exists()}
 
 
 def _fusion_status(run_dir: Path, ids: set[str]) -> list[dict]:

@@ -428,7 +428,7 @@ def run_review(
     ranked = sorted(ok, key=lambda o: (-o.info["score"]["score"], o.page_id))
     top = ranked[: params.top_n]
 
-    review_dir = run_dir / "review"
+    review_dir = rundir.review_dir(run_dir)
     top_name = f"top{params.top_n}_informative"
     top_dir = review_dir / top_name / "pages"
     top_dir.mkdir(parents=True, exist_ok=True)
