@@ -194,3 +194,5 @@ def test_a_subset_call_keeps_the_whole_runs_gallery_scores_and_top_n(review_run)
     assert sorted(p.name for p in top_dir.iterdir()) == ["p1.png", "p2.png"]
     ranked = lambda text: [line.split("\t")[:3] for line in text.splitlines() if "\tok\t" in line]  # noqa: E731
     assert ranked((review_run / "review" / "scores.tsv").read_text()) == ranked(scores)
+    assert "\tp3\tfailed\t" in (review_run / "review" / "scores.tsv").read_text()  # failed earlier, still listed
+    assert part["failures"] == []  # ... but not counted as a failure of this call

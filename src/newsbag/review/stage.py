@@ -177,7 +177,11 @@ def _review_page(
     if not force and _is_fresh(page_dir, fingerprint):
         return _Outcome(page_id, "skipped", info=read_json(page_dir / "info.json"))
     if not compute:
-        return _Outcome(page_id, "absent")
+        # Not drawn by this call: a page whose last review failed stays listed as failed.
+        try:
+            return _Outcome(page_id, "failed", error=read_json(page_dir / rundir.REVIEW_FAILED)["error"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return _Outcome(page_id, "absent")
 
     source_pages = {name: _load_page(path, page_id) for name, path in sources.items()}
     fused_pages = {name: _load_page(path, page_id) for name, path in fused.items()}
@@ -411,7 +415,7 @@ def run_review(
     with page_map(workers) as run_map:
         for outcome in run_map(_review_task, tasks):
             if outcome.page_id not in selected:
-                if outcome.status == "skipped":
+                if outcome.status in ("skipped", "failed"):
                     outcomes.append(outcome)
                 continue
             if outcome.status == "failed":
