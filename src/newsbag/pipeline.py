@@ -13,7 +13,7 @@ from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import is_page_done, source_dir
-from .pages import REJECTED, InputLimits, PageRecord, Rejected, build_pages, read_pages, select_shard
+from .pages import InputLimits, PageRecord, Rejected, build_pages, read_pages, select_shard
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -171,7 +171,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
                 raise exc_type(f"{exc} ({len(fatal)} source(s) could not run; other stages finished)")
     if failed_pages or rejected:
         # Point only at ledgers that exist: with rejected inputs alone there is no failures.jsonl.
-        where = [str(p) for p, n in ((run_dir / "logs" / "failures.jsonl", failed_pages), (run_dir / REJECTED, rejected))
+        where = [str(p) for p, n in ((rundir.failures_ledger(run_dir), failed_pages), (rundir.rejected_path(run_dir), rejected))
                  if n and p.exists()]
         raise PartialFailure(
             f"{failed_pages} page run(s) failed and {len(rejected)} input(s) rejected; "
