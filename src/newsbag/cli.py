@@ -193,10 +193,17 @@ def status(run_dir, as_json):
 
     if not run_dir.is_dir():
         raise click.BadParameter(f"{run_dir} is not a run directory", param_hint="--run-dir")
-    from .slurm import describe_jobs, format_job_lines
+    from .slurm import describe_jobs, format_job_lines, job_note, selected_stage_names, way_out
 
     info = collect_status(run_dir)
-    info["slurm_jobs"] = describe_jobs(run_dir)
+    jobs = describe_jobs(run_dir)
+    info["slurm_jobs"] = jobs
+    selected = selected_stage_names(run_dir)
+    if selected is not None:  # only what the submission selected; the rest is not "pending"
+        info["sources"] = [s for s in info["sources"] if s["source"].split("/")[0] in selected]
+        if "fusion" not in selected:
+            info["fusion"] = []
+    info["way_out"] = way_out(run_dir, jobs, _task_states(jobs))
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return
@@ -207,17 +214,30 @@ def status(run_dir, as_json):
         for r in info["rejected"][:20]:
             click.echo(f"      {r['error']}")
     for s in info["sources"]:
-        click.echo(f"  {s['source']:<36} done {s['done']:>6}  failed {s['failed']:>5}  pending {s['pending']:>6}")
+        note = job_note(s["source"].split("/")[0], jobs) if s["pending"] or s["failed"] else ""
+        click.echo(f"  {s['source']:<36} done {s['done']:>6}  failed {s['failed']:>5}  pending {s['pending']:>6}"
+                   + (f"  ({note})" if note else ""))
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
     for f in info["fusion"]:
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
         stale = f"  stale {f['stale']:>5}" if f["stale"] else ""
         click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}  failed {f['failed']:>5}{stale}{mark}")
-    click.echo(f"  review boards {info['review_boards']}; failed {info['review_failed']}; "
-               f"gallery {'yes' if info['gallery'] else 'no'}")
-    for line in format_job_lines(info["slurm_jobs"]):
+    if selected is None or "review" in selected:
+        click.echo(f"  review boards {info['review_boards']}; failed {info['review_failed']}; "
+                   f"gallery {'yes' if info['gallery'] else 'no'}")
+    for line in format_job_lines(jobs):
         click.echo(f"  {line}")
+    for line in info["way_out"]:
+        click.echo(f"  {line}")
+
+
+def _task_states(jobs: list[dict]) -> dict:
+    """Per-task states of array jobs that failed (to name their logs); {} otherwise."""
+    from .slurm import job_states
+
+    arrays = [j["job_id"] for j in jobs if j.get("array") and "FAILED" in str(j.get("state"))]
+    return job_states(arrays) if arrays else {}
 
 
 def _builtin_options(func):
@@ -343,9 +363,11 @@ def evaluate(run_dir, gt_dir):
 @click.option("--page", "page", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Image to run through every member (default: a synthetic test page).")
 @click.option("--no-page", is_flag=True, help="Check envs and devices only; run no page.")
+@click.option("--stages", default="", help="Comma-separated stages to check (default: every model stage).")
+@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), help="Override the device of every model stage.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("-l", "--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
-def doctor(config_path, page, no_page, as_json, log_level):
+def doctor(config_path, page, no_page, stages, device, as_json, log_level):
     """Check each member's env, imports, device and one real page; exit 3 if any is not ready."""
     import tempfile
 
@@ -354,7 +376,13 @@ def doctor(config_path, page, no_page, as_json, log_level):
     from .errors import EnvError
 
     _setup_logging(log_level)
-    config = load_config(config_path)
+    from dataclasses import replace
+
+    from .pipeline import with_device
+
+    config = with_device(load_config(config_path), device)
+    if stages:
+        config = replace(config, stages=config.select(list(_csv(stages))))
     with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
         if page is None and not no_page:
             page = _synthetic_page(Path(tmp) / "doctor_page.png")
@@ -422,6 +450,123 @@ def slurm_record(run_dir, job_id, kind, partition, gres, stages, array, dependen
     record_job(run_dir, {"job_id": job_id, "kind": kind, "partition": partition, "gres": gres, "stages": stages,
                          "array": array, "dependency": dependency, "log": log_path, "script": script,
                          "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+@slurm.command("plan")
+@_config_option
+@_stages_option
+@click.option("--gpu", "mode", default="split", show_default=True, help="l40s, h200, split or cpu.")
+@click.option("--split-h200", default="dell,mineru", show_default=True, help="Stages split mode sends to H200.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Keep only stages with pending pages in this run (its manifest must exist).")
+@click.option("--check-limits/--no-check-limits", default=True, show_default=True,
+              help="Refuse requests no node of the partition can ever satisfy (asks sinfo/scontrol).")
+def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits):
+    """Print one line per job: kind, partition, gres, mem, time, cpus, extra, script, device, stages.
+
+    Resources come from the environment the submit script exports (L40S_PARTITION, L40S_GRES,
+    L40S_MEM, L40S_TIME, L40S_CPUS, L40S_EXTRA, the same for H200_ and CPU_). Notes go to stderr.
+    """
+    import os
+
+    from .config import load_config
+    from .errors import ConfigError
+    from .slurm import Request, check_limits as check, pending_stages, plan_jobs, read_cluster
+
+    config = load_config(config_path)
+    names = list(_csv(stages))
+    jobs, notes = plan_jobs(config, names, mode, _csv(split_h200))
+    if run_dir is not None:
+        selected = [n for job in jobs for n in job.stages]
+        pending = set(pending_stages(config, selected, run_dir))
+        done = [n for n in selected if n not in pending]
+        if done:
+            notes.append(f"no job for finished stage(s) {','.join(done)}")
+        jobs = [replace_stages for job in jobs
+                if (replace_stages := _keep(job, pending)) is not None]
+    env = os.environ
+    rows, requests = [], []
+    for job in jobs:
+        p = job.env_prefix
+        gres = env.get(f"{p}_GRES", "") if p != "CPU" else ""
+        cpus = env.get(f"{p}_CPUS", "1")
+        res = [env.get(f"{p}_PARTITION", ""), gres, env.get(f"{p}_MEM", ""), env.get(f"{p}_TIME", ""), cpus,
+               env.get(f"{p}_EXTRA", "")]
+        if not res[0] or not cpus.isdigit():
+            raise ConfigError(f"{p}_PARTITION and a numeric {p}_CPUS must be set for the {job.kind} job")
+        rows.append([job.kind, *res, job.script, job.device, ",".join(job.stages)])
+        requests.append(Request(job.kind, p, res[0], gres, int(cpus), res[2], res[3]))
+    if check_limits and requests:
+        cluster = read_cluster()
+        problems = check(requests, cluster) if cluster else []
+        if problems:
+            raise ConfigError("; ".join(problems))
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    for row in rows:
+        click.echo("\t".join(row))
+
+
+def _keep(job, pending: set):
+    """`job` with only its pending stages, or None when none is left."""
+    from dataclasses import replace
+
+    left = tuple(s for s in job.stages if s in pending)
+    return replace(job, stages=left) if left else None
+
+
+@slurm.command("remember")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("settings", nargs=-1)
+def slurm_remember(run_dir, settings):
+    """Record KEY=VALUE submit settings in RUN/slurm/submit.json (a resubmit reuses them)."""
+    from .slurm import save_settings
+
+    pairs = dict(s.partition("=")[::2] for s in settings)
+    click.echo(str(save_settings(run_dir, pairs)))
+
+
+@slurm.command("recall")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def slurm_recall(run_dir):
+    """Print the recorded submit settings as KEY<TAB>VALUE lines (nothing if none)."""
+    from .slurm import load_settings
+
+    for key, value in load_settings(run_dir).items():
+        click.echo(f"{key}\t{value}")
+
+
+@slurm.command("stale")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--cancel", is_flag=True, help="scancel jobs that can never start.")
+def slurm_stale(run_dir, cancel):
+    """Cancel (or name) this run's jobs that can never start; exit 2 while other jobs of the run are queued or running."""
+    import subprocess
+
+    from .errors import ConfigError
+    from .slurm import describe_jobs, live_and_stale_jobs
+
+    live, stale = live_and_stale_jobs(describe_jobs(run_dir))
+    for r in stale:
+        if cancel:
+            subprocess.run(["scancel", str(r["job_id"])], capture_output=True, timeout=60)
+            click.echo(f"cancelled stale job {r['job_id']} ({r.get('kind')}, stages {r.get('stages')}): {r['state']}")
+        else:
+            click.echo(f"stale job {r['job_id']} ({r.get('kind')}): {r['state']}; cancel with: scancel {r['job_id']}")
+    if live:
+        names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in live)
+        ids = " ".join(str(r["job_id"]) for r in live)
+        raise ConfigError(f"job(s) {names} of {run_dir} are still queued or running; a second submit would redo "
+                          f"their work: wait for them (newsbag status --run-dir {run_dir}), or scancel {ids} and resubmit")
+
+
+@slurm.command("canary")
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+def slurm_canary(run_dir):
+    """Make RUN/canary with RUN's first page and print its path."""
+    from .slurm import make_canary
+
+    click.echo(str(make_canary(run_dir).resolve()))
 
 
 @slurm.command("jobs")

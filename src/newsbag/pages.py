@@ -511,6 +511,8 @@ def build_pages(
     for r in rejected:
         log.error("skipping input: %s", r.error)
     known = {p.page_id: p for p in read_pages(run_dir)}
+    if not candidates and not known and not rejected:
+        raise InputError(_no_images_message(input_dirs, manifest, recursive))
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
     pages: list[PageRecord] = []
     seen: set[str] = set()
@@ -537,7 +539,8 @@ def build_pages(
     with rundir.manifest_lock(run_dir):
         merged = {p.page_id: p for p in read_pages(run_dir)}
         merged.update({p.page_id: p for p in pages})
-        write_pages(run_dir, merged.values())
+        if merged:  # every input rejected: no empty manifest that later says "lists no pages"
+            write_pages(run_dir, merged.values())
         _merge_rejected(run_dir, rejected, {str(p) for p, _ in candidates})
     return pages, rejected
 
@@ -568,6 +571,17 @@ def _merge_rejected(run_dir: Path, rejected: list[Rejected], listed: set[str]) -
             if r.path not in now and r.path not in listed and os.path.lexists(r.path)]
     rows = sorted(keep + rejected, key=lambda r: r.path)
     atomic_write_text(rundir.rejected_path(run_dir), "".join(dumps_strict(asdict(r)) + "\n" for r in rows))
+
+def _no_images_message(input_dirs: list[Path], manifest: Path | None, recursive: bool) -> str:
+    """Why no page was found, with the fix: forgetting --recursive on a folder of issue folders is the usual cause."""
+    where = ", ".join(str(d) for d in input_dirs) + (f" or {manifest}" if manifest and input_dirs else str(manifest or ""))
+    msg = f"no page images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {where}"
+    if not recursive:
+        nested = {d: len(discover_images(d, True)) for d in input_dirs}
+        if any(nested.values()):
+            n = sum(nested.values())
+            return f"{msg}, but its sub-folders hold {n} image(s): add --recursive"
+    return msg + "; nothing written"
 
 
 def _unchanged(run_dir: Path, record: PageRecord, path: Path) -> bool:

@@ -1,15 +1,19 @@
-"""Slurm bookkeeping for a run directory: the job ledger, live job states, and the checks the sbatch scripts call."""
+"""Slurm for a run directory: job plan and partition rules, limit checks, submit settings, the job ledger, live states, the way out."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from .io import append_jsonl
+from .config import ModelStage, PipelineConfig
+from .errors import ConfigError, InputError
+from .io import append_jsonl, read_json, write_json
 
 __all__ = [
     "JOBS_FILE",
@@ -20,6 +24,25 @@ __all__ = [
     "format_job_lines",
     "select_stages",
     "check_envs",
+    "MODES",
+    "PADDLE_FAMILIES",
+    "JobPlan",
+    "plan_jobs",
+    "pending_stages",
+    "Request",
+    "read_cluster",
+    "check_limits",
+    "SETTINGS_FILE",
+    "SETTING_KEYS",
+    "save_settings",
+    "load_settings",
+    "live_and_stale_jobs",
+    "expand_log_path",
+    "last_error_line",
+    "way_out",
+    "make_canary",
+    "selected_stage_names",
+    "job_note",
 ]
 
 JOBS_FILE = Path("slurm") / "jobs.jsonl"
@@ -186,3 +209,441 @@ def check_envs(config, stage_names: Sequence[str]) -> list[str]:
                 f" create that env or fix envs.{stage.env.name}.python in {config.path}"
             )
     return problems
+
+
+# --- The job plan: which stages go into which allocation (every partition rule lives here) ---
+
+MODES = ("l40s", "h200", "split", "cpu")
+# Paddle's CUDA wheels ship no kernels for the H200 (Hopper): its stages fail there with a
+# kernel-image mismatch, so they never go to H200.
+PADDLE_FAMILIES = frozenset({"paddle_layout", "paddle_vl15"})
+# slot -> (environment prefix of its resources, sbatch script)
+SLOTS = {"l40s": ("L40S", "newsbag_infer_l40s.sbatch"), "h200": ("H200", "newsbag_infer_h200.sbatch"),
+         "cpu": ("CPU", "newsbag_cpu.sbatch"), "post": ("CPU", "newsbag_fuse_review_cs.sbatch")}
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One job to submit: its kind (job-name suffix), resource slot, stages and device override."""
+
+    kind: str
+    slot: str
+    stages: tuple[str, ...]
+    device: str = ""  # "" = each stage's configured device; "cpu" on the CPU partition
+
+    @property
+    def env_prefix(self) -> str:
+        return SLOTS[self.slot][0]
+
+    @property
+    def script(self) -> str:
+        return SLOTS[self.slot][1]
+
+
+def _needs_cuda(stage: ModelStage) -> bool:
+    return any(bool(params.get("require_cuda")) for params in stage.variants.values())
+
+
+def plan_jobs(config: PipelineConfig, stage_names: Sequence[str], mode: str,
+              split_h200: Sequence[str] = ("dell", "mineru")) -> tuple[list[JobPlan], list[str]]:
+    """The jobs of one submission and notes for the user; refuses plans that cannot work.
+
+    Rules: Paddle stages never run on H200 (refused in ``h200`` mode, routed to L40S in
+    ``split`` mode); model stages on the CPU partition run with ``--device cpu``, and those
+    that require CUDA are refused; fusion, review and every other builtin stage run in one
+    CPU job after the inference jobs, never in a GPU allocation.
+
+    Raises:
+        ConfigError: unknown mode or stage, or a stage that cannot run where the mode sends it;
+            the message names the reason and the fix.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"unknown --gpu {mode!r} (choose {', '.join(MODES[:-1])} or {MODES[-1]})")
+    selected = config.select(list(stage_names) or None)
+    model = [s for s in selected if isinstance(s, ModelStage)]
+    post = tuple(s.name for s in selected if not isinstance(s, ModelStage))
+    names = [s.name for s in model]
+    paddle = [s.name for s in model if s.family in PADDLE_FAMILIES]
+    notes: list[str] = []
+
+    def others(bad: list[str]) -> str:
+        return ",".join([n for n in names if n not in bad] + list(post)) or "<none left>"
+
+    jobs: list[JobPlan] = []
+    if mode == "h200" and paddle:
+        raise ConfigError(
+            f"--gpu h200 would run the Paddle stage(s) {', '.join(paddle)} on H200, where Paddle has no CUDA kernels "
+            f"for the GPU (kernel image mismatch); use --gpu split (Paddle on L40S, the rest on H200) or --gpu l40s, "
+            f"or leave them out with --stages {others(paddle)}")
+    if mode == "cpu":
+        cuda_only = [s.name for s in model if _needs_cuda(s)]
+        if cuda_only:
+            raise ConfigError(
+                f"--gpu cpu: stage(s) {', '.join(cuda_only)} require CUDA (require_cuda in {config.path}) and cannot run "
+                f"on the CPU partition; leave them out with --stages {others(cuda_only)}, or submit them with --gpu split")
+        if names:
+            jobs.append(JobPlan("infer-cpu", "cpu", tuple(names), device="cpu"))
+            notes.append(f"model stage(s) {','.join(names)} run on the CPU partition with --device cpu")
+    elif mode in ("l40s", "h200"):
+        if names:
+            jobs.append(JobPlan(f"infer-{mode}", mode, tuple(names)))
+    else:
+        routed = [s.name for s in model if s.name in split_h200 and s.family in PADDLE_FAMILIES]
+        if routed:
+            notes.append(f"Paddle stage(s) {','.join(routed)} go to L40S, not H200 (Paddle has no H200 kernels)")
+        h200 = tuple(s.name for s in model if s.name in split_h200 and s.name not in routed)
+        l40s = tuple(n for n in names if n not in h200)
+        jobs += [JobPlan("infer-l40s", "l40s", l40s)] if l40s else []
+        jobs += [JobPlan("infer-h200", "h200", h200)] if h200 else []
+    if post:
+        jobs.append(JobPlan("fuse-review", "post", post))
+    if not jobs:
+        raise ConfigError(f"no stage selected for mode {mode}")
+    return jobs, notes
+
+
+def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path) -> list[str]:
+    """Selected stages that still have work in `run_dir`, in config order.
+
+    A model stage is pending while any of its sources lacks a finished page of the manifest
+    (failed pages count: a resubmit retries them). Fusion is pending when a model stage is, or
+    when a variant or the summary is missing; review when fusion is, or boards or the gallery
+    are missing. Other builtin stages have no cheap check and always count as pending.
+    """
+    from .orchestrator import is_page_done, source_dir
+    from .pages import read_pages
+
+    ids = [p.page_id for p in read_pages(run_dir)]
+    pending: list[str] = []
+    model_pending = fusion_pending = False
+    fusion_dir = Path(run_dir) / "outputs" / "fusion"
+    for stage in config.select(list(stage_names) or None):
+        if isinstance(stage, ModelStage):
+            todo = any(not is_page_done(source_dir(run_dir, stage.name, v), pid) for v in stage.variants for pid in ids)
+            model_pending |= todo
+        elif stage.kind == "fusion":
+            variants = [d for d in fusion_dir.glob("*") if d.is_dir() and not d.name.startswith("_")]
+            todo = (model_pending or not (fusion_dir / "summary.json").is_file() or not variants
+                    or any(not (d / f"{pid}.json").is_file() for d in variants for pid in ids))
+            fusion_pending = todo
+        elif stage.kind == "review":
+            review = Path(run_dir) / "review"
+            todo = (model_pending or fusion_pending or not (review / "index.html").is_file()
+                    or any(not (review / "pages" / pid / "board.png").is_file() for pid in ids))
+        else:
+            todo = True
+        if todo:
+            pending.append(stage.name)
+    return pending
+
+
+# --- What a partition can ever give: requests against sinfo/scontrol ---
+
+@dataclass(frozen=True)
+class Request:
+    """One job's resource request, as the submit script would pass it to sbatch."""
+
+    kind: str
+    env_prefix: str  # L40S, H200 or CPU: the variables that set it (L40S_CPUS, ...)
+    partition: str
+    gres: str
+    cpus: int
+    mem: str
+    time: str
+
+
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def _mem_mb(value: str) -> float | None:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*", str(value), re.I)
+    return float(m.group(1)) * _MEM_UNITS[(m.group(2) or "M").upper()] if m else None
+
+
+def _minutes(value: str) -> float | None:
+    """Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in minutes; None for UNLIMITED/INFINITE."""
+    value = str(value).strip()
+    if value.upper() in ("UNLIMITED", "INFINITE", "NONE", ""):
+        return None
+    days, _, rest = value.rpartition("-") if "-" in value else ("", "", value)
+    try:
+        parts = [int(p) for p in rest.split(":")]
+        d = int(days) if days else 0
+    except ValueError:
+        return None
+    if days:
+        h, m, s = (parts + [0, 0])[:3]
+    elif len(parts) == 1:
+        h, m, s = 0, parts[0], 0
+    elif len(parts) == 2:
+        h, m, s = 0, parts[0], parts[1]
+    else:
+        h, m, s = parts[:3]
+    return d * 1440 + h * 60 + m + s / 60
+
+
+def _gres_counts(text: str) -> dict[str, int]:
+    """{"gpu:l40s": 1, "gpu": 2, ...} from a node's Gres string ("gpu:l40s:1(S:0),gpu:h200:1")."""
+    out: dict[str, int] = {}
+    for item in re.sub(r"\([^)]*\)", "", text or "").split(","):
+        parts = item.strip().split(":")
+        if not parts or parts[0] in ("", "(null)"):
+            continue
+        count = int(parts[-1]) if parts[-1].isdigit() else 1
+        names = parts[:-1] if parts[-1].isdigit() else parts
+        out[names[0]] = out.get(names[0], 0) + count
+        if len(names) > 1:
+            out[":".join(names[:2])] = out.get(":".join(names[:2]), 0) + count
+    return out
+
+
+def read_cluster() -> dict[str, dict] | None:
+    """Partitions with their limits and nodes, from ``scontrol show partition`` and ``sinfo``.
+
+    Returns:
+        {partition: {"max_time_min": float|None, "max_mem_mb": float|None, "max_cpus_node": int|None,
+        "state": str, "nodes": [{"name", "cpus", "mem_mb", "gres": {name: count}}]}}, or None
+        when the Slurm tools are missing or answer nothing.
+    """
+    parts_out = _run(["scontrol", "-o", "show", "partition"])
+    nodes_out = _run(["sinfo", "-h", "-N", "-o", "%N|%P|%c|%m|%G"])
+    if not parts_out.strip():
+        return None
+    cluster: dict[str, dict] = {}
+    for line in parts_out.splitlines():
+        rec = dict(tok.partition("=")[::2] for tok in line.split() if "=" in tok)
+        name = rec.get("PartitionName")
+        if not name:
+            continue
+        max_mem = rec.get("MaxMemPerNode", "UNLIMITED")
+        max_cpus = rec.get("MaxCPUsPerNode", "UNLIMITED")
+        cluster[name] = {"max_time_min": _minutes(rec.get("MaxTime", "UNLIMITED")),
+                         "max_mem_mb": None if max_mem == "UNLIMITED" else _mem_mb(max_mem),
+                         "max_cpus_node": int(max_cpus) if max_cpus.isdigit() else None,
+                         "state": rec.get("State", "UP"), "nodes": []}
+    for line in nodes_out.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 5:
+            continue
+        node, part, cpus, mem, gres = fields
+        part = part.rstrip("*")
+        if part in cluster:
+            cluster[part]["nodes"].append({"name": node, "cpus": int(cpus) if cpus.isdigit() else 0,
+                                           "mem_mb": _mem_mb(mem) or 0.0, "gres": _gres_counts(gres)})
+    return cluster
+
+
+def _fmt_mb(mb: float) -> str:
+    return f"{mb / 1024:.0f}G" if mb >= 1024 else f"{mb:.0f}M"
+
+
+def check_limits(requests: Sequence[Request], cluster: Mapping[str, dict]) -> list[str]:
+    """One message per request that no node of its partition can ever satisfy, with the numbers.
+
+    A request can never start when its partition does not exist, its time exceeds the
+    partition's MaxTime, or no single node has the CPUs, memory (RealMemory, capped by
+    MaxMemPerNode) and GPUs of that type it asks for. Busy nodes are not a reason: those jobs wait.
+    """
+    problems = []
+    for r in requests:
+        part = cluster.get(r.partition)
+        head = f"{r.kind} job (-p {r.partition} --cpus-per-task={r.cpus} --mem={r.mem} --time={r.time}" + \
+               (f" --gres={r.gres})" if r.gres else ")")
+        if part is None:
+            problems.append(f"{head}: partition {r.partition} does not exist (this cluster has: "
+                            f"{', '.join(sorted(cluster))}); set {r.env_prefix}_PARTITION")
+            continue
+        why = []
+        limit = part["max_time_min"]
+        want = _minutes(r.time)
+        if limit is not None and want is not None and want > limit:
+            why.append(f"time {r.time} exceeds the partition's MaxTime of {limit:g} min "
+                       f"(set {r.env_prefix}_TIME to at most {int(limit)})")
+        want_mb = _mem_mb(r.mem)
+        gres_parts = r.gres.split(":") if r.gres else []
+        gres_key = ":".join(p for p in gres_parts[:2] if not p.isdigit()) if gres_parts else ""
+        gres_n = int(gres_parts[-1]) if gres_parts and gres_parts[-1].isdigit() else (1 if gres_parts else 0)
+        nodes = part["nodes"]
+        if nodes:
+            cpus_cap = [min(n["cpus"], part["max_cpus_node"] or n["cpus"]) for n in nodes]
+            mem_cap = [min(n["mem_mb"], part["max_mem_mb"] or n["mem_mb"]) for n in nodes]
+            fits = [c >= r.cpus and (want_mb is None or m >= want_mb) and n["gres"].get(gres_key, 0) >= gres_n
+                    for n, c, m in zip(nodes, cpus_cap, mem_cap)] if gres_key else \
+                   [c >= r.cpus and (want_mb is None or m >= want_mb) for c, m in zip(cpus_cap, mem_cap)]
+            if not any(fits):
+                if r.cpus > max(cpus_cap):
+                    why.append(f"{r.cpus} CPUs asked but its largest node has {max(cpus_cap)} "
+                               f"(set {r.env_prefix}_CPUS={max(cpus_cap)} or less)")
+                if want_mb is not None and want_mb > max(mem_cap):
+                    why.append(f"{r.mem} memory asked but its largest node has {_fmt_mb(max(mem_cap))} "
+                               f"(set {r.env_prefix}_MEM={int(max(mem_cap) // 1024)}G or less)")
+                if gres_key and not any(n["gres"].get(gres_key, 0) >= gres_n for n in nodes):
+                    have = sorted({k for n in nodes for k in n["gres"] if ":" in k}) or ["none"]
+                    why.append(f"no node has {gres_n} x {gres_key} (its nodes have: {', '.join(have)}; "
+                               f"set {r.env_prefix}_GRES)")
+                if not why:
+                    why.append("no single node has the CPUs, memory and GPUs together")
+        if why:
+            problems.append(f"{head} can never start on this cluster: " + "; ".join(why))
+    return problems
+
+
+# --- What a submission remembers, so a resubmit with only --run-dir does the same thing ---
+
+SETTINGS_FILE = Path("slurm") / "submit.json"
+SETTING_KEYS = (
+    "NEWSBAG_CONFIG", "GPU_MODE", "STAGES", "SHARDS", "SPLIT_H200_STAGES", "NEWSBAG_ALLOW_PARTIAL",
+    "NEWSBAG_PY", "BASE", "ACCOUNT",
+    *(f"{p}_{k}" for p in ("L40S", "H200", "CPU") for k in ("PARTITION", "MEM", "TIME", "CPUS", "EXTRA")),
+    "L40S_GRES", "H200_GRES",
+)
+
+
+def save_settings(run_dir: Path, settings: Mapping[str, str]) -> Path:
+    """Write RUN/slurm/submit.json: the settings of the first submission (config path, stage split, resources, flags)."""
+    unknown = sorted(set(settings) - set(SETTING_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown submit setting(s) {', '.join(unknown)} (known: {', '.join(SETTING_KEYS)})")
+    bad = [k for k, v in settings.items() if "\n" in str(v) or "\t" in str(v)]
+    if bad:
+        raise ConfigError(f"submit setting(s) {', '.join(bad)} contain a tab or newline")
+    path = Path(run_dir) / SETTINGS_FILE
+    write_json(path, {k: str(settings[k]) for k in SETTING_KEYS if k in settings})
+    return path
+
+
+def load_settings(run_dir: Path) -> dict[str, str]:
+    """The recorded submit settings ({} for a run never submitted through the scripts)."""
+    path = Path(run_dir) / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is unreadable ({exc}); delete it to submit with fresh settings") from None
+    return {k: str(v) for k, v in data.items() if k in SETTING_KEYS and "\n" not in str(v) and "\t" not in str(v)}
+
+
+# --- Jobs of a run that are still queued, and those that can never start ---
+
+_LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STOPPED")
+
+
+def live_and_stale_jobs(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
+    """(live, stale) ledger rows: stale ones wait on a dependency that can never be met."""
+    live, stale = [], []
+    for r in rows:
+        state = str(r.get("state", ""))
+        if "DependencyNeverSatisfied" in state:
+            stale.append(r)
+        elif any(part.split(" ")[0] in _LIVE for part in state.split(", ")):
+            live.append(r)
+    return live, stale
+
+
+# --- The way out after a failure ---
+
+def expand_log_path(pattern: str, job_id: str, kind: str, task: str | None = None) -> str:
+    """The file sbatch wrote for ``--output=pattern`` (%x job name, %j job id, %A array id, %a task)."""
+    name = f"newsbag-{kind}"
+    out = pattern.replace("%x", name).replace("%A", job_id).replace("%j", job_id)
+    return out.replace("%a", task if task is not None else "*")
+
+
+_ERROR_LINE = re.compile(r"error|Error|ERROR|Traceback|Killed|exited [1-9]|CANCELLED|DUE TO TIME LIMIT|oom", re.I)
+
+
+def last_error_line(path: str | os.PathLike, tail_bytes: int = 65536) -> str | None:
+    """The last line of a job log that reads like an error (None if the log is missing or clean)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - tail_bytes))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.strip() and _ERROR_LINE.search(line) and "exited 0" not in line:
+            return line.strip()
+    return None
+
+
+def _failed_tasks(row: dict, states: Mapping[str, str]) -> list[str | None]:
+    """Task ids of an array row that failed (or [None] for a plain job)."""
+    if not row.get("array"):
+        return [None]
+    prefix = f"{row['job_id']}_"
+    return [k[len(prefix):] for k, v in states.items()
+            if k.startswith(prefix) and v.split(" ")[0] in _BAD] or [None]
+
+
+def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | None = None,
+            submit_cmd: str = "bash torch/slurm/submit_newsbag_from_dir.sh") -> list[str]:
+    """Lines for `newsbag status`: each failed job's log and last error line, stale jobs, and the commands to go on.
+
+    Args:
+        rows: ledger rows with their live `state` (``describe_jobs``).
+        states: per-task states (``job_states``), to name failed array tasks' logs.
+    """
+    states = states or {}
+    lines: list[str] = []
+    failed = [r for r in rows if any(p.split(" ")[0] in _BAD for p in str(r.get("state", "")).split(", "))]
+    live, stale = live_and_stale_jobs(rows)
+    for r in failed:
+        for task in _failed_tasks(r, states):
+            label = f"{r['job_id']}_{task}" if task is not None else str(r["job_id"])
+            log_path = expand_log_path(r.get("log", ""), str(r["job_id"]), r.get("kind", "?"), task) if r.get("log") else "?"
+            lines.append(f"job {label} {r.get('kind', '?')} {str(r.get('state')).split(' ')[0]}: log {log_path}")
+            err = last_error_line(log_path) if "*" not in log_path else None
+            lines.append(f"    last error: {err or '(none found in the log; read it)'}")
+    for r in stale:
+        lines.append(f"job {r['job_id']} {r.get('kind', '?')} will never start: a job it waits for failed")
+    if failed or stale:
+        cancel = [str(r["job_id"]) for r in stale + [r for r in live if r not in stale]]
+        if cancel:
+            lines.append(f"cancel what is left of this run: scancel {' '.join(cancel)}")
+        lines.append(f"after fixing the cause, resubmit (same settings, only stages with pending pages; "
+                     f"stale jobs are cancelled): {submit_cmd} --run-dir {run_dir}")
+    return lines
+
+
+def make_canary(run_dir: Path) -> Path:
+    """RUN/canary: a run dir whose manifest is the first page of RUN's, for a short canary submit.
+
+    The page keeps its id and image; its `path` is rewritten relative to the canary dir.
+    """
+    from dataclasses import replace
+
+    from .pages import read_pages, write_pages
+
+    pages = read_pages(run_dir)
+    if not pages:
+        raise InputError(f"{run_dir} has no pages in manifests/pages.jsonl; build the manifest first")
+    canary = Path(run_dir) / "canary"
+    first = pages[0]
+    path = os.path.relpath((Path(run_dir) / first.path).resolve(), canary.resolve()) if not os.path.isabs(first.path) \
+        else first.path
+    canary.mkdir(parents=True, exist_ok=True)
+    write_pages(canary, [replace(first, path=path)])
+    return canary
+
+
+def selected_stage_names(run_dir: Path) -> set[str] | None:
+    """Stages the Slurm submission of `run_dir` selected; None when it selected all (or was not submitted)."""
+    stages = load_settings(run_dir).get("STAGES", "")
+    names = {s.strip() for s in stages.replace("+", ",").split(",") if s.strip()}
+    return names or None
+
+
+def job_note(stage: str, rows: Sequence[dict]) -> str:
+    """What the latest job of `stage` is doing, for a source row with pending or failed pages."""
+    mine = [r for r in rows if stage in str(r.get("stages", "")).replace("+", ",").split(",")]
+    if not mine:
+        return "no job submitted for this stage" if rows else ""
+    r = mine[-1]
+    state = str(r.get("state", "unknown"))
+    if any(p.split(" ")[0] in _BAD for p in state.split(", ")):
+        return f"job {r['job_id']} {r.get('kind', '?')} {state}: see below"
+    if state == "COMPLETED":
+        return f"job {r['job_id']} {r.get('kind', '?')} COMPLETED; resubmit to retry"
+    return f"job {r['job_id']} {r.get('kind', '?')} {state}"

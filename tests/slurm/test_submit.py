@@ -128,6 +128,41 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     lines = {line.split(":")[0].strip(): line for line in status.stdout.splitlines() if line.strip().startswith("job ")}
     assert "FAILED" in lines[f"job {h200} infer-h200"]
     assert "DependencyNeverSatisfied" in lines[f"job {fuse} fuse-review"] or "CANCELLED" in lines[f"job {fuse} fuse-review"]
+    print(status.stdout)  # the README and the issue note quote this
+    # The way out: the failing job's log, its last error line, and the commands to cancel or resubmit.
+    out = status.stdout
+    assert f"job {h200} infer-h200 FAILED: log {run_dir}/logs/slurm/newsbag-infer-h200-{h200}.out" in out
+    assert "    last error: newsbag job: error: runner env check failed (lines above)" in out
+    assert f"cancel what is left of this run: scancel {fuse}" in out
+    assert f"submit_newsbag_from_dir.sh --run-dir {run_dir}" in out
+    # Only the selected stages are listed, and a pending row says why.
+    assert "paddle_vl15" not in out and "mineru" not in out
+    assert re.search(rf"dell/lines +done +0 +failed +0 +pending +3  \(job {h200} infer-h200 FAILED: see below\)", out)
+
+    # Fix the env, then resubmit with only --run-dir: same config and settings, the stale fusion job is
+    # cancelled, no job for the finished L40S stage.
+    broken = tmp_path / "no-such-env" / "bin"
+    broken.mkdir(parents=True)
+    (broken / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")  # a venv's python needs its pyvenv.cfg
+    (broken / "python").chmod(0o755)
+    bare = {k: v for k, v in env.items() if not k.startswith(("NEWSBAG_CONFIG", "L40S_", "H200_", "CPU_"))}
+    res = submit(["--run-dir", str(run_dir)], bare)
+    assert res.returncode == 0, res.stderr
+    assert f"reusing the settings {run_dir} was first submitted with: NEWSBAG_CONFIG={tmp_path / 'broken.json'} " \
+           "--gpu split --stages paddle_layout,dell,fusion,review --shards 1" in res.stderr
+    assert "H200_MEM=2G" in res.stderr
+    assert f"cancelled stale job {fuse} (fuse-review" in res.stderr
+    assert "no job for finished stage(s) paddle_layout" in res.stderr
+    again = [j for j in read_jobs(run_dir)][3:]
+    cancel_jobs.extend(j["job_id"] for j in again)
+    assert [(j["kind"], j["stages"]) for j in again] == [("infer-h200", "dell"), ("fuse-review", "fusion,review")]
+    records = wait_for([j["job_id"] for j in again], all_terminal)
+    assert {r[0]["JobState"] for r in records.values()} == {"COMPLETED"}
+    assert show_job(fuse)[0]["JobState"] == "CANCELLED"
+    assert (run_dir / "outputs" / "fusion" / "variant_leaderboard.tsv").is_file()
+    # Everything finished: a further resubmit submits nothing.
+    res = submit(["--run-dir", str(run_dir)], bare)
+    assert res.returncode == 0 and "nothing to submit" in res.stdout, res.stderr
 
 
 def test_preflight_checks_every_job_shape_and_the_envs(slurm_env):
@@ -141,3 +176,91 @@ def test_preflight_checks_every_job_shape_and_the_envs(slurm_env):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 1
     assert [line.split(":")[0] for line in res.stdout.splitlines()] == ["ok    l40s", "FAIL  h200", "ok    cpu", "ok    envs"]
+
+
+def _refused(res, run_dir):
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert not (run_dir / "slurm" / "jobs.jsonl").exists() and not (run_dir / "manifests").exists()
+    (line,) = res.stderr.strip().splitlines()
+    return line
+
+
+def test_h200_refuses_paddle_stages_before_anything_is_written(tmp_path, sample_pages, slurm_env):
+    run_dir = tmp_path / "run"
+    res = submit(["--input-dir", str(sample_pages), "--gpu", "h200", "--run-dir", str(run_dir)], slurm_env)
+    assert _refused(res, run_dir) == (
+        "submit_newsbag_from_dir.sh: error: --gpu h200 would run the Paddle stage(s) paddle_layout on H200, where "
+        "Paddle has no CUDA kernels for the GPU (kernel image mismatch); use --gpu split (Paddle on L40S, the rest "
+        "on H200) or --gpu l40s, or leave them out with --stages paddle_vl15,dell,mineru,fusion,review")
+
+
+def test_cpu_mode_with_the_default_config(tmp_path, sample_pages, slurm_env, cancel_jobs):
+    env = {k: v for k, v in slurm_env.items() if k != "NEWSBAG_CONFIG"}  # configs/pipeline.torch.json
+    run_dir = tmp_path / "run"
+    res = submit(["--input-dir", str(sample_pages), "--gpu", "cpu", "--run-dir", str(run_dir)], env)
+    line = _refused(res, run_dir)
+    assert line.startswith("submit_newsbag_from_dir.sh: error: --gpu cpu: stage(s) mineru require CUDA (require_cuda in ")
+    assert line.endswith("leave them out with --stages paddle_layout,paddle_vl15,dell,text_lines,fusion,review, "
+                         "or submit them with --gpu split")
+    res = submit(["--input-dir", str(sample_pages), "--gpu", "cpu", "--stages", "dell", "--run-dir", str(run_dir)], env)
+    assert res.returncode == 0, res.stderr
+    (job,) = read_jobs(run_dir)
+    cancel_jobs.append(job["job_id"])
+    assert "submitted infer-cpu job" in res.stdout and "--device cpu" in res.stdout
+    (rec,) = wait_for([job["job_id"]], all_terminal)[job["job_id"]]
+    assert rec["Partition"] == "cs" and "gpu" not in rec.get("TresPerNode", "")
+    log = (run_dir / "logs" / "slurm" / f"newsbag-infer-cpu-{job['job_id']}.out").read_text()
+    assert "stages dell; device cpu;" in log
+    # The Torch envs do not exist here: the job stops at its env check (exit 3), never at a GPU check (5).
+    assert rec["ExitCode"] == "3:0" and "runner env check failed" in log
+
+
+def test_request_over_a_partition_limit_is_refused_with_the_numbers(tmp_path, sample_pages, slurm_env):
+    run_dir = tmp_path / "run"
+    res = submit(["--input-dir", str(sample_pages), "--gpu", "l40s", "--run-dir", str(run_dir)],
+                 dict(slurm_env, L40S_CPUS="64", CPU_MEM="100000G"))
+    line = _refused(res, run_dir)
+    ncpu = subprocess.run(["sinfo", "-h", "-p", "l40s_public", "-o", "%c"], capture_output=True, text=True).stdout.split()[0]
+    assert (f"infer-l40s job (-p l40s_public --cpus-per-task=64 --mem=2G --time=10 --gres=gpu:l40s:1) can never start "
+            f"on this cluster: 64 CPUs asked but its largest node has {ncpu} (set L40S_CPUS={ncpu} or less)") in line
+    assert "fuse-review job (-p cs --cpus-per-task=1 --mem=100000G --time=10) can never start on this cluster: " \
+           "100000G memory asked but its largest node has " in line
+
+
+def test_canary_one_page_short_jobs_doctor_first(tmp_path, sample_pages, slurm_env, cancel_jobs):
+    run_dir = tmp_path / "run"
+    res = submit(["--input-dir", str(sample_pages), "--gpu", "split", "--stages", "paddle_layout,dell,fusion",
+                  "--run-dir", str(run_dir), "--canary"], dict(slurm_env, CANARY_TIME="5"))
+    assert res.returncode == 0, res.stderr
+    canary = run_dir / "canary"
+    assert not (run_dir / "slurm" / "jobs.jsonl").exists()          # the real run is not submitted
+    assert (run_dir / "slurm" / "submit.json").is_file()             # but remembers its settings
+    assert len((canary / "manifests" / "pages.jsonl").read_text().splitlines()) == 1
+    jobs = _jobs(canary)
+    cancel_jobs.extend(jobs.values())
+    assert set(jobs) == {"canary-infer-l40s", "canary-infer-h200", "canary-fuse-review"}
+    records = wait_for(list(jobs.values()), all_terminal)
+    assert {r[0]["JobState"] for r in records.values()} == {"COMPLETED"}
+    assert {r[0]["TimeLimit"] for r in records.values()} == {"00:05:00"}
+    log = (canary / "logs" / "slurm" / f"newsbag-canary-infer-h200-{jobs['canary-infer-h200']}.out").read_text()
+    assert log.index("newsbag doctor for stages dell") < log.index("newsbag run exited 0")
+    assert re.search(r"^dell/lines +yes ", log, re.M)  # the doctor table: the member is ready on this node
+    fuse_log = (canary / "logs" / "slurm" / f"newsbag-canary-fuse-review-{jobs['canary-fuse-review']}.out").read_text()
+    assert "doctor" not in fuse_log
+    assert len(list((canary / "outputs" / "sources" / "dell" / "lines").glob("*-*.json"))) == 1
+
+
+def test_concurrent_submits_into_one_run_dir_do_the_work_once(tmp_path, sample_pages, slurm_env, cancel_jobs):
+    run_dir = tmp_path / "run"
+    args = ["bash", str(SLURM_DIR / "submit_newsbag_from_dir.sh"), "--input-dir", str(sample_pages), "--gpu", "l40s",
+            "--stages", "paddle_layout", "--run-dir", str(run_dir)]
+    procs = [subprocess.Popen(args, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    jobs = read_jobs(run_dir)
+    cancel_jobs.extend(j["job_id"] for j in jobs)
+    assert [j["kind"] for j in jobs] == ["infer-l40s"], results
+    codes = sorted(r[2] for r in results)
+    loser = [r for r in results if "submitted infer-l40s" not in r[0]][0]
+    assert codes in ([0, 2], [0, 0]), results
+    assert "still queued or running" in loser[1] or "nothing to submit" in loser[0], loser

@@ -11,6 +11,8 @@
 #   BASE              scratch root for caches (default /scratch/$USER/newsbag)
 #   NEWSBAG_ALLOW_PARTIAL=1  let the job succeed when only some pages failed (exit 4), so the
 #                     dependent fusion job still runs; the failures stay in the run's ledger.
+#   NEWSBAG_DEVICE    cpu: run every model stage with --device cpu (jobs on the CPU partition)
+#   NEWSBAG_DOCTOR=1  run `newsbag doctor` for the job's stages on this node first (canary jobs)
 # A requeued or preempted job simply runs this again: `newsbag run` skips finished pages.
 set -euo pipefail
 
@@ -46,9 +48,14 @@ fi
 config_args=()
 [ -n "${NEWSBAG_CONFIG:-}" ] && config_args=(--config "$NEWSBAG_CONFIG")
 
-echo "newsbag job ${SLURM_JOB_ID:-local}${task} ($kind) on $(hostname -s) partition ${SLURM_JOB_PARTITION:-none}" \
+# An array task is J_T (what squeue, sacct and scancel take); a plain job is its id.
+job=${SLURM_JOB_ID:-local}
+[ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ] && job=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+device_args=()
+[ -n "${NEWSBAG_DEVICE:-}" ] && device_args=(--device "$NEWSBAG_DEVICE")
+echo "newsbag job ${job}${task} ($kind) on $(hostname -s) partition ${SLURM_JOB_PARTITION:-none}" \
      "restart ${SLURM_RESTART_COUNT:-0} at $(date -Is)"
-echo "  run dir ${NEWSBAG_RUN_DIR}; stages ${NEWSBAG_STAGES}; config ${NEWSBAG_CONFIG:-<newsbag default>}"
+echo "  run dir ${NEWSBAG_RUN_DIR}; stages ${NEWSBAG_STAGES}; device ${NEWSBAG_DEVICE:-as configured}; config ${NEWSBAG_CONFIG:-<newsbag default>}"
 
 # Env check: fail in seconds with a clear message instead of after the queue wait of the next job.
 [ -x "$NEWSBAG_PY" ] || fail "NEWSBAG_PY=$NEWSBAG_PY is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"
@@ -67,14 +74,21 @@ if [ "$kind" = gpu ]; then
   fi
 fi
 
-set +e
+if [ "${NEWSBAG_DOCTOR:-0}" = 1 ]; then
+  echo "newsbag job ${job}: newsbag doctor for stages ${NEWSBAG_STAGES} on this node"
+  "$NEWSBAG_PY" -m newsbag doctor "${config_args[@]}" --stages "$NEWSBAG_STAGES" "${device_args[@]}" \
+    || fail "newsbag doctor: not every member is ready on $(hostname -s) (table above); fix that before the real run"
+fi
+
 # Fusion and review use every CPU the job holds (model stages ignore --workers).
-"$NEWSBAG_PY" -m newsbag \
-  run --run-dir "$NEWSBAG_RUN_DIR" "${config_args[@]}" --stages "$NEWSBAG_STAGES" "${shard_args[@]}" \
-  --workers "${NEWSBAG_WORKERS:-${SLURM_CPUS_PER_TASK:-1}}"
+run_cmd=("$NEWSBAG_PY" -m newsbag run --run-dir "$NEWSBAG_RUN_DIR" "${config_args[@]}" --stages "$NEWSBAG_STAGES"
+         "${shard_args[@]}" "${device_args[@]}" --workers "${NEWSBAG_WORKERS:-${SLURM_CPUS_PER_TASK:-1}}")
+printf '+'; printf ' %q' "${run_cmd[@]}"; printf '\n'
+set +e
+"${run_cmd[@]}"
 rc=$?
 set -e
-echo "newsbag job ${SLURM_JOB_ID:-local}${task}: newsbag run exited $rc at $(date -Is)"
+echo "newsbag job ${job}${task}: newsbag run exited $rc at $(date -Is)"
 if [ "$rc" = 4 ] && [ "${NEWSBAG_ALLOW_PARTIAL:-0}" = 1 ]; then
   echo "newsbag job: some pages failed; NEWSBAG_ALLOW_PARTIAL=1 so dependent jobs still run (see 'newsbag status')" >&2
   rc=0

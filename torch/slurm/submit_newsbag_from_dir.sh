@@ -8,36 +8,51 @@ PROG=$(basename "$0")
 usage() {
   cat <<EOF
 usage: $PROG --input-dir DIR [--input-dir DIR ...] [--recursive] [--gpu l40s|h200|split|cpu]
-                   [--stages CSV] [--max-pages N] [--run-dir D] [--shards N] [--dry-run]
-       $PROG --run-dir D [--gpu ...] [--stages CSV] [--shards N]   (rerun: reuse D's manifest)
+                   [--stages CSV] [--max-pages N] [--run-dir D] [--shards N] [--canary] [--dry-run]
+       $PROG --run-dir D   (resubmit: D's manifest and the settings of its first submit)
 
 Modes (--gpu, default split):
-  l40s | h200  one GPU inference job with every selected model stage, then fusion/review on CPU
-  split        L40S job for the Paddle stages (every model stage not in SPLIT_H200_STAGES),
-               H200 job for SPLIT_H200_STAGES (default dell,mineru), CPU job afterok on both
-  cpu          inference and fusion/review all on the CPU partition
+  l40s | h200  one GPU inference job with every selected model stage, then fusion/review on CPU;
+               h200 refuses Paddle stages (Paddle has no CUDA kernels for the H200)
+  split        L40S job for the Paddle stages (every model stage not in SPLIT_H200_STAGES, and
+               Paddle stages even if listed there), H200 job for SPLIT_H200_STAGES (default
+               dell,mineru), CPU job afterok on both
+  cpu          inference (with --device cpu; stages that require CUDA are refused) and
+               fusion/review all on the CPU partition
+Fusion, review and other builtin stages always run in a CPU job, never in a GPU allocation.
 --shards N makes each inference job an array of N tasks over slices of the manifest; the
 fusion/review job waits (afterok) for the whole array. --dry-run prints the commands and
-writes nothing. A mode's job with no selected stages is not submitted.
+writes nothing. A job with no selected stage, or whose stages are all finished, is not submitted.
+--canary sends the first page through every selected stage into D/canary on short jobs
+(CANARY_TIME, default 00:30:00); each GPU job runs 'newsbag doctor' on its node first.
+
+The run dir remembers how it was first submitted (D/slurm/submit.json: config, --gpu, --stages,
+--shards, resources, NEWSBAG_ALLOW_PARTIAL); a later submit into D reuses every setting that
+is not given again. Jobs of D that can never start (DependencyNeverSatisfied) are cancelled;
+while other jobs of D are queued or running, a submit is refused. Requests are checked against
+the partitions' limits (sinfo/scontrol) and refused if no node could ever run them.
 
 Environment overrides: ACCOUNT (torch_pr_609_general), L40S_PARTITION (l40s_public),
 H200_PARTITION (h200_public), CPU_PARTITION (cs), L40S_GRES, H200_GRES, {L40S,H200,CPU}_MEM,
 {L40S,H200,CPU}_TIME, {L40S,H200,CPU}_CPUS, {L40S,H200,CPU}_EXTRA (more sbatch options),
 BASE (/scratch/\$USER/newsbag), PROJECT_ROOT, VENV_DIR (\$BASE/venv), NEWSBAG_PY
 (\$VENV_DIR/bin/python), NEWSBAG_CONFIG (\$PROJECT_ROOT/configs/pipeline.torch.json if present),
-SPLIT_H200_STAGES (dell,mineru), NEWSBAG_ALLOW_PARTIAL=1 (fusion runs even if some pages failed).
+SPLIT_H200_STAGES (dell,mineru), NEWSBAG_ALLOW_PARTIAL=1 (fusion runs even if some pages failed),
+CANARY_TIME (00:30:00), CHECK_LIMITS=0 (skip the partition limit check).
 EOF
 }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 
 input_dirs=()
 recursive=0
-gpu="split"
+gpu=""
 stages=""
+stages_given=0
 max_pages=""
 run_dir=""
-shards=1
+shards=""
 dry_run=0
+canary=0
 while [ $# -gt 0 ]; do
   opt=$1
   case "$opt" in
@@ -45,6 +60,7 @@ while [ $# -gt 0 ]; do
     -h|--help) usage; exit 0 ;;
     --recursive) recursive=1; shift; continue ;;
     --dry-run) dry_run=1; shift; continue ;;
+    --canary) canary=1; shift; continue ;;
     --input-dir|--gpu|--stages|--max-pages|--run-dir|--shards)
       [ $# -ge 2 ] || die "$opt needs a value" ;;
     *) die "unknown option '$opt' (see --help)" ;;
@@ -52,7 +68,7 @@ while [ $# -gt 0 ]; do
   case "$opt" in
     --input-dir) input_dirs+=("$2") ;;
     --gpu) gpu=$2 ;;
-    --stages) stages=$2 ;;
+    --stages) stages=$2; stages_given=1 ;;
     --max-pages) max_pages=$2 ;;
     --run-dir) run_dir=$2 ;;
     --shards) shards=$2 ;;
@@ -60,11 +76,11 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 
-case "$gpu" in
+[ -z "$gpu" ] || case "$gpu" in
   l40s|h200|split|cpu) ;;
   *) die "unknown --gpu '$gpu' (choose l40s, h200, split or cpu)" ;;
 esac
-[[ "$shards" =~ ^[1-9][0-9]*$ ]] || die "--shards must be a positive integer, got '$shards'"
+[ -z "$shards" ] || [[ "$shards" =~ ^[1-9][0-9]*$ ]] || die "--shards must be a positive integer, got '$shards'"
 [ -z "$max_pages" ] || [[ "$max_pages" =~ ^[1-9][0-9]*$ ]] || die "--max-pages must be a positive integer, got '$max_pages'"
 for d in "${input_dirs[@]}"; do
   [ -d "$d" ] || die "--input-dir $d is not a directory"
@@ -73,27 +89,60 @@ if [ ${#input_dirs[@]} -eq 0 ]; then
   [ -n "$run_dir" ] || die "give --input-dir DIR (or --run-dir D of an earlier run to resubmit it)"
   [ -f "$run_dir/manifests/pages.jsonl" ] || die "no --input-dir and $run_dir/manifests/pages.jsonl does not exist"
 fi
+[ -z "$run_dir" ] || case "$run_dir" in /*) ;; *) run_dir=$PWD/$run_dir ;; esac
+
+# A run submitted before: its recorded settings apply wherever this call gives none.
+recalled=()
+if [ -n "$run_dir" ] && [ -f "$run_dir/slurm/submit.json" ]; then
+  py=${NEWSBAG_PY:-${VENV_DIR:-${BASE:-/scratch/${USER:-$(id -un)}/newsbag}/venv}/bin/python}
+  [ -x "$py" ] || die "NEWSBAG_PY=$py is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"
+  settings=$("$py" -m newsbag slurm recall --run-dir "$run_dir" 2>&1) || die "${settings#newsbag: error: }"
+  while IFS=$'\t' read -r key value; do
+    case "$key" in
+      GPU_MODE) [ -n "$gpu" ] || { gpu=$value; recalled+=("--gpu $value"); } ;;
+      STAGES) [ "$stages_given" = 1 ] || { stages=$value; recalled+=("--stages ${value:-<all>}"); } ;;
+      SHARDS) [ -n "$shards" ] || { shards=$value; recalled+=("--shards $value"); } ;;
+      [A-Z]*) if [ -z "${!key+x}" ]; then export "$key=$value"; recalled+=("$key=$value"); fi ;;
+    esac
+  done <<<"$settings"
+  [ ${#recalled[@]} -eq 0 ] || echo "$PROG: reusing the settings $run_dir was first submitted with: ${recalled[*]}" >&2
+fi
+gpu=${gpu:-split}
+shards=${shards:-1}
 
 # shellcheck source=_defaults.sh
 source "$SLURM_DIR/_defaults.sh"
 SPLIT_H200_STAGES=${SPLIT_H200_STAGES:-dell,mineru}
 NEWSBAG_CONFIG=${NEWSBAG_CONFIG:-}
+case "$NEWSBAG_CONFIG" in ""|/*) ;; *) NEWSBAG_CONFIG=$PWD/$NEWSBAG_CONFIG ;; esac
+if [ "$canary" = 1 ]; then
+  CANARY_TIME=${CANARY_TIME:-00:30:00}
+  L40S_TIME=$CANARY_TIME; H200_TIME=$CANARY_TIME; CPU_TIME=$CANARY_TIME
+fi
+L40S_EXTRA=${L40S_EXTRA:-}; H200_EXTRA=${H200_EXTRA:-}; CPU_EXTRA=${CPU_EXTRA:-}
+export ACCOUNT L40S_PARTITION H200_PARTITION CPU_PARTITION L40S_GRES H200_GRES \
+       L40S_MEM H200_MEM CPU_MEM L40S_TIME H200_TIME CPU_TIME L40S_CPUS H200_CPUS CPU_CPUS \
+       L40S_EXTRA H200_EXTRA CPU_EXTRA
 
 [ -x "$NEWSBAG_PY" ] || die "NEWSBAG_PY=$NEWSBAG_PY is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"
 config_args=()
 [ -n "$NEWSBAG_CONFIG" ] && config_args=(--config "$NEWSBAG_CONFIG")
-
-# Stages are checked against the config before anything is written.
-if ! stage_table=$("$NEWSBAG_PY" -m newsbag slurm stages "${config_args[@]}" --stages "$stages" 2>&1); then
-  die "${stage_table#newsbag: error: }"
+limit_args=()
+if [ "${CHECK_LIMITS:-1}" = 0 ] || [ "$dry_run" = 1 ] || ! command -v sinfo >/dev/null; then
+  limit_args=(--no-check-limits)
 fi
-model_stages=(); post_stages=()
-while IFS=$'\t' read -r name kind; do
-  case "$kind" in  # other lines are interpreter warnings on stderr, not stages
-    model) model_stages+=("$name") ;;
-    fusion|review) post_stages+=("$name") ;;
-  esac
-done <<<"$stage_table"
+
+# The plan (partition rules, limits) is checked before anything is written.
+plan() {  # extra args for `newsbag slurm plan`; prints the job table
+  "$NEWSBAG_PY" -m newsbag slurm plan "${config_args[@]}" --stages "$stages" --gpu "$gpu" \
+    --split-h200 "$SPLIT_H200_STAGES" "${limit_args[@]}" "$@"
+}
+plan_err=$(mktemp)
+trap 'rm -f "$plan_err"' EXIT
+if ! job_table=$(plan 2>"$plan_err"); then
+  msg=$(grep -v '^note: ' "$plan_err" | tail -n 1)
+  die "${msg#newsbag: error: }"
+fi
 
 # Missing runner envs are only warned about here: compute nodes may mount what this host lacks;
 # the job's own env check then fails in seconds with the same message.
@@ -102,35 +151,22 @@ if ! env_report=$("$NEWSBAG_PY" -m newsbag slurm check-env "${config_args[@]}" -
   printf '%s\n' "$env_report" | sed 's/^/  /' >&2
 fi
 
-join() { local IFS=,; echo "$*"; }
-in_list() { case ",$2," in *",$1,"*) return 0 ;; esac; return 1; }
-
-# job slots: kind partition gres mem time cpus extra sbatch-script stages
-jobs=()
-add_infer() {  # kind partition gres mem time cpus extra script stage...
-  local spec=("$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8"); shift 8
-  [ $# -gt 0 ] && jobs+=("$(printf '%s\037' "${spec[@]}")$(join "$@")")
-  return 0
-}
-case "$gpu" in
-  l40s) add_infer infer-l40s "$L40S_PARTITION" "$L40S_GRES" "$L40S_MEM" "$L40S_TIME" "$L40S_CPUS" "${L40S_EXTRA:-}" newsbag_infer_l40s.sbatch "${model_stages[@]}" ;;
-  h200) add_infer infer-h200 "$H200_PARTITION" "$H200_GRES" "$H200_MEM" "$H200_TIME" "$H200_CPUS" "${H200_EXTRA:-}" newsbag_infer_h200.sbatch "${model_stages[@]}" ;;
-  cpu)  add_infer infer-cpu "$CPU_PARTITION" "" "$CPU_MEM" "$CPU_TIME" "$CPU_CPUS" "${CPU_EXTRA:-}" newsbag_cpu.sbatch "${model_stages[@]}" ;;
-  split)
-    l40s_part=(); h200_part=()
-    for s in "${model_stages[@]}"; do
-      if in_list "$s" "$SPLIT_H200_STAGES"; then h200_part+=("$s"); else l40s_part+=("$s"); fi
-    done
-    add_infer infer-l40s "$L40S_PARTITION" "$L40S_GRES" "$L40S_MEM" "$L40S_TIME" "$L40S_CPUS" "${L40S_EXTRA:-}" newsbag_infer_l40s.sbatch "${l40s_part[@]}"
-    add_infer infer-h200 "$H200_PARTITION" "$H200_GRES" "$H200_MEM" "$H200_TIME" "$H200_CPUS" "${H200_EXTRA:-}" newsbag_infer_h200.sbatch "${h200_part[@]}"
-    ;;
-esac
-
-[ ${#jobs[@]} -gt 0 ] || [ ${#post_stages[@]} -gt 0 ] || die "no stage selected for mode $gpu"
 [ -n "$run_dir" ] || run_dir=$BASE/runs/$(basename "${input_dirs[0]}")-$(date +%Y%m%d-%H%M%S)
-case "$run_dir" in /*) ;; *) run_dir=$PWD/$run_dir ;; esac
 newsbag_cli=("$NEWSBAG_PY" -m newsbag)
 show() { printf '+'; printf ' %q' "$@"; printf '\n'; }
+
+if [ "$dry_run" = 0 ]; then
+  command -v sbatch >/dev/null || die "sbatch not found: run this on a Slurm login node (or use --dry-run)"
+  mkdir -p "$run_dir/slurm"
+  # One submit at a time per run dir: a second one waits here, then sees the first's jobs and stops.
+  exec 9>"$run_dir/slurm/.submit.lock"
+  flock -w 600 9 || die "another submit into $run_dir has held $run_dir/slurm/.submit.lock for 10 minutes"
+  if [ -f "$run_dir/slurm/jobs.jsonl" ]; then
+    stale_out=$("${newsbag_cli[@]}" slurm stale --run-dir "$run_dir" --cancel 2>&1) || die "${stale_out##*newsbag: error: }"
+    [ -z "$stale_out" ] || printf '%s\n' "$stale_out" >&2
+  fi
+  mkdir -p "$run_dir/logs/slurm"
+fi
 
 # 1. The manifest, built once here so jobs (and array tasks) only ever read it.
 if [ ${#input_dirs[@]} -gt 0 ]; then
@@ -140,36 +176,64 @@ if [ ${#input_dirs[@]} -gt 0 ]; then
   [ -n "$max_pages" ] && pages_cmd+=(--max-pages "$max_pages")
   show "${pages_cmd[@]}"
   if [ "$dry_run" = 0 ]; then
-    command -v sbatch >/dev/null || die "sbatch not found: run this on a Slurm login node (or use --dry-run)"
-    mkdir -p "$run_dir/logs/slurm" "$run_dir/slurm"
     rc=0
-    "${pages_cmd[@]}" || rc=$?
+    pages_out=$("${pages_cmd[@]}" 2>&1) || rc=$?
+    printf '%s\n' "$pages_out"
     # 4 = some inputs rejected (listed in manifests/rejected.jsonl): the others still run.
-    [ "$rc" = 0 ] || [ "$rc" = 4 ] || die "building the manifest failed (newsbag pages exited $rc)"
+    [ "$rc" = 0 ] || [ "$rc" = 4 ] || die "building the manifest failed: $(tail -n 1 <<<"$pages_out")"
   fi
-elif [ "$dry_run" = 0 ]; then
-  command -v sbatch >/dev/null || die "sbatch not found: run this on a Slurm login node (or use --dry-run)"
-  mkdir -p "$run_dir/logs/slurm" "$run_dir/slurm"
 fi
 
 if [ "$dry_run" = 0 ]; then
+  # Remembered for resubmits (the canary's settings are the real run's settings).
+  remember=(NEWSBAG_CONFIG="$NEWSBAG_CONFIG" GPU_MODE="$gpu" STAGES="$stages" SHARDS="$shards"
+            SPLIT_H200_STAGES="$SPLIT_H200_STAGES" NEWSBAG_ALLOW_PARTIAL="${NEWSBAG_ALLOW_PARTIAL:-0}"
+            NEWSBAG_PY="$NEWSBAG_PY" BASE="$BASE" ACCOUNT="$ACCOUNT" L40S_GRES="$L40S_GRES" H200_GRES="$H200_GRES")
+  for p in L40S H200 CPU; do
+    for k in PARTITION MEM TIME CPUS EXTRA; do
+      v=${p}_$k
+      [ "$canary" = 1 ] && [ "$k" = TIME ] && continue
+      remember+=("$v=${!v}")
+    done
+  done
+  "${newsbag_cli[@]}" slurm remember --run-dir "$run_dir" "${remember[@]}" >/dev/null
+  if [ "$canary" = 1 ]; then
+    run_dir=$("${newsbag_cli[@]}" slurm canary --run-dir "$run_dir") || die "could not make the canary run dir"
+    shards=1
+    mkdir -p "$run_dir/logs/slurm" "$run_dir/slurm"
+  fi
   n_pages=$(grep -c . "$run_dir/manifests/pages.jsonl" || true)
   [ "$n_pages" -gt 0 ] || die "$run_dir/manifests/pages.jsonl lists no pages"
   if [ "$shards" -gt "$n_pages" ]; then
     echo "$PROG: note: --shards $shards > $n_pages pages; using $n_pages array tasks" >&2
     shards=$n_pages
   fi
+  # Only stages with pending pages get a job.
+  if ! job_table=$(plan --run-dir "$run_dir" 2>"$plan_err"); then
+    msg=$(grep -v '^note: ' "$plan_err" | tail -n 1)
+    die "${msg#newsbag: error: }"
+  fi
+fi
+sed "s/^note: /$PROG: note: /" "$plan_err" >&2
+if [ -z "$job_table" ]; then
+  echo "nothing to submit: every selected stage of $run_dir is finished (newsbag status --run-dir $run_dir)"
+  exit 0
 fi
 
 # 2. The jobs. Arrays get one log per task; --requeue is safe because `newsbag run` resumes.
 job_id=""
-submit() {  # kind partition gres mem time cpus extra script stages dependency array; sets job_id
-  local kind=$1 part=$2 gres=$3 mem=$4 time=$5 cpus=$6 extra=$7 script=$8 st=$9 dep=${10} array=${11}
-  local log=$run_dir/logs/slurm/%x-%j.out n_shards=""
+prefix=""
+[ "$canary" = 1 ] && prefix=canary-
+submit() {  # kind partition gres mem time cpus extra script device stages dependency array; sets job_id
+  local kind=$prefix$1 part=$2 gres=$3 mem=$4 time=$5 cpus=$6 extra=$7 script=$8 device=$9 st=${10}
+  local dep=${11} array=${12}
+  local log=$run_dir/logs/slurm/%x-%j.out n_shards="" doctor=0
   if [ -n "$array" ]; then log=$run_dir/logs/slurm/%x-%A_%a.out; n_shards=$shards; fi
+  [ "$canary" = 1 ] && [ -n "$gres" ] && doctor=1
   local cmd=(env "NEWSBAG_RUN_DIR=$run_dir" "NEWSBAG_STAGES=$st" "NEWSBAG_SHARDS=$n_shards"
              "NEWSBAG_CONFIG=$NEWSBAG_CONFIG" "NEWSBAG_PY=$NEWSBAG_PY" "NEWSBAG_SLURM_DIR=$SLURM_DIR"
              "BASE=$BASE" "PROJECT_ROOT=$PROJECT_ROOT" "NEWSBAG_ALLOW_PARTIAL=${NEWSBAG_ALLOW_PARTIAL:-0}"
+             "NEWSBAG_DEVICE=$device" "NEWSBAG_DOCTOR=$doctor"
              sbatch --parsable -A "$ACCOUNT" -p "$part")
   [ -n "$gres" ] && cmd+=("--gres=$gres")
   cmd+=("--cpus-per-task=$cpus" "--mem=$mem" "--time=$time" "--job-name=newsbag-$kind"
@@ -191,23 +255,23 @@ submit() {  # kind partition gres mem time cpus extra script stages dependency a
     --partition "$part" --gres "$gres" --stages "$st" --array "$array" --dependency "$dep" \
     --log "$log" --script "$script" || die "job $job_id submitted but not recorded in $run_dir/slurm/jobs.jsonl"
   submitted="${submitted:+$submitted }$job_id"
-  echo "submitted $kind job $job_id: stages $st on $part${gres:+ ($gres)}${array:+ array $array}${dep:+ $dep}"
+  echo "submitted $kind job $job_id: stages $st on $part${gres:+ ($gres)}${device:+ --device $device}${array:+ array $array}${dep:+ $dep}"
 }
 
 array=""
 [ "$shards" -gt 1 ] && array=0-$((shards - 1))
 infer_ids=()
-for spec in "${jobs[@]}"; do
-  IFS=$'\037' read -r kind part gres mem time cpus extra script st <<<"$spec"
-  submit "$kind" "$part" "$gres" "$mem" "$time" "$cpus" "$extra" "$script" "$st" "" "$array"
-  infer_ids+=("$job_id")
-done
-if [ ${#post_stages[@]} -gt 0 ]; then
-  dep=""
-  [ ${#infer_ids[@]} -gt 0 ] && dep=afterok:$(IFS=:; echo "${infer_ids[*]}")
-  submit fuse-review "$CPU_PARTITION" "" "$CPU_MEM" "$CPU_TIME" "$CPU_CPUS" "${CPU_EXTRA:-}" \
-    newsbag_fuse_review_cs.sbatch "$(join "${post_stages[@]}")" "$dep" ""
-fi
+# Fields are tab-separated; read splits on \037 because runs of tabs (empty gres, extra) would merge.
+while IFS=$'\037' read -r kind part gres mem time cpus extra script device st; do
+  if [ "$kind" = fuse-review ]; then
+    dep=""
+    [ ${#infer_ids[@]} -gt 0 ] && dep=afterok:$(IFS=:; echo "${infer_ids[*]}")
+    submit "$kind" "$part" "$gres" "$mem" "$time" "$cpus" "$extra" "$script" "$device" "$st" "$dep" ""
+  else
+    submit "$kind" "$part" "$gres" "$mem" "$time" "$cpus" "$extra" "$script" "$device" "$st" "" "$array"
+    infer_ids+=("$job_id")
+  fi
+done < <(tr '\t' '\037' <<<"$job_table")
 if [ "$dry_run" = 1 ]; then
   echo "dry run: nothing written or submitted (run dir would be $run_dir)"
 else

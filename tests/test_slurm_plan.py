@@ -1,0 +1,208 @@
+"""Slurm submission logic without a scheduler: partition rules, limits, settings, the way out, small fixes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+
+from newsbag.config import parse_config
+from newsbag.errors import ConfigError
+from newsbag.slurm import (JobPlan, Request, check_limits, expand_log_path, last_error_line, live_and_stale_jobs,
+                           load_settings, make_canary, pending_stages, plan_jobs, save_settings, way_out)
+from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
+
+
+def _torch_like(tmp_path, mineru_cuda=True):
+    """Stage names and families of the Torch bag, all runnable here (family fake)."""
+    def model(name, family, **params):
+        return {"name": name, "family": family, "variants": {"v": params}}
+    raw = {"runners_dir": str(tmp_path / "runners"), "stages": [
+        model("paddle_layout", "paddle_layout"), model("paddle_vl15", "paddle_vl15"), model("dell", "dell"),
+        model("mineru", "mineru", **({"require_cuda": True} if mineru_cuda else {})),
+        {"name": "fusion", "kind": "fusion"}, {"name": "review", "kind": "review"}]}
+    runners = tmp_path / "runners"
+    runners.mkdir(exist_ok=True)
+    for fam in ("paddle_layout", "paddle_vl15", "dell", "mineru"):
+        (runners / f"{fam}.py").write_text("")
+        params = {"require_cuda": {"type": "boolean", "default": False}} if fam == "mineru" else {}
+        (runners / f"{fam}.tool.json").write_text(json.dumps({"parameters": params}))
+    return parse_config(raw, str(tmp_path / "torch.json"))
+
+
+def _table(jobs):
+    return [(j.kind, j.slot, ",".join(j.stages), j.device) for j in jobs]
+
+
+@pytest.mark.parametrize("mode, stages, expected, note", [
+    # split: Paddle on L40S, Dell and MinerU on H200, builtins on the CPU partition
+    ("split", [], [("infer-l40s", "l40s", "paddle_layout,paddle_vl15", ""), ("infer-h200", "h200", "dell,mineru", ""),
+                   ("fuse-review", "post", "fusion,review", "")], None),
+    ("l40s", ["dell", "review"], [("infer-l40s", "l40s", "dell", ""), ("fuse-review", "post", "review", "")], None),
+    ("h200", ["dell", "mineru", "fusion"], [("infer-h200", "h200", "dell,mineru", ""),
+                                            ("fuse-review", "post", "fusion", "")], None),
+    # builtins alone: never a GPU job, whatever the mode
+    ("h200", ["fusion", "review"], [("fuse-review", "post", "fusion,review", "")], None),
+])
+def test_plan_modes(tmp_path, mode, stages, expected, note):
+    jobs, notes = plan_jobs(_torch_like(tmp_path), stages, mode)
+    assert _table(jobs) == expected
+    assert all(j.script == "newsbag_fuse_review_cs.sbatch" for j in jobs if j.kind == "fuse-review")
+
+
+def test_h200_refuses_paddle_with_the_reason_and_the_fix(tmp_path):
+    with pytest.raises(ConfigError) as exc:
+        plan_jobs(_torch_like(tmp_path), ["paddle_layout", "dell", "fusion"], "h200")
+    assert str(exc.value) == (
+        "--gpu h200 would run the Paddle stage(s) paddle_layout on H200, where Paddle has no CUDA kernels for the "
+        "GPU (kernel image mismatch); use --gpu split (Paddle on L40S, the rest on H200) or --gpu l40s, "
+        "or leave them out with --stages dell,fusion")
+
+
+def test_split_routes_a_paddle_stage_listed_for_h200_to_l40s(tmp_path):
+    jobs, notes = plan_jobs(_torch_like(tmp_path), [], "split", split_h200=("paddle_vl15", "mineru"))
+    assert _table(jobs)[:2] == [("infer-l40s", "l40s", "paddle_layout,paddle_vl15,dell", ""),
+                                ("infer-h200", "h200", "mineru", "")]
+    assert notes == ["Paddle stage(s) paddle_vl15 go to L40S, not H200 (Paddle has no H200 kernels)"]
+
+
+def test_cpu_mode_runs_model_stages_with_device_cpu_and_refuses_cuda_only_ones(tmp_path):
+    with pytest.raises(ConfigError, match=r"--gpu cpu: stage\(s\) mineru require CUDA \(require_cuda in .*torch.json\) "
+                                          r"and cannot run on the CPU partition; leave them out with --stages "
+                                          r"paddle_layout,paddle_vl15,dell,fusion,review"):
+        plan_jobs(_torch_like(tmp_path), [], "cpu")
+    jobs, notes = plan_jobs(_torch_like(tmp_path, mineru_cuda=False), [], "cpu")
+    assert _table(jobs) == [("infer-cpu", "cpu", "paddle_layout,paddle_vl15,dell,mineru", "cpu"),
+                            ("fuse-review", "post", "fusion,review", "")]
+
+
+CLUSTER = {
+    "cs": {"max_time_min": 2880.0, "max_mem_mb": None, "max_cpus_node": None, "state": "UP",
+           "nodes": [{"name": "n1", "cpus": 2, "mem_mb": 22899.0, "gres": {}}]},
+    "l40s_public": {"max_time_min": None, "max_mem_mb": 16384.0, "max_cpus_node": None, "state": "UP",
+                    "nodes": [{"name": "n1", "cpus": 2, "mem_mb": 22899.0, "gres": {"gpu": 2, "gpu:l40s": 1}}]},
+}
+
+
+@pytest.mark.parametrize("request_, problem", [
+    (Request("infer-l40s", "L40S", "l40s_public", "gpu:l40s:1", 2, "16G", "12:00:00"), None),   # fits exactly
+    (Request("fuse-review", "CPU", "cs", "", 8, "32G", "3-00:00:00"),
+     "fuse-review job (-p cs --cpus-per-task=8 --mem=32G --time=3-00:00:00) can never start on this cluster: "
+     "time 3-00:00:00 exceeds the partition's MaxTime of 2880 min (set CPU_TIME to at most 2880); "
+     "8 CPUs asked but its largest node has 2 (set CPU_CPUS=2 or less); "
+     "32G memory asked but its largest node has 22G (set CPU_MEM=22G or less)"),
+    # MaxMemPerNode caps the node's memory
+    (Request("infer-l40s", "L40S", "l40s_public", "gpu:l40s:1", 1, "20G", "10"),
+     "infer-l40s job (-p l40s_public --cpus-per-task=1 --mem=20G --time=10 --gres=gpu:l40s:1) can never start on "
+     "this cluster: 20G memory asked but its largest node has 16G (set L40S_MEM=16G or less)"),
+    (Request("infer-h200", "L40S", "l40s_public", "gpu:h200:1", 1, "1G", "10"),
+     "infer-h200 job (-p l40s_public --cpus-per-task=1 --mem=1G --time=10 --gres=gpu:h200:1) can never start on "
+     "this cluster: no node has 1 x gpu:h200 (its nodes have: gpu:l40s; set L40S_GRES)"),
+    (Request("infer-h200", "H200", "h200_public", "gpu:h200:1", 1, "1G", "10"),
+     "infer-h200 job (-p h200_public --cpus-per-task=1 --mem=1G --time=10 --gres=gpu:h200:1): partition "
+     "h200_public does not exist (this cluster has: cs, l40s_public); set H200_PARTITION"),
+])
+def test_check_limits_names_the_numbers(request_, problem):
+    assert check_limits([request_], CLUSTER) == ([problem] if problem else [])
+
+
+def test_settings_round_trip_and_refuse_unknown_keys(tmp_path):
+    assert load_settings(tmp_path) == {}
+    save_settings(tmp_path, {"NEWSBAG_CONFIG": "/c.json", "GPU_MODE": "cpu", "STAGES": "", "L40S_MEM": "7G",
+                             "NEWSBAG_ALLOW_PARTIAL": "1"})
+    assert load_settings(tmp_path) == {"NEWSBAG_CONFIG": "/c.json", "GPU_MODE": "cpu", "STAGES": "",
+                                       "NEWSBAG_ALLOW_PARTIAL": "1", "L40S_MEM": "7G"}
+    with pytest.raises(ConfigError, match="unknown submit setting"):
+        save_settings(tmp_path, {"PATH": "/bin"})
+
+
+def test_recall_prints_tab_lines(tmp_path, capsys):
+    save_settings(tmp_path, {"GPU_MODE": "split", "SHARDS": "4"})
+    code, out, _ = run_cli(capsys, "slurm", "recall", "--run-dir", tmp_path)
+    assert (code, out) == (0, "GPU_MODE\tsplit\nSHARDS\t4\n")
+
+
+def test_live_and_stale_jobs():
+    rows = [{"job_id": "1", "state": "COMPLETED"}, {"job_id": "2", "state": "PENDING (DependencyNeverSatisfied)"},
+            {"job_id": "3", "state": "RUNNING 1/2, PENDING (Resources) 1/2"}, {"job_id": "4", "state": "FAILED"},
+            {"job_id": "5", "state": "unknown"}]
+    live, stale = live_and_stale_jobs(rows)
+    assert ([r["job_id"] for r in live], [r["job_id"] for r in stale]) == (["3"], ["2"])
+
+
+def test_way_out_names_log_last_error_and_commands(tmp_path):
+    logs = tmp_path / "logs" / "slurm"
+    logs.mkdir(parents=True)
+    (logs / "newsbag-infer-h200-12.out").write_text(
+        "newsbag job 12 (gpu) on vm\nnewsbag env check: stage dell: env 'dell' interpreter /x is missing\n"
+        "newsbag job: error: runner env check failed (lines above); fix the env paths in the config, then resubmit\n")
+    (logs / "newsbag-infer-l40s-11_1.out").write_text("newsbag job 11_1\nnewsbag job 11_1: newsbag run exited 4 at t\n")
+    pattern = str(logs / "%x-%j.out")
+    rows = [{"job_id": "11", "kind": "infer-l40s", "state": "FAILED 1/2, COMPLETED 1/2", "array": "0-1",
+             "log": str(logs / "%x-%A_%a.out")},
+            {"job_id": "12", "kind": "infer-h200", "state": "FAILED", "log": pattern},
+            {"job_id": "13", "kind": "fuse-review", "state": "PENDING (DependencyNeverSatisfied)", "log": pattern}]
+    lines = way_out(tmp_path, rows, {"11_0": "COMPLETED", "11_1": "FAILED"}, submit_cmd="submit.sh")
+    assert lines == [
+        f"job 11_1 infer-l40s FAILED: log {logs}/newsbag-infer-l40s-11_1.out",
+        "    last error: newsbag job 11_1: newsbag run exited 4 at t",
+        f"job 12 infer-h200 FAILED: log {logs}/newsbag-infer-h200-12.out",
+        "    last error: newsbag job: error: runner env check failed (lines above); fix the env paths in the config, "
+        "then resubmit",
+        "job 13 fuse-review will never start: a job it waits for failed",
+        "cancel what is left of this run: scancel 13",
+        f"after fixing the cause, resubmit (same settings, only stages with pending pages; stale jobs are cancelled): "
+        f"submit.sh --run-dir {tmp_path}",
+    ]
+    assert way_out(tmp_path, [{"job_id": "1", "state": "COMPLETED"}]) == []
+    assert expand_log_path("/r/%x-%j.out", "5", "fuse-review") == "/r/newsbag-fuse-review-5.out"
+    assert last_error_line(tmp_path / "missing.out") is None
+
+
+def test_pending_stages_and_canary(tmp_path):
+    from newsbag.pages import build_pages
+
+    pages = tmp_path / "in"
+    for name in ("a", "b"):
+        write_image(pages / f"{name}.png")
+    run = tmp_path / "run"
+    build_pages(run, [pages], None, False, None)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}},
+                            extra_stages=[{"name": "fusion", "kind": "fusion"}, {"name": "review", "kind": "review"}])
+    from newsbag.config import load_config
+    from newsbag.pipeline import RunOptions, run_pipeline
+
+    config = load_config(cfg)
+    assert pending_stages(config, [], run) == ["fake", "fusion", "review"]
+    run_pipeline(RunOptions(run_dir=run, config_path=cfg, stages=("fake",)))
+    assert pending_stages(config, [], run) == ["fusion", "review"]
+    run_pipeline(RunOptions(run_dir=run, config_path=cfg))
+    assert pending_stages(config, [], run) == []
+    canary = make_canary(run)
+    (first,) = json.loads("[" + (canary / "manifests" / "pages.jsonl").read_text().strip() + "]")
+    orig = json.loads((run / "manifests" / "pages.jsonl").read_text().splitlines()[0])
+    assert first["page_id"] == orig["page_id"]
+    assert (canary / first["path"]).resolve() == (run / orig["path"]).resolve()
+
+
+def test_forgetting_recursive_hints_and_writes_no_manifest(tmp_path, capsys):
+    write_image(tmp_path / "in" / "issue1" / "p1.png")
+    write_image(tmp_path / "in" / "issue2" / "p1.png")
+    code, out, err = run_cli(capsys, "pages", "--run-dir", tmp_path / "run", "--input-dir", tmp_path / "in")
+    assert code == 2
+    assert err.strip().endswith(f"in {tmp_path / 'in'}, but its sub-folders hold 2 image(s): add --recursive")
+    assert not (tmp_path / "run" / "manifests" / "pages.jsonl").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(capsys, "pages", "--run-dir", tmp_path / "run", "--input-dir", tmp_path / "empty")
+    assert code == 2 and err.strip().endswith("; nothing written")
+
+
+def test_fusion_says_re_fusing_only_when_an_earlier_order_differs(tmp_path, caplog):
+    from newsbag.fusion import stage as fusion_stage
+
+    caplog.set_level(logging.INFO)
+    src = fusion_stage.run_fusion.__code__.co_consts
+    text = " ".join(c for c in src if isinstance(c, str))
+    assert "refusing every page" not in text
