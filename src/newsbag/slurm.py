@@ -307,29 +307,27 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
 
     A model stage is pending while any of its sources lacks a finished page of the manifest
     (failed pages count: a resubmit retries them). Fusion is pending when a model stage is, or
-    when a variant or the summary is missing; review when fusion is, or boards or the gallery
-    are missing. Other builtin stages have no cheap check and always count as pending.
+    when a variant has pages not done (missing, failed or stale) or none exists; review when
+    fusion is, or boards or the gallery are missing. Other builtin stages have no cheap check
+    and always count as pending.
     """
-    from .orchestrator import is_page_done, source_dir
-    from .pages import read_pages
+    from . import rundir
+    from .status import collect_status
 
-    ids = [p.page_id for p in read_pages(run_dir)]
+    ids = rundir.manifest_page_ids(run_dir)
+    status = collect_status(run_dir)
     pending: list[str] = []
     model_pending = fusion_pending = False
-    fusion_dir = Path(run_dir) / "outputs" / "fusion"
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
-            todo = any(not is_page_done(source_dir(run_dir, stage.name, v), pid) for v in stage.variants for pid in ids)
+            todo = any(not rundir.is_page_done(rundir.source_dir(run_dir, stage.name, v), pid)
+                       for v in stage.variants for pid in ids)
             model_pending |= todo
         elif stage.kind == "fusion":
-            variants = [d for d in fusion_dir.glob("*") if d.is_dir() and not d.name.startswith("_")]
-            todo = (model_pending or not (fusion_dir / "summary.json").is_file() or not variants
-                    or any(not (d / f"{pid}.json").is_file() for d in variants for pid in ids))
-            fusion_pending = todo
+            todo = fusion_pending = (model_pending or not status["fusion"]
+                                     or any(f["done"] < len(ids) for f in status["fusion"]))
         elif stage.kind == "review":
-            review = Path(run_dir) / "review"
-            todo = (model_pending or fusion_pending or not (review / "index.html").is_file()
-                    or any(not (review / "pages" / pid / "board.png").is_file() for pid in ids))
+            todo = model_pending or fusion_pending or not status["gallery"] or status["review_boards"] < len(ids)
         else:
             todo = True
         if todo:
