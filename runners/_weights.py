@@ -1,12 +1,16 @@
 """Find model weights offline (model dir, HF cache, PaddleX cache) and stage them to node-local disk.
 
 Compute nodes often have no internet and slow shared file systems: a runner resolves its
-weights to a local directory without any network call when it can, and may copy them once
-per job (and once per node, guarded by a marker file) to $SLURM_TMPDIR / $TMPDIR.
+weights to a local directory without any network call when it can, and may copy them to
+node-local disk. The copy is reused by later jobs on the node only when the staging root
+outlives the job: $NEWSBAG_STAGE_DIR (a node-local disk that persists, e.g. /tmp/$USER or
+/state/partition1/$USER) is; $SLURM_TMPDIR and the per-job $TMPDIR the sbatch jobs set are
+deleted when the job ends, so there each job copies once for itself.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -100,8 +104,8 @@ def paddlex_cached_model(model_name: str) -> Path | None:
 
 
 def local_stage_root() -> Path:
-    """Node-local scratch: $SLURM_TMPDIR, then $TMPDIR, then /tmp."""
-    for var in ("SLURM_TMPDIR", "TMPDIR"):
+    """Where weights are staged: $NEWSBAG_STAGE_DIR (node-persistent), then $SLURM_TMPDIR, $TMPDIR, /tmp."""
+    for var in ("NEWSBAG_STAGE_DIR", "SLURM_TMPDIR", "TMPDIR"):
         if os.environ.get(var):
             return Path(os.environ[var])
     return Path("/tmp")
@@ -110,29 +114,41 @@ def local_stage_root() -> Path:
 def stage_to_local(src: Path, root: Path | None = None) -> Path:
     """Copy a weights file or directory to node-local disk once; return the local path.
 
-    The copy goes to a temp name and is renamed into place, then a marker is written, so a
-    half-finished copy (job killed mid-copy) is never used and a second job on the same
-    node reuses the finished one.
+    Safe for several jobs on one node at once:
+    - a finished copy is a folder ``<key>-<name>/`` holding the weights and a marker; it
+      becomes visible in one ``os.rename`` of a complete temp folder, marker included, so no
+      reader ever sees a half copy or a copy without its marker;
+    - a lock file per source serialises the copying: a second job waits for the first's copy
+      and reuses it instead of copying again;
+    - a finished copy is never deleted or rewritten (another job may be loading from it); a
+      folder without a marker (left by an older newsbag) is moved aside, not removed.
     """
     src = Path(src).resolve()
     if not src.exists():
         raise MissingDependency(f"cannot stage {src}: it does not exist")
-    root = Path(root) if root is not None else local_stage_root()
+    base = (Path(root) if root is not None else local_stage_root()) / "newsbag-weights"
     key = hashlib.sha1(str(src).encode()).hexdigest()[:10]
-    dest_dir = root / "newsbag-weights" / f"{key}-{src.name}"
-    dest = dest_dir / src.name
-    marker = dest_dir / STAGED_MARKER
-    if marker.is_file() and dest.exists():
+    final = base / f"{key}-{src.name}"
+    dest = final / src.name
+    if (final / STAGED_MARKER).is_file() and dest.exists():
         return dest
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    tmp = dest_dir / f".{src.name}.tmp-{os.getpid()}"
-    if src.is_dir():
-        shutil.copytree(src, tmp, symlinks=False)  # HF snapshots are symlinks into blobs/: copy content
-    else:
-        shutil.copy2(src, tmp)
-    if dest.exists():
-        shutil.rmtree(dest) if dest.is_dir() else dest.unlink()
-    os.replace(tmp, dest)
-    marker.write_text(str(src) + "\n")
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if the job is killed
+        if (final / STAGED_MARKER).is_file() and dest.exists():
+            log(f"reusing staged weights {dest}")
+            return dest
+        if final.exists():
+            os.rename(final, base / f".{final.name}.unmarked-{os.getpid()}")
+        tmp = base / f".{final.name}.tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)  # our own pid's leftover: nobody else writes or reads it
+        tmp.mkdir()
+        if src.is_dir():
+            shutil.copytree(src, tmp / src.name, symlinks=False)  # HF snapshots are symlinks into blobs/
+        else:
+            shutil.copy2(src, tmp / src.name)
+        (tmp / STAGED_MARKER).write_text(str(src) + "\n")
+        os.rename(tmp, final)
     log(f"staged {src} -> {dest}")
     return dest

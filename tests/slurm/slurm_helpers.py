@@ -15,34 +15,20 @@ SUBMIT = SLURM_DIR / "submit_newsbag_from_dir.sh"
 SHARED = REPO.parent / "shared"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
             "DEADLINE", "PREEMPTED"}
-# "dell" here yields text lines (the line source); the other three give regions to fuse.
-FUSION_VARIANTS = {
-    "S1": {"sources": ["paddle_vl15/*"], "method": "best_single"},
-    "P3": {"sources": ["paddle_layout/*", "paddle_vl15/*", "mineru/*"], "method": "consensus", "params": {"vote": 1}},
-    "C1": {"sources": ["*"], "method": "consensus",
-           "params": {"vote": 2, "granularity": ["mineru/paragraphs", "paddle_vl15/blocks"]}},
-}
+TRY_CONFIG = REPO / "configs" / "pipeline.slurm-try.json"
+# The embedded bag under the production stage names ("dell" yields text lines, the line source).
+FUSION_VARIANTS = next(s for s in json.loads(TRY_CONFIG.read_text())["stages"] if s["name"] == "fusion")["variants"]
 
 
 def bag_config(path: Path, broken_env_stage: str | None = None) -> Path:
-    """The embedded CPU bag mapped onto the production stage names (DESIGN section 5 models)."""
-    stages = [
-        {"name": "paddle_layout", "family": "paddle_layout", "variants": {"cdla": {}}},
-        {"name": "paddle_vl15", "family": "tesseract", "variants": {"blocks": {}}},
-        {"name": "dell", "family": "text_lines", "variants": {"lines": {"group": False}}},
-        {"name": "mineru", "family": "tesseract", "variants": {"paragraphs": {"level": "paragraph"}}},
-        {"name": "fusion", "kind": "fusion", "line_source": "dell/lines", "exclude_from_variants": ["dell/lines"],
-         "variants": FUSION_VARIANTS},
-        {"name": "review", "kind": "review"},
-    ]
-    envs = {"default": {"python": ""}}
+    """configs/pipeline.slurm-try.json, optionally with one stage's env pointing at a missing interpreter."""
+    config = json.loads(TRY_CONFIG.read_text())
     if broken_env_stage:
-        envs["broken"] = {"python": str(path.parent / "no-such-env" / "bin" / "python")}
-        for s in stages:
+        config["envs"]["broken"] = {"python": str(path.parent / "no-such-env" / "bin" / "python")}
+        for s in config["stages"]:
             if s["name"] == broken_env_stage:
                 s["env"] = "broken"
-    path.write_text(json.dumps({"version": 1, "envs": envs, "device": "auto", "allow_cpu_fallback": True,
-                                "stages": stages}, indent=1))
+    path.write_text(json.dumps(config, indent=1))
     return path
 
 
