@@ -50,8 +50,11 @@ def show_job(job_id: str) -> list[dict]:
     return records
 
 
-def wait_for(job_ids: list[str], done, timeout_s: float = 170.0) -> dict[str, list[dict]]:
-    """Poll scontrol until `done(records_by_id)` holds; fail with every job's state on timeout."""
+def wait_for(job_ids: list[str], done, timeout_s: float = 600.0) -> dict[str, list[dict]]:
+    """Poll scontrol until `done(records_by_id)` holds; fail with every job's state on timeout.
+
+    The limit is generous: on a shared test node (several suites at once) jobs queue for minutes.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         records = {j: show_job(j) for j in job_ids}
