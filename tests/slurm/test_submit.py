@@ -200,7 +200,7 @@ def test_cpu_mode_with_the_default_config(tmp_path, sample_pages, slurm_env, can
     res = submit(["--input-dir", str(sample_pages), "--gpu", "cpu", "--run-dir", str(run_dir)], env)
     line = _refused(res, run_dir)
     assert line.startswith("submit_newsbag_from_dir.sh: error: --gpu cpu: stage(s) mineru require CUDA (require_cuda in ")
-    assert line.endswith("leave them out with --stages paddle_layout,paddle_vl15,dell,text_lines,fusion,review, "
+    assert line.endswith("leave them out with --stages paddle_layout,paddle_vl15,dell,text_lines,fusion,review,export, "
                          "or submit them with --gpu split")
     res = submit(["--input-dir", str(sample_pages), "--gpu", "cpu", "--stages", "dell", "--run-dir", str(run_dir)], env)
     assert res.returncode == 0, res.stderr
