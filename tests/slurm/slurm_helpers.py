@@ -15,13 +15,13 @@ SUBMIT = SLURM_DIR / "submit_newsbag_from_dir.sh"
 SHARED = REPO.parent / "shared"
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
             "DEADLINE", "PREEMPTED"}
-TRY_CONFIG = REPO / "configs" / "pipeline.slurm-try.json"
+TRY_CONFIG = REPO / "configs" / "slurm-try.json"
 # The embedded bag under the production stage names ("dell" yields text lines, the line source).
 FUSION_VARIANTS = next(s for s in json.loads(TRY_CONFIG.read_text())["stages"] if s["name"] == "fusion")["variants"]
 
 
 def bag_config(path: Path, broken_env_stage: str | None = None) -> Path:
-    """configs/pipeline.slurm-try.json, optionally with one stage's env pointing at a missing interpreter."""
+    """configs/slurm-try.json, optionally with one stage's env pointing at a missing interpreter."""
     config = json.loads(TRY_CONFIG.read_text())
     if broken_env_stage:
         config["envs"]["broken"] = {"python": str(path.parent / "no-such-env" / "bin" / "python")}

@@ -229,7 +229,7 @@ def test_request_over_a_partition_limit_is_refused_with_the_numbers(tmp_path, sa
 
 def test_canary_one_page_short_jobs_doctor_first(tmp_path, sample_pages, slurm_env, cancel_jobs):
     run_dir = tmp_path / "run"
-    # Through the README's off-cluster command: the shipped try config (configs/pipeline.slurm-try.json).
+    # Through the README's off-cluster command: the shipped try config (configs/slurm-try.json).
     env = {k: v for k, v in slurm_env.items() if k != "NEWSBAG_CONFIG"}
     res = subprocess.run(["bash", str(SLURM_DIR / "try_local_slurm.sh"), "--input-dir", str(sample_pages), "--gpu",
                           "split", "--stages", "paddle_layout,dell,fusion", "--run-dir", str(run_dir), "--canary"],
