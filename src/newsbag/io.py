@@ -40,9 +40,10 @@ def _size_text(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = None):
+def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = None, at_least: bool = False):
     """The one-line `RunDirError` for an OS error writing `path`: what, where, the space the
-    write needed and what is free there, and what to do."""
+    write needed (``at_least``: a streamed file, known only up to where it failed) and what is
+    free there, and what to do."""
     from .errors import RunDirError
 
     probe = Path(path)
@@ -53,7 +54,7 @@ def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = No
     except OSError:
         free = "unknown"
     reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
-    need = f"the write needs {_size_text(needed)}, " if needed is not None else ""
+    need = f"the write needs {'more than ' if at_least else ''}{_size_text(needed)}, " if needed is not None else ""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         fix = "free space (more than this file: the pages still to do need room too)"
     else:
@@ -141,13 +142,15 @@ def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
+        written = None
         if tmp is not None:
             try:
+                written = os.path.getsize(tmp)
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
         if isinstance(exc, OSError) and exc.errno in DISK_ERRNOS:
-            raise run_dir_error(exc, path) from None
+            raise run_dir_error(exc, path, written, at_least=True) from None
         raise
 
 
