@@ -24,13 +24,18 @@ runner's stdin (so a killed orchestrator leaves no job file behind). This module
 rest: the skip-if-valid-output check (made before compute), per-page error capture, atomic
 writes, timing, provenance, the run report and the exit code. Runners never import newsbag.
 
-Protocol on stdout: one line per event, ``@@newsbag <json>``: setup; start (one page in
-flight) or batch (``page_ids`` in flight together); done (per page, also inside a batch);
-fatal; end. Pages listed in the job's ``isolate`` run one at a time after the others (the
-orchestrator's suspects after a batch crashed). Everything else a model library prints goes
-to stderr or is ignored by the orchestrator.
-Exit codes: 0 all pages ok or skipped, 4 some pages failed, 3 a dependency is missing,
-5 the requested GPU is unusable and CPU fallback is not allowed.
+Protocol on stdout: one line per event, ``@@newsbag <json>`` (setup / start / done / end /
+fatal); everything else a model library prints goes to stderr or is ignored by the orchestrator.
+A page is ``ok`` (regions found), ``empty`` (the model answered but nothing usable came back;
+the ``done`` event and the report carry the reason), ``skipped`` (already finished) or ``failed``.
+Exit codes: 0 all pages ok, empty or skipped; 4 some pages failed; 3 a dependency or the
+model's weights are missing; 5 the requested GPU is unusable and CPU fallback is not
+allowed; 1 the model could not be set up for another reason (a ``fatal`` event says which).
+
+The run report is rewritten atomically as pages finish (at most every ``report_flush_s``
+seconds, and always at the end), so a runner killed by Slurm or the OOM killer leaves a
+report that matches the page files on disk. Nothing is written before the model is set up:
+a runner that refuses to start leaves no report and no folder behind.
 
 A runner dies with the orchestrator that started it (``NEWSBAG_PARENT_PID``): Linux
 PR_SET_PDEATHSIG plus a parent-pid watch elsewhere; it then kills its own process group, so
@@ -141,6 +146,25 @@ def die_with_parent() -> None:
     if os.getppid() != int(parent):  # the orchestrator died before the line above
         _terminate()
     threading.Thread(target=_watch_parent, args=(int(parent),), daemon=True, name="newsbag-parent").start()
+
+
+class NoRegions(list):
+    """What ``detect`` returns when the model answered but nothing usable came back.
+
+    An empty list that carries the reason (for example the first characters of an answer
+    that did not parse), so the page is reported ``empty`` with that reason, not ``ok``.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__()
+        self.reason = reason
+
+
+EXIT_SETUP_FAILED = 1
+EXIT_MISSING = 3
+EXIT_PAGES_FAILED = 4
+EXIT_DEVICE = 5
+DEFAULT_MAX_EMPTY_SHARE = 0.2
 
 
 def emit(event: str, **fields) -> None:
@@ -306,6 +330,39 @@ def _shared_for(job: dict, detector_cls, out_dir: Path) -> SharedModelOutput | N
     return SharedModelOutput(out_dir.parent / SHARED_DIR / key, [out_dir.parent / v for v in sharing])
 
 
+def empty_reason(raw, regions: list, warnings: dict) -> str | None:
+    """Why a page has no regions, or None when it has some."""
+    if regions:
+        return None
+    reason = getattr(raw, "reason", None)
+    if reason:
+        return str(reason)[:300]
+    if raw:
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(warnings.items()))
+        return f"all {len(raw)} regions the model returned were dropped ({dropped})"
+    return "the model returned no regions"
+
+
+def summarise_pages(report: dict, max_empty_share: float) -> None:
+    """Totals by page status over every page the report knows, the empty share and its flag.
+
+    The share is empty / (ok + empty): pages the model answered. Above `max_empty_share` the
+    source is flagged: a model that answers but never parses looks like success otherwise.
+    """
+    totals = {"ok": 0, "empty": 0, "failed": 0}
+    for rec in report.get("pages", {}).values():
+        status = rec.get("status", "ok")
+        totals[status] = totals.get(status, 0) + 1
+    answered = totals["ok"] + totals["empty"]
+    share = totals["empty"] / answered if answered else None
+    report["page_totals"] = totals
+    report["empty_share"] = None if share is None else round(share, 4)
+    report["max_empty_share"] = max_empty_share
+    report["flags"] = ([f"{totals['empty']} of {answered} answered pages empty ({share:.0%}, above "
+                        f"{max_empty_share:.0%}): the model answers but nothing usable parses; see its log"]
+                       if share is not None and share > max_empty_share else [])
+
+
 def _load_report(path: Path) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -315,7 +372,15 @@ def _load_report(path: Path) -> dict:
         return {}
 
 
-def run_job(job: dict, detector_cls) -> int:
+def run_job(job: dict, detector_cls, on_flush=None) -> int:
+    """Run every page of `job` through `detector_cls`; returns the runner exit code.
+
+    Args:
+        job: the job spec the orchestrator wrote (out_dir, pages, params, device, ...).
+        detector_cls: the family's detector class (see the module docstring).
+        on_flush: ``on_flush(job, report)`` each time the report is written (MinerU mirrors
+            it into run_meta.json); never called when setup is refused.
+    """
     die_with_parent()  # before the model loads: a load can take minutes
     out_dir = Path(job["out_dir"])
     failed_dir = out_dir / FAILED_DIR
@@ -323,6 +388,8 @@ def run_job(job: dict, detector_cls) -> int:
     force = bool(job.get("force"))
     pages = job["pages"]
     label_map = job.get("label_map", {})
+    max_empty_share = float(job.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
+    flush_s = float(job.get("report_flush_s", 1.0))
 
     todo = []
     for page in pages:
@@ -336,45 +403,84 @@ def run_job(job: dict, detector_cls) -> int:
         "stage": job["stage"], "variant": job["variant"], "family": job["family"],
         "params": job.get("params", {}), "device_requested": job.get("device", "auto"),
         "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
-        "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
     })
+    report.pop("finished", None)
     report.setdefault("pages", {})
     for page in pages:
         if page not in todo:
             report["pages"].setdefault(page["page_id"], {"status": "ok", "seconds": None})
-    if not todo:
-        report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    counts = {"ok": 0, "empty": 0, "failed": 0, "skipped": len(pages) - len(todo)}
+    lock = threading.Lock()
+    dirty = threading.Event()
+
+    def write_report() -> None:
+        """Write the report (and let the family mirror it) atomically. Caller holds `lock`."""
+        report["counts"] = dict(counts)
+        report["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        timed = [p["seconds"] for p in report["pages"].values()
+                 if p.get("status") in ("ok", "empty") and p.get("seconds") is not None]
+        report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
+        summarise_pages(report, max_empty_share)
         atomic_write_json(report_path, report)
-        emit("end", ok=0, failed=0, skipped=len(pages))
+        if on_flush is not None:
+            on_flush(job, report)
+        dirty.clear()
+
+    def flush_loop(stop: threading.Event) -> None:
+        # A background writer, so fast pages followed by a hang or a kill are on disk within
+        # `flush_s` without rewriting a 100k-page report after every page.
+        while not stop.wait(flush_s):
+            if dirty.is_set():
+                with lock:
+                    try:
+                        write_report()
+                    except RunDirFull:
+                        return  # the page loop meets the same disk and stops the job
+
+    if not todo:
+        report.update(state="finished", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        with lock:
+            write_report()
+        emit("end", ok=0, empty=0, failed=0, skipped=len(pages))
         return 0
 
     t0 = time.perf_counter()
+    where = f"{job['stage']}/{job['variant']}"
     try:
         detector = detector_cls(job.get("params", {}), job.get("device", "auto"),
                                 bool(job.get("allow_cpu_fallback", True)))
     except (ImportError, MissingDependency) as exc:
-        log(f"{job['stage']}/{job['variant']}: missing dependency: {exc}")
+        log(f"{where}: missing dependency: {exc}")
         emit("fatal", error_class="MissingDependency", error=str(exc))
-        return 3
+        return EXIT_MISSING
     except DeviceUnavailable as exc:
-        log(f"{job['stage']}/{job['variant']}: device unavailable: {exc}")
+        log(f"{where}: device unavailable: {exc}")
         emit("fatal", error_class="DeviceUnavailable", error=str(exc))
-        return 5
+        return EXIT_DEVICE
+    except Exception as exc:  # CUDA init, no kernels for this GPU, corrupt weights, a bug: keep its own words
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:800]
+        log(f"{where}: the model could not be set up: {error}")
+        log(traceback.format_exc())
+        emit("fatal", error_class=type(exc).__name__, error=f"model setup failed: {error}")
+        return EXIT_SETUP_FAILED
     setup_seconds = time.perf_counter() - t0
     detector.shared = _shared_for(job, detector_cls, out_dir)
     info = dict(getattr(detector, "info", {}) or {})
     device_used = getattr(detector, "device_used", "cpu")
     report.update({"device_used": device_used, "setup_seconds": round(setup_seconds, 3), **info})
     emit("setup", device=device_used, seconds=round(setup_seconds, 3), **info)
-    log(f"{job['stage']}/{job['variant']}: model ready on {device_used} in {setup_seconds:.1f}s; {len(todo)} pages to do")
+    log(f"{where}: model ready on {device_used} in {setup_seconds:.1f}s; {len(todo)} pages to do")
 
     source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"],
               "model": info.get("model", job["family"]), "device": device_used}
-    counts = {"ok": 0, "failed": 0}
 
     def finish_ok(page: dict, raw, seconds: float) -> None:
         page_id = page["page_id"]
         regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), label_map)
+        reason = empty_reason(raw, regions, warnings)
+        status = "empty" if reason else "ok"
         record = {
             "page_id": page_id,
             "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
@@ -384,26 +490,35 @@ def run_job(job: dict, detector_cls) -> int:
         }
         if warnings:
             record["warnings"] = warnings
+        if reason:
+            record["empty_reason"] = reason
+            log(f"page {page_id} ({page['path']}): {where}: empty: {reason}")
         atomic_write_json(out_dir / f"{page_id}.json", record)
         (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
-        report["pages"][page_id] = {"status": "ok", "seconds": round(seconds, 4),
-                                    "regions": len(regions), **({"warnings": warnings} if warnings else {})}
+        with lock:
+            report["pages"][page_id] = {"status": status, "seconds": round(seconds, 4), "regions": len(regions),
+                                        **({"reason": reason} if reason else {}),
+                                        **({"warnings": warnings} if warnings else {})}
+            counts[status] += 1
+            dirty.set()
         if detector.shared is not None:
             detector.shared.release(page_id)
-        counts["ok"] += 1
-        emit("done", page_id=page_id, status="ok", seconds=round(seconds, 4), regions=len(regions))
+        emit("done", page_id=page_id, status=status, seconds=round(seconds, 4), regions=len(regions),
+             **({"reason": reason} if reason else {}))
 
     def finish_failed(page: dict, exc: Exception, seconds: float) -> None:
         page_id = page["page_id"]
         error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-        log(f"page {page_id} ({page['path']}): {job['stage']}/{job['variant']}: {error}")
+        log(f"page {page_id} ({page['path']}): {where}: {error}")
         log(traceback.format_exc())
         atomic_write_json(failed_dir / f"{page_id}.json", {
             "page_id": page_id, "path": page["path"], "error": error,
             "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
-        report["pages"][page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
-        counts["failed"] += 1
+        with lock:
+            report["pages"][page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
+            counts["failed"] += 1
+            dirty.set()
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
 
     def run_one(page: dict) -> None:
@@ -445,7 +560,7 @@ def run_job(job: dict, detector_cls) -> int:
         except RunDirFull:
             raise
         except Exception as exc:
-            log(f"{job['stage']}/{job['variant']}: batch of {len(batch)} failed ({type(exc).__name__}: "
+            log(f"{where}: batch of {len(batch)} failed ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}); retrying its pages one by one")
             for page in batch[finished:]:
                 run_one(page)
@@ -455,6 +570,11 @@ def run_job(job: dict, detector_cls) -> int:
     batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
     use_batches = batch_size > 1 and callable(getattr(detector, "detect_batch", None))
     report["batch_size"] = batch_size if use_batches else 1
+    with lock:
+        write_report()  # the report exists from the moment the model is loaded
+    stop = threading.Event()
+    threading.Thread(target=flush_loop, args=(stop,), daemon=True).start()
+    completed = False
     full = None
     isolate = set(job.get("isolate") or ())
     together = [page for page in todo if page["page_id"] not in isolate]
@@ -468,39 +588,43 @@ def run_job(job: dict, detector_cls) -> int:
         for page in todo:
             if page["page_id"] in isolate:
                 run_one(page)
+        completed = True
     except RunDirFull as exc:
         full = exc
     finally:
+        # Interrupted (SIGTERM from Slurm or the orchestrator): the report still says so.
+        stop.set()
+        with lock:
+            report["state"] = "finished" if completed else "interrupted"
+            report["finished" if completed else "interrupted"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            try:
+                write_report()
+            except RunDirFull:
+                if full is None:
+                    raise
         close = getattr(detector, "close", None)
         if close is not None:
             close()
-        report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        report["counts"] = {**counts, "skipped": len(pages) - len(todo)}
-        report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-        timed = [p["seconds"] for p in report["pages"].values() if p.get("status") == "ok" and p.get("seconds") is not None]
-        report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
-        try:
-            atomic_write_json(report_path, report)
-        except RunDirFull:
-            if full is None:
-                raise
     if full is not None:
-        log(f"{job['stage']}/{job['variant']}: {full}")
+        log(f"{where}: {full}")
         emit("fatal", error_class="RunDirError", error=str(full))
         return EXIT_RUN_DIR
-    emit("end", ok=counts["ok"], failed=counts["failed"], skipped=len(pages) - len(todo),
-         peak_rss_mb=report["peak_rss_mb"], mean_page_seconds=report["mean_page_seconds"])
-    return 4 if counts["failed"] else 0
+    for flag in report["flags"]:
+        log(f"{where}: FLAGGED: {flag}")
+    emit("end", ok=counts["ok"], empty=counts["empty"], failed=counts["failed"], skipped=counts["skipped"],
+         peak_rss_mb=report["peak_rss_mb"], mean_page_seconds=report["mean_page_seconds"],
+         empty_share=report["empty_share"], flags=report["flags"])
+    return EXIT_PAGES_FAILED if counts["failed"] else 0
 
 
-def main(detector_cls) -> None:
+def main(detector_cls, on_flush=None) -> None:
     parser = argparse.ArgumentParser(description=f"newsbag runner ({Path(sys.argv[0]).stem})")
     parser.add_argument("--job", required=True, help="job spec JSON written by the orchestrator")
     args = parser.parse_args()
     with open(args.job, encoding="utf-8") as fh:
         job = json.load(fh)
     try:
-        code = run_job(job, detector_cls)
+        code = run_job(job, detector_cls, on_flush)
     except RunDirFull as exc:  # a write outside the page loop (report of an all-skipped job)
         log(str(exc))
         emit("fatal", error_class="RunDirError", error=str(exc))

@@ -9,8 +9,6 @@ writes run_meta.json with ``cuda_available`` (operators look for it there).
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import sys
 import time
@@ -90,39 +88,21 @@ class MinerUDetector:
         self.client = None
 
 
-def write_run_meta(job: dict, exit_code: int) -> None:
-    """out_dir/run_meta.json: cuda_available and what ran where, from the run report when there is one."""
-    out_dir = Path(job["out_dir"])
-    report_path = out_dir / job.get("report_name", "run_report.json")
-    try:
-        report = json.loads(report_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        report = {}
-    if "cuda_available" not in report:
-        try:
-            report.update(torch_status())
-        except _loop.MissingDependency as exc:
-            report["cuda_available"] = None
-            report["torch_error"] = str(exc)
-    keys = ("model", "model_path", "mode", "device_used", "cuda_available", "gpu_name", "compute_capability",
-            "arch_supported", "torch_version", "torch_cuda", "transformers_version", "mineru_vl_utils_version",
-            "counts", "torch_error")
+META_KEYS = ("model", "model_path", "mode", "device_used", "cuda_available", "gpu_name", "compute_capability",
+             "arch_supported", "torch_version", "torch_cuda", "transformers_version", "mineru_vl_utils_version",
+             "state", "counts", "page_totals", "empty_share", "flags", "updated")
+
+
+def write_run_meta(job: dict, report: dict) -> None:
+    """out_dir/run_meta.json: cuda_available and what ran where, mirrored from the run report.
+
+    Written each time the run report is (pages finishing, the end), never when the model
+    refused to start: a source folder must only exist for a member that ran.
+    """
     meta = {"stage": job["stage"], "variant": job["variant"], "device_requested": job.get("device", "auto"),
-            **{k: report[k] for k in keys if k in report}, "exit_code": exit_code,
-            "written": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    _loop.atomic_write_json(out_dir / "run_meta.json", meta)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="newsbag runner (mineru)")
-    parser.add_argument("--job", required=True, help="job spec JSON written by the orchestrator")
-    args = parser.parse_args()
-    with open(args.job, encoding="utf-8") as fh:
-        job = json.load(fh)
-    code = _loop.run_job(job, MinerUDetector)
-    write_run_meta(job, code)
-    sys.exit(code)
+            **{k: report[k] for k in META_KEYS if k in report}}
+    _loop.atomic_write_json(Path(job["out_dir"]) / "run_meta.json", meta)
 
 
 if __name__ == "__main__":
-    main()
+    _loop.main(MinerUDetector, on_flush=write_run_meta)

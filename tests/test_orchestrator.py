@@ -48,14 +48,16 @@ def test_clean_run_writes_contract_and_report(tmp_path, page_dir, capsys):
                               "fingerprint": page["source"]["fingerprint"]}
     assert len(page["source"]["fingerprint"]) == 16
     assert page["regions"][0]["bbox_xyxy"] == [1.0, 1.0, 20.0, 15.0]
-    assert page["regions"][1]["class"] == "unknown" and page["warnings"] == {"unknown_label:mystery": 1, "unknown_label:text": 1}  # no table for "fake"
+    # fake.tool.json maps "text"; "mystery" is in no table: unknown, and counted once per page
+    assert page["regions"][0]["class"] == "text"
+    assert page["regions"][1]["class"] == "unknown" and page["warnings"] == {"unknown_label:mystery": 1}
     assert not Path(page["image"]["path"]).is_absolute()
     umask = os.umask(0)
     os.umask(umask)
     for written in (next((tmp_path / "run/outputs/sources/fake/v").glob("*.json")), tmp_path / "run/manifests/pages.jsonl"):
         assert written.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     report = json.loads((tmp_path / "run/outputs/sources/fake/v/run_report.json").read_text())
-    assert report["counts"] == {"ok": 5, "failed": 0, "skipped": 0} and report["device_used"] == "cpu"
+    assert report["counts"] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0} and report["device_used"] == "cpu"
     summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())
     assert summary["sources"][0]["device_used"] == "cpu" and summary["sources"][0]["counts"]["ok"] == 5
     assert summary["sources"][0]["info"]["peak_rss_mb"] > 1 and report["mean_page_seconds"] >= 0
@@ -157,7 +159,7 @@ def test_interrupted_run_resumes_without_loss(tmp_path, page_dir):
     done = subprocess.run([*cmd[:-1], str(cfg_ok)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     summary = json.loads((run / "reports/run_all.json").read_text())
-    assert summary["sources"][0]["counts"] == {"ok": 1, "failed": 0, "skipped": 4}
+    assert summary["sources"][0]["counts"] == {"ok": 1, "empty": 0, "failed": 0, "skipped": 4}
     files = sorted(p.name for p in (run / "outputs/sources/fake/v").iterdir() if p.is_file())
     assert len([f for f in files if f.endswith(".json") and not f.startswith("run_report")]) == 5
     assert not [f for f in files if f.startswith(".")]

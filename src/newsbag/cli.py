@@ -215,10 +215,14 @@ def status(run_dir, as_json):
             click.echo(f"      {r['error']}")
     for s in info["sources"]:
         note = job_note(s["source"].split("/")[0], jobs) if s["pending"] or s["failed"] else ""
-        click.echo(f"  {s['source']:<36} done {s['done']:>6}  failed {s['failed']:>5}  pending {s['pending']:>6}"
-                   + (f"  ({note})" if note else ""))
+        share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"
+        flag = "  FLAGGED: model answers, nothing parses" if s["flagged"] else ""
+        click.echo(f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}  "
+                   f"pending {s['pending']:>6}{flag}" + (f"  ({note})" if note else ""))
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
+        for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():
+            click.echo(f"      {page_id}: empty: {reason}")
     for f in info["fusion"]:
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
         stale = f"  stale {f['stale']:>5}" if f["stale"] else ""

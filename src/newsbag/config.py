@@ -13,6 +13,7 @@ from typing import Any, Literal, Mapping
 
 from . import builtin
 from .errors import ConfigError
+from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "parse_config",
     "load_tool_spec",
     "validate_params",
+    "label_table",
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
@@ -32,11 +34,12 @@ DEVICES = ("auto", "gpu", "cpu")
 _TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir",
              "max_failed_fraction"}
 _MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "timeout_s",
-                     "page_timeout_s", "max_restarts", "max_failed_fraction", "variants", "description", "default"}
+                     "page_timeout_s", "max_restarts", "max_failed_fraction", "variants", "description", "default", "max_empty_share"}
 # A source stops once more than this share of the pages it computes has failed (OCR-D's
 # OCRD_MAX_MISSING_OUTPUTS). 0.5: a run with a few bad pages finishes them all, a member
 # that fails on most pages stops early instead of paying a model restart per crash.
 DEFAULT_MAX_FAILED_FRACTION = 0.5
+DEFAULT_MAX_EMPTY_SHARE = 0.2
 _TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
           "object": dict, "array": list}
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
@@ -66,6 +69,10 @@ class ModelStage:
     volatile: tuple[str, ...] = ()
     default: bool = True  # run when no --stages is given
     max_failed_fraction: float = DEFAULT_MAX_FAILED_FRACTION
+    # raw model label -> canonical label, from the family's tool.json "labels"
+    label_map: Mapping[str, str] = field(default_factory=dict)
+    # above this share of empty pages (answered, nothing parsed) the source is flagged
+    max_empty_share: float = DEFAULT_MAX_EMPTY_SHARE
 
 
 @dataclass(frozen=True)
@@ -136,14 +143,43 @@ def _variables(declared: Mapping[str, Any]) -> dict[str, str]:
 
 
 def load_tool_spec(family: str, root: Path) -> dict:
+    """The family's ``<family>.tool.json``, checked: parameters (enum defaults valid) and labels.
+
+    Raises:
+        ConfigError: no runner script, no spec, or a spec without a valid label table.
+    """
     path = root / f"{family}.tool.json"
     if not (root / f"{family}.py").is_file():
         raise ConfigError(f"no runner for family {family!r}: {root / (family + '.py')} does not exist")
     try:
         with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+            spec = json.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"runner {family!r} has no tool spec {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    for name, decl in spec.get("parameters", {}).items():
+        if "enum" in decl and decl.get("default") not in decl["enum"]:
+            raise ConfigError(f"{path}: parameter {name!r} default {decl.get('default')!r} is not one of {decl['enum']}")
+    _check_label_table(path, spec.get("labels"))
+    return spec
+
+
+def label_table(family: str, root: Path | None = None) -> dict[str, str]:
+    """Raw label -> canonical label of `family`, from its tool.json (checked)."""
+    return dict(load_tool_spec(family, root or runners_dir())["labels"])
+
+
+def _check_label_table(path: Path, table: Any) -> None:
+    """A family must map every raw label it emits to a canonical one; no table, no run."""
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{path}: no label table: add \"labels\": {{raw label: canonical label}} "
+                          f"(canonical labels: {', '.join(CANONICAL)})")
+    bad = {raw: canon for raw, canon in table.items() if canon not in CANONICAL}
+    if bad:
+        raw, canon = next(iter(bad.items()))
+        raise ConfigError(f"{path}: labels maps {raw!r} to {canon!r}, which is not a canonical label "
+                          f"({', '.join(CANONICAL)})")
 
 
 def validate_params(where: str, params: Any, spec: dict) -> dict:
@@ -250,6 +286,9 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             raise ConfigError(f"{where}: variants must be a non-empty object")
         spec = load_tool_spec(family, root)
         params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
+        max_empty = sd.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE)
+        if isinstance(max_empty, bool) or not isinstance(max_empty, (int, float)) or not 0 <= max_empty <= 1:
+            raise ConfigError(f"{where}: max_empty_share must be a number from 0 to 1, got {max_empty!r}")
         for v in params:
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
                 raise ConfigError(f"{where}: variant name {v!r} may only use letters, digits, _ . -")
@@ -262,6 +301,8 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
             variants=_freeze(params), default=run_default,
             volatile=tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False)),
             max_failed_fraction=_fraction(f"{where}: max_failed_fraction", sd.get("max_failed_fraction", max_failed)),
+            label_map=MappingProxyType(dict(spec["labels"])),
+            max_empty_share=float(max_empty),
         ))
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 

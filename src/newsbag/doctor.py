@@ -16,7 +16,6 @@ from typing import Any
 from PIL import Image
 
 from .config import ModelStage, PipelineConfig, parse_config, to_jsonable
-from .labels import FAMILY_TABLES
 from .tables import aligned_lines
 
 __all__ = ["run_doctor", "family_imports", "format_doctor_table"]
@@ -73,7 +72,7 @@ def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page
         out_dir = Path(tmp) / "out"
         job = {"stage": stage.name, "variant": variant, "family": stage.family, "params": params,
                "device": stage.device, "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir),
-               "label_map": dict(FAMILY_TABLES.get(stage.family, {})), "force": True,
+               "label_map": dict(stage.label_map), "force": True,
                "report_name": "run_report.json",
                "pages": [{"page_id": "doctor", "image_path": str(page.resolve()), "path": page.name,
                           "width": width, "height": height}]}

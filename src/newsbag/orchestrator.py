@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import labels
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .io import DISK_ERRNOS, append_jsonl, read_page, write_json, run_dir_error
@@ -41,8 +40,8 @@ EXIT_DEVICE_UNAVAILABLE = 5
 @dataclass(frozen=True)
 class PageOutcome:
     page_id: str
-    status: str  # ok | skipped | failed
-    error: str | None = None
+    status: str  # ok | empty | skipped | failed
+    error: str | None = None  # failed: the error; empty: why nothing usable came back
     seconds: float | None = None
 
 
@@ -59,19 +58,39 @@ class SourceOutcome:
     launches: int = 0
     seconds: float = 0.0
 
+    max_empty_share: float = 0.2
+
     def counts(self) -> dict[str, int]:
-        out = {"ok": 0, "failed": 0, "skipped": 0}
+        out = {"ok": 0, "empty": 0, "failed": 0, "skipped": 0}
         for o in self.pages.values():
             out[o.status] = out.get(o.status, 0) + 1
         return out
 
+    def empty_share(self) -> float | None:
+        """Empty pages among the pages the model answered in this call (ok + empty)."""
+        c = self.counts()
+        answered = c["ok"] + c["empty"]
+        return c["empty"] / answered if answered else None
+
+    def flags(self) -> list[str]:
+        """Warnings for the run report: a model that answers but never parses looks like success."""
+        share = self.empty_share()
+        if share is None or share <= self.max_empty_share:
+            return []
+        c = self.counts()
+        return [f"{c['empty']} of {c['ok'] + c['empty']} pages empty ({share:.0%}, above {self.max_empty_share:.0%}): "
+                f"the model answers but nothing usable parses; see logs/{self.stage}.{self.variant}.log"]
+
     def to_json(self) -> dict:
+        share = self.empty_share()
         return {
             "source": self.source, "stage": self.stage, "variant": self.variant,
             "family": self.family, "device_requested": self.device_requested,
             "device_used": self.device_used, "info": self.info, "counts": self.counts(),
+            "empty_share": None if share is None else round(share, 4), "flags": self.flags(),
             "launches": self.launches, "seconds": round(self.seconds, 3),
             "failures": {k: v.error for k, v in self.pages.items() if v.status == "failed"},
+            "empty": {k: v.error for k, v in self.pages.items() if v.status == "empty"},
         }
 
 
@@ -241,7 +260,8 @@ def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_pag
         elif kind == "batch" and isinstance(event.get("page_ids"), list):
             in_flight = [p for p in event["page_ids"] if isinstance(p, str)]
         elif kind == "done" and isinstance(event.get("page_id"), str):
-            outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error"), event.get("seconds"))
+            outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error") or event.get("reason"),
+                                  event.get("seconds"))
             done[outcome.page_id] = outcome
             in_flight = [p for p in in_flight if p != outcome.page_id]
             on_page(outcome)
@@ -327,10 +347,11 @@ def run_source(
     """
     run_dir = Path(run_dir)
     out_dir = out_dir or source_dir(run_dir, stage.name, variant)
-    outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device)
+    outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device,
+                            max_empty_share=stage.max_empty_share)
     fraction = stage.max_failed_fraction if max_failed_fraction is None else max_failed_fraction
     t0 = time.monotonic()
-    label_map = dict(labels.FAMILY_TABLES.get(stage.family, {}))
+    label_map = dict(stage.label_map)
     prints = {p.page_id: rundir.source_fingerprint(stage.family, dict(stage.variants[variant]), stage.volatile,
                                                    label_map, p.sha256) for p in pages}
     fresh, retried, held = [], [], []
@@ -394,6 +415,7 @@ def run_source(
             "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
             "label_map": label_map, "force": force, "report_name": report_name,
             "isolate": sorted(isolate & {p.page_id for p in remaining}),
+            "max_empty_share": stage.max_empty_share,
             "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
                        "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in remaining],
         }
@@ -405,7 +427,7 @@ def run_source(
             page = by_id.get(o.page_id)
             if page is None:
                 return
-            if o.status == "ok":
+            if o.status in ("ok", "empty"):
                 problem = _check_output(out_dir, page)
                 if problem:
                     _record_failure(out_dir, page, problem, "InvalidOutput")
@@ -429,7 +451,10 @@ def run_source(
                 raise RunDirError(f"{where}: {message}")
             if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
                 raise GpuPreflightError(f"{where}: {message}; see {log_path}")
-            raise EnvError(f"{where}: {message}; see {log_path}")
+            if result.exit_code == EXIT_MISSING_DEPENDENCY:
+                raise EnvError(f"{where}: {message}; see {log_path}")
+            # Set-up failed for its own reason (CUDA init, kernels, corrupt weights, a bug): say it as it is.
+            raise RunnerError(f"{where}: {message}; see {log_path}")
         in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
         remaining = [p for p in remaining if p.page_id not in outcome.pages]
         if result.reason == "aborted":

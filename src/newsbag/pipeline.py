@@ -157,8 +157,12 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
                         continue
                 summary.sources.append(outcome)
                 c = outcome.counts()
-                log.info("%s: ok %d, skipped %d, failed %d on %s", label, c["ok"], c["skipped"], c["failed"],
+                share = outcome.empty_share()
+                log.info("%s: ok %d, empty %d%s, skipped %d, failed %d on %s", label, c["ok"], c["empty"],
+                         "" if share is None else f" ({share:.0%})", c["skipped"], c["failed"],
                          outcome.device_used or "-")
+                for flag in outcome.flags():
+                    log.warning("%s: FLAGGED: %s", label, flag)
         else:
             summary.builtin[stage.name] = run_builtin(stage, run_dir, page_ids, opts)
     summary.seconds = time.monotonic() - t0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+from .config import DEFAULT_MAX_EMPTY_SHARE
 from .io import read_json
 from . import rundir
 from .rundir import FAILED_DIR, discover_sources, sources_root
@@ -20,16 +21,37 @@ def _page_files(folder: Path) -> set[str]:
     return {p.stem for p in folder.glob("*.json") if not p.name.startswith((".", "run_report", "run_meta"))}
 
 
+def _empty_pages(folder: Path) -> dict[str, str]:
+    """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from its reports.
+
+    The run reports (one per shard) are read instead of every page file: cheap at 100k pages.
+    """
+    empty: dict[str, str] = {}
+    for path in sorted(folder.glob("run_report*.json")):
+        try:
+            pages = read_json(path).get("pages", {})
+        except (OSError, ValueError):
+            continue
+        for page_id, rec in pages.items():
+            if isinstance(rec, dict) and rec.get("status") == "empty":
+                empty[page_id] = rec.get("reason") or ""
+            elif page_id in empty:
+                empty.pop(page_id)
+    return empty
+
+
 def collect_status(run_dir: Path) -> dict:
     """Counts per source, fusion variant and review; failures with their one-line errors."""
     run_dir = Path(run_dir)
     ids = {p.page_id for p in read_pages(run_dir)}
     expected: dict[str, str] = {}
+    max_empty: dict[str, float] = {}
     resolved = run_dir / "config.resolved.json"
     if resolved.exists():
         for stage in read_json(resolved).get("stages", []):
             for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
                 expected[f"{stage['name']}/{variant}"] = stage["name"]
+                max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
     found = set(discover_sources(run_dir))
     sources = []
     for name in sorted(set(expected) | found):
@@ -43,8 +65,14 @@ def collect_status(run_dir: Path) -> dict:
                 errors[page_id] = read_json(path).get("error")
             except (OSError, ValueError):
                 errors[page_id] = "(unreadable failure record)"
+        empty = {k: v for k, v in _empty_pages(folder).items() if k in done}
+        share = len(empty) / len(done) if done else None
+        limit = max_empty.get(name, DEFAULT_MAX_EMPTY_SHARE)
         sources.append({"source": name, "done": len(done), "failed": len(failed),
-                        "pending": len(ids - done - set(failed)), "errors": errors})
+                        "pending": len(ids - done - set(failed)), "errors": errors,
+                        "empty": len(empty), "empty_share": None if share is None else round(share, 4),
+                        "flagged": share is not None and share > limit,
+                        "empty_reasons": dict(sorted(empty.items())[:5])})
     fusion = _fusion_status(run_dir, ids)
     summary = rundir.fusion_dir(run_dir) / "summary.json"
     recommended = read_json(summary).get("recommended_variant") if summary.exists() else None

@@ -3,7 +3,8 @@
 Modes, applied to pages whose id contains one of `on`: ok (default), raise (exception in
 detect), crash (SIGKILL itself), segv (SIGSEGV itself, as a native library would), die
 (os._exit(1)), hang (sleep), slow (sleep `seconds`, then ok), garbage (writes invalid JSON
-as output), exit0 (exits 0 mid-job). Mode noop exits 0 at once without any output or event;
+as output), exit0 (exits 0 mid-job), empty (the model answers, nothing parses), setupfail
+(a CUDA error while loading). Mode noop exits 0 at once without any output or event;
 FAKE_MODES=importerror fails at import, before any event (a broken env). With `batch_size`
 > 1 the detector offers detect_batch, which runs the pages one after another inside one call
 (so a crash or hang anywhere kills the whole batch, as a real batched predict() does).
@@ -35,6 +36,8 @@ class Detector:
             raise _loop.MissingDependency("fakelib is not installed")
         if params["mode"] == "nogpu" and not allow_cpu_fallback:
             raise _loop.DeviceUnavailable("no CUDA device")
+        if params["mode"] == "setupfail":
+            raise RuntimeError("CUDA error: initialization error")
         if params["mode"] == "garbage":
             _loop.atomic_write_json = self._garbage_writer(_loop.atomic_write_json)
         if int(params.get("batch_size") or 1) > 1:
@@ -68,6 +71,8 @@ class Detector:
                 time.sleep(float(self.params.get("seconds") or 1))
             if mode == "exit0":
                 sys.exit(0)
+            if mode == "empty":
+                return _loop.NoRegions("no layout block in the answer 'I cannot read this page'")
         w, h = page["width"], page["height"]
         return [{"bbox_xyxy": [1, 1, w / 2, h / 2], "label": "text", "score": 0.9},
                 {"bbox_xyxy": [w / 2, h / 2, w - 1, h - 1], "label": "mystery", "score": 0.5}]

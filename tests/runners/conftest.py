@@ -67,12 +67,12 @@ class RunnerHarness:
 
     def job(self, family: str, pages: list[dict], params: dict | None = None, *, variant: str = "v",
             device: str = "auto", allow_cpu_fallback: bool = True) -> dict:
-        from newsbag.labels import FAMILY_TABLES
+        from newsbag.config import label_table
 
         return {"stage": family, "variant": variant, "family": family,
                 "params": {**tool_defaults(family), **(params or {})}, "device": device,
                 "allow_cpu_fallback": allow_cpu_fallback, "out_dir": str(self.tmp / family / variant),
-                "label_map": dict(FAMILY_TABLES[family]), "force": False,
+                "label_map": label_table(family), "force": False,
                 "report_name": "run_report.json", "pages": pages}
 
     def run(self, family: str, pages: list[dict], params: dict | None = None, **kw) -> tuple[int, Path]:

@@ -15,7 +15,7 @@ RUNNERS = REPO / "runners"
 FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(REPO / "src"))
 
-from newsbag.labels import FAMILY_TABLES  # noqa: E402
+from newsbag.config import label_table  # noqa: E402
 
 
 def make_page(tmp: Path, page_id: str, size_wh=(2000, 3000), color=(255, 255, 255)) -> dict:
@@ -39,7 +39,7 @@ def run_runner(tmp: Path, family: str, pages: list[dict], params: dict | None = 
     job = {"stage": family, "variant": "v", "family": family,
            "params": {**tool_defaults(family), **(params or {})}, "device": device,
            "allow_cpu_fallback": allow_cpu_fallback, "out_dir": str(out_dir),
-           "label_map": dict(FAMILY_TABLES[family]), "force": force, "report_name": "run_report.json",
+           "label_map": label_table(family), "force": force, "report_name": "run_report.json",
            "pages": pages}
     job_path = tmp / f"job_{family}.json"
     job_path.write_text(json.dumps(job))

@@ -52,7 +52,7 @@ def test_layout_mode_batched_scaled_to_pixels_on_gpu(tmp_path, hf_home):
     assert [c["n"] for c in calls if c["call"] == "batch_layout_detect"] == [2, 1]
     meta = read_json(out_dir / "run_meta.json")
     assert meta["cuda_available"] is True and meta["device_used"] == "cuda" and meta["gpu_name"] == "NVIDIA H200"
-    assert meta["exit_code"] == 0 and meta["counts"]["ok"] == 3
+    assert meta["state"] == "finished" and meta["counts"]["ok"] == 3
 
 
 def test_two_step_keeps_content_as_text(tmp_path, hf_home):
@@ -80,14 +80,14 @@ def test_gpu_unavailable_falls_back_to_cpu_when_allowed(tmp_path, hf_home):
     ({}, "gpu", False),                     # GPU asked, none, fallback refused
     ({"require_cuda": True}, "auto", True),  # require_cuda guard wins over the fallback
 ])
-def test_fallback_refused_exits_5_and_meta_written(tmp_path, hf_home, params, device, fallback):
+def test_fallback_refused_exits_5_and_leaves_no_source_folder(tmp_path, hf_home, params, device, fallback):
     pages = [make_page(tmp_path, "p0", (800, 600))]
-    code, out_dir, events, _ = run_runner(tmp_path, "mineru", pages, params, device=device,
-                                          allow_cpu_fallback=fallback, env=_env(tmp_path, hf_home))
+    code, out_dir, events, err = run_runner(tmp_path, "mineru", pages, params, device=device,
+                                            allow_cpu_fallback=fallback, env=_env(tmp_path, hf_home))
     assert code == 5 and events[-1]["error_class"] == "DeviceUnavailable"
-    meta = read_json(out_dir / "run_meta.json")
-    assert meta["cuda_available"] is False and meta["exit_code"] == 5
-    assert not (out_dir / "p0.json").exists()
+    # no run_meta.json / run_report.json: fusion must not take a refused member for one that ran
+    assert not out_dir.exists()
+    assert "CUDA is not usable" in events[-1]["error"] and "device unavailable" in err
 
 
 def test_offline_without_cached_weights_exits_3_with_prestage_hint(tmp_path):

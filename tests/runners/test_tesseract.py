@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("tesserocr")
 
 import tesseract  # noqa: E402  (runners/ is on sys.path via conftest)
-from newsbag.labels import FAMILY_TABLES  # noqa: E402
+from newsbag.config import label_table  # noqa: E402
 
 NZZ_STEM = "nzz_17810901_0_0_a1_p1_1"
 
@@ -74,7 +74,7 @@ def test_every_block_type_has_a_label_mapping():
 
     names = set(tesseract.block_type_names(tesserocr.PT).values())
     assert {"flowing_text", "heading_text", "horz_line", "table"} <= names
-    assert names <= set(FAMILY_TABLES["tesseract"])
+    assert names <= set(label_table("tesseract"))
 
 
 def _xyxy(page):
@@ -96,7 +96,7 @@ def test_blocks_on_real_pages(harness):
     assert labels["flowing_text"] + labels["vertical_text"] >= 20
     xyxy = _xyxy(page)
     assert (xyxy[:, :2] >= 0).all() and (xyxy[:, 2] <= sample["width"]).all() and (xyxy[:, 3] <= sample["height"]).all()
-    assert all(r["class"] == FAMILY_TABLES["tesseract"][r["label"]] for r in page["regions"])
+    assert all(r["class"] == label_table("tesseract")[r["label"]] for r in page["regions"])
 
     page = harness.read_page(out, "nzz")
     text = _xyxy({"regions": [r for r in page["regions"] if r["class"] == "text"]})
