@@ -62,11 +62,18 @@ def hf_cached_snapshot(repo_id: str, cache_dir: str = "", revision: str = "main"
     return snap if snap.is_dir() else None
 
 
-def resolve_hf_model(model_dir: str, hub_id: str, cache_dir: str = "", revision: str = "main") -> Path:
+def hf_prestage_hint(hub_id: str, cache_dir: str = "") -> str:
+    """The command that puts `hub_id` into the HF cache on a login node (with internet)."""
+    return (f"pre-stage on a login node: HF_HOME={hf_hub_cache(cache_dir).parent} hf download {hub_id}"
+            + (f" --cache-dir {cache_dir}" if cache_dir else ""))
+
+
+def resolve_hf_model(model_dir: str, hub_id: str, cache_dir: str = "", revision: str = "main",
+                     download: bool = True) -> Path:
     """A local directory holding the model: `model_dir` if set, else the cached snapshot of `hub_id`.
 
-    Downloads (huggingface_hub.snapshot_download) only when the cache misses and
-    HF_HUB_OFFLINE is not set.
+    Downloads (huggingface_hub.snapshot_download) only when the cache misses, `download` is
+    true and HF_HUB_OFFLINE is not set.
 
     Raises:
         MissingDependency: nothing local and offline (or the download failed), with the
@@ -82,8 +89,9 @@ def resolve_hf_model(model_dir: str, hub_id: str, cache_dir: str = "", revision:
     cached = hf_cached_snapshot(hub_id, cache_dir, revision)
     if cached is not None:
         return cached
-    hint = (f"pre-stage on a login node: HF_HOME={hf_hub_cache(cache_dir).parent} hf download {hub_id}"
-            + (f" --cache-dir {cache_dir}" if cache_dir else ""))
+    hint = hf_prestage_hint(hub_id, cache_dir)
+    if not download:
+        raise MissingDependency(f"{hub_id} is not in the HF cache {hf_hub_cache(cache_dir)}; {hint}")
     if hf_offline():
         raise MissingDependency(f"{hub_id} is not in the HF cache {hf_hub_cache(cache_dir)} and HF_HUB_OFFLINE=1; {hint}")
     try:
@@ -96,11 +104,29 @@ def resolve_hf_model(model_dir: str, hub_id: str, cache_dir: str = "", revision:
         raise MissingDependency(f"could not download {hub_id}: {type(exc).__name__}: {exc}; {hint}") from exc
 
 
-def paddlex_cached_model(model_name: str) -> Path | None:
-    """<PADDLE_PDX_CACHE_HOME or ~/.paddlex>/official_models/<model_name> if it holds a model."""
+def paddlex_cache_dir(model_name: str) -> Path:
+    """Where paddlex keeps an official model: <PADDLE_PDX_CACHE_HOME or ~/.paddlex>/official_models/<name>.
+
+    paddlex drops "-0.9B" from PaddleOCR-VL names (official_models.py ``_get_model_local_path``).
+    """
     home = Path(os.environ.get("PADDLE_PDX_CACHE_HOME") or "~/.paddlex").expanduser()
-    path = home / "official_models" / model_name
+    folder = model_name.replace("-0.9B", "") if "PaddleOCR-VL" in model_name else model_name
+    return home / "official_models" / folder
+
+
+def paddlex_cached_model(model_name: str) -> Path | None:
+    """The paddlex cache folder of `model_name` if it holds anything."""
+    path = paddlex_cache_dir(model_name)
     return path if path.is_dir() and any(path.iterdir()) else None
+
+
+def paddlex_prestage_hint(call: str) -> str:
+    """The command that fills the PaddleX cache on a login node (with internet); `call` is e.g.
+    ``LayoutDetection(model_name='PP-DocLayoutV3')``."""
+    home = os.environ.get("PADDLE_PDX_CACHE_HOME") or "~/.paddlex"
+    cls = call.split("(")[0]
+    return f'pre-stage on a login node: PADDLE_PDX_CACHE_HOME={home} python -c "from paddleocr import {cls}; {call}"'
+
 
 
 def local_stage_root() -> Path:

@@ -79,3 +79,19 @@ def run_cli(capsys, *args):
         main([str(a) for a in args])
     out, err = capsys.readouterr()
     return exc.value.code, out, err
+
+
+def write_hf_model(folder: Path, config: dict | None = None, *, truncate: bool = False) -> Path:
+    """A transformers model folder as the MinerU runner checks it: config.json + a safetensors file.
+
+    The default config is MinerU2.5-2509-style (root tie_word_embeddings, no lm_head in the
+    checkpoint); `truncate` cuts the weights file short like a half-finished copy.
+    """
+    import struct
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config or {"model_type": "qwen2_vl", "tie_word_embeddings": True}))
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    data = struct.pack("<Q", len(header)) + header + bytes(16)
+    (folder / "model.safetensors").write_bytes(data[:-6] if truncate else data)
+    return folder

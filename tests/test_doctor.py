@@ -10,6 +10,8 @@ from PIL import Image
 
 from newsbag.doctor import format_doctor_table, run_doctor
 
+from nbtest import write_hf_model
+
 FAKES = Path(__file__).resolve().parent / "runners" / "fakes"
 HUB = "opendatalab/MinerU2.5-2509-1.2B"
 
@@ -24,8 +26,7 @@ def page(tmp_path):
 @pytest.fixture
 def hf_home(tmp_path):
     repo = tmp_path / "hf" / "hub" / ("models--" + HUB.replace("/", "--"))
-    (repo / "snapshots" / "c0ffee").mkdir(parents=True)
-    (repo / "snapshots" / "c0ffee" / "config.json").write_text("{}")
+    write_hf_model(repo / "snapshots" / "c0ffee")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("c0ffee")
     return tmp_path / "hf"

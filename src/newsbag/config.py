@@ -198,6 +198,10 @@ def validate_params(where: str, params: Any, spec: dict) -> dict:
             raise ConfigError(f"{where}: parameter {name!r} must be {decl.get('type')}, got {value!r}")
         if "enum" in decl and value not in decl["enum"]:
             raise ConfigError(f"{where}: parameter {name!r} must be one of {decl['enum']}, got {value!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high = decl.get("minimum"), decl.get("maximum")
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise ConfigError(f"{where}: parameter {name!r} must be from {low} to {high}, got {value!r}")
         out[name] = value
     return out
 

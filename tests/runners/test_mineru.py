@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from nbtest import write_hf_model
 from prod_helpers import FAKES, make_page, read_json, run_runner
 
 HUB_ID = "opendatalab/MinerU2.5-2509-1.2B"
@@ -18,9 +19,7 @@ def hf_home(tmp_path):
     """An HF cache holding a snapshot of the hub id in the real layout (refs/main -> snapshots/<hash>)."""
     home = tmp_path / "hf"
     repo = home / "hub" / ("models--" + HUB_ID.replace("/", "--"))
-    snap = repo / "snapshots" / "abc123"
-    snap.mkdir(parents=True)
-    (snap / "config.json").write_text('{"model_type": "qwen2_vl"}')
+    write_hf_model(repo / "snapshots" / "abc123")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("abc123")
     return home
@@ -112,11 +111,100 @@ def test_failing_page_in_batch_retried_alone_then_resume(tmp_path, hf_home):
 
 
 def test_model_dir_staged_to_node_local(tmp_path):
-    model = tmp_path / "weights" / "MinerU2.5"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text("{}")
+    model = write_hf_model(tmp_path / "weights" / "MinerU2.5")
     pages = [make_page(tmp_path, "p0", (600, 800))]
     code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, {"model_dir": str(model), "stage_weights": True},
                                        env={"TMPDIR": str(tmp_path / "local"), "SLURM_TMPDIR": ""})
     assert code == 0, err
     assert read_json(out_dir / "run_report.json")["model_path"].startswith(str(tmp_path / "local" / "newsbag-weights"))
+
+
+def test_pro_style_checkpoint_loads_with_tied_lm_head_like_the_library(tmp_path):
+    # MinerU2.5-Pro layout: tie_word_embeddings only under text_config. transformers 5.10.1-5.15.1
+    # (the fake reproduces what the real 5.15.1 did here) leave lm_head random unless the
+    # tie is copied onto the config first, as mineru_vl_utils.transformers_loading does.
+    model = write_hf_model(tmp_path / "pro", {"model_type": "qwen2_vl", "text_config": {"tie_word_embeddings": True}})
+    pages = [make_page(tmp_path, "p0", (600, 800))]
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, {"model_dir": str(model)},
+                                       env={"FAKE_CALL_LOG": str(tmp_path / "calls.jsonl")})
+    assert code == 0, err
+    load = next(c for c in _calls(tmp_path / "calls.jsonl") if c["call"].startswith("Qwen2VL"))
+    assert load["tie"] is True and load["output_loading_info"] is True
+
+
+def test_newly_initialised_weights_are_refused(tmp_path):
+    model = write_hf_model(tmp_path / "m")
+    pages = [make_page(tmp_path, "p0", (600, 800))]
+    code, out_dir, events, err = run_runner(tmp_path, "mineru", pages, {"model_dir": str(model)},
+                                            env={"FAKE_LOAD_MISSING": "visual.merger.mlp.0.weight"})
+    assert code == 3 and not out_dir.exists()
+    error = events[-1]["error"]
+    assert "visual.merger.mlp.0.weight" in error and "transformers 5.15.1 left them randomly initialised" in error
+    assert "hf download" not in error  # not a missing-weights remedy
+
+
+@pytest.mark.parametrize("make, cause", [
+    (lambda d: d.mkdir(parents=True), "is empty"),                                        # nothing copied yet
+    (lambda d: write_hf_model(d, truncate=True), "truncated"),                             # copy killed half-way
+    (lambda d: (write_hf_model(d), (d / "model.safetensors").unlink()), "no *.safetensors"),  # weights not copied
+])
+def test_empty_or_half_copied_model_dir_says_why(tmp_path, make, cause):
+    folder = tmp_path / "MinerU2.5"
+    make(folder)
+    code, out_dir, events, err = run_runner(tmp_path, "mineru", [make_page(tmp_path, "p0", (600, 800))],
+                                            {"model_dir": str(folder)})
+    assert code == 3 and cause in events[-1]["error"] and str(folder) in events[-1]["error"]
+    assert cause in err  # the runner log (and so the console message) carries the cause
+
+
+def test_generation_limits_padding_and_reported_model(tmp_path):
+    model = write_hf_model(tmp_path / "MinerU2.5-custom")
+    params = {"model_dir": str(model), "max_new_tokens": 2048, "content_max_new_tokens": 512,
+              "no_repeat_ngram_size": 50, "batch_size": 2}
+    pages = [make_page(tmp_path, f"p{i}", (600, 800)) for i in range(2)]
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages, params,
+                                       env={"FAKE_CALL_LOG": str(tmp_path / "calls.jsonl")})
+    assert code == 0, err
+    calls = _calls(tmp_path / "calls.jsonl")
+    client = next(c for c in calls if c["call"] == "MinerUClient")
+    assert (client["layout_max_new_tokens"], client["text_max_new_tokens"], client["no_repeat_ngram_size"]) == (2048, 512, 50)
+    assert {c["padding_side"] for c in calls if c["call"] == "batch_predict"} == {"left"}  # the fake tokenizer says right
+    report = read_json(out_dir / "run_report.json")
+    assert report["model"] == "MinerU2.5-custom" and report["model_dir"] == str(model)  # not the default hub id
+    assert read_json(out_dir / "p0.json")["source"]["model"] == "MinerU2.5-custom"
+
+
+def test_unparseable_answer_is_an_empty_page_with_the_answer_as_reason(tmp_path, hf_home):
+    pages = [make_page(tmp_path, "good", (600, 800)), make_page(tmp_path, "blank", (600, 800), color=(0, 0, 255))]
+    code, out_dir, events, err = run_runner(tmp_path, "mineru", pages, {"batch_size": 2}, env=_env(tmp_path, hf_home))
+    assert code == 0, err
+    done = {e["page_id"]: e for e in events if e["event"] == "done"}
+    assert done["good"]["status"] == "ok" and done["blank"]["status"] == "empty"
+    assert "Sorry, I cannot read this page." in done["blank"]["reason"]
+    report = read_json(out_dir / "run_report.json")
+    assert report["pages"]["blank"]["status"] == "empty" and report["empty_share"] == 0.5 and report["flags"]
+    meta = read_json(out_dir / "run_meta.json")
+    assert meta["counts"]["empty"] == 1 and meta["flags"] == report["flags"]
+
+
+@pytest.mark.parametrize("level, shown", [("WARNING", False), ("DEBUG", True)])
+def test_library_debug_output_off_by_default(tmp_path, hf_home, level, shown):
+    pages = [make_page(tmp_path, "p0", (600, 800))]
+    code, _, _, err = run_runner(tmp_path, "mineru", pages, {"library_log_level": level}, env=_env(tmp_path, hf_home))
+    assert code == 0
+    assert ("Layout raw output" in err) is shown
+    assert all(len(line) < 400 for line in err.splitlines())  # a raw answer is cut, never pasted whole
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"dtype": "fp16"}, "parameter 'dtype' must be one of ['auto', 'bfloat16', 'float16', 'float32'], got 'fp16'"),
+    ({"max_new_tokens": 0}, "parameter 'max_new_tokens' must be from 16 to 32768, got 0"),
+    ({"library_log_level": "debug"}, "parameter 'library_log_level' must be one of"),
+])
+def test_bad_parameters_fail_at_config_load(params, message):
+    from newsbag.config import parse_config
+    from newsbag.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        parse_config({"version": 1, "stages": [{"name": "mineru", "variants": {"layout": params}}]})
+    assert message in str(exc.value)
