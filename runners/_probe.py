@@ -84,10 +84,33 @@ def probe_onnxruntime() -> dict:
 FRAMEWORKS = {"torch": probe_torch, "paddle": probe_paddle, "onnxruntime": probe_onnxruntime}
 
 
+def probe_weights(family: str, params: dict) -> dict:
+    """Are the weights where the variant's params say? The family's own ``locate_weights``
+    answers (the code the runner uses), without loading a model or downloading anything."""
+    try:
+        module = importlib.import_module(family)
+    except Exception as exc:  # a family module that cannot import here: say so, do not guess
+        return {"ok": False, "error": f"cannot check: {_first_line(exc)}"}
+    locate = getattr(module, "locate_weights", None)
+    if locate is None:
+        return {"ok": True, "paths": [], "note": "no weights outside the installed packages"}
+    try:
+        found = locate(params)
+    except Exception as exc:
+        return {"ok": False, "error": str(exc).splitlines()[0][:600] if str(exc) else _first_line(exc)}
+    paths = list(found.values()) if isinstance(found, dict) else [found]
+    return {"ok": True, "paths": [str(p) for p in paths]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="newsbag env probe")
     parser.add_argument("--imports", default="", help="comma-separated modules to import")
+    parser.add_argument("--weights", default="", help="family whose weights to locate (with --params)")
+    parser.add_argument("--params", default="{}", help="the variant's parameters, JSON")
     args = parser.parse_args()
+    if args.weights:
+        sys.stdout.write(json.dumps({"weights": probe_weights(args.weights, json.loads(args.params))}) + "\n")
+        return
     names = [n for n in args.imports.split(",") if n]
     report = {"python": sys.executable, "python_version": platform.python_version(),
               "imports": probe_imports(names), "frameworks": {}}

@@ -36,14 +36,26 @@ def _metadata_names(session) -> list[str] | None:
     return [str(n) for n in names]
 
 
+def locate_weights(params: dict) -> Path:
+    """The .onnx file this variant would load (no onnxruntime import).
+
+    Raises:
+        MissingDependency: not set, not there or empty.
+    """
+    if not params["model_path"]:
+        raise _loop.MissingDependency("dell: params.model_path (the American Stories layout .onnx) is not set")
+    path = Path(params["model_path"]).expanduser()
+    if not path.is_file():
+        raise _loop.MissingDependency(f"dell: model file not found: {params['model_path']}")
+    if path.stat().st_size == 0:
+        raise _loop.MissingDependency(f"dell: model file {path} is empty: the copy is incomplete")
+    return path
+
+
 class DellDetector:
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         model_path = params["model_path"]
-        if not model_path:
-            raise _loop.MissingDependency("dell: params.model_path (the American Stories layout .onnx) is not set")
-        if not Path(model_path).expanduser().is_file():
-            raise _loop.MissingDependency(f"dell: model file not found: {model_path}")
-        path = Path(model_path).expanduser()
+        path = locate_weights(params)
         if params["stage_weights"]:
             path = stage_to_local(path)
         self.session, ort_info = make_session(str(path), device, allow_cpu_fallback, int(params["threads"]))

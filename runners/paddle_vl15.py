@@ -16,8 +16,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _loop  # noqa: E402
+from _checkpoint import check_paddle_folder  # noqa: E402
 from _device import choose, paddle_status  # noqa: E402
-from _weights import stage_to_local  # noqa: E402
+from _weights import paddlex_cache_dir, paddlex_prestage_hint, stage_to_local  # noqa: E402
+from paddle_layout import raise_if_no_model_source, set_offline  # noqa: E402
 
 # A parsing block is the same box as its layout box (block_bbox comes from coordinate);
 # a loose IoU floor only guards against rounding after the pipeline's own rescaling.
@@ -79,12 +81,52 @@ def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
     return regions
 
 
+LAYOUT_MODEL = {"v1": "PP-DocLayoutV2", "v1.5": "PP-DocLayoutV3", "v1.6": "PP-DocLayoutV3"}
+VL_MODEL = {"v1": "PaddleOCR-VL-0.9B", "v1.5": "PaddleOCR-VL-1.5-0.9B", "v1.6": "PaddleOCR-VL-1.6-0.9B"}
+
+
+def locate_weights(params: dict) -> dict[str, Path]:
+    """The two model folders the pipeline loads (layout, VLM), each checked; never a download.
+
+    The VLM is not needed locally with a server backend (vl_rec_backend other than native).
+
+    Raises:
+        MissingDependency: naming which of the two models is missing, with the pre-stage command.
+    """
+    version = params["pipeline_version"]
+    hint = paddlex_prestage_hint(f"PaddleOCRVL(pipeline_version='{version}')")
+    wanted = {"layout_detection": params["layout_detection_model_name"] or LAYOUT_MODEL.get(version, "PP-DocLayoutV3")}
+    if params["vl_rec_backend"] in ("", "native"):
+        wanted["vl_rec"] = params["vl_rec_model_name"] or VL_MODEL.get(version, "PaddleOCR-VL-1.5-0.9B")
+    found = {}
+    for role, name in wanted.items():
+        given = params[f"{role}_model_dir"]
+        what = f"paddle_vl15: the {'layout model' if role == 'layout_detection' else 'VL recognition model'} {name}"
+        if given:
+            path = Path(given).expanduser()
+            if not path.is_dir():
+                raise _loop.MissingDependency(f"{what}: {role}_model_dir {path} does not exist; {hint}")
+        else:
+            path = paddlex_cache_dir(name)
+            if not path.is_dir():
+                raise _loop.MissingDependency(f"{what} is not in the PaddleX cache {path}; {hint} "
+                                              f"or set {role}_model_dir")
+        try:
+            check_paddle_folder(path, hint)
+        except _loop.MissingDependency as exc:
+            raise _loop.MissingDependency(f"{what}: {exc}") from None
+        found[role] = path
+    return found
+
+
 class PaddleVL15Detector:
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         status = paddle_status()
         why = ("paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"]
                else "paddle sees no GPU")
         self.device_used = choose(device, allow_cpu_fallback, status["cuda_available"], why)
+        weights = locate_weights(params)  # before importing paddleocr: no download, ever
+        set_offline()
         try:
             import paddleocr
             from paddleocr import PaddleOCRVL
@@ -98,24 +140,21 @@ class PaddleVL15Detector:
         for key in ("layout_detection_model_name", "vl_rec_model_name", "vl_rec_server_url"):
             if params[key]:
                 kwargs[key] = params[key]
-        for key in ("layout_detection_model_dir", "vl_rec_model_dir"):
-            if params[key]:
-                path = Path(params[key]).expanduser()
-                if not path.is_dir():
-                    raise _loop.MissingDependency(f"paddle_vl15: {key} {path} does not exist")
-                kwargs[key] = str(stage_to_local(path) if params["stage_weights"] else path)
+        for role, path in weights.items():
+            kwargs[f"{role}_model_dir"] = str(stage_to_local(path) if params["stage_weights"] else path)
         if params["layout_threshold"] > 0:
             kwargs["layout_threshold"] = float(params["layout_threshold"])
         try:
             self.pipeline = PaddleOCRVL(**kwargs)
-        except ValueError:
-            raise  # unknown argument: a bug here, not an environment problem
-        except Exception as exc:  # paddlex raises a bare Exception when no model source is reachable
-            raise _loop.MissingDependency(
-                f"paddle_vl15: could not load the pipeline ({type(exc).__name__}: {exc}); set "
-                "layout_detection_model_dir / vl_rec_model_dir or pre-stage PADDLE_PDX_CACHE_HOME") from exc
-        self.info = {"model": f"PaddleOCR-VL-{params['pipeline_version']}", "paddleocr_version": paddleocr.__version__,
-                     "pipeline_kwargs": kwargs, **status}
+        except Exception as exc:
+            raise_if_no_model_source(exc, "paddle_vl15: a model of the pipeline (not the layout or VL model "
+                                     "checked above: orientation/unwarping/chart)", paddlex_prestage_hint(
+                                         f"PaddleOCRVL(pipeline_version='{params['pipeline_version']}')"))
+            raise  # CUDA init, kernels for this GPU, corrupt weights, a bug: its own message
+        names = {role: path.name for role, path in weights.items()}
+        self.info = {"model": f"PaddleOCR-VL-{params['pipeline_version']} ({', '.join(names.values())})",
+                     "model_dirs": {role: str(path) for role, path in weights.items()},
+                     "paddleocr_version": paddleocr.__version__, "pipeline_kwargs": kwargs, **status}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         return self.detect_batch([(image_path, page)])[0]

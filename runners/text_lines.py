@@ -34,6 +34,14 @@ def lines_to_blocks(xyxy: np.ndarray, scores: np.ndarray, gap_factor: float):
     return _db.union_xyxy(pieces, block), mean_score
 
 
+def locate_weights(params: dict) -> str:
+    """The det .onnx this variant would load."""
+    path = params["model_path"] or default_det_model()
+    if not os.path.isfile(path):
+        raise _loop.MissingDependency(f"text_lines: model file not found: {path}")
+    return path
+
+
 class TextLinesDetector:
     """DB detector session loaded once; numpy pre/post-processing per page.
 

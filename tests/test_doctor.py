@@ -98,3 +98,31 @@ def test_shipped_torch_config_parses_and_reports_missing_envs(tmp_path, monkeypa
         ("paddle_layout", "pp_doclayout_plus_l"), ("paddle_vl15", "doc_parser"), ("dell", "american_stories"),
         ("mineru", "layout"), ("text_lines", "lines"), ("text_lines", "blocks")]
     assert all(not r["ready"] and r["python"].startswith(str(tmp_path / "base" / "envs")) for r in rows)
+
+
+def test_no_page_checks_weights_where_the_config_says(tmp_path, hf_home):
+    (row,) = run_doctor(_config(tmp_path / "empty_hf", {"FAKE_CUDA": "1"}), run_page=None)
+    assert not row["ready"] and row["weights_ok"] is False and row["page_ok"] is None
+    assert any(p.startswith("weights: ") and "hf download " + HUB in p for p in row["problems"])
+    (row,) = run_doctor(_config(hf_home, {"FAKE_CUDA": "1"}), run_page=None)
+    assert row["ready"] and row["weights_ok"] is True and row["weights"][0].endswith("snapshots/c0ffee")
+    cfg = _config(hf_home, {"FAKE_CUDA": "1"})
+    cfg["stages"][0]["variants"]["layout"] = {"model_dir": str(tmp_path / "copy")}
+    (tmp_path / "copy").mkdir()
+    (row,) = run_doctor(cfg, run_page=None)  # an empty folder where the weights should be
+    assert not row["ready"] and any("is empty" in p for p in row["problems"])
+
+
+def test_an_empty_page_fails_the_one_page_check(tmp_path, hf_home):
+    page = tmp_path / "blank.png"
+    Image.new("RGB", (1000, 1500), (0, 0, 255)).save(page)  # the fake model answers this one with no layout
+    (row,) = run_doctor(_config(hf_home, {"FAKE_CUDA": "1"}), run_page=str(page))
+    assert row["page_ok"] is False and not row["ready"]
+    assert any("answered but nothing usable came back" in p and "Sorry, I cannot read this page." in p
+               for p in row["problems"])
+
+
+def test_text_lines_import_list_has_scipy():
+    from newsbag.doctor import family_imports
+
+    assert "scipy" in family_imports("text_lines", {})

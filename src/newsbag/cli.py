@@ -588,17 +588,22 @@ def slurm_jobs(run_dir, as_json):
 
 
 def _synthetic_page(path: Path) -> Path:
-    """A 1200x1600 page with a title bar and three text columns: enough for every member to find boxes."""
-    from PIL import Image, ImageDraw
+    """A 1200x1600 page with a headline and three columns of real text: every member should find boxes.
+
+    Text, not bars: a member that finds nothing on it is reported ``empty`` and fails the check.
+    """
+    from PIL import Image, ImageDraw, ImageFont
 
     im = Image.new("L", (1200, 1600), 255)
     draw = ImageDraw.Draw(im)
-    draw.rectangle([100, 60, 1100, 150], fill=0)
+    draw.text((100, 60), "THE DAILY NEWSBAG", fill=0, font=ImageFont.load_default(size=72))
+    font = ImageFont.load_default(size=20)
+    words = "the council met on monday to discuss the new bridge over the river and its cost".split()
     for col in range(3):
         x0 = 80 + col * 360
         for row in range(40):
-            y = 220 + row * 32
-            draw.rectangle([x0, y, x0 + 320 - (60 if row % 9 == 8 else 0), y + 14], fill=30)
+            line = " ".join(words[(row + col + k) % len(words)] for k in range(5 if row % 9 != 8 else 3))
+            draw.text((x0, 220 + row * 32), line, fill=0, font=font)
     im.save(path)
     return path
 

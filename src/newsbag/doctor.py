@@ -26,7 +26,7 @@ _FAMILY_IMPORTS = {
     "mineru": ["torch", "transformers", "mineru_vl_utils"],
     "paddle_vl15": ["paddle", "paddleocr"],
     "tesseract": ["tesserocr"],
-    "text_lines": ["onnxruntime"],
+    "text_lines": ["onnxruntime", "scipy"],
 }
 _PADDLE_LAYOUT_IMPORTS = {"paddleocr": ["paddle", "paddleocr"], "onnxruntime": ["onnxruntime"]}
 
@@ -57,6 +57,21 @@ def _probe(stage: ModelStage, runners: Path, imports: list[str], timeout_s: floa
     return json.loads(lines[-1])
 
 
+def _probe_weights(stage: ModelStage, runners: Path, params: dict, timeout_s: float) -> dict:
+    """Ask the family's own ``locate_weights`` (in the stage env) whether the weights are where
+    the config says: no model is loaded, nothing is downloaded."""
+    cmd = [stage.env.python, str(runners / "_probe.py"), "--weights", stage.family, "--params", json.dumps(params)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_subprocess_env(stage), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"weights check timed out after {timeout_s:.0f}s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"ok": False, "error": f"weights check exited {proc.returncode}: {tail[:300]}"}
+    return json.loads(lines[-1])["weights"]
+
+
 def _would_use(stage: ModelStage, cuda: bool) -> str:
     if stage.device == "cpu":
         return "cpu"
@@ -84,16 +99,21 @@ def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page
         except subprocess.TimeoutExpired:
             return {"page_ok": False, "page_error": f"runner timed out after {timeout_s:.0f}s"}
         out: dict[str, Any] = {"page_exit": proc.returncode}
+        page_status = {}
         try:
             report = json.loads((out_dir / "run_report.json").read_text(encoding="utf-8"))
             out["device_used"] = report.get("device_used")
             if "providers_used" in report:
                 out["providers_used"] = report["providers_used"]
+            page_status = report.get("pages", {}).get("doctor", {})
         except (OSError, ValueError):
             pass
         try:
             result = json.loads((out_dir / "doctor.json").read_text(encoding="utf-8"))
             out.update(page_ok=proc.returncode == 0, page_regions=len(result["regions"]), page_seconds=result["seconds"])
+            if page_status.get("status") == "empty":  # answered, nothing parsed: not ready
+                out.update(page_ok=False, page_error=f"the model answered but nothing usable came back: "
+                                                     f"{page_status.get('reason', '')}"[:800])
         except (OSError, ValueError, KeyError):
             fatal = [json.loads(ln[len("@@newsbag "):]) for ln in proc.stdout.splitlines()
                      if ln.startswith("@@newsbag ")]
@@ -168,6 +188,12 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
             if key not in probes:
                 probes[key] = _probe(stage, runners, imports, timeout_s)
             _diagnose(row, probes[key], imports)
+            if row["imports_ok"]:
+                weights = _probe_weights(stage, runners, params, timeout_s)
+                row["weights_ok"] = bool(weights.get("ok"))
+                row["weights"] = weights.get("paths", [])
+                if not weights.get("ok"):
+                    row["problems"].append(f"weights: {weights.get('error')}")
             if run_page and row["imports_ok"]:
                 row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s))
                 if not row["page_ok"]:
@@ -180,12 +206,12 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
 
 def format_doctor_table(rows: list[dict]) -> str:
     """Plain-text table: one line per stage/variant, then the problems, indented."""
-    head = ("source", "ready", "python", "imports", "device", "gpu", "cc", "arch", "page")
+    head = ("source", "ready", "python", "imports", "weights", "device", "gpu", "cc", "arch", "page")
     table = [head]
     for r in rows:
         mark = {True: "ok", False: "FAIL", None: "-"}
         table.append((f"{r['stage']}/{r['variant']}", "yes" if r["ready"] else "NO", mark[r["python_ok"]],
-                      mark[r["imports_ok"]], str(r.get("device") or "-"), str(r.get("gpu_name") or "-"),
+                      mark[r["imports_ok"]], mark[r.get("weights_ok")], str(r.get("device") or "-"), str(r.get("gpu_name") or "-"),
                       str(r.get("compute_capability") or "-"), mark[r.get("arch_supported")], mark[r.get("page_ok")]))
     lines = aligned_lines(table)
     for r in rows:

@@ -56,3 +56,11 @@ def run_runner(tmp: Path, family: str, pages: list[dict], params: dict | None = 
 
 def read_json(path: Path):
     return json.loads(Path(path).read_text())
+
+
+def write_paddle_model(folder: Path) -> Path:
+    """A PaddleX static model folder as paddlex reads it (inference.yml/json/pdiparams)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in (("inference.yml", "Global: {}\n"), ("inference.json", "{}"), ("inference.pdiparams", "x" * 64)):
+        (folder / name).write_text(data)
+    return folder

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from prod_helpers import FAKES, make_page, read_json, run_runner
+from prod_helpers import FAKES, write_paddle_model, make_page, read_json, run_runner
 
 V3 = json.loads((FAKES / "_data" / "paddleocr_layout_detection.res.json").read_text())
 PLUS_L = json.loads((FAKES / "_data" / "paddleocr_layout_detection.plus_l.res.json").read_text())
@@ -16,8 +16,7 @@ PLUS_L = json.loads((FAKES / "_data" / "paddleocr_layout_detection.plus_l.res.js
 def pdx_cache(tmp_path):
     home = tmp_path / "pdx"
     for name in ("PP-DocLayoutV2", "PP-DocLayoutV3", "PP-DocLayout_plus-L"):
-        (home / "official_models" / name).mkdir(parents=True)
-        (home / "official_models" / name / "inference.yml").write_text("x")
+        write_paddle_model(home / "official_models" / name)
     return home
 
 
@@ -69,11 +68,51 @@ def test_gpu_missing_fallback_refused_exits_5(tmp_path, pdx_cache):
     assert code == 5 and "paddle sees no GPU" in events[-1]["error"]
 
 
-def test_offline_without_weights_exits_3(tmp_path):
+def test_offline_without_weights_exits_3_with_the_prestage_command(tmp_path):
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3"}
+    code, out_dir, events, _ = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params,
+                                          env={"PADDLE_PDX_CACHE_HOME": str(tmp_path / "none"),
+                                               "FAKE_CALL_LOG": str(tmp_path / "calls.jsonl")})
+    error = events[-1]["error"]
+    assert code == 3 and "PP-DocLayoutV3 is not in the PaddleX cache" in error and not out_dir.exists()
+    assert "from paddleocr import LayoutDetection; LayoutDetection(model_name='PP-DocLayoutV3')" in error
+    assert not (tmp_path / "calls.jsonl").exists()  # never constructed: nothing tried to download
+
+
+@pytest.mark.parametrize("make, cause", [
+    (lambda d: d.mkdir(parents=True), "is empty"),
+    (lambda d: (write_paddle_model(d), (d / "inference.pdiparams").unlink()), "holds no weights"),
+    (lambda d: (write_paddle_model(d), (d / "inference.pdiparams").write_text("")), "is empty: the copy is incomplete"),
+])
+def test_empty_or_half_copied_model_dir_says_why(tmp_path, make, cause):
+    folder = tmp_path / "PP-DocLayoutV3"
+    make(folder)
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3", "model_dir": str(folder)}
+    code, _, events, err = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params)
+    assert code == 3 and cause in events[-1]["error"] and cause in err
+
+
+@pytest.mark.parametrize("error", [
+    "(External) CUDA error(209), no kernel image is available for execution on the device.",  # H200 + old wheel
+    "(PreconditionNotMet) The third-party dynamic library (libcudnn.so) that Paddle depends on is not configured correctly.",
+    "(InvalidArgument) Deserialize to tensor failed, maybe the loaded file is not a paddle model",  # corrupt weights
+])
+def test_constructor_failures_keep_their_own_message(tmp_path, pdx_cache, error):
     params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3"}
     code, _, events, _ = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params,
-                                    env={"PADDLE_PDX_CACHE_HOME": str(tmp_path / "none")})
-    assert code == 3 and "No model source is available" in events[-1]["error"]
+                                    env=_env(tmp_path, pdx_cache, FAKE_PADDLE_INIT_ERROR=error))
+    assert code == 1 and events[-1]["error"] == f"model setup failed: RuntimeError: {error}"
+    assert "weights" not in events[-1]["error"]
+
+
+def test_paddlex_no_model_source_error_still_means_missing_weights(tmp_path, pdx_cache):
+    # e.g. a sub-model paddlex resolves on its own: its own "no model source" exception -> exit 3
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3"}
+    msg = "Encounter exception when download model from bos. No model source is available! Please check network"
+    code, _, events, _ = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params,
+                                    env=_env(tmp_path, pdx_cache, FAKE_PADDLE_INIT_ERROR=msg))
+    assert code == 3 and "weights not found and no download on a compute node" in events[-1]["error"]
+    assert "LayoutDetection(model_name='PP-DocLayoutV3')" in events[-1]["error"]
 
 
 def test_batch_with_bad_page_then_resume(tmp_path, pdx_cache):

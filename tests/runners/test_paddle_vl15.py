@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from prod_helpers import FAKES, RUNNERS, make_page, read_json, run_runner
+from prod_helpers import FAKES, write_paddle_model, RUNNERS, make_page, read_json, run_runner
 
 sys.path.insert(0, str(RUNNERS))
 from paddle_vl15 import regions_from_vl  # noqa: E402  (pure function; no paddle import at module level)
@@ -19,9 +19,8 @@ SAMPLE = json.loads((FAKES / "_data" / "paddleocr_vl.res.json").read_text())
 def pdx_cache(tmp_path):
     """A PaddleX cache with the two models the v1.5 pipeline loads."""
     home = tmp_path / "pdx"
-    for name in ("PP-DocLayoutV3", "PaddleOCR-VL-1.5-0.9B"):
-        (home / "official_models" / name).mkdir(parents=True)
-        (home / "official_models" / name / "inference.yml").write_text("x")
+    for name in ("PP-DocLayoutV3", "PaddleOCR-VL-1.5"):  # paddlex drops "-0.9B" from VL folder names
+        write_paddle_model(home / "official_models" / name)
     return home
 
 
@@ -90,10 +89,39 @@ def test_cpu_fallback_allowed(tmp_path, pdx_cache):
     assert read_json(out_dir / "run_report.json")["pipeline_kwargs"]["device"] == "cpu"
 
 
-def test_no_weights_offline_exits_3(tmp_path):
-    code, _, events, _ = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")],
-                                    env={"PADDLE_PDX_CACHE_HOME": str(tmp_path / "empty")})
-    assert code == 3 and "No model source is available" in events[-1]["error"]
+@pytest.mark.parametrize("have, missing", [
+    ((), "the layout model PP-DocLayoutV3 is not in the PaddleX cache"),
+    (("PP-DocLayoutV3",), "the VL recognition model PaddleOCR-VL-1.5-0.9B is not in the PaddleX cache"),
+])
+def test_no_weights_exits_3_naming_the_missing_model_and_the_prestage_command(tmp_path, have, missing):
+    for name in have:
+        write_paddle_model(tmp_path / "pdx" / "official_models" / name)
+    code, out_dir, events, err = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")],
+                                            env={"PADDLE_PDX_CACHE_HOME": str(tmp_path / "pdx"),
+                                                 "FAKE_CALL_LOG": str(tmp_path / "calls.jsonl")})
+    assert code == 3 and missing in events[-1]["error"] and not out_dir.exists()
+    assert "from paddleocr import PaddleOCRVL; PaddleOCRVL(pipeline_version='v1.5')" in events[-1]["error"]
+    assert not (tmp_path / "calls.jsonl").exists()  # paddleocr never constructed: no download attempt
+
+
+def test_constructor_failure_keeps_its_own_message(tmp_path, pdx_cache):
+    kernel = "(External) CUDA error(209), no kernel image is available for execution on the device."
+    code, out_dir, events, err = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")],
+                                            env=_env(tmp_path, pdx_cache, FAKE_PADDLE_INIT_ERROR=kernel))
+    assert code == 1 and events[-1]["error"] == f"model setup failed: RuntimeError: {kernel}"
+    assert "pre-stage" not in events[-1]["error"] and not out_dir.exists()
+
+
+def test_offline_switches_and_model_names_in_report(tmp_path, pdx_cache):
+    code, out_dir, _, err = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")],
+                                       env=_env(tmp_path, pdx_cache, HF_HUB_OFFLINE=""))
+    assert code == 0, err
+    calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    env = next(c for c in calls if c["call"] == "paddlex.env")
+    assert env["model_source_check_disabled"] == "True" and env["hf_offline"] == "1"
+    report = read_json(out_dir / "run_report.json")
+    assert report["model"] == "PaddleOCR-VL-v1.5 (PP-DocLayoutV3, PaddleOCR-VL-1.5)"
+    assert report["pipeline_kwargs"]["vl_rec_model_dir"] == str(pdx_cache / "official_models" / "PaddleOCR-VL-1.5")
 
 
 def test_bad_page_recorded_others_done_then_resume(tmp_path, pdx_cache):
@@ -110,8 +138,7 @@ def test_bad_page_recorded_others_done_then_resume(tmp_path, pdx_cache):
 def test_model_dirs_passed_and_staged(tmp_path):
     dirs = {}
     for key in ("layout_detection_model_dir", "vl_rec_model_dir"):
-        dirs[key] = tmp_path / "models" / key
-        dirs[key].mkdir(parents=True)
+        dirs[key] = write_paddle_model(tmp_path / "models" / key)
     params = {**{k: str(v) for k, v in dirs.items()}, "stage_weights": True}
     code, out_dir, _, err = run_runner(tmp_path, "paddle_vl15", [make_page(tmp_path, "p0")], params,
                                        env={"SLURM_TMPDIR": str(tmp_path / "node"),

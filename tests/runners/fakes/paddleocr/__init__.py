@@ -32,6 +32,11 @@ def _check_kwargs(kwargs, allowed):
 
 
 def _weights_available(model_name, model_dir):
+    _c.record("paddlex.env", model_source_check_disabled=os.environ.get("PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK"),
+              hf_offline=os.environ.get("HF_HUB_OFFLINE"))
+    if os.environ.get("FAKE_PADDLE_INIT_ERROR"):
+        # what a wheel without kernels for the card (or a broken CUDA) raises while building the predictor
+        raise RuntimeError(os.environ["FAKE_PADDLE_INIT_ERROR"])
     if model_dir is not None:
         if not os.path.isdir(model_dir):
             raise FileNotFoundError(f"The model directory {model_dir} does not exist")
