@@ -175,10 +175,10 @@ def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
         assert code == 0, err
         return json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"]
 
-    assert counts({"v": {}}) == {"ok": 5, "failed": 0, "skipped": 0}
+    assert counts({"v": {}}) == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     assert all(o["source"]["fingerprint"] for o in outputs(run).values())
-    assert counts({"v": {}}) == {"ok": 0, "failed": 0, "skipped": 5}
-    assert counts({"v": {"mode": "ok", "on": ["nothing"]}}) == {"ok": 0, "failed": 0, "skipped": 5}
-    assert counts({"v": {"tag": "other"}}) == {"ok": 5, "failed": 0, "skipped": 0}
+    assert counts({"v": {}}) == {"ok": 0, "empty": 0, "failed": 0, "skipped": 5}
+    assert counts({"v": {"mode": "ok", "on": ["nothing"]}}) == {"ok": 0, "empty": 0, "failed": 0, "skipped": 5}
+    assert counts({"v": {"tag": "other"}}) == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     write_image(page_dir / "issue1" / "p2.png", size=(44, 30))
-    assert counts({"v": {"tag": "other"}}) == {"ok": 1, "failed": 0, "skipped": 4}
+    assert counts({"v": {"tag": "other"}}) == {"ok": 1, "empty": 0, "failed": 0, "skipped": 4}
