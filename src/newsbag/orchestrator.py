@@ -116,7 +116,7 @@ class _Launch:
     end: dict | None
 
 
-_STATUSES = ("ok", "failed", "skipped")
+_STATUSES = ("ok", "empty", "failed", "skipped")
 
 
 def _parse_event(text: str) -> dict | None:
