@@ -25,7 +25,7 @@ def test_malformed_events_are_garbage_not_a_crash(tmp_path, page_dir, capsys):
                              "--config", liar_config(tmp_path / "c.json", "events"))
     assert code == 0, err  # no crash: exit 1 and a traceback before
     summary = json.loads((run / "reports" / "run_all.json").read_text())
-    assert summary["sources"][0]["counts"] == {"ok": 5, "failed": 0, "skipped": 0}
+    assert summary["sources"][0]["counts"] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     fusion = json.loads((run / "outputs" / "fusion" / "summary.json").read_text())
     assert fusion["counts"]["ok"] == 5  # the later stages ran
     log = (run / "logs" / "liar.v.log").read_text()
