@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from newsbag.config import parse_config
-from newsbag.errors import ConfigError
+from newsbag.errors import ConfigError, RunnerError
 
 from nbtest import FAKE_RUNNERS, run_cli, write_fake_config
 
@@ -84,7 +84,7 @@ def test_setup_failure_keeps_its_own_message_and_is_not_missing_weights(tmp_path
     cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "setupfail"}})
     code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run",
                            "--config", cfg)
-    assert code == 4  # RunnerError, not EnvError (3): nothing to pre-stage
+    assert code == RunnerError.exit_code  # a source that never started, not EnvError (3): nothing to pre-stage
     assert "model setup failed: RuntimeError: CUDA error: initialization error" in err
     assert "missing dependency" not in err.lower() and "pre-stage" not in err
     assert not _src(tmp_path / "run").exists()
