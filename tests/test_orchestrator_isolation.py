@@ -79,7 +79,7 @@ def test_only_the_culprit_fails(tmp_path, eight_pages, capsys, mode, n_pages, ba
     assert all(error in r["error"] for r in failed_records(run).values()), failed_records(run)
     assert done_pages(run) == _first(n_pages) - set(culprits)
     counts = summary(run)["counts"]
-    assert counts == {"ok": n_pages - len(culprits), "failed": len(culprits), "skipped": 0}
+    assert counts == {"ok": n_pages - len(culprits), "empty": 0, "failed": len(culprits), "skipped": 0}
     ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
     assert sorted(r["page_id"].split("-")[0] for r in ledger) == sorted(culprits)
 
@@ -142,7 +142,7 @@ def test_previously_failed_pages_are_retried_last(tmp_path, eight_pages, capsys)
     outcome = run_source(run, stage, "v", read_pages(run), runners=stage_runners(ok),
                          on_page=lambda o: order.append((o.page_id.split("-")[0], o.status)))
     assert [p for p, s in order if s == "ok"] == ["page05", "page06", "page07", "page00", "page03"]
-    assert outcome.counts() == {"ok": 5, "failed": 0, "skipped": 3}
+    assert outcome.counts() == {"ok": 5, "empty": 0, "failed": 0, "skipped": 3}
 
 
 def stage_runners(cfg: Path) -> Path:
