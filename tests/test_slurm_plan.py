@@ -28,7 +28,7 @@ def _torch_like(tmp_path, mineru_cuda=True):
     for fam in ("paddle_layout", "paddle_vl15", "dell", "mineru"):
         (runners / f"{fam}.py").write_text("")
         params = {"require_cuda": {"type": "boolean", "default": False}} if fam == "mineru" else {}
-        (runners / f"{fam}.tool.json").write_text(json.dumps({"parameters": params}))
+        (runners / f"{fam}.tool.json").write_text(json.dumps({"parameters": params, "labels": {"text": "text"}}))
     return parse_config(raw, str(tmp_path / "torch.json"))
 
 

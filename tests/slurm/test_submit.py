@@ -137,7 +137,7 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     assert f"submit_newsbag_from_dir.sh --run-dir {run_dir}" in out
     # Only the selected stages are listed, and a pending row says why.
     assert "paddle_vl15" not in out and "mineru" not in out
-    assert re.search(rf"dell/lines +done +0 +failed +0 +pending +3  \(job {h200} infer-h200 FAILED: see below\)", out)
+    assert re.search(rf"dell/lines +done +0 +empty +0( \(\S+\))? +failed +0 +pending +3  \(job {h200} infer-h200 FAILED: see below\)", out)
 
     # Fix the env, then resubmit with only --run-dir: same config and settings, the stale fusion job is
     # cancelled, no job for the finished L40S stage.
