@@ -292,3 +292,15 @@ def test_crashed_page_is_retried_when_its_inputs_changed(tmp_path, eight_pages, 
     error = next(iter(summary(run)["failures"].values()))
     assert error.startswith("runner killed by SIGSEGV while processing this page"), error
     assert summary(run)["launches"] == 1  # retried last, after the 7 others were redone
+
+
+def test_a_runner_that_dies_on_restart_still_leaves_its_failures_in_the_ledger(tmp_path, eight_pages, capsys):
+    # page02 kills the runner; on the restart the runner's set-up fails for good (a CUDA error)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "crash", "on": ["page02"]}},
+                            env={"FAKE_BREAK_ON_RESTART": str(tmp_path / "broken")})
+    run = tmp_path / "run"
+    code, _, err = _run(capsys, eight_pages, run, cfg)
+    assert code == RunnerError.exit_code and "CUDA error" in err
+    ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert [(r["page_id"].split("-")[0], r["stage"], r["variant"]) for r in ledger] == [("page02", "fake", "v")]
+    assert "SIGKILL" in ledger[0]["error"]

@@ -400,107 +400,111 @@ def run_source(
     def over_budget() -> bool:
         return fraction < 1 and len(failed_here) > fraction * len(todo)
 
-    while remaining:
-        if over_budget():
-            msg = (f"not run: source aborted after {len(failed_here)} of {len(todo)} pages failed "
-                   f"(more than {fraction:g}; --max-failed-fraction)")
-            log.error("%s/%s: %s", stage.name, variant, msg.removeprefix("not run: "))
-            fail(remaining, msg, "NotRun")
-            break
-        job = {
-            "stage": stage.name, "variant": variant, "family": stage.family,
-            "params": dict(stage.variants[variant]), "device": stage.device,
-            # Siblings' params: variants that differ only in post-processing share one model pass.
-            "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
-            "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
-            "label_map": label_map, "force": force, "report_name": report_name,
-            "isolate": sorted(isolate & {p.page_id for p in remaining}),
-            "max_empty_share": stage.max_empty_share,
-            "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
-                       "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in remaining],
-        }
-        outcome.launches += 1
-        reported: dict[str, PageOutcome] = {}
+    # The ledger gets this call's page failures even when a restarted runner then dies
+    # for good (the error below propagates; the pages failed before it stay on record).
+    try:
+        while remaining:
+            if over_budget():
+                msg = (f"not run: source aborted after {len(failed_here)} of {len(todo)} pages failed "
+                       f"(more than {fraction:g}; --max-failed-fraction)")
+                log.error("%s/%s: %s", stage.name, variant, msg.removeprefix("not run: "))
+                fail(remaining, msg, "NotRun")
+                break
+            job = {
+                "stage": stage.name, "variant": variant, "family": stage.family,
+                "params": dict(stage.variants[variant]), "device": stage.device,
+                # Siblings' params: variants that differ only in post-processing share one model pass.
+                "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
+                "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
+                "label_map": label_map, "force": force, "report_name": report_name,
+                "isolate": sorted(isolate & {p.page_id for p in remaining}),
+                "max_empty_share": stage.max_empty_share,
+                "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
+                           "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in remaining],
+            }
+            outcome.launches += 1
+            reported: dict[str, PageOutcome] = {}
 
-        def settle(o: PageOutcome) -> None:
-            """Check the output a runner claims as soon as it says so, so progress is live."""
-            page = by_id.get(o.page_id)
-            if page is None:
-                return
-            if o.status in ("ok", "empty"):
-                problem = _check_output(out_dir, page)
-                if problem:
-                    _record_failure(out_dir, page, problem, "InvalidOutput")
-                    o = PageOutcome(o.page_id, "failed", problem, o.seconds)
-            if o.status == "failed":
-                failed_here.append(o.page_id)
-            reported[o.page_id] = outcome.pages[o.page_id] = o
-            on_page(o)
+            def settle(o: PageOutcome) -> None:
+                """Check the output a runner claims as soon as it says so, so progress is live."""
+                page = by_id.get(o.page_id)
+                if page is None:
+                    return
+                if o.status in ("ok", "empty"):
+                    problem = _check_output(out_dir, page)
+                    if problem:
+                        _record_failure(out_dir, page, problem, "InvalidOutput")
+                        o = PageOutcome(o.page_id, "failed", problem, o.seconds)
+                if o.status == "failed":
+                    failed_here.append(o.page_id)
+                reported[o.page_id] = outcome.pages[o.page_id] = o
+                on_page(o)
 
-        result = _launch(stage, variant, job, log_path, runners, settle, deadline,
-                         lambda: over_budget() and any(p.page_id not in outcome.pages for p in remaining))
-        if result.setup:
-            outcome.device_used = result.setup.get("device")
-            outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
-        if result.end:
-            outcome.info.update({k: result.end[k] for k in ("peak_rss_mb", "mean_page_seconds") if k in result.end})
-        if result.fatal or (result.exit_code in (EXIT_MISSING_DEPENDENCY, EXIT_DEVICE_UNAVAILABLE) and not reported):
-            message = (result.fatal or {}).get("error") or f"runner {_describe_exit(result.exit_code)}"
-            where = f"stage {stage.name} variant {variant} (env {stage.env.name}: {stage.env.python})"
-            if (result.fatal or {}).get("error_class") == "RunDirError":
-                raise RunDirError(f"{where}: {message}")
-            if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
-                raise GpuPreflightError(f"{where}: {message}; see {log_path}")
-            if result.exit_code == EXIT_MISSING_DEPENDENCY:
-                raise EnvError(f"{where}: {message}; see {log_path}")
-            # Set-up failed for its own reason (CUDA init, kernels, corrupt weights, a bug): say it as it is.
-            raise RunnerError(f"{where}: {message}; see {log_path}")
-        in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
-        remaining = [p for p in remaining if p.page_id not in outcome.pages]
-        if result.reason == "aborted":
-            continue  # the budget check at the top fails what is left
-        if result.reason == "job_timeout":
-            fail(in_flight, f"stage timeout {stage.timeout_s:g}s reached while processing this page; runner killed", "NotRun")
-            fail([p for p in remaining if p not in in_flight], f"not run: stage timeout {stage.timeout_s:g}s reached", "NotRun")
-            break
-        started = started or bool(reported) or bool(in_flight)
-        if len(in_flight) == 1 or (in_flight and all(p.page_id in isolate for p in in_flight)):
-            fail(in_flight, *_blame(result.reason, result.exit_code, stage))
-            fruitless = 0
-        elif in_flight:
-            isolate.update(p.page_id for p in in_flight)
-            log.warning("%s/%s: runner %s during a batch of %d page(s); rerunning them one at a time",
-                        stage.name, variant, "stalled" if result.reason == "page_timeout" else _describe_exit(result.exit_code),
-                        len(in_flight))
-            fruitless = 0
-        elif result.exit_code == 0 and result.reason == "exit":
+            result = _launch(stage, variant, job, log_path, runners, settle, deadline,
+                             lambda: over_budget() and any(p.page_id not in outcome.pages for p in remaining))
+            if result.setup:
+                outcome.device_used = result.setup.get("device")
+                outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
+            if result.end:
+                outcome.info.update({k: result.end[k] for k in ("peak_rss_mb", "mean_page_seconds") if k in result.end})
+            if result.fatal or (result.exit_code in (EXIT_MISSING_DEPENDENCY, EXIT_DEVICE_UNAVAILABLE) and not reported):
+                message = (result.fatal or {}).get("error") or f"runner {_describe_exit(result.exit_code)}"
+                where = f"stage {stage.name} variant {variant} (env {stage.env.name}: {stage.env.python})"
+                if (result.fatal or {}).get("error_class") == "RunDirError":
+                    raise RunDirError(f"{where}: {message}")
+                if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
+                    raise GpuPreflightError(f"{where}: {message}; see {log_path}")
+                if result.exit_code == EXIT_MISSING_DEPENDENCY:
+                    raise EnvError(f"{where}: {message}; see {log_path}")
+                # Set-up failed for its own reason (CUDA init, kernels, corrupt weights, a bug): say it as it is.
+                raise RunnerError(f"{where}: {message}; see {log_path}")
+            in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
             remaining = [p for p in remaining if p.page_id not in outcome.pages]
-            # Exited cleanly yet skipped pages it was given: they have no output.
-            fail(remaining, "runner exited 0 without writing output for this page", "MissingOutput")
-            break
-        else:
-            fruitless = 0 if reported else fruitless + 1
-            started = started or bool(reported)
-            if not started and (result.setup is None or fruitless > stage.max_restarts):
-                # Died before processing any page (import error, broken env, crash at load):
-                # the source never started, which is worse than some pages failing.
-                how = (f"made no progress for {stage.page_timeout_s:g}s" if result.reason == "page_timeout"
-                       else _describe_exit(result.exit_code))
-                raise RunnerError(f"stage {stage.name} variant {variant}: runner {how} before processing "
-                                  f"any page{'' if result.setup is None else ' (after loading its model)'}; "
-                                  f"see {log_path}")
-        remaining = [p for p in remaining if p.page_id not in outcome.pages]
-        if remaining and fruitless > stage.max_restarts:
-            fail(remaining, f"not run: runner {_describe_exit(result.exit_code)} {fruitless} times in a row "
-                            "before finishing a page", "NotRun")
-            break
-        if remaining:
-            log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
-                        stage.name, variant, _describe_exit(result.exit_code), len(remaining))
-    outcome.seconds = time.monotonic() - t0
-    failures = [asdict(o) | {"stage": stage.name, "variant": variant}
-                for o in outcome.pages.values() if o.status == "failed"]
-    if failures:
-        append_jsonl(rundir.failures_ledger(run_dir),
-                     [f | {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for f in failures])
+            if result.reason == "aborted":
+                continue  # the budget check at the top fails what is left
+            if result.reason == "job_timeout":
+                fail(in_flight, f"stage timeout {stage.timeout_s:g}s reached while processing this page; runner killed", "NotRun")
+                fail([p for p in remaining if p not in in_flight], f"not run: stage timeout {stage.timeout_s:g}s reached", "NotRun")
+                break
+            started = started or bool(reported) or bool(in_flight)
+            if len(in_flight) == 1 or (in_flight and all(p.page_id in isolate for p in in_flight)):
+                fail(in_flight, *_blame(result.reason, result.exit_code, stage))
+                fruitless = 0
+            elif in_flight:
+                isolate.update(p.page_id for p in in_flight)
+                log.warning("%s/%s: runner %s during a batch of %d page(s); rerunning them one at a time",
+                            stage.name, variant, "stalled" if result.reason == "page_timeout" else _describe_exit(result.exit_code),
+                            len(in_flight))
+                fruitless = 0
+            elif result.exit_code == 0 and result.reason == "exit":
+                remaining = [p for p in remaining if p.page_id not in outcome.pages]
+                # Exited cleanly yet skipped pages it was given: they have no output.
+                fail(remaining, "runner exited 0 without writing output for this page", "MissingOutput")
+                break
+            else:
+                fruitless = 0 if reported else fruitless + 1
+                started = started or bool(reported)
+                if not started and (result.setup is None or fruitless > stage.max_restarts):
+                    # Died before processing any page (import error, broken env, crash at load):
+                    # the source never started, which is worse than some pages failing.
+                    how = (f"made no progress for {stage.page_timeout_s:g}s" if result.reason == "page_timeout"
+                           else _describe_exit(result.exit_code))
+                    raise RunnerError(f"stage {stage.name} variant {variant}: runner {how} before processing "
+                                      f"any page{'' if result.setup is None else ' (after loading its model)'}; "
+                                      f"see {log_path}")
+            remaining = [p for p in remaining if p.page_id not in outcome.pages]
+            if remaining and fruitless > stage.max_restarts:
+                fail(remaining, f"not run: runner {_describe_exit(result.exit_code)} {fruitless} times in a row "
+                                "before finishing a page", "NotRun")
+                break
+            if remaining:
+                log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
+                            stage.name, variant, _describe_exit(result.exit_code), len(remaining))
+    finally:
+        outcome.seconds = time.monotonic() - t0
+        failures = [asdict(o) | {"stage": stage.name, "variant": variant}
+                    for o in outcome.pages.values() if o.status == "failed"]
+        if failures:
+            append_jsonl(rundir.failures_ledger(run_dir),
+                         [f | {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for f in failures])
     return outcome

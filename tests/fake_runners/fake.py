@@ -8,7 +8,8 @@ as output), exit0 (exits 0 mid-job), empty (the model answers, nothing parses), 
 FAKE_MODES=importerror fails at import, before any event (a broken env). With `batch_size`
 > 1 the detector offers detect_batch, which runs the pages one after another inside one call
 (so a crash or hang anywhere kills the whole batch, as a real batched predict() does).
-FAKE_PIDFILE names a file the runner writes its pid into (orphan tests).
+FAKE_PIDFILE names a file the runner writes its pid into (orphan tests); FAKE_BREAK_ON_RESTART
+names a file a crashing page creates, after which every set-up fails (a runner that dies on restart).
 """
 
 import os
@@ -32,6 +33,8 @@ class Detector:
         self.info = {"model": "fake-1"}
         if os.environ.get("FAKE_PIDFILE"):
             Path(os.environ["FAKE_PIDFILE"]).write_text(str(os.getpid()))
+        if os.environ.get("FAKE_BREAK_ON_RESTART") and Path(os.environ["FAKE_BREAK_ON_RESTART"]).exists():
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (after a restart)")
         if params["mode"] == "missing":
             raise _loop.MissingDependency("fakelib is not installed")
         if params["mode"] == "nogpu" and not allow_cpu_fallback:
@@ -60,6 +63,8 @@ class Detector:
             if mode == "raise":
                 raise ValueError(f"bad page {page['page_id']}")
             if mode == "crash":
+                if os.environ.get("FAKE_BREAK_ON_RESTART"):
+                    Path(os.environ["FAKE_BREAK_ON_RESTART"]).touch()
                 os.kill(os.getpid(), signal.SIGKILL)
             if mode == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
