@@ -356,7 +356,7 @@ def run_source(
                                                    label_map, p.sha256) for p in pages}
     fresh, retried, held = [], [], []
     for page in pages:
-        if not force and rundir.source_is_current(out_dir, page.page_id, prints[page.page_id]):
+        if not force and rundir.page_is_current(out_dir, page.page_id, prints[page.page_id]):
             o = PageOutcome(page.page_id, "skipped")
             outcome.pages[page.page_id] = o
             on_page(o)

@@ -32,7 +32,7 @@ __all__ = [
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
-    "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "source_is_current",
+    "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
     "manifest_page_ids", "members", "manifest_lock",
     "failure_path", "record_failures",
 ]
@@ -177,10 +177,10 @@ def source_fingerprint(family: str, params: dict, volatile: Iterable[str], label
     return fingerprint("source", family, kept, label_map, page_sha256)
 
 
-def source_is_current(out_dir: Path, page_id: str, expected: str) -> bool:
-    """The source page exists, passes the contract and records the fingerprint computed now."""
+def page_is_current(out_dir: Path, page_id: str, expected: str) -> bool:
+    """The source or fused page exists, passes the contract and records the fingerprint computed now."""
     try:
-        page = read_page(Path(out_dir) / f"{page_id}.json", page_id)
+        page = read_page(Path(out_dir) / f"{page_id}.json", page_id, members=False)
     except ValueError:
         return False
     return page["source"].get("fingerprint") == expected

@@ -74,8 +74,7 @@ def collect_status(run_dir: Path) -> dict:
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5])})
     fusion = _fusion_status(run_dir, ids)
-    summary = rundir.fusion_dir(run_dir) / "summary.json"
-    recommended = read_json(summary).get("recommended_variant") if summary.exists() else None
+    recommended = rundir.recommended_variant(run_dir)
     boards, review_failed = _review_status(run_dir, ids)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     by_kind: dict[str, int] = {}

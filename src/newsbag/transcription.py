@@ -228,6 +228,10 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "ok")
         summary["device_used"] = outcome.device_used
     rundir.record_failures(run_dir, "transcription", summary["failures"])
-    summary["articles"] = _write_search_index(run_dir, variant)
+    # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
+    # rerun over 100k pages must not reread every transcript).
+    index = out_dir / "transcripts.jsonl"
+    if summary["ok"] or not index.exists():
+        summary["articles"] = _write_search_index(run_dir, variant)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary

@@ -230,15 +230,6 @@ def _current_metrics(record: dict | None, metrics_fp: str, variant_fps: dict[str
     return {**record, "variants": variants}
 
 
-def _fused_is_current(run_dir: Path, variant: str, page_id: str, expected: str) -> bool:
-    """The fused page exists, passes the contract and was made from exactly these inputs and parameters."""
-    try:
-        page = read_page(rundir.fused_dir(run_dir, variant) / f"{page_id}.json", page_id, members=False)
-    except ValueError:
-        return False
-    return page["source"].get("fingerprint") == expected
-
-
 def _table_is_current(path: Path, idents: dict) -> bool:
     try:
         return read_json(path).get("inputs") == idents
@@ -303,7 +294,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     current = None if force else _current_metrics(record, metrics_fp, variant_fps)
     stale = [v for v in active
              if current is None or v not in current["variants"]
-             or not _fused_is_current(run_dir, v, page_id, variant_fps[v])]
+             or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v])]
     if not stale:
         return page_id, "skipped", None
     try:
