@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import labels, rundir
+from . import rundir
 from .config import EnvSpec, ModelStage
 from .contract import boxes_from_page
 from .fusion.fuse import articles
@@ -98,16 +98,17 @@ def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage
     )
 
 
-def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The fused page and its text/title regions: index into the page's regions, boxes, rank, article."""
+def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fused page and its text/title regions: index into the page's regions, boxes, rank, article, is_title."""
     page = read_page(fused_path, page_id)
     boxes = boxes_from_page(page)
-    idx = np.flatnonzero(np.isin(boxes.coarse, _READ_CLASSES))
+    coarse = boxes.coarse
+    idx = np.flatnonzero(np.isin(coarse, _READ_CLASSES))
     order = boxes.data["order"][idx]
     rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
     # Fusion stores each region's article; a page fused before articles existed gets them here.
     article = boxes.data["article"] if "article" in boxes.data else articles(boxes)
-    return page, idx, boxes.xyxy[idx], rank, article[idx]
+    return page, idx, boxes.xyxy[idx], rank, article[idx], coarse[idx] == "title"
 
 
 def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
@@ -116,29 +117,28 @@ def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
     return boxes_from_page(read_page(lines_path, page_id)).xyxy
 
 
-def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, region_of: np.ndarray,
-                line_regions: list[dict], variant: str, fingerprint: str) -> dict:
+def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
+                region_of: np.ndarray, line_regions: list[dict], variant: str, fingerprint: str) -> dict:
     """The per-page transcript record: regions (with lines) in reading order, articles, page text."""
-    is_title = np.array([labels.coarse_for(page["regions"][i].get("class") or "unknown") == "title" for i in idx], bool)
     texts = assemble(len(idx), region_of, [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in idx]
     for r, line in zip(region_of, line_regions):
         by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
                              "score": line.get("score")})
-    regions, articles = [], {}
+    regions, by_article = [], {}
     for k in np.argsort(rank, kind="stable"):
         region = page["regions"][idx[k]]
         regions.append({"region": int(idx[k]), "bbox_xyxy": region["bbox_xyxy"], "class": region.get("class"),
                         "order": region.get("order"), "article": int(article[k]), "text": texts[k],
                         "lines": by_region[k]})
-        entry = articles.setdefault(int(article[k]), {"article": int(article[k]), "regions": [], "headline": "", "texts": []})
+        entry = by_article.setdefault(int(article[k]), {"article": int(article[k]), "regions": [], "headline": "", "texts": []})
         entry["regions"].append(int(idx[k]))
         if is_title[k] and texts[k] and entry["headline"] == "" and len(entry["texts"]) == 0:
             entry["headline"] = texts[k].replace("\n", " ")
         if texts[k]:
             entry["texts"].append(texts[k])
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
-             "text": "\n\n".join(a["texts"])} for a in sorted(articles.values(), key=lambda a: a["article"])]
+             "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
     return {"page_id": page["page_id"], "image": page["image"], "variant": variant, "fingerprint": fingerprint,
             "regions": regions, "articles": arts,
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
@@ -197,7 +197,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "skipped")
             continue
         try:
-            page, idx, xyxy, rank, article = _read_regions(fused_path, page_id)
+            page, idx, xyxy, rank, article, is_title = _read_regions(fused_path, page_id)
             crops, region_of = plan_page(xyxy, rank, _lines(lines_path, page_id))
         except (OSError, ValueError) as exc:
             summary["failed"] += 1
@@ -206,7 +206,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "failed")
             continue
         write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist()})
-        plans[page_id] = (page, idx, rank, article, region_of, fp)
+        plans[page_id] = (page, idx, rank, article, is_title, region_of, fp)
         todo.append(records[page_id])
     if todo:
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
@@ -218,9 +218,9 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 if progress:
                     progress(page_id, "failed")
                 continue
-            page, idx, rank, article, region_of, fp = plans[page_id]
+            page, idx, rank, article, is_title, region_of, fp = plans[page_id]
             lines = read_page(out_dir / "_lines" / f"{page_id}.json", page_id)["regions"]
-            record = _transcript(page, idx, rank, article, region_of, lines, variant, fp)
+            record = _transcript(page, idx, rank, article, is_title, region_of, lines, variant, fp)
             atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
             write_json(out_dir / f"{page_id}.json", record)
             summary["ok"] += 1
