@@ -18,6 +18,13 @@ A family script defines a detector class and ends with ``_loop.main(MyDetector)`
         #   on. Variants of one stage that agree on them share one model pass per page:
         #   run_job sets ``self.shared`` (a `SharedModelOutput`, or None) and detect()
         #   calls ``shared_output(self, page, compute)``.
+        # optional: SHARED_FLOOR = "threshold": a score cut that may differ between the
+        #   sharing variants. The pass keeps everything above the lowest one
+        #   (``self.shared.floor``) and each variant applies its own cut afterwards; only
+        #   for families whose later post-processing commutes with that cut.
+        # optional: shares_pass(params) -> bool (staticmethod): False where this variant's
+        #   pass cannot be shared at all (e.g. a backend whose library post-processes
+        #   after the threshold in ways that depend on the other boxes).
 
 The orchestrator starts ``python <family>.py --job /dev/stdin`` and writes the job to the
 runner's stdin (so a killed orchestrator leaves no job file behind). This module owns the
@@ -268,17 +275,22 @@ class SharedModelOutput:
     and text_lines lines + blocks one DB pass. An entry records the image's identity (path,
     size, mtime) and is ignored when that changed; it is deleted once every variant sharing
     the key has a valid output for the page, so the cache holds only pages in flight.
+    With ``SHARED_FLOOR`` the pass keeps every box above the sharing variants' lowest score
+    cut (``floor``, part of the key) and each variant applies its own cut afterwards: one
+    PP-PicoDet or YOLO pass serves variants that differ only in threshold.
     """
 
-    def __init__(self, folder: Path, variant_dirs: list[Path]):
+    def __init__(self, folder: Path, variant_dirs: list[Path], floor: float | None = None):
         self.folder = folder
         self.variant_dirs = variant_dirs  # every variant sharing the key, this one included
+        self.floor = floor  # the lowest SHARED_FLOOR of those variants (part of the folder key)
 
     @staticmethod
-    def key(family: str, params: dict, names) -> str:
+    def key(family: str, params: dict, names, floor: float | None = None) -> str:
         import hashlib
 
-        blob = json.dumps([family, {k: params.get(k) for k in names}], sort_keys=True, default=str)
+        blob = json.dumps([family, {k: params.get(k) for k in names}, *([] if floor is None else [floor])],
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     @staticmethod
@@ -321,13 +333,27 @@ def _shared_for(job: dict, detector_cls, out_dir: Path) -> SharedModelOutput | N
     """The shared-output store of this job, or None when no other variant of the stage shares its model pass."""
     names = getattr(detector_cls, "SHARED_PARAMS", None)
     variants = job.get("stage_variants") or {}
-    if not names or len(variants) < 2:
+    params = job.get("params", {})
+    shares = getattr(detector_cls, "shares_pass", lambda _params: True)
+    if not names or len(variants) < 2 or not shares(params):
         return None
-    key = SharedModelOutput.key(job["family"], job.get("params", {}), names)
-    sharing = [v for v, p in variants.items() if SharedModelOutput.key(job["family"], p, names) == key]
+    key = SharedModelOutput.key(job["family"], params, names)
+    sharing = {v: p for v, p in variants.items()
+               if shares(p) and SharedModelOutput.key(job["family"], p, names) == key}
     if len(sharing) < 2:
         return None
-    return SharedModelOutput(out_dir.parent / SHARED_DIR / key, [out_dir.parent / v for v in sharing])
+    floor_name = getattr(detector_cls, "SHARED_FLOOR", None)
+    # The floor is part of the folder key: an entry computed at a higher floor (say, before a
+    # variant with a lower cut was added to the config) is never read by a variant below it.
+    floor = min(float(p[floor_name]) for p in sharing.values()) if floor_name else None
+    return SharedModelOutput(out_dir.parent / SHARED_DIR / SharedModelOutput.key(job["family"], params, names, floor),
+                             [out_dir.parent / v for v in sharing], floor)
+
+
+def shared_floor(detector, own: float) -> float:
+    """The score cut the model pass runs at: the sharing variants' lowest, else this variant's own."""
+    shared = getattr(detector, "shared", None)
+    return own if shared is None or shared.floor is None else shared.floor
 
 
 def empty_reason(raw, regions: list, warnings: dict) -> str | None:

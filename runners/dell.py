@@ -53,6 +53,17 @@ def locate_weights(params: dict) -> Path:
 
 
 class DellDetector:
+    """One onnxruntime session per job; numpy letterbox, decode and NMS per page.
+
+    Variants that differ only in ``conf`` share one pass per page (``SHARED_FLOOR``): the pass
+    decodes above the lowest conf and each variant cuts at its own afterwards. Exact: NMS is
+    greedy in score order (stable), so the boxes above a cut are kept or suppressed only by
+    boxes above it, and ``max_det`` keeps a prefix of that score order either way.
+    """
+
+    SHARED_PARAMS = ("model_path", "imgsz", "iou", "max_det", "labels")
+    SHARED_FLOOR = "conf"
+
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         model_path = params["model_path"]
         path = locate_weights(params)
@@ -79,18 +90,25 @@ class DellDetector:
         self.info = {"model": f"american_stories_layout:{Path(model_path).name}", "model_path": str(path),
                      "imgsz": self.imgsz, "labels": self.labels, **ort_info}
 
-    def detect(self, image_path: str, page: dict) -> list[dict]:
+    def candidates(self, image_path: str, conf: float) -> dict:
+        """The model pass: boxes above `conf` after NMS, in page pixels, best first (JSON lists)."""
         image = load_rgb(image_path)
         height, width = image.shape[:2]
         canvas, gain, pad = letterbox(image, self.imgsz, 114)
         blob = np.ascontiguousarray(canvas.transpose(2, 0, 1)[None], dtype=np.float32) / 255.0
         output = self.session.run(None, {self.input_name: blob})[0]
-        xyxy, score, cls = decode_yolov8(output, self.conf)
+        xyxy, score, cls = decode_yolov8(output, conf)
         keep = nms_xyxy(xyxy, score, self.iou, self.max_det)
         boxes = unletterbox_xyxy(xyxy[keep], gain, pad, width, height)
-        return [{"bbox_xyxy": box.tolist(), "label": self.labels[int(c)], "score": float(s),
+        return {"xyxy": boxes.tolist(), "score": score[keep].tolist(), "cls": cls[keep].tolist()}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        out = _loop.shared_output(self, page, lambda: self.candidates(image_path, _loop.shared_floor(self, self.conf)))
+        score = np.asarray(out["score"], dtype=np.float32)  # decode compares float32 scores with conf
+        boxes = np.asarray(out["xyxy"], dtype=np.float64).reshape(-1, 4)
+        return [{"bbox_xyxy": boxes[i].tolist(), "label": self.labels[int(out["cls"][i])], "score": float(score[i]),
                  "order": None, "text": None}
-                for box, s, c in zip(boxes, score[keep], cls[keep])]
+                for i in np.flatnonzero(score > self.conf)]
 
     def close(self) -> None:
         self.session = None

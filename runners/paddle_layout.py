@@ -38,6 +38,8 @@ def _static_hw(shape) -> tuple[int, int] | None:
 class OnnxLayoutBackend:
     """A Paddle layout model through onnxruntime: PP-PicoDet GFL outputs or a PaddleDetection export."""
 
+    shared = None
+
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         model_path = params["model_path"] or default_cdla_model()
         self.session, ort_info = make_session(model_path, device, allow_cpu_fallback)
@@ -74,32 +76,47 @@ class OnnxLayoutBackend:
         meta = self.session.get_modelmeta().custom_metadata_map
         return [s for s in meta.get("character", "").splitlines() if s]
 
-    def detect(self, image_path: str, page: dict) -> list[dict]:
+    def candidates(self, image_path: str, threshold: float) -> dict:
+        """The model pass: boxes above `threshold` after NMS, as JSON lists (shared by variants).
+
+        ``score`` keeps the dtype the threshold is compared in (float32 for the GFL head's
+        scores, float64 for export rows), so a cut applied later compares exactly as here.
+        """
         image = load_page_array(image_path)
         height, width = image.shape[:2]
         tensor = _picodet.to_input_tensor(image, self.input_hw, self.mean, self.std)
         if self.kind == "paddledet_export":
-            xyxy, scores, classes = self._run_export(tensor, height, width)
+            xyxy, scores, classes = self._run_export(tensor, height, width, threshold)
         else:
-            xyxy, scores, classes = self._run_gfl(tensor, height, width)
-        return [
-            {"bbox_xyxy": box.tolist(), "label": self._label(c), "score": float(s), "order": None, "text": None}
-            for box, s, c in zip(xyxy, scores, classes)
-        ]
+            xyxy, scores, classes = self._run_gfl(tensor, height, width, threshold)
+        return {"xyxy": np.asarray(xyxy, dtype=np.float64).tolist(), "score": np.asarray(scores).tolist(),
+                "score_dtype": str(np.asarray(scores).dtype), "cls": np.asarray(classes).tolist()}
+
+    def detect(self, image_path: str, page: dict) -> list[dict]:
+        # Variants that differ only in threshold share one pass at the lowest one: greedy NMS
+        # keeps a box iff no kept higher-scoring box suppresses it, and every box above a
+        # cut outranks every box below it, so "NMS at the floor, then the cut" keeps exactly
+        # what "the cut, then NMS" keeps (ties keep their order: the sort is stable).
+        out = _loop.shared_output(self, page, lambda: self.candidates(image_path, _loop.shared_floor(self, self.threshold)))
+        scores = np.asarray(out["score"], dtype=out["score_dtype"])
+        keep = np.flatnonzero(scores > self.threshold)
+        xyxy = np.asarray(out["xyxy"], dtype=np.float64).reshape(-1, 4)
+        return [{"bbox_xyxy": xyxy[i].tolist(), "label": self._label(int(out["cls"][i])), "score": float(scores[i]),
+                 "order": None, "text": None} for i in keep]
 
     def _label(self, class_id: int) -> str:
         return self.labels[class_id] if 0 <= class_id < len(self.labels) else f"class_{class_id}"
 
-    def _run_gfl(self, tensor, height, width):
+    def _run_gfl(self, tensor, height, width, threshold):
         outputs = self.session.run(None, {self.image_input: tensor})
         half = len(outputs) // 2
         boxes, scores = _picodet.decode_gfl(outputs[:half], outputs[half:], self.input_hw, self.strides)
-        cand, cls = np.nonzero(scores > self.threshold)  # one candidate per (anchor, class)
+        cand, cls = np.nonzero(scores > threshold)  # one candidate per (anchor, class)
         keep = _picodet.nms_per_class(boxes[cand], scores[cand, cls], cls, self.nms_iou)
         scale = np.array([width / self.input_hw[1], height / self.input_hw[0]] * 2)
         return boxes[cand[keep]] * scale, scores[cand[keep], cls[keep]], cls[keep].astype(int)
 
-    def _run_export(self, tensor, height, width):
+    def _run_export(self, tensor, height, width, threshold):
         in_h, in_w = self.input_hw
         feeds = {
             "image": tensor,
@@ -111,7 +128,7 @@ class OnnxLayoutBackend:
         if rows.shape[1] < 6:
             raise ValueError(f"export output rows have {rows.shape[1]} columns, expected >= 6 "
                              "[cls_id, score, x0, y0, x1, y1]")
-        ok = (rows[:, 0] >= 0) & (rows[:, 1] > self.threshold)
+        ok = (rows[:, 0] >= 0) & (rows[:, 1] > threshold)
         rows = rows[ok]
         # The export already applies NMS and divides by scale_factor: boxes are in page pixels.
         return rows[:, 2:6], rows[:, 1], rows[:, 0].astype(int)
@@ -127,6 +144,8 @@ class PaddleOCRLayoutBackend:
     and come back through the library's serialiser (``res.json["res"]["boxes"]``:
     cls_id, label, score, coordinate [x1,y1,x2,y2] in original pixels, order for V2/V3).
     """
+
+    shared = None  # never shared: see PaddleLayoutDetector
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         from _device import choose, paddle_status
@@ -225,7 +244,22 @@ BACKENDS = {
 
 
 class PaddleLayoutDetector:
-    """Runner entry: picks the backend named by ``params["backend"]`` and delegates to it."""
+    """Runner entry: picks the backend named by ``params["backend"]`` and delegates to it.
+
+    onnxruntime variants of one model that differ only in ``threshold`` share one model
+    pass per page (``SHARED_PARAMS``, ``SHARED_FLOOR``). paddleocr variants do not:
+    ``LayoutDetection.predict`` post-processes after its threshold in ways that depend on the
+    other boxes (V2/V3: the overlap filter and the reading-order numbering; any model: a
+    ``layout_merge_bboxes_mode`` from its inference.yml), so a cut applied to a lower-threshold
+    result would not equal a run at that threshold.
+    """
+
+    SHARED_PARAMS = ("backend", "model_path", "input_size", "mean", "std", "nms_iou", "labels")
+    SHARED_FLOOR = "threshold"
+
+    @staticmethod
+    def shares_pass(params: dict) -> bool:
+        return params.get("backend", "onnxruntime") == "onnxruntime"
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         name = params.get("backend", "onnxruntime")
@@ -235,6 +269,14 @@ class PaddleLayoutDetector:
         self.backend = backend_cls(params, device, allow_cpu_fallback)
         self.device_used = self.backend.device_used
         self.info = {"backend": name, **self.backend.info}
+
+    @property
+    def shared(self):
+        return self.backend.shared
+
+    @shared.setter
+    def shared(self, value) -> None:  # _loop.run_job sets it after set-up
+        self.backend.shared = value
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         return self.backend.detect(image_path, page)
