@@ -13,7 +13,10 @@ A family script defines a detector class and ends with ``_loop.main(MyDetector)`
         #   used when batch_size (job key, else params key) > 1; a batch that raises is
         #   retried page by page so only the bad page fails. It may also be a generator
         #   yielding one page's regions at a time: each page is then written and reported
-        #   as soon as it is yielded (progress per page inside a batch).
+        #   as soon as it is yielded (progress per page inside a batch; the orchestrator's
+        #   no-progress limit restarts with each page). Use a generator wherever the library
+        #   hands pages back one at a time (PaddleOCRVL.predict_iter); a list means the
+        #   batch's pages are reported together, each with the batch's time / N.
         # optional: SHARED_PARAMS = ("model_path", ...): the params the model pass depends
         #   on. Variants of one stage that agree on them share one model pass per page:
         #   run_job sets ``self.shared`` (a `SharedModelOutput`, or None) and detect()

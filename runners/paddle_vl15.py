@@ -157,14 +157,22 @@ class PaddleVL15Detector:
                      "paddleocr_version": paddleocr.__version__, "pipeline_kwargs": kwargs, **status}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        return self.detect_batch([(image_path, page)])[0]
+        return list(self.detect_batch([(image_path, page)]))[0]
 
-    def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]:
-        results = self.pipeline.predict([path for path, _ in items])
-        if len(results) != len(items):
-            raise RuntimeError(f"PaddleOCRVL returned {len(results)} results for {len(items)} images")
-        return [regions_from_vl(res.json["res"], int(page["width"]), int(page["height"]))
-                for res, (_, page) in zip(results, items)]
+    def detect_batch(self, items: list[tuple[str, dict]]):
+        """One page's regions at a time, as the pipeline finishes each page (a generator).
+
+        ``predict_iter`` is the library's own generator (``predict`` is ``list()`` of it): the
+        layout model sees the whole batch, then the VLM reads page after page, so each page is
+        written and reported as soon as it is done, the no-progress limit restarts with it, and
+        a page that hangs or crashes loses only the pages after it.
+        """
+        n = 0
+        for res, (_, page) in zip(self.pipeline.predict_iter([path for path, _ in items]), items):
+            n += 1
+            yield regions_from_vl(res.json["res"], int(page["width"]), int(page["height"]))
+        if n != len(items):
+            raise RuntimeError(f"PaddleOCRVL returned {n} results for {len(items)} images")
 
     def close(self) -> None:
         self.pipeline = None

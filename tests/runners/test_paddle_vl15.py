@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_end_to_end_gpu_batched(tmp_path, pdx_cache):
     calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     ctor = next(c for c in calls if c["call"] == "PaddleOCRVL")
     assert ctor["pipeline_version"] == "v1.5" and ctor["device"] == "gpu:0" and ctor["use_doc_unwarping"] is False
-    assert [c["n"] for c in calls if c["call"] == "PaddleOCRVL.predict"] == [2, 1]
+    assert [c["n"] for c in calls if c["call"] == "PaddleOCRVL.predict_iter"] == [2, 1]
     report = read_json(out_dir / "run_report.json")
     assert report["device_used"] == "cuda" and report["gpu_name"] == "NVIDIA H200" and report["batch_size"] == 2
 
@@ -146,3 +147,29 @@ def test_model_dirs_passed_and_staged(tmp_path):
     assert code == 0, err
     kwargs = read_json(out_dir / "run_report.json")["pipeline_kwargs"]
     assert all(kwargs[k].startswith(str(tmp_path / "node" / "newsbag-weights")) for k in dirs)
+
+
+def test_a_batch_reports_each_page_as_the_pipeline_finishes_it(tmp_path, pdx_cache, capsys):
+    """Batch of 4, the third page hangs in the VLM: the two before it are written and reported
+    during the batch (computed once), the hang is found after the no-progress limit of the two
+    unfinished pages, and only the hanging page fails. Before, the batch came back as one list:
+    nothing was reported, then all four pages were recomputed one at a time."""
+    from nbtest import run_cli
+
+    for name in ("a", "b", "c_hang", "d"):
+        make_page(tmp_path, name)  # tmp/pages/<name>.png
+    env = {"PYTHONPATH": str(FAKES), **_env(tmp_path, pdx_cache, FAKE_HANG_ON="hang")}
+    config = tmp_path / "vl.json"
+    config.write_text(json.dumps({
+        "version": 1, "envs": {"paddle": {"python": sys.executable, "env": env}}, "device": "auto",
+        "stages": [{"name": "paddle_vl15", "family": "paddle_vl15", "env": "paddle", "page_timeout_s": 3,
+                    "max_restarts": 3, "variants": {"doc_parser": {"batch_size": 4}}}]}))
+    code, _, err = run_cli(capsys, "run", "--input-dir", tmp_path / "pages", "--run-dir", tmp_path / "run",
+                           "--config", config)
+    assert code == 4, err
+    calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [c["path"] for c in calls if c["call"] == "PaddleOCRVL.page"] == ["a.png", "b.png", "d.png"]
+    out = tmp_path / "run" / "outputs" / "sources" / "paddle_vl15" / "doc_parser"
+    assert sorted(p.name.split("-")[0] for p in out.glob("*.json") if p.name != "run_report.json") == ["a", "b", "d"]
+    failed = [json.loads(p.read_text()) for p in (out / "_failed").glob("*.json")]
+    assert [(Path(f["path"]).name, f["error_class"]) for f in failed] == [("c_hang.png", "Timeout")]

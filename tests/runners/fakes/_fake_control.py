@@ -35,5 +35,14 @@ def should_raise(name: str) -> bool:
     return os.environ.get("FAKE_RAISE_ON", "bad") in os.path.basename(str(name))
 
 
+def hang_if_asked(name: str) -> None:
+    """Pages whose file name contains $FAKE_HANG_ON never finish (a stuck generation)."""
+    needle = os.environ.get("FAKE_HANG_ON")
+    if needle and needle in os.path.basename(str(name)):
+        import time
+
+        time.sleep(3600)
+
+
 def load(name: str):
     return json.loads((DATA / name).read_text(encoding="utf-8"))

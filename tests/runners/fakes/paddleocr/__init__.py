@@ -148,11 +148,22 @@ class PaddleOCRVL:
         _c.record("PaddleOCRVL", pipeline_version=pipeline_version, **kwargs)
 
     def predict(self, input, **kwargs):
-        paths = _inputs(input)
-        _c.record("PaddleOCRVL.predict", n=len(paths), **kwargs)
-        out = []
-        for path in paths:
-            img = _open(path)
+        """A list, like the real wrapper (``list(self.predict_iter(...))``, paddleocr_vl.py:157-214)."""
+        _c.record("PaddleOCRVL.predict", n=len(_inputs(input)), **kwargs)
+        return list(self._results(_inputs(input)))
+
+    def predict_iter(self, input, **kwargs):
+        """The paddlex generator: one result per page as the page's VLM work is done (:100-155)."""
+        _c.record("PaddleOCRVL.predict_iter", n=len(_inputs(input)), **kwargs)
+        return self._results(_inputs(input))
+
+    def _results(self, paths):
+        # The layout model reads and detects every page of the call first (an unreadable page
+        # fails them all), then the VLM reads each page's blocks: that is where a page can hang.
+        imgs = [_open(path) for path in paths]
+        for path, img in zip(paths, imgs):
+            _c.hang_if_asked(path)
+            _c.record("PaddleOCRVL.page", path=os.path.basename(str(path)))
             h, w = img.shape[:2]
             sx, sy = w / _SAMPLE_W, h / _SAMPLE_H
             res = _c.load("paddleocr_vl.res.json")
@@ -167,7 +178,6 @@ class PaddleOCRVL:
             for box in res["layout_det_res"]["boxes"]:
                 box["coordinate"] = scale(box["coordinate"])
                 box.pop("polygon_points", None)
-            out.append(_VLResult(res, input_path=str(path), page_index=None, page_count=None, width=w, height=h,
-                                 parsing_res_list=[_Block(b) for b in res["parsing_res_list"]],
-                                 layout_det_res=_Result(res["layout_det_res"]), input_img=img))
-        return out
+            yield _VLResult(res, input_path=str(path), page_index=None, page_count=None, width=w, height=h,
+                            parsing_res_list=[_Block(b) for b in res["parsing_res_list"]],
+                            layout_det_res=_Result(res["layout_det_res"]), input_img=img)
