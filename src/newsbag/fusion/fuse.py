@@ -432,7 +432,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.titles:
         label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
 
-    order = reading_order(xyxy, meta.width, meta.height)
+    order = reading_order(xyxy, meta.width, meta.height, lines=lines)
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support, "order": order},
@@ -499,7 +499,8 @@ def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None
     return Boxes(
         xyxy=xyxy, score=boxes.score[idx], label=boxes.label[idx], meta=boxes.meta,
         data={"member_idx": members, "support_bits": np.full(len(idx), bit, np.int64),
-              "order": reading_order(xyxy, boxes.meta.width, boxes.meta.height)},
+              "order": reading_order(xyxy, boxes.meta.width, boxes.meta.height,
+                                     lines=boxes.xyxy[coarse == COARSE["line"]])},
     )
 
 
