@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fusion.geometry import cross_pairs
+from .fusion.geometry import area, cross_pairs
 
-__all__ = ["line_crops", "line_rows", "plan_page", "assemble"]
+__all__ = ["line_crops", "line_rows", "plan_page", "assemble", "take_block_text"]
 
 
 def line_crops(region_xyxy: np.ndarray, line_xyxy: np.ndarray, min_cover: float = 0.5
@@ -123,3 +123,44 @@ def assemble(n_regions: int, region: np.ndarray, texts: list[str]) -> list[str]:
         if text.strip():
             out[r].append(text.strip())
     return ["\n".join(lines) for lines in out]
+
+
+def take_block_text(region_xyxy: np.ndarray, crops: np.ndarray, crop_region: np.ndarray, block_xyxy: np.ndarray,
+                    min_inside: float = 0.8, min_cover: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    """Which regions take the text a page-reading model (PaddleOCR-VL, MinerU) gave its blocks.
+
+    A block belongs to the region holding at least `min_inside` of it (the one holding most).
+    A region takes its blocks' text instead of recognising its lines when it has a block and
+    at least `min_cover` of its line crops lie (half or more) inside its blocks, so a block
+    is never cut in two and a region is never read half by each. A region without crops
+    takes the text of any block inside it.
+
+    Args:
+        region_xyxy: (R, 4) regions; crops: (K, 4) their line crops; crop_region: (K,) region
+            of each crop; block_xyxy: (B, 4) blocks that carry text.
+
+    Returns:
+        taken (R,) bool, block_region (B,) region index of each block (-1: none, or a
+        region that does not take block text).
+    """
+    region_xyxy = np.asarray(region_xyxy, dtype=np.float64).reshape(-1, 4)
+    crops = np.asarray(crops, dtype=np.float64).reshape(-1, 4)
+    block_xyxy = np.asarray(block_xyxy, dtype=np.float64).reshape(-1, 4)
+    n_regions, n_blocks = region_xyxy.shape[0], block_xyxy.shape[0]
+    block_region = np.full(n_blocks, -1, dtype=np.intp)
+    p = cross_pairs(block_xyxy, region_xyxy)
+    inside = p.inter >= min_inside * np.maximum(area(block_xyxy)[p.i], 1e-9)
+    bi, ri, inter = p.i[inside], p.j[inside], p.inter[inside]
+    best = np.lexsort((-inter, bi))
+    first = np.r_[True, bi[best][1:] != bi[best][:-1]] if best.size else np.zeros(0, bool)
+    block_region[bi[best][first]] = ri[best][first]
+    has_block = np.bincount(block_region[block_region >= 0], minlength=n_regions) > 0
+    q = cross_pairs(crops, block_xyxy)
+    mine = (q.inter >= 0.5 * np.maximum(area(crops)[q.i], 1e-9)) & (block_region[q.j] == np.asarray(crop_region)[q.i])
+    covered = np.zeros(crops.shape[0], dtype=bool)
+    covered[q.i[mine]] = True
+    n_crops = np.bincount(crop_region, minlength=n_regions)
+    n_covered = np.bincount(crop_region, covered, minlength=n_regions)
+    taken = has_block & (n_covered >= min_cover * n_crops)
+    block_region[(block_region >= 0) & ~taken[np.maximum(block_region, 0)]] = -1
+    return taken, block_region

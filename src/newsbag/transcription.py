@@ -26,7 +26,7 @@ from .fusion.fuse import articles
 from .io import atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
-from .transcript import assemble, plan_page
+from .transcript import assemble, line_rows, plan_page, take_block_text
 
 __all__ = ["TranscriptionParams", "parse_transcription_options", "run_transcription"]
 
@@ -42,12 +42,16 @@ class TranscriptionParams:
 
     variant: a fused variant name, or "recommended" (the run's recommendation).
     lines_source: the text-line source whose boxes are read ("" = read whole regions).
+    block_text_sources: sources whose regions carry text a page-reading model produced
+        (PaddleOCR-VL's blocks, MinerU in two_step mode): a fused region whose lines lie in
+        such blocks takes their text instead of being recognised (`transcript.take_block_text`).
     python: interpreter of the recogniser's env ("" = the one running newsbag).
     recognizer: parameters of runners/recognize.tool.json (model_path, dict_path, ...).
     """
 
     variant: str = "recommended"
     lines_source: str = "text_lines/lines"
+    block_text_sources: tuple[str, ...] = ()
     python: str = ""
     device: str = "auto"
     allow_cpu_fallback: bool = True
@@ -76,9 +80,13 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     for key in ("timeout_s", "page_timeout_s"):
         if isinstance(opts[key], bool) or not isinstance(opts[key], (int, float)) or opts[key] <= 0:
             raise ValueError(f"transcription stage: {key} must be a positive number, got {opts[key]!r}")
+    blocks = opts["block_text_sources"]
+    if isinstance(blocks, str) or not isinstance(blocks, (list, tuple)) \
+            or not all(isinstance(b, str) and b.count("/") == 1 for b in blocks):
+        raise ValueError(f"transcription stage: block_text_sources must be a list of 'stage/variant' names, got {blocks!r}")
     if not isinstance(opts["recognizer"], Mapping):
         raise ValueError("transcription stage: recognizer must be an object of recognize runner parameters")
-    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]),
+    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks),
                                   "allow_cpu_fallback": bool(opts["allow_cpu_fallback"]),
                                   "max_restarts": int(opts["max_restarts"])})
 
@@ -118,13 +126,22 @@ def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
 
 
 def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
-                region_of: np.ndarray, line_regions: list[dict], variant: str, fingerprint: str) -> dict:
-    """The per-page transcript record: regions (with lines) in reading order, articles, page text."""
+                region_of: np.ndarray, line_regions: list[dict], variant: str, fingerprint: str,
+                block_lines: list[list[dict]] | None = None) -> dict:
+    """The per-page transcript record: regions (with lines) in reading order, articles, page text.
+
+    `block_lines` (one list per region) holds the blocks whose text a region took from a
+    page-reading model; those regions have no recognised lines.
+    """
     texts = assemble(len(idx), region_of, [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in idx]
     for r, line in zip(region_of, line_regions):
         by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
                              "score": line.get("score")})
+    for k, blocks in enumerate(block_lines or []):
+        if blocks:
+            by_region[k] = blocks
+            texts[k] = "\n".join(b["text"] for b in blocks)
     regions, by_article = [], {}
     for k in np.argsort(rank, kind="stable"):
         region = page["regions"][idx[k]]
@@ -142,6 +159,33 @@ def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarr
     return {"page_id": page["page_id"], "image": page["image"], "variant": variant, "fingerprint": fingerprint,
             "regions": regions, "articles": arts,
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
+
+
+def _block_text(run_dir: Path, sources: tuple[str, ...], page_id: str) -> tuple[np.ndarray, list[dict]]:
+    """Regions with text of the `sources` on this page: (B, 4) boxes and their line records."""
+    records = []
+    for name in sources:
+        path = rundir.source_dir(run_dir, *name.split("/")) / f"{page_id}.json"
+        if not path.exists():
+            continue
+        for region in read_page(path, page_id)["regions"]:
+            text = (region.get("text") or "").strip()
+            if text:
+                records.append({"bbox_xyxy": region["bbox_xyxy"], "text": text, "score": region.get("score"),
+                                "source": name})
+    xyxy = np.array([r["bbox_xyxy"] for r in records], dtype=np.float64).reshape(-1, 4)
+    return xyxy, records
+
+
+def _take_blocks(region_xyxy: np.ndarray, crops: np.ndarray, region_of: np.ndarray, block_xyxy: np.ndarray,
+                 block_records: list[dict]) -> tuple[np.ndarray, list[list[dict]]]:
+    """Regions that take block text (`transcript.take_block_text`) and each region's blocks in reading order."""
+    taken, block_region = take_block_text(region_xyxy, crops, region_of, block_xyxy)
+    per_region: list[list[dict]] = [[] for _ in range(region_xyxy.shape[0])]
+    for r in np.flatnonzero(taken):
+        mine = np.flatnonzero(block_region == r)
+        per_region[r] = [block_records[b] for b in mine[line_rows(block_xyxy[mine])]]
+    return taken, per_region
 
 
 def _is_current(path: Path, fingerprint: str) -> bool:
@@ -167,6 +211,13 @@ def _write_search_index(run_dir: Path, variant: str) -> int:
     return len(lines)
 
 
+def _write_transcript(out_dir: Path, page_id: str, plan: tuple, lines: list[dict], variant: str) -> None:
+    page, idx, rank, article, is_title, region_of, fp, block_lines = plan
+    record = _transcript(page, idx, rank, article, is_title, region_of, lines, variant, fp, block_lines)
+    atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
+    write_json(out_dir / f"{page_id}.json", record)
+
+
 def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *, force: bool = False,
                       workers: int = 1, progress: Callable[[str, str], None] | None = None) -> dict:
     """Transcribe the selected pages of the chosen fused variant; resume pages whose inputs did not change."""
@@ -183,14 +234,18 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     plan_dir = out_dir / "_plan"
     stage = _recognizer_stage(params, plan_dir)
     params_rec = {"lines_source": params.lines_source, "recognizer": dict(stage.variants["lines"])}
+    if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
+        params_rec["block_text_sources"] = list(params.block_text_sources)
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo, plans = [], {}
     for page_id in page_ids:
         fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
+        block_ids = [rundir.file_identity(rundir.source_dir(run_dir, *name.split("/")) / f"{page_id}.json")
+                     for name in params.block_text_sources]
         fp = rundir.fingerprint("transcription", params_rec, rundir.file_identity(fused_path),
-                                rundir.file_identity(lines_path) if lines_path else None)
+                                rundir.file_identity(lines_path) if lines_path else None, *block_ids)
         if not force and _is_current(out_dir / f"{page_id}.json", fp):
             summary["skipped"] += 1
             if progress:
@@ -199,14 +254,23 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         try:
             page, idx, xyxy, rank, article, is_title = _read_regions(fused_path, page_id)
             crops, region_of = plan_page(xyxy, rank, _lines(lines_path, page_id))
+            taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(run_dir, params.block_text_sources, page_id))
         except (OSError, ValueError) as exc:
             summary["failed"] += 1
             summary["failures"].append({"page_id": page_id, "error": f"no readable fused page {fused_path}: {exc}"})
             if progress:
                 progress(page_id, "failed")
             continue
+        read = ~taken[region_of]
+        crops, region_of = crops[read], region_of[read]
+        plans[page_id] = (page, idx, rank, article, is_title, region_of, fp, block_lines)
+        if len(crops) == 0:   # nothing left to recognise: no runner call for this page
+            _write_transcript(out_dir, page_id, plans[page_id], [], variant)
+            summary["ok"] += 1
+            if progress:
+                progress(page_id, "ok")
+            continue
         write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist()})
-        plans[page_id] = (page, idx, rank, article, is_title, region_of, fp)
         todo.append(records[page_id])
     if todo:
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
@@ -218,11 +282,8 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 if progress:
                     progress(page_id, "failed")
                 continue
-            page, idx, rank, article, is_title, region_of, fp = plans[page_id]
             lines = read_page(out_dir / "_lines" / f"{page_id}.json", page_id)["regions"]
-            record = _transcript(page, idx, rank, article, is_title, region_of, lines, variant, fp)
-            atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
-            write_json(out_dir / f"{page_id}.json", record)
+            _write_transcript(out_dir, page_id, plans[page_id], lines, variant)
             summary["ok"] += 1
             if progress:
                 progress(page_id, "ok")

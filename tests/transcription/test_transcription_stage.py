@@ -136,3 +136,32 @@ def test_cli_transcribe_exits_4_on_a_failed_page(tmp_path, capsys):
 def test_bad_options_are_refused_in_one_line(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_transcription_options(options)
+
+
+def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
+    # PaddleOCR-VL read the right column as one block (its block_content); the headline and
+    # the left column have no block and are recognised. Only their 4 lines go to the runner.
+    run = _write_run(tmp_path)
+    block = "and the town council\nmet on the next day\nto count the losses"
+    vl = _page("p1", [([535, 145, 975, 335], "text", "text")], "doc_parser")
+    vl["source"] = {"stage": "paddle_vl15", "variant": "doc_parser", "family": "paddle_vl15", "model": "m", "device": "gpu"}
+    vl["regions"][0]["text"] = block
+    vl_path = rundir.source_dir(run, "paddle_vl15", "doc_parser") / "p1.json"
+    vl_path.parent.mkdir(parents=True)
+    vl_path.write_text(json.dumps(vl))
+    result = run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})
+    assert (result["ok"], result["failed"]) == (1, 0)
+    out = rundir.transcript_dir(run, "C")
+    assert len(json.loads((out / "_plan" / "p1.json").read_text())["lines"]) == 4
+    record = json.loads((out / "p1.json").read_text())
+    right = record["regions"][2]
+    assert right["text"] == block
+    assert right["lines"] == [{"bbox_xyxy": [535, 145, 975, 335], "text": block, "score": 0.9,
+                               "source": "paddle_vl15/doc_parser"}]
+    left = record["regions"][1]["text"].splitlines()
+    assert len(left) == 3 and len(_words(left[0]) & _words(LEFT[0])) >= 3
+    # a new answer of the page reader makes the page stale
+    before = os.stat(out / "p1.json").st_mtime_ns
+    vl_path.write_text(vl_path.read_text())
+    os.utime(vl_path, ns=(before + 10**9, before + 10**9))
+    assert run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})["ok"] == 1
