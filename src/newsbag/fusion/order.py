@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from .geometry import group_extent
@@ -20,33 +22,48 @@ def _cuts(lo: np.ndarray, hi: np.ndarray, tol: float) -> tuple[np.ndarray, np.nd
     return order, np.cumsum(new) - 1
 
 
-def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
-    """Box indices in XY-cut reading order: depth first, left part / upper band first.
+def _depth_first(n: int, split: Callable[[np.ndarray], list[np.ndarray] | np.ndarray]) -> list[int]:
+    """Indices 0..n-1 in the order of a depth-first cut of the block of all of them.
 
-    An explicit stack instead of recursion: no recursion limit on deep cut trees (a
-    staircase of n boxes nests n levels), and every split makes each part strictly
-    smaller, so the loop ends after at most 2n - 1 blocks.
+    `split(idx)` returns either the parts of block `idx` in reading order (a list; each part
+    strictly smaller) or the block's final order (an array). An explicit stack instead of
+    recursion: no recursion limit on deep cut trees (a staircase of n boxes nests n levels),
+    and the loop ends after at most 2n - 1 blocks.
     """
     out: list[int] = []
-    stack = [np.arange(len(xyxy))]
+    stack = [np.arange(n)]
     while stack:
         idx = stack.pop()
         if len(idx) <= 1:
             out.extend(idx.tolist())
             continue
+        parts = split(idx)
+        if isinstance(parts, np.ndarray):
+            out.extend(parts.tolist())
+        else:
+            stack.extend(reversed(parts))
+    return out
+
+
+def _split_parts(idx: np.ndarray, order: np.ndarray, group: np.ndarray) -> list[np.ndarray]:
+    """The groups of `_cuts` as index arrays, in order."""
+    bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(order)]
+    return [idx[order][a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
+    """Box indices in XY-cut reading order: depth first, left part / upper band first."""
+    def split(idx: np.ndarray) -> list[np.ndarray] | np.ndarray:
         sub = xyxy[idx]
         # Columns first: a gutter that runs through the whole block splits it left to right;
         # only when there is none do we cut into horizontal bands (masthead, headline, body).
         for lo, hi, tol in ((sub[:, 0], sub[:, 2], tol_x), (sub[:, 1], sub[:, 3], tol_y)):
             order, group = _cuts(lo, hi, tol)
             if group[-1] > 0:
-                parts = idx[order]
-                bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(parts)]
-                stack.extend(parts[a:b] for a, b in zip(bounds[-2::-1], bounds[:0:-1]))
-                break
-        else:
-            out.extend(idx[np.lexsort((sub[:, 0], sub[:, 1]))].tolist())
-    return out
+                return _split_parts(idx, order, group)
+        return idx[np.lexsort((sub[:, 0], sub[:, 1]))]
+
+    return _depth_first(len(xyxy), split)
 
 
 def column_bounds(evidence_xyxy: np.ndarray, width: float, trim: float, *, bins: int = 1000,
@@ -173,60 +190,56 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
 
 
 def _grid_cut(xyxy: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float, strip: float) -> list[int]:
-    """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`).
-
-    An explicit stack (no recursion limit); every split makes each part strictly smaller.
-    """
-    out: list[int] = []
-    stack = [np.arange(len(xyxy))]
-    while stack:
-        idx = stack.pop()
-        if len(idx) <= 1:
-            out.extend(idx.tolist())
-            continue
+    """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`)."""
+    def split(idx: np.ndarray) -> list[np.ndarray] | np.ndarray:
         sub, blo, bhi = xyxy[idx], lo[idx], hi[idx]
         if blo.min() == bhi.max():   # one column: the plain XY-cut of its boxes
-            out.extend(idx[_xycut(sub, tol_x, tol_y)].tolist())
-            continue
+            return idx[_xycut(sub, tol_x, tol_y)]
         order, group = _cuts(blo.astype(float), bhi + 0.5, 0.0)
         if group[-1] == 0:
             order, group = _cuts(sub[:, 1], sub[:, 3], tol_y)
-            # A strip at most `strip` tall holds the last lines of the columns above it (a
-            # gap across the page just above them): it joins the band above instead of being
-            # read after all of its columns, unless it spans a column boundary that band
-            # leaves free. Taller bands stay (a section under a rule, such as the feuilleton).
-            n_band = group[-1] + 1
-            y0, y1 = np.full(n_band, np.inf), np.full(n_band, -np.inf)
-            np.minimum.at(y0, group, sub[order, 1])
-            np.maximum.at(y1, group, sub[order, 3])
-            cols = np.arange(blo.min(), bhi.max())
-            crossing = np.zeros((n_band, cols.size), bool)
-            np.logical_or.at(crossing, group, (blo[order, None] <= cols) & (bhi[order, None] > cols))
-            keep = np.ones(n_band, bool)
-            above = crossing[0].copy()
-            for g in range(1, n_band):
-                keep[g] = y1[g] - y0[g] > strip or bool((crossing[g] & ~above).any())
-                above = crossing[g].copy() if keep[g] else above | crossing[g]
-            group = np.cumsum(keep)[group] - 1
+            group = _join_strips(sub, blo, bhi, order, group, strip)
         if group[-1] > 0:
-            bounds = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(order)]
-            parts = [idx[order][s:e] for s, e in zip(bounds[:-1], bounds[1:])]
-        else:
-            # Every column boundary spanned and no clean gap across: bands that start at the
-            # top of each spanning box; it is read first in its band, then the band's
-            # single-column boxes (which the next pass splits into columns).
-            spanning = np.flatnonzero(bhi > blo)
-            spanning = spanning[np.argsort(sub[spanning, 1], kind="stable")]
-            rest = np.flatnonzero(bhi == blo)
-            band = np.searchsorted(sub[spanning, 1], (sub[rest, 1] + sub[rest, 3]) / 2, side="right")
-            by_band = rest[np.argsort(band, kind="stable")]
-            ends = np.searchsorted(np.sort(band), np.arange(len(spanning) + 1), side="right")
-            parts = [idx[by_band[:ends[0]]]]
-            for k, s_k in enumerate(spanning):
-                parts += [idx[s_k:s_k + 1], idx[by_band[ends[k]:ends[k + 1]]]]
-            parts = [p for p in parts if len(p)]
-        stack.extend(reversed(parts))
-    return out
+            return _split_parts(idx, order, group)
+        # Every column boundary spanned and no clean gap across: bands that start at the top
+        # of each spanning box; it is read first in its band, then the band's single-column
+        # boxes (which the next pass splits into columns).
+        spanning = np.flatnonzero(bhi > blo)
+        spanning = spanning[np.argsort(sub[spanning, 1], kind="stable")]
+        rest = np.flatnonzero(bhi == blo)
+        band = np.searchsorted(sub[spanning, 1], (sub[rest, 1] + sub[rest, 3]) / 2, side="right")
+        by_band = rest[np.argsort(band, kind="stable")]
+        ends = np.searchsorted(np.sort(band), np.arange(len(spanning) + 1), side="right")
+        parts = [idx[by_band[:ends[0]]]]
+        for k, s_k in enumerate(spanning):
+            parts += [idx[s_k:s_k + 1], idx[by_band[ends[k]:ends[k + 1]]]]
+        return [p for p in parts if len(p)]
+
+    return _depth_first(len(xyxy), split)
+
+
+def _join_strips(sub: np.ndarray, blo: np.ndarray, bhi: np.ndarray, order: np.ndarray, group: np.ndarray,
+                 strip: float) -> np.ndarray:
+    """Band ids of `_cuts` with short strips of column ends joined to the band above.
+
+    A strip at most `strip` tall holds the last lines of the columns above it (a gap across
+    the page just above them): it joins the band above instead of being read after all of
+    its columns, unless it spans a column boundary that band leaves free. Taller bands stay
+    (a section under a rule, such as the feuilleton).
+    """
+    n_band = group[-1] + 1
+    y0, y1 = np.full(n_band, np.inf), np.full(n_band, -np.inf)
+    np.minimum.at(y0, group, sub[order, 1])
+    np.maximum.at(y1, group, sub[order, 3])
+    cols = np.arange(blo.min(), bhi.max())
+    crossing = np.zeros((n_band, cols.size), bool)
+    np.logical_or.at(crossing, group, (blo[order, None] <= cols) & (bhi[order, None] > cols))
+    keep = np.ones(n_band, bool)
+    above = crossing[0].copy()
+    for g in range(1, n_band):
+        keep[g] = y1[g] - y0[g] > strip or bool((crossing[g] & ~above).any())
+        above = crossing[g].copy() if keep[g] else above | crossing[g]
+    return np.cumsum(keep)[group] - 1
 
 
 def column_segments(
