@@ -47,11 +47,11 @@ class Detector:
             self.detect_batch = self._detect_batch
 
     def _garbage_writer(self, real):
-        def write(path, obj):
+        def write(path, obj, **kwargs):
             if isinstance(obj, dict) and "regions" in obj and self._hit(obj["page_id"]):
                 Path(path).write_text("{not json")
             else:
-                real(path, obj)
+                real(path, obj, **kwargs)
         return write
 
     def _hit(self, page_id):

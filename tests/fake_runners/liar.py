@@ -50,12 +50,12 @@ class Detector:
 
     @staticmethod
     def _raw_writer(real):
-        def write(path, obj):
+        def write(path, obj, **kwargs):
             if isinstance(obj, dict) and "regions" in obj:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 Path(path).write_text(json.dumps(obj))  # allow_nan: bare NaN / Infinity tokens
             else:
-                real(path, obj)
+                real(path, obj, **kwargs)
         return write
 
     def detect(self, image_path, page):

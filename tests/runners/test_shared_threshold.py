@@ -29,8 +29,13 @@ def _job(family: str, variant: str, params: dict, pages: list[dict], out: Path, 
     return job
 
 
-def _run_variants(family: str, variants: dict, pages: list[dict], out: Path, shared: bool, monkeypatch) -> int:
-    """Run every variant in-process; returns how many times onnxruntime ran the network."""
+def _run_variants(family: str, variants: dict, pages: list[dict], out: Path, shared: bool, monkeypatch,
+                  stale: bool = False) -> int:
+    """Run every variant in-process; returns how many times onnxruntime ran the network.
+
+    ``stale``: the pages on disk are out of date; like the orchestrator, delete each variant's
+    page just before running that variant.
+    """
     import _loop
 
     runs = []
@@ -38,6 +43,9 @@ def _run_variants(family: str, variants: dict, pages: list[dict], out: Path, sha
     monkeypatch.setattr(ort.InferenceSession, "run", lambda self, *a, **k: runs.append(1) or original(self, *a, **k))
     cls = getattr(importlib.import_module(family), CLASSES[family])
     for variant, params in variants.items():
+        if stale:
+            for page in pages:
+                (out / family / variant / f"{page['page_id']}.json").unlink(missing_ok=True)
         assert _loop.run_job(_job(family, variant, params, pages, out, variants if shared else None), cls) == 0
     monkeypatch.setattr(ort.InferenceSession, "run", original)
     return len(runs)
@@ -128,3 +136,25 @@ def test_paddleocr_threshold_variants_are_not_shared(tmp_path, monkeypatch):
         assert _loop.run_job(job, paddle_layout.PaddleLayoutDetector) == 0
     calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert [c["threshold"] for c in calls if c["call"] == "LayoutDetection.predict"] == [0.3, 0.9]
+
+
+def test_a_rerun_over_stale_pages_still_shares_one_pass(harness, tmp_path, monkeypatch):
+    """The scan was replaced, so both variants' pages are stale. The orchestrator deletes each
+    variant's page just before running it, so the first variant still sees its sibling's old
+    page: that page predates the new pass and must not release it, or the sibling runs the
+    model again (two passes per page on every rerun after a change)."""
+    from PIL import Image
+
+    image = tmp_path / "scan.png"
+    Image.open(harness.sample_page).convert("RGB").save(image)
+    variants = {"t05": {}, "t07": {"threshold": 0.7}}
+    run = tmp_path / "run"
+    assert _run_variants("paddle_layout", variants, [harness.page_entry(image, "p")], run, True, monkeypatch) == 1
+    with Image.open(harness.nzz_page("nzz_17840710_0_0_a1_p1_1")[0]) as im:
+        im.convert("RGB").save(image)
+    page = harness.page_entry(image, "p")
+    assert _run_variants("paddle_layout", variants, [page], run, True, monkeypatch, stale=True) == 1
+    solo = tmp_path / "solo"
+    _run_variants("paddle_layout", variants, [page], solo, False, monkeypatch)
+    for variant in variants:
+        assert _regions(run, "paddle_layout", variant, "p") == _regions(solo, "paddle_layout", variant, "p")
