@@ -7,9 +7,6 @@ xyxy boxes anyway. No cv2, no pyclipper.
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 import _columns
 import _sweep
@@ -28,12 +25,20 @@ def db_input_hw(height: int, width: int, max_side: int) -> tuple[int, int]:
     return (max(32, int(round(height * ratio / 32)) * 32), max(32, int(round(width * ratio / 32)) * 32))
 
 
+def _ndimage():
+    """scipy.ndimage, imported on first use (the DB pass). scipy is most of a text_lines
+    runner's start, and the blocks variant that reads a shared pass needs only scipy.sparse."""
+    from scipy import ndimage
+
+    return ndimage
+
+
 def _label(mask: np.ndarray) -> tuple[np.ndarray, int]:
-    return ndimage.label(mask, structure=np.ones((3, 3), dtype=bool))
+    return _ndimage().label(mask, structure=np.ones((3, 3), dtype=bool))
 
 
 def _slices_xyxy(labels: np.ndarray) -> np.ndarray:
-    slices = ndimage.find_objects(labels)
+    slices = _ndimage().find_objects(labels)
     return np.array([[sx.start, sy.start, sx.stop, sy.stop] for sy, sx in slices], dtype=np.float64).reshape(-1, 4)
 
 
@@ -64,6 +69,7 @@ def component_stats(prob: np.ndarray, labels: np.ndarray, n: int) -> tuple[np.nd
         return z, z, z
     index = np.arange(1, n + 1)
     yy, xx = np.indices(labels.shape, dtype=np.float64)
+    ndimage = _ndimage()
     count = ndimage.sum_labels(np.ones(labels.shape), labels, index)
     score = ndimage.sum_labels(prob.astype(np.float64), labels, index) / count
     mx = ndimage.sum_labels(xx, labels, index) / count
@@ -120,6 +126,9 @@ def union_xyxy(xyxy: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 def _components(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """(n,) connected-component id per node of the graph with edges (i, j)."""
+    from scipy.sparse import coo_matrix  # on first use, like ndimage above
+    from scipy.sparse.csgraph import connected_components
+
     graph = coo_matrix((np.ones(i.size, dtype=np.int8), (i, j)), shape=(n, n))
     return connected_components(graph, directed=False)[1].astype(np.int64)
 
