@@ -292,7 +292,9 @@ class SharedModelOutput:
     instead of running the model, so tesseract blocks + paragraphs cost one layout analysis
     and text_lines lines + blocks one DB pass. An entry records the image's identity (path,
     size, mtime) and is ignored when that changed; it is deleted once every variant sharing
-    the key has a valid output for the page, so the cache holds only pages in flight.
+    the key has written its page from it (``release``), and the pipeline drops what is left
+    when the stage ends (newsbag ``rundir.drop_shared_passes``), so the cache holds only
+    pages in flight.
     With ``SHARED_FLOOR`` the pass keeps every box above the sharing variants' lowest score
     cut (``floor``, part of the key) and each variant applies its own cut afterwards: one
     PP-PicoDet or YOLO pass serves variants that differ only in threshold.

@@ -1,6 +1,9 @@
 """`newsbag run` / `fuse` / `status` over a run whose stages fail: every failure reaches exit 4, the report, the ledger and status."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from nbtest import run_cli, write_fake_config
 
@@ -116,3 +119,28 @@ def test_kill_and_rerun_gives_the_fused_pages_and_leaderboards_of_an_uninterrupt
     assert fused(killed) == fused(clean) and len(fused(clean)) == 10
     for name in ("variant_leaderboard.tsv", "source_leaderboard.tsv", "per_page_variant_metrics.tsv"):
         assert (killed / "outputs/fusion" / name).read_text() == (clean / "outputs/fusion" / name).read_text()
+
+
+def test_shared_passes_do_not_outlive_their_stage(tmp_path, capsys):
+    """Rerun after one variant's threshold changed: only that variant is redone, and its pass
+    has no sibling left to read it. The stage ends with no shared entries on disk (a runner keeps
+    an entry while its sibling's page is older, so the pipeline drops what is left)."""
+    pytest.importorskip("onnxruntime")
+    from nbtest import write_image
+
+    write_image(tmp_path / "scans" / "a.png", size=(300, 400), mode="RGB")
+    run = tmp_path / "run"
+
+    def config(t07: float) -> Path:
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps({"version": 1, "envs": {"default": {"python": ""}}, "device": "cpu", "stages": [
+            {"name": "paddle_layout", "family": "paddle_layout",
+             "variants": {"t05": {}, "t07": {"threshold": t07}}}]}))
+        return path
+
+    for t07 in (0.7, 0.8):
+        code, _, err = run_cli(capsys, "run", "--input-dir", tmp_path / "scans", "--run-dir", run, "--config", config(t07))
+        assert code == 0, err
+        assert not list((run / "outputs" / "sources" / "paddle_layout" / "_shared").rglob("*.json"))
+    report = json.loads((run / "outputs" / "sources" / "paddle_layout" / "t07" / "run_report.json").read_text())
+    assert report["params"]["threshold"] == 0.8

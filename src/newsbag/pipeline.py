@@ -163,6 +163,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
                          outcome.device_used or "-")
                 for flag in outcome.flags():
                     log.warning("%s: FLAGGED: %s", label, flag)
+            rundir.drop_shared_passes(run_dir, stage.name, page_ids)
         else:
             summary.builtin[stage.name] = run_builtin(stage, run_dir, page_ids, opts)
     summary.seconds = time.monotonic() - t0

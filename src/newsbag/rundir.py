@@ -53,6 +53,32 @@ def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
     return sources_root(run_dir) / stage / variant
 
 
+SHARED_DIR = "_shared"  # runners/_loop.py SHARED_DIR: one model pass shared by a stage's variants
+
+
+def drop_shared_passes(run_dir: Path, stage: str, page_ids: Iterable[str]) -> int:
+    """Delete the stage's shared model-pass entries (``<stage>/_shared/<key>/<page_id>.json``)
+    of these pages; returns how many there were.
+
+    Called once every variant of the stage has run over the pages. A runner keeps an entry
+    while a sibling's page is missing or older than it (that sibling is about to read it), so
+    an entry outlives the stage where the sibling's page was current already (only one variant
+    was redone) or the sibling failed. Nobody reads such an entry (a retry recomputes), and at
+    collection scale it is the whole model output again. Only these pages' entries go: Slurm
+    array tasks running the same stage on other pages keep theirs.
+    """
+    root = source_dir(run_dir, stage, SHARED_DIR)
+    wanted = {f"{page_id}.json" for page_id in page_ids}
+    dropped = 0
+    for key_dir in (p for p in (root.iterdir() if root.is_dir() else ()) if p.is_dir()):
+        with os.scandir(key_dir) as entries:
+            names = [e.name for e in entries if e.name in wanted]
+        for name in names:
+            (key_dir / name).unlink(missing_ok=True)
+        dropped += len(names)
+    return dropped
+
+
 def _subdirs(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
