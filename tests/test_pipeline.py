@@ -144,3 +144,19 @@ def test_shared_passes_do_not_outlive_their_stage(tmp_path, capsys):
         assert not list((run / "outputs" / "sources" / "paddle_layout" / "_shared").rglob("*.json"))
     report = json.loads((run / "outputs" / "sources" / "paddle_layout" / "t07" / "run_report.json").read_text())
     assert report["params"]["threshold"] == 0.8
+
+
+def test_dropping_shared_passes_keeps_other_pages_entries(tmp_path):
+    """Slurm array tasks run one stage on disjoint pages at once: a task drops only its own pages' entries."""
+    from newsbag import rundir
+
+    for key in ("k1", "k2"):
+        for page in ("p1", "p2"):
+            path = tmp_path / "outputs" / "sources" / "text_lines" / "_shared" / key / f"{page}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}")
+    assert rundir.drop_shared_passes(tmp_path, "text_lines", ["p1", "p3"]) == 2
+    left = sorted(str(p.relative_to(tmp_path / "outputs" / "sources" / "text_lines" / "_shared"))
+                  for p in (tmp_path / "outputs").rglob("*.json"))
+    assert left == ["k1/p2.json", "k2/p2.json"]
+    assert rundir.drop_shared_passes(tmp_path, "tesseract", ["p1"]) == 0  # no _shared folder at all
