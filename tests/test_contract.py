@@ -3,6 +3,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from newsbag.contract import repair_regions, validate_source_page
@@ -89,3 +90,52 @@ def test_json_is_written_strictly(tmp_path):
     assert _strict(dumps_strict(obj)) == {"a": None, "b": [1.0, None, None], "c": {"d": 0.5}}
     write_json(tmp_path / "x.json", obj)
     assert _strict((tmp_path / "x.json").read_text())["b"] == [1.0, None, None]
+
+
+@pytest.mark.parametrize("bad,message", [
+    ({"bbox_xyxy": [1, 2, 3], "label": "text"}, r"regions\[7\].bbox_xyxy must be 4 numbers"),     # 3 numbers
+    ({"bbox_xyxy": [1, True, 3, 4], "label": "text"}, r"regions\[7\].bbox_xyxy must be 4 numbers"),  # a bool
+    ({"bbox_xyxy": [1, "2", 3, 4], "label": "text"}, r"regions\[7\].bbox_xyxy must be 4 numbers"),   # a string
+    ({"bbox_xyxy": None, "label": "text"}, r"regions\[7\].bbox_xyxy must be 4 numbers"),             # no box
+    ({"bbox_xyxy": [1, 2, 3, 4], "label": 5}, r"regions\[7\].label must be a string"),               # label
+    ("text", r"regions\[7\].bbox_xyxy must be 4 numbers"),                                            # not an object
+])
+def test_validation_names_the_first_bad_region_among_many_good_ones(bad, message):
+    page = page_with([[1, 1, 2, 2]] * 12)
+    page["regions"][7] = bad
+    with pytest.raises(ValueError, match=message):
+        validate_source_page(page)
+
+
+def test_nulls_ints_and_floats_all_pass_and_read_the_same():
+    from newsbag.contract import boxes_from_page
+
+    page = page_with([[1, 2.5, 3, 4], [0, 0, 10, 10]], scores=[None, 0.25])
+    page["regions"][1]["order"] = 3
+    page["regions"][1]["class"] = "no-such-class"
+    validate_source_page(page)
+    boxes = boxes_from_page(page)
+    assert boxes.xyxy.tolist() == [[1, 2.5, 3, 4], [0, 0, 10, 10]]
+    assert np.isnan(boxes.score[0]) and boxes.score[1] == np.float32(0.25)
+    assert boxes.data["order"].tolist() == [-1, 3] and boxes.label_names.tolist() == ["text", "unknown"]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "stdlib"])
+def test_compact_json_is_strict_and_reads_back_the_same_values(tmp_path, monkeypatch, fast):
+    import newsbag.io as nio
+
+    if not fast:
+        monkeypatch.setattr(nio, "orjson", None)
+    obj = {"a": math.nan, "b": [1.0, math.inf, 1e-05, 2 ** 70], "c": {1: np.float64(0.5)}, "s": "Zürich\u2028",
+           "t": (1, 2), "n": None}
+    write_json(tmp_path / "x.json", obj, compact=True)
+    text = (tmp_path / "x.json").read_text(encoding="utf-8")
+    assert " " not in text.replace("Zürich", "") and text.endswith("\n")
+    want = {"a": None, "b": [1.0, None, 1e-05, 2 ** 70], "c": {"1": 0.5}, "s": "Zürich\u2028", "t": [1, 2], "n": None}
+    assert _strict(text) == want and nio.read_json(tmp_path / "x.json") == want
+    (tmp_path / "y.json").write_text('{"x": NaN, "y": [Infinity], "z": 123456789012345678901234567890}')
+    got = nio.read_json(tmp_path / "y.json")      # a foreign writer's tokens: read as before
+    assert math.isnan(got["x"]) and got["y"] == [math.inf] and got["z"] == 123456789012345678901234567890
+    (tmp_path / "z.json").write_text('{"x": ')
+    with pytest.raises(ValueError):
+        nio.read_json(tmp_path / "z.json")

@@ -14,7 +14,7 @@ import numpy as np
 __all__ = ["group_articles"]
 
 
-def _same_column(a: np.ndarray, b: np.ndarray, min_share: float = 0.5) -> bool:
+def _same_column(a, b, min_share: float = 0.5) -> bool:
     """The boxes share at least `min_share` of the narrower one's width."""
     overlap = min(a[2], b[2]) - max(a[0], b[0])
     return overlap >= min_share * min(a[2] - a[0], b[2] - b[0])
@@ -35,21 +35,24 @@ def group_articles(xyxy: np.ndarray, is_title: np.ndarray, rank: np.ndarray) -> 
     (0,)
     """
     xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    is_title = np.asarray(is_title, dtype=bool)
-    article = np.full(xyxy.shape[0], -1, dtype=np.intp)
+    article = [-1] * xyxy.shape[0]
+    # Python floats and lists: the walk is sequential, and numpy scalars made it 5x slower
+    # (75 of 330 ms of a 6 x 300-box page's fusion, 11 variants). Same float arithmetic.
+    boxes = xyxy.tolist()
+    titles = np.asarray(is_title, dtype=bool).tolist()
     current = -1
-    head: np.ndarray | None = None   # the open article's headline extent
-    last: np.ndarray | None = None   # its last region
+    head: list | None = None   # the open article's headline extent
+    last: list | None = None   # its last region
     last_title = False
-    for i in np.argsort(np.asarray(rank), kind="stable"):
-        box = xyxy[i]
-        if is_title[i]:
+    for i in np.argsort(np.asarray(rank), kind="stable").tolist():
+        box = boxes[i]
+        if titles[i]:
             deck = last_title and last is not None and _same_column(box, last) and box[1] >= last[1]
             if not deck:
                 current += 1
-                head = box.copy()
+                head = list(box)
             else:
-                head = np.array([min(head[0], box[0]), head[1], max(head[2], box[2]), box[3]])
+                head = [min(head[0], box[0]), head[1], max(head[2], box[2]), box[3]]
         else:
             below = last is not None and _same_column(box, last) and box[1] >= last[1]
             under_head = head is not None and _same_column(box, head, 0.3) and box[1] >= head[1]
@@ -58,5 +61,5 @@ def group_articles(xyxy: np.ndarray, is_title: np.ndarray, rank: np.ndarray) -> 
                 current += 1
                 head = None
         article[i] = current
-        last, last_title = box, bool(is_title[i])
-    return article
+        last, last_title = box, titles[i]
+    return np.array(article, dtype=np.intp)

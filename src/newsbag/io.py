@@ -13,7 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "write_json", "read_json", "read_page",
+try:
+    import orjson
+except ImportError:  # a venv made before orjson became a dependency: the stdlib does it all, slower
+    orjson = None
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page",
            "append_jsonl", "run_dir_error", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
@@ -154,16 +159,44 @@ def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
         raise
 
 
+def dumps_compact(obj: Any) -> bytes:
+    """`dumps_strict` without spaces, as UTF-8 bytes: the same JSON values, from orjson when it
+    can (5x the stdlib's C encoder on fused pages: 8 instead of 39 ms per 6 x 300-box page; it
+    writes NaN and infinities as null too). What orjson refuses (numpy scalars, integers past
+    64 bits) goes through the stdlib as before."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            pass
+    return dumps_strict(obj, separators=(",", ":")).encode("utf-8")
+
+
 def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False) -> None:
-    """Atomic strict JSON. ``compact`` for bulk per-page files: no indent keeps json's C encoder
-    (``indent`` falls back to the pure-Python one: 335 of 740 ms per fused page) and no spaces."""
-    text = dumps_strict(obj, separators=(",", ":")) if compact else dumps_strict(obj, indent=1)
-    atomic_write_text(path, text + "\n")
+    """Atomic strict JSON. ``compact`` for bulk per-page files: no indent, no spaces, `dumps_compact`
+    (``indent`` uses the stdlib's pure-Python encoder: 335 of 740 ms per fused page)."""
+    if compact:
+        atomic_write_bytes(path, dumps_compact(obj) + b"\n")
+    else:
+        atomic_write_text(path, dumps_strict(obj, indent=1) + "\n")
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
+    """The JSON value in a UTF-8 file. orjson parses (2.5x the stdlib: reading a page's sources
+    is most of what fusion does besides fusing); what it refuses (bare NaN/Infinity tokens of
+    foreign writers, integers past 64 bits) is read by the stdlib, as are the error messages.
+
+    Raises:
+        OSError; ValueError (not JSON, not UTF-8).
+    """
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data.decode("utf-8"))
 
 
 def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) -> dict:

@@ -104,7 +104,8 @@ def discover_fused(run_dir: Path) -> list[str]:
 
 
 def metrics_path(run_dir: Path, page_id: str) -> Path:
-    """Fusion's per-page record: source and variant metrics plus the fingerprints they were made from."""
+    """Fusion's per-page record: source and variant metrics, the fingerprints they were made from, and
+    the file identity of each fused page as written (``outputs``: its index for `page_is_current`)."""
     return fusion_dir(run_dir) / "_metrics" / f"{page_id}.json"
 
 
@@ -203,10 +204,20 @@ def source_fingerprint(family: str, params: dict, volatile: Iterable[str], label
     return fingerprint("source", family, kept, label_map, page_sha256)
 
 
-def page_is_current(out_dir: Path, page_id: str, expected: str) -> bool:
-    """The source or fused page exists, passes the contract and records the fingerprint computed now."""
+def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None) -> bool:
+    """The source or fused page exists, passes the contract and records the fingerprint computed now.
+
+    ``written``: the page's `file_identity` that its stage recorded in its own index right after
+    writing it with the fingerprint `expected`. While the file still has that identity it is
+    that very file, so it is current without being opened: a rerun with nothing changed stats
+    files instead of parsing them (fusion: 11 fused pages, ~60 ms per page before). Any other
+    identity (rewritten, touched, replaced) falls back to opening and checking it.
+    """
+    path = Path(out_dir) / f"{page_id}.json"
+    if written is not None and file_identity(path) == list(written):
+        return True
     try:
-        page = read_page(Path(out_dir) / f"{page_id}.json", page_id, members=False)
+        page = read_page(path, page_id, members=False)
     except ValueError:
         return False
     return page["source"].get("fingerprint") == expected

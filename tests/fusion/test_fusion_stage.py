@@ -260,3 +260,27 @@ def test_leaderboard_streams_running_means():
     assert rows["a/x"]["score"] == pytest.approx((0.5 + 0.7) / 2)
     assert rows["a/x"]["loo_pixel_f1"] == pytest.approx(0.4)     # a null is left out of the mean
     assert [r["name"] for r in board.rows()] == ["b/y", "a/x"] and rows["b/y"]["rank"] == 1
+
+
+def test_a_rerun_with_nothing_changed_opens_no_fused_page(tmp_path, monkeypatch):
+    import newsbag.rundir as rd
+
+    run = _write_run(tmp_path)
+    run_fusion(run, ["p1", "p2"], CFG)
+    opened = []
+    real = rd.read_page
+    monkeypatch.setattr(rd, "read_page", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
+    seen = []
+    run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append(st))
+    assert seen == ["skipped", "skipped"] and not [p for p in opened if "/outputs/fusion/" in p]
+    # a fused page rewritten behind fusion's back is opened again: still current if it says so, else redone
+    page = run / "outputs/fusion/C/p1.json"
+    os.utime(page, ns=(page.stat().st_mtime_ns + 10**9, page.stat().st_mtime_ns + 10**9))
+    seen.clear()
+    run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "skipped"), ("p2", "skipped")] and str(page) in opened
+    page.write_text(page.read_text().replace('"fingerprint":"', '"fingerprint":"x'))
+    seen.clear()
+    run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "ok"), ("p2", "skipped")]
+    assert json.loads(page.read_text())["source"]["fingerprint"][0] != "x"

@@ -292,9 +292,10 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     if not inputs:
         return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
     current = None if force else _current_metrics(record, metrics_fp, variant_fps)
+    written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
     stale = [v for v in active
              if current is None or v not in current["variants"]
-             or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v])]
+             or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v], written.get(v))]
     if not stale:
         return page_id, "skipped", None
     try:
@@ -312,9 +313,12 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         if current is None or not _table_is_current(table_path, idents):
             write_json(table_path, {"page_id": page_id, "inputs": idents, "members": table}, compact=True)
+        outputs = {v: i for v, i in written.items() if v in active and v not in stale}
         for name, page in fused_pages.items():
             page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
-            write_json(rundir.fused_dir(run_dir, name) / f"{page_id}.json", page, compact=True)
+            path = rundir.fused_dir(run_dir, name) / f"{page_id}.json"
+            write_json(path, page, compact=True)
+            outputs[name] = rundir.file_identity(path)
             rundir.failure_path(rundir.fused_dir(run_dir, name), page_id).unlink(missing_ok=True)
         new = _jsonable(new)
         kept = {} if current is None else {v: m for v, m in current["variants"].items() if v not in stale}
@@ -323,7 +327,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             **new, "variants": {**kept, **new["variants"]},
             "best_single_choice": {**choice, **new["best_single_choice"]},
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
-            "inputs": idents, "dropped": dropped,
+            "inputs": idents, "dropped": dropped, "outputs": outputs,
         }, compact=True)
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
