@@ -20,6 +20,7 @@ __all__ = [
     "repair_regions",
     "boxes_from_page",
     "regions_from_boxes",
+    "member_table_records",
 ]
 
 
@@ -359,3 +360,16 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
         keys.append("article")
         cols.append([None if a < 0 else int(a) for a in data["article"].tolist()])
     return [dict(zip(keys, row)) for row in zip(*cols)]
+
+
+def member_table_records(table: dict, rows: Iterable[int]) -> list[dict]:
+    """Member records (``source``, ``bbox_xyxy``, ``label``, ``score``) of `rows` of a fused page's
+    member table: columns with strings as codes into ``sources`` and ``labels``
+    (`fusion.fuse.member_table`), or, as written before, a ``members`` list of the records."""
+    if "members" in table:
+        records = table["members"]
+        return [records[i] for i in rows]
+    sources, names = table["sources"], table["labels"]
+    src, bbox, label, score = table["source"], table["bbox_xyxy"], table["label"], table["score"]
+    return [{"source": sources[src[i]], "bbox_xyxy": bbox[i], "label": names[label[i]], "score": score[i]}
+            for i in rows]

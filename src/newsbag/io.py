@@ -234,10 +234,12 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
 
 def _resolve_members(page: dict, table_path: Path, path) -> None:
     """Replace each region's member indices by the records of the page's member table."""
+    from .contract import member_table_records
+
     try:
-        table = read_json(table_path)["members"]
+        table = read_json(table_path)
         for region in page["regions"]:
-            region["members"] = [table[i] for i in region.get("members", [])]
+            region["members"] = member_table_records(table, region.get("members", []))
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         reason = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ValueError(f"{path}: member table {table_path.name}: {type(exc).__name__}: {reason}") from None

@@ -231,7 +231,11 @@ def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_pa
     run = _write_run(tmp_path)
     run_fusion(run, ["p1", "p2"], CFG)
     fusion = run / "outputs" / "fusion"
-    table = json.loads((fusion / "_members" / "p1.json").read_text())["members"]
+    from newsbag.contract import member_table_records
+
+    stored = json.loads((fusion / "_members" / "p1.json").read_text())
+    table = member_table_records(stored, range(len(stored["source"])))   # columns, strings as codes
+    assert stored["sources"] == ["paddle_layout/cdla", "tesseract/blocks", "text_lines/lines"]
     sources = json.loads((run / "outputs/sources/paddle_layout/cdla/p1.json").read_text())
     assert {"source": "paddle_layout/cdla", "bbox_xyxy": sources["regions"][0]["bbox_xyxy"], "label": "text",
             "score": 0.8} in table                        # every source box once, as its member record
@@ -243,6 +247,9 @@ def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_pa
         assert all(isinstance(m, int) for r in raw["regions"] for m in r["members"])
         page = read_page(fusion / variant / "p1.json", "p1")  # what review, evaluate and export read
         assert [r["members"] for r in page["regions"]] == [[table[m] for m in r["members"]] for r in raw["regions"]]
+    # a table written as a record list (before the columns) reads the same
+    (fusion / "_members" / "p1.json").write_text(json.dumps({"members": table}))
+    assert read_page(fusion / "S1" / "p1.json", "p1")["regions"] == page["regions"]
     # a broken reference is a one-line contract error, not a crash in a reader
     (fusion / "_members" / "p1.json").write_text('{"members": []}')
     with pytest.raises(ValueError, match="member table p1.json: IndexError"):

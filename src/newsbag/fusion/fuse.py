@@ -16,13 +16,14 @@ import numpy as np
 
 from .. import labels
 from ..articles import group_articles
-from ..contract import Boxes
+from ..contract import Boxes, member_table_records
 from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .order import column_segments, reading_order
 from .variants import BestSingleParams, ConsensusParams
 
 __all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "articles", "member_records",
+           "member_table",
            "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
@@ -44,11 +45,19 @@ def source_names(boxes: Boxes) -> np.ndarray:
 
 
 def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted names and (N,) codes of a string column (dict lookup: np.unique on objects is slow)."""
-    values = boxes.data[key].tolist()
-    names = sorted(set(values))
-    lookup = {n: k for k, n in enumerate(names)}
-    return np.array(names, dtype=object), np.array([lookup[v] for v in values], np.intp)
+    """Sorted names and (N,) codes of a string column (dict lookup: np.unique on objects is slow).
+
+    Pooled columns come in runs (one source after another), so each run is looked up once
+    (2.4 -> 0.3 ms for a 6 x 300-box page).
+    """
+    values = boxes.data[key]
+    n = len(values)
+    starts = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1] if n else np.zeros(0, np.intp)
+    run_values = values[starts].tolist()
+    names = sorted(set(run_values))
+    lookup = {v: k for k, v in enumerate(names)}
+    codes = np.repeat(np.array([lookup[v] for v in run_values], np.intp), np.diff(np.r_[starts, n]))
+    return np.array(names, dtype=object), codes
 
 
 def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
@@ -511,13 +520,28 @@ VARIANTS: dict[str, Callable[..., Boxes]] = {
 
 
 def member_records(boxes: Boxes) -> list[dict]:
-    """One JSON member record per input box; build once per page and share across variants."""
+    """One JSON member record per input box (``source``, ``bbox_xyxy``, ``label``, ``score``)."""
+    return member_table_records(member_table(boxes), range(len(boxes)))
+
+
+def member_table(boxes: Boxes) -> dict:
+    """The member records of every input box as columns: build once per page, share across variants.
+
+    Strings as codes into ``sources`` / ``labels``; `contract.member_table_records` gives back the records
+    (a third of the bytes of a record list, and no dict per box to build and encode).
+    """
     label_names = np.array(labels.LABELS, dtype=object)
     raw = boxes.data.get("raw_label", label_names[boxes.label.astype(np.intp)])
-    score = np.round(boxes.score.astype(np.float64), 4).tolist()
-    return [{"source": s, "bbox_xyxy": b, "label": r, "score": None if c != c else c}
-            for s, b, r, c in zip(boxes.data["source"].tolist(), np.round(boxes.xyxy, 2).tolist(),
-                                  [str(v) for v in raw], score)]
+    src_names, src = _codes(boxes, "source")
+    raw = np.array([str(v) for v in raw.tolist()], dtype=object)
+    raw_names = sorted(set(raw.tolist()))
+    lookup = {v: k for k, v in enumerate(raw_names)}
+    score = np.round(boxes.score.astype(np.float64), 4)
+    return {"sources": src_names.tolist(), "labels": raw_names,
+            "source": src.tolist(), "bbox_xyxy": np.round(boxes.xyxy, 2).tolist(),
+            "label": [lookup[v] for v in raw.tolist()],
+            "score": [None if c != c else c for c in score.tolist()]}
+
 
 
 def describe(fused: Boxes, boxes: Boxes, source: str, index: np.ndarray | None = None) -> Boxes:

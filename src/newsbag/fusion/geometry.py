@@ -120,7 +120,13 @@ class Pairs:
 
 def self_pairs(xyxy: np.ndarray) -> Pairs:
     """Pairs i < j of `xyxy` that overlap with positive area."""
-    ia, ib = candidate_pairs(xyxy, xyxy)
+    if len(xyxy) ** 2 <= _DENSE_LIMIT:
+        ia, ib = candidate_pairs(xyxy, xyxy)
+    else:  # one set of diagonals serves as tree and query (as `candidate_pairs` does, built once)
+        diagonals = _diagonals(xyxy)
+        ia, ib = shapely.STRtree(diagonals).query(diagonals)
+        ok = pair_intersection(xyxy, xyxy, ia, ib) > 0
+        ia, ib = ia[ok].astype(np.intp), ib[ok].astype(np.intp)
     keep = ia < ib
     ia, ib = ia[keep], ib[keep]
     return Pairs(ia, ib, pair_intersection(xyxy, xyxy, ia, ib))

@@ -207,9 +207,16 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
     text = _textlike(boxes)
     fam_names, fam = _codes(boxes, "family")
     src_names, src = _codes(boxes, "source")
-    masks = np.stack([union_mask(boxes.xyxy[(fam == f) & (text | is_line)], meta.width, meta.height, _RASTER)
+    # Each source's text raster once; a family's is the union of its sources' (a box's raster
+    # footprint does not depend on the other boxes), instead of rasterising every box twice.
+    evidence = text | is_line
+    src_masks = [union_mask(boxes.xyxy[(src == s) & evidence], meta.width, meta.height, _RASTER)
+                 for s in range(len(src_names))]
+    fam_of_src = np.zeros(len(src_names), np.intp)
+    fam_of_src[src] = fam
+    masks = np.stack([np.logical_or.reduce([src_masks[s] for s in np.flatnonzero(fam_of_src == f)])
                       for f in range(len(fam_names))]) if len(boxes) else np.zeros((0, 1, 1), bool)
-    votes = masks.sum(axis=0, dtype=np.int32)
+    votes = np.count_nonzero(masks, axis=0)
     if pairs is None:
         from .geometry import self_pairs
         pairs = self_pairs(boxes.xyxy)
@@ -229,9 +236,8 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
             out[str(src_names[s])] = {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}
             continue
         ref = (votes - masks[f]) >= (n_other + 1) // 2
-        sel = own & (text | is_line)          # a text-line source is judged by its lines
-        mine = union_mask(boxes.xyxy[sel], meta.width, meta.height, _RASTER)
-        _, _, pf = pixel_prf(mine, ref)
+        sel = own & evidence          # a text-line source is judged by its lines
+        _, _, pf = pixel_prf(src_masks[s], ref)
         out[str(src_names[s])] = {"loo_pixel_f1": pf,
                                   "loo_box_agreement": float(matched[sel].mean()) if sel.any() else np.nan}
     return out

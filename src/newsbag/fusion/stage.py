@@ -17,7 +17,7 @@ from ..errors import RunDirError
 from ..io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
-from .fuse import VARIANTS, describe, member_records
+from .fuse import VARIANTS, describe, member_table
 from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
@@ -116,7 +116,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 
 
 def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]],
-              source_metrics: dict[str, dict] | None = None, members_file: str | None = None) -> tuple[dict, dict, list]:
+              source_metrics: dict[str, dict] | None = None, members_file: str | None = None) -> tuple[dict, dict, dict]:
     """`fuse_all` plus the fused page dicts (DESIGN §3).
 
     Regions' ``members`` are indices into the page's member table (every source box once,
@@ -124,7 +124,8 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     records where that table is (``source.members_file``) and `io.read_page` resolves it.
 
     Returns:
-        (pages by variant, metrics record, member table: one record per pooled source box).
+        (pages by variant, metrics record, member table: every pooled source box, as columns
+        (`fuse.member_table`)).
     """
     t0 = time.perf_counter()
     pool, fused_all, record = fuse_all(pages, cfg, active, source_metrics)
@@ -144,7 +145,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
             "regions": regions_from_boxes(described),
             "seconds": seconds,
         }
-    return out, record, member_records(pool)
+    return out, record, member_table(pool)
 
 
 def _is_region_source(name: str, cfg: FusionConfig) -> bool:
@@ -312,7 +313,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         # The table first: a variant page on disk always finds the table it indexes. It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         if current is None or not _table_is_current(table_path, idents):
-            write_json(table_path, {"page_id": page_id, "inputs": idents, "members": table}, compact=True)
+            write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True)
         outputs = {v: i for v, i in written.items() if v in active and v not in stale}
         for name, page in fused_pages.items():
             page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
