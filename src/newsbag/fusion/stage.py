@@ -17,7 +17,7 @@ from ..errors import RunDirError
 from ..io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
-from .fuse import VARIANTS, describe, member_table
+from .fuse import VARIANTS, _codes, describe, member_table
 from .geometry import box_tree, self_pairs, subset_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
@@ -64,11 +64,13 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         scores = [source_metrics[n]["score"] for n in names]
         return names[int(np.argmax([-1.0 if x is None or np.isnan(x) else x for x in scores]))]
 
+    # Source codes, so each variant's selection is an integer isin, not one over strings.
+    src_names, src_code = _codes(pool, "source")
     fused_all, variant_metrics, chosen = {}, {}, {}
     for v in cfg.variants:
         if v.name not in active:
             continue
-        mask = np.isin(src, active[v.name]) | line_mask
+        mask = np.isin(src_code, [k for k, s in enumerate(src_names) if s in active[v.name]]) | line_mask
         fn = VARIANTS[v.method]
         if v.method == "best_single":
             fused = fn(pool[mask], v.params, subset_pairs(pairs, mask), choose=choose)
