@@ -139,3 +139,31 @@ def test_compact_json_is_strict_and_reads_back_the_same_values(tmp_path, monkeyp
     (tmp_path / "z.json").write_text('{"x": ')
     with pytest.raises(ValueError):
         nio.read_json(tmp_path / "z.json")
+
+
+def test_repaired_boxes_are_the_boxes_of_the_repaired_page(tmp_path, caplog):
+    from newsbag.contract import boxes_from_page, repaired_boxes
+    from newsbag.io import read_source_boxes
+
+    boxes = [[10, 10, 20, 20], [math.nan, 0, 5, 5], [None, 0, 5, 5], [30, 25, 12, 2], [-5, -5, 10, 1e9],
+             [500, 500, 600, 600], [1.5, 2.5, 3.5, 4.5]]
+    page = page_with(boxes, scores=[0.5, 0.1, 0.2, math.inf, None, 0.3, True])
+    page["regions"][6]["order"] = 4
+    page["regions"][0]["text"] = "Zürich"
+    page["source"]["family"] = "fam"
+    want = boxes_from_page(repair_regions(page)[0], "s/v")
+    got, counts = repaired_boxes(page, "s/v", {"family": "fam"})
+    assert counts == repair_regions(page)[1] and counts["non_finite_score"] == 2
+    assert np.array_equal(got.xyxy, want.xyxy) and np.array_equal(got.score, want.score, equal_nan=True)
+    assert np.array_equal(got.label, want.label) and got.meta == want.meta
+    for key, col in want.data.items():
+        assert got.data[key].tolist() == col.tolist(), key
+    assert got.data["family"].tolist() == ["fam"] * len(want)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(page))
+    read, header = read_source_boxes(path, "p", "s/v")
+    assert np.array_equal(read.xyxy, want.xyxy) and "regions" not in header
+    assert header["warnings"] == repair_regions(page)[0]["warnings"]
+    assert "page p" in caplog.text and "repaired boxes: clipped_box 1" in caplog.text
+    clean = page_with([[1, 1, 2, 2]])
+    assert repaired_boxes(clean, "s/v")[1] == {} and len(repaired_boxes(page_with([]), "s/v")[0]) == 0

@@ -18,7 +18,7 @@ try:
 except ImportError:  # a venv made before orjson became a dependency: the stdlib does it all, slower
     orjson = None
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page",
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
            "append_jsonl", "run_dir_error", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
@@ -199,6 +199,51 @@ def read_json(path: str | os.PathLike) -> Any:
     return json.loads(data.decode("utf-8"))
 
 
+def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tuple[Any, dict]:
+    """A source page's boxes as `read_page` + `contract.boxes_from_page` give them (the same
+    contract, repairs and log line), in one pass over its regions: fusion's hot path.
+
+    Returns:
+        (`contract.Boxes` with a ``source`` column (`source`) and a ``family`` column (the
+        page's ``source.family``, else the stage part of `source`), the page without its
+        regions, with the repairs added to its ``warnings``).
+
+    Raises:
+        ValueError: as `read_page`.
+    """
+    from .contract import repaired_boxes
+
+    page = _read_valid(path, page_id)
+    family = page["source"].get("family") or source.split("/")[0]
+    boxes, repaired = repaired_boxes(page, source, {"family": family})
+    header = {k: v for k, v in page.items() if k != "regions"}
+    if repaired:
+        _log_repairs(page_id, path, repaired)
+        warnings = dict(page.get("warnings") or {}) if isinstance(page.get("warnings"), dict) else {}
+        header["warnings"] = {**warnings, **{k: int(warnings.get(k, 0) or 0) + v for k, v in repaired.items()}}
+    return boxes, header
+
+
+def _read_valid(path: str | os.PathLike, page_id: str) -> dict:
+    """The page at `path` when it passes the contract and belongs to `page_id` (unrepaired)."""
+    from .contract import validate_source_page
+
+    try:
+        page = read_json(path)
+        validate_source_page(page)
+    except (OSError, ValueError) as exc:
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{path}: {reason}") from None
+    if page["page_id"] != page_id:
+        raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
+    return page
+
+
+def _log_repairs(page_id: str, path, repaired: dict[str, int]) -> None:
+    log.warning("page %s: %s: repaired boxes: %s", page_id, path,
+                ", ".join(f"{k} {v}" for k, v in sorted(repaired.items())))
+
+
 def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) -> dict:
     """A source or fused page that passes the contract and belongs to `page_id`, with its
     lying boxes repaired (`contract.repair_regions`: every reader gets the same boxes; what
@@ -212,20 +257,11 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
     Raises:
         ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page).
     """
-    from .contract import repair_regions, validate_source_page
+    from .contract import repair_regions
 
-    try:
-        page = read_json(path)
-        validate_source_page(page)
-    except (OSError, ValueError) as exc:
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ValueError(f"{path}: {reason}") from None
-    if page["page_id"] != page_id:
-        raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
-    page, repaired = repair_regions(page)
+    page, repaired = repair_regions(_read_valid(path, page_id))
     if repaired:
-        log.warning("page %s: %s: repaired boxes: %s", page_id, path,
-                    ", ".join(f"{k} {v}" for k, v in sorted(repaired.items())))
+        _log_repairs(page_id, path, repaired)
     ref = page["source"].get("members_file") if isinstance(page["source"], dict) else None
     if members and ref:
         _resolve_members(page, Path(path).parent / ref, path)

@@ -12,9 +12,9 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
-from ..contract import Boxes, boxes_from_page, regions_from_boxes
+from ..contract import Boxes, regions_from_boxes
 from ..errors import RunDirError
-from ..io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
+from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from .fuse import VARIANTS, _codes, describe, member_table
@@ -32,11 +32,8 @@ _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
 def _load_source_page(path: Path, page_id: str, name: str) -> tuple[Boxes, dict]:
-    page = read_page(path, page_id)
-    boxes = boxes_from_page(page, source=name)
-    family = page["source"].get("family") or name.split("/")[0]
-    return Boxes(boxes.xyxy, boxes.score, boxes.label, boxes.meta,
-                 {**boxes.data, "family": np.full(len(boxes), family, object)}), page
+    """(boxes with ``source`` and ``family`` columns, the page without its regions)."""
+    return read_source_boxes(path, page_id, name)
 
 
 def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[str]],
