@@ -150,7 +150,9 @@ def _resolve(
     support = np.zeros(g, np.int64)
     np.bitwise_or.at(support, gid, sup_bits[idx])
     n_fam = int(fam.max()) + 1 if len(fam) else 1
-    own_n = np.bincount(np.unique(gid * n_fam + fam[idx]) // n_fam, minlength=g).astype(np.float64)
+    seen = np.zeros(g * n_fam, bool)   # families per group (a bool table: np.unique sorted them)
+    seen[gid * n_fam + fam[idx]] = True
+    own_n = np.count_nonzero(seen.reshape(g, n_fam), axis=1).astype(np.float64)
     grank = np.full(g, np.iinfo(np.int64).max)
     np.minimum.at(grank, gid, rank[src[idx]])
     gcoarse = _COARSE_OF_LABEL[label.astype(np.intp)]
