@@ -131,9 +131,13 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     seconds = round(time.perf_counter() - t0, 4)
     by_name = {v.name: v for v in cfg.variants}
     out = {}
+    taken: dict[tuple, Boxes] = {}   # variants over the same sources take the same pool rows
     for name, (fused, index) in fused_all.items():
         v = by_name[name]
-        described = describe(fused, pool[index], f"fusion/{name}", index)
+        key = tuple(active[name])
+        if key not in taken:
+            taken[key] = pool[index]
+        described = describe(fused, taken[key], f"fusion/{name}", index)
         out[name] = {
             "page_id": pool.meta.page_id,
             "image": page_image,
