@@ -74,9 +74,12 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         else:
             fused = fn(pool[mask], v.params, subset_pairs(pairs, mask))
         fused_all[v.name] = (fused, np.flatnonzero(mask))
-        variant_metrics[v.name] = page_metrics(fused, lines, line_tree)
         if v.method == "best_single" and len(fused):
             chosen[v.name] = str(src[np.flatnonzero(mask)[fused.data["member_idx"][0][0]]])
+            # Its regions are exactly the chosen source's, already measured the same way.
+            variant_metrics[v.name] = {k: source_metrics[chosen[v.name]][k] for k in METRIC_KEYS}
+        else:
+            variant_metrics[v.name] = page_metrics(fused, lines, line_tree)
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
     return pool, fused_all, record
