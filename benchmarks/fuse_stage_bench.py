@@ -99,12 +99,15 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]
     """(CPU seconds user+sys, wall seconds, peak RSS MB) of one command pinned to core 0."""
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
+    # stderr to a file, not a pipe read after the wait: a long run's log lines (one per repaired
+    # source page) would fill the pipe and block the command forever.
+    with tempfile.TemporaryFile() as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        log.seek(0)
+        err = log.read().decode(errors="replace")
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {code}: {err[-2000:]}")
