@@ -35,14 +35,14 @@ from scipy.stats import spearmanr
 from newsbag import labels
 from newsbag.contract import Boxes
 from newsbag.evaluate import evaluate_page_class, match_pages
-from newsbag.fusion.stage import _leaderboard, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source, \
-    fuse_all
+from newsbag.fusion.stage import _Board, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source, fuse_all
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
 from newsbag.rundir import discover_sources, source_dir
 
 KEYS = ("pixel_f1", "b1x", "iou_f1", "xcol")
-# The thresholds the tuned variant's recipe may move, one value list each (a full grid).
-GRID = {"t_shadow": [0.1, 0.3, 0.5], "split_columns": [True, False]}
+# The thresholds the tuned variant's recipe may move, by its method, one value list each (a full grid).
+GRID = {"consensus": {"t_shadow": [0.1, 0.3, 0.5], "split_columns": [True, False]},
+        "paragraphs": {"noise_score": [0.95, 0.96], "noise_tall": [0.0, 1.3], "join_gap": [0.1, 0.3, 0.5]}}
 _TEXT = np.array([labels.coarse_for(n) in ("text", "title", "line") for n in labels.LABELS])
 
 
@@ -77,8 +77,10 @@ def _gt_metrics(boxes: Boxes, ann: dict) -> dict:
 
 def source_order(loaded: dict, cfg) -> list[str]:
     """The "auto" granularity order: the no-GT source leaderboard over all pages (no GT used)."""
-    records = [{"sources": _measure_sources(pages, cfg)[4]} for pages, _, _ in loaded.values()]
-    rows = _leaderboard(records, "sources", _SOURCE_KEYS)
+    board = _Board("sources", _SOURCE_KEYS)
+    for pages, _, _ in loaded.values():
+        board.add(_measure_sources(pages, cfg)[4])
+    rows = board.rows()
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
 
@@ -161,8 +163,9 @@ def tune(loaded: dict, fusion_cfg: dict, variant: str, ids: list[str], members: 
     base = table(evaluate({k: loaded[k] for k in ids}, fusion_cfg, order), ids)
     bar = bars(base, members)
     best = None
-    for values in itertools.product(*GRID.values()):
-        point = dict(zip(GRID, values))
+    grid = GRID.get(fusion_cfg["variants"][variant]["method"], {})
+    for values in itertools.product(*grid.values()):
+        point = dict(zip(grid, values))
         cfg = _with_params({**fusion_cfg, "variants": {variant: fusion_cfg["variants"][variant]}}, variant, point)
         row = table(evaluate({k: loaded[k] for k in ids}, cfg, order), ids)[variant]
         short = max(0.0, bar["pixel_f1"] - row["pixel_f1"]) + max(0.0, bar["b1x"] - row["b1x"])

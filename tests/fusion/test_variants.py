@@ -7,7 +7,8 @@ from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, RECIPE_DOC, ConsensusPa
 def test_default_config_ships_the_operators_variants_exactly_and_the_recipes():
     cfg = parse_fusion_config(DEFAULT_FUSION_CFG)
     by_name = {v.name: v for v in cfg.variants}
-    assert set(by_name) == {"S1", "S2", "S3", "P1", "P2", "P3", "P4", "best_single", "union", "vote", "ranked"}
+    assert set(by_name) == {"S1", "S2", "S3", "P1", "P2", "P3", "P4", "best_single", "union", "vote", "ranked",
+                           "paragraphs"}
     paddle = ("paddle_layout/*", "paddle_vl15/*")   # the four Paddle sources (DESIGN §4)
     assert by_name["S1"].sources == paddle and by_name["S1"].method == "best_single"
     assert by_name["S2"].sources == ("dell/*",) and by_name["S3"].sources == ("mineru/*",)
@@ -16,7 +17,7 @@ def test_default_config_ships_the_operators_variants_exactly_and_the_recipes():
     assert by_name["P3"].sources == paddle + ("mineru/*",)          # Paddle + MinerU, no Dell
     assert by_name["P4"].sources == paddle + ("dell/*", "mineru/*")
     assert all(by_name[n].params.vote == 1 for n in ("P1", "P2", "P3", "P4"))
-    assert cfg.recommended == "ranked" and cfg.line_source == "text_lines/lines"
+    assert cfg.recommended == "paragraphs" and cfg.line_source == "text_lines/lines"
     assert set(RECIPE_DOC) == set(by_name)                          # one line each
 
 
@@ -28,7 +29,7 @@ def test_embedded_config_ships_the_recipes_as_defined():
 
     cfg = json.loads((Path(__file__).resolve().parents[2] / "configs" / "pipeline.local.json").read_text())
     fusion = [s for s in cfg["stages"] if s.get("kind") == "fusion"][0]
-    assert fusion["variants"] == json.loads(json.dumps(RECIPES)) and fusion["recommended"] == "ranked"
+    assert fusion["variants"] == json.loads(json.dumps(RECIPES)) and fusion["recommended"] == "paragraphs"
 
 
 @pytest.mark.parametrize("cfg, message", [

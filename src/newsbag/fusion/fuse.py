@@ -17,13 +17,14 @@ import numpy as np
 from .. import labels
 from ..articles import group_articles
 from ..contract import Boxes, member_table_records
-from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs, subset_pairs
+from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .order import column_segments, reading_order
-from .variants import BestSingleParams, ConsensusParams
+from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, noise_mask
+from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
-__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "source_names", "describe", "articles", "member_records",
-           "member_table",
+__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "source_names", "describe", "articles",
+           "member_records", "member_table",
            "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
@@ -515,9 +516,161 @@ def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None
     )
 
 
+def _regroup(mem: np.ndarray, owner: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Member pairs (mem, owner) of regions after region k became regions where parent == k."""
+    o = np.argsort(owner, kind="stable")
+    mem, owner = mem[o], owner[o]
+    n = max(int(owner.max()) + 1 if len(owner) else 0, int(parent.max()) + 1 if len(parent) else 0)
+    start = np.searchsorted(owner, np.arange(n))
+    count = np.bincount(owner, minlength=n)
+    c = count[parent]
+    pos = np.repeat(start[parent] - np.r_[0, np.cumsum(c)[:-1]], c) + np.arange(int(c.sum()))
+    return mem[pos], np.repeat(np.arange(len(parent)), c)
+
+
+def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None = None) -> Boxes:
+    """Paragraph regions: the structure source's text blocks, corrected by the other members.
+
+    Steps (`paragraphs` has each one): (0) boxes covering `max_page_share` of the page are
+    left out. (1) The structure source is the first of `granularity` with text boxes on the
+    page ("auto": the run's source leaderboard); its text blocks are the base. (2) Noise
+    blocks no other family sees are dropped (`noise_mask`). (3) Blocks are cut at gutters
+    between side-by-side text boxes of the other families (`gutter_cuts`) and (4) at column
+    gutters of the text lines (`order.column_segments`, with `split_columns`). (5) With
+    `join`, blocks of one column with no paragraph cue between them are joined
+    (`join_pairs`). (6) Image and table boxes of every source are added where no
+    better-ranked source has one and no text region covers them. (7) With `titles`, text
+    regions with heading evidence become ``headline``. Text lines (coarse class ``line``)
+    are evidence only. Support: the member sources plus every source whose same-class
+    boxes cover `t_cover` of the region.
+    """
+    meta = boxes.meta
+    if len(boxes) == 0:
+        return _empty(boxes)
+    coarse = coarse_codes(boxes)
+    is_line = coarse == COARSE["line"]
+    sized = area(boxes.xyxy) < params.max_page_share * float(meta.width) * float(meta.height)
+    region = ~is_line & sized
+    textlike = region & np.isin(coarse, _TEXTLIKE)
+    src_names, src = _codes(boxes, "source")
+    _, fam = _codes(boxes, "family")
+    rank = _glob_rank(src_names, params.granularity)
+    lines = boxes.xyxy[is_line]
+    lh = float(np.median(lines[:, 3] - lines[:, 1])) if len(lines) else 0.0
+
+    base = np.zeros(0, np.intp)
+    if textlike.any():
+        key = rank[src[textlike]] * len(src_names) + src[textlike]
+        base = np.flatnonzero(textlike & (src == src[textlike][np.argmin(key)]))
+    xyxy = boxes.xyxy[base]
+    mem, owner = base.copy(), np.arange(len(base))
+    evidence = boxes.xyxy[textlike & (fam != fam[base[0]])] if len(base) else np.zeros((0, 4))
+    if len(lines) and len(base):
+        tree = box_tree(lines)
+        # The score rule needs the text-line detector's scale (a block's score is the mean text
+        # probability of its lines): layout models' scores mean something else.
+        same_family = bool((fam[is_line] == fam[base[0]]).any())
+        keep = noise_mask(xyxy, boxes.score[base], evidence, lh, params.noise_h,
+                          params.noise_score if same_family else 0.0, params.noise_cover, params.noise_tall)
+        xyxy, (mem, owner) = xyxy[keep], _regroup(mem, owner, np.flatnonzero(keep))
+        if params.gutter_min_h > 0:
+            cut, (parent, pieces) = gutter_cuts(xyxy, evidence, lines, lh, params.gutter_min_h, tree=tree)
+            xyxy, mem, owner = _replace(xyxy, mem, owner, cut, parent, pieces)
+        if params.split_columns:
+            mb, ml = inside_pairs(xyxy, lines, tree=tree)
+            n_cols, parent, seg = column_segments(xyxy, lines, mb, ml, params.col_gap * meta.width,
+                                                  min_lines=params.col_min_lines, tol=params.col_tol,
+                                                  slack=params.col_slack * meta.width)
+            xyxy, mem, owner = _replace(xyxy, mem, owner, np.flatnonzero(n_cols >= 2), parent, seg)
+        if params.join:
+            a, b = join_pairs(xyxy, lines, lh, params.join_gap, params.join_indent, params.join_short, tree=tree)
+            if len(a):
+                gid = connected_groups(len(xyxy), a, b)
+                xyxy, owner = group_extent(xyxy, gid, int(gid.max()) + 1), gid[owner]
+        if params.lines_back:
+            back, li, bid = lines_back(xyxy, lines, evidence, params.lines_back_cover, tree)
+            mem = np.concatenate([mem, np.flatnonzero(is_line)[li]])
+            owner = np.concatenate([owner, len(xyxy) + bid])
+            xyxy = np.concatenate([xyxy, back])
+    n_text = len(xyxy)
+    extra = _other_classes(boxes, region & ~textlike, coarse, src, rank, xyxy)
+    xyxy = np.concatenate([xyxy, boxes.xyxy[extra]])
+    mem = np.concatenate([mem, extra])
+    owner = np.concatenate([owner, n_text + np.arange(len(extra))])
+    n = len(xyxy)
+    # One member once per region (joins and cuts can repeat one), sorted by region then index.
+    key = np.unique(owner.astype(np.int64) * len(boxes) + mem)
+    own, flat = (key // len(boxes)).astype(np.intp), (key % len(boxes)).astype(np.intp)
+    members = _split_by(flat, own, n)
+    score = np.bincount(own, np.nan_to_num(boxes.score[flat].astype(np.float64), nan=_NAN_SCORE_WEIGHT), minlength=n)
+    score = score / np.maximum(np.bincount(own, minlength=n), 1)
+    first = np.r_[True, own[1:] != own[:-1]] if len(own) else np.zeros(0, bool)
+    label = np.zeros(n, np.int8)
+    label[own[first]] = boxes.label[flat[first]]
+    support = _support(xyxy, label, boxes, region, coarse, src, flat, own, params.t_cover)
+    if params.titles:
+        label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
+    return Boxes(
+        xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
+        data={"member_idx": members, "support_bits": support,
+              "order": reading_order(xyxy, meta.width, meta.height, lines=lines)},
+    )
+
+
+def _replace(xyxy, mem, owner, cut, parent, pieces):
+    """Regions `cut` replaced by `pieces` (their members follow `parent`); the rest stay first."""
+    if not len(cut):
+        return xyxy, mem, owner
+    stay = np.setdiff1d(np.arange(len(xyxy)), cut)
+    mem, owner = _regroup(mem, owner, np.concatenate([stay, parent]))
+    return np.concatenate([xyxy[stay], pieces]), mem, owner
+
+
+def _other_classes(boxes: Boxes, cand: np.ndarray, coarse: np.ndarray, src: np.ndarray, rank: np.ndarray,
+                   text_xyxy: np.ndarray) -> np.ndarray:
+    """Indices of image and table boxes kept: no better-ranked same-class box overlaps half of
+    either, and text regions cover less than half of them."""
+    idx = np.flatnonzero(cand & np.isin(coarse, [COARSE["image"], COARSE["table"]]))
+    if not len(idx):
+        return idx
+    sub = boxes.xyxy[idx]
+    p = cross_pairs(sub, sub)
+    a = np.maximum(area(sub), _EPS)
+    share = p.inter / np.minimum(a[p.i], a[p.j])
+    r = rank[src[idx]] * (int(src.max()) + 1) + src[idx]
+    worse = (p.i != p.j) & (coarse[idx][p.i] == coarse[idx][p.j]) & (share >= 0.5) & (
+        (r[p.i] > r[p.j]) | ((r[p.i] == r[p.j]) & (p.i > p.j)))
+    keep = np.ones(len(idx), bool)
+    keep[p.i[worse]] = False
+    t = cross_pairs(sub, text_xyxy)
+    keep &= np.bincount(t.i, t.inter, minlength=len(idx)) / a < 0.5
+    return idx[keep]
+
+
+def _support(xyxy, label, boxes, region, coarse, src, flat, own, t_cover) -> np.ndarray:
+    """(N,) int64 support bits: member sources plus sources whose same-class boxes cover `t_cover`."""
+    n, n_src = len(xyxy), int(src.max()) + 1
+    bit = np.int64(1) << np.arange(n_src, dtype=np.int64)
+    support = np.zeros(n, np.int64)
+    np.bitwise_or.at(support, own, bit[src[flat]])
+    idx = np.flatnonzero(region)
+    klass = _COARSE_OF_LABEL[label.astype(np.intp)]
+    k_in = coarse[idx].copy()
+    k_in[np.isin(k_in, _TEXTLIKE)] = COARSE["text"]
+    k_out = klass.copy()
+    k_out[np.isin(k_out, _TEXTLIKE)] = COARSE["text"]
+    p = cross_pairs(xyxy, boxes.xyxy[idx])
+    ok = k_out[p.i] == k_in[p.j]
+    cov = np.zeros(n * n_src)
+    np.add.at(cov, p.i[ok] * n_src + src[idx[p.j[ok]]], p.inter[ok])
+    cov = cov.reshape(n, n_src) / np.maximum(area(xyxy), _EPS)[:, None]
+    return support | ((cov >= t_cover) * bit).sum(axis=1).astype(np.int64)
+
+
 VARIANTS: dict[str, Callable[..., Boxes]] = {
     "consensus": fuse_consensus,
     "best_single": fuse_best_single,
+    "paragraphs": fuse_paragraphs,
 }
 
 
