@@ -159,8 +159,10 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     boxes themselves without lines), and each box gets the columns it spans
     (`column_spans`). Then an XY-cut on that grid, columns first: a column boundary no box
     spans splits a block left to right; without one, a horizontal gap cuts it into bands
-    (masthead, a headline over several columns, the body below); a block without either is
-    cut into bands at the top of each box spanning columns (read first in its band). Inside
+    (masthead, a headline over several columns, the body below); in a block without either,
+    a tall box spanning columns that a neighbour runs past (text fused across a gutter) goes
+    back to one column, and otherwise the block is cut into bands at the top of each box
+    spanning columns (read first in its band). Inside
     one column, the plain XY-cut of the boxes orders them (top to bottom). On the grid,
     boxes that overlap a gutter by a few pixels or a slightly skewed column no longer hide
     the column structure, which exact box gaps missed on fragmented layouts.
@@ -178,19 +180,23 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     lines = None if lines is None else np.asarray(lines, float).reshape(-1, 4)
     if lines is not None and lines.shape[0] >= _MIN_LINES:
         ev, line_h = _line_evidence(lines)
-        trim, poke, strip = 0.5 * line_h, 2 * line_h, 3 * line_h
+        trim, poke, strip, merged = 0.5 * line_h, 2 * line_h, 3 * line_h, 6 * line_h
     else:   # no lines: the boxes are the evidence, with lengths for a broadsheet's body type
-        ev, trim, poke, strip = xyxy, 2 * tol * width, 4 * tol * width, 0.0
+        ev, trim, poke, strip, merged = xyxy, 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
     bounds = column_bounds(ev, width, trim)
     lo, hi = column_spans(xyxy, bounds, poke)
-    out = _grid_cut(xyxy, lo, hi, tol * width, tol * height, strip)
+    out = _grid_cut(xyxy, bounds, lo, hi, tol * width, tol * height, strip, merged)
     rank = np.empty(len(xyxy), np.int64)
     rank[np.asarray(out, np.intp)] = np.arange(len(out))
     return rank
 
 
-def _grid_cut(xyxy: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float, strip: float) -> list[int]:
-    """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`)."""
+def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float,
+              strip: float, merged: float) -> list[int]:
+    """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`).
+
+    `lo` and `hi` are updated in place where a box fused across a gutter goes back to one column.
+    """
     def split(idx: np.ndarray) -> list[np.ndarray] | np.ndarray:
         sub, blo, bhi = xyxy[idx], lo[idx], hi[idx]
         if blo.min() == bhi.max():   # one column: the plain XY-cut of its boxes
@@ -201,10 +207,20 @@ def _grid_cut(xyxy: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, to
             group = _join_strips(sub, blo, bhi, order, group, strip)
         if group[-1] > 0:
             return _split_parts(idx, order, group)
-        # Every column boundary spanned and no clean gap across: bands that start at the top
-        # of each spanning box; it is read first in its band, then the band's single-column
-        # boxes (which the next pass splits into columns).
+        # Every column boundary spanned and no clean gap across. A spanning box taller than
+        # `merged` whose top a box of its columns runs past is text fused across a gutter,
+        # not a headline: it goes back to the column of its centre and the block is cut again.
         spanning = np.flatnonzero(bhi > blo)
+        top = sub[spanning, 1][:, None]
+        straddled = ((blo[None, :] <= bhi[spanning, None]) & (bhi[None, :] >= blo[spanning, None])
+                     & (sub[None, :, 1] < top - tol_y) & (sub[None, :, 3] > top + tol_y)).any(axis=1)
+        merged_across = spanning[straddled & (sub[spanning, 3] - sub[spanning, 1] > merged)]
+        if merged_across.size:
+            col = np.searchsorted(bounds, (sub[merged_across, 0] + sub[merged_across, 2]) / 2, side="right")
+            lo[idx[merged_across]] = hi[idx[merged_across]] = col
+            return [idx]
+        # Otherwise bands that start at the top of each spanning box; it is read first in its
+        # band, then the band's single-column boxes (which the next pass splits into columns).
         spanning = spanning[np.argsort(sub[spanning, 1], kind="stable")]
         rest = np.flatnonzero(bhi == blo)
         band = np.searchsorted(sub[spanning, 1], (sub[rest, 1] + sub[rest, 3]) / 2, side="right")
