@@ -86,7 +86,9 @@ def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.nd
         region_rank: (R,) reading-order rank (smaller first).
         line_xyxy: (L, 4) detected text lines, or None when the run has none. A region no
             line falls in is read as one crop when it is at most `max_solo_lines` median
-            line heights tall (a headline the line detector missed); taller ones stay unread.
+            line heights tall (a headline the line detector missed); taller ones stay unread,
+            and so does one whose area the crops already read cover half of (its line was read
+            in an overlapping region: reading the region too would repeat the words).
 
     Returns:
         crops (K, 4) in reading order and their region index (K,).
@@ -97,6 +99,9 @@ def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.nd
     median_h = float(np.median(lines[:, 3] - lines[:, 1])) if lines.shape[0] else np.inf
     unread = np.setdiff1d(np.arange(region_xyxy.shape[0]), region)
     solo = unread[(region_xyxy[unread, 3] - region_xyxy[unread, 1]) <= max_solo_lines * median_h]
+    read = cross_pairs(region_xyxy[solo], crops)
+    covered = np.bincount(read.i, read.inter, minlength=len(solo)) / np.maximum(area(region_xyxy[solo]), 1e-9)
+    solo = solo[covered < 0.5]
     crops = np.concatenate([crops, region_xyxy[solo]]).reshape(-1, 4)
     region = np.concatenate([region, solo]).astype(np.intp)
     parts = []

@@ -98,3 +98,13 @@ def test_fused_pages_carry_article_ids_of_their_text_and_title_regions():
             "source": {"stage": "fusion", "variant": "C"}, "regions": regions}
     assert boxes_from_page(page).data["article"].tolist() == [0, 0, -1, 0]
     assert articles(fused[np.zeros(0, np.intp)]).shape == (0,)
+
+
+def test_a_region_whose_line_is_read_in_a_bigger_overlapping_region_is_not_read_again():
+    """US sample, `paragraphs`: a one-line region inside a bigger region read the headline twice."""
+    line = [30.0, 787.0, 154.0, 803.0]
+    regions = np.array([[8, 701, 167, 805], line, [300, 300, 400, 316]], float)
+    lines = np.array([[10, 710, 160, 726], line], float)
+    crops, region = plan_page(regions, np.array([0, 1, 2]), lines)
+    assert sum(np.allclose(c, line) for c in crops) == 1  # the headline once
+    assert sorted(region.tolist()) == [0, 0, 2]  # the unlined small region elsewhere is still read alone
