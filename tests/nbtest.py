@@ -6,6 +6,8 @@ A module with a unique name (not conftest.py): several folders have a conftest, 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +69,12 @@ def write_fake_config(path: Path, variants: dict, *, page_timeout_s=60, env=None
     }
     path.write_text(json.dumps(config))
     return path
+
+
+def start_newsbag(*args, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """`newsbag ARGS` as a child in its own process group, for tests that signal or kill it mid-run."""
+    return subprocess.Popen([sys.executable, "-m", "newsbag", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=stderr, start_new_session=True)
 
 
 def run_cli(capsys, *args):

@@ -13,7 +13,7 @@ import pytest
 from newsbag.cli import main
 from newsbag.pages import read_pages
 
-from nbtest import write_fake_config, write_image
+from nbtest import start_newsbag, write_fake_config, write_image
 
 
 def run_cli(capsys, *args):
@@ -146,9 +146,8 @@ def test_interrupted_run_resumes_without_loss(tmp_path, page_dir):
     """Kill `newsbag run` mid-job, rerun: every page once, none half-written."""
     cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "hang", "on": ["issue2__p3"]}})
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(page_dir), "--recursive",
-           "--run-dir", str(run), "--config", str(cfg)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    args = ["run", "--input-dir", str(page_dir), "--recursive", "--run-dir", str(run), "--config"]
+    proc = start_newsbag(*args, cfg)
     deadline = time.monotonic() + 60
     while len(outputs(run)) < 4 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -156,7 +155,7 @@ def test_interrupted_run_resumes_without_loss(tmp_path, page_dir):
     proc.wait()
     assert len(outputs(run)) == 4
     cfg_ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
-    done = subprocess.run([*cmd[:-1], str(cfg_ok)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "newsbag", *args, str(cfg_ok)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     summary = json.loads((run / "reports/run_all.json").read_text())
     assert summary["sources"][0]["counts"] == {"ok": 1, "empty": 0, "failed": 0, "skipped": 4}

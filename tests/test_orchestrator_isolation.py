@@ -19,7 +19,7 @@ from newsbag.errors import PartialFailure, RunnerError
 from newsbag.orchestrator import run_source
 from newsbag.pages import read_pages
 
-from nbtest import run_cli, write_fake_config, write_image
+from nbtest import run_cli, start_newsbag, write_fake_config, write_image
 
 
 @pytest.fixture
@@ -157,9 +157,7 @@ def test_source_that_never_starts_has_its_own_exit_code(tmp_path, eight_pages, c
 
 
 def _newsbag(tmp_path, pages, run, cfg):
-    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(pages), "--run-dir", str(run),
-           "--config", str(cfg)]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    return start_newsbag("run", "--input-dir", pages, "--run-dir", run, "--config", cfg, stderr=subprocess.PIPE)
 
 
 def _alive(pid: int) -> bool:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError, RunnerError
 
-from nbtest import FAKE_RUNNERS, run_cli, write_fake_config
+from nbtest import FAKE_RUNNERS, run_cli, start_newsbag, write_fake_config
 
 
 def _src(run: Path) -> Path:
@@ -59,9 +57,7 @@ def test_a_low_empty_share_is_counted_but_not_flagged(tmp_path, page_dir, capsys
 def test_report_is_on_disk_while_the_runner_works_and_after_a_kill(tmp_path, page_dir):
     cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "hang", "on": ["issue2__p3"]}})
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "newsbag", "run", "--input-dir", str(page_dir), "--recursive",
-           "--run-dir", str(run), "--config", str(cfg)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = start_newsbag("run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
     deadline = time.monotonic() + 60
     report = {}
     while time.monotonic() < deadline:

@@ -21,6 +21,7 @@ __all__ = [
     "repair_regions",
     "boxes_from_page",
     "repaired_boxes",
+    "warnings_with",
     "regions_from_boxes",
     "member_table_records",
 ]
@@ -294,10 +295,15 @@ def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
             region["score"] = None
     if not keep.all():
         out = [out[i] for i in np.flatnonzero(keep).tolist()]
+    return {**page, "regions": out, "warnings": warnings_with(page, counts)}, counts
+
+
+def warnings_with(page: dict, counts: dict[str, int]) -> dict:
+    """The page's ``warnings`` (a dict, else none) with `counts` added to them."""
     warnings = dict(page.get("warnings") or {}) if isinstance(page.get("warnings"), dict) else {}
     for key, value in counts.items():
         warnings[key] = int(warnings.get(key, 0) or 0) + value
-    return {**page, "regions": out, "warnings": warnings}, counts
+    return warnings
 
 
 _LABEL_CODE = {name: k for k, name in enumerate(labels.LABELS)}

@@ -211,7 +211,7 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
     Raises:
         ValueError: as `read_page`.
     """
-    from .contract import repaired_boxes
+    from .contract import repaired_boxes, warnings_with
 
     page = _read_valid(path, page_id)
     family = page["source"].get("family") or source.split("/")[0]
@@ -219,8 +219,7 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
     header = {k: v for k, v in page.items() if k != "regions"}
     if repaired:
         _log_repairs(page_id, path, repaired)
-        warnings = dict(page.get("warnings") or {}) if isinstance(page.get("warnings"), dict) else {}
-        header["warnings"] = {**warnings, **{k: int(warnings.get(k, 0) or 0) + v for k, v in repaired.items()}}
+        header["warnings"] = warnings_with(page, repaired)
     return boxes, header
 
 

@@ -26,9 +26,10 @@ def _depth_first(n: int, split: Callable[[np.ndarray], list[np.ndarray] | np.nda
     """Indices 0..n-1 in the order of a depth-first cut of the block of all of them.
 
     `split(idx)` returns either the parts of block `idx` in reading order (a list; each part
-    strictly smaller) or the block's final order (an array). An explicit stack instead of
-    recursion: no recursion limit on deep cut trees (a staircase of n boxes nests n levels),
-    and the loop ends after at most 2n - 1 blocks.
+    strictly smaller, or the block itself once `split` has changed the state it decides on
+    so that it cannot be returned whole again: `_grid_cut` moving a box back to one column)
+    or the block's final order (an array). An explicit stack instead of recursion: no
+    recursion limit on deep cut trees (a staircase of n boxes nests n levels).
     """
     out: list[int] = []
     stack = [np.arange(n)]

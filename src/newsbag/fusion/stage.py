@@ -31,11 +31,6 @@ SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 
 _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
-def _load_source_page(path: Path, page_id: str, name: str) -> tuple[Boxes, dict]:
-    """(boxes with ``source`` and ``family`` columns, the page without its regions)."""
-    return read_source_boxes(path, page_id, name)
-
-
 def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[str]],
              source_metrics: dict[str, dict] | None = None) -> tuple[Boxes, dict, dict]:
     """Fuse one page for every active variant and measure everything (pure).
@@ -184,7 +179,7 @@ def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes
     pages, image, dropped = {}, None, {}
     for s, p in sorted(inputs.items()):
         try:
-            pages[s], raw = _load_source_page(p, page_id, s)
+            pages[s], raw = read_source_boxes(p, page_id, s)
         except (ValueError, KeyError, TypeError) as exc:
             dropped[s] = (str(exc).splitlines() or [type(exc).__name__])[0]
             continue
