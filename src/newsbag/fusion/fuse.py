@@ -274,6 +274,12 @@ def _drop_shadowed(res: _Resolved, t_shadow: float) -> _Resolved:
     return res if alive.all() else res.take(np.flatnonzero(alive))
 
 
+def _order(xyxy: np.ndarray, label: np.ndarray, meta, lines: np.ndarray) -> np.ndarray:
+    """Reading rank of fused regions (`order.reading_order`): running text may be read as column parts."""
+    text = _COARSE_OF_LABEL[label.astype(np.intp)] == COARSE["text"]
+    return reading_order(xyxy, meta.width, meta.height, lines=lines, text=text)
+
+
 def _textlike_of(label: np.ndarray) -> np.ndarray:
     return np.isin(_COARSE_OF_LABEL[label.astype(np.intp)], _TEXTLIKE)
 
@@ -444,7 +450,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.titles:
         label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
 
-    order = reading_order(xyxy, meta.width, meta.height, lines=lines)
+    order = _order(xyxy, label, meta, lines)
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support, "order": order},
@@ -511,8 +517,7 @@ def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None
     return Boxes(
         xyxy=xyxy, score=boxes.score[idx], label=boxes.label[idx], meta=boxes.meta,
         data={"member_idx": members, "support_bits": np.full(len(idx), bit, np.int64),
-              "order": reading_order(xyxy, boxes.meta.width, boxes.meta.height,
-                                     lines=boxes.xyxy[coarse == COARSE["line"]])},
+              "order": _order(xyxy, boxes.label[idx], boxes.meta, boxes.xyxy[coarse == COARSE["line"]])},
     )
 
 
@@ -613,7 +618,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support,
-              "order": reading_order(xyxy, meta.width, meta.height, lines=lines)},
+              "order": _order(xyxy, label, meta, lines)},
     )
 
 

@@ -6,9 +6,9 @@ from typing import Callable
 
 import numpy as np
 
-from .geometry import group_extent
+from .geometry import cross_pairs, group_extent
 
-__all__ = ["reading_order", "column_bounds", "column_spans", "column_segments"]
+__all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
 
 
 def _cuts(lo: np.ndarray, hi: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
@@ -153,29 +153,60 @@ def _line_evidence(lines: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.005,
-                  lines: np.ndarray | None = None) -> np.ndarray:
+                  lines: np.ndarray | None = None, text: np.ndarray | None = None) -> np.ndarray:
     """(N,) reading rank of each box: columns left to right, top to bottom within a column.
 
     The page's columns come from the gutters of its text lines (`column_bounds`; from the
     boxes themselves without lines), and each box gets the columns it spans
-    (`column_spans`). Then an XY-cut on that grid, columns first: a column boundary no box
-    spans splits a block left to right; without one, a horizontal gap cuts it into bands
-    (masthead, a headline over several columns, the body below); in a block without either,
-    a tall box spanning columns that a neighbour runs past (text fused across a gutter) goes
-    back to one column, and otherwise the block is cut into bands at the top of each box
-    spanning columns (read first in its band). Inside
-    one column, the plain XY-cut of the boxes orders them (top to bottom). On the grid,
-    boxes that overlap a gutter by a few pixels or a slightly skewed column no longer hide
-    the column structure, which exact box gaps missed on fragmented layouts.
+    (`column_spans`). A text box whose own lines leave a gutter free (two columns' text
+    fused into one region) is read as its column parts (`reading_order_parts`), and stands
+    where its first part is read. Then an XY-cut on that grid, columns first: a column boundary
+    no box spans splits a block left to right; without one, a horizontal gap cuts it into
+    bands (masthead, a headline over several columns, the body below); in a block without
+    either, a tall box spanning columns that a neighbour runs past (text fused across a
+    gutter) goes back to one column, and otherwise the block is cut into bands at the top of
+    each box spanning columns (read first in its band, after the boxes beside it on its
+    left: the pieces of a dateline read left to right). Inside one column, the plain XY-cut
+    of the boxes orders them (top to bottom). On the grid, boxes that overlap a gutter by a
+    few pixels or a slightly skewed column no longer hide the column structure, which exact
+    box gaps missed on fragmented layouts.
 
     Args:
         xyxy: (N, 4) boxes in page pixels.
         width, height: page size; overlaps below `tol` of it still count as a gap, because
             fused boxes of neighbouring columns often touch.
         lines: (L, 4) text lines of the page, the gutter evidence (None: the boxes).
+        text: (N,) bool, the boxes of running text, which may be read as column parts
+            (None: none; headlines, images, tables and separators are never cut).
 
     >>> reading_order(np.zeros((0, 4)), 10, 10).shape
     (0,)
+    """
+    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
+    _, box, part_rank = reading_order_parts(xyxy, width, height, tol, lines, text)
+    first = np.full(len(xyxy), len(box), np.int64)
+    np.minimum.at(first, box, part_rank)
+    rank = np.empty(len(xyxy), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(xyxy))
+    return rank
+
+
+def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: float = 0.005,
+                        lines: np.ndarray | None = None, text: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Boxes cut into their column parts where their lines show text fused across a gutter,
+    and the reading rank of every part (see `reading_order`).
+
+    A text box spanning a gutter of the grid is cut there when at least 2 of its lines (centre
+    inside the box) lie on each side and at most a fifth of them cross it: two columns'
+    text, not a headline or an advertisement set across the columns, whose lines run over
+    the gutter. Each part is the extent of its lines' pieces on its side, inside the box.
+    Without lines (or fewer than 8) or `text` no box is cut.
+
+    Returns:
+        part_xyxy (P, 4) sorted by box, then x; part_box (P,) the box each part comes
+        from (every box has at least one part; an uncut box is its own part);
+        part_rank (P,) reading rank of each part.
     """
     xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     lines = None if lines is None else np.asarray(lines, float).reshape(-1, 4)
@@ -186,10 +217,68 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
         ev, trim, poke, strip, merged = xyxy, 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
     bounds = column_bounds(ev, width, trim)
     lo, hi = column_spans(xyxy, bounds, poke)
-    out = _grid_cut(xyxy, bounds, lo, hi, tol * width, tol * height, strip, merged)
-    rank = np.empty(len(xyxy), np.int64)
+    part_xyxy, part_box = xyxy, np.arange(len(xyxy))
+    cut = np.zeros(len(xyxy), bool) if text is None or ev is xyxy else (
+        (hi > lo) & np.asarray(text, bool) & (xyxy[:, 3] - xyxy[:, 1] > strip))
+    if cut.any():
+        part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, bounds, lines, trim, tol * height)
+        if len(part_box) > len(xyxy):
+            lo, hi = column_spans(part_xyxy, bounds, poke)
+    out = _grid_cut(part_xyxy, bounds, lo, hi, tol * width, tol * height, strip, merged)
+    rank = np.empty(len(part_xyxy), np.int64)
     rank[np.asarray(out, np.intp)] = np.arange(len(out))
-    return rank
+    return part_xyxy, part_box, rank
+
+
+def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np.ndarray, bounds: np.ndarray,
+                  lines: np.ndarray, trim: float, tol_y: float, min_lines: int = 2, max_cross: float = 0.2
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes `spanning` columns cut at the gutters their own lines leave free (`reading_order_parts`).
+
+    Returns:
+        part_xyxy (P, 4) sorted by box then x, part_box (P,).
+    """
+    pairs = cross_pairs(xyxy[spanning], lines)
+    ln = lines[pairs.j]
+    cx, cy = (ln[:, 0] + ln[:, 2]) / 2, (ln[:, 1] + ln[:, 3]) / 2
+    bx = xyxy[spanning[pairs.i]]
+    inside = (cx > bx[:, 0]) & (cx < bx[:, 2]) & (cy > bx[:, 1]) & (cy < bx[:, 3])
+    owner, ln = pairs.i[inside], ln[inside]
+    mid = (ln[:, 0] + ln[:, 2]) / 2
+    t0, t1 = np.minimum(ln[:, 0] + trim, mid), np.maximum(ln[:, 2] - trim, mid)
+    parts, part_box, cut = [xyxy], [np.arange(len(xyxy))], np.zeros(len(xyxy), bool)
+    for k, b in enumerate(spanning.tolist()):   # spanning boxes are few: a loop over them, arrays inside
+        box = xyxy[b]
+        near = (lo <= hi[b]) & (hi >= lo[b]) & (xyxy[:, 1] < box[3] - tol_y) & (xyxy[:, 3] > box[1] + tol_y)
+        near[b] = False
+        beside = near & (((xyxy[:, 1] < box[1] - tol_y) & (xyxy[:, 3] > box[1] + tol_y))
+                         | ((xyxy[:, 1] < box[3] - tol_y) & (xyxy[:, 3] > box[3] + tol_y)))
+        above = (lo == hi) & (lo >= lo[b]) & (hi <= hi[b]) & (xyxy[:, 3] <= box[1] + tol_y)
+        if not beside.any() or not above.any():   # no column runs on beside it: a header row, read whole
+            continue
+        mine = owner == k
+        a0, a1 = t0[mine], t1[mine]
+        gutters = [g for g in bounds[lo[b]:hi[b]].tolist()
+                   if (a1 <= g).sum() >= min_lines and (a0 >= g).sum() >= min_lines
+                   and ((a0 < g) & (a1 > g)).sum() <= max_cross * len(a0)]
+        if not gutters:
+            continue
+        edges = [box[0], *gutters, box[2]]
+        mine_xyxy = ln[mine]
+        for e0, e1 in zip(edges[:-1], edges[1:]):
+            on = (a1 > e0) & (a0 < e1)
+            if not on.any():
+                continue
+            piece = mine_xyxy[on]
+            parts.append(np.array([[max(e0, box[0], piece[:, 0].min()), max(box[1], piece[:, 1].min()),
+                                    min(e1, box[2], piece[:, 2].max()), min(box[3], piece[:, 3].max())]]))
+            part_box.append(np.array([b]))
+        cut[b] = True
+    keep = ~cut
+    part_xyxy = np.concatenate([parts[0][keep], *parts[1:]])
+    owner_all = np.concatenate([part_box[0][keep], *part_box[1:]])
+    o = np.lexsort((part_xyxy[:, 0], owner_all))
+    return part_xyxy[o], owner_all[o]
 
 
 def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float,
@@ -224,7 +313,13 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         # band, then the band's single-column boxes (which the next pass splits into columns).
         spanning = spanning[np.argsort(sub[spanning, 1], kind="stable")]
         rest = np.flatnonzero(bhi == blo)
-        band = np.searchsorted(sub[spanning, 1], (sub[rest, 1] + sub[rest, 3]) / 2, side="right")
+        mid = (sub[rest, 1] + sub[rest, 3]) / 2
+        band = np.searchsorted(sub[spanning, 1], mid, side="right")
+        # A box on the left of a spanning row (at most `strip` tall: a dateline's piece), beside
+        # it, is read before it.
+        s_k = spanning[np.maximum(band - 1, 0)]
+        band -= ((band > 0) & (mid <= sub[s_k, 3]) & (sub[rest, 2] <= sub[s_k, 0] + tol_x)
+                 & (sub[s_k, 3] - sub[s_k, 1] <= strip))
         by_band = rest[np.argsort(band, kind="stable")]
         ends = np.searchsorted(np.sort(band), np.arange(len(spanning) + 1), side="right")
         parts = [idx[by_band[:ends[0]]]]
