@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .fusion.geometry import area, cross_pairs
+from .fusion.order import reading_order_parts
 
-__all__ = ["line_crops", "line_rows", "plan_page", "assemble", "take_block_text"]
+__all__ = ["column_pieces", "line_crops", "line_rows", "plan_page", "assemble", "take_block_text"]
 
 
 def line_crops(region_xyxy: np.ndarray, line_xyxy: np.ndarray, min_cover: float = 0.5
@@ -75,6 +76,40 @@ def line_rows(xyxy: np.ndarray) -> np.ndarray:
         else:
             row[k] = row[k - 1]
     return by_y[np.lexsort((xyxy[by_y, 0], row))]
+
+
+def column_pieces(xyxy: np.ndarray, is_text: np.ndarray, read: np.ndarray, rank: np.ndarray,
+                  line_xyxy: np.ndarray | None, width: float, height: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What a page's transcript reads: each read region, or its column parts where the reading
+    order cuts text fused across a gutter (`order.reading_order_parts`), each part in its column.
+
+    Args:
+        xyxy: (N, 4) all fused regions of the page (the reading order's input).
+        is_text: (N,) bool, running text (the regions the order may cut).
+        read: (R,) indices of the regions read (text and titles).
+        rank: (R,) their reading rank (the fused page's order).
+        line_xyxy: (L, 4) text lines, or None.
+        width, height: page size, pixels.
+
+    Returns:
+        piece_xyxy (P, 4), piece_of (P,) index into `read`, piece_rank (P,), is_part (P,) bool
+        (the piece is a column part of a cut region). Without a cut region: the read regions
+        and `rank` unchanged.
+    """
+    xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    read = np.asarray(read, dtype=np.intp)
+    whole = (xyxy[read], np.arange(read.size), np.asarray(rank), np.zeros(read.size, dtype=bool))
+    if line_xyxy is None or read.size == 0:
+        return whole
+    part_xyxy, part_box, part_rank = reading_order_parts(xyxy, width, height, lines=line_xyxy, text=is_text)
+    n_parts = np.bincount(part_box, minlength=xyxy.shape[0])
+    if not (n_parts[read] > 1).any():
+        return whole
+    pos = np.full(xyxy.shape[0], -1, dtype=np.intp)
+    pos[read] = np.arange(read.size)
+    keep = pos[part_box] >= 0
+    return part_xyxy[keep], pos[part_box[keep]], part_rank[keep], n_parts[part_box[keep]] > 1
 
 
 def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.ndarray | None,

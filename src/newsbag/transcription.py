@@ -26,7 +26,7 @@ from .fusion.fuse import articles
 from .io import atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
-from .transcript import assemble, line_rows, plan_page, take_block_text
+from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
 __all__ = ["TranscriptionParams", "parse_transcription_options", "run_transcription"]
 
@@ -106,8 +106,14 @@ def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage
     )
 
 
-def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The fused page and its text/title regions: index into the page's regions, boxes, rank, article, is_title."""
+def _read_regions(fused_path: Path, page_id: str, lines: np.ndarray | None) -> tuple[dict, np.ndarray, ...]:
+    """The fused page and what its transcript reads: its text/title regions, or their column parts
+    where the reading order cuts text fused across a gutter (`transcript.column_pieces`).
+
+    Returns:
+        page, then per piece: index into the page's regions, box, rank, article, is_title, and
+        its box for the transcript (None: the region's own; a column part's box otherwise).
+    """
     page = read_page(fused_path, page_id)
     boxes = boxes_from_page(page)
     coarse = boxes.coarse
@@ -116,7 +122,10 @@ def _read_regions(fused_path: Path, page_id: str) -> tuple[dict, np.ndarray, np.
     rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
     # Fusion stores each region's article; a page fused before articles existed gets them here.
     article = boxes.data["article"] if "article" in boxes.data else articles(boxes)
-    return page, idx, boxes.xyxy[idx], rank, article[idx], coarse[idx] == "title"
+    xyxy, of, rank, is_part = column_pieces(boxes.xyxy, coarse == "text", idx, rank, lines,
+                                            boxes.meta.width, boxes.meta.height)
+    bbox = [np.round(b, 2).tolist() if part else None for b, part in zip(xyxy, is_part)]
+    return page, idx[of], xyxy, rank, article[idx][of], coarse[idx][of] == "title", bbox
 
 
 def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
@@ -127,11 +136,12 @@ def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
 
 def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
                 region_of: np.ndarray, line_regions: list[dict], variant: str, fingerprint: str,
-                block_lines: list[list[dict]] | None = None) -> dict:
+                block_lines: list[list[dict]] | None = None, bbox: list | None = None) -> dict:
     """The per-page transcript record: regions (with lines) in reading order, articles, page text.
 
     `block_lines` (one list per region) holds the blocks whose text a region took from a
-    page-reading model; those regions have no recognised lines.
+    page-reading model; those regions have no recognised lines. A region read as column parts
+    appears once per part (same `region`, the part's `bbox_xyxy` from `bbox`).
     """
     texts = assemble(len(idx), region_of, [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in idx]
@@ -145,11 +155,13 @@ def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarr
     regions, by_article = [], {}
     for k in np.argsort(rank, kind="stable"):
         region = page["regions"][idx[k]]
-        regions.append({"region": int(idx[k]), "bbox_xyxy": region["bbox_xyxy"], "class": region.get("class"),
+        box = bbox[k] if bbox is not None and bbox[k] is not None else region["bbox_xyxy"]
+        regions.append({"region": int(idx[k]), "bbox_xyxy": box, "class": region.get("class"),
                         "order": region.get("order"), "article": int(article[k]), "text": texts[k],
                         "lines": by_region[k]})
         entry = by_article.setdefault(int(article[k]), {"article": int(article[k]), "regions": [], "headline": "", "texts": []})
-        entry["regions"].append(int(idx[k]))
+        if int(idx[k]) not in entry["regions"]:   # a region read in parts is one region of its article
+            entry["regions"].append(int(idx[k]))
         if is_title[k] and texts[k] and entry["headline"] == "" and len(entry["texts"]) == 0:
             entry["headline"] = texts[k].replace("\n", " ")
         if texts[k]:
@@ -212,8 +224,8 @@ def _write_search_index(run_dir: Path, variant: str) -> int:
 
 
 def _write_transcript(out_dir: Path, page_id: str, plan: tuple, lines: list[dict], variant: str) -> None:
-    page, idx, rank, article, is_title, region_of, fp, block_lines = plan
-    record = _transcript(page, idx, rank, article, is_title, region_of, lines, variant, fp, block_lines)
+    page, idx, rank, article, is_title, region_of, fp, block_lines, bbox = plan
+    record = _transcript(page, idx, rank, article, is_title, region_of, lines, variant, fp, block_lines, bbox)
     atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
     write_json(out_dir / f"{page_id}.json", record)
 
@@ -252,8 +264,9 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "skipped")
             continue
         try:
-            page, idx, xyxy, rank, article, is_title = _read_regions(fused_path, page_id)
-            crops, region_of = plan_page(xyxy, rank, _lines(lines_path, page_id))
+            lines = _lines(lines_path, page_id)
+            page, idx, xyxy, rank, article, is_title, bbox = _read_regions(fused_path, page_id, lines)
+            crops, region_of = plan_page(xyxy, rank, lines)
             taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(run_dir, params.block_text_sources, page_id))
         except (OSError, ValueError) as exc:
             summary["failed"] += 1
@@ -263,7 +276,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             continue
         read = ~taken[region_of]
         crops, region_of = crops[read], region_of[read]
-        plans[page_id] = (page, idx, rank, article, is_title, region_of, fp, block_lines)
+        plans[page_id] = (page, idx, rank, article, is_title, region_of, fp, block_lines, bbox)
         if len(crops) == 0:   # nothing left to recognise: no runner call for this page
             _write_transcript(out_dir, page_id, plans[page_id], [], variant)
             summary["ok"] += 1

@@ -302,3 +302,18 @@ def test_transcribed_lines_go_into_page_xml_and_alto_and_make_files_stale(run):
     # p2 has no transcript: its text region keeps the fused page's own text and no lines
     p2 = etree.parse(str(run / "exports" / "page-xml" / "fusion" / "V1" / "p2.xml")).getroot()
     assert p2.findall(f".//pc:TextRegion[@id='r{text_k:04d}']/pc:TextLine", PAGE_NS) == []
+
+
+def test_a_region_read_in_column_parts_exports_the_lines_of_all_its_parts():
+    # The transcript lists a region fused across a gutter once per column part, in reading
+    # order (other regions between them); its exported text and lines are both parts'.
+    from newsbag.export.layout import _transcribed
+
+    transcript = {"regions": [
+        {"region": 3, "text": "left part", "lines": [{"bbox_xyxy": [0, 0, 90, 10], "text": "left part", "score": 0.9}]},
+        {"region": 4, "text": "between", "lines": [{"bbox_xyxy": [0, 20, 90, 30], "text": "between", "score": 0.9}]},
+        {"region": 3, "text": "right part", "lines": [{"bbox_xyxy": [110, 0, 200, 10], "text": "right part", "score": 0.8}]}]}
+    read = _transcribed(transcript, 200, 100)
+    assert read[3][0] == "left part\nright part"
+    assert [ln.text for ln in read[3][1]] == ["left part", "right part"]
+    assert read[4][0] == "between"

@@ -1,10 +1,14 @@
 """Transcript geometry and article grouping on constructed pages."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from newsbag.articles import group_articles
-from newsbag.transcript import assemble, line_crops, line_rows, plan_page
+from newsbag.fusion.order import reading_order
+from newsbag.transcript import assemble, column_pieces, line_crops, line_rows, plan_page
 
 # Two columns, x 0-100 and 120-220; lines 10 px tall.
 LEFT, RIGHT = [0, 0, 100, 200], [120, 0, 220, 200]
@@ -108,3 +112,28 @@ def test_a_region_whose_line_is_read_in_a_bigger_overlapping_region_is_not_read_
     crops, region = plan_page(regions, np.array([0, 1, 2]), lines)
     assert sum(np.allclose(c, line) for c in crops) == 1  # the headline once
     assert sorted(region.tolist()) == [0, 0, 2]  # the unlined small region elsewhere is still read alone
+
+
+def test_us_sample_regions_fused_across_the_gutter_are_read_in_their_columns():
+    # The US sample's paragraphs regions (tests/fusion/data): two regions hold the news
+    # column's text and an advertisement's ("Further notice ..." with "small, accessible timber
+    # tracts"; "FOSTER-PERKINS" with "If you have never bought from me"). The transcript reads
+    # each part in its own column: no piece right of the gutter at x 737 between the news
+    # column's first and last piece, and the ads' parts among the ads.
+    data = json.loads((Path(__file__).parents[1] / "fusion" / "data" / "port_gibson_paragraphs.json").read_text())
+    xyxy = np.array([r[1:] for r in data["regions"]], float)
+    is_text = np.array([r[0] == "text" for r in data["regions"]])
+    read = np.arange(len(xyxy))
+    lines = np.array(data["lines"], float)
+    rank = reading_order(xyxy, data["width"], data["height"], lines=lines, text=is_text)
+    pieces, of, piece_rank, is_part = column_pieces(xyxy, is_text, read, rank, lines, data["width"], data["height"])
+    assert sorted(set(of[is_part].tolist())) == [52, 70, 79]   # the three fused across a gutter, two parts each
+    assert is_part.sum() == 6 and len(pieces) == len(xyxy) + 3
+    news = (pieces[:, 0] >= 588) & (pieces[:, 2] <= 740) & (pieces[:, 1] > 210) & (pieces[:, 3] < 1430)
+    ads = (pieces[:, 0] >= 730) & (pieces[:, 1] > 210)
+    first, last = piece_rank[news].min(), piece_rank[news].max()
+    assert not (ads & (piece_rank > first) & (piece_rank < last)).any()
+    assert (ads & is_part).sum() == 2 and (piece_rank[ads & is_part] > last).all()
+    # no cut region: the regions and their rank as they are
+    same = column_pieces(xyxy[:5], is_text[:5], np.arange(5), np.arange(5), lines, data["width"], data["height"])
+    assert same[1].tolist() == [0, 1, 2, 3, 4] and not same[3].any()

@@ -75,12 +75,17 @@ def _box(xyxy, width: int, height: int) -> tuple[int, int, int, int]:
 
 
 def _transcribed(transcript: dict | None, width: int, height: int) -> dict[int, tuple[str, tuple[ExportLine, ...]]]:
-    """Region index -> (region text, its lines) from a transcript record (`newsbag.transcription`)."""
-    out = {}
+    """Region index -> (region text, its lines) from a transcript record (`newsbag.transcription`).
+
+    A region read as column parts (one transcript entry per part) gets its parts' text and
+    lines in reading order.
+    """
+    out: dict[int, tuple[str, tuple[ExportLine, ...]]] = {}
     for r in (transcript or {}).get("regions", []):
         lines = tuple(ExportLine(_box(ln["bbox_xyxy"], width, height), ln["text"], ln.get("score"))
                       for ln in r.get("lines", []) if ln.get("text"))
-        out[int(r["region"])] = (r.get("text") or "", lines)
+        text, before = out.get(int(r["region"]), ("", ()))
+        out[int(r["region"])] = ("\n".join(t for t in (text, r.get("text") or "") if t), before + lines)
     return out
 
 
