@@ -280,16 +280,12 @@ _TOP_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("variant", [
-    # ranked's regions also fuse the two lines "FOSTER-PERKINS." and "If you have never bought
-    # from me" across the gutter: a box that short is not told from a header row (never cut).
-    pytest.param("ranked", marks=pytest.mark.xfail(strict=True, reason="a two-line region fused across the gutter")),
-    "paragraphs",
-])
+@pytest.mark.parametrize("variant", ["ranked", "paragraphs"])
 def test_us_sample_rightmost_news_column_is_not_interleaved_with_the_ads(variant):
     # Fused regions run across the gutter at x 737 between the news column and the ads
     # ("Further notice ..." with "small, accessible timber tracts"; "FOSTER-PERKINS" with
-    # "If you have never bought from me"): the column is still read top to bottom, and
+    # "If you have never bought from me"; in ranked also a two-line region of the latter
+    # two, which touches the cut one): the column is still read top to bottom, and
     # no advertisement (from x 735 on) is read between its first and last region.
     xyxy, width, height, lines, text = _port_gibson(variant)
     rank = reading_order(xyxy, width, height, lines=lines, text=text)
@@ -352,3 +348,15 @@ def test_a_piece_left_of_a_spanning_row_is_read_before_it():
                       [0, 60, 95, 500], [105, 60, 200, 500]], float)
     lines = np.array(_column_lines(0, 95, 60, 500) + _column_lines(105, 200, 60, 500), float)
     assert np.argsort(reading_order(boxes, 200, 500, lines=lines)).tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_short_box_touching_text_cut_at_the_same_gutter_is_cut_too():
+    # Region 2 holds the first two lines of both columns' text and region 3 the rest of it
+    # (cut: tall, column 1 runs on beside it). Region 2 alone is too short to tell from a
+    # header row, but it touches region 3, cut at the same gutter: it is cut too.
+    boxes = np.array([[0, 0, 95, 290], [105, 0, 200, 290], [0, 300, 200, 322], [0, 322, 200, 500],
+                      [0, 510, 95, 900], [105, 480, 200, 900]], float)
+    lines = np.array(_column_lines(0, 95, 0, 900) + _column_lines(105, 200, 0, 900), float)
+    parts, box, rank = reading_order_parts(boxes, 200, 900, lines=lines, text=np.ones(6, bool))
+    assert box.tolist() == [0, 1, 2, 2, 3, 3, 4, 5]
+    assert np.argsort(reading_order(boxes, 200, 900, lines=lines, text=np.ones(6, bool))).tolist() == [0, 2, 3, 4, 1, 5]

@@ -200,8 +200,11 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     A text box spanning a gutter of the grid is cut there when at least 2 of its lines (centre
     inside the box) lie on each side and at most a fifth of them cross it: two columns'
     text, not a headline or an advertisement set across the columns, whose lines run over
-    the gutter. Each part is the extent of its lines' pieces on its side, inside the box.
-    Without lines (or fewer than 8) or `text` no box is cut.
+    the gutter. It must also be taller than 3 line heights, with a box of its columns
+    running past its top or bottom and a single-column box above it (a column runs on beside
+    it: a row under the masthead is never cut), or else touch a box cut at the same gutter
+    (the first lines of the same fused text). Each part is the extent of its lines' pieces on
+    its side, inside the box. Without lines (or fewer than 8) or `text` no box is cut.
 
     Returns:
         part_xyxy (P, 4) sorted by box, then x; part_box (P,) the box each part comes
@@ -218,10 +221,10 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     bounds = column_bounds(ev, width, trim)
     lo, hi = column_spans(xyxy, bounds, poke)
     part_xyxy, part_box = xyxy, np.arange(len(xyxy))
-    cut = np.zeros(len(xyxy), bool) if text is None or ev is xyxy else (
-        (hi > lo) & np.asarray(text, bool) & (xyxy[:, 3] - xyxy[:, 1] > strip))
+    cut = np.zeros(len(xyxy), bool) if text is None or ev is xyxy else (hi > lo) & np.asarray(text, bool)
     if cut.any():
-        part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, bounds, lines, trim, tol * height)
+        part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, bounds, lines, trim, tol * height,
+                                            strip)
         if len(part_box) > len(xyxy):
             lo, hi = column_spans(part_xyxy, bounds, poke)
     out = _grid_cut(part_xyxy, bounds, lo, hi, tol * width, tol * height, strip, merged)
@@ -231,8 +234,8 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
 
 
 def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np.ndarray, bounds: np.ndarray,
-                  lines: np.ndarray, trim: float, tol_y: float, min_lines: int = 2, max_cross: float = 0.2
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  lines: np.ndarray, trim: float, tol_y: float, strip: float, min_lines: int = 2,
+                  max_cross: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
     """Boxes `spanning` columns cut at the gutters their own lines leave free (`reading_order_parts`).
 
     Returns:
@@ -247,22 +250,33 @@ def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np
     mid = (ln[:, 0] + ln[:, 2]) / 2
     t0, t1 = np.minimum(ln[:, 0] + trim, mid), np.maximum(ln[:, 2] - trim, mid)
     parts, part_box, cut = [xyxy], [np.arange(len(xyxy))], np.zeros(len(xyxy), bool)
-    for k, b in enumerate(spanning.tolist()):   # spanning boxes are few: a loop over them, arrays inside
+    short = xyxy[spanning, 3] - xyxy[spanning, 1] <= strip
+    cut_at: dict[float, list[int]] = {}   # gutter -> boxes cut there
+    # Spanning boxes are few: a loop over them, arrays inside; the tall ones first, so that a
+    # short one can lean on a cut neighbour.
+    for k in np.argsort(short, kind="stable").tolist():
+        b = int(spanning[k])
         box = xyxy[b]
-        near = (lo <= hi[b]) & (hi >= lo[b]) & (xyxy[:, 1] < box[3] - tol_y) & (xyxy[:, 3] > box[1] + tol_y)
-        near[b] = False
-        beside = near & (((xyxy[:, 1] < box[1] - tol_y) & (xyxy[:, 3] > box[1] + tol_y))
-                         | ((xyxy[:, 1] < box[3] - tol_y) & (xyxy[:, 3] > box[3] + tol_y)))
-        above = (lo == hi) & (lo >= lo[b]) & (hi <= hi[b]) & (xyxy[:, 3] <= box[1] + tol_y)
-        if not beside.any() or not above.any():   # no column runs on beside it: a header row, read whole
-            continue
         mine = owner == k
         a0, a1 = t0[mine], t1[mine]
         gutters = [g for g in bounds[lo[b]:hi[b]].tolist()
                    if (a1 <= g).sum() >= min_lines and (a0 >= g).sum() >= min_lines
                    and ((a0 < g) & (a1 > g)).sum() <= max_cross * len(a0)]
+        if short[k]:   # the first or last lines of a fused text: they touch a box cut at the same gutter
+            gutters = [g for g in gutters if any(xyxy[c, 1] <= box[3] + tol_y and xyxy[c, 3] >= box[1] - tol_y
+                                                 for c in cut_at.get(g, []))]
+        else:
+            near = (lo <= hi[b]) & (hi >= lo[b]) & (xyxy[:, 1] < box[3] - tol_y) & (xyxy[:, 3] > box[1] + tol_y)
+            near[b] = False
+            beside = near & (((xyxy[:, 1] < box[1] - tol_y) & (xyxy[:, 3] > box[1] + tol_y))
+                             | ((xyxy[:, 1] < box[3] - tol_y) & (xyxy[:, 3] > box[3] + tol_y)))
+            above = (lo == hi) & (lo >= lo[b]) & (hi <= hi[b]) & (xyxy[:, 3] <= box[1] + tol_y)
+            if not beside.any() or not above.any():   # no column runs on beside it: a header row, read whole
+                continue
         if not gutters:
             continue
+        for g in gutters:
+            cut_at.setdefault(g, []).append(b)
         edges = [box[0], *gutters, box[2]]
         mine_xyxy = ln[mine]
         for e0, e1 in zip(edges[:-1], edges[1:]):
