@@ -137,3 +137,21 @@ def test_us_sample_regions_fused_across_the_gutter_are_read_in_their_columns():
     # no cut region: the regions and their rank as they are
     same = column_pieces(xyxy[:5], is_text[:5], np.arange(5), np.arange(5), lines, data["width"], data["height"])
     assert same[1].tolist() == [0, 1, 2, 3, 4] and not same[3].any()
+
+
+def test_group_articles_equals_the_region_by_region_walk():
+    # The vectorised walk gives the article ids of the one-region-at-a-time walk it replaced:
+    # random columns, headlines, decks, ties in rank, touching and NaN boxes.
+    from reference.article_walk import group_articles_walk
+
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        n = int(rng.integers(0, 60))
+        col = rng.integers(0, 4, n) * 100.0
+        y = rng.integers(0, 20, n) * 25.0
+        xyxy = np.stack([col + rng.integers(-30, 30, n), y, col + rng.integers(40, 140, n), y + rng.integers(5, 80, n)], 1)
+        if n and rng.random() < 0.1:
+            xyxy[rng.integers(0, n)] = np.nan
+        is_title = rng.random(n) < rng.random()
+        rank = rng.integers(0, max(n, 1), n) if rng.random() < 0.3 else rng.permutation(n)
+        np.testing.assert_array_equal(group_articles(xyxy, is_title, rank), group_articles_walk(xyxy, is_title, rank))

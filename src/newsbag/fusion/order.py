@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .geometry import cross_pairs, group_extent
+from .memo import Recent
 
 __all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
 
@@ -182,13 +183,35 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     >>> reading_order(np.zeros((0, 4)), 10, 10).shape
     (0,)
     """
-    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
+    xyxy = np.ascontiguousarray(xyxy, float).reshape(-1, 4)
+    lines = None if lines is None else np.ascontiguousarray(lines, float).reshape(-1, 4)
+    text = None if text is None else np.ascontiguousarray(text, bool)
+    # Variants of one page often give the same regions (S1 and best_single, union and P4):
+    # their order is computed once (12 calls, ~9 distinct on a 6 x 300-box page).
+    key = (xyxy.tobytes(), float(width), float(height), float(tol),
+           None if lines is None else lines.tobytes(), None if text is None else text.tobytes())
+    return _ORDERS.get(key, lambda: _reading_order(xyxy, width, height, tol, lines, text)).copy()
+
+
+def _reading_order(xyxy: np.ndarray, width: float, height: float, tol: float, lines: np.ndarray | None,
+                   text: np.ndarray | None) -> np.ndarray:
     _, box, part_rank = reading_order_parts(xyxy, width, height, tol, lines, text)
     first = np.full(len(xyxy), len(box), np.int64)
     np.minimum.at(first, box, part_rank)
     rank = np.empty(len(xyxy), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(xyxy))
     return rank
+
+
+_ORDERS = Recent(16)
+_LINE_GRIDS = Recent(4)
+
+
+def _line_grid(lines: np.ndarray, width: float) -> tuple:
+    """(trim, poke, strip, merged, column bounds) of a page with text lines (see `reading_order_parts`)."""
+    ev, line_h = _line_evidence(lines)
+    trim = 0.5 * line_h
+    return trim, 2 * line_h, 3 * line_h, 6 * line_h, column_bounds(ev, width, trim)
 
 
 def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: float = 0.005,
@@ -213,15 +236,18 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     """
     xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     lines = None if lines is None else np.asarray(lines, float).reshape(-1, 4)
-    if lines is not None and lines.shape[0] >= _MIN_LINES:
-        ev, line_h = _line_evidence(lines)
-        trim, poke, strip, merged = 0.5 * line_h, 2 * line_h, 3 * line_h, 6 * line_h
+    has_lines = lines is not None and lines.shape[0] >= _MIN_LINES
+    if has_lines:
+        # The page's gutters depend on its text lines alone: every variant of a page shares them.
+        lines = np.ascontiguousarray(lines)
+        trim, poke, strip, merged, bounds = _LINE_GRIDS.get((lines.tobytes(), float(width)),
+                                                            lambda: _line_grid(lines, width))
     else:   # no lines: the boxes are the evidence, with lengths for a broadsheet's body type
-        ev, trim, poke, strip, merged = xyxy, 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
-    bounds = column_bounds(ev, width, trim)
+        trim, poke, strip, merged = 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
+        bounds = column_bounds(xyxy, width, trim)
     lo, hi = column_spans(xyxy, bounds, poke)
     part_xyxy, part_box = xyxy, np.arange(len(xyxy))
-    cut = np.zeros(len(xyxy), bool) if text is None or ev is xyxy else (hi > lo) & np.asarray(text, bool)
+    cut = np.zeros(len(xyxy), bool) if text is None or not has_lines else (hi > lo) & np.asarray(text, bool)
     if cut.any():
         part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, bounds, lines, trim, tol * height,
                                             strip)
