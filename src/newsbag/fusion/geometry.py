@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
+from .memo import Recent
+
 __all__ = [
     "Pairs",
     "area",
@@ -81,8 +83,16 @@ def _diagonals(xyxy: np.ndarray) -> np.ndarray:
 
 
 def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
-    """STRtree of boxes for `candidate_pairs` (build once when `b` is queried many times)."""
-    return shapely.STRtree(_diagonals(xyxy))
+    """STRtree of boxes for `candidate_pairs` (build once when `b` is queried many times).
+
+    The trees of the last few box sets are kept: every variant of a page queries its text
+    lines (15 builds of the same tree per 6 x 300-box page).
+    """
+    xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    return _TREES.get(xyxy.tobytes(), lambda: shapely.STRtree(_diagonals(xyxy)))
+
+
+_TREES = Recent(8)
 
 
 def candidate_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> np.ndarray:
@@ -92,18 +102,28 @@ def candidate_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None
     `box_tree` of b, when given), so the cost grows with the number of overlapping pairs
     rather than N*M.
     """
+    ia, ib, _ = _overlaps(a, b, tree_b)
+    return np.stack([ia, ib])
+
+
+def _overlaps(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`candidate_pairs` as (ia, ib, intersection areas): the areas that decide the pairs are
+    returned, not computed a second time by `cross_pairs`."""
     if len(a) == 0 or len(b) == 0:
-        return np.zeros((2, 0), np.intp)
+        return np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0)
     if len(a) * len(b) <= _DENSE_LIMIT:
-        ia, ib = np.nonzero(intersection_matrix(a, b) > 0)
-        return np.stack([ia, ib]).astype(np.intp)
+        inter = intersection_matrix(a, b)
+        ia, ib = np.nonzero(inter > 0)
+        return ia.astype(np.intp), ib.astype(np.intp), inter[ia, ib]
     # Envelope query only: for axis-aligned boxes the envelope test is the exact test, so
     # each box is stored as its diagonal segment (same envelope, built ~2x faster than a
     # polygon) and no predicate runs; the area filter drops mere touches.
     tree = tree_b if tree_b is not None else box_tree(b)
     ia, ib = tree.query(_diagonals(a))
-    keep = pair_intersection(a, b, ia, ib) > 0
-    return np.stack([ia[keep], ib[keep]]).astype(np.intp)
+    inter = pair_intersection(a, b, ia, ib)
+    keep = inter > 0
+    return ia[keep].astype(np.intp), ib[keep].astype(np.intp), inter[keep]
 
 
 @dataclass(frozen=True)
@@ -121,15 +141,13 @@ class Pairs:
 def self_pairs(xyxy: np.ndarray) -> Pairs:
     """Pairs i < j of `xyxy` that overlap with positive area."""
     if len(xyxy) ** 2 <= _DENSE_LIMIT:
-        ia, ib = candidate_pairs(xyxy, xyxy)
+        ia, ib, inter = _overlaps(xyxy, xyxy)
     else:  # one set of diagonals serves as tree and query (as `candidate_pairs` does, built once)
         diagonals = _diagonals(xyxy)
         ia, ib = shapely.STRtree(diagonals).query(diagonals)
-        ok = pair_intersection(xyxy, xyxy, ia, ib) > 0
-        ia, ib = ia[ok].astype(np.intp), ib[ok].astype(np.intp)
-    keep = ia < ib
-    ia, ib = ia[keep], ib[keep]
-    return Pairs(ia, ib, pair_intersection(xyxy, xyxy, ia, ib))
+        inter = pair_intersection(xyxy, xyxy, ia, ib)
+    keep = (ia < ib) & (inter > 0)
+    return Pairs(ia[keep].astype(np.intp), ib[keep].astype(np.intp), inter[keep])
 
 
 def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:
@@ -142,5 +160,4 @@ def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:
 def cross_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> Pairs:
     """Pairs (i into a, j into b) that overlap, with intersection areas (`tree_b`: see
     `candidate_pairs`)."""
-    ia, ib = candidate_pairs(a, b, tree_b)
-    return Pairs(ia, ib, pair_intersection(a, b, ia, ib))
+    return Pairs(*_overlaps(a, b, tree_b))

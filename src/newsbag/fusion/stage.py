@@ -19,6 +19,7 @@ from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from .fuse import VARIANTS, _codes, describe, member_table
 from .geometry import box_tree, self_pairs, subset_pairs
+from .memo import Recent
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
@@ -32,7 +33,7 @@ _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
 def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[str]],
-             source_metrics: dict[str, dict] | None = None) -> tuple[Boxes, dict, dict]:
+             source_metrics: dict[str, dict] | None = None, pooled: tuple | None = None) -> tuple[Boxes, dict, dict]:
     """Fuse one page for every active variant and measure everything (pure).
 
     Args:
@@ -40,12 +41,13 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         cfg: the fusion config; active: variant name -> the sources it takes.
         source_metrics: this page's source metrics when already computed (the stored
             record of the auto-order pre-pass); None computes them.
+        pooled: `_pool` of exactly these `pages` and `cfg` when already computed.
 
     Returns:
         (pool of all input boxes, {variant: (fused boxes, pool index of its input)},
         metrics record {"page_id", "sources", "variants", "best_single_choice"}).
     """
-    pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg, source_metrics)
+    pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg, source_metrics, pooled)
     src = pool.data["source"]
     lines = pool.xyxy[line_mask]
     line_source = [cfg.line_source] if cfg.line_source in pages else []
@@ -80,21 +82,29 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     return pool, fused_all, record
 
 
-def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None) -> tuple:
+def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
+    """(pool of one page's sources, its overlapping pairs, bool mask of the text-line
+    evidence, STRtree of the lines or None)."""
+    pool = Boxes.concat(list(pages.values()))
+    line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
+    lines = pool.xyxy[line_mask]
+    return pool, self_pairs(pool.xyxy), line_mask, box_tree(lines) if len(lines) else None
+
+
+def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None,
+                     pooled: tuple | None = None) -> tuple:
     """Pool one page's sources and score each (no-GT metrics + leave-one-out agreement).
 
     ``known``: metrics already computed for exactly these sources; they are returned as is.
+    ``pooled``: `_pool` of these pages when already computed.
 
     Returns:
         (pool, its overlapping pairs, bool mask of the text-line evidence, STRtree of the
         lines or None, {source: metrics dict with "family"}).
     """
-    pool = Boxes.concat(list(pages.values()))
-    pairs = self_pairs(pool.xyxy)
+    pool, pairs, line_mask, line_tree = pooled if pooled is not None else _pool(pages, cfg)
     src = pool.data["source"]
-    line_mask = src == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
-    line_tree = box_tree(lines) if len(lines) else None
     if known is not None:
         return pool, pairs, line_mask, line_tree, known
     region_sources = [s for s in pages if _is_region_source(s, cfg)]
@@ -113,7 +123,8 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 
 
 def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]],
-              source_metrics: dict[str, dict] | None = None, members_file: str | None = None) -> tuple[dict, dict, dict]:
+              source_metrics: dict[str, dict] | None = None, members_file: str | None = None,
+              pooled: tuple | None = None) -> tuple[dict, dict, dict]:
     """`fuse_all` plus the fused page dicts (DESIGN §3).
 
     Regions' ``members`` are indices into the page's member table (every source box once,
@@ -125,7 +136,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
         (`fuse.member_table`)).
     """
     t0 = time.perf_counter()
-    pool, fused_all, record = fuse_all(pages, cfg, active, source_metrics)
+    pool, fused_all, record = fuse_all(pages, cfg, active, source_metrics, pooled)
     seconds = round(time.perf_counter() - t0, 4)
     by_name = {v.name: v for v in cfg.variants}
     out = {}
@@ -251,10 +262,12 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         current = _current_metrics(record, metrics_fp, variant_fps)
         if current is not None:
             return current["sources"]
-        pages, _, dropped = _load_inputs(inputs, page_id)
+        pages, image, dropped = _load_inputs(inputs, page_id)
         if not pages:
             return None
-        metrics = _jsonable(_measure_sources(pages, cfg)[4])
+        measured = _measure_sources(pages, cfg)
+        metrics = _jsonable(measured[4])
+        _PRE_READ.put(_read_key(page_id, idents), (pages, image, dropped, measured[:4]))
         # Stored as a record with no variants yet, so the fusion pass reuses these metrics
         # instead of scoring every source a second time (65 ms per page at 6 x 300 boxes).
         write_json(rundir.metrics_path(run_dir, page_id), {
@@ -264,6 +277,17 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         return metrics
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
         return None
+
+
+# The pre-pass's reading and pooling of the last pages it scored, taken by the fusion pass of
+# the same `run_fusion` call instead of doing both again (22 of ~200 ms per 6 x 300-box
+# page). Bounded (~0.7 MB a page): a long run keeps memory flat and gains on its last pages.
+_PRE_READ = Recent(64)
+
+
+def _read_key(page_id: str, idents: dict) -> tuple:
+    """A page's key in `_PRE_READ`: its id and the identity of every input file it was read from."""
+    return page_id, repr(sorted(idents.items()))
 
 
 def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: FusionConfig,
@@ -301,7 +325,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     if not stale:
         return page_id, "skipped", None
     try:
-        pages, image, dropped = _load_inputs(inputs, page_id)
+        pre = _PRE_READ.take(_read_key(page_id, idents))
+        pages, image, dropped, pooled = pre if pre is not None else (*_load_inputs(inputs, page_id), None)
         for s, why in dropped.items():
             log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
         if not pages:
@@ -310,7 +335,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         fused_pages, new, table = fuse_page(
             pages, image, cfg, {v: active[v] for v in stale},
             source_metrics=None if current is None or dropped else _nan_for_none(current["sources"]),
-            members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"))
+            members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"), pooled=pooled)
         # The table first: a variant page on disk always finds the table it indexes. It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         if current is None or not _table_is_current(table_path, idents):
@@ -432,6 +457,7 @@ def run_fusion(
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []
     source_order = None
+    _PRE_READ.clear()   # what one call's pre-pass read is for that call's fusion pass only
     with page_map(workers) as run_map:
         if needs_order(cfg):
             # "granularity": "auto" needs the run's source leaderboard (every page of the
@@ -441,7 +467,10 @@ def run_fusion(
             cfg = with_order(cfg, source_order)
         prints = _prints(cfg, active, needed)
         tasks = ((run_dir, pid, cfg, active, needed, prints, force) for pid in page_ids)
-        results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
+        try:
+            results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
+        finally:
+            _PRE_READ.clear()
     rundir.record_failures(run_dir, "fusion", failures)
 
     # Leaderboards describe every page of the run, not only the ones this call computed.
