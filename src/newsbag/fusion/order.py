@@ -55,6 +55,9 @@ def _split_parts(idx: np.ndarray, order: np.ndarray, group: np.ndarray) -> list[
 
 def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
     """Box indices in XY-cut reading order: depth first, left part / upper band first."""
+    if len(xyxy) <= _SMALL:
+        return _xycut_small(xyxy, tol_x, tol_y)
+
     def split(idx: np.ndarray) -> list[np.ndarray] | np.ndarray:
         sub = xyxy[idx]
         # Columns first: a gutter that runs through the whole block splits it left to right;
@@ -66,6 +69,54 @@ def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
         return idx[np.lexsort((sub[:, 0], sub[:, 1]))]
 
     return _depth_first(len(xyxy), split)
+
+
+# Below this many boxes `_xycut` runs on Python floats (`_xycut_small`): a column's block is
+# tens of boxes, where numpy's per-call overhead was most of `reading_order`'s time.
+_SMALL = 200
+
+
+def _sort_key(v: float) -> tuple:
+    """numpy's sort order on Python floats: NaN last, NaNs equal."""
+    return (True, 0.0) if v != v else (False, v)
+
+
+def _xycut_small(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
+    """`_xycut` on Python floats, step for step: the same stable sorts (NaN last), the same
+    running maximum (NaN sticks, as in ``np.maximum.accumulate``) and comparisons."""
+    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
+    x0, y0, x1, y1 = (c.tolist() for c in xyxy.T)
+    if np.isnan(xyxy).any():
+        keys = [[_sort_key(v) for v in c] for c in (x0, y0)]
+    else:   # plain floats sort as numpy sorts them
+        keys = [x0, y0]
+    out: list[int] = []
+    stack = [list(range(len(x0)))]
+    while stack:
+        idx = stack.pop()
+        if len(idx) <= 1:
+            out.extend(idx)
+            continue
+        for lo, hi, tol, key in ((x0, x1, tol_x, keys[0]), (y0, y1, tol_y, keys[1])):
+            order = sorted(idx, key=key.__getitem__)
+            parts, part = [], [order[0]]
+            run = hi[order[0]]
+            for k in order[1:]:
+                if lo[k] > run - tol:
+                    parts.append(part)
+                    part = [k]
+                else:
+                    part.append(k)
+                h = hi[k]
+                if run == run and (h != h or h > run):
+                    run = h
+            if parts:
+                parts.append(part)
+                stack.extend(reversed(parts))
+                break
+        else:
+            out.extend(sorted(idx, key=lambda k: (keys[1][k], keys[0][k])))
+    return out
 
 
 def column_bounds(evidence_xyxy: np.ndarray, width: float, trim: float, *, bins: int = 1000,
