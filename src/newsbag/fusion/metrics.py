@@ -7,6 +7,7 @@ import shapely
 
 from ..contract import Boxes
 from .geometry import Pairs, area, cross_pairs
+from .memo import Recent
 from .order import column_segments
 
 __all__ = [
@@ -142,6 +143,19 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
         single_line_share and empty_share (text regions with <= 1 / 0 lines),
         lonely_line_share (lines that are the only line of a text region), score.
     """
+    meta = regions.meta
+    lines = np.ascontiguousarray(lines, dtype=np.float64).reshape(-1, 4)
+    xyxy = np.ascontiguousarray(regions.xyxy, dtype=np.float64)
+    # Variants of one page often give the same regions (union and P4): measured once.
+    key = (xyxy.tobytes(), np.ascontiguousarray(regions.label).tobytes(), float(meta.width), float(meta.height),
+           lines.tobytes())
+    return dict(_MEASURED.get(key, lambda: _page_metrics(regions, lines, line_tree)))
+
+
+_MEASURED = Recent(16)
+
+
+def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None) -> dict:
     meta = regions.meta
     text = regions.xyxy[_textlike(regions)]
     count = cover_count(text, meta.width, meta.height, _RASTER)
