@@ -61,15 +61,20 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     # Source codes, so each variant's selection is an integer isin, not one over strings.
     src_names, src_code = _codes(pool, "source")
     fused_all, variant_metrics, chosen = {}, {}, {}
+    taken: dict[tuple, tuple] = {}   # variants over the same sources (half of them: "*") take the same rows
     for v in cfg.variants:
         if v.name not in active:
             continue
-        mask = np.isin(src_code, [k for k, s in enumerate(src_names) if s in active[v.name]]) | line_mask
+        key = tuple(active[v.name])
+        if key not in taken:
+            mask = np.isin(src_code, [k for k, s in enumerate(src_names) if s in active[v.name]]) | line_mask
+            taken[key] = (mask, pool[mask], subset_pairs(pairs, mask))
+        mask, boxes, sub_pairs = taken[key]
         fn = VARIANTS[v.method]
         if v.method == "best_single":
-            fused = fn(pool[mask], v.params, subset_pairs(pairs, mask), choose=choose)
+            fused = fn(boxes, v.params, sub_pairs, choose=choose)
         else:
-            fused = fn(pool[mask], v.params, subset_pairs(pairs, mask))
+            fused = fn(boxes, v.params, sub_pairs)
         fused_all[v.name] = (fused, np.flatnonzero(mask))
         if v.method == "best_single" and len(fused):
             chosen[v.name] = str(src[np.flatnonzero(mask)[fused.data["member_idx"][0][0]]])
