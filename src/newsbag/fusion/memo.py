@@ -8,16 +8,18 @@ __all__ = ["Recent"]
 
 
 class Recent:
-    """The last `size` results of a pure function, by key.
+    """The last `size` results of a pure function, by key; with `cost`, also no more than
+    `budget` of their summed costs (bytes, say), the oldest going first.
 
     Keys hold the inputs' full bytes (``ndarray.tobytes()``), not a hash of them: two calls
     share a result only when their inputs are equal. Callers must not change a result they
     get (copy it first when they hand it on).
     """
 
-    def __init__(self, size: int):
-        self.size = size
+    def __init__(self, size: int, budget: float = float("inf"), cost: Callable[[Any], float] | None = None):
+        self.size, self.budget, self.cost = size, budget, cost
         self.items: dict = {}
+        self.costs: dict = {}
 
     def get(self, key: Any, compute: Callable[[], Any]) -> Any:
         """The result for `key`, computed (and kept) on a miss."""
@@ -28,15 +30,21 @@ class Recent:
         return hit
 
     def put(self, key: Any, value: Any) -> None:
-        """Keep `value` for `key` as the newest entry; the oldest goes past `size`."""
-        self.items.pop(key, None)
+        """Keep `value` for `key` as the newest entry; the oldest go past `size` or `budget`."""
+        self._drop(key)
         self.items[key] = value
-        if len(self.items) > self.size:
-            del self.items[next(iter(self.items))]
+        self.costs[key] = self.cost(value) if self.cost else 0.0
+        while self.items and (len(self.items) > self.size or sum(self.costs.values()) > self.budget):
+            self._drop(next(iter(self.items)))
 
     def take(self, key: Any) -> Any:
         """The value kept for `key`, removed; None when there is none."""
+        return self._drop(key)
+
+    def _drop(self, key: Any) -> Any:
+        self.costs.pop(key, None)
         return self.items.pop(key, None)
 
     def clear(self) -> None:
         self.items.clear()
+        self.costs.clear()

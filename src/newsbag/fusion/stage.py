@@ -284,10 +284,19 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         return None
 
 
+def _read_bytes(entry: tuple) -> int:
+    """About the memory of one `_PRE_READ` entry: its pool, source pages and pairs (arrays)."""
+    pages, _, _, (pool, pairs, _, _) = entry
+    boxes = [pool, *pages.values()]
+    return sum(b.xyxy.nbytes + b.score.nbytes + b.label.nbytes + sum(c.nbytes for c in b.data.values())
+               for b in boxes) + pairs.i.nbytes + pairs.j.nbytes + pairs.inter.nbytes
+
+
 # The pre-pass's reading and pooling of the last pages it scored, taken by the fusion pass of
 # the same `run_fusion` call instead of doing both again (22 of ~200 ms per 6 x 300-box
-# page). Bounded (~0.7 MB a page): a long run keeps memory flat and gains on its last pages.
-_PRE_READ = Recent(64)
+# page). Bounded (64 pages, 64 MB: ~1 MB a 6 x 300-box page): a long run keeps memory flat
+# and gains on its last pages.
+_PRE_READ = Recent(64, budget=64e6, cost=_read_bytes)
 
 
 def _read_key(page_id: str, idents: dict) -> tuple:

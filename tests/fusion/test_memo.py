@@ -1,0 +1,25 @@
+from newsbag.fusion.memo import Recent
+
+
+def test_recent_keeps_the_newest_within_its_size_and_budget():
+    calls = []
+
+    def compute(v):
+        calls.append(v)
+        return v
+
+    memo = Recent(2)
+    assert memo.get(b"a", lambda: compute("a")) == "a"
+    assert memo.get(b"a", lambda: compute("other")) == "a"   # kept: computed once
+    memo.get(b"b", lambda: compute("b"))
+    memo.get(b"a", lambda: compute("a"))                      # a is the newest again
+    memo.get(b"c", lambda: compute("c"))                      # b, the oldest, goes
+    assert list(memo.items) == [b"a", b"c"] and calls == ["a", "b", "c"]
+    assert memo.take(b"a") == "a" and memo.take(b"a") is None
+
+    sized = Recent(10, budget=10, cost=len)
+    for key in ("xxxx", "yyyy", "zzzz"):                      # 12 > 10: the first goes
+        sized.put(key, key)
+    assert list(sized.items) == ["yyyy", "zzzz"]
+    sized.put("big", "b" * 11)                                # over the budget alone: nothing kept
+    assert not sized.items
