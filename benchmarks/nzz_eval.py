@@ -42,7 +42,7 @@ from newsbag.rundir import discover_sources, source_dir
 KEYS = ("pixel_f1", "b1x", "iou_f1", "xcol")
 # The thresholds the tuned variant's recipe may move, by its method, one value list each (a full grid).
 GRID = {"consensus": {"t_shadow": [0.1, 0.3, 0.5], "split_columns": [True, False]},
-        "paragraphs": {"noise_score": [0.95, 0.96], "noise_tall": [0.0, 1.3], "join_gap": [0.1, 0.3, 0.5]}}
+        "paragraphs": {"noise_score": [0.95, 0.96], "noise_tall": [0.0, 1.0], "join_gap": [0.1, 0.3, 0.5]}}
 _TEXT = np.array([labels.coarse_for(n) in ("text", "title", "line") for n in labels.LABELS])
 
 

@@ -7,7 +7,7 @@ from nbtest import make_boxes
 from newsbag import labels
 from newsbag.contract import Boxes
 from newsbag.fusion.fuse import fuse_paragraphs
-from newsbag.fusion.paragraphs import gutter_cuts, join_pairs, noise_mask
+from newsbag.fusion.paragraphs import gutter_cuts, join_pairs, matched_lines, noise_mask, unnest_blocks
 from newsbag.fusion.variants import ParagraphParams
 
 LH = 12          # line height; lines 13 px apart (1 px leading), as printed body text
@@ -105,5 +105,72 @@ def test_score_rule_applies_to_text_line_blocks_only(family, n_kept):
     # a DB block's score is its lines' text probability; a layout model's 0.5 is a fine box
     blocks = make_boxes([[50, 100, 450, 112]], source=f"{family}/blocks", family=family, score=0.5)
     lines = make_boxes(rows(50, 450, 100, 1), label="text_line", source="t/lines", family="t")
-    out = fuse_paragraphs(Boxes.concat([blocks, lines]), ParagraphParams(granularity=(f"{family}/blocks",)))
+    # noise_tall 0: the score rule at every height (a one-line block is 1 line tall)
+    out = fuse_paragraphs(Boxes.concat([blocks, lines]), ParagraphParams(granularity=(f"{family}/blocks",), noise_tall=0.0))
     assert len(text_regions(out)) == n_kept
+
+
+def _two_column_page(header_blocks, header_lines, *extra):
+    """Two 12-line columns (gutter at x 500) under a header band at y 20..50."""
+    body = rows(50, 450, 100, 12) + rows(550, 950, 100, 12)
+    return page([[50, 100, 450, 255], [550, 100, 950, 255], *header_blocks], header_lines + body, *extra)
+
+
+# A dateline: the detector ran one line through show-through over the whole width (y 20..32)
+# and built one block around it, the left item (date) and the right item (price), which it
+# also boxed on its own.
+HEADER_LINES = [[50, 20, 950, 32], [60, 36, 300, 48], [600, 36, 940, 48]]
+
+
+def test_block_around_another_block_across_a_gutter_becomes_its_lines():
+    out = fuse_paragraphs(_two_column_page([[50, 20, 950, 50], [600, 36, 940, 48]], HEADER_LINES), P)
+    header = text_regions(out)
+    header = header[header[:, 1] < 100]
+    # the outer block's own lines, and the inner block (its line stays with it)
+    assert sorted(map(tuple, header.tolist())) == [(50, 20, 950, 32), (60, 36, 300, 48), (600, 36, 940, 48)]
+
+
+@pytest.mark.parametrize("blocks, n_header", [
+    ([[50, 20, 950, 50]], 1),                                    # no block inside it: one item
+    ([[50, 20, 950, 50], [600, 36, 940, 48]], 2),                # unnesting off (nest_share 0)
+])
+def test_block_kept_whole_without_a_nested_block_or_with_the_rule_off(blocks, n_header):
+    params = P if len(blocks) == 1 else ParagraphParams(granularity=("t/blocks",), nest_share=0.0)
+    header = text_regions(fuse_paragraphs(_two_column_page(blocks, HEADER_LINES), params))
+    assert len(header[header[:, 1] < 100]) == n_header
+
+
+def test_unnest_blocks_needs_a_gutter_it_crosses_and_a_low_block():
+    blocks = np.array([[50, 20, 950, 50], [600, 36, 940, 48]], float)
+    lines = np.array(HEADER_LINES, float)
+    cut, (parent, pieces) = unnest_blocks(blocks, lines, np.array([500.0]), 12.0, 0.8, 4.0, 2.0)
+    assert cut.tolist() == [0] and parent.tolist() == [0, 0]
+    np.testing.assert_allclose(pieces, [[50, 20, 950, 32], [60, 36, 300, 48]])
+    # the gutter lies within 2 lines of its right edge: not across it
+    assert unnest_blocks(blocks, lines, np.array([930.0]), 12.0, 0.8, 4.0, 2.0)[0].tolist() == []
+    # 30 px is 2.5 lines: a block at least 2 lines tall is no longer low
+    assert unnest_blocks(blocks, lines, np.array([500.0]), 12.0, 0.8, 2.0, 2.0)[0].tolist() == []
+    assert unnest_blocks(blocks, lines, np.zeros(0), 12.0, 0.8, 4.0, 2.0)[0].tolist() == []
+
+
+def test_a_line_the_blocks_leave_out_comes_back_when_another_family_boxes_it_too():
+    body = rows(50, 450, 100, 8)
+    mark = [[240, 205, 260, 225]]                       # a mark under the paragraph, no block
+    tess = make_boxes([[242, 207, 258, 223]], source="x/paragraphs", family="x")
+    b = page([[50, 100, 450, 203]], body + mark)
+    assert len(text_regions(fuse_paragraphs(b, P))) == 1
+    out = fuse_paragraphs(Boxes.concat([b, tess]), P)
+    got = [(labels.LABELS[k], tuple(x)) for k, x in zip(out.label, out.xyxy.tolist())]
+    assert ("text", (240, 205, 260, 225)) in got and len(got) == 2
+    # a large box of another family covers the mark too, but does not match it
+    big = make_boxes([[40, 90, 460, 240]], source="x/paragraphs", family="x")
+    assert len(text_regions(fuse_paragraphs(Boxes.concat([b, big]), P))) == 1
+
+
+def test_matched_lines():
+    regions = np.array([[0, 0, 100, 50]], float)
+    lines = np.array([[10, 10, 90, 20], [10, 60, 30, 80], [10, 45, 90, 58], [200, 0, 220, 20]], float)
+    ev = np.array([[12, 62, 28, 78], [10, 44, 90, 58], [0, 0, 400, 400]], float)
+    # 0: inside a region; 1: matched (IoU 0.64); 2: matched, but 5/13 inside the region (kept
+    # out: less than half); 3: only inside a large box (IoU 0.0025)
+    assert matched_lines(regions, lines, ev, 0.25).tolist() == [1, 2]

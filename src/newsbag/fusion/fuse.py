@@ -19,8 +19,8 @@ from ..articles import group_articles
 from ..contract import Boxes, member_table_records
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
-from .order import column_segments, reading_order
-from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, noise_mask
+from .order import column_bounds, column_segments, reading_order
+from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
 __all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "source_names", "describe", "articles",
@@ -30,6 +30,7 @@ __all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
 _COARSE_OF_LABEL = np.array([COARSE[labels.coarse_for(name)] for name in labels.LABELS], np.int8)
 _TEXTLIKE = np.array([COARSE["text"], COARSE["title"]])
+_TEXT_CODE = labels.label_code("text")
 # Unscored boxes (MinerU) weigh like a middling score in coordinate averaging.
 _NAN_SCORE_WEIGHT = 0.5
 _EPS = 1e-9
@@ -540,14 +541,17 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     Steps (`paragraphs` has each one): (0) boxes covering `max_page_share` of the page are
     left out. (1) The structure source is the first of `granularity` with text boxes on the
     page ("auto": the run's source leaderboard); its text blocks are the base. (2) Noise
-    blocks no other family sees are dropped (`noise_mask`). (3) Blocks are cut at gutters
-    between side-by-side text boxes of the other families (`gutter_cuts`) and (4) at column
-    gutters of the text lines (`order.column_segments`, with `split_columns`). (5) With
-    `join`, blocks of one column with no paragraph cue between them are joined
-    (`join_pairs`). (6) Image and table boxes of every source are added where no
-    better-ranked source has one and no text region covers them. (7) With `titles`, text
-    regions with heading evidence become ``headline``. Text lines (coarse class ``line``)
-    are evidence only. Support: the member sources plus every source whose same-class
+    blocks no other family sees are dropped (`noise_mask`); low blocks built around another
+    block across a column gutter become their lines (`unnest_blocks`, with `nest_share`).
+    (3) Blocks are cut at gutters between side-by-side text boxes of the other families
+    (`gutter_cuts`) and (4) at column gutters of the text lines (`order.column_segments`,
+    with `split_columns`). (5) With `join`, blocks of one column with no paragraph cue
+    between them are joined (`join_pairs`). (5b) With `lines_match`, lines the regions leave
+    out that another family boxes too become regions (`matched_lines`). (6) Image and table
+    boxes of every source are added where no better-ranked source has one and no text region
+    covers them. (7) With `titles`, text regions with heading evidence become ``headline``.
+    Text lines (coarse class ``line``) are evidence only, except as regions of their own
+    (5b, `lines_back`), which are labelled ``text``. Support: the member sources plus every source whose same-class
     boxes cover `t_cover` of the region.
     """
     meta = boxes.meta
@@ -578,6 +582,14 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
         same_family = bool((fam[is_line] == fam[base[0]]).any())
         keep = noise_mask(xyxy, boxes.score[base], evidence, lh, params.noise_h,
                           params.noise_score if same_family else 0.0, params.noise_cover, params.noise_tall)
+        if params.nest_share > 0:
+            # On the detector's own blocks, before noise goes: a dropped inner block still
+            # shows that the outer one is not a paragraph. Pieces keep their block's verdict.
+            gutters = column_bounds(lines, meta.width, 0.5 * lh)
+            cut, (parent, pieces) = unnest_blocks(xyxy, lines, gutters, lh, params.nest_share, params.nest_max_h,
+                                                  params.nest_poke, tree=tree)
+            xyxy, mem, owner = _replace(xyxy, mem, owner, cut, parent, pieces)
+            keep = np.r_[np.delete(keep, cut), keep[parent]]
         xyxy, (mem, owner) = xyxy[keep], _regroup(mem, owner, np.flatnonzero(keep))
         if params.gutter_min_h > 0:
             cut, (parent, pieces) = gutter_cuts(xyxy, evidence, lines, lh, params.gutter_min_h, tree=tree)
@@ -593,6 +605,11 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
             if len(a):
                 gid = connected_groups(len(xyxy), a, b)
                 xyxy, owner = group_extent(xyxy, gid, int(gid.max()) + 1), gid[owner]
+        if params.lines_match > 0:
+            li = matched_lines(xyxy, lines, evidence, params.lines_match)
+            mem = np.concatenate([mem, np.flatnonzero(is_line)[li]])
+            owner = np.concatenate([owner, len(xyxy) + np.arange(len(li))])
+            xyxy = np.concatenate([xyxy, lines[li]])
         if params.lines_back:
             back, li, bid = lines_back(xyxy, lines, evidence, params.lines_back_cover, tree)
             mem = np.concatenate([mem, np.flatnonzero(is_line)[li]])
@@ -613,6 +630,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     first = np.r_[True, own[1:] != own[:-1]] if len(own) else np.zeros(0, bool)
     label = np.zeros(n, np.int8)
     label[own[first]] = boxes.label[flat[first]]
+    label[_COARSE_OF_LABEL[label.astype(np.intp)] == COARSE["line"]] = _TEXT_CODE
     support = _support(xyxy, label, boxes, region, coarse, src, flat, own, params.t_cover)
     if params.titles:
         label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)

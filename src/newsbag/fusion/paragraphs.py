@@ -15,7 +15,8 @@ import shapely
 from .geometry import area, cross_pairs, group_extent, self_pairs
 from .match import connected_groups
 
-__all__ = ["inside_pairs", "noise_mask", "gutter_cuts", "edge_rows", "join_pairs", "lines_back"]
+__all__ = ["inside_pairs", "noise_mask", "unnest_blocks", "gutter_cuts", "edge_rows", "join_pairs", "lines_back",
+           "matched_lines"]
 
 _EPS = 1e-9
 
@@ -49,6 +50,45 @@ def noise_mask(blocks: np.ndarray, score: np.ndarray, evidence: np.ndarray, lh: 
         doubtful &= h < tall * lh
     weak = (h < max_h * lh) | doubtful
     return ~(weak & (best < min_cover))
+
+
+def unnest_blocks(blocks: np.ndarray, lines: np.ndarray, gutters: np.ndarray, lh: float, t: float,
+                  max_h: float, poke: float, tree: shapely.STRtree | None = None) -> tuple[np.ndarray, tuple]:
+    """Blocks that hold another block and cross a column gutter, replaced by their own lines.
+
+    A block the line detector built around another of its blocks (`t` of the other inside
+    it) grouped lines that are not one paragraph: on nzz mastheads and datelines, lines that
+    run through show-through text join side-by-side header items (issue no., date, price)
+    into one wide block. When such a block is lower than `max_h` lines and reaches more
+    than `poke` lines past a column gutter of the page on both sides (`gutters`, x
+    positions), each of its lines (clipped to it) becomes a region; lines that lie in another
+    block stay with that block. A line is thinner than the block, so it holds fewer items.
+
+    Returns:
+        (cut,) indices of the blocks replaced, and the pieces: parent (M,) block index, (M, 4).
+    """
+    none = np.zeros(0, np.intp), (np.zeros(0, np.intp), np.zeros((0, 4)))
+    if len(blocks) < 2 or not len(lines) or not len(gutters):
+        return none
+    p = self_pairs(blocks)
+    outer = np.r_[p.i, p.j]
+    inner = np.r_[p.j, p.i]
+    holds = np.r_[p.inter, p.inter] >= t * np.maximum(area(blocks)[inner], _EPS)
+    nested = np.zeros(len(blocks), bool)
+    nested[outer[holds]] = True
+    # a gutter strictly inside (x0 + poke, x1 - poke), in lines
+    crosses = (np.searchsorted(gutters, blocks[:, 2] - poke * lh, "left")
+               > np.searchsorted(gutters, blocks[:, 0] + poke * lh, "right"))
+    cut_mask = nested & crosses & (blocks[:, 3] - blocks[:, 1] < max_h * lh)
+    if not cut_mask.any():
+        return none
+    b, j = inside_pairs(blocks, lines, tree=tree)
+    elsewhere = np.zeros(len(lines), bool)
+    elsewhere[j[~cut_mask[b]]] = True
+    ok = cut_mask[b] & ~elsewhere[j]
+    b, j = b[ok], j[ok]
+    pieces = np.column_stack([np.maximum(lines[j, :2], blocks[b, :2]), np.minimum(lines[j, 2:], blocks[b, 2:])])
+    return np.flatnonzero(cut_mask), (b, pieces)
 
 
 def _pairs_within(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -202,3 +242,24 @@ def lines_back(regions: np.ndarray, lines: np.ndarray, evidence: np.ndarray,
     q = self_pairs(grown)
     gid = connected_groups(len(own), q.i, q.j)
     return group_extent(own, gid, int(gid.max()) + 1), idx, gid
+
+
+def matched_lines(regions: np.ndarray, lines: np.ndarray, evidence: np.ndarray, t_iou: float) -> np.ndarray:
+    """(K,) indices of text lines the regions leave out that an evidence box matches.
+
+    A line less than half inside the regions (all together) that a text box of another
+    family matches at IoU >= `t_iou` is an item two detectors agree on (a mark, a number,
+    a short heading the block detector left out); it comes back as a region of its own.
+    The match, unlike `lines_back`'s cover, keeps lines inside other families' large boxes
+    (most of the lines the regions leave out) from coming back.
+    """
+    if not len(lines) or not len(evidence):
+        return np.zeros(0, np.intp)
+    a = np.maximum(area(lines), _EPS)
+    r = cross_pairs(lines, regions)
+    held = np.bincount(r.i, r.inter, minlength=len(lines)) >= 0.5 * a
+    p = cross_pairs(lines, evidence)
+    iou = p.inter / np.maximum(a[p.i] + area(evidence)[p.j] - p.inter, _EPS)
+    best = np.zeros(len(lines))
+    np.maximum.at(best, p.i, iou)
+    return np.flatnonzero(~held & (best >= t_iou))

@@ -47,7 +47,10 @@ heights): `granularity` (as above: the first source with text boxes on the page 
 blocks), `noise_h`, `noise_score`, `noise_cover`, `noise_tall` (a block lower than `noise_h`
 or scored below `noise_score` (only when lower than `noise_tall`, if > 0, and only for blocks of
 the text-line family, whose score is a text probability) that other families' text covers less
-than `noise_cover` of is dropped), `gutter_min_h` (side-by-side text boxes of
+than `noise_cover` of is dropped), `nest_share`, `nest_max_h`, `nest_poke` (a block lower
+than `nest_max_h` that holds `nest_share` of another block and reaches `nest_poke` past a
+column gutter of the text lines on both sides is replaced by its lines; 0 = never),
+`gutter_min_h` (side-by-side text boxes of
 another family at least this tall cut a block at the gap between them; 0 = never),
 `split_columns`, `col_gap`, `col_slack`, `col_tol`, `col_min_lines` (as above),
 `join`, `join_gap`, `join_indent`, `join_short` (blocks of one column are joined when the
@@ -55,6 +58,8 @@ lower one's first row is indented less than `join_indent`, the upper one's last 
 than `join_short` before the right edge and they are less than `join_gap` apart),
 `lines_back`, `lines_back_cover` (text lines no region holds come back as blocks where other
 families' text covers `lines_back_cover` of them; off: on nzz it cost 0.04 IoU F1 for no b1x),
+`lines_match` (a text line less than half inside the regions that another family's text box
+matches at this IoU comes back as a region; 0 = never),
 `t_cover` (support), `max_page_share`, `titles`.
 """
 
@@ -122,7 +127,10 @@ class ParagraphParams:
     noise_h: float = 0.7
     noise_score: float = 0.96
     noise_cover: float = 0.3
-    noise_tall: float = 1.3
+    noise_tall: float = 1.0
+    nest_share: float = 0.8
+    nest_max_h: float = 4.0
+    nest_poke: float = 2.0
     gutter_min_h: float = 4.0
     split_columns: bool = True
     col_gap: float = 0.006
@@ -135,6 +143,7 @@ class ParagraphParams:
     join_short: float = 1.0
     lines_back: bool = False
     lines_back_cover: float = 0.5
+    lines_match: float = 0.25
     t_cover: float = 0.5
     max_page_share: float = 0.5
     titles: bool = True
@@ -143,7 +152,7 @@ class ParagraphParams:
 METHODS: dict[str, type] = {"consensus": ConsensusParams, "best_single": BestSingleParams,
                             "paragraphs": ParagraphParams}
 # Lengths in text-line heights: any number >= 0 (the other numbers are shares in [0, 1]).
-_LINE_UNITS = {"noise_h", "gutter_min_h", "noise_tall", "join_gap", "join_indent", "join_short"}
+_LINE_UNITS = {"nest_max_h", "nest_poke", "noise_h", "gutter_min_h", "noise_tall", "join_gap", "join_indent", "join_short"}
 
 
 @dataclass(frozen=True)
@@ -201,7 +210,8 @@ RECIPE_DOC: dict[str, str] = {
     "ranked": "the best-structured source (this run's source leaderboard) lays out the page; the others only "
               "fill areas it left empty; page-sized boxes dropped",
     "paragraphs": "the best-structured source's blocks (this run's source leaderboard), noise no other family sees "
-                  "dropped, cut at column gutters, blocks with no paragraph cue between them joined",
+                  "dropped, header blocks built around other blocks across a gutter back to lines, cut at column "
+                  "gutters, blocks with no paragraph cue between them joined, lines two families box added",
     "S1": "best single Paddle source per page (PP-DocLayout x3, PaddleOCR-VL 1.5)",
     "S2": "Dell (American Stories) only",
     "S3": "MinerU only",
