@@ -394,18 +394,17 @@ def test_cached_orders_equal_fresh_ones_and_different_inputs_do_not_share_one():
             got[:] = -1
 
 
-def test_small_blocks_cut_on_python_floats_as_numpy_cuts_them(monkeypatch):
-    # `_xycut` orders small blocks on Python floats: the same order as its numpy path, on
+def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
+    # `_xycut` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
     # ties, touching edges, infinite and NaN coordinates too.
-    from newsbag.fusion import order
+    from newsbag.fusion.order import _xycut
+    from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(7)
-    cases = []
     for _ in range(400):
         boxes = _random_boxes(rng, int(rng.integers(0, 60)))
         if len(boxes) and rng.random() < 0.3:
             boxes[rng.integers(0, len(boxes), 3), rng.integers(0, 4, 3)] = rng.choice([np.nan, np.inf, -np.inf, -0.0])
-        cases.append(boxes)
-    small = [order._xycut(b, 5.0, 5.0) for b in cases]
-    monkeypatch.setattr(order, "_SMALL", -1)
-    assert small == [order._xycut(b, 5.0, 5.0) for b in cases]
+        rank = np.empty(len(boxes), np.int64)
+        rank[np.asarray(_xycut(boxes, 5.0, 5.0), np.intp)] = np.arange(len(boxes))
+        np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))
