@@ -80,14 +80,6 @@ def _glob_weight(names: np.ndarray, weights: tuple[tuple[str, float], ...]) -> n
     return w
 
 
-def _inside(boxes_xyxy: np.ndarray, lines_xyxy: np.ndarray, t: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """(K,) pairs (box, line) where at least `t` of the line lies inside the box."""
-    p = cross_pairs(boxes_xyxy, lines_xyxy)
-    la = area(lines_xyxy)[p.j]
-    ok = p.inter >= t * np.maximum(la, _EPS)
-    return p.i[ok], p.j[ok]
-
-
 class _Resolved:
     """Fused boxes of one resolution round (groups averaged, nesting resolved)."""
 
@@ -288,7 +280,7 @@ def _textlike_of(label: np.ndarray) -> np.ndarray:
 
 def _uncovered(res: _Resolved, lines: np.ndarray) -> np.ndarray:
     """(L,) bool: lines with less than half of them inside any text region of `res`."""
-    _, ml = _inside(res.xyxy[_textlike_of(res.label)], lines)
+    _, ml = inside_pairs(res.xyxy[_textlike_of(res.label)], lines)
     uncovered = np.ones(len(lines), bool)
     uncovered[ml] = False
     return uncovered
@@ -300,7 +292,7 @@ def _fill_from_boxes(res: _Resolved, lines: np.ndarray, cand: np.ndarray, boxes:
     uncovered = _uncovered(res, lines)
     if not uncovered.any() or not len(cand):
         return res
-    cb, _ = _inside(boxes.xyxy[cand], lines[uncovered])
+    cb, _ = inside_pairs(boxes.xyxy[cand], lines[uncovered])
     n_new = np.bincount(cb, minlength=len(cand))
     taken = cross_pairs(boxes.xyxy[cand], res.xyxy[_textlike_of(res.label)])
     taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / np.maximum(area(boxes.xyxy[cand]), _EPS)
@@ -319,7 +311,7 @@ def _line_blocks(res: _Resolved, rep: _Resolved | None, lines: np.ndarray) -> _R
     if rep is None or not len(rep.xyxy):
         return res
     uncovered = _uncovered(res, lines)
-    cb, cl = _inside(rep.xyxy, lines[uncovered])
+    cb, cl = inside_pairs(rep.xyxy, lines[uncovered])
     if not len(cl):
         return res
     o = np.argsort(cl, kind="stable")
@@ -439,10 +431,8 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if len(lines) and params.split_columns:
         res = _line_blocks(res, res.replaced, lines)
         t = np.flatnonzero(_textlike_of(res.label))
-        mb, ml = _inside(res.xyxy[t], lines)
-        n_cols, parent, seg = column_segments(res.xyxy[t], lines, mb, ml, params.col_gap * meta.width,
-                                              min_lines=params.col_min_lines, tol=params.col_tol,
-                                              slack=params.col_slack * meta.width)
+        mb, ml = inside_pairs(res.xyxy[t], lines)
+        n_cols, parent, seg = _column_segments(res.xyxy[t], lines, mb, ml, params, meta.width)
         if len(parent):
             stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
             pieces = res.take(t[parent])
@@ -481,7 +471,7 @@ def _titles(xyxy: np.ndarray, label: np.ndarray, title_xyxy: np.ndarray, lines: 
         cov = np.bincount(p.i, p.inter, minlength=len(text)) / np.maximum(area(xyxy[text]), _EPS)
         is_title |= cov >= t_cover
     if len(lines):
-        mb, ml = _inside(xyxy[text], lines)
+        mb, ml = inside_pairs(xyxy[text], lines)
         h = lines[:, 3] - lines[:, 1]
         n = np.bincount(mb, minlength=len(text))
         mean_h = np.bincount(mb, h[ml], minlength=len(text)) / np.maximum(n, 1)
@@ -596,9 +586,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
             xyxy, mem, owner = _replace(xyxy, mem, owner, cut, parent, pieces)
         if params.split_columns:
             mb, ml = inside_pairs(xyxy, lines, tree=tree)
-            n_cols, parent, seg = column_segments(xyxy, lines, mb, ml, params.col_gap * meta.width,
-                                                  min_lines=params.col_min_lines, tol=params.col_tol,
-                                                  slack=params.col_slack * meta.width)
+            n_cols, parent, seg = _column_segments(xyxy, lines, mb, ml, params, meta.width)
             xyxy, mem, owner = _replace(xyxy, mem, owner, np.flatnonzero(n_cols >= 2), parent, seg)
         if params.join:
             a, b = join_pairs(xyxy, lines, lh, params.join_gap, params.join_indent, params.join_short, tree=tree)
@@ -607,19 +595,12 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
                 xyxy, owner = group_extent(xyxy, gid, int(gid.max()) + 1), gid[owner]
         if params.lines_match > 0:
             li = matched_lines(xyxy, lines, evidence, params.lines_match)
-            mem = np.concatenate([mem, np.flatnonzero(is_line)[li]])
-            owner = np.concatenate([owner, len(xyxy) + np.arange(len(li))])
-            xyxy = np.concatenate([xyxy, lines[li]])
+            xyxy, mem, owner = _append(xyxy, mem, owner, lines[li], np.flatnonzero(is_line)[li], np.arange(len(li)))
         if params.lines_back:
             back, li, bid = lines_back(xyxy, lines, evidence, params.lines_back_cover, tree)
-            mem = np.concatenate([mem, np.flatnonzero(is_line)[li]])
-            owner = np.concatenate([owner, len(xyxy) + bid])
-            xyxy = np.concatenate([xyxy, back])
-    n_text = len(xyxy)
+            xyxy, mem, owner = _append(xyxy, mem, owner, back, np.flatnonzero(is_line)[li], bid)
     extra = _other_classes(boxes, region & ~textlike, coarse, src, rank, xyxy)
-    xyxy = np.concatenate([xyxy, boxes.xyxy[extra]])
-    mem = np.concatenate([mem, extra])
-    owner = np.concatenate([owner, n_text + np.arange(len(extra))])
+    xyxy, mem, owner = _append(xyxy, mem, owner, boxes.xyxy[extra], extra, np.arange(len(extra)))
     n = len(xyxy)
     # One member once per region (joins and cuts can repeat one), sorted by region then index.
     key = np.unique(owner.astype(np.int64) * len(boxes) + mem)
@@ -639,6 +620,18 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
         data={"member_idx": members, "support_bits": support,
               "order": _order(xyxy, label, meta, lines)},
     )
+
+
+def _column_segments(xyxy, lines, mb, ml, params, width: float):
+    """`order.column_segments` with a recipe's column-split params (`col_*`, shares of the page width)."""
+    return column_segments(xyxy, lines, mb, ml, params.col_gap * width, min_lines=params.col_min_lines,
+                           tol=params.col_tol, slack=params.col_slack * width)
+
+
+def _append(xyxy, mem, owner, new_xyxy, new_mem, new_owner):
+    """Regions `new_xyxy` after the current ones; `new_mem` are members of new region `new_owner`."""
+    return (np.concatenate([xyxy, new_xyxy]), np.concatenate([mem, new_mem]),
+            np.concatenate([owner, len(xyxy) + np.asarray(new_owner, np.intp)]))
 
 
 def _replace(xyxy, mem, owner, cut, parent, pieces):
