@@ -44,8 +44,9 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         pooled: `_pool` of exactly these `pages` and `cfg` when already computed.
 
     Returns:
-        (pool of all input boxes, {variant: (fused boxes, pool index of its input)},
-        metrics record {"page_id", "sources", "variants", "best_single_choice"}).
+        (pool of all input boxes, {variant: (fused boxes, pool index of its input, its input
+        boxes ``pool[index]``)}, metrics record {"page_id", "sources", "variants",
+        "best_single_choice"}).
     """
     pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg, source_metrics, pooled)
     src = pool.data["source"]
@@ -68,16 +69,16 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         key = tuple(active[v.name])
         if key not in taken:
             mask = np.isin(src_code, [k for k, s in enumerate(src_names) if s in active[v.name]]) | line_mask
-            taken[key] = (mask, pool[mask], subset_pairs(pairs, mask))
-        mask, boxes, sub_pairs = taken[key]
+            taken[key] = (np.flatnonzero(mask), pool[mask], subset_pairs(pairs, mask))
+        index, boxes, sub_pairs = taken[key]
         fn = VARIANTS[v.method]
         if v.method == "best_single":
             fused = fn(boxes, v.params, sub_pairs, choose=choose)
         else:
             fused = fn(boxes, v.params, sub_pairs)
-        fused_all[v.name] = (fused, np.flatnonzero(mask))
+        fused_all[v.name] = (fused, index, boxes)
         if v.method == "best_single" and len(fused):
-            chosen[v.name] = str(src[np.flatnonzero(mask)[fused.data["member_idx"][0][0]]])
+            chosen[v.name] = str(src[index[fused.data["member_idx"][0][0]]])
             # Its regions are exactly the chosen source's, already measured the same way.
             variant_metrics[v.name] = {k: source_metrics[chosen[v.name]][k] for k in METRIC_KEYS}
         else:
@@ -145,13 +146,9 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     seconds = round(time.perf_counter() - t0, 4)
     by_name = {v.name: v for v in cfg.variants}
     out = {}
-    taken: dict[tuple, Boxes] = {}   # variants over the same sources take the same pool rows
-    for name, (fused, index) in fused_all.items():
+    for name, (fused, index, variant_input) in fused_all.items():
         v = by_name[name]
-        key = tuple(active[name])
-        if key not in taken:
-            taken[key] = pool[index]
-        described = describe(fused, taken[key], f"fusion/{name}", index)
+        described = describe(fused, variant_input, f"fusion/{name}", index)
         out[name] = {
             "page_id": pool.meta.page_id,
             "image": page_image,
