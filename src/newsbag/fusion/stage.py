@@ -109,10 +109,10 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
         lines or None, {source: metrics dict with "family"}).
     """
     pool, pairs, line_mask, line_tree = pooled if pooled is not None else _pool(pages, cfg)
-    src = pool.data["source"]
-    lines = pool.xyxy[line_mask]
     if known is not None:
         return pool, pairs, line_mask, line_tree, known
+    src = pool.data["source"]
+    lines = pool.xyxy[line_mask]
     region_sources = [s for s in pages if _is_region_source(s, cfg)]
     region_mask = np.isin(src, region_sources) | line_mask
     loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
