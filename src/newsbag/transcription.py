@@ -173,11 +173,11 @@ def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarr
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
 
 
-def _block_text(run_dir: Path, sources: tuple[str, ...], page_id: str) -> tuple[np.ndarray, list[dict]]:
-    """Regions with text of the `sources` on this page: (B, 4) boxes and their line records."""
+def _block_text(block_dirs: list[tuple[str, Path]], page_id: str) -> tuple[np.ndarray, list[dict]]:
+    """Text regions of the block sources, (name, folder) pairs, on this page: (B, 4) boxes and their line records."""
     records = []
-    for name in sources:
-        path = rundir.source_dir(run_dir, *name.split("/")) / f"{page_id}.json"
+    for name, folder in block_dirs:
+        path = folder / f"{page_id}.json"
         if not path.exists():
             continue
         for region in read_page(path, page_id)["regions"]:
@@ -249,13 +249,13 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
+    block_dirs = [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo, plans = [], {}
     for page_id in page_ids:
         fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
-        block_ids = [rundir.file_identity(rundir.source_dir(run_dir, *name.split("/")) / f"{page_id}.json")
-                     for name in params.block_text_sources]
+        block_ids = [rundir.file_identity(folder / f"{page_id}.json") for _, folder in block_dirs]
         fp = rundir.fingerprint("transcription", params_rec, rundir.file_identity(fused_path),
                                 rundir.file_identity(lines_path) if lines_path else None, *block_ids)
         if not force and _is_current(out_dir / f"{page_id}.json", fp):
@@ -267,7 +267,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             lines = _lines(lines_path, page_id)
             page, idx, xyxy, rank, article, is_title, bbox = _read_regions(fused_path, page_id, lines)
             crops, region_of = plan_page(xyxy, rank, lines)
-            taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(run_dir, params.block_text_sources, page_id))
+            taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(block_dirs, page_id))
         except (OSError, ValueError) as exc:
             summary["failed"] += 1
             summary["failures"].append({"page_id": page_id, "error": f"no readable fused page {fused_path}: {exc}"})
