@@ -136,7 +136,7 @@ def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
 
 def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
                 region_of: np.ndarray, line_regions: list[dict], variant: str, fingerprint: str,
-                block_lines: list[list[dict]] | None = None, bbox: list | None = None) -> dict:
+                block_lines: list[list[dict]], bbox: list) -> dict:
     """The per-page transcript record: regions (with lines) in reading order, articles, page text.
 
     `block_lines` (one list per region) holds the blocks whose text a region took from a
@@ -148,14 +148,14 @@ def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarr
     for r, line in zip(region_of, line_regions):
         by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
                              "score": line.get("score")})
-    for k, blocks in enumerate(block_lines or []):
+    for k, blocks in enumerate(block_lines):
         if blocks:
             by_region[k] = blocks
             texts[k] = "\n".join(b["text"] for b in blocks)
     regions, by_article = [], {}
     for k in np.argsort(rank, kind="stable"):
         region = page["regions"][idx[k]]
-        box = bbox[k] if bbox is not None and bbox[k] is not None else region["bbox_xyxy"]
+        box = region["bbox_xyxy"] if bbox[k] is None else bbox[k]
         regions.append({"region": int(idx[k]), "bbox_xyxy": box, "class": region.get("class"),
                         "order": region.get("order"), "article": int(article[k]), "text": texts[k],
                         "lines": by_region[k]})
