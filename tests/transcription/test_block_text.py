@@ -1,7 +1,6 @@
 """Block text of page-reading models (PaddleOCR-VL, MinerU two_step) kept instead of recognition."""
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +41,10 @@ def test_block_text_sources_must_be_a_list_of_sources(value):
         parse_transcription_options({"block_text_sources": value})
 
 
-def test_a_page_read_whole_by_paddleocr_vl_needs_no_recogniser(tmp_path):
+def test_a_page_read_whole_by_paddleocr_vl_needs_no_recogniser(tmp_path, monkeypatch):
     # The source page is what the paddle_vl15 runner writes from PaddleOCR-VL's real result
     # (../shared/formats' paddleocr_vl.res.json, 2000x3000): its text blocks carry block_content.
-    sys.path.insert(0, str(RUNNERS))
+    monkeypatch.syspath_prepend(str(RUNNERS))
     from paddle_vl15 import regions_from_vl
 
     res = json.loads(SAMPLE.read_text())
