@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -18,10 +18,10 @@ from ..io import atomic_text_file, atomic_write_text, read_json, read_source_box
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from .fuse import VARIANTS, _codes, describe, member_table
-from .geometry import box_tree, self_pairs, subset_pairs
+from .geometry import area, box_tree, self_pairs, subset_pairs
 from .memo import Recent
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
-from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
+from .variants import RECIPE_DOC, ConsensusParams, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fuse_all", "fuse_page", "SCORE_DOC"]
 
@@ -63,6 +63,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     src_names, src_code = _codes(pool, "source")
     fused_all, variant_metrics, chosen = {}, {}, {}
     taken: dict[tuple, tuple] = {}   # variants over the same sources (half of them: "*") take the same rows
+    done: dict[tuple, Boxes] = {}    # variants that compute the same thing (union and P4): fused once
     for v in cfg.variants:
         if v.name not in active:
             continue
@@ -72,10 +73,13 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
             taken[key] = (np.flatnonzero(mask), pool[mask], subset_pairs(pairs, mask))
         index, boxes, sub_pairs = taken[key]
         fn = VARIANTS[v.method]
-        if v.method == "best_single":
-            fused = fn(boxes, v.params, sub_pairs, choose=choose)
+        same = (key, v.method, _effective_params(v.params, boxes))
+        if same in done:
+            fused = done[same]
+        elif v.method == "best_single":
+            fused = done[same] = fn(boxes, v.params, sub_pairs, choose=choose)
         else:
-            fused = fn(boxes, v.params, sub_pairs)
+            fused = done[same] = fn(boxes, v.params, sub_pairs)
         fused_all[v.name] = (fused, index, boxes)
         if v.method == "best_single" and len(fused):
             chosen[v.name] = str(src[index[fused.data["member_idx"][0][0]]])
@@ -86,6 +90,18 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
     return pool, fused_all, record
+
+
+def _effective_params(params, boxes: Boxes):
+    """`params` as they act on `boxes`: a consensus `max_page_share` that no box reaches
+    leaves nothing out, so it acts as 1 (the check `fuse_consensus` makes first). Variants
+    with equal effective params over the same sources give the same boxes: "union" and
+    "P4" differ only in that share."""
+    if isinstance(params, ConsensusParams) and params.max_page_share < 1 and len(boxes):
+        meta = boxes.meta
+        if not (area(boxes.xyxy) >= params.max_page_share * float(meta.width) * float(meta.height)).any():
+            return replace(params, max_page_share=1.0)
+    return params
 
 
 def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
@@ -146,9 +162,14 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     seconds = round(time.perf_counter() - t0, 4)
     by_name = {v.name: v for v in cfg.variants}
     out = {}
+    # Variants with the same regions share one list of region dicts (written, never changed):
+    # one fused result (`fuse_all` shares it), or best_single variants that chose one source.
+    regions: dict = {}
     for name, (fused, index, variant_input) in fused_all.items():
         v = by_name[name]
-        described = describe(fused, variant_input, f"fusion/{name}", index)
+        same = ("best_single", record["best_single_choice"][name]) if name in record["best_single_choice"] else id(fused)
+        if same not in regions:
+            regions[same] = regions_from_boxes(describe(fused, variant_input, f"fusion/{name}", index))
         out[name] = {
             "page_id": pool.meta.page_id,
             "image": page_image,
@@ -156,7 +177,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
                        "device": "cpu", "sources": sorted(set(active[name]) & set(pages)),
                        "params": asdict(v.params), "tool": f"newsbag {__version__}",
                        **({"members_file": members_file} if members_file else {})},
-            "regions": regions_from_boxes(described),
+            "regions": regions[same],
             "seconds": seconds,
         }
     return out, record, member_table(pool)
