@@ -12,7 +12,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import jinja2
 
 from ..errors import EnvError
 from ..export.layout import page_regions
@@ -59,6 +58,8 @@ def render_gallery(context: dict) -> str:
     The CSS and JS are inlined so the page works from file:// and after the run is moved.
     """
     folder = _folder()
+    import jinja2   # here, not at the top: every command's config check imports this module
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),
         autoescape=True,
