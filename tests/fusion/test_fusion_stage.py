@@ -291,3 +291,30 @@ def test_a_rerun_with_nothing_changed_opens_no_fused_page(tmp_path, monkeypatch)
     run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
     assert sorted(seen) == [("p1", "ok"), ("p2", "skipped")]
     assert json.loads(page.read_text())["source"]["fingerprint"][0] != "x"
+
+
+def test_variants_that_compute_the_same_thing_are_fused_once_with_the_same_output(tmp_path, monkeypatch):
+    """Consensus variants over the same sources whose params differ only in a max_page_share
+    that no box reaches ("union" and "P4" on most pages) are one consensus run; one that a box
+    reaches runs its own. Each variant's regions equal those of a run with that variant alone."""
+    from newsbag.fusion import fuse, stage
+
+    run = _write_run(tmp_path, pids=("p1",))
+    # The tesseract block covers 89 % of the 400 x 300 page: 0.95 leaves nothing out, 0.5 does.
+    cfg = {**CFG, "variants": {"P": {"sources": ["*"], "method": "consensus", "params": {"vote": 1}},
+                               "U95": {"sources": ["*"], "method": "consensus",
+                                       "params": {"vote": 1, "max_page_share": 0.95}},
+                               "U50": {"sources": ["*"], "method": "consensus",
+                                       "params": {"vote": 1, "max_page_share": 0.5}}}}
+    calls = []
+    real = fuse.VARIANTS["consensus"]
+    monkeypatch.setitem(stage.VARIANTS, "consensus", lambda *a, **k: calls.append(1) or real(*a, **k))
+    run_fusion(run, ["p1"], cfg)
+    assert len(calls) == 2           # P (= U95), U50
+    regions = {}
+    for name in cfg["variants"]:
+        alone = _write_run(tmp_path / name, pids=("p1",))
+        run_fusion(alone, ["p1"], {**cfg, "variants": {name: cfg["variants"][name]}})
+        regions[name] = json.loads((run / f"outputs/fusion/{name}/p1.json").read_text())["regions"]
+        assert regions[name] == json.loads((alone / f"outputs/fusion/{name}/p1.json").read_text())["regions"]
+    assert regions["P"] == regions["U95"] != regions["U50"]
