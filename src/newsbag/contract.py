@@ -417,7 +417,13 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
     if "article" in data:
         keys.append("article")
         cols.append([None if a < 0 else int(a) for a in data["article"].tolist()])
+    if keys == _FUSED_KEYS:   # a fused page's regions: a dict display, half the time of dict(zip(...))
+        return [{"bbox_xyxy": b, "label": lab, "class": c, "score": s, "order": o, "text": t, "support": sup,
+                 "members": m, "article": a} for b, lab, c, s, o, t, sup, m, a in zip(*cols)]
     return list(map(dict, map(zip, repeat(keys), zip(*cols))))   # C-level: 15 % of the per-region loop
+
+
+_FUSED_KEYS = ["bbox_xyxy", "label", "class", "score", "order", "text", "support", "members", "article"]
 
 
 def member_table_records(table: dict, rows: Iterable[int]) -> list[dict]:

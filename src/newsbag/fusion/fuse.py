@@ -222,7 +222,7 @@ def _split_by(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     o = np.argsort(owner[ok], kind="stable")
     flat = values[ok][o]
     ends = np.cumsum(np.bincount(owner[ok], minlength=n)).tolist()
-    return np.fromiter((flat[a:b] for a, b in zip([0, *ends[:-1]], ends)), dtype=object, count=n)
+    return np.fromiter(map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends)), dtype=object, count=n)
 
 
 def _side_by_side(xyxy: np.ndarray, child: np.ndarray, cont: np.ndarray, g: int) -> np.ndarray:
@@ -502,9 +502,7 @@ def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None
     idx = np.flatnonzero(region & (boxes.data["source"] == name))
     names = source_names(boxes)
     bit = np.int64(1) << np.int64(int(np.searchsorted(names, name)))
-    members = np.empty(len(idx), object)
-    for k, m in enumerate(idx):
-        members[k] = np.array([m])
+    members = np.fromiter(idx.reshape(-1, 1), dtype=object, count=len(idx))   # each its own (1,) array
     xyxy = boxes.xyxy[idx]
     return Boxes(
         xyxy=xyxy, score=boxes.score[idx], label=boxes.label[idx], meta=boxes.meta,
@@ -731,17 +729,18 @@ def describe(fused: Boxes, boxes: Boxes, source: str, index: np.ndarray | None =
     n = len(fused)
     bits = fused.data["support_bits"].tolist()
     by_bits = {sb: [names[b] for b in range(len(names)) if sb >> b & 1] for sb in set(bits)}
-    # One gather over all members, then slices: no numpy call per fused box.
-    parts = list(fused.data["member_idx"])
-    ends = np.cumsum([len(m) for m in parts]).tolist()
+    # One gather over all members, then slices: no numpy call per fused box, and the per-box
+    # steps are C-level maps.
+    parts = fused.data["member_idx"].tolist()
+    ends = np.cumsum(np.fromiter(map(len, parts), np.intp, count=n)).tolist()
     flat = np.concatenate(parts).astype(np.intp) if n else np.zeros(0, np.intp)
     recs = (index[flat] if index is not None else flat).tolist()
     if index is None:
         table = member_records(boxes)
         recs = [table[m] for m in recs]
     # fromiter keeps each list one object (np.array would stack equal-length lists 2-D).
-    support = np.fromiter((list(by_bits[sb]) for sb in bits), dtype=object, count=n)
-    members = np.fromiter((recs[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends)), dtype=object, count=n)
+    support = np.fromiter(map(list, map(by_bits.__getitem__, bits)), dtype=object, count=n)
+    members = np.fromiter(map(recs.__getitem__, map(slice, [0, *ends[:-1]], ends)), dtype=object, count=n)
     return Boxes(
         xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
         data={"support": support, "members": members, "order": fused.data["order"],
