@@ -31,7 +31,7 @@ _DENSE_LIMIT = 10_000
 
 def area(xyxy: np.ndarray) -> np.ndarray:
     """(N,) areas of (N, 4) xyxy boxes; inverted or degenerate boxes give 0."""
-    wh = np.clip(xyxy[:, 2:4] - xyxy[:, 0:2], 0, None)
+    wh = np.maximum(xyxy[:, 2:4] - xyxy[:, 0:2], 0)   # np.clip's result (NaN stays NaN), without its overhead
     return wh[:, 0] * wh[:, 1]
 
 
@@ -75,7 +75,7 @@ def pair_intersection(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarr
     pa, pb = a[ia], b[ib]
     w = np.minimum(pa[:, 2], pb[:, 2]) - np.maximum(pa[:, 0], pb[:, 0])
     h = np.minimum(pa[:, 3], pb[:, 3]) - np.maximum(pa[:, 1], pb[:, 1])
-    return np.clip(w, 0, None) * np.clip(h, 0, None)
+    return np.maximum(w, 0) * np.maximum(h, 0)
 
 
 def _diagonals(xyxy: np.ndarray) -> np.ndarray:
@@ -123,7 +123,7 @@ def _overlaps(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = Non
     ia, ib = tree.query(_diagonals(a))
     inter = pair_intersection(a, b, ia, ib)
     keep = inter > 0
-    return ia[keep].astype(np.intp), ib[keep].astype(np.intp), inter[keep]
+    return ia[keep].astype(np.intp, copy=False), ib[keep].astype(np.intp, copy=False), inter[keep]
 
 
 @dataclass(frozen=True)
@@ -145,9 +145,11 @@ def self_pairs(xyxy: np.ndarray) -> Pairs:
     else:  # one set of diagonals serves as tree and query (as `candidate_pairs` does, built once)
         diagonals = _diagonals(xyxy)
         ia, ib = shapely.STRtree(diagonals).query(diagonals)
+        upper = ia < ib     # each pair once before measuring it: the query gives both orders and (i, i)
+        ia, ib = ia[upper], ib[upper]
         inter = pair_intersection(xyxy, xyxy, ia, ib)
     keep = (ia < ib) & (inter > 0)
-    return Pairs(ia[keep].astype(np.intp), ib[keep].astype(np.intp), inter[keep])
+    return Pairs(ia[keep].astype(np.intp, copy=False), ib[keep].astype(np.intp, copy=False), inter[keep])
 
 
 def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:

@@ -39,8 +39,24 @@ def cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -
     """(h, w) int32 raster: how many boxes cover each pixel (long side `long_side`).
 
     Box edges are rounded to the nearest raster pixel; a 2-D difference array makes this
-    O(N + h*w) with no loop over boxes.
+    O(N + h*w) with no loop over boxes. The last few rasters are kept (callers must not
+    change one): a page's sources are rasterised for their metrics and again, the same
+    boxes, for leave-one-out agreement.
     """
+    xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    key = (xyxy.tobytes(), float(width), float(height), int(long_side))
+    return _RASTERS.get(key, lambda: _frozen(_cover_count(xyxy, width, height, long_side)))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+_RASTERS = Recent(8)
+
+
+def _cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
     s = long_side / max(width, height)
     h, w = max(1, round(height * s)), max(1, round(width * s))
     if len(xyxy) == 0:

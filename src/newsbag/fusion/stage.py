@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -175,12 +176,18 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
             "image": page_image,
             "source": {"stage": "fusion", "variant": name, "family": "fusion", "model": v.method,
                        "device": "cpu", "sources": sorted(set(active[name]) & set(pages)),
-                       "params": asdict(v.params), "tool": f"newsbag {__version__}",
+                       "params": _params_dict(v.params), "tool": f"newsbag {__version__}",
                        **({"members_file": members_file} if members_file else {})},
             "regions": regions[same],
             "seconds": seconds,
         }
     return out, record, member_table(pool)
+
+
+@functools.lru_cache(maxsize=64)
+def _params_dict(params) -> dict:
+    """``asdict(params)`` once per variant, not per page (written, never changed)."""
+    return asdict(params)
 
 
 def _is_region_source(name: str, cfg: FusionConfig) -> bool:
