@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import itemgetter
+from operator import contains, itemgetter
 from typing import Any, Iterable, TypedDict
 
 import numpy as np
@@ -360,7 +360,7 @@ def _region_columns(page: dict, src: str, regions: list[dict], xyxy: np.ndarray,
         score = np.array([np.nan if s is None else s for s in scores], dtype=np.float32)
     classes = _column(regions, "class")
     if set(map(type, classes)) <= {str}:
-        label = np.array([_LABEL_CODE.get(c, _UNKNOWN) for c in classes], dtype=np.int8)
+        label = np.fromiter(map(_LABEL_CODE.get, classes, repeat(_UNKNOWN)), dtype=np.int8, count=n)
     else:
         label = np.array([_LABEL_CODE.get(c, _UNKNOWN) if type(c) is str else _UNKNOWN for c in classes], dtype=np.int8)
     orders = _column(regions, "order")
@@ -374,7 +374,7 @@ def _region_columns(page: dict, src: str, regions: list[dict], xyxy: np.ndarray,
         "text": np.array(_column(regions, "text"), dtype=object).reshape(n),
         "order": order,
     }
-    if any("article" in r for r in regions):  # fused pages: the article each text/title region belongs to
+    if any(map(contains, regions, repeat("article"))):  # fused pages: the article each text/title region belongs to
         data["article"] = np.array([-1 if r.get("article") is None else int(r["article"]) for r in regions], np.int64)
     return {"xyxy": xyxy, "score": score, "label": label, "meta": meta, "data": data}
 
