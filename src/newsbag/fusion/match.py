@@ -72,5 +72,6 @@ def connected_groups(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
             if np.array_equal(new, lab):
                 break
             lab = new
-    _, ids = np.unique(lab, return_inverse=True)
-    return ids.reshape(-1)
+    # Every label is a root (lab[lab] == lab): number the roots in index order, as np.unique
+    # would, without its sort.
+    return (np.cumsum(lab == np.arange(n)) - 1)[lab]
