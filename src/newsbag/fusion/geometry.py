@@ -79,7 +79,11 @@ def pair_intersection(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarr
 
 
 def _diagonals(xyxy: np.ndarray) -> np.ndarray:
-    return shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1))
+    """Each box as its diagonal segment (its envelope is the box). The last few sets are kept:
+    half of a page's queries repeat a box set (a variant's regions against its text lines,
+    then its titles...), and making the geometries costs more than querying them."""
+    xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    return _DIAGONALS.get(xyxy.tobytes(), lambda: shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1)))
 
 
 def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
@@ -93,6 +97,7 @@ def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
 
 
 _TREES = Recent(8)
+_DIAGONALS = Recent(16)
 
 
 def candidate_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> np.ndarray:
