@@ -99,7 +99,7 @@ def evaluate(loaded: dict, fusion_cfg: dict, order: list[str] | None = None) -> 
     for pid, (pages, rec, ann) in loaded.items():
         pool, fused, record = fuse_all(pages, cfg, active)
         gt = {name: _gt_metrics(b, ann) for name, b in pages.items()}
-        gt.update({name: _gt_metrics(f, ann) for name, (f, _) in fused.items()})
+        gt.update({name: _gt_metrics(f, ann) for name, (f, *_) in fused.items()})
         ms = {**record["sources"], **record["variants"]}
         out[pid] = {"gt": gt, "score": {n: m["score"] for n, m in ms.items()},
                     "score_v0": {n: _score_v0(m) for n, m in ms.items()}, "best_single": record["best_single_choice"]}
