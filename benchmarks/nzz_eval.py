@@ -41,8 +41,11 @@ from newsbag.rundir import discover_sources, source_dir
 
 KEYS = ("pixel_f1", "b1x", "iou_f1", "xcol")
 # The thresholds the tuned variant's recipe may move, by its method, one value list each (a full grid).
+# The paragraphs rules written while looking at pages of one half (unnesting: A 0059,
+# lines_match: B 19330203) are switched on or off by the other half too.
 GRID = {"consensus": {"t_shadow": [0.1, 0.3, 0.5], "split_columns": [True, False]},
-        "paragraphs": {"noise_score": [0.95, 0.96], "noise_tall": [0.0, 1.0], "join_gap": [0.1, 0.3, 0.5]}}
+        "paragraphs": {"noise_score": [0.95, 0.96], "noise_tall": [0.0, 1.0], "join_gap": [0.1, 0.3, 0.5],
+                       "nest_share": [0.0, 0.8], "lines_match": [0.0, 0.25]}}
 _TEXT = np.array([labels.coarse_for(n) in ("text", "title", "line") for n in labels.LABELS])
 
 
@@ -84,8 +87,9 @@ def source_order(loaded: dict, cfg) -> list[str]:
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
 
-def evaluate(loaded: dict, fusion_cfg: dict, order: list[str] | None = None) -> dict[str, dict]:
-    """page id -> {"gt": {name: GT metrics}, "score": {name: no-GT score}} for sources and variants."""
+def evaluate(loaded: dict, fusion_cfg: dict, order: list[str] | None = None, sources: bool = True) -> dict[str, dict]:
+    """page id -> {"gt": {name: GT metrics}, "score": {name: no-GT score}} for sources (unless
+    not `sources`: tuning needs the variants' only) and variants."""
     cfg = parse_fusion_config(fusion_cfg)
     available = sorted({s for pages, _, _ in loaded.values() for s in pages})
     active = {}
@@ -98,7 +102,7 @@ def evaluate(loaded: dict, fusion_cfg: dict, order: list[str] | None = None) -> 
     out = {}
     for pid, (pages, rec, ann) in loaded.items():
         pool, fused, record = fuse_all(pages, cfg, active)
-        gt = {name: _gt_metrics(b, ann) for name, b in pages.items()}
+        gt = {name: _gt_metrics(b, ann) for name, b in pages.items()} if sources else {}
         gt.update({name: _gt_metrics(f, ann) for name, (f, *_) in fused.items()})
         ms = {**record["sources"], **record["variants"]}
         out[pid] = {"gt": gt, "score": {n: m["score"] for n, m in ms.items()},
@@ -167,7 +171,7 @@ def tune(loaded: dict, fusion_cfg: dict, variant: str, ids: list[str], members: 
     for values in itertools.product(*grid.values()):
         point = dict(zip(grid, values))
         cfg = _with_params({**fusion_cfg, "variants": {variant: fusion_cfg["variants"][variant]}}, variant, point)
-        row = table(evaluate({k: loaded[k] for k in ids}, cfg, order), ids)[variant]
+        row = table(evaluate({k: loaded[k] for k in ids}, cfg, order, sources=False), ids)[variant]
         short = max(0.0, bar["pixel_f1"] - row["pixel_f1"]) + max(0.0, bar["b1x"] - row["b1x"])
         key = (-short, row["iou_f1"])
         if best is None or key > best[0]:

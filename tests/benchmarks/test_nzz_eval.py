@@ -1,0 +1,46 @@
+"""benchmarks/nzz_eval.py's in-memory evaluation on a constructed two-column page: it runs
+against today's fusion (it once unpacked fuse_all's results wrongly and printed nothing)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nbtest import REPO, make_boxes
+from newsbag.fusion.variants import DEFAULT_FUSION_CFG
+
+
+@pytest.fixture
+def nzz_eval(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import nzz_eval
+    return nzz_eval
+
+
+def _page():
+    cols = [[50, 100, 450, 400], [550, 100, 950, 400]]
+    lines = [[x0, y, x1, y + 12] for x0, _, x1, _ in cols for y in range(100, 400, 15)]
+    pages = {"text_lines/blocks": make_boxes([[50, 100, 950, 400]], source="text_lines/blocks", score=0.99),
+             "text_lines/lines": make_boxes(lines, label="text_line", source="text_lines/lines", score=0.99),
+             "tesseract/paragraphs": make_boxes(cols, source="tesseract/paragraphs")}
+    ann = {"width": 1000, "height": 1000, "regions": [{"bbox_xyxy": c, "label": "text"} for c in cols]}
+    return pages, {"page_id": "p"}, ann
+
+
+def test_evaluate_scores_members_and_variants_against_ground_truth(nzz_eval):
+    loaded = {"p": _page()}
+    per_page = nzz_eval.evaluate(loaded, DEFAULT_FUSION_CFG, order=["text_lines/blocks", "tesseract/paragraphs"])
+    gt = per_page["p"]["gt"]
+    # the member merges both columns: one cross-column box, no GT region matched one-to-one
+    assert gt["text_lines/blocks"]["xcol"] == 1.0 and gt["text_lines/blocks"]["iou_f1"] == 0.0
+    # paragraphs cuts it at the gutter: both columns found
+    assert gt["paragraphs"]["iou_f1"] == pytest.approx(1.0) and gt["paragraphs"]["b1x"] == 1.0
+    rows = nzz_eval.table(per_page, ["p"])
+    assert nzz_eval.meets(rows["paragraphs"], nzz_eval.bars(rows, ["text_lines/blocks"])) == dict.fromkeys(
+        ("pixel_f1", "b1x", "iou_f1"), True)
+    only_variants = nzz_eval.evaluate(loaded, DEFAULT_FUSION_CFG, ["text_lines/blocks"], sources=False)
+    assert "text_lines/blocks" not in only_variants["p"]["gt"] and "paragraphs" in only_variants["p"]["gt"]
+
+
+def test_split_halves_alternate_sorted_ids(nzz_eval):
+    assert nzz_eval.split_halves(["d", "a", "c", "b"]) == (["a", "c"], ["b", "d"])
