@@ -318,3 +318,18 @@ def test_variants_that_compute_the_same_thing_are_fused_once_with_the_same_outpu
         regions[name] = json.loads((run / f"outputs/fusion/{name}/p1.json").read_text())["regions"]
         assert regions[name] == json.loads((alone / f"outputs/fusion/{name}/p1.json").read_text())["regions"]
     assert regions["P"] == regions["U95"] != regions["U50"]
+
+
+def test_the_garbage_collector_is_back_as_it_was_after_each_page(tmp_path):
+    import gc
+
+    run = _write_run(tmp_path)
+    assert gc.isenabled()
+    run_fusion(run, ["p1"], CFG)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run_fusion(run, ["p2"], CFG)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
