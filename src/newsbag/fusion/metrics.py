@@ -70,7 +70,7 @@ def _cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) 
     corners = np.concatenate([y0 * stride + x0, y0 * stride + x1, y1 * stride + x0, y1 * stride + x1])
     signs = np.repeat(np.array([1.0, -1.0, -1.0, 1.0]), len(x0))
     diff = np.bincount(corners, signs, minlength=(h + 1) * (w + 1)).astype(np.int32)
-    return diff.reshape(h + 1, w + 1).cumsum(0).cumsum(1)[:h, :w]
+    return diff.reshape(h + 1, w + 1).cumsum(0, dtype=np.int32).cumsum(1, dtype=np.int32)[:h, :w]
 
 
 def pixel_prf(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float, float]:

@@ -69,7 +69,8 @@ def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
     """
     xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     x0, y0, x1, y1 = (c.tolist() for c in xyxy.T)
-    if np.isnan(xyxy).any():
+    nan = bool(np.isnan(xyxy).any())
+    if nan:
         keys = [[_sort_key(v) for v in c] for c in (x0, y0)]
     else:   # plain floats sort as numpy sorts them
         keys = [x0, y0]
@@ -84,18 +85,31 @@ def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
             order = sorted(idx, key=key.__getitem__)
             parts, part = [], [order[0]]
             run = hi[order[0]]
-            for k in order[1:]:
-                if lo[k] > run - tol:
-                    parts.append(part)
-                    part = [k]
-                else:
-                    part.append(k)
-                h = hi[k]
-                if run == run and (h != h or h > run):
-                    run = h
+            if nan:
+                for k in order[1:]:
+                    if lo[k] > run - tol:
+                        parts.append(part)
+                        part = [k]
+                    else:
+                        part.append(k)
+                    h = hi[k]
+                    if run == run and (h != h or h > run):
+                        run = h
+            else:   # the same loop where no NaN can occur (the common case): h > run is the whole test
+                for k in order[1:]:
+                    if lo[k] > run - tol:
+                        parts.append(part)
+                        part = [k]
+                    else:
+                        part.append(k)
+                    if hi[k] > run:
+                        run = hi[k]
             if parts:
                 parts.append(part)
-                stack.extend(reversed(parts))
+                if len(parts) == len(order):   # every part one box: they are read as they come
+                    out.extend(order)
+                else:
+                    stack.extend(reversed(parts))
                 break
         else:
             out.extend(sorted(idx, key=lambda k: (keys[1][k], keys[0][k])))
