@@ -85,25 +85,17 @@ def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
             order = sorted(idx, key=key.__getitem__)
             parts, part = [], [order[0]]
             run = hi[order[0]]
-            if nan:
-                for k in order[1:]:
-                    if lo[k] > run - tol:
-                        parts.append(part)
-                        part = [k]
-                    else:
-                        part.append(k)
-                    h = hi[k]
-                    if run == run and (h != h or h > run):
-                        run = h
-            else:   # the same loop where no NaN can occur (the common case): h > run is the whole test
-                for k in order[1:]:
-                    if lo[k] > run - tol:
-                        parts.append(part)
-                        part = [k]
-                    else:
-                        part.append(k)
-                    if hi[k] > run:
-                        run = hi[k]
+            for k in order[1:]:
+                if lo[k] > run - tol:
+                    parts.append(part)
+                    part = [k]
+                else:
+                    part.append(k)
+                h = hi[k]
+                # A NaN end sticks to the running maximum; without NaN (the common case) the
+                # first test decides alone.
+                if h > run or (nan and run == run and h != h):
+                    run = h
             if parts:
                 parts.append(part)
                 if len(parts) == len(order):   # every part one box: they are read as they come
@@ -501,8 +493,8 @@ def column_segments(
     o = np.lexsort((ed, ex, eb))
     eb, ex, cnt = eb[o], ex[o], np.cumsum(ed[o])
     low = (eb[:-1] == eb[1:]) & (cnt[:-1] <= tol_n[eb[:-1]])
-    start = low & ~np.r_[False, low[:-1]]
-    end = low & ~np.r_[low[1:], False]
+    start = low & ~np.concatenate(([False], low[:-1]))
+    end = low & ~np.concatenate((low[1:], [False]))
     s, e = np.flatnonzero(start), np.flatnonzero(end)
     gb, g0, g1 = eb[s], ex[s], ex[e + 1]
     cand = (g1 - g0 >= min_gap) & (g0 > xmin[gb]) & (g1 < xmax[gb])
@@ -516,7 +508,7 @@ def column_segments(
         sa = np.searchsorted(centre, mb * big + t0) - first_cut
         sz = np.searchsorted(centre, mb * big + t1) - first_cut
         n_cut = np.bincount(gb, minlength=n_box)
-        seg_base = np.r_[0, np.cumsum(n_cut + 1)]   # segment ids: box b owns seg_base[b] + 0..n_cut[b]
+        seg_base = np.concatenate(([0], np.cumsum(n_cut + 1)))   # segment ids: box b owns seg_base[b] + 0..n_cut[b]
         whole = np.bincount(seg_base[mb[sa == sz]] + sa[sa == sz], minlength=seg_base[-1])
         cut_k = np.arange(len(gb)) - np.searchsorted(gb, gb)   # index of each cut within its box
         left = seg_base[gb] + cut_k
