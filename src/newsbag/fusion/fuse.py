@@ -23,9 +23,8 @@ from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
-__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "source_names", "describe", "articles",
-           "member_records", "member_table",
-           "coarse_codes", "COARSE"]
+__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "effective_params", "source_names",
+           "describe", "articles", "member_records", "member_table", "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
 _COARSE_OF_LABEL = np.array([COARSE[labels.coarse_for(name)] for name in labels.LABELS], np.int8)
@@ -334,6 +333,21 @@ def _line_blocks(res: _Resolved, rep: _Resolved | None, lines: np.ndarray) -> _R
     return res.extend(blocks)
 
 
+def _page_sized(boxes: Boxes, share: float) -> np.ndarray:
+    """(N,) bool: boxes covering `share` of the page or more (`max_page_share`)."""
+    return area(boxes.xyxy) >= share * float(boxes.meta.width) * float(boxes.meta.height)
+
+
+def effective_params(params: ConsensusParams | BestSingleParams | ParagraphParams, boxes: Boxes):
+    """`params` as they act on `boxes`: a consensus `max_page_share` that no box reaches
+    leaves nothing out, so it acts as 1. Variants with equal effective params over the same
+    boxes give the same result: "union" and "P4" differ only in that share."""
+    if isinstance(params, ConsensusParams) and params.max_page_share < 1 and len(boxes):
+        if not _page_sized(boxes, params.max_page_share).any():
+            return replace(params, max_page_share=1.0)
+    return params
+
+
 def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
     """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
 
@@ -370,7 +384,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.max_page_share < 1:
         # A member that fails on a page returns one page-sized box (CDLA's "figure" on old
         # scans): it is neither a region nor a vote for every box under it.
-        page_sized = area(boxes.xyxy) >= params.max_page_share * float(meta.width) * float(meta.height)
+        page_sized = _page_sized(boxes, params.max_page_share)
         if page_sized.any():
             sel = np.flatnonzero(~page_sized)
             out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized))
@@ -539,15 +553,15 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     boxes of every source are added where no better-ranked source has one and no text region
     covers them. (7) With `titles`, text regions with heading evidence become ``headline``.
     Text lines (coarse class ``line``) are evidence only, except as regions of their own
-    (5b, `lines_back`), which are labelled ``text``. Support: the member sources plus every source whose same-class
-    boxes cover `t_cover` of the region.
+    (5b: `lines_match`, `lines_back`), which are labelled ``text``. Support: the member
+    sources plus every source whose same-class boxes cover `t_cover` of the region.
     """
     meta = boxes.meta
     if len(boxes) == 0:
         return _empty(boxes)
     coarse = coarse_codes(boxes)
     is_line = coarse == COARSE["line"]
-    sized = area(boxes.xyxy) < params.max_page_share * float(meta.width) * float(meta.height)
+    sized = ~_page_sized(boxes, params.max_page_share)
     region = ~is_line & sized
     textlike = region & np.isin(coarse, _TEXTLIKE)
     src_names, src = _codes(boxes, "source")

@@ -8,7 +8,7 @@ import gc
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -20,11 +20,11 @@ from ..errors import RunDirError
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
-from .fuse import VARIANTS, _codes, describe, member_table
-from .geometry import area, box_tree, self_pairs, subset_pairs
+from .fuse import VARIANTS, _codes, describe, effective_params, member_table
+from .geometry import box_tree, self_pairs, subset_pairs
 from .memo import Recent
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
-from .variants import RECIPE_DOC, ConsensusParams, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
+from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fuse_all", "fuse_page", "SCORE_DOC"]
 
@@ -76,7 +76,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
             taken[key] = (np.flatnonzero(mask), pool[mask], subset_pairs(pairs, mask))
         index, boxes, sub_pairs = taken[key]
         fn = VARIANTS[v.method]
-        same = (key, v.method, _effective_params(v.params, boxes))
+        same = (key, v.method, effective_params(v.params, boxes))
         if same in done:
             fused = done[same]
         elif v.method == "best_single":
@@ -93,18 +93,6 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
     return pool, fused_all, record
-
-
-def _effective_params(params, boxes: Boxes):
-    """`params` as they act on `boxes`: a consensus `max_page_share` that no box reaches
-    leaves nothing out, so it acts as 1 (the check `fuse_consensus` makes first). Variants
-    with equal effective params over the same sources give the same boxes: "union" and
-    "P4" differ only in that share."""
-    if isinstance(params, ConsensusParams) and params.max_page_share < 1 and len(boxes):
-        meta = boxes.meta
-        if not (area(boxes.xyxy) >= params.max_page_share * float(meta.width) * float(meta.height)).any():
-            return replace(params, max_page_share=1.0)
-    return params
 
 
 def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
@@ -284,7 +272,8 @@ def _table_is_current(path: Path, idents: dict) -> bool:
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while one page is computed, then back as it was.
+    """The cyclic garbage collector off while one page is computed, then back as it was (a
+    decorator of the page workers, or a ``with`` block).
 
     A page makes ~10^5 short-lived containers (region dicts, member lists, small arrays)
     and no reference cycles; young-generation collections scanning them were ~4 % of the
@@ -301,6 +290,7 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+@_gc_paused()
 def _score_task(task: tuple) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
@@ -308,11 +298,6 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
     the variants). None when the page cannot be read: the fusion pass reports it.
     """
     run_dir, page_id, cfg, needed, prints = task
-    with _gc_paused():
-        return _scored(run_dir, page_id, cfg, needed, prints)
-
-
-def _scored(run_dir: Path, page_id: str, cfg: FusionConfig, needed: list[str], prints: _Prints) -> dict[str, dict] | None:
     try:
         inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
         current = _current_metrics(record, metrics_fp, variant_fps)
@@ -376,14 +361,10 @@ def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error:
     return page_id, "failed", error
 
 
+@_gc_paused()
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
     """Worker: fuse one page for every variant whose outputs are not current. Errors become a one-line status."""
-    with _gc_paused():
-        return _fused_page(*task)
-
-
-def _fused_page(run_dir: Path, page_id: str, cfg: FusionConfig, active: dict[str, list[str]], needed: list[str],
-                prints: _Prints, force: bool) -> tuple[str, str, str | None]:
+    run_dir, page_id, cfg, active, needed, prints, force = task
     inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
     if not inputs:
         return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
