@@ -23,25 +23,25 @@ def _cuts(lo: np.ndarray, hi: np.ndarray, tol: float) -> tuple[np.ndarray, np.nd
     return order, np.cumsum(new) - 1
 
 
-def _depth_first(n: int, split: Callable[[np.ndarray], list[np.ndarray] | np.ndarray]) -> list[int]:
-    """Indices 0..n-1 in the order of a depth-first cut of the block of all of them.
+def _depth_first(start: list[int] | np.ndarray, split: Callable) -> list[int]:
+    """The indices of block `start` in the order of a depth-first cut of it.
 
-    `split(idx)` returns either the parts of block `idx` in reading order (a list; each part
+    `split(idx)` returns ``(parts, None)``, the parts of block `idx` in reading order (each
     strictly smaller, or the block itself once `split` has changed the state it decides on
-    so that it cannot be returned whole again: `_grid_cut` moving a box back to one column)
-    or the block's final order (an array). An explicit stack instead of recursion: no
+    so that it cannot be returned whole again: `_grid_cut` moving a box back to one column),
+    or ``(None, order)``, the block's final order. An explicit stack instead of recursion: no
     recursion limit on deep cut trees (a staircase of n boxes nests n levels).
     """
     out: list[int] = []
-    stack = [np.arange(n)]
+    stack = [start]
     while stack:
         idx = stack.pop()
         if len(idx) <= 1:
-            out.extend(idx.tolist())
+            out.extend(idx)
             continue
-        parts = split(idx)
-        if isinstance(parts, np.ndarray):
-            out.extend(parts.tolist())
+        parts, order = split(idx)
+        if parts is None:
+            out.extend(order)
         else:
             stack.extend(reversed(parts))
     return out
@@ -74,13 +74,8 @@ def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
         keys = [[_sort_key(v) for v in c] for c in (x0, y0)]
     else:   # plain floats sort as numpy sorts them
         keys = [x0, y0]
-    out: list[int] = []
-    stack = [list(range(len(x0)))]
-    while stack:
-        idx = stack.pop()
-        if len(idx) <= 1:
-            out.extend(idx)
-            continue
+
+    def split(idx: list[int]) -> tuple:
         for lo, hi, tol, key in ((x0, x1, tol_x, keys[0]), (y0, y1, tol_y, keys[1])):
             order = sorted(idx, key=key.__getitem__)
             parts, part = [], [order[0]]
@@ -98,14 +93,11 @@ def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
                     run = h
             if parts:
                 parts.append(part)
-                if len(parts) == len(order):   # every part one box: they are read as they come
-                    out.extend(order)
-                else:
-                    stack.extend(reversed(parts))
-                break
-        else:
-            out.extend(sorted(idx, key=lambda k: (keys[1][k], keys[0][k])))
-    return out
+                # every part one box: they are read as they come
+                return (None, order) if len(parts) == len(order) else (parts, None)
+        return None, sorted(idx, key=lambda k: (keys[1][k], keys[0][k]))
+
+    return _depth_first(list(range(len(x0))), split)
 
 
 def column_bounds(evidence_xyxy: np.ndarray, width: float, trim: float, *, bins: int = 1000,
@@ -367,16 +359,16 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
 
     `lo` and `hi` are updated in place where a box fused across a gutter goes back to one column.
     """
-    def split(idx: np.ndarray) -> list[np.ndarray] | np.ndarray:
+    def split(idx: np.ndarray) -> tuple:
         sub, blo, bhi = xyxy[idx], lo[idx], hi[idx]
         if blo.min() == bhi.max():   # one column: the plain XY-cut of its boxes
-            return idx[_xycut(sub, tol_x, tol_y)]
+            return None, idx[_xycut(sub, tol_x, tol_y)].tolist()
         order, group = _cuts(blo.astype(float), bhi + 0.5, 0.0)
         if group[-1] == 0:
             order, group = _cuts(sub[:, 1], sub[:, 3], tol_y)
             group = _join_strips(sub, blo, bhi, order, group, strip)
         if group[-1] > 0:
-            return _split_parts(idx, order, group)
+            return _split_parts(idx, order, group), None
         # Every column boundary spanned and no clean gap across. A spanning box taller than
         # `merged` whose top a box of its columns runs past is text fused across a gutter,
         # not a headline: it goes back to the column of its centre and the block is cut again.
@@ -388,7 +380,7 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         if merged_across.size:
             col = np.searchsorted(bounds, (sub[merged_across, 0] + sub[merged_across, 2]) / 2, side="right")
             lo[idx[merged_across]] = hi[idx[merged_across]] = col
-            return [idx]
+            return [idx], None
         # Otherwise bands that start at the top of each spanning box; it is read first in its
         # band, then the band's single-column boxes (which the next pass splits into columns).
         spanning = spanning[np.argsort(sub[spanning, 1], kind="stable")]
@@ -405,9 +397,9 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         parts = [idx[by_band[:ends[0]]]]
         for k, s_k in enumerate(spanning):
             parts += [idx[s_k:s_k + 1], idx[by_band[ends[k]:ends[k + 1]]]]
-        return [p for p in parts if len(p)]
+        return [p for p in parts if len(p)], None
 
-    return _depth_first(len(xyxy), split)
+    return _depth_first(np.arange(len(xyxy)), split)
 
 
 def _join_strips(sub: np.ndarray, blo: np.ndarray, bhi: np.ndarray, order: np.ndarray, group: np.ndarray,
