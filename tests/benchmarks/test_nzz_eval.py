@@ -44,3 +44,16 @@ def test_evaluate_scores_members_and_variants_against_ground_truth(nzz_eval):
 
 def test_split_halves_alternate_sorted_ids(nzz_eval):
     assert nzz_eval.split_halves(["d", "a", "c", "b"]) == (["a", "c"], ["b", "d"])
+
+
+def test_tune_reports_both_protocols_and_keeps_the_shipped_rules_in_the_thresholds_one(nzz_eval):
+    loaded = {"p": _page()}
+    tuned = nzz_eval.tune(loaded, DEFAULT_FUSION_CFG, "paragraphs", ["p"], ["text_lines/blocks"],
+                          order=["text_lines/blocks", "tesseract/paragraphs"])
+    assert set(tuned) == set(nzz_eval.PROTOCOL_MARK)
+    thresholds, row = tuned["thresholds"]
+    assert set(thresholds) == set(nzz_eval.GRID["paragraphs"]) | set(nzz_eval.RULES["paragraphs"])
+    assert (thresholds["nest_share"], thresholds["lines_match"]) == (0.8, 0.25)   # as the recipe ships them
+    assert row["iou_f1"] == pytest.approx(1.0)
+    rules, _ = tuned["rules too"]
+    assert rules["nest_share"] in (0.0, 0.8) and rules["lines_match"] in (0.0, 0.25)
