@@ -19,6 +19,7 @@ from ..articles import group_articles
 from ..contract import Boxes, member_table_records
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
+from .memo import Recent
 from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
@@ -49,16 +50,29 @@ def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Sorted names and (N,) codes of a string column (dict lookup: np.unique on objects is slow).
 
     Pooled columns come in runs (one source after another), so each run is looked up once
-    (2.4 -> 0.3 ms for a 6 x 300-box page).
+    (2.4 -> 0.3 ms for a 6 x 300-box page). The last few columns' codes are kept by column
+    object (its entry holds it, so its id is not reused): a page's variants over the same
+    sources, its member table and its pool share one column.
     """
     values = boxes.data[key]
+    hit = _CODES.get(id(values), lambda: (values, *_run_codes(values)))
+    return hit[1:] if hit[0] is values else _run_codes(values)
+
+
+_CODES = Recent(8)
+
+
+def _run_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(values)
     starts = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1] if n else np.zeros(0, np.intp)
     run_values = values[starts].tolist()
     names = sorted(set(run_values))
     lookup = {v: k for k, v in enumerate(names)}
     codes = np.repeat(np.array([lookup[v] for v in run_values], np.intp), np.diff(np.r_[starts, n]))
-    return np.array(names, dtype=object), codes
+    out = np.array(names, dtype=object), codes
+    for a in out:   # shared by `_codes`' callers: read-only
+        a.flags.writeable = False
+    return out
 
 
 def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
@@ -102,25 +116,80 @@ class _Resolved:
                          self.replaced)
 
 
+class _Prepared:
+    """What `fuse_consensus` derives from its boxes and pairs alone, whatever the params.
+
+    Kept per (boxes, pairs) object (`_prepare`): the variants over the same sources (P4,
+    union, vote and ranked take the page's whole pool) share one, as the stage hands them the
+    same objects.
+    """
+
+    def __init__(self, boxes: Boxes, pairs: Pairs):
+        self.boxes, self.pairs = boxes, pairs
+        n = len(boxes)
+        self.coarse = coarse = coarse_codes(boxes)
+        self.is_line = is_line = coarse == COARSE["line"]
+        self.textlike = textlike = np.isin(coarse, _TEXTLIKE)
+        self.src_names, self.src = src_names, src = _codes(boxes, "source")
+        self.fam_names, self.fam = _codes(boxes, "family")
+        n_src = len(src_names)
+        if n_src > 62:
+            raise ValueError(f"at most 62 sources can be fused at once, got {n_src}")
+        self.fam_of_src = np.zeros(n_src, np.intp)
+        self.fam_of_src[src] = self.fam
+        i, j, inter = pairs.i, pairs.j, pairs.inter
+        self.iou = pair_scores(boxes.xyxy, pairs)[0]
+        same = coarse[i] == coarse[j]
+        # Pairs `_resolve` may match: one coarse class, two sources.
+        self.matchable = same & (src[i] != src[j])
+        # Coverage of each box by each source's compatible boxes (text lines count for text and titles).
+        j_for_i = same | (is_line[j] & textlike[i])
+        i_for_j = same | (is_line[i] & textlike[j])
+        cov = np.zeros(n * n_src)
+        np.add.at(cov, i[j_for_i] * n_src + src[j[j_for_i]], inter[j_for_i])
+        np.add.at(cov, j[i_for_j] * n_src + src[i[i_for_j]], inter[i_for_j])
+        self.cov = cov.reshape(n, n_src) / np.maximum(area(boxes.xyxy), _EPS)[:, None]
+        self._support: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+    def support(self, t_cover: float) -> tuple[np.ndarray, np.ndarray]:
+        """(n_fam (N,) families that cover `t_cover` of each box, its own included; sup_bits (N,)
+        int64 bit set of such sources, bit k for `src_names` entry k)."""
+        if t_cover not in self._support:
+            n = len(self.boxes)
+            src_ok = self.cov >= t_cover
+            src_ok[np.arange(n), self.src] = True
+            fam_ok = np.zeros((n, len(self.fam_names)), bool)
+            for f in range(len(self.fam_names)):
+                fam_ok[:, f] = src_ok[:, self.fam_of_src == f].any(axis=1)
+            bit = np.int64(1) << np.arange(len(self.src_names), dtype=np.int64)
+            self._support[t_cover] = fam_ok.sum(axis=1), (src_ok * bit).sum(axis=1).astype(np.int64)
+        return self._support[t_cover]
+
+
+def _prepare(boxes: Boxes, pairs: Pairs) -> _Prepared:
+    """`_Prepared` of these objects, from the last few made (an entry holds its objects, so
+    their ids cannot be reused while it is kept)."""
+    pre = _PREPARED.get((id(boxes), id(pairs)), lambda: _Prepared(boxes, pairs))
+    return pre if pre.boxes is boxes and pre.pairs is pairs else _Prepared(boxes, pairs)
+
+
+_PREPARED = Recent(4)
+
+
 def _resolve(
     idx: np.ndarray,
-    boxes: Boxes,
-    pairs: Pairs,
-    coarse: np.ndarray,
-    src: np.ndarray,
-    fam: np.ndarray,
+    pre: _Prepared,
     sup_bits: np.ndarray,
     rank: np.ndarray,
     weight: np.ndarray,
     params: ConsensusParams,
 ) -> _Resolved:
     """Average IoU-matched boxes of `idx` (WBF style), then keep one granularity per nest."""
+    boxes, pairs, src, fam = pre.boxes, pre.pairs, pre.src, pre.fam
     n = len(boxes)
     sel = np.zeros(n, bool)
     sel[idx] = True
-    iou, _, _ = pair_scores(boxes.xyxy, pairs)
-    e = sel[pairs.i] & sel[pairs.j] & (coarse[pairs.i] == coarse[pairs.j]) & (src[pairs.i] != src[pairs.j])
-    e &= iou >= params.t_iou
+    e = sel[pairs.i] & sel[pairs.j] & pre.matchable & (pre.iou >= params.t_iou)
     local = np.full(n, -1, np.intp)
     local[idx] = np.arange(len(idx))
     gid = connected_groups(len(idx), local[pairs.i[e]], local[pairs.j[e]])
@@ -390,35 +459,10 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
             out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized))
             members = np.fromiter((sel[m] for m in out.data["member_idx"]), dtype=object, count=len(out))
             return Boxes(out.xyxy, out.score, out.label, out.meta, {**out.data, "member_idx": members})
-    coarse = coarse_codes(boxes)
-    is_line = coarse == COARSE["line"]
-    textlike = np.isin(coarse, _TEXTLIKE)
-    src_names, src = _codes(boxes, "source")
-    fam_names, fam = _codes(boxes, "family")
-    n_src = len(src_names)
-    if n_src > 62:
-        raise ValueError(f"at most 62 sources can be fused at once, got {n_src}")
-    fam_of_src = np.zeros(n_src, np.intp)
-    fam_of_src[src] = fam
-    a = np.maximum(area(boxes.xyxy), _EPS)
-
-    # (1) coverage of each box by each source's compatible boxes.
-    i, j, inter = pairs.i, pairs.j, pairs.inter
-    same = coarse[i] == coarse[j]
-    j_for_i = same | (is_line[j] & textlike[i])
-    i_for_j = same | (is_line[i] & textlike[j])
-    cov = np.zeros(n * n_src)
-    np.add.at(cov, i[j_for_i] * n_src + src[j[j_for_i]], inter[j_for_i])
-    np.add.at(cov, j[i_for_j] * n_src + src[i[i_for_j]], inter[i_for_j])
-    cov = cov.reshape(n, n_src) / a[:, None]
-    src_ok = cov >= params.t_cover
-    src_ok[np.arange(n), src] = True
-    fam_ok = np.zeros((n, len(fam_names)), bool)
-    for f in range(len(fam_names)):
-        fam_ok[:, f] = src_ok[:, fam_of_src == f].any(axis=1)
-    n_fam = fam_ok.sum(axis=1)
-    bit = np.int64(1) << np.arange(n_src, dtype=np.int64)
-    sup_bits = (src_ok * bit).sum(axis=1).astype(np.int64)
+    pre = _prepare(boxes, pairs)
+    coarse, is_line, textlike, src_names = pre.coarse, pre.is_line, pre.textlike, pre.src_names
+    # (1) support: families whose compatible boxes cover each box.
+    n_fam, sup_bits = pre.support(params.t_cover)
 
     # (2) vote.
     region = ~is_line
@@ -432,10 +476,10 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
         keep |= region & (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
 
     rank = _glob_rank(src_names, params.granularity)
-    sw = _glob_weight(src_names, params.weights)[src]
+    sw = _glob_weight(src_names, params.weights)[pre.src]
     weight = np.where(np.isnan(boxes.score), _NAN_SCORE_WEIGHT, boxes.score) * sw
 
-    args = (boxes, pairs, coarse, src, fam, sup_bits, rank, weight, params)
+    args = (pre, sup_bits, rank, weight, params)
     res = _resolve(np.flatnonzero(keep), *args)
     if len(lines) and params.fill_lines:
         res = _fill_from_boxes(res, lines, cand=np.flatnonzero(region & textlike & ~keep), boxes=boxes,
