@@ -3,7 +3,7 @@ import pytest
 from nbtest import make_boxes
 
 from newsbag.contract import Boxes
-from newsbag.fusion.fuse import VARIANTS, describe, fuse_consensus
+from newsbag.fusion.fuse import VARIANTS, describe, fuse_consensus, take_sources
 from newsbag.fusion.variants import METHODS, ConsensusParams
 
 
@@ -336,3 +336,35 @@ def test_titles_from_line_height():
     assert got == ["headline", "text", "text"]
     out = fuse_consensus(pool(regions, lines), ConsensusParams(vote=1))
     assert [labels.LABELS[k] for k in out.label] == ["text"] * 3
+
+
+@pytest.mark.parametrize("sources", [("paddle_layout/", "text_lines/"), ("paddle_layout/", "dell/", "text_lines/"),
+                                     ("mineru/", "paddle_vl15/")])
+def test_consensus_on_take_sources_boxes_is_the_consensus_on_fresh_copies(tmp_path, sources):
+    """A variant over some of the pool's sources takes its per-box work (codes, IoU, coverage)
+    from the pool's (`take_sources`): every output column equals a run on fresh copies."""
+    from synthetic_run import TORCH_SOURCES, write_synthetic_run
+
+    from newsbag.fusion.geometry import self_pairs, subset_pairs
+    from newsbag.io import read_source_boxes
+
+    run = write_synthetic_run(tmp_path, TORCH_SOURCES, ["p"])
+    parts = [read_source_boxes(f, "p", f"{f.parts[-3]}/{f.parts[-2]}")[0]
+             for f in sorted(run.glob("outputs/sources/*/*/p.json"))]
+    whole = Boxes.concat(parts)
+    pairs = self_pairs(whole.xyxy)
+    mask = np.array([s.startswith(sources) for s in whole.data["source"].tolist()])
+    params = ConsensusParams(vote=2, split_columns=True, fill_lines=True, titles=True)
+    fuse_consensus(whole, params, pairs)   # the pool's work, kept
+    boxes, sub_pairs = take_sources(whole, pairs, mask)
+    shared = fuse_consensus(boxes, params, sub_pairs)
+    fresh = whole[mask]
+    alone = fuse_consensus(Boxes(fresh.xyxy.copy(), fresh.score, fresh.label, fresh.meta,
+                                 {k: v.copy() for k, v in fresh.data.items()}), params, subset_pairs(pairs, mask))
+    assert len(alone) > 10
+    np.testing.assert_array_equal(shared.xyxy, alone.xyxy)
+    np.testing.assert_array_equal(shared.score, alone.score)
+    np.testing.assert_array_equal(shared.label, alone.label)
+    for key in ("support_bits", "order"):
+        np.testing.assert_array_equal(shared.data[key], alone.data[key])
+    assert [m.tolist() for m in shared.data["member_idx"]] == [m.tolist() for m in alone.data["member_idx"]]

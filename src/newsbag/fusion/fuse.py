@@ -24,7 +24,7 @@ from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
-__all__ = ["VARIANTS", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "effective_params", "source_names",
+__all__ = ["VARIANTS", "take_sources", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "effective_params", "source_names",
            "describe", "articles", "member_records", "member_table", "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
@@ -120,8 +120,8 @@ class _Prepared:
     """What `fuse_consensus` derives from its boxes and pairs alone, whatever the params.
 
     Kept per (boxes, pairs) object (`_prepare`): the variants over the same sources (P4,
-    union, vote and ranked take the page's whole pool) share one, as the stage hands them the
-    same objects.
+    union, vote and ranked take the page's whole pool) share one, and the boxes of a variant
+    over fewer sources (`take_sources`) take their rows and columns of the pool's.
     """
 
     def __init__(self, boxes: Boxes, pairs: Pairs):
@@ -133,10 +133,6 @@ class _Prepared:
         self.src_names, self.src = src_names, src = _codes(boxes, "source")
         self.fam_names, self.fam = _codes(boxes, "family")
         n_src = len(src_names)
-        if n_src > 62:
-            raise ValueError(f"at most 62 sources can be fused at once, got {n_src}")
-        self.fam_of_src = np.zeros(n_src, np.intp)
-        self.fam_of_src[src] = self.fam
         i, j, inter = pairs.i, pairs.j, pairs.inter
         self.iou = pair_scores(boxes.xyxy, pairs)[0]
         same = coarse[i] == coarse[j]
@@ -151,29 +147,66 @@ class _Prepared:
         self.cov = cov.reshape(n, n_src) / np.maximum(area(boxes.xyxy), _EPS)[:, None]
         self._support: dict[float, tuple[np.ndarray, np.ndarray]] = {}
 
+    def take(self, mask: np.ndarray, boxes: Boxes, pairs: Pairs) -> _Prepared:
+        """`_Prepared(boxes, pairs)` for ``boxes = self.boxes[mask]`` and its pairs, where `mask`
+        takes every box of the sources it takes: a box's coverage by such a source sums the
+        same pair areas in the same order, so the floats are the same."""
+        sub = object.__new__(_Prepared)
+        sub.boxes, sub.pairs = boxes, pairs
+        sub.coarse, sub.is_line, sub.textlike = self.coarse[mask], self.is_line[mask], self.textlike[mask]
+        present = np.flatnonzero(np.bincount(self.src[mask], minlength=len(self.src_names)))
+        sub.src_names, sub.src = self.src_names[present], np.searchsorted(present, self.src[mask])
+        fams = np.flatnonzero(np.bincount(self.fam[mask], minlength=len(self.fam_names)))
+        sub.fam_names, sub.fam = self.fam_names[fams], np.searchsorted(fams, self.fam[mask])
+        keep = mask[self.pairs.i] & mask[self.pairs.j]
+        sub.iou, sub.matchable = self.iou[keep], self.matchable[keep]
+        sub.cov = self.cov[mask][:, present]
+        sub._support = {}
+        return sub
+
     def support(self, t_cover: float) -> tuple[np.ndarray, np.ndarray]:
         """(n_fam (N,) families that cover `t_cover` of each box, its own included; sup_bits (N,)
         int64 bit set of such sources, bit k for `src_names` entry k)."""
         if t_cover not in self._support:
-            n = len(self.boxes)
+            n, n_src = len(self.boxes), len(self.src_names)
+            if n_src > 62:
+                raise ValueError(f"at most 62 sources can be fused at once, got {n_src}")
+            fam_of_src = np.zeros(n_src, np.intp)
+            fam_of_src[self.src] = self.fam
             src_ok = self.cov >= t_cover
             src_ok[np.arange(n), self.src] = True
             fam_ok = np.zeros((n, len(self.fam_names)), bool)
             for f in range(len(self.fam_names)):
-                fam_ok[:, f] = src_ok[:, self.fam_of_src == f].any(axis=1)
-            bit = np.int64(1) << np.arange(len(self.src_names), dtype=np.int64)
+                fam_ok[:, f] = src_ok[:, fam_of_src == f].any(axis=1)
+            bit = np.int64(1) << np.arange(n_src, dtype=np.int64)
             self._support[t_cover] = fam_ok.sum(axis=1), (src_ok * bit).sum(axis=1).astype(np.int64)
         return self._support[t_cover]
 
 
 def _prepare(boxes: Boxes, pairs: Pairs) -> _Prepared:
-    """`_Prepared` of these objects, from the last few made (an entry holds its objects, so
-    their ids cannot be reused while it is kept)."""
-    pre = _PREPARED.get((id(boxes), id(pairs)), lambda: _Prepared(boxes, pairs))
-    return pre if pre.boxes is boxes and pre.pairs is pairs else _Prepared(boxes, pairs)
+    """`_Prepared` of these objects, from the last few made or promised by `take_sources` (an
+    entry holds its objects, so their ids cannot be reused while it is kept)."""
+    key = (id(boxes), id(pairs))
+    hit = _PREPARED.take(key)
+    if hit is None or hit[0] is not boxes or hit[1] is not pairs:
+        pre = _Prepared(boxes, pairs)
+    else:
+        pre = hit[2]() if callable(hit[2]) else hit[2]
+    _PREPARED.put(key, (boxes, pairs, pre))
+    return pre
 
 
-_PREPARED = Recent(4)
+_PREPARED = Recent(16)
+
+
+def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pairs]:
+    """``pool[mask]`` and its overlapping pairs, for a variant over whole sources (`mask` takes
+    every box of each source it takes). `fuse_consensus` on them takes its per-box work from
+    the pool's (computed once per page, on the first such call) instead of redoing it."""
+    boxes, sub_pairs = pool[mask], subset_pairs(pairs, mask)
+    _PREPARED.put((id(boxes), id(sub_pairs)),
+                  (boxes, sub_pairs, lambda: _prepare(pool, pairs).take(mask, boxes, sub_pairs)))
+    return boxes, sub_pairs
 
 
 def _resolve(

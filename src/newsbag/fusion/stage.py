@@ -20,7 +20,7 @@ from ..errors import RunDirError
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
-from .fuse import VARIANTS, _codes, describe, effective_params, member_table
+from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
 from .geometry import box_tree, self_pairs, subset_pairs
 from .memo import Recent
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
@@ -73,7 +73,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         key = tuple(active[v.name])
         if key not in taken:
             mask = np.isin(src_code, [k for k, s in enumerate(src_names) if s in active[v.name]]) | line_mask
-            taken[key] = (np.flatnonzero(mask), pool[mask], subset_pairs(pairs, mask))
+            taken[key] = (np.flatnonzero(mask), *take_sources(pool, pairs, mask))
         index, boxes, sub_pairs = taken[key]
         fn = VARIANTS[v.method]
         same = (key, v.method, effective_params(v.params, boxes))
