@@ -44,7 +44,7 @@ def _assert_complete(run: Path) -> None:
 
 
 def test_atomic_write_names_the_path_and_the_space(tmp_path, monkeypatch):
-    def full(fh, data, path):
+    def full(fd, data, path):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(nb_io, "_write_file", full)
     target = tmp_path / "out" / "page.json"
@@ -61,10 +61,10 @@ def test_atomic_write_names_the_path_and_the_space(tmp_path, monkeypatch):
 def test_disk_full_during_fusion_then_rerun(tmp_path, page_dir, capsys, monkeypatch):
     real = nb_io._write_file
 
-    def full_in_fusion(fh, data, path):
+    def full_in_fusion(fd, data, path):
         if "/outputs/fusion/" in str(path):
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(fh, data, path)
+        real(fd, data, path)
 
     monkeypatch.setattr(nb_io, "_write_file", full_in_fusion)
     run = tmp_path / "run"

