@@ -24,6 +24,8 @@ __all__ = [
     "warnings_with",
     "regions_from_boxes",
     "member_table_records",
+    "str_list",
+    "float_list",
 ]
 
 
@@ -403,10 +405,10 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
     n = len(boxes)
     names = boxes.label_names.tolist()
     data = boxes.data
-    raw = [str(v) for v in data["raw_label"].tolist()] if "raw_label" in data else [str(v) for v in names]
+    raw = str_list(data["raw_label"].tolist()) if "raw_label" in data else names
     bbox = _round(boxes.xyxy, 2).tolist()
-    scores = [None if s != s else s for s in _round(boxes.score, 4).tolist()]
-    order = [None if o < 0 else int(o) for o in data["order"].tolist()] if "order" in data else [None] * n
+    scores = float_list(_round(boxes.score, 4))
+    order = _int_list(data["order"]) if "order" in data else [None] * n
     text = data["text"].tolist() if "text" in data else [None] * n
     keys = ["bbox_xyxy", "label", "class", "score", "order", "text"]
     cols = [bbox, raw, names, scores, order, text]
@@ -416,7 +418,7 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
             cols.append(data[key].tolist())
     if "article" in data:
         keys.append("article")
-        cols.append([None if a < 0 else int(a) for a in data["article"].tolist()])
+        cols.append(_int_list(data["article"]))
     if keys == _FUSED_KEYS:   # a fused page's regions: a dict display, half the time of dict(zip(...))
         return [{"bbox_xyxy": b, "label": lab, "class": c, "score": s, "order": o, "text": t, "support": sup,
                  "members": m, "article": a} for b, lab, c, s, o, t, sup, m, a in zip(*cols)]
@@ -424,6 +426,27 @@ def regions_from_boxes(boxes: Boxes) -> list[dict]:
 
 
 _FUSED_KEYS = ["bbox_xyxy", "label", "class", "score", "order", "text", "support", "members", "article"]
+
+
+# Column-to-list helpers: the per-element Python pass only when a value needs changing (most
+# columns need none, and these lists are built for every region of every fused page).
+def str_list(values: list) -> list:
+    """`values` as ``str``."""
+    return values if set(map(type, values)) <= {str} else [str(v) for v in values]
+
+
+def float_list(column: np.ndarray) -> list:
+    """A float column as a list, None for NaN."""
+    values = column.tolist()
+    return [None if v != v else v for v in values] if np.isnan(column).any() else values
+
+
+def _int_list(column: np.ndarray) -> list:
+    """An int column as a list, None for negatives (no order, no article)."""
+    values = column.tolist()
+    if column.dtype.kind in "iu" and not (column < 0).any():
+        return values
+    return [None if v < 0 else int(v) for v in values]
 
 
 def member_table_records(table: dict, rows: Iterable[int]) -> list[dict]:

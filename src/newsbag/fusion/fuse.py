@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import labels
 from ..articles import group_articles
-from ..contract import Boxes, member_table_records
+from ..contract import Boxes, float_list, member_table_records, str_list
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .memo import Recent
@@ -24,8 +24,8 @@ from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
-__all__ = ["VARIANTS", "take_sources", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "effective_params", "source_names",
-           "describe", "articles", "member_records", "member_table", "coarse_codes", "COARSE"]
+__all__ = ["VARIANTS", "take_sources", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "effective_params",
+           "source_names", "describe", "articles", "member_records", "member_table", "coarse_codes", "COARSE"]
 
 COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
 _COARSE_OF_LABEL = np.array([COARSE[labels.coarse_for(name)] for name in labels.LABELS], np.int8)
@@ -42,8 +42,8 @@ def coarse_codes(boxes: Boxes) -> np.ndarray:
 
 
 def source_names(boxes: Boxes) -> np.ndarray:
-    """Sorted unique source names; ``support_bits`` bit k stands for entry k."""
-    return np.array(sorted(set(boxes.data["source"].tolist())), dtype=object)
+    """Sorted unique source names (read-only); ``support_bits`` bit k stands for entry k."""
+    return _codes(boxes, "source")[0]
 
 
 def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -794,14 +794,13 @@ def member_table(boxes: Boxes) -> dict:
     label_names = np.array(labels.LABELS, dtype=object)
     raw = boxes.data.get("raw_label", label_names[boxes.label.astype(np.intp)])
     src_names, src = _codes(boxes, "source")
-    raw = np.array([str(v) for v in raw.tolist()], dtype=object)
-    raw_names = sorted(set(raw.tolist()))
+    raw = str_list(raw.tolist())
+    raw_names = sorted(set(raw))
     lookup = {v: k for k, v in enumerate(raw_names)}
-    score = np.round(boxes.score.astype(np.float64), 4)
     return {"sources": src_names.tolist(), "labels": raw_names,
             "source": src.tolist(), "bbox_xyxy": np.round(boxes.xyxy, 2).tolist(),
-            "label": [lookup[v] for v in raw.tolist()],
-            "score": [None if c != c else c for c in score.tolist()]}
+            "label": list(map(lookup.__getitem__, raw)),
+            "score": float_list(np.round(boxes.score.astype(np.float64), 4))}
 
 
 
