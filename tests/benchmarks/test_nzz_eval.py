@@ -49,11 +49,28 @@ def test_split_halves_alternate_sorted_ids(nzz_eval):
 def test_tune_reports_both_protocols_and_keeps_the_shipped_rules_in_the_thresholds_one(nzz_eval):
     loaded = {"p": _page()}
     tuned = nzz_eval.tune(loaded, DEFAULT_FUSION_CFG, "paragraphs", ["p"], ["text_lines/blocks"],
-                          order=["text_lines/blocks", "tesseract/paragraphs"])
+                          order=["text_lines/blocks", "tesseract/paragraphs"], every=True)
     assert set(tuned) == set(nzz_eval.PROTOCOL_MARK)
+    every, every_row = tuned["every threshold"]
+    assert set(every) == {*nzz_eval.GRID["paragraphs"], *nzz_eval.RULES["paragraphs"], *nzz_eval.FIXED["paragraphs"]}
+    assert every_row["iou_f1"] >= tuned["thresholds"][1]["iou_f1"]   # descent starts there and only moves up
     thresholds, row = tuned["thresholds"]
     assert set(thresholds) == set(nzz_eval.GRID["paragraphs"]) | set(nzz_eval.RULES["paragraphs"])
     assert (thresholds["nest_share"], thresholds["lines_match"]) == (0.8, 0.25)   # as the recipe ships them
     assert row["iou_f1"] == pytest.approx(1.0)
     rules, _ = tuned["rules too"]
     assert rules["nest_share"] in (0.0, 0.8) and rules["lines_match"] in (0.0, 0.25)
+
+
+def test_descent_moves_one_threshold_at_a_time_to_a_better_point_and_stops(nzz_eval):
+    seen = []
+
+    def score(point):   # best at a=2, b=0; IoU-like second key
+        seen.append(dict(point))
+        return (0.0, -abs(point["a"] - 2) - abs(point["b"])), {"iou_f1": 0.0}
+    start = (score({"a": 0, "b": 1})[0], {"a": 0, "b": 1}, {})
+    key, point, _ = nzz_eval.descend(score, start, {"a": [0, 1, 2], "b": [0, 1]})
+    assert point == {"a": 2, "b": 0} and key == (0.0, 0)
+    # one threshold moved at a time, each point scored once, and a second pass that changes nothing ends it
+    assert seen == [{"a": 0, "b": 1}, {"a": 1, "b": 1}, {"a": 2, "b": 1}, {"a": 2, "b": 0}, {"a": 0, "b": 0},
+                    {"a": 1, "b": 0}]
