@@ -368,3 +368,19 @@ def test_consensus_on_take_sources_boxes_is_the_consensus_on_fresh_copies(tmp_pa
     for key in ("support_bits", "order"):
         np.testing.assert_array_equal(shared.data[key], alone.data[key])
     assert [m.tolist() for m in shared.data["member_idx"]] == [m.tolist() for m in alone.data["member_idx"]]
+
+
+@pytest.mark.parametrize("gid, w, expected", [
+    ([0, 0, 1], [0.2, 0.9, 0.5], [1, 2]),                       # the heaviest member of each group
+    ([0, 0, 0], [0.7, 0.7, 0.1], [0]),                          # tie -> the first
+    ([1, 0, 1, 0], [0.0, -0.0, 0.0, 0.3], [3, 0]),              # -0.0 ties 0.0
+    ([0, 0, 1, 1], [float("nan"), 0.1, float("nan"), float("nan")], [1, 2]),   # NaN weighs least
+    ([0, 0], [-float("inf"), -float("inf")], [0]),              # -inf is a weight too
+])
+def test_heaviest_is_the_head_of_each_group_in_lexsort_order(gid, w, expected):
+    from newsbag.fusion.fuse import _heaviest
+
+    gid, w = np.array(gid), np.array(w)
+    top = np.lexsort((-w, gid))
+    heads = top[np.r_[True, gid[top][1:] != gid[top][:-1]]]
+    assert _heaviest(gid, w, int(gid.max()) + 1).tolist() == expected == heads[np.argsort(gid[heads])].tolist()

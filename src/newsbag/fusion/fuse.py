@@ -239,10 +239,7 @@ def _resolve(
     ssum = np.bincount(gid[has], sc[has], minlength=g)
     scount = np.bincount(gid[has], minlength=g)
     score = np.where(scount > 0, ssum / np.maximum(scount, 1), np.nan)
-    top = np.lexsort((-w, gid))
-    first = np.r_[True, gid[top][1:] != gid[top][:-1]] if len(top) else np.zeros(0, bool)
-    label = np.empty(g, np.int8)
-    label[gid[top][first]] = boxes.label[idx[top][first]]
+    label = boxes.label[idx[_heaviest(gid, w, g)]]
     support = np.zeros(g, np.int64)
     np.bitwise_or.at(support, gid, sup_bits[idx])
     n_fam = int(fam.max()) + 1 if len(fam) else 1
@@ -317,12 +314,33 @@ def _resolve(
                      kept_support, grank[kept], replaced)
 
 
+def _heaviest(gid: np.ndarray, w: np.ndarray, g: int) -> np.ndarray:
+    """(g,) position of each group's heaviest member, the first one on ties (NaN weighs least):
+    the head of each group in ``np.lexsort((-w, gid))``, found without sorting (3x faster)."""
+    if np.isnan(w).any():
+        top = np.lexsort((-w, gid))
+        first = np.ones(len(top), bool)
+        first[1:] = gid[top][1:] != gid[top][:-1]
+        out = np.empty(g, np.intp)
+        out[gid[top[first]]] = top[first]
+        return out
+    best = np.full(g, -np.inf)
+    np.maximum.at(best, gid, w)
+    heavy = np.flatnonzero(w == best[gid])
+    out = np.full(g, len(w), np.intp)
+    np.minimum.at(out, gid[heavy], heavy)
+    return out
+
+
 def _split_by(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     """(n,) object array: entry k holds the `values` whose `owner` is k (owner -1: none)."""
+    if n == 0:   # most rounds replace no container
+        return np.zeros(0, object)
     ok = owner >= 0
-    o = np.argsort(owner[ok], kind="stable")
+    mine = owner[ok]
+    o = np.argsort(mine, kind="stable")
     flat = values[ok][o]
-    ends = np.cumsum(np.bincount(owner[ok], minlength=n)).tolist()
+    ends = np.cumsum(np.bincount(mine, minlength=n)).tolist()
     return np.fromiter(map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends)), dtype=object, count=n)
 
 
