@@ -52,14 +52,15 @@ def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
     Pooled columns come in runs (one source after another), so each run is looked up once
     (2.4 -> 0.3 ms for a 6 x 300-box page). The last few columns' codes are kept by column
     object (its entry holds it, so its id is not reused): a page's variants over the same
-    sources, its member table and its pool share one column.
+    sources, its member table and its pool share one column, and `take_sources` gives the
+    columns it takes from the pool their codes.
     """
     values = boxes.data[key]
     hit = _CODES.get(id(values), lambda: (values, *_run_codes(values)))
     return hit[1:] if hit[0] is values else _run_codes(values)
 
 
-_CODES = Recent(8)
+_CODES = Recent(32)
 
 
 def _run_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,10 +70,14 @@ def _run_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     names = sorted(set(run_values))
     lookup = {v: k for k, v in enumerate(names)}
     codes = np.repeat(np.array([lookup[v] for v in run_values], np.intp), np.diff(np.r_[starts, n]))
-    out = np.array(names, dtype=object), codes
-    for a in out:   # shared by `_codes`' callers: read-only
+    return _read_only(np.array(names, dtype=object), codes)
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays, made read-only: `_codes` shares them between its callers."""
+    for a in arrays:
         a.flags.writeable = False
-    return out
+    return arrays
 
 
 def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
@@ -206,6 +211,12 @@ def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pa
     boxes, sub_pairs = pool[mask], subset_pairs(pairs, mask)
     _PREPARED.put((id(boxes), id(sub_pairs)),
                   (boxes, sub_pairs, lambda: _prepare(pool, pairs).take(mask, boxes, sub_pairs)))
+    for key in ("source", "family"):   # their codes: the pool's, renumbered over the names present
+        if key in pool.data:
+            names, codes = _codes(pool, key)
+            present = np.flatnonzero(np.bincount(codes[mask], minlength=len(names)))
+            _CODES.put(id(boxes.data[key]), (boxes.data[key], *_read_only(names[present],
+                                                                           np.searchsorted(present, codes[mask]))))
     return boxes, sub_pairs
 
 

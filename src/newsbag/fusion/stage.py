@@ -21,7 +21,7 @@ from ..io import atomic_text_file, atomic_write_text, read_json, read_source_box
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
-from .geometry import box_tree, self_pairs, subset_pairs
+from .geometry import box_tree, self_pairs
 from .memo import Recent
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
@@ -122,7 +122,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
     lines = pool.xyxy[line_mask]
     region_sources = [s for s in pages if _is_region_source(s, cfg)]
     region_mask = np.isin(src, region_sources) | line_mask
-    loo = loo_agreement(pool[region_mask], subset_pairs(pairs, region_mask))
+    loo = loo_agreement(*take_sources(pool, pairs, region_mask))
     metrics = {}
     line_source = [cfg.line_source] if cfg.line_source in pages else []
     for s in region_sources + line_source:
