@@ -123,3 +123,31 @@ def test_measured_pages_are_kept_by_their_inputs_and_never_shared_by_different_o
             got = page_metrics(regions, ls)
             assert {k: None if v != v else v for k, v in got.items()} == {k: None if v != v else v for k, v in w.items()}
             got["score"] = -1.0
+
+
+def test_text_line_pairs_are_the_query_pairs_of_each_sources_text(tmp_path):
+    """Each source's (text box, line) pairs taken from the pool's own pairs are the pairs a
+    query finds (the lines against themselves included), and give the same metrics."""
+    from synthetic_run import TORCH_SOURCES, write_synthetic_run
+
+    from newsbag.contract import Boxes
+    from newsbag.fusion.geometry import cross_pairs, self_pairs
+    from newsbag.fusion.metrics import _page_metrics, _textlike, text_line_pairs
+    from newsbag.io import read_source_boxes
+
+    run = write_synthetic_run(tmp_path, TORCH_SOURCES, ["p"])
+    pool = Boxes.concat([read_source_boxes(f, "p", f"{f.parts[-3]}/{f.parts[-2]}")[0]
+                         for f in sorted(run.glob("outputs/sources/*/*/p.json"))])
+    line_mask = pool.data["source"] == "text_lines/lines"
+    lines = pool.xyxy[line_mask]
+    names = sorted(set(pool.data["source"].tolist()))
+    got = text_line_pairs(pool, self_pairs(pool.xyxy), line_mask, {s: s == "text_lines/lines" for s in names})
+    for s in names:
+        own = pool[pool.data["source"] == s]
+        text = own.xyxy if s == "text_lines/lines" else own.xyxy[_textlike(own)]
+        want = cross_pairs(text, lines)
+        assert sorted(zip(got[s].i.tolist(), got[s].j.tolist(), got[s].inter.tolist())) == \
+            sorted(zip(want.i.tolist(), want.j.tolist(), want.inter.tolist())), s
+        if s != "text_lines/lines":   # (the line source is measured relabelled as text by the stage)
+            assert _page_metrics(own, lines, None, got[s]) == pytest.approx(_page_metrics(own, lines, None, None),
+                                                                             nan_ok=True, rel=0, abs=0)

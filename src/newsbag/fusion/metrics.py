@@ -17,6 +17,7 @@ __all__ = [
     "iou_f1",
     "page_metrics",
     "page_score",
+    "text_line_pairs",
     "best_source",
     "loo_agreement",
     "METRIC_KEYS",
@@ -144,13 +145,16 @@ def page_score(m: dict) -> float:
                  * (1 - m["empty_share"] / 2) * (1 - m["overlap_share"]))
 
 
-def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None = None) -> dict:
+def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None = None,
+                 line_pairs: Pairs | None = None) -> dict:
     """No-GT metrics of one page's regions (a source or a fused variant).
 
     Args:
         regions: region boxes (text-line boxes among them are ignored).
         lines: (L, 4) text-line evidence; with none, line metrics are NaN.
         line_tree: `geometry.box_tree(lines)`, shared when one page is measured many times.
+        line_pairs: ``cross_pairs(text regions, lines)`` when the caller has them, in any
+            order (`text_line_pairs`): the metrics count pairs, whatever their order.
 
     Returns:
         dict with `METRIC_KEYS`: region counts, text_area_ratio (union of text regions /
@@ -166,13 +170,14 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
     # Variants of one page often give the same regions (union and P4): measured once.
     key = (xyxy.tobytes(), np.ascontiguousarray(regions.label).tobytes(), float(meta.width), float(meta.height),
            lines.tobytes())
-    return dict(_MEASURED.get(key, lambda: _page_metrics(regions, lines, line_tree)))
+    return dict(_MEASURED.get(key, lambda: _page_metrics(regions, lines, line_tree, line_pairs)))
 
 
 _MEASURED = Recent(16)
 
 
-def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None) -> dict:
+def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None,
+                  line_pairs: Pairs | None) -> dict:
     meta = regions.meta
     text = regions.xyxy[_textlike(regions)]
     count = cover_count(text, meta.width, meta.height, _RASTER)
@@ -184,7 +189,7 @@ def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree 
         m.update(line_coverage=np.nan, cross_share=np.nan, single_line_share=np.nan, lonely_line_share=np.nan,
                  empty_share=np.nan)
     else:
-        p = cross_pairs(text, lines, line_tree)
+        p = line_pairs if line_pairs is not None else cross_pairs(text, lines, line_tree)
         inside = p.inter >= 0.5 * np.maximum(area(lines)[p.j], 1e-9)
         mb, ml = p.i[inside], p.j[inside]
         covered = np.zeros(len(lines), bool)
@@ -203,6 +208,34 @@ def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree 
             m.update(cross_share=0.0, single_line_share=0.0, lonely_line_share=0.0, empty_share=0.0)
     m["score"] = page_score(m)
     return m
+
+
+def text_line_pairs(pool: Boxes, pairs: Pairs, line_mask: np.ndarray, sources: dict[str, bool]) -> dict[str, Pairs]:
+    """``cross_pairs(text, lines)`` of each source's text boxes (all its boxes where `sources`
+    says True: the text lines measured as regions) with the pool's lines (`line_mask`), taken
+    from the pool's own overlapping `pairs` (i < j, each once) instead of a query per source.
+
+    The pairs come in another order than the query's, which `page_metrics` does not depend on.
+    """
+    line_index = np.cumsum(line_mask) - 1
+    lines = pool.xyxy[line_mask]
+    rows = np.flatnonzero(line_mask)
+    ok = area(lines) > 0   # a line overlaps itself: the query finds it, the pool's pairs do not
+    # Both ways round (text box, line), then each line with itself.
+    side_text = np.concatenate([pairs.i, pairs.j, rows[ok]])
+    side_line = np.concatenate([pairs.j, pairs.i, rows[ok]])
+    inter = np.concatenate([pairs.inter, pairs.inter, area(lines)[ok]])
+    on_line = line_mask[side_line]
+    side_text, side_line, inter = side_text[on_line], side_line[on_line], inter[on_line]
+    src = pool.data["source"]
+    text = _textlike(pool)
+    out = {}
+    for name, whole in sources.items():
+        mine = (src == name) & (text | whole)
+        pos = np.cumsum(mine) - 1
+        take = mine[side_text]
+        out[name] = Pairs(pos[side_text[take]], line_index[side_line[take]], inter[take])
+    return out
 
 
 def best_source(boxes: Boxes) -> str:

@@ -23,7 +23,7 @@ from ..tables import tsv_text, tsv_writer
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
 from .geometry import box_tree, self_pairs
 from .memo import Recent
-from .metrics import METRIC_KEYS, loo_agreement, page_metrics
+from .metrics import METRIC_KEYS, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fuse_all", "fuse_page", "SCORE_DOC"]
@@ -125,11 +125,12 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
     loo = loo_agreement(*take_sources(pool, pairs, region_mask))
     metrics = {}
     line_source = [cfg.line_source] if cfg.line_source in pages else []
+    line_pairs = text_line_pairs(pool, pairs, line_mask, {s: s in line_source for s in region_sources + line_source})
     for s in region_sources + line_source:
         own = pool[src == s]
         if s in line_source:  # the evidence itself, scored as if each line were a text region
             own = Boxes(own.xyxy, own.score, np.full(len(own), labels.label_code("text")), own.meta, own.data)
-        m = page_metrics(own, lines, line_tree)
+        m = page_metrics(own, lines, line_tree, line_pairs[s])
         metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
                       "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
     return pool, pairs, line_mask, line_tree, metrics
