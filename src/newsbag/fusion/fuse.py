@@ -619,9 +619,10 @@ def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None
     if not region.any():
         return _empty(boxes)
     name = (choose or best_source)(boxes)
-    idx = np.flatnonzero(region & (boxes.data["source"] == name))
-    names = source_names(boxes)
-    bit = np.int64(1) << np.int64(int(np.searchsorted(names, name)))
+    names, src = _codes(boxes, "source")
+    k = int(np.searchsorted(names, name))
+    idx = np.flatnonzero(region & (src == k)) if k < len(names) and names[k] == name else np.zeros(0, np.intp)
+    bit = np.int64(1) << np.int64(k)
     members = np.fromiter(idx.reshape(-1, 1), dtype=object, count=len(idx))   # each its own (1,) array
     xyxy = boxes.xyxy[idx]
     return Boxes(

@@ -58,7 +58,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
 
     def choose(boxes: Boxes) -> str:
         # best_single reuses the source scores computed above (same `page_score`).
-        names = sorted(set(boxes.data["source"].tolist()) & set(source_metrics) - set(line_source))
+        names = sorted(set(_codes(boxes, "source")[0].tolist()) & set(source_metrics) - set(line_source))
         scores = [source_metrics[n]["score"] for n in names]
         return names[int(np.argmax([-1.0 if x is None or np.isnan(x) else x for x in scores]))]
 
