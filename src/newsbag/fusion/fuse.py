@@ -870,10 +870,10 @@ def describe(fused: Boxes, boxes: Boxes, source: str, index: np.ndarray | None =
 
 def articles(fused: Boxes) -> np.ndarray:
     """(N,) article id of each text or title region in reading order (`articles.group_articles`), -1 for the rest."""
-    coarse = fused.coarse
-    read = np.flatnonzero((coarse == "text") | (coarse == "title"))
+    coarse = coarse_codes(fused)
+    read = np.flatnonzero((coarse == COARSE["text"]) | (coarse == COARSE["title"]))
     out = np.full(len(fused), -1, dtype=np.int64)
     order = fused.data["order"][read]
     rank = np.where(order >= 0, order, np.iinfo(np.int64).max)
-    out[read] = group_articles(fused.xyxy[read], coarse[read] == "title", rank)
+    out[read] = group_articles(fused.xyxy[read], coarse[read] == COARSE["title"], rank)
     return out
