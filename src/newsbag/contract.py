@@ -203,6 +203,14 @@ def _column(regions: list[dict], key: str) -> list:
         return [r.get(key) for r in regions]
 
 
+def _corners(bboxes: list) -> np.ndarray:
+    """(N, 4) float64 corners of ``bbox_xyxy`` lists that passed `validate_source_page`, null -> NaN."""
+    try:   # all numbers: one flat C-level pass, half the time of np.array on nested lists
+        return np.fromiter(chain.from_iterable(bboxes), np.float64, count=4 * len(bboxes)).reshape(-1, 4)
+    except TypeError:   # a null
+        return np.array(bboxes, dtype=np.float64).reshape(len(bboxes), 4)
+
+
 _NUMBER_OR_NULL = frozenset({int, float, type(None)})
 _NUMBER = frozenset({int, float})
 
@@ -325,7 +333,7 @@ def repaired_boxes(page: dict, source: str, extra: dict[str, Any] | None = None)
         (boxes, counts of what was repaired, as `repair_regions` gives them).
     """
     regions = page["regions"]
-    xyxy = np.array(_column(regions, "bbox_xyxy"), dtype=np.float64).reshape(len(regions), 4)
+    xyxy = _corners(_column(regions, "bbox_xyxy"))
     scores = _column(regions, "score")
     bad_score = _bad_scores(scores)
     keep, fixed, _, counts = _repair_boxes(xyxy, bad_score, page["image"])
