@@ -19,7 +19,7 @@ from ..articles import group_articles
 from ..contract import Boxes, float_list, member_table_records, str_list
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
-from .memo import Recent
+from .memo import Recent, read_only
 from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
@@ -70,14 +70,7 @@ def _run_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     names = sorted(set(run_values))
     lookup = {v: k for k, v in enumerate(names)}
     codes = np.repeat(np.array([lookup[v] for v in run_values], np.intp), np.diff(np.r_[starts, n]))
-    return _read_only(np.array(names, dtype=object), codes)
-
-
-def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The arrays, made read-only: `_codes` shares them between its callers."""
-    for a in arrays:
-        a.flags.writeable = False
-    return arrays
+    return read_only(np.array(names, dtype=object), codes)
 
 
 def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
@@ -215,7 +208,7 @@ def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pa
         if key in pool.data:
             names, codes = _codes(pool, key)
             present = np.flatnonzero(np.bincount(codes[mask], minlength=len(names)))
-            _CODES.put(id(boxes.data[key]), (boxes.data[key], *_read_only(names[present],
+            _CODES.put(id(boxes.data[key]), (boxes.data[key], *read_only(names[present],
                                                                            np.searchsorted(present, codes[mask]))))
     return boxes, sub_pairs
 
@@ -351,8 +344,13 @@ def _split_by(values: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     mine = owner[ok]
     o = np.argsort(mine, kind="stable")
     flat = values[ok][o]
-    ends = np.cumsum(np.bincount(mine, minlength=n)).tolist()
-    return np.fromiter(map(flat.__getitem__, map(slice, [0, *ends[:-1]], ends)), dtype=object, count=n)
+    return _pieces(flat, np.cumsum(np.bincount(mine, minlength=n)).tolist())
+
+
+def _pieces(seq, ends: list[int]) -> np.ndarray:
+    """(len(ends),) object array of the consecutive slices ``seq[0:ends[0]], seq[ends[0]:ends[1]], ...``
+    (C-level maps: no Python step per piece)."""
+    return np.fromiter(map(seq.__getitem__, map(slice, [0, *ends[:-1]], ends)), dtype=object, count=len(ends))
 
 
 def _side_by_side(xyxy: np.ndarray, child: np.ndarray, cont: np.ndarray, g: int) -> np.ndarray:
@@ -860,7 +858,7 @@ def describe(fused: Boxes, boxes: Boxes, source: str, index: np.ndarray | None =
         recs = [table[m] for m in recs]
     # fromiter keeps each list one object (np.array would stack equal-length lists 2-D).
     support = np.fromiter(map(list, map(by_bits.__getitem__, bits)), dtype=object, count=n)
-    members = np.fromiter(map(recs.__getitem__, map(slice, [0, *ends[:-1]], ends)), dtype=object, count=n)
+    members = _pieces(recs, ends)
     return Boxes(
         xyxy=fused.xyxy, score=fused.score, label=fused.label, meta=fused.meta,
         data={"support": support, "members": members, "order": fused.data["order"],

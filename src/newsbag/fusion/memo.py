@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["Recent"]
+import numpy as np
+
+__all__ = ["Recent", "read_only"]
 
 
 class Recent:
@@ -48,3 +50,10 @@ class Recent:
     def clear(self) -> None:
         self.items.clear()
         self.costs.clear()
+
+
+def read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays, made read-only: a memo hands the same arrays to every caller."""
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays

@@ -7,7 +7,7 @@ import shapely
 
 from ..contract import Boxes
 from .geometry import Pairs, area, cross_pairs
-from .memo import Recent
+from .memo import Recent, read_only
 from .order import column_segments
 
 __all__ = [
@@ -46,12 +46,7 @@ def cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -
     """
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
     key = (xyxy.tobytes(), float(width), float(height), int(long_side))
-    return _RASTERS.get(key, lambda: _frozen(_cover_count(xyxy, width, height, long_side)))
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a
+    return _RASTERS.get(key, lambda: read_only(_cover_count(xyxy, width, height, long_side))[0])
 
 
 _RASTERS = Recent(8)

@@ -12,7 +12,6 @@ import json
 from collections import Counter
 from pathlib import Path
 
-
 from ..errors import EnvError
 from ..export.layout import page_regions
 from ..io import atomic_write_text
