@@ -333,3 +333,36 @@ def test_the_garbage_collector_is_back_as_it_was_after_each_page(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_per_page_files_skip_the_fsync_and_a_rerun_redoes_the_pages_a_power_cut_tore(tmp_path, monkeypatch):
+    """Fused pages, member tables and metrics records are written without an fsync (the
+    run-level files keep theirs); each page's record holds their identities, so a page whose
+    file lost its data (zero length, half written) is computed again and nothing else is."""
+    from newsbag import rundir
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    small = _write_run(tmp_path / "small", pids=("p1", "p2"))
+    run_fusion(small, ["p1", "p2"], CFG)
+    per_run = len(synced)
+    synced.clear()
+    pids = ["p1", "p2", "p3", "p4"]
+    run = _write_run(tmp_path / "big", pids=pids)
+    run_fusion(run, pids, CFG)
+    assert len(synced) == per_run   # independent of the number of pages
+
+    fused = sorted((run / "outputs" / "fusion").glob("[CS]*/*.json"))
+    before = {p: json.loads(p.read_text()) for p in fused}
+    (run / "outputs/fusion/C/p1.json").write_bytes(b"")
+    table = rundir.members_table_path(run, "p2")
+    table.write_bytes(table.read_bytes()[: table.stat().st_size // 2])
+    record = rundir.metrics_path(run, "p3")
+    record.write_bytes(record.read_bytes()[:100])
+    seen = []
+    run_fusion(run, pids, CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "ok"), ("p2", "ok"), ("p3", "ok"), ("p4", "skipped")]
+    for p, page in before.items():
+        assert json.loads(p.read_text())["regions"] == page["regions"], p
+    assert json.loads(table.read_text())["page_id"] == "p2"

@@ -317,7 +317,7 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
             "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
-        }, compact=True)
+        }, compact=True, durable=False)
         return metrics
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
         return None
@@ -373,8 +373,13 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
     current = None if force else _current_metrics(record, metrics_fp, variant_fps)
     written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
+    table_path = rundir.members_table_path(run_dir, page_id)
+    # Every variant page indexes the member table: a table lost or torn redoes them all.
+    table_id = rundir.file_identity(table_path)
+    table_ok = current is not None and table_id is not None and (
+        table_id == current.get("members_table") or _table_is_current(table_path, idents))
     stale = [v for v in active
-             if current is None or v not in current["variants"]
+             if not table_ok or v not in current["variants"]
              or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v], written.get(v))]
     if not stale:
         return page_id, "skipped", None
@@ -385,20 +390,21 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
         if not pages:
             return _fail_page(run_dir, page_id, active, f"page {page_id}: no readable source page ({'; '.join(dropped.values())})")
-        table_path = rundir.members_table_path(run_dir, page_id)
         fused_pages, new, table = fuse_page(
             pages, image, cfg, {v: active[v] for v in stale},
             source_metrics=None if current is None or dropped else _nan_for_none(current["sources"]),
             members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"), pooled=pooled)
         # The table first: a variant page on disk always finds the table it indexes. It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
-        if current is None or not _table_is_current(table_path, idents):
-            write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True)
+        # Per-page files skip the fsync (`io.atomic_write_bytes`): the record below holds the
+        # identity of each, so a rerun redoes a page a power cut tore.
+        if not table_ok:
+            write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True, durable=False)
         outputs = {v: i for v, i in written.items() if v in active and v not in stale}
         for name, page in fused_pages.items():
             page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
             path = rundir.fused_dir(run_dir, name) / f"{page_id}.json"
-            write_json(path, page, compact=True)
+            write_json(path, page, compact=True, durable=False)
             outputs[name] = rundir.file_identity(path)
             rundir.failure_path(rundir.fused_dir(run_dir, name), page_id).unlink(missing_ok=True)
         new = _jsonable(new)
@@ -409,7 +415,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             "best_single_choice": {**choice, **new["best_single_choice"]},
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
             "inputs": idents, "dropped": dropped, "outputs": outputs,
-        }, compact=True)
+            "members_table": rundir.file_identity(table_path),
+        }, compact=True, durable=False)
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
     except Exception as exc:  # the page boundary: record and go on
