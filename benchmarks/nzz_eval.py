@@ -17,7 +17,8 @@ other half: `<variant>+`. `<variant>*` is the stricter protocol: the rules of `R
 each written while looking at one page of one half, are switched on or off by the
 tuning half as well. With --all-thresholds, `<variant>#` also holds out the thresholds the
 recipe otherwise fixes (`FIXED`): from the `+` point, coordinate descent on the tuning half
-over `GRID` and `FIXED` together. Every table says which numbers are in-sample. The no-ground-truth score's
+over `GRID`, `RULES` and `FIXED` together (a value moves only when the tuning half strictly
+prefers another: where it cannot tell, the shipped value stays, which `*` does not grant). Every table says which numbers are in-sample. The no-ground-truth score's
 agreement with GT is the Spearman rank correlation, per page, between each candidate's
 (sources and variants) no-GT score and its GT text IoU F1, averaged over the half's pages
 (also for the score before #12, which counted one-line regions instead of lonely lines),
@@ -191,7 +192,7 @@ def tune(loaded: dict, fusion_cfg: dict, variant: str, ids: list[str], members: 
          every: bool = False):
     """The best point on the pages `ids` of `GRID` with the rules of `RULES` as the recipe
     ships them ("thresholds"), and of `GRID` x `RULES` ("rules too"); with `every`, also
-    "every threshold": from the "thresholds" point, coordinate descent over `FIXED` as well.
+    "every threshold": from the "thresholds" point, coordinate descent over `RULES` and `FIXED` as well.
     Returns {protocol: (point, its row on `ids`)}."""
     score = _scorer(loaded, fusion_cfg, variant, ids, members, order)
     method = fusion_cfg["variants"][variant]["method"]
@@ -208,7 +209,7 @@ def tune(loaded: dict, fusion_cfg: dict, variant: str, ids: list[str], members: 
     if every and FIXED.get(method):
         key, point, row = best["thresholds"]
         start = (key, {**point, **{k: getattr(shipped, k) for k in FIXED[method]}}, row)
-        best["every threshold"] = descend(score, start, {**GRID[method], **FIXED[method]})
+        best["every threshold"] = descend(score, start, {**GRID[method], **RULES.get(method, {}), **FIXED[method]})
     return {protocol: (point, row) for protocol, (_, point, row) in best.items()}
 
 

@@ -46,14 +46,18 @@ def test_split_halves_alternate_sorted_ids(nzz_eval):
     assert nzz_eval.split_halves(["d", "a", "c", "b"]) == (["a", "c"], ["b", "d"])
 
 
-def test_tune_reports_both_protocols_and_keeps_the_shipped_rules_in_the_thresholds_one(nzz_eval):
+def test_tune_reports_both_protocols_and_keeps_the_shipped_rules_in_the_thresholds_one(nzz_eval, monkeypatch):
     loaded = {"p": _page()}
+    descended, real = [], nzz_eval.descend
+    monkeypatch.setattr(nzz_eval, "descend", lambda score, start, lists: descended.append(lists) or real(score, start, lists))
     tuned = nzz_eval.tune(loaded, DEFAULT_FUSION_CFG, "paragraphs", ["p"], ["text_lines/blocks"],
                           order=["text_lines/blocks", "tesseract/paragraphs"], every=True)
     assert set(tuned) == set(nzz_eval.PROTOCOL_MARK)
     every, every_row = tuned["every threshold"]
     assert set(every) == {*nzz_eval.GRID["paragraphs"], *nzz_eval.RULES["paragraphs"], *nzz_eval.FIXED["paragraphs"]}
     assert every_row["iou_f1"] >= tuned["thresholds"][1]["iou_f1"]   # descent starts there and only moves up
+    # the rules are held out by the descent too, not only the thresholds
+    assert set(descended[0]) == set(every) and descended[0]["nest_share"] == nzz_eval.RULES["paragraphs"]["nest_share"]
     thresholds, row = tuned["thresholds"]
     assert set(thresholds) == set(nzz_eval.GRID["paragraphs"]) | set(nzz_eval.RULES["paragraphs"])
     assert (thresholds["nest_share"], thresholds["lines_match"]) == (0.8, 0.25)   # as the recipe ships them
