@@ -40,3 +40,18 @@ def test_self_pairs_and_subset_renumber():
     np.testing.assert_allclose(p.inter[(p.i == 0) & (p.j == 1)], [25.0])
     sub = g.subset_pairs(p, np.array([False, True, True, True]))
     assert sorted(zip(sub.i.tolist(), sub.j.tolist())) == [(0, 2)]
+
+
+@pytest.mark.parametrize("n", [0, 8, 600])  # empty, dense path, STRtree path
+def test_pairs_between_are_the_cross_pairs_of_the_two_subsets(n):
+    rng = np.random.default_rng(n)
+    xy = rng.uniform(0, 1000, (n, 2)).round(2)
+    boxes = np.concatenate([xy, xy + rng.uniform(5, 80, (n, 2)).round(2)], axis=1)
+    side = rng.integers(0, 3, n)           # 0: in a, 1: in b, 2: neither
+    a, b = side == 0, side == 1
+    got = g.pairs_between(g.self_pairs(boxes), a, b)
+    fresh = g.cross_pairs(boxes[a], boxes[b])
+    # The same pairs with bit-identical areas; only their order differs.
+    assert sorted(zip(got.i.tolist(), got.j.tolist(), got.inter.tolist())) == \
+        sorted(zip(fresh.i.tolist(), fresh.j.tolist(), fresh.inter.tolist()))
+    assert n < 600 or len(fresh) > 100

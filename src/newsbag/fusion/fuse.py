@@ -17,7 +17,7 @@ import numpy as np
 from .. import labels
 from ..articles import group_articles
 from ..contract import Boxes, float_list, member_table_records, str_list
-from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, self_pairs, subset_pairs
+from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .memo import Recent, read_only
 from .order import column_bounds, column_segments, reading_order
@@ -675,20 +675,28 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     lines = boxes.xyxy[is_line]
     lh = float(np.median(lines[:, 3] - lines[:, 1])) if len(lines) else 0.0
 
-    base = np.zeros(0, np.intp)
+    in_base = np.zeros(len(boxes), bool)
     if textlike.any():
         key = rank[src[textlike]] * len(src_names) + src[textlike]
-        base = np.flatnonzero(textlike & (src == src[textlike][np.argmin(key)]))
+        in_base = textlike & (src == src[textlike][np.argmin(key)])
+    base = np.flatnonzero(in_base)
     xyxy = boxes.xyxy[base]
     mem, owner = base.copy(), np.arange(len(base))
-    evidence = boxes.xyxy[textlike & (fam != fam[base[0]])] if len(base) else np.zeros((0, 4))
+    is_evidence = textlike & (fam != fam[base[0]]) if len(base) else np.zeros(len(boxes), bool)
+    evidence = boxes.xyxy[is_evidence]
+
+    def evidence_pairs(mask: np.ndarray) -> Pairs | None:
+        # Pool boxes meet the evidence in the pairs the caller has (no tree over the evidence).
+        return None if pairs is None else pairs_between(pairs, mask, is_evidence)
+
     if len(lines) and len(base):
         tree = box_tree(lines)
         # The score rule needs the text-line detector's scale (a block's score is the mean text
         # probability of its lines): layout models' scores mean something else.
         same_family = bool((fam[is_line] == fam[base[0]]).any())
         keep = noise_mask(xyxy, boxes.score[base], evidence, lh, params.noise_h,
-                          params.noise_score if same_family else 0.0, params.noise_cover, params.noise_tall)
+                          params.noise_score if same_family else 0.0, params.noise_cover, params.noise_tall,
+                          pairs=evidence_pairs(in_base))
         if params.nest_share > 0:
             # On the detector's own blocks, before noise goes: a dropped inner block still
             # shows that the outer one is not a paragraph. Pieces keep their block's verdict.
@@ -711,7 +719,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
                 gid = connected_groups(len(xyxy), a, b)
                 xyxy, owner = group_extent(xyxy, gid, int(gid.max()) + 1), gid[owner]
         if params.lines_match > 0:
-            li = matched_lines(xyxy, lines, evidence, params.lines_match)
+            li = matched_lines(xyxy, lines, evidence, params.lines_match, pairs=evidence_pairs(is_line))
             xyxy, mem, owner = _append(xyxy, mem, owner, lines[li], np.flatnonzero(is_line)[li], np.arange(len(li)))
         if params.lines_back:
             back, li, bid = lines_back(xyxy, lines, evidence, params.lines_back_cover, tree)

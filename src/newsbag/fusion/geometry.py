@@ -19,6 +19,7 @@ __all__ = [
     "pair_intersection",
     "self_pairs",
     "subset_pairs",
+    "pairs_between",
     "cross_pairs",
     "box_tree",
     "group_extent",
@@ -162,6 +163,18 @@ def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:
     new_index = np.cumsum(mask) - 1
     keep = mask[pairs.i] & mask[pairs.j]
     return Pairs(new_index[pairs.i[keep]], new_index[pairs.j[keep]], pairs.inter[keep])
+
+
+def pairs_between(pairs: Pairs, a: np.ndarray, b: np.ndarray) -> Pairs:
+    """``cross_pairs(xyxy[a], xyxy[b])`` taken from `pairs` (`self_pairs(xyxy)`) for disjoint
+    bool masks `a` and `b`, instead of a tree query: the same pairs and intersection areas,
+    in another order (for callers whose result does not depend on it)."""
+    pos_a, pos_b = np.cumsum(a) - 1, np.cumsum(b) - 1
+    ab = a[pairs.i] & b[pairs.j]
+    ba = b[pairs.i] & a[pairs.j]
+    return Pairs(np.concatenate([pos_a[pairs.i[ab]], pos_a[pairs.j[ba]]]),
+                 np.concatenate([pos_b[pairs.j[ab]], pos_b[pairs.i[ba]]]),
+                 np.concatenate([pairs.inter[ab], pairs.inter[ba]]))
 
 
 def cross_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> Pairs:

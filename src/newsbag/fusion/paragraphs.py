@@ -12,7 +12,7 @@ import numpy as np
 
 import shapely
 
-from .geometry import area, cross_pairs, group_extent, self_pairs
+from .geometry import Pairs, area, cross_pairs, group_extent, self_pairs
 from .match import connected_groups
 
 __all__ = ["inside_pairs", "noise_mask", "unnest_blocks", "gutter_cuts", "edge_rows", "join_pairs", "lines_back",
@@ -31,7 +31,8 @@ def inside_pairs(boxes: np.ndarray, items: np.ndarray, t: float = 0.5,
 
 
 def noise_mask(blocks: np.ndarray, score: np.ndarray, evidence: np.ndarray, lh: float,
-               max_h: float, min_score: float, min_cover: float, tall: float = 0.0) -> np.ndarray:
+               max_h: float, min_score: float, min_cover: float, tall: float = 0.0,
+               pairs: Pairs | None = None) -> np.ndarray:
     """(N,) bool: blocks to keep.
 
     A block is noise (show-through from the back of the page, specks, rules) when no
@@ -39,9 +40,10 @@ def noise_mask(blocks: np.ndarray, score: np.ndarray, evidence: np.ndarray, lh: 
     either lower than `max_h` lines or scored below `min_score` by its detector (and, with
     `tall` > 0, lower than `tall` lines: a tall block is a masthead more often than noise). Measured on
     nzz: such blocks are lower and less confident than real text, and Tesseract, which
-    thresholds the page globally, rarely finds text in them.
+    thresholds the page globally, rarely finds text in them. `pairs`: ``cross_pairs(blocks,
+    evidence)`` in any order, when the caller has them.
     """
-    p = cross_pairs(blocks, evidence)
+    p = cross_pairs(blocks, evidence) if pairs is None else pairs
     best = np.zeros(len(blocks))
     np.maximum.at(best, p.i, p.inter / np.maximum(area(blocks)[p.i], _EPS))
     h = blocks[:, 3] - blocks[:, 1]
@@ -244,21 +246,23 @@ def lines_back(regions: np.ndarray, lines: np.ndarray, evidence: np.ndarray,
     return group_extent(own, gid, int(gid.max()) + 1), idx, gid
 
 
-def matched_lines(regions: np.ndarray, lines: np.ndarray, evidence: np.ndarray, t_iou: float) -> np.ndarray:
+def matched_lines(regions: np.ndarray, lines: np.ndarray, evidence: np.ndarray, t_iou: float,
+                  pairs: Pairs | None = None) -> np.ndarray:
     """(K,) indices of text lines the regions leave out that an evidence box matches.
 
     A line less than half inside the regions (all together) that a text box of another
     family matches at IoU >= `t_iou` is an item two detectors agree on (a mark, a number,
     a short heading the block detector left out); it comes back as a region of its own.
     The match, unlike `lines_back`'s cover, keeps lines inside other families' large boxes
-    (most of the lines the regions leave out) from coming back.
+    (most of the lines the regions leave out) from coming back. `pairs`: ``cross_pairs(lines,
+    evidence)`` in any order, when the caller has them.
     """
     if not len(lines) or not len(evidence):
         return np.zeros(0, np.intp)
     a = np.maximum(area(lines), _EPS)
     r = cross_pairs(lines, regions)
     held = np.bincount(r.i, r.inter, minlength=len(lines)) >= 0.5 * a
-    p = cross_pairs(lines, evidence)
+    p = cross_pairs(lines, evidence) if pairs is None else pairs
     iou = p.inter / np.maximum(a[p.i] + area(evidence)[p.j] - p.inter, _EPS)
     best = np.zeros(len(lines))
     np.maximum.at(best, p.i, iou)
