@@ -339,7 +339,7 @@ def test_titles_from_line_height():
 
 
 @pytest.mark.parametrize("sources", [("paddle_layout/", "text_lines/"), ("paddle_layout/", "dell/", "text_lines/"),
-                                     ("mineru/", "paddle_vl15/")])
+                                     ("mineru/", "paddle_vl15/"), ("",)])   # "": every source, the pool itself
 def test_consensus_on_take_sources_boxes_is_the_consensus_on_fresh_copies(tmp_path, sources):
     """A variant over some of the pool's sources takes its per-box work (codes, IoU, coverage)
     from the pool's (`take_sources`): every output column equals a run on fresh copies."""

@@ -200,7 +200,10 @@ _PREPARED = Recent(16)
 def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pairs]:
     """``pool[mask]`` and its overlapping pairs, for a variant over whole sources (`mask` takes
     every box of each source it takes). `fuse_consensus` on them takes its per-box work from
-    the pool's (computed once per page, on the first such call) instead of redoing it."""
+    the pool's (computed once per page, on the first such call) instead of redoing it. A mask
+    that takes every box gives the pool itself (P4 and the "*" recipes: no copy to make)."""
+    if mask.all():
+        return pool, pairs
     boxes, sub_pairs = pool[mask], subset_pairs(pairs, mask)
     _PREPARED.put((id(boxes), id(sub_pairs)),
                   (boxes, sub_pairs, lambda: _prepare(pool, pairs).take(mask, boxes, sub_pairs)))
