@@ -478,11 +478,18 @@ def column_segments(
     mb, ml, x0, x1 = member_box[ok], member_line[ok], x0[ok], x1[ok]
     if len(mb) == 0:
         return none
+    n_box = len(box_xyxy)
+    per_box = np.bincount(mb, minlength=n_box)
+    tol_n = np.floor(tol * per_box)
+    # A cut needs `min_lines` whole lines on each side: a box with fewer than twice that is
+    # never cut, and its lines need no place in the sweep (most regions on a page).
+    ok = per_box[mb] >= 2 * min_lines
+    mb, ml, x0, x1 = mb[ok], ml[ok], x0[ok], x1[ok]
+    if len(mb) == 0:
+        return none
     # Trimmed ends; a line shorter than 2 * slack shrinks to its centre.
     mid = (x0 + x1) / 2
     t0, t1 = np.minimum(x0 + slack, mid), np.maximum(x1 - slack, mid)
-    n_box = len(box_xyxy)
-    tol_n = np.floor(tol * np.bincount(mb, minlength=n_box))
     xmin = np.full(n_box, np.inf)
     xmax = np.full(n_box, -np.inf)
     np.minimum.at(xmin, mb, t0)
