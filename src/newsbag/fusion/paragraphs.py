@@ -118,10 +118,13 @@ def gutter_cuts(blocks: np.ndarray, evidence: np.ndarray, lines: np.ndarray, lh:
     none = np.zeros(0, np.intp), (np.zeros(0, np.intp), np.zeros((0, 4)))
     if not len(blocks) or not len(evidence) or not len(lines):
         return none
-    p = cross_pairs(evidence, blocks)
-    ok = (p.inter >= t_in * np.maximum(area(evidence)[p.i], _EPS)) & (evidence[p.i, 3] - evidence[p.i, 1] >= min_h * lh)
+    # Only tall evidence can cut: the others need no query. Sorted by block, then evidence
+    # index, the pairs come in the same order whichever way they were found.
+    tall = np.flatnonzero(evidence[:, 3] - evidence[:, 1] >= min_h * lh)
+    p = cross_pairs(evidence[tall], blocks)
+    ok = p.inter >= t_in * np.maximum(area(evidence)[tall[p.i]], _EPS)
     o = np.argsort(p.j[ok], kind="stable")
-    e, b = p.i[ok][o], p.j[ok][o]
+    e, b = tall[p.i[ok][o]], p.j[ok][o]
     i, j = _pairs_within(b)
     lo, hi = evidence[e[i]], evidence[e[j]]
     left = np.where((lo[:, 2] <= hi[:, 0])[:, None], lo, hi)
