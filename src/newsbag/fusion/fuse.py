@@ -17,7 +17,7 @@ import numpy as np
 from .. import labels
 from ..articles import group_articles
 from ..contract import Boxes, float_list, member_table_records, str_list
-from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs
+from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs, take_rows
 from .match import connected_groups, pair_scores
 from .memo import Recent, read_only
 from .order import column_bounds, column_segments, reading_order
@@ -110,7 +110,8 @@ class _Resolved:
     def take(self, idx: np.ndarray) -> _Resolved:
         # `replaced` belongs to the round, not to the boxes taken: keep it (the column step
         # gives the lines of replaced containers a home after the shadow step's take).
-        return _Resolved(*(getattr(self, c)[idx] for c in self._COLS), self.replaced)
+        return _Resolved(take_rows(self.xyxy, idx), *(getattr(self, c)[idx] for c in self._COLS[1:]),
+                         self.replaced)
 
     def extend(self, other: _Resolved) -> _Resolved:
         return _Resolved(*(np.concatenate([getattr(self, c), getattr(other, c)]) for c in self._COLS),
@@ -239,7 +240,7 @@ def _resolve(
     g = int(gid.max()) + 1 if len(gid) else 0
 
     w = weight[idx]
-    weighted = boxes.xyxy[idx] * w[:, None]
+    weighted = take_rows(boxes.xyxy, idx) * w[:, None]
     # One bincount per corner: the sums of a 2-D np.add.at, added in the same order (4x faster).
     xyxy = np.stack([np.bincount(gid, weighted[:, k], minlength=g) for k in range(4)], axis=1) if g else np.zeros((0, 4))
     wsum = np.bincount(gid, w, minlength=g)
@@ -318,9 +319,9 @@ def _resolve(
     gone = np.flatnonzero(splits)
     spos = np.full(g, -1, np.intp)
     spos[gone] = np.arange(len(gone))
-    replaced = _Resolved(xyxy[gone], score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
+    replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
                          support[gone], grank[gone])
-    return _Resolved(xyxy[kept], score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
+    return _Resolved(take_rows(xyxy, kept), score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
                      kept_support, grank[kept], replaced)
 
 
@@ -371,7 +372,7 @@ def _side_by_side(xyxy: np.ndarray, child: np.ndarray, cont: np.ndarray, g: int)
     n_after = end - np.arange(len(cn)) - 1
     i = np.repeat(np.arange(len(cn)), n_after)
     j = i + 1 + np.arange(len(i)) - np.repeat(np.cumsum(n_after) - n_after, n_after)
-    a, b = xyxy[ch[i]], xyxy[ch[j]]
+    a, b = take_rows(xyxy, ch[i]), take_rows(xyxy, ch[j])
     x_apart = (a[:, 2] <= b[:, 0]) | (b[:, 2] <= a[:, 0])
     y_over = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
     low = np.minimum(a[:, 3] - a[:, 1], b[:, 3] - b[:, 1])
@@ -394,7 +395,7 @@ def _drop_shadowed(res: _Resolved, t_shadow: float) -> _Resolved:
     for r in np.unique(res.rank)[1:]:
         cand = np.flatnonzero(res.rank == r)
         better = np.flatnonzero(alive & (res.rank < r))
-        p = cross_pairs(res.xyxy[cand], res.xyxy[better])
+        p = cross_pairs(take_rows(res.xyxy, cand), take_rows(res.xyxy, better))
         ok = klass[cand[p.i]] == klass[better[p.j]]
         covered = np.bincount(p.i[ok], p.inter[ok], minlength=len(cand)) / a[cand]
         alive[cand[covered > t_shadow]] = False
@@ -413,7 +414,7 @@ def _textlike_of(label: np.ndarray) -> np.ndarray:
 
 def _uncovered(res: _Resolved, lines: np.ndarray) -> np.ndarray:
     """(L,) bool: lines with less than half of them inside any text region of `res`."""
-    _, ml = inside_pairs(res.xyxy[_textlike_of(res.label)], lines)
+    _, ml = inside_pairs(take_rows(res.xyxy, _textlike_of(res.label)), lines)
     uncovered = np.ones(len(lines), bool)
     uncovered[ml] = False
     return uncovered
@@ -425,10 +426,11 @@ def _fill_from_boxes(res: _Resolved, lines: np.ndarray, cand: np.ndarray, boxes:
     uncovered = _uncovered(res, lines)
     if not uncovered.any() or not len(cand):
         return res
-    cb, _ = inside_pairs(boxes.xyxy[cand], lines[uncovered])
+    cand_xyxy = take_rows(boxes.xyxy, cand)
+    cb, _ = inside_pairs(cand_xyxy, take_rows(lines, uncovered))
     n_new = np.bincount(cb, minlength=len(cand))
-    taken = cross_pairs(boxes.xyxy[cand], res.xyxy[_textlike_of(res.label)])
-    taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / np.maximum(area(boxes.xyxy[cand]), _EPS)
+    taken = cross_pairs(cand_xyxy, take_rows(res.xyxy, _textlike_of(res.label)))
+    taken_share = np.bincount(taken.i, taken.inter, minlength=len(cand)) / np.maximum(area(cand_xyxy), _EPS)
     fill = cand[(n_new >= min_lines) & (taken_share < 0.5)]
     return _line_blocks(res, _resolve(fill, *args), lines) if len(fill) else res
 
@@ -531,7 +533,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
 
     # (2) vote.
     region = ~is_line
-    lines = boxes.xyxy[is_line]
+    lines = take_rows(boxes.xyxy, is_line)
     keep = region & (n_fam >= params.vote)
     if params.solo_score is not None:
         keep |= region & (np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score)
@@ -554,8 +556,9 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if len(lines) and params.split_columns:
         res = _line_blocks(res, res.replaced, lines)
         t = np.flatnonzero(_textlike_of(res.label))
-        mb, ml = inside_pairs(res.xyxy[t], lines)
-        n_cols, parent, seg = _column_segments(res.xyxy[t], lines, mb, ml, params, meta.width)
+        t_xyxy = take_rows(res.xyxy, t)
+        mb, ml = inside_pairs(t_xyxy, lines)
+        n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, meta.width)
         if len(parent):
             stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
             pieces = res.take(t[parent])
@@ -563,7 +566,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
             res = res.take(stay).extend(pieces)
     xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
     if params.titles:
-        label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
+        label = _titles(xyxy, label, take_rows(boxes.xyxy, region & (coarse == COARSE["title"])), lines)
 
     order = _order(xyxy, label, meta, lines)
     return Boxes(
@@ -589,12 +592,13 @@ def _titles(xyxy: np.ndarray, label: np.ndarray, title_xyxy: np.ndarray, lines: 
     if not len(text):
         return label
     is_title = np.zeros(len(text), bool)
+    text_xyxy = take_rows(xyxy, text)
     if len(title_xyxy):
-        p = cross_pairs(xyxy[text], title_xyxy)
-        cov = np.bincount(p.i, p.inter, minlength=len(text)) / np.maximum(area(xyxy[text]), _EPS)
+        p = cross_pairs(text_xyxy, title_xyxy)
+        cov = np.bincount(p.i, p.inter, minlength=len(text)) / np.maximum(area(text_xyxy), _EPS)
         is_title |= cov >= t_cover
     if len(lines):
-        mb, ml = inside_pairs(xyxy[text], lines)
+        mb, ml = inside_pairs(text_xyxy, lines)
         h = lines[:, 3] - lines[:, 1]
         n = np.bincount(mb, minlength=len(text))
         mean_h = np.bincount(mb, h[ml], minlength=len(text)) / np.maximum(n, 1)
@@ -803,7 +807,7 @@ def _support(xyxy, label, boxes, region, coarse, src, flat, own, t_cover) -> np.
     idx = np.flatnonzero(region)
     k_in = _TEXT_AS_ONE[coarse[idx]]
     k_out = _TEXT_AS_ONE[_COARSE_OF_LABEL[label.astype(np.intp)]]
-    p = cross_pairs(xyxy, boxes.xyxy[idx])
+    p = cross_pairs(xyxy, take_rows(boxes.xyxy, idx))
     ok = k_out[p.i] == k_in[p.j]
     cov = np.zeros(n * n_src)
     np.add.at(cov, p.i[ok] * n_src + src[idx[p.j[ok]]], p.inter[ok])

@@ -23,6 +23,7 @@ __all__ = [
     "cross_pairs",
     "box_tree",
     "group_extent",
+    "take_rows",
 ]
 
 # Above this many box pairs an STRtree query beats the dense (N, M) matrix (measured here:
@@ -61,6 +62,13 @@ def ioa_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(inter, area_a, out=np.zeros_like(inter), where=area_a > 0)
 
 
+def take_rows(a: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``a[index]`` along the first axis for an int or bool `index`, by `take` / `compress`:
+    numpy's fancy indexing of an (N, 4) array was 6-10x slower (2,217 boxes: 37 vs 4 us)."""
+    index = np.asarray(index)
+    return a.compress(index, axis=0) if index.dtype == bool else a.take(index, axis=0)
+
+
 def group_extent(xyxy: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
     """(n, 4) bounding box of the boxes of each group id 0..n-1 (+-inf for an empty group)."""
     ext = np.empty((n, 4))
@@ -72,11 +80,15 @@ def group_extent(xyxy: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
 
 
 def pair_intersection(a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
-    """(K,) intersection areas of the pairs (a[ia[k]], b[ib[k]])."""
-    pa, pb = a[ia], b[ib]
-    w = np.minimum(pa[:, 2], pb[:, 2]) - np.maximum(pa[:, 0], pb[:, 0])
-    h = np.minimum(pa[:, 3], pb[:, 3]) - np.maximum(pa[:, 1], pb[:, 1])
-    return np.maximum(w, 0) * np.maximum(h, 0)
+    """(K,) intersection areas of the pairs (a[ia[k]], b[ib[k]]).
+
+    Gathered column by column (`take` on each coordinate): numpy's row gather ``a[ia]`` of an
+    (N, 4) array was 7x slower on a page pool's 17,000 candidate pairs (1.3 vs 0.19 ms).
+    """
+    at, bt = a.T, b.T
+    w = np.minimum(at[2].take(ia), bt[2].take(ib)) - np.maximum(at[0].take(ia), bt[0].take(ib))
+    h = np.minimum(at[3].take(ia), bt[3].take(ib)) - np.maximum(at[1].take(ia), bt[1].take(ib))
+    return np.maximum(w, 0, out=w) * np.maximum(h, 0, out=h)
 
 
 def _diagonals(xyxy: np.ndarray) -> np.ndarray:

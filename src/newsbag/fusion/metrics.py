@@ -6,7 +6,7 @@ import numpy as np
 import shapely
 
 from ..contract import Boxes
-from .geometry import Pairs, area, cross_pairs
+from .geometry import Pairs, area, cross_pairs, take_rows
 from .memo import Recent, read_only
 from .order import column_segments
 
@@ -117,7 +117,7 @@ def _textlike(boxes: Boxes) -> np.ndarray:
 def _lines(boxes: Boxes) -> np.ndarray:
     from .fuse import COARSE, coarse_codes
 
-    return boxes.xyxy[coarse_codes(boxes) == COARSE["line"]]
+    return take_rows(boxes.xyxy, coarse_codes(boxes) == COARSE["line"])
 
 
 def page_score(m: dict) -> float:
@@ -174,7 +174,7 @@ _MEASURED = Recent(16)
 def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None,
                   line_pairs: Pairs | None) -> dict:
     meta = regions.meta
-    text = regions.xyxy[_textlike(regions)]
+    text = take_rows(regions.xyxy, _textlike(regions))
     count = cover_count(text, meta.width, meta.height, _RASTER)
     covered_px = np.count_nonzero(count)
     m = {"n_regions": int(len(regions) - len(_lines(regions))), "n_text": int(len(text)),
@@ -213,7 +213,7 @@ def text_line_pairs(pool: Boxes, pairs: Pairs, line_mask: np.ndarray, sources: d
     The pairs come in another order than the query's, which `page_metrics` does not depend on.
     """
     line_index = np.cumsum(line_mask) - 1
-    lines = pool.xyxy[line_mask]
+    lines = take_rows(pool.xyxy, line_mask)
     rows = np.flatnonzero(line_mask)
     ok = area(lines) > 0   # a line overlaps itself: the query finds it, the pool's pairs do not
     # Both ways round (text box, line), then each line with itself.

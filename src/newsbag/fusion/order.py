@@ -6,7 +6,7 @@ from typing import Callable
 
 import numpy as np
 
-from .geometry import cross_pairs, group_extent
+from .geometry import cross_pairs, group_extent, take_rows
 from .memo import Recent
 
 __all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
@@ -307,9 +307,9 @@ def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np
         part_xyxy (P, 4) sorted by box then x, part_box (P,).
     """
     pairs = cross_pairs(xyxy[spanning], lines)
-    ln = lines[pairs.j]
+    ln = take_rows(lines, pairs.j)
     cx, cy = (ln[:, 0] + ln[:, 2]) / 2, (ln[:, 1] + ln[:, 3]) / 2
-    bx = xyxy[spanning[pairs.i]]
+    bx = take_rows(xyxy, spanning[pairs.i])
     inside = (cx > bx[:, 0]) & (cx < bx[:, 2]) & (cy > bx[:, 1]) & (cy < bx[:, 3])
     owner, ln = pairs.i[inside], ln[inside]
     mid = (ln[:, 0] + ln[:, 2]) / 2
@@ -372,7 +372,7 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         blo, bhi = lo[idx], hi[idx]
         if blo.min() == bhi.max():   # one column: the plain XY-cut of its boxes
             return None, xycut(idx.tolist())
-        sub = xyxy[idx]
+        sub = take_rows(xyxy, idx)
         order, group = _cuts(blo.astype(float), bhi + 0.5, 0.0)
         if group[-1] == 0:
             order, group = _cuts(sub[:, 1], sub[:, 3], tol_y)
@@ -472,7 +472,7 @@ def column_segments(
     n_cols = np.ones(len(box_xyxy), np.int64)
     none = (n_cols, np.zeros(0, np.intp), np.zeros((0, 4)))
     box_xyxy = np.asarray(box_xyxy, float)
-    bx, lx = box_xyxy[member_box], line_xyxy[member_line]
+    bx, lx = take_rows(box_xyxy, member_box), take_rows(line_xyxy, member_line)
     x0, x1 = np.maximum(lx[:, 0], bx[:, 0]), np.minimum(lx[:, 2], bx[:, 2])
     ok = x1 > x0
     mb, ml, x0, x1 = member_box[ok], member_line[ok], x0[ok], x1[ok]
@@ -539,14 +539,14 @@ def column_segments(
     px1 = np.where(seg_in_box < n_cut_k, np.minimum(x1[k], mid_cut[np.minimum(cut_of, len(gb) - 1)]), x1[k])
     keep = px1 > px0
     seg = (seg_base[mb[k]] + seg_in_box)[keep]
-    ly = line_xyxy[ml[k][keep]]
+    ly = take_rows(line_xyxy, ml[k][keep])
     pieces = np.stack([px0[keep], ly[:, 1], px1[keep], ly[:, 3]], axis=1)
     ext = group_extent(pieces, seg, seg_base[-1])
     seg_box = np.repeat(np.arange(n_box), n_cut + 1)
     cut_boxes = n_cut > 0
     sel = cut_boxes[seg_box] & np.isfinite(ext[:, 0])
     parent = seg_box[sel]
-    pb = box_xyxy[parent]
+    pb = take_rows(box_xyxy, parent)
     out = np.concatenate([np.maximum(ext[sel, :2], pb[:, :2]), np.minimum(ext[sel, 2:], pb[:, 2:])], axis=1)
     n_cols = np.where(cut_boxes, np.bincount(parent, minlength=n_box), 1)
     return n_cols, parent, out
