@@ -55,3 +55,19 @@ def test_pairs_between_are_the_cross_pairs_of_the_two_subsets(n):
     assert sorted(zip(got.i.tolist(), got.j.tolist(), got.inter.tolist())) == \
         sorted(zip(fresh.i.tolist(), fresh.j.tolist(), fresh.inter.tolist()))
     assert n < 600 or len(fresh) > 100
+
+
+@pytest.mark.parametrize("n, spread", [(150, 1000), (600, 1000), (600, 50), (1500, 1000)])   # sweep; sweep; too many: tree; large: tree
+def test_self_pairs_sweep_and_tree_agree(n, spread):
+    rng = np.random.default_rng(n + spread)
+    xy = rng.uniform(0, spread, (n, 2))
+    xyxy = np.concatenate([xy, xy + rng.uniform(-5, 80, (n, 2))], axis=1)
+    xyxy[0] = np.nan   # no pairs, either way
+    p = g.self_pairs(xyxy)
+    diagonals = g.shapely.linestrings(np.stack([xyxy[:, :2], xyxy[:, 2:]], axis=1))
+    ia, ib = g.shapely.STRtree(diagonals).query(diagonals)
+    inter = g.pair_intersection(xyxy, xyxy, ia, ib)
+    keep = (ia < ib) & (inter > 0)
+    want = sorted(zip(ia[keep].tolist(), ib[keep].tolist(), inter[keep].tolist()))
+    assert sorted(zip(p.i.tolist(), p.j.tolist(), p.inter.tolist())) == want
+    assert len(want) > 0
