@@ -167,3 +167,23 @@ def test_repaired_boxes_are_the_boxes_of_the_repaired_page(tmp_path, caplog):
     assert "page p" in caplog.text and "repaired boxes: clipped_box 1" in caplog.text
     clean = page_with([[1, 1, 2, 2]])
     assert repaired_boxes(clean, "s/v")[1] == {} and len(repaired_boxes(page_with([]), "s/v")[0]) == 0
+
+
+def test_boxes_indexing_by_take_keeps_every_column_aligned_and_refuses_a_mask_of_another_length():
+    from newsbag.contract import Boxes, PageMeta
+
+    rng = np.random.default_rng(3)
+    n = 7
+    boxes = Boxes(xyxy=rng.random((n, 4)), score=rng.random(n), label=rng.integers(0, 5, n),
+                  meta=PageMeta(page_id="p", width=10, height=10, source="s", image_path="p.png"),
+                  data={"text": np.array([f"t{i}" for i in range(n)], object), "order": np.arange(n)})
+    mask = rng.random(n) > 0.5
+    for index in (mask, np.flatnonzero(mask)[::-1], [-1, 0]):
+        got = boxes[index]
+        want = np.asarray(index) if np.asarray(index).dtype == bool else np.asarray(index, np.intp)
+        assert np.array_equal(got.xyxy, boxes.xyxy[want]) and np.array_equal(got.score, boxes.score[want])
+        assert np.array_equal(got.label, boxes.label[want])
+        assert got.data["text"].tolist() == boxes.data["text"][want].tolist()
+        assert np.array_equal(got.data["order"], boxes.data["order"][want])
+    with pytest.raises(IndexError):
+        boxes[np.ones(n - 1, bool)]
