@@ -1,6 +1,6 @@
 """text_lines block grouping against the nzz ground truth: text-region metrics per page and mean.
 
-    PYTHONPATH=src python benchmarks/text_blocks_eval.py --gt /work/shared/eval/nzz --cache /tmp/tl_cache
+    PYTHONPATH=src python benchmarks/text_blocks_eval.py [--gt ../shared/eval/nzz] --cache /tmp/tl_cache
 
 DB line detection (the slow part, ~1 s/page) runs once per page and is cached as .npy under
 --cache, so grouping changes re-measure in seconds. Ground truth is read at run time, never
@@ -46,7 +46,7 @@ def page_lines(detector, image: Path, cache: Path | None) -> np.ndarray:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gt", type=Path, default=Path("/work/shared/eval/nzz"))
+    ap.add_argument("--gt", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "eval" / "nzz")
     ap.add_argument("--cache", type=Path, default=None, help="directory for cached DB lines")
     ap.add_argument("--per-page", action="store_true")
     args = ap.parse_args()

@@ -20,9 +20,9 @@ from ..errors import RunDirError
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
+from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
 from .geometry import box_tree, self_pairs
-from .memo import Recent
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
@@ -100,8 +100,13 @@ def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
     evidence, STRtree of the lines or None)."""
     pool = Boxes.concat(list(pages.values()))
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
+    return _with_tree(pool, self_pairs(pool.xyxy), line_mask)
+
+
+def _with_tree(pool: Boxes, pairs, line_mask: np.ndarray) -> tuple:
+    """`_pool`'s tuple from its first three parts (what `handover` keeps): the lines' STRtree added."""
     lines = pool.xyxy[line_mask]
-    return pool, self_pairs(pool.xyxy), line_mask, box_tree(lines) if len(lines) else None
+    return pool, pairs, line_mask, box_tree(lines) if len(lines) else None
 
 
 def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None,
@@ -298,9 +303,10 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
     A current stored record is read instead of recomputed (source metrics do not depend on
-    the variants). None when the page cannot be read: the fusion pass reports it.
+    the variants). A page this call fuses is handed over (`handover`: in memory when
+    ``spill`` is None). None when the page cannot be read: the fusion pass reports it.
     """
-    run_dir, page_id, cfg, needed, prints = task
+    run_dir, page_id, cfg, needed, prints, fused, spill = task
     try:
         inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
         current = _current_metrics(record, metrics_fp, variant_fps)
@@ -311,7 +317,8 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
             return None
         measured = _measure_sources(pages, cfg)
         metrics = _jsonable(measured[4])
-        _PRE_READ.put(_read_key(page_id, idents), (pages, image, dropped, measured[:4]))
+        if fused:
+            handover.put(handover.key(page_id, idents), (pages, image, dropped, measured[:3]), spill)
         # Stored as a record with no variants yet, so the fusion pass reuses these metrics
         # instead of scoring every source a second time (65 ms per page at 6 x 300 boxes).
         write_json(rundir.metrics_path(run_dir, page_id), {
@@ -323,35 +330,28 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         return None
 
 
-def _read_bytes(entry: tuple) -> int:
-    """About the memory of one `_PRE_READ` entry: its pool, source pages and pairs (arrays)."""
-    pages, _, _, (pool, pairs, _, _) = entry
-    boxes = [pool, *pages.values()]
-    return sum(b.xyxy.nbytes + b.score.nbytes + b.label.nbytes + sum(c.nbytes for c in b.data.values())
-               for b in boxes) + pairs.i.nbytes + pairs.j.nbytes + pairs.inter.nbytes
-
-
-# The pre-pass's reading and pooling of the last pages it scored, taken by the fusion pass of
-# the same `run_fusion` call instead of doing both again (22 of ~200 ms per 6 x 300-box
-# page). Bounded (64 pages, 64 MB: ~1 MB a 6 x 300-box page): a long run keeps memory flat
-# and gains on its last pages.
-_PRE_READ = Recent(64, budget=64e6, cost=_read_bytes)
-
-
-def _read_key(page_id: str, idents: dict) -> tuple:
-    """A page's key in `_PRE_READ`: its id and the identity of every input file it was read from."""
-    return page_id, repr(sorted(idents.items()))
-
-
 def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: FusionConfig,
-                  needed: list[str], prints: _Prints) -> list[str]:
-    """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`)."""
+                  needed: list[str], prints: _Prints, hand_over: dict[str, Path | None]) -> list[str]:
+    """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`).
+
+    `hand_over`: the pages the fusion pass will fuse, each to where its reading is handed
+    (`_hand_over_to`).
+    """
     board = _Board("sources", _SOURCE_KEYS)
-    for r in run_map(_score_task, ((run_dir, pid, cfg, needed, prints) for pid in page_ids)):
+    tasks = ((run_dir, pid, cfg, needed, prints, pid in hand_over, hand_over.get(pid)) for pid in page_ids)
+    for r in run_map(_score_task, tasks):
         if r:
             board.add(r)
     rows = board.rows()
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
+
+
+def _hand_over_to(page_ids: list[str], spill: Path, workers: int) -> dict[str, Path | None]:
+    """Where the pre-pass hands each page to fuse: in memory (None) for the last pages that
+    `handover.RECENT` holds, with one process; through `spill` for the rest, and for all
+    pages when worker processes fuse them (another process may take the page)."""
+    memory = set() if workers > 1 else set(page_ids[max(0, len(page_ids) - handover.RECENT.size):])
+    return {pid: None if pid in memory else spill for pid in page_ids}
 
 
 def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error: str) -> tuple[str, str, str]:
@@ -367,7 +367,7 @@ def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error:
 @_gc_paused()
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
     """Worker: fuse one page for every variant whose outputs are not current. Errors become a one-line status."""
-    run_dir, page_id, cfg, active, needed, prints, force = task
+    run_dir, page_id, cfg, active, needed, prints, force, spill = task
     inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
     if not inputs:
         return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
@@ -384,8 +384,12 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     if not stale:
         return page_id, "skipped", None
     try:
-        pre = _PRE_READ.take(_read_key(page_id, idents))
-        pages, image, dropped, pooled = pre if pre is not None else (*_load_inputs(inputs, page_id), None)
+        pre = handover.take(handover.key(page_id, idents), spill)
+        if pre is not None:
+            pages, image, dropped, parts = pre
+            pooled = _with_tree(*parts)
+        else:
+            (pages, image, dropped), pooled = _load_inputs(inputs, page_id), None
         for s, why in dropped.items():
             log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
         if not pages:
@@ -518,20 +522,18 @@ def run_fusion(
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []
     source_order = None
-    _PRE_READ.clear()   # what one call's pre-pass read is for that call's fusion pass only
-    with page_map(workers) as run_map:
-        if needs_order(cfg):
+    ordered = needs_order(cfg)
+    with handover.folder() if ordered else contextlib.nullcontext() as spill, page_map(workers) as run_map:
+        if ordered:
             # "granularity": "auto" needs the run's source leaderboard (every page of the
             # manifest) before any page is fused; the order is part of those variants'
             # fingerprints, so a changed order redoes them and nothing else.
-            source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed))
+            source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed),
+                                         _hand_over_to(page_ids, spill, workers))
             cfg = with_order(cfg, source_order)
         prints = _prints(cfg, active, needed)
-        tasks = ((run_dir, pid, cfg, active, needed, prints, force) for pid in page_ids)
-        try:
-            results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
-        finally:
-            _PRE_READ.clear()
+        tasks = ((run_dir, pid, cfg, active, needed, prints, force, spill) for pid in page_ids)
+        results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
     rundir.record_failures(run_dir, "fusion", failures)
 
     # Leaderboards describe every page of the run, not only the ones this call computed.
