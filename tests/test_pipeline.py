@@ -160,3 +160,43 @@ def test_dropping_shared_passes_keeps_other_pages_entries(tmp_path):
                   for p in (tmp_path / "outputs").rglob("*.json"))
     assert left == ["k1/p2.json", "k2/p2.json"]
     assert rundir.drop_shared_passes(tmp_path, "tesseract", ["p1"]) == 0  # no _shared folder at all
+
+
+def test_a_scratch_folder_is_removed_with_its_call_and_one_a_killed_call_left_by_the_next(tmp_path):
+    """RUN/cache/scratch/<prefix>...: locked while its call runs; a folder whose lock nobody
+    holds any more (its process was killed) goes at the next call, a live call's stays."""
+    import subprocess
+    import sys
+    import time
+
+    from newsbag import rundir
+
+    with pytest.raises(RuntimeError):
+        with rundir.scratch_folder(tmp_path, "x-") as folder:
+            (folder / "a.pkl").write_bytes(b"1")
+            raise RuntimeError
+    assert not folder.exists()
+    root = tmp_path / "cache" / "scratch"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from newsbag import rundir\n"
+        "with rundir.scratch_folder(Path(sys.argv[1]), 'x-') as f:\n"
+        "    (f / 'a.pkl').write_bytes(b'1'); print(f, flush=True); time.sleep(60)"), str(tmp_path)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        live = Path(holder.stdout.readline().strip())
+        abandoned = root / "x-otherhost-123-abc"          # a killed call's: its lock is free
+        abandoned.mkdir()
+        (abandoned / ".lock").touch()
+        (abandoned / "b.pkl").write_bytes(b"2")
+        other_prefix = root / "y-otherhost-123-abc"
+        other_prefix.mkdir()
+        with rundir.scratch_folder(tmp_path, "x-") as folder:
+            assert folder.is_dir() and not abandoned.exists()
+            assert (live / "a.pkl").is_file() and other_prefix.is_dir()
+        assert sorted(p.name for p in root.iterdir()) == sorted([live.name, other_prefix.name])
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.1)
+    with rundir.scratch_folder(tmp_path, "x-"):
+        assert not live.exists()                            # killed: its lock went with it

@@ -12,6 +12,8 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
     RUN/logs/failures.jsonl             one line per page failure of any stage
     RUN/reports/run_<stages>.json       one report per kind of call
+    RUN/cache/images/                   8-bit copies of pages the models cannot read as they are
+    RUN/cache/scratch/<prefix><host>-<pid>-*/   one call's temporary files (`scratch_folder`)
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
+import socket
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -33,7 +38,7 @@ __all__ = [
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
-    "manifest_page_ids", "members", "manifest_lock",
+    "manifest_page_ids", "members", "manifest_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
 
@@ -265,6 +270,56 @@ def manifest_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+SCRATCH = Path("cache") / "scratch"
+
+
+@contextlib.contextmanager
+def scratch_folder(run_dir: Path, prefix: str) -> Iterator[Path]:
+    """A private folder under RUN/cache/scratch for one call's temporary files, removed with
+    them when the call ends or fails.
+
+    In the run directory, next to the outputs, not in $TMPDIR: /tmp is RAM (tmpfs) on many
+    desktops. The call holds a record lock on the folder's ``.lock`` (as `manifest_lock`, so
+    across nodes too); a folder of this prefix whose lock nobody holds (its process was
+    killed) is removed by the next call.
+    """
+    root = Path(run_dir) / SCRATCH
+    root.mkdir(parents=True, exist_ok=True)
+    mine = f"{prefix}{socket.gethostname()}-{os.getpid()}-"
+    for folder in root.glob(f"{prefix}*"):
+        if not folder.name.startswith(mine):
+            _drop_if_abandoned(folder)
+    # Locked before it gets its name, so another call never sees it unlocked.
+    making = Path(tempfile.mkdtemp(prefix=".new-", dir=root))
+    fd = os.open(making / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        path = Path(tempfile.mkdtemp(prefix=mine, dir=root))
+        os.replace(making, path)
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+    finally:
+        shutil.rmtree(making, ignore_errors=True)
+        os.close(fd)
+
+
+def _drop_if_abandoned(folder: Path) -> None:
+    try:
+        fd = os.open(folder / ".lock", os.O_RDWR)
+    except OSError:   # gone meanwhile, or not a scratch folder: not ours to judge
+        return
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:   # its call is alive
+        return
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(fd)
 
 
 # -- failures -----------------------------------------------------------------------------

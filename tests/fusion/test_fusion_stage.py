@@ -381,18 +381,12 @@ def _count_reads(monkeypatch) -> list[str]:
     return reads
 
 
-@pytest.fixture
-def tmpdir_of_the_call(tmp_path, monkeypatch):
-    """$TMPDIR of the code under test (where the hand-over spills): a folder of this test."""
-    import tempfile
-
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
+def _scratch(run) -> list:
+    """What the hand-over left in the run's scratch folder (RUN/cache/scratch)."""
+    return sorted((run / "cache" / "scratch").glob("*/*"))
 
 
-def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_path, monkeypatch, tmpdir_of_the_call):
+def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_path, monkeypatch):
     """The auto-order pre-pass reads every page before any is fused; the fusion pass takes that
     reading instead of reading, validating and pairing the sources again (~25 ms of a ~100 ms
     6 x 300-box page). Past the pages the hand-over keeps in memory, it used to read them again."""
@@ -402,19 +396,19 @@ def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_
     summary = run_fusion(run, pids, AUTO_CFG)
     assert summary["counts"]["ok"] == 70
     assert len(reads) == 3 * 70 and len(set(reads)) == 3 * 70
-    assert not list(tmpdir_of_the_call.iterdir())     # the spill folder went with the call
+    assert not list((run / "cache" / "scratch").iterdir())    # the spill folder went with the call
 
 
-def test_the_hand_over_with_worker_processes_gives_the_serial_output(tmp_path, monkeypatch, tmpdir_of_the_call):
+def test_the_hand_over_with_worker_processes_gives_the_serial_output(tmp_path, monkeypatch):
     """With workers every page goes through the spill folder (another process may fuse it)."""
     from newsbag.fusion import stage
 
     spilled = []
     real = stage._source_order
 
-    def source_order(*args):
-        order = real(*args)      # the pre-pass is over, no page fused yet
-        spilled.append(len(list(tmpdir_of_the_call.glob("*/*.pkl"))))
+    def source_order(run_map, run_dir, *args):
+        order = real(run_map, run_dir, *args)      # the pre-pass is over, no page fused yet
+        spilled.append(len([f for f in _scratch(run_dir) if f.suffix == ".pkl"]))
         return order
 
     monkeypatch.setattr(stage, "_source_order", source_order)
@@ -427,20 +421,21 @@ def test_the_hand_over_with_worker_processes_gives_the_serial_output(tmp_path, m
                             for pid in pids}
     assert spilled == [0, 3]      # one process keeps them in memory; with workers all are spilled
     assert regions[2] == regions[1]
-    assert not list(tmpdir_of_the_call.iterdir())
+    assert not _scratch(run)
 
 
-def test_a_call_that_stops_still_removes_its_spill_folder(tmp_path, monkeypatch, tmpdir_of_the_call):
+def test_a_call_that_stops_still_removes_its_spill_folder(tmp_path, monkeypatch):
     from newsbag.fusion import stage
 
     monkeypatch.setattr(stage.handover.RECENT, "size", 0)   # every page spilled
+    run = _write_run(tmp_path)
 
     def interrupted(task):
-        assert list(tmpdir_of_the_call.iterdir())          # pages were spilled before this
+        assert len([f for f in _scratch(run) if f.suffix == ".pkl"]) == 2   # spilled before this
         raise KeyboardInterrupt
 
     monkeypatch.setattr(stage, "_page_task", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_fusion(_write_run(tmp_path), ["p1", "p2"], AUTO_CFG)
-    assert not list(tmpdir_of_the_call.iterdir())
+        run_fusion(run, ["p1", "p2"], AUTO_CFG)
+    assert not _scratch(run) and not list((run / "cache" / "scratch").iterdir())
     assert not stage.handover.RECENT.items

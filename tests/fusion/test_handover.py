@@ -61,13 +61,10 @@ def test_an_unwritable_spill_folder_hands_nothing_over(tmp_path):
     assert handover.take(key, tmp_path / "gone") is None
 
 
-def test_the_folder_is_private_and_removed_with_what_is_left(tmp_path, monkeypatch):
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with handover.folder() as spill:
-        assert spill.parent == tmp_path and spill.stat().st_mode & 0o077 == 0
+def test_the_folder_is_private_in_the_run_directory_and_emptied_with_the_call(tmp_path):
+    with handover.folder(tmp_path) as spill:
+        assert spill.parent == tmp_path / "cache" / "scratch" and spill.stat().st_mode & 0o077 == 0
         handover.put(handover.key("p", {}), _entry(), spill)
         handover.put(handover.key("q", {}), _entry(), None)
-        assert handover.RECENT.items
+        assert handover.RECENT.items and len(list(spill.glob("*.pkl"))) == 1
     assert not spill.exists() and not handover.RECENT.items

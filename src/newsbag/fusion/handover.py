@@ -3,10 +3,11 @@
 The pre-pass reads, validates and pairs every page's sources before any page is fused; doing
 that again in the fusion pass was ~25 ms of a ~100 ms page at 6 sources x 300 boxes. The last
 pages a one-process call scores stay in memory (`RECENT`: 64 pages, 64 MB); the others, and
-every page of a call with worker processes (another process may fuse it), go through a
-private temporary folder (`folder`, under $TMPDIR) as pickles of ~0.5 MB, each deleted when the
-fusion pass takes it; the folder goes when the call ends. The hand-over only saves work: a page
-that is not there (a disk nearly full, a file that cannot be read) is read again.
+every page of a call with worker processes (another process may fuse it), go through the
+call's private folder in the run directory (`folder`: `rundir.scratch_folder`) as pickles of
+~0.5 MB, each deleted when the fusion pass takes it; the folder goes when the call ends. The
+hand-over only saves work: a page that is not there (a disk nearly full, a file that cannot
+be read) is read again.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import hashlib
 import os
 import pickle
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from .. import rundir
 from .memo import Recent
 
 __all__ = ["RECENT", "folder", "put", "take", "key"]
@@ -44,15 +45,15 @@ def key(page_id: str, idents: dict) -> tuple:
 
 
 @contextlib.contextmanager
-def folder() -> Iterator[Path]:
-    """A private folder for one call's spilled pages, removed (with what is left) at the end."""
+def folder(run_dir: Path) -> Iterator[Path]:
+    """One call's hand-over: its private folder for spilled pages; both it and the memory
+    part are emptied when the call ends or fails."""
     RECENT.clear()
-    path = Path(tempfile.mkdtemp(prefix="newsbag-fusion-"))
     try:
-        yield path
+        with rundir.scratch_folder(run_dir, "fusion-handover-") as path:
+            yield path
     finally:
         RECENT.clear()
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _file(spill: Path, page_key: tuple) -> Path:

@@ -523,7 +523,7 @@ def run_fusion(
     failures: list[dict] = []
     source_order = None
     ordered = needs_order(cfg)
-    with handover.folder() if ordered else contextlib.nullcontext() as spill, page_map(workers) as run_map:
+    with handover.folder(run_dir) if ordered else contextlib.nullcontext() as spill, page_map(workers) as run_map:
         if ordered:
             # "granularity": "auto" needs the run's source leaderboard (every page of the
             # manifest) before any page is fused; the order is part of those variants'
