@@ -386,10 +386,16 @@ def _scratch(run) -> list:
     return sorted((run / "cache" / "scratch").glob("*/*"))
 
 
-def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_path, monkeypatch):
+@pytest.mark.parametrize("budget", [None, 20e3])
+def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_path, monkeypatch, budget):
     """The auto-order pre-pass reads every page before any is fused; the fusion pass takes that
-    reading instead of reading, validating and pairing the sources again (~25 ms of a ~100 ms
-    6 x 300-box page). Past the pages the hand-over keeps in memory, it used to read them again."""
+    reading instead of reading, validating and pairing the sources again (~15 % of a 6 x
+    300-box page). Past the pages the hand-over keeps in memory (64 pages, or fewer large ones
+    within its byte budget), it used to read them again."""
+    from newsbag.fusion import handover
+
+    if budget:
+        monkeypatch.setattr(handover.RECENT, "budget", budget)    # a few pages' worth
     pids = [f"p{k:03d}" for k in range(70)]
     run = _write_run(tmp_path, pids)
     reads = _count_reads(monkeypatch)

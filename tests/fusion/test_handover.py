@@ -24,18 +24,18 @@ def _same(a, b) -> bool:
 
 def test_a_spilled_page_comes_back_once_and_only_for_the_same_inputs(tmp_path):
     key = handover.key("p", {"a/b": [1, 2]})
-    handover.put(key, _entry(), tmp_path)
+    handover.put(key, _entry(), tmp_path, keep=False)
     assert len(list(tmp_path.iterdir())) == 1
     assert _same(handover.take(key, tmp_path), _entry())
     assert handover.take(key, tmp_path) is None and not list(tmp_path.iterdir())
-    handover.put(key, _entry(), tmp_path)
+    handover.put(key, _entry(), tmp_path, keep=False)
     assert handover.take(handover.key("p", {"a/b": [1, 3]}), tmp_path) is None   # its input changed since
     assert not list(tmp_path.iterdir())
 
 
 def test_a_torn_spill_file_is_read_again_not_trusted(tmp_path):
     key = handover.key("p", {"a/b": [1, 2]})
-    handover.put(key, _entry(), tmp_path)
+    handover.put(key, _entry(), tmp_path, keep=False)
     (spilled,) = tmp_path.iterdir()
     spilled.write_bytes(spilled.read_bytes()[:100])
     assert handover.take(key, tmp_path) is None and not spilled.exists()
@@ -48,23 +48,34 @@ def test_nothing_is_spilled_onto_a_nearly_full_disk(tmp_path, monkeypatch):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(100e9, 91e9, 9e9))   # 9 % free
     key = handover.key("p", {"a/b": [1, 2]})
-    handover.put(key, _entry(), tmp_path)
+    handover.put(key, _entry(), tmp_path, keep=False)
     assert not list(tmp_path.iterdir()) and handover.take(key, tmp_path) is None
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(100e9, 80e9, 20e9))
-    handover.put(key, _entry(), tmp_path)
+    handover.put(key, _entry(), tmp_path, keep=False)
     assert _same(handover.take(key, tmp_path), _entry())
 
 
 def test_an_unwritable_spill_folder_hands_nothing_over(tmp_path):
     key = handover.key("p", {"a/b": [1, 2]})
-    handover.put(key, _entry(), tmp_path / "gone")
+    handover.put(key, _entry(), tmp_path / "gone", keep=False)
     assert handover.take(key, tmp_path / "gone") is None
 
 
 def test_the_folder_is_private_in_the_run_directory_and_emptied_with_the_call(tmp_path):
     with handover.folder(tmp_path) as spill:
         assert spill.parent == tmp_path / "cache" / "scratch" and spill.stat().st_mode & 0o077 == 0
-        handover.put(handover.key("p", {}), _entry(), spill)
-        handover.put(handover.key("q", {}), _entry(), None)
+        handover.put(handover.key("p", {}), _entry(), spill, keep=False)
+        handover.put(handover.key("q", {}), _entry(), spill, keep=True)
         assert handover.RECENT.items and len(list(spill.glob("*.pkl"))) == 1
     assert not spill.exists() and not handover.RECENT.items
+
+
+def test_what_the_memory_pushes_out_is_spilled_not_lost(tmp_path, monkeypatch):
+    """Large pages fill the memory budget before its 64 pages (6 x 1,500 boxes: ~12 fit)."""
+    monkeypatch.setattr(handover.RECENT, "budget", 1.5 * handover._entry_bytes(_entry()))
+    keys = [handover.key(p, {}) for p in "abc"]
+    for k in keys:
+        handover.put(k, _entry(), tmp_path, keep=True)
+    assert list(handover.RECENT.items) == keys[2:] and len(list(tmp_path.glob("*.pkl"))) == 2
+    assert all(_same(handover.take(k, tmp_path), _entry()) for k in keys)
+    assert not handover.RECENT.items and not list(tmp_path.iterdir())

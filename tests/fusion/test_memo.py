@@ -21,5 +21,5 @@ def test_recent_keeps_the_newest_within_its_size_and_budget():
     for key in ("xxxx", "yyyy", "zzzz"):                      # 12 > 10: the first goes
         sized.put(key, key)
     assert list(sized.items) == ["yyyy", "zzzz"]
-    sized.put("big", "b" * 11)                                # over the budget alone: nothing kept
-    assert not sized.items
+    assert sized.put("big", "b" * 11) == [("yyyy", "yyyy"), ("zzzz", "zzzz"), ("big", "b" * 11)]
+    assert not sized.items                                    # over the budget alone: nothing kept

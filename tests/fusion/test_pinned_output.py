@@ -121,7 +121,7 @@ def test_pages_the_pre_pass_read_are_fused_as_if_read_again(tmp_path, monkeypatc
     taken.clear()
     assert _run_case(tmp_path / "spilled", "torch") == in_memory
     assert sorted(taken) == [(pid, True) for pid in PAGES]
-    monkeypatch.setattr(handover, "put", lambda key, entry, spill: None)   # nothing handed over
+    monkeypatch.setattr(handover, "put", lambda key, entry, spill, keep: None)   # nothing handed over
     taken.clear()
     assert _run_case(tmp_path / "without", "torch") == in_memory
     assert sorted(taken) == [(pid, False) for pid in PAGES]

@@ -1,10 +1,10 @@
 """The auto-order pre-pass's reading of a page, handed to the fusion pass of the same call.
 
 The pre-pass reads, validates and pairs every page's sources before any page is fused; doing
-that again in the fusion pass was ~25 ms of a ~100 ms page at 6 sources x 300 boxes. The last
-pages a one-process call scores stay in memory (`RECENT`: 64 pages, 64 MB); the others, and
-every page of a call with worker processes (another process may fuse it), go through the
-call's private folder in the run directory (`folder`: `rundir.scratch_folder`) as pickles of
+that again in the fusion pass was ~15 % of a page at 6 sources x 300 boxes. The last pages a
+one-process call scores stay in memory (`RECENT`: 64 pages, 64 MB); the others, those the
+memory pushes out, and every page of a call with worker processes (another process may fuse
+it) go through the call's private folder in the run directory (`folder`: `rundir.scratch_folder`) as pickles of
 ~0.5 MB, each deleted when the fusion pass takes it; the folder goes when the call ends. The
 hand-over only saves work: a page that is not there (a disk nearly full, a file that cannot
 be read) is read again.
@@ -60,12 +60,15 @@ def _file(spill: Path, page_key: tuple) -> Path:
     return spill / (hashlib.sha1(page_key[0].encode()).hexdigest() + ".pkl")
 
 
-def put(page_key: tuple, entry: tuple, spill: Path | None) -> None:
+def put(page_key: tuple, entry: tuple, spill: Path, keep: bool) -> None:
     """Hand `entry` (pages, image, dropped, (pool, pairs, line mask)) over: in memory when
-    `spill` is None, else as a file in it, unless that would leave its disk nearly full."""
-    if spill is None:
-        RECENT.put(page_key, entry)
-        return
+    `keep`, else (and what memory pushes out) as a file in `spill`."""
+    for gone_key, gone in RECENT.put(page_key, entry) if keep else [(page_key, entry)]:
+        _spill(gone_key, gone, spill)
+
+
+def _spill(page_key: tuple, entry: tuple, spill: Path) -> None:
+    """`entry` as a file in `spill`, unless that would leave its disk nearly full."""
     blob = pickle.dumps((page_key, entry), protocol=pickle.HIGHEST_PROTOCOL)
     try:
         disk = shutil.disk_usage(spill)
@@ -81,7 +84,7 @@ def put(page_key: tuple, entry: tuple, spill: Path | None) -> None:
 
 def take(page_key: tuple, spill: Path | None) -> Any:
     """The entry handed over for `page_key` (removed), or None: nothing there, or what is there
-    was read from other input files or cannot be read."""
+    was read from other input files or cannot be read. `spill` None: a call without hand-over."""
     hit = RECENT.take(page_key)
     if hit is not None or spill is None:
         return hit

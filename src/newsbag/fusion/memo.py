@@ -31,13 +31,21 @@ class Recent:
         self.put(key, hit)
         return hit
 
-    def put(self, key: Any, value: Any) -> None:
-        """Keep `value` for `key` as the newest entry; the oldest go past `size` or `budget`."""
+    def put(self, key: Any, value: Any) -> list[tuple[Any, Any]]:
+        """Keep `value` for `key` as the newest entry; the oldest go past `size` or `budget`.
+
+        Returns:
+            The (key, value) entries that went, oldest first (`value` itself when it alone
+            is over the budget).
+        """
         self._drop(key)
         self.items[key] = value
         self.costs[key] = self.cost(value) if self.cost else 0.0
+        gone = []
         while self.items and (len(self.items) > self.size or sum(self.costs.values()) > self.budget):
-            self._drop(next(iter(self.items)))
+            oldest = next(iter(self.items))
+            gone.append((oldest, self._drop(oldest)))
+        return gone
 
     def take(self, key: Any) -> Any:
         """The value kept for `key`, removed; None when there is none."""

@@ -303,10 +303,10 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
     A current stored record is read instead of recomputed (source metrics do not depend on
-    the variants). A page this call fuses is handed over (`handover`: in memory when
-    ``spill`` is None). None when the page cannot be read: the fusion pass reports it.
+    the variants). A page this call fuses is handed over (`handover`; ``keep``: in memory,
+    None: not fused by this call). None when the page cannot be read: the fusion pass reports it.
     """
-    run_dir, page_id, cfg, needed, prints, fused, spill = task
+    run_dir, page_id, cfg, needed, prints, keep, spill = task
     try:
         inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
         current = _current_metrics(record, metrics_fp, variant_fps)
@@ -317,8 +317,8 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
             return None
         measured = _measure_sources(pages, cfg)
         metrics = _jsonable(measured[4])
-        if fused:
-            handover.put(handover.key(page_id, idents), (pages, image, dropped, measured[:3]), spill)
+        if keep is not None:
+            handover.put(handover.key(page_id, idents), (pages, image, dropped, measured[:3]), spill, keep)
         # Stored as a record with no variants yet, so the fusion pass reuses these metrics
         # instead of scoring every source a second time (65 ms per page at 6 x 300 boxes).
         write_json(rundir.metrics_path(run_dir, page_id), {
@@ -331,14 +331,14 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
 
 
 def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: FusionConfig,
-                  needed: list[str], prints: _Prints, hand_over: dict[str, Path | None]) -> list[str]:
+                  needed: list[str], prints: _Prints, keep: dict[str, bool], spill: Path) -> list[str]:
     """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`).
 
-    `hand_over`: the pages the fusion pass will fuse, each to where its reading is handed
-    (`_hand_over_to`).
+    `keep`: the pages the fusion pass will fuse, each handed over in memory or through `spill`
+    (`_kept_in_memory`).
     """
     board = _Board("sources", _SOURCE_KEYS)
-    tasks = ((run_dir, pid, cfg, needed, prints, pid in hand_over, hand_over.get(pid)) for pid in page_ids)
+    tasks = ((run_dir, pid, cfg, needed, prints, keep.get(pid), spill) for pid in page_ids)
     for r in run_map(_score_task, tasks):
         if r:
             board.add(r)
@@ -346,12 +346,12 @@ def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: Fu
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
 
-def _hand_over_to(page_ids: list[str], spill: Path, workers: int) -> dict[str, Path | None]:
-    """Where the pre-pass hands each page to fuse: in memory (None) for the last pages that
-    `handover.RECENT` holds, with one process; through `spill` for the rest, and for all
-    pages when worker processes fuse them (another process may take the page)."""
+def _kept_in_memory(page_ids: list[str], workers: int) -> dict[str, bool]:
+    """Whether the pre-pass hands each page to fuse over in memory: the last pages that
+    `handover.RECENT` holds, with one process; the rest, and all pages when worker processes
+    fuse them (another process may take the page), go through the spill folder."""
     memory = set() if workers > 1 else set(page_ids[max(0, len(page_ids) - handover.RECENT.size):])
-    return {pid: None if pid in memory else spill for pid in page_ids}
+    return {pid: pid in memory for pid in page_ids}
 
 
 def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error: str) -> tuple[str, str, str]:
@@ -529,7 +529,7 @@ def run_fusion(
             # manifest) before any page is fused; the order is part of those variants'
             # fingerprints, so a changed order redoes them and nothing else.
             source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed),
-                                         _hand_over_to(page_ids, spill, workers))
+                                         _kept_in_memory(page_ids, workers), spill)
             cfg = with_order(cfg, source_order)
         prints = _prints(cfg, active, needed)
         tasks = ((run_dir, pid, cfg, active, needed, prints, force, spill) for pid in page_ids)
