@@ -26,6 +26,7 @@ __all__ = [
     "member_table_records",
     "str_list",
     "float_list",
+    "take_rows",
 ]
 
 

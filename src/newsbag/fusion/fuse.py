@@ -16,8 +16,8 @@ import numpy as np
 
 from .. import labels
 from ..articles import group_articles
-from ..contract import Boxes, float_list, member_table_records, str_list
-from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs, take_rows
+from ..contract import Boxes, float_list, member_table_records, str_list, take_rows
+from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .memo import Recent, read_only
 from .order import column_bounds, column_segments, reading_order
@@ -110,8 +110,7 @@ class _Resolved:
     def take(self, idx: np.ndarray) -> _Resolved:
         # `replaced` belongs to the round, not to the boxes taken: keep it (the column step
         # gives the lines of replaced containers a home after the shadow step's take).
-        return _Resolved(take_rows(self.xyxy, idx), *(getattr(self, c)[idx] for c in self._COLS[1:]),
-                         self.replaced)
+        return _Resolved(*(take_rows(getattr(self, c), idx) for c in self._COLS), self.replaced)
 
     def extend(self, other: _Resolved) -> _Resolved:
         return _Resolved(*(np.concatenate([getattr(self, c), getattr(other, c)]) for c in self._COLS),

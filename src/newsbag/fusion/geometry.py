@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from ..contract import take_rows  # noqa: F401 - fusion's hot spots call it from here
 from .memo import Recent
 
 __all__ = [
@@ -24,7 +23,6 @@ __all__ = [
     "cross_pairs",
     "box_tree",
     "group_extent",
-    "take_rows",
 ]
 
 # Above this many box pairs an STRtree query beats the dense (N, M) matrix (measured here:

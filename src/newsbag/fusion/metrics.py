@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from ..contract import Boxes
-from .geometry import Pairs, area, cross_pairs, take_rows
+from ..contract import Boxes, take_rows
+from .geometry import Pairs, area, cross_pairs
 from .memo import Recent, read_only
 from .order import column_segments
 

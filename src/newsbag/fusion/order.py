@@ -6,7 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from .geometry import cross_pairs, group_extent, take_rows
+from ..contract import take_rows
+from .geometry import cross_pairs, group_extent
 from .memo import Recent
 
 __all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
