@@ -392,9 +392,9 @@ def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_
     reading instead of reading, validating and pairing the sources again (~15 % of a 6 x
     300-box page). Past the pages the hand-over keeps in memory (64 pages, or fewer large ones
     within its byte budget), it used to read them again."""
-    from newsbag.fusion import handover
-
     if budget:
+        from newsbag.fusion import handover
+
         monkeypatch.setattr(handover.RECENT, "budget", budget)    # a few pages' worth
     pids = [f"p{k:03d}" for k in range(70)]
     run = _write_run(tmp_path, pids)
