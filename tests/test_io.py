@@ -12,3 +12,22 @@ from newsbag.io import dumps_compact, dumps_strict
 ])
 def test_dumps_compact_is_the_strict_json_without_spaces(obj):
     assert json.loads(dumps_compact(obj)) == json.loads(dumps_strict(obj, separators=(",", ":")))
+
+
+def test_atomic_write_takes_the_next_temp_name_when_one_is_taken_and_leaves_it(tmp_path, monkeypatch):
+    import itertools
+    import os
+
+    from newsbag import io as nb_io
+
+    monkeypatch.setattr(nb_io, "_TMP_SEQ", itertools.count(7))
+    target = tmp_path / "deep" / "page.json"        # the folder is made on demand
+    squatter = tmp_path / "deep" / f".page.json.{nb_io._HOST}-{os.getpid()}-8.tmp"   # another job's (a reused pid)
+    nb_io.atomic_write_bytes(target, b"one")         # takes -7
+    squatter.write_bytes(b"theirs")
+    nb_io.atomic_write_bytes(target, b"two")         # -8 is taken: -9
+    assert target.read_bytes() == b"two" and squatter.read_bytes() == b"theirs"
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, squatter.name])
+    with nb_io.atomic_text_file(tmp_path / "other" / "table.tsv") as fh:
+        fh.write("a\tb\n")
+    assert (tmp_path / "other" / "table.tsv").read_text() == "a\tb\n"

@@ -1,10 +1,12 @@
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from newsbag.fusion.stage import run_fusion
+from newsbag.io import read_page
 from newsbag.rundir import discover_sources
 
 CFG = {
@@ -52,7 +54,7 @@ def test_run_fusion_writes_pages_tsvs_and_summary(tmp_path):
     assert discover_sources(run) == ["paddle_layout/cdla", "tesseract/blocks", "text_lines/lines"]
     assert summary["skipped_variants"] == {"S2": "no source matching 'dell/*' ran"}
     assert summary["recommended_variant"] in {"S1", "C"} and summary["recommended_by"] == "score"
-    fused = json.loads((run / "outputs/fusion/C/p1.json").read_text())
+    fused = read_page(run / "outputs/fusion/C/p1.json", "p1")
     # the page-wide tesseract block is cut at the gutter; both columns carry two families
     boxes = sorted(r["bbox_xyxy"][0] for r in fused["regions"])
     assert len(boxes) == 2 and boxes[0] < 100 < boxes[1]
@@ -226,8 +228,6 @@ def test_auto_granularity_follows_the_source_leaderboard_and_reruns_when_it_chan
 
 
 def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_path):
-    from newsbag.io import read_page
-
     run = _write_run(tmp_path)
     run_fusion(run, ["p1", "p2"], CFG)
     fusion = run / "outputs" / "fusion"
@@ -245,9 +245,16 @@ def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_pa
         raw = json.loads(text)
         assert raw["source"]["members_file"] == "../_members/p1.json"
         assert all(isinstance(m, int) for r in raw["regions"] for m in r["members"])
+        # support: indices into the table's sources, not the names again in every region
+        assert all(isinstance(k, int) for r in raw["regions"] for k in r["support"])
         page = read_page(fusion / variant / "p1.json", "p1")  # what review, evaluate and export read
         assert [r["members"] for r in page["regions"]] == [[table[m] for m in r["members"]] for r in raw["regions"]]
-    # a table written as a record list (before the columns) reads the same
+        assert [r["support"] for r in page["regions"]] == [[stored["sources"][k] for k in r["support"]]
+                                                           for r in raw["regions"]]
+        assert any(len(r["support"]) > 1 for r in page["regions"]) == (variant == "C")   # S1: one source
+    # a page written before (support as names, the table as a record list) reads the same
+    old = {**raw, "regions": [{**r, "support": [stored["sources"][k] for k in r["support"]]} for r in raw["regions"]]}
+    (fusion / "S1" / "p1.json").write_text(json.dumps(old))
     (fusion / "_members" / "p1.json").write_text(json.dumps({"members": table}))
     assert read_page(fusion / "S1" / "p1.json", "p1")["regions"] == page["regions"]
     # a broken reference is a one-line contract error, not a crash in a reader
@@ -403,6 +410,38 @@ def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_
     assert summary["counts"]["ok"] == 70
     assert len(reads) == 3 * 70 and len(set(reads)) == 3 * 70
     assert not list((run / "cache" / "scratch").iterdir())    # the spill folder went with the call
+
+
+def test_the_pre_pass_scores_each_page_once_and_stores_only_what_this_call_does_not_fuse(tmp_path, monkeypatch):
+    """A page this call fuses gets its source metrics with the pre-pass's reading (`handover`),
+    so its record is written once, by the fusion pass (it was written by the pre-pass, read
+    back and written again). A manifest page outside the call keeps a sources-only record,
+    which the next call that fuses it reuses instead of scoring its sources again."""
+    from newsbag.fusion import stage
+
+    run = _write_run(tmp_path, ("p1", "p2", "p3"))
+    _write_manifest(run, ["p1", "p2", "p3"])
+    scored, records = [], []
+    real_measure, real_write = stage._measure_sources, stage.write_json
+
+    def measure(pages, cfg, known=None, pooled=None):
+        if known is None:
+            scored.append(next(iter(pages.values())).meta.page_id)
+        return real_measure(pages, cfg, known, pooled)
+
+    def write(path, obj, **kw):
+        if Path(path).parent.name == "_metrics":
+            records.append((Path(path).stem, sorted(obj["variants"])))
+        return real_write(path, obj, **kw)
+
+    monkeypatch.setattr(stage, "_measure_sources", measure)
+    monkeypatch.setattr(stage, "write_json", write)
+    assert run_fusion(run, ["p1", "p2"], AUTO_CFG)["counts"]["ok"] == 2      # p3: in the manifest only
+    assert sorted(scored) == ["p1", "p2", "p3"]
+    assert sorted(records) == [("p1", ["R"]), ("p2", ["R"]), ("p3", [])]
+    scored.clear(), records.clear()
+    assert run_fusion(run, ["p3"], AUTO_CFG)["counts"]["ok"] == 1
+    assert scored == [] and records == [("p3", ["R"])]
 
 
 def test_the_hand_over_with_worker_processes_gives_the_serial_output(tmp_path, monkeypatch):

@@ -18,22 +18,32 @@ import os
 import pickle
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator, NamedTuple
 
 from .. import rundir
 from .memo import Recent
 
-__all__ = ["RECENT", "folder", "put", "take", "key"]
+__all__ = ["Entry", "RECENT", "folder", "put", "take", "key"]
 
 # Left free on the folder's file system by a spill: the larger of 1 GB and this share of it.
 _FREE_BYTES, _FREE_SHARE = 1e9, 0.1
 
 
-def _entry_bytes(entry: tuple) -> int:
+class Entry(NamedTuple):
+    """What the pre-pass made of one page."""
+
+    pages: dict          # source name -> Boxes
+    image: dict | None   # the pages' image record
+    dropped: dict        # source name -> why it could not be read
+    parts: tuple         # (pool, its overlapping pairs, bool mask of the text-line evidence)
+    metrics: dict        # source name -> metrics, as the page's record stores them
+
+
+def _entry_bytes(entry: Entry) -> int:
     """About the memory of one entry: its source pages, pool and pairs (arrays)."""
-    pages, _, _, (pool, pairs, _) = entry
+    pool, pairs, _ = entry.parts
     return sum(b.xyxy.nbytes + b.score.nbytes + b.label.nbytes + sum(c.nbytes for c in b.data.values())
-               for b in (pool, *pages.values())) + pairs.i.nbytes + pairs.j.nbytes + pairs.inter.nbytes
+               for b in (pool, *entry.pages.values())) + pairs.i.nbytes + pairs.j.nbytes + pairs.inter.nbytes
 
 
 RECENT = Recent(64, budget=64e6, cost=_entry_bytes)
@@ -60,14 +70,13 @@ def _file(spill: Path, page_key: tuple) -> Path:
     return spill / (hashlib.sha1(page_key[0].encode()).hexdigest() + ".pkl")
 
 
-def put(page_key: tuple, entry: tuple, spill: Path, keep: bool) -> None:
-    """Hand `entry` (pages, image, dropped, (pool, pairs, line mask)) over: in memory when
-    `keep`, else (and what memory pushes out) as a file in `spill`."""
+def put(page_key: tuple, entry: Entry, spill: Path, keep: bool) -> None:
+    """Hand `entry` over: in memory when `keep`, else (and what memory pushes out) as a file in `spill`."""
     for gone_key, gone in RECENT.put(page_key, entry) if keep else [(page_key, entry)]:
         _spill(gone_key, gone, spill)
 
 
-def _spill(page_key: tuple, entry: tuple, spill: Path) -> None:
+def _spill(page_key: tuple, entry: Entry, spill: Path) -> None:
     """`entry` as a file in `spill`, unless that would leave its disk nearly full."""
     blob = pickle.dumps((page_key, entry), protocol=pickle.HIGHEST_PROTOCOL)
     try:
@@ -82,7 +91,7 @@ def _spill(page_key: tuple, entry: tuple, spill: Path) -> None:
         return
 
 
-def take(page_key: tuple, spill: Path | None) -> Any:
+def take(page_key: tuple, spill: Path | None) -> Entry | None:
     """The entry handed over for `page_key` (removed), or None: nothing there, or what is there
     was read from other input files or cannot be read. `spill` None: a call without hand-over."""
     hit = RECENT.take(page_key)

@@ -147,8 +147,9 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     """`fuse_all` plus the fused page dicts (DESIGN §3).
 
     Regions' ``members`` are indices into the page's member table (every source box once,
-    shared by all variants: 11 variants repeated them 11 times, 3.7 MB per page); the page
-    records where that table is (``source.members_file``) and `io.read_page` resolves it.
+    shared by all variants: 11 variants repeated them 11 times, 3.7 MB per page) and their
+    ``support`` indices into its ``sources``; the page records where that table is
+    (``source.members_file``) and `io.read_page` resolves both.
 
     Returns:
         (pages by variant, metrics record, member table: every pooled source box, as columns
@@ -162,11 +163,12 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     # Variants with the same regions share one list of region dicts (written, never changed):
     # one fused result (`fuse_all` shares it), or best_single variants that chose one source.
     regions: dict = {}
+    table = member_table(pool)
     for name, (fused, index, variant_input) in fused_all.items():
         v = by_name[name]
         same = ("best_single", record["best_single_choice"][name]) if name in record["best_single_choice"] else id(fused)
         if same not in regions:
-            regions[same] = regions_from_boxes(describe(fused, variant_input, f"fusion/{name}", index))
+            regions[same] = regions_from_boxes(describe(fused, variant_input, f"fusion/{name}", index, table["sources"]))
         out[name] = {
             "page_id": pool.meta.page_id,
             "image": page_image,
@@ -177,7 +179,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
             "regions": regions[same],
             "seconds": seconds,
         }
-    return out, record, member_table(pool)
+    return out, record, table
 
 
 @functools.lru_cache(maxsize=64)
@@ -303,8 +305,10 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
     A current stored record is read instead of recomputed (source metrics do not depend on
-    the variants). A page this call fuses is handed over (`handover`; ``keep``: in memory,
-    None: not fused by this call). None when the page cannot be read: the fusion pass reports it.
+    the variants). A page this call fuses is handed over with its metrics (`handover`; ``keep``:
+    in memory, None: not fused by this call); the others' metrics are stored as a record with
+    no variants yet, so a later fusion pass reuses them. None when the page cannot be read:
+    the fusion pass reports it.
     """
     run_dir, page_id, cfg, needed, prints, keep, spill = task
     try:
@@ -317,10 +321,10 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
             return None
         measured = _measure_sources(pages, cfg)
         metrics = _jsonable(measured[4])
-        if keep is not None:
-            handover.put(handover.key(page_id, idents), (pages, image, dropped, measured[:3]), spill, keep)
-        # Stored as a record with no variants yet, so the fusion pass reuses these metrics
-        # instead of scoring every source a second time (65 ms per page at 6 x 300 boxes).
+        if keep is not None:   # the fusion pass writes its record
+            handover.put(handover.key(page_id, idents), handover.Entry(pages, image, dropped, measured[:3], metrics),
+                         spill, keep)
+            return metrics
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
             "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
@@ -386,17 +390,17 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     try:
         pre = handover.take(handover.key(page_id, idents), spill)
         if pre is not None:
-            pages, image, dropped, parts = pre
-            pooled = _with_tree(*parts)
+            pages, image, dropped, pooled, known = pre.pages, pre.image, pre.dropped, _with_tree(*pre.parts), pre.metrics
         else:
             (pages, image, dropped), pooled = _load_inputs(inputs, page_id), None
+            known = None if current is None or dropped else current["sources"]
         for s, why in dropped.items():
             log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
         if not pages:
             return _fail_page(run_dir, page_id, active, f"page {page_id}: no readable source page ({'; '.join(dropped.values())})")
         fused_pages, new, table = fuse_page(
             pages, image, cfg, {v: active[v] for v in stale},
-            source_metrics=None if current is None or dropped else _nan_for_none(current["sources"]),
+            source_metrics=None if known is None else _nan_for_none(known),
             members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"), pooled=pooled)
         # The table first: a variant page on disk always finds the table it indexes. It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
