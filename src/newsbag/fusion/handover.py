@@ -5,7 +5,7 @@ that again in the fusion pass was ~15 % of a page at 6 sources x 300 boxes. The 
 one-process call scores stay in memory (`RECENT`: 64 pages, 64 MB); the others, those the
 memory pushes out, and every page of a call with worker processes (another process may fuse
 it) go through the call's private folder in the run directory (`folder`: `rundir.scratch_folder`) as pickles of
-~0.5 MB, each deleted when the fusion pass takes it; the folder goes when the call ends. The
+~0.4 MB (the pool is made again from the pages), each deleted when the fusion pass takes it; the folder goes when the call ends. The
 hand-over only saves work: a page that is not there (a disk nearly full, a file that cannot
 be read) is read again.
 """
@@ -18,7 +18,7 @@ import os
 import pickle
 import shutil
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from .. import rundir
 from .memo import Recent
@@ -35,15 +35,16 @@ class Entry(NamedTuple):
     pages: dict          # source name -> Boxes
     image: dict | None   # the pages' image record
     dropped: dict        # source name -> why it could not be read
-    parts: tuple         # (pool, its overlapping pairs, bool mask of the text-line evidence)
+    pairs: Any           # the overlapping pairs of their pool (`geometry.Pairs`)
+    line_mask: Any       # (N,) bool: the pool's text-line evidence
     metrics: dict        # source name -> metrics, as the page's record stores them
 
 
 def _entry_bytes(entry: Entry) -> int:
-    """About the memory of one entry: its source pages, pool and pairs (arrays)."""
-    pool, pairs, _ = entry.parts
+    """About the memory of one entry: its source pages and pairs (arrays)."""
+    pairs = entry.pairs
     return sum(b.xyxy.nbytes + b.score.nbytes + b.label.nbytes + sum(c.nbytes for c in b.data.values())
-               for b in (pool, *entry.pages.values())) + pairs.i.nbytes + pairs.j.nbytes + pairs.inter.nbytes
+               for b in entry.pages.values()) + pairs.i.nbytes + pairs.j.nbytes + pairs.inter.nbytes
 
 
 RECENT = Recent(64, budget=64e6, cost=_entry_bytes)

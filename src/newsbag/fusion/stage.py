@@ -100,11 +100,13 @@ def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
     evidence, STRtree of the lines or None)."""
     pool = Boxes.concat(list(pages.values()))
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
-    return _with_tree(pool, self_pairs(pool.xyxy), line_mask)
+    return _with_tree(pages, self_pairs(pool.xyxy), line_mask, pool)
 
 
-def _with_tree(pool: Boxes, pairs, line_mask: np.ndarray) -> tuple:
-    """`_pool`'s tuple from its first three parts (what `handover` keeps): the lines' STRtree added."""
+def _with_tree(pages: dict[str, Boxes], pairs, line_mask: np.ndarray, pool: Boxes | None = None) -> tuple:
+    """`_pool`'s tuple from the pages, pairs and mask (what `handover` keeps: the pool is a
+    concatenation, cheaper to make again than to pickle), the lines' STRtree added."""
+    pool = Boxes.concat(list(pages.values())) if pool is None else pool
     lines = pool.xyxy[line_mask]
     return pool, pairs, line_mask, box_tree(lines) if len(lines) else None
 
@@ -322,7 +324,7 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         measured = _measure_sources(pages, cfg)
         metrics = _jsonable(measured[4])
         if keep is not None:   # the fusion pass writes its record
-            handover.put(handover.key(page_id, idents), handover.Entry(pages, image, dropped, measured[:3], metrics),
+            handover.put(handover.key(page_id, idents), handover.Entry(pages, image, dropped, *measured[1:3], metrics),
                          spill, keep)
             return metrics
         write_json(rundir.metrics_path(run_dir, page_id), {
@@ -390,7 +392,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     try:
         pre = handover.take(handover.key(page_id, idents), spill)
         if pre is not None:
-            pages, image, dropped, pooled, known = pre.pages, pre.image, pre.dropped, _with_tree(*pre.parts), pre.metrics
+            pages, image, dropped, known = pre.pages, pre.image, pre.dropped, pre.metrics
+            pooled = _with_tree(pages, pre.pairs, pre.line_mask)
         else:
             (pages, image, dropped), pooled = _load_inputs(inputs, page_id), None
             known = None if current is None or dropped else current["sources"]
