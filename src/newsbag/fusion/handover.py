@@ -4,10 +4,10 @@ The pre-pass reads, validates and pairs every page's sources before any page is 
 that again in the fusion pass was ~15 % of a page at 6 sources x 300 boxes. The last pages a
 one-process call scores stay in memory (`RECENT`: 64 pages, 64 MB); the others, those the
 memory pushes out, and every page of a call with worker processes (another process may fuse
-it) go through the call's private folder in the run directory (`folder`: `rundir.scratch_folder`) as pickles of
-~0.4 MB (the pool is made again from the pages), each deleted when the fusion pass takes it; the folder goes when the call ends. The
-hand-over only saves work: a page that is not there (a disk nearly full, a file that cannot
-be read) is read again.
+it) go through the call's private folder in the run directory (`folder`:
+`rundir.scratch_folder`) as pickles of ~0.4 MB, each deleted when the fusion pass takes it;
+the folder goes when the call ends. The hand-over only saves work: a page that is not there
+(a disk nearly full, a file that cannot be read) is read again.
 """
 
 from __future__ import annotations
