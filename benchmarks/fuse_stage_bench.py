@@ -5,6 +5,7 @@ write), on one core, side by side with the old tool's fusion on the same pages.
     python benchmarks/fuse_stage_bench.py --pages 50 --old-tool /path/to/newspaper-parsing
     python benchmarks/fuse_stage_bench.py --pages 50 --repeat 5   # the median of 5 runs, and all 5
     python benchmarks/fuse_stage_bench.py --scaling        # 1k..20k boxes per page, and 1,000 pages
+    python benchmarks/fuse_stage_bench.py --pages 1000 --repeat 2 --compare ../other-checkout   # A/B, alternating
 
 Synthetic run: 6 region sources x 300 boxes per page named as the Torch bag names them
 (paddle_layout x3, paddle_vl15, dell, mineru) plus the text-line evidence, fused with the
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,18 +118,47 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]
     return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
 
 
-def bytecode_env() -> dict:
-    """The timed commands' environment: newsbag's modules compiled beforehand (its
-    ``__pycache__``, as pip compiles an installed package), not once per timed process.
+def bytecode_env(repo: Path = REPO) -> dict:
+    """The timed commands' environment for the newsbag of checkout `repo`: its modules compiled
+    beforehand (its ``__pycache__``, as pip compiles an installed package), not once per timed
+    process.
 
     A machine that sets PYTHONDONTWRITEBYTECODE (these sandboxes do) made every process
     compile ~50 modules again: ~0.2 s CPU, 10 ms/page of a 20-page run that no user pays.
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(REPO / "src")
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "newsbag")], env=env, check=True,
+    env["PYTHONPATH"] = str(repo / "src")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(repo / "src" / "newsbag")], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     return env
+
+
+def compare(n_pages: int, other: Path, config: Path, repeat: int) -> None:
+    """This checkout's `newsbag fuse` against another checkout's (`other`: an older commit, say) on
+    the same pages, run after run in alternating order: the ratio of each pair, and its median.
+    On a VM whose speed moves by +-25 % within minutes, a pair taken back to back is the
+    comparison that holds; single runs of the two are not."""
+    with tempfile.TemporaryDirectory(prefix="fuse_compare_") as tmp:
+        root = Path(tmp)
+        run = build_run(root, n_pages, 6, 300, old_layout=False)
+        pristine = root / "pristine"
+        shutil.copytree(run, pristine)
+        sides = {"this": (REPO, bytecode_env()), "other": (other, bytecode_env(other))}
+        ms = {"this": [], "other": []}
+        for k in range(repeat):
+            for side in (("other", "this") if k % 2 == 0 else ("this", "other")):
+                repo, env = sides[side]
+                shutil.rmtree(run)
+                shutil.copytree(pristine, run)
+                cpu, _, _ = timed([sys.executable, "-m", "newsbag", "fuse", "--run-dir", str(run),
+                                   "--config", str(repo / "configs" / config.name)], env)
+                ms[side].append(1000 * cpu / n_pages)
+            print(f"    pair {k + 1}: other {ms['other'][-1]:.1f}, this {ms['this'][-1]:.1f} ms/page CPU "
+                  f"(this/other {ms['this'][-1] / ms['other'][-1]:.3f})", flush=True)
+        ratios = [t / o for t, o in zip(ms["this"], ms["other"])]
+        print(f"pages {n_pages:>5}  this {statistics.median(ms['this']):.1f}, other ({other}) "
+              f"{statistics.median(ms['other']):.1f} ms/page CPU (medians); this/other per pair, "
+              f"median {statistics.median(ratios):.3f}", flush=True)
 
 
 OLD_DRIVER = """
@@ -194,8 +225,13 @@ def main() -> None:
     ap.add_argument("--many", type=int, default=1000, help="pages of the page-count scaling run (6 x 300 boxes)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the stage this many times on fresh copies; report the median run and the spread")
+    ap.add_argument("--compare", type=Path, metavar="CHECKOUT",
+                    help="another newsbag checkout: run both on the same pages, alternating, --repeat pairs")
     args = ap.parse_args()
     print(machine_line(), flush=True)
+    if args.compare:
+        compare(args.pages, args.compare.resolve(), args.config, max(1, args.repeat))
+        return
     if args.scaling:
         runs = [(5, 6, total // 6, None) for total in (1000, 2000, 5000, 10000, 20000)] + [(args.many, 6, 300, None)]
     else:
