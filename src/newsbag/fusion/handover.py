@@ -18,10 +18,15 @@ import os
 import pickle
 import shutil
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from .. import rundir
 from .memo import Recent
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .geometry import Pairs
 
 __all__ = ["Entry", "RECENT", "folder", "put", "take", "key"]
 
@@ -35,8 +40,8 @@ class Entry(NamedTuple):
     pages: dict          # source name -> Boxes
     image: dict | None   # the pages' image record
     dropped: dict        # source name -> why it could not be read
-    pairs: Any           # the overlapping pairs of their pool (`geometry.Pairs`)
-    line_mask: Any       # (N,) bool: the pool's text-line evidence
+    pairs: Pairs         # the overlapping pairs of their pool (the sources concatenated in this order)
+    line_mask: np.ndarray  # (N,) bool: the pool's text-line evidence
     metrics: dict        # source name -> metrics, as the page's record stores them
 
 
