@@ -24,8 +24,6 @@ from .. import rundir
 from .memo import Recent
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from .geometry import Pairs
 
 __all__ = ["Entry", "RECENT", "folder", "put", "take", "key"]
@@ -41,7 +39,6 @@ class Entry(NamedTuple):
     image: dict | None   # the pages' image record
     dropped: dict        # source name -> why it could not be read
     pairs: Pairs         # the overlapping pairs of their pool (the sources concatenated in this order)
-    line_mask: np.ndarray  # (N,) bool: the pool's text-line evidence
     metrics: dict        # source name -> metrics, as the page's record stores them
 
 

@@ -22,7 +22,7 @@ from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
-from .geometry import box_tree, self_pairs
+from .geometry import Pairs, box_tree, self_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
@@ -95,20 +95,15 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     return pool, fused_all, record
 
 
-def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
+def _pool(pages: dict[str, Boxes], cfg: FusionConfig, pairs: Pairs | None = None) -> tuple:
     """(pool of one page's sources, its overlapping pairs, bool mask of the text-line
-    evidence, STRtree of the lines or None)."""
+    evidence, STRtree of the lines or None). ``pairs``: the pool's pairs when already found
+    (`handover` keeps only them: the rest is cheaper to make again than to pickle)."""
     pool = Boxes.concat(list(pages.values()))
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
-    return _with_tree(pages, self_pairs(pool.xyxy), line_mask, pool)
-
-
-def _with_tree(pages: dict[str, Boxes], pairs, line_mask: np.ndarray, pool: Boxes | None = None) -> tuple:
-    """`_pool`'s tuple from the pages, pairs and mask (what `handover` keeps: the pool is a
-    concatenation, cheaper to make again than to pickle), the lines' STRtree added."""
-    pool = Boxes.concat(list(pages.values())) if pool is None else pool
     lines = pool.xyxy[line_mask]
-    return pool, pairs, line_mask, box_tree(lines) if len(lines) else None
+    return (pool, self_pairs(pool.xyxy) if pairs is None else pairs, line_mask,
+            box_tree(lines) if len(lines) else None)
 
 
 def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None,
@@ -324,7 +319,7 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         measured = _measure_sources(pages, cfg)
         metrics = _jsonable(measured[4])
         if keep is not None:   # the fusion pass writes its record
-            handover.put(handover.key(page_id, idents), handover.Entry(pages, image, dropped, *measured[1:3], metrics),
+            handover.put(handover.key(page_id, idents), handover.Entry(pages, image, dropped, measured[1], metrics),
                          spill, keep)
             return metrics
         write_json(rundir.metrics_path(run_dir, page_id), {
@@ -393,7 +388,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         pre = handover.take(handover.key(page_id, idents), spill)
         if pre is not None:
             pages, image, dropped, known = pre.pages, pre.image, pre.dropped, pre.metrics
-            pooled = _with_tree(pages, pre.pairs, pre.line_mask)
+            pooled = _pool(pages, cfg, pre.pairs)
         else:
             (pages, image, dropped), pooled = _load_inputs(inputs, page_id), None
             known = None if current is None or dropped else current["sources"]
