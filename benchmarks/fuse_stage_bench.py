@@ -133,6 +133,15 @@ def bytecode_env(repo: Path = REPO) -> dict:
     return env
 
 
+def fuse(run: Path, config: Path, env: dict, pristine: Path | None = None) -> tuple[float, float, float]:
+    """`timed` `newsbag fuse` of `run` (first put back as `pristine` when given: a run that
+    starts from the sources alone)."""
+    if pristine is not None:
+        shutil.rmtree(run)
+        shutil.copytree(pristine, run)
+    return timed([sys.executable, "-m", "newsbag", "fuse", "--run-dir", str(run), "--config", str(config)], env)
+
+
 def compare(n_pages: int, other: Path, config: Path, repeat: int) -> None:
     """This checkout's `newsbag fuse` against another checkout's (`other`: an older commit, say) on
     the same pages, run after run in alternating order: the ratio of each pair, and its median.
@@ -148,10 +157,7 @@ def compare(n_pages: int, other: Path, config: Path, repeat: int) -> None:
         for k in range(repeat):
             for side in (("other", "this") if k % 2 == 0 else ("this", "other")):
                 repo, env = sides[side]
-                shutil.rmtree(run)
-                shutil.copytree(pristine, run)
-                cpu, _, _ = timed([sys.executable, "-m", "newsbag", "fuse", "--run-dir", str(run),
-                                   "--config", str(repo / "configs" / config.name)], env)
+                cpu, _, _ = fuse(run, repo / "configs" / config.name, env, pristine)
                 ms[side].append(1000 * cpu / n_pages)
             print(f"    pair {k + 1}: other {ms['other'][-1]:.1f}, this {ms['this'][-1]:.1f} ms/page CPU "
                   f"(this/other {ms['this'][-1] / ms['other'][-1]:.3f})", flush=True)
@@ -189,17 +195,11 @@ def bench(n_pages: int, n_sources: int, n_boxes: int, old_tool: Path | None, con
         pristine = root / "pristine"
         if repeat > 1:   # each further run starts from the same sources
             shutil.copytree(run, pristine)
-        newsbag = [sys.executable, "-m", "newsbag", "fuse", "--run-dir", str(run), "--config", str(config)]
         env = bytecode_env()
-        runs = []
-        for k in range(repeat):
-            if k:
-                shutil.rmtree(run)
-                shutil.copytree(pristine, run)
-            runs.append(timed(newsbag, env))
+        runs = [fuse(run, config, env, pristine if k else None) for k in range(repeat)]
         cpu, wall, rss = sorted(runs)[(repeat - 1) // 2]
         size = sum(f.stat().st_size for f in (run / "outputs" / "fusion").rglob("*.json"))
-        rerun_cpu, rerun_wall, _ = timed(newsbag, env)
+        rerun_cpu, rerun_wall, _ = fuse(run, config, env)
         row = {"pages": n_pages, "boxes_per_page": n_sources * n_boxes, "cpu_ms_per_page": 1000 * cpu / n_pages,
                "wall_ms_per_page": 1000 * wall / n_pages, "peak_rss_mb": rss,
                "fused_kb_per_page": size / 1024 / n_pages, "rerun_cpu_s": rerun_cpu,
