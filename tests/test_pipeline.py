@@ -59,6 +59,44 @@ def test_status_does_not_count_stale_fused_pages_as_done(tmp_path, page_dir, cap
     assert {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]} == {"C": (4, 1), "S": (4, 1)}
 
 
+def _fusion_counts(capsys, run):
+    _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    return {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]}
+
+
+def test_status_counts_a_fused_page_stale_when_a_source_page_it_lacked_appears(tmp_path, page_dir, capsys):
+    """Source w failed on one page, so that page was fused from v alone; once w's page is
+    there, fusion redoes the page, and status must not call it done meanwhile."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}, "w": {"mode": "raise", "on": ["issue1__p1"]}},
+                            extra_stages=[FUSION])
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 4, err
+    fixed = write_fake_config(tmp_path / "ok.json", {"v": {}, "w": {}}, extra_stages=[FUSION])
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", fixed, "--stages", "fake")
+    assert code == 0, err
+    assert _fusion_counts(capsys, run) == {"C": (4, 1), "S": (4, 1)}
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0 and json.loads(out)["ok"] == 1, err
+    assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
+
+
+def test_status_counts_the_fused_pages_of_a_changed_variant_stale(tmp_path, page_dir, capsys):
+    """A run with a changed variant recipe (here without the fusion stage) records the new
+    config; until fusion redoes that variant, its pages are stale and the others stay done."""
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    changed = json.loads(cfg.read_text())
+    changed["stages"][1]["variants"]["C"]["params"]["vote"] = 2
+    cfg.write_text(json.dumps(changed))
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fake")
+    assert code == 0, err
+    assert _fusion_counts(capsys, run) == {"C": (0, 5), "S": (5, 0)}
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0, err
+    assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
+
+
 def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsys):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err

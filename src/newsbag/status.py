@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .config import DEFAULT_MAX_EMPTY_SHARE
+from .fusion.stage import fused_status
 from .io import read_json
 from . import rundir
 from .rundir import FAILED_DIR, discover_sources, sources_root
@@ -46,9 +47,12 @@ def collect_status(run_dir: Path) -> dict:
     ids = {p.page_id for p in read_pages(run_dir)}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
+    fusion_cfg: dict = {}  # no fusion stage in the config: `newsbag fuse` uses the defaults
     resolved = run_dir / "config.resolved.json"
     if resolved.exists():
         for stage in read_json(resolved).get("stages", []):
+            if stage.get("kind") == "fusion":
+                fusion_cfg = {k: v for k, v in stage.items() if k not in ("name", "kind", "default")}
             for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
                 expected[f"{stage['name']}/{variant}"] = stage["name"]
                 max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
@@ -73,7 +77,7 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5])})
-    fusion = _fusion_status(run_dir, ids)
+    fusion = fused_status(run_dir, sorted(ids), fusion_cfg)
     recommended = rundir.recommended_variant(run_dir)
     boards, review_failed = _review_status(run_dir, ids)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
@@ -84,34 +88,6 @@ def collect_status(run_dir: Path) -> dict:
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review_boards": boards, "review_failed": review_failed,
             "gallery": rundir.gallery_path(run_dir).exists()}
-
-
-def _fusion_status(run_dir: Path, ids: set[str]) -> list[dict]:
-    """Per fused variant: pages current, failed, and stale (a source page changed since it was fused).
-
-    A fused page counts as done only while the source pages its `_metrics` record names are
-    the ones it was made from (same size and mtime); a failed page has no fused output left.
-    """
-    variants = rundir.discover_fused(run_dir)
-    done = {v: 0 for v in variants}
-    stale = {v: 0 for v in variants}
-    failed = {v: len({p.stem for p in (rundir.fused_dir(run_dir, v) / FAILED_DIR).glob("*.json")} & ids) for v in variants}
-    for page_id in ids:
-        try:
-            record = read_json(rundir.metrics_path(run_dir, page_id))
-        except (OSError, ValueError):
-            record = None
-        current = record is not None and all(
-            rundir.file_identity(rundir.sources_root(run_dir) / name / f"{page_id}.json") == ident
-            for name, ident in record.get("inputs", {}).items())
-        for v in variants:
-            if not (rundir.fused_dir(run_dir, v) / f"{page_id}.json").is_file():
-                continue
-            if current and v in record.get("variant_fingerprints", {}):
-                done[v] += 1
-            else:
-                stale[v] += 1
-    return [{"variant": v, "done": done[v], "failed": failed[v], "stale": stale[v]} for v in variants]
 
 
 def _review_status(run_dir: Path, ids: set[str]) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from .geometry import Pairs, box_tree, self_pairs
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
-__all__ = ["run_fusion", "fuse_all", "fuse_page", "SCORE_DOC"]
+__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +365,24 @@ def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error:
     return page_id, "failed", error
 
 
+def _stale_outputs(run_dir: Path, page_id: str, variants, variant_fps: dict[str, str], current: dict | None,
+                   idents: dict) -> tuple[list[str], bool]:
+    """(the variants whose fused page is not current, whether the page's member table is).
+
+    ``current``: the page's stored record as `_current_metrics` returns it. Every variant page
+    indexes the member table: a table lost or torn makes them all stale.
+    """
+    written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
+    table_path = rundir.members_table_path(run_dir, page_id)
+    table_id = rundir.file_identity(table_path)
+    table_ok = current is not None and table_id is not None and (
+        table_id == current.get("members_table") or _table_is_current(table_path, idents))
+    stale = [v for v in variants
+             if not table_ok or v not in current["variants"]
+             or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v], written.get(v))]
+    return stale, table_ok
+
+
 @_gc_paused()
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
     """Worker: fuse one page for every variant whose outputs are not current. Errors become a one-line status."""
@@ -373,17 +391,10 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     if not inputs:
         return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
     current = None if force else _current_metrics(record, metrics_fp, variant_fps)
-    written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
-    table_path = rundir.members_table_path(run_dir, page_id)
-    # Every variant page indexes the member table: a table lost or torn redoes them all.
-    table_id = rundir.file_identity(table_path)
-    table_ok = current is not None and table_id is not None and (
-        table_id == current.get("members_table") or _table_is_current(table_path, idents))
-    stale = [v for v in active
-             if not table_ok or v not in current["variants"]
-             or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v], written.get(v))]
+    stale, table_ok = _stale_outputs(run_dir, page_id, active, variant_fps, current, idents)
     if not stale:
         return page_id, "skipped", None
+    table_path = rundir.members_table_path(run_dir, page_id)
     try:
         pre = handover.take(handover.key(page_id, idents), spill)
         if pre is not None:
@@ -406,6 +417,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         # identity of each, so a rerun redoes a page a power cut tore.
         if not table_ok:
             write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True, durable=False)
+        written = (current or {}).get("outputs") or {}
         outputs = {v: i for v, i in written.items() if v in active and v not in stale}
         for name, page in fused_pages.items():
             page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
@@ -477,6 +489,73 @@ def _ranked(rows: list[dict]) -> list[dict]:
     return rows
 
 
+def _plan(run_dir: Path, cfg: FusionConfig) -> tuple[list[str], dict[str, list[str]], dict[str, str], str | None, list[str]]:
+    """(sources on disk, variant -> the sources it takes, skipped variant -> why, the line
+    source or None, every source a page is fused from)."""
+    available = rundir.discover_sources(run_dir)
+    active: dict[str, list[str]] = {}
+    skipped: dict[str, str] = {}
+    for v in cfg.variants:
+        chosen, reason = match_sources(v, available, cfg.exclude_from_variants)
+        if reason:
+            skipped[v.name] = reason
+        else:
+            active[v.name] = chosen
+    line_source = cfg.line_source if cfg.line_source in available else None
+    needed = sorted({s for c in active.values() for s in c} | ({line_source} if line_source else set())
+                    | {s for s in available if _is_region_source(s, cfg)})
+    return available, active, skipped, line_source, needed
+
+
+def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[dict]:
+    """Per fused variant folder: pages whose fused page is current, stale or failed, by the rule
+    `run_fusion` skips pages by (so what it counts stale is what the next fusion redoes).
+
+    The source order of `"granularity": "auto"` variants is the one the last fusion recorded
+    in summary.json. A variant folder the config no longer makes (dropped, or its sources
+    gone) counts all its pages stale.
+
+    Args:
+        run_dir: the run directory.
+        page_ids: the run's pages (the manifest).
+        fusion_cfg: the config's "fusion" section.
+
+    Returns:
+        [{"variant", "done", "failed", "stale"}], by variant name.
+
+    Raises:
+        ValueError: bad fusion config (one line).
+    """
+    run_dir = Path(run_dir)
+    cfg = parse_fusion_config(fusion_cfg)
+    _, active, _, _, needed = _plan(run_dir, cfg)
+    if needs_order(cfg):
+        try:
+            order = read_json(rundir.fusion_dir(run_dir) / "summary.json").get("source_order")
+        except (OSError, ValueError, AttributeError):
+            order = None
+        cfg = with_order(cfg, order or [])
+    prints = _prints(cfg, active, needed)
+    variants = rundir.discover_fused(run_dir)
+    made = [v for v in variants if v in active]
+    done = dict.fromkeys(variants, 0)
+    stale = dict.fromkeys(variants, 0)
+    for page_id in page_ids:
+        _, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
+        current = _current_metrics(record, metrics_fp, variant_fps)
+        not_current = set(_stale_outputs(run_dir, page_id, made, variant_fps, current, idents)[0])
+        for v in variants:
+            if (rundir.fused_dir(run_dir, v) / f"{page_id}.json").is_file():
+                if v in active and v not in not_current:
+                    done[v] += 1
+                else:
+                    stale[v] += 1
+    wanted = set(page_ids)
+    return [{"variant": v, "done": done[v], "stale": stale[v],
+             "failed": len({p.stem for p in (rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR).glob("*.json")} & wanted)}
+            for v in variants]
+
+
 def run_fusion(
     run_dir: Path,
     page_ids: list[str],
@@ -505,18 +584,7 @@ def run_fusion(
     """
     run_dir = Path(run_dir)
     cfg = parse_fusion_config(fusion_cfg)
-    available = rundir.discover_sources(run_dir)
-    active: dict[str, list[str]] = {}
-    skipped: dict[str, str] = {}
-    for v in cfg.variants:
-        chosen, reason = match_sources(v, available, cfg.exclude_from_variants)
-        if reason:
-            skipped[v.name] = reason
-        else:
-            active[v.name] = chosen
-    line_source = cfg.line_source if cfg.line_source in available else None
-    needed = sorted({s for c in active.values() for s in c} | ({line_source} if line_source else set()))
-    needed = sorted(set(needed) | {s for s in available if _is_region_source(s, cfg)})
+    available, active, skipped, line_source, needed = _plan(run_dir, cfg)
     fusion = rundir.fusion_dir(run_dir)
     fusion.mkdir(parents=True, exist_ok=True)
     everyone = rundir.members(run_dir, page_ids)
