@@ -208,6 +208,20 @@ def test_rerun_skips_fresh_files_and_rewrites_changed_pages(run):
     assert run_export(run, ["p1", "p2"], {}, force=True)["ok"] == 2
 
 
+def test_a_page_whose_layer_output_is_gone_keeps_no_export(run):
+    """Fusion failed on p2 since it was exported (its fused page removed, a failure record
+    written): its PAGE-XML and ALTO files go too, so no export passes the old layout off as current."""
+    assert _export(run)["ok"] == 2
+    fused = run / "outputs" / "fusion" / "V1"
+    (fused / "p2.json").unlink()
+    _write(fused / "_failed" / "p2.json", {"page_id": "p2", "error": "no readable source page"})
+    _export(run)
+    exported = sorted(p.relative_to(run / "exports").as_posix() for p in (run / "exports").rglob("*.xml"))
+    assert exported == ["alto/fusion/V1/p1.xml", "page-xml/fusion/V1/p1.xml"]
+    coco = json.loads((run / "exports" / "coco" / "fusion" / "V1.json").read_text())
+    assert [i["page_id"] for i in coco["images"]] == ["p1"]
+
+
 def test_sources_and_variant_choice(run):
     result = _export(run, variants=["all"], sources=True)
     assert result["layers"] == ["fusion/V1", "fusion/V2", "sources/a/x", "sources/b/y"]

@@ -130,6 +130,10 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     text_identity = rundir.file_identity(transcript_path) if transcript_path else None
     statuses: dict[str, str] = {}
     if identity is None:
+        # The layer has no page here (never made, or removed when it failed): an export left
+        # from an earlier page would pass that old layout off as current.
+        for fmt in formats:
+            (exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}").unlink(missing_ok=True)
         return page_id, layer.name, statuses, ""
     try:
         page = None
