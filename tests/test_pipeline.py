@@ -125,6 +125,47 @@ def test_a_subset_call_rebuilds_nothing_from_the_subset_only(tmp_path, page_dir,
         assert sorted(p.name for p in (run / "review/top3_informative/pages").iterdir()) == top
 
 
+def test_two_calls_reviewing_different_pages_at_once_leave_a_gallery_of_every_page(tmp_path, page_dir, capsys):
+    """Two calls (say --shard 0/2 and 1/2) review one run dir at the same time: whichever
+    writes the gallery last must have seen the other's boards, or its pages drop out."""
+    import subprocess
+    import sys
+    import time
+
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
+    assert code == 0, err
+    ids = [json.loads(line)["page_id"] for line in (run / "manifests/pages.jsonl").read_text().splitlines()]
+    drawing = tmp_path / "drawing"
+    # The slow call draws the last two pages of the manifest (after judging the others) at 1.5 s each.
+    slow = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "import newsbag.review.stage as stage\n"
+        "from newsbag.cli import main\n"
+        "draw = stage._review_page\n"
+        "def slow_draw(run_dir, record, *args):\n"
+        "    if record.page_id in sys.argv[-1]:  # drawn by this call, not only judged\n"
+        "        Path(sys.argv[1]).touch()\n"
+        "        time.sleep(1.5)\n"
+        "    return draw(run_dir, record, *args)\n"
+        "stage._review_page = slow_draw\n"
+        "main(sys.argv[2:])\n"),
+        str(drawing), "run", "--run-dir", str(run), "--config", str(cfg), "--stages", "review",
+        "--pages", ",".join(ids[-2:])], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not drawing.exists() and slow.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "review",
+                               "--pages", ",".join(ids[:-2]))
+        assert code == 0, err
+    finally:
+        _, slow_err = slow.communicate(timeout=120)
+    assert slow.returncode == 0, slow_err
+    rows = (run / "review/scores.tsv").read_text().splitlines()[1:]
+    assert sorted(r.split("\t")[1] for r in rows if r.split("\t")[2] == "ok") == sorted(ids)
+
+
 def test_kill_and_rerun_gives_the_fused_pages_and_leaderboards_of_an_uninterrupted_run(tmp_path, page_dir, capsys):
     import os
     import signal

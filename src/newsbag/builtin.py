@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import rundir
+
 __all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "run_stage"]
 
 
@@ -58,6 +60,8 @@ def parse_options(kind: str, options: Mapping[str, Any]) -> Any:
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,
               force: bool = False, workers: int = 1,
               progress: Callable[[str, str], None] | None = None) -> dict:
-    """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself)."""
+    """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself),
+    one call per run dir and kind at a time (`rundir.stage_lock`)."""
     entry = get(kind)
-    return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers, progress=progress)
+    with rundir.stage_lock(run_dir, kind):
+        return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers, progress=progress)

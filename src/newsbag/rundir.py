@@ -22,12 +22,13 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from . import __version__
 from .io import append_jsonl, read_json, read_page
@@ -38,9 +39,11 @@ __all__ = [
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
-    "manifest_page_ids", "members", "manifest_lock", "scratch_folder",
+    "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
+
+log = logging.getLogger(__name__)
 
 FAILED_DIR = "_failed"
 REVIEW_FAILED = "failed.json"  # in review/pages/<page_id>/ while that page's last review failed
@@ -262,11 +265,38 @@ def manifest_lock(run_dir: Path) -> Iterator[None]:
     mounted with ``-o flock`` and GPFS. The kernel drops it when the holder dies, so a killed
     job never leaves a stale lock behind, as an O_EXCL lock file would.
     """
-    path = Path(run_dir) / "manifests" / ".lock"
+    with _locked(Path(run_dir) / "manifests" / ".lock"):
+        yield
+
+
+@contextlib.contextmanager
+def stage_lock(run_dir: Path, kind: str) -> Iterator[None]:
+    """Hold the run's lock of one builtin stage kind (RUN/manifests/.<kind>.lock) for a whole call.
+
+    A builtin stage computes its selected pages, then aggregates every page of the run from
+    what is on disk (leaderboards, summary, gallery, COCO). Two calls at once (two shards)
+    would each aggregate before the other's pages were there, and the one writing last would
+    drop them; one call at a time, the later one sees every page the earlier one wrote.
+    Slurm runs fusion and review as one job after the model arrays, so nothing waits there.
+    """
+    path = Path(run_dir) / "manifests" / f".{kind}.lock"
+    with _locked(path, on_wait=lambda: log.info("%s: waiting for another call's %s on %s to finish (%s)",
+                                                   kind, kind, run_dir, path)):
+        yield
+
+
+@contextlib.contextmanager
+def _locked(path: Path, on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """An exclusive POSIX record lock on `path` (created if missing) while the block runs;
+    `on_wait` is called once when another process holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            on_wait()
+            fcntl.lockf(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
