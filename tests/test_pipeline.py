@@ -64,6 +64,18 @@ def _fusion_counts(capsys, run):
     return {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]}
 
 
+def test_status_counts_the_pages_fusion_has_not_reached_pending(tmp_path, page_dir, capsys):
+    """A call for one shard fuses its own pages only: the others are neither done, failed
+    nor stale, and status says they are pending (in --json and in the text)."""
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion", "--shard", "0/2")
+    assert code == 0, err
+    _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert {f["variant"]: (f["done"], f["failed"], f["stale"], f["pending"]) for f in json.loads(out)["fusion"]} == {
+        "C": (3, 0, 0, 2), "S": (3, 0, 0, 2)}
+    _, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert [line.split()[-2:] for line in out.splitlines() if "fusion/" in line] == [["pending", "2"]] * 2
+
+
 def test_status_counts_a_fused_page_stale_when_a_source_page_it_lacked_appears(tmp_path, page_dir, capsys):
     """Source w failed on one page, so that page was fused from v alone; once w's page is
     there, fusion redoes the page, and status must not call it done meanwhile."""

@@ -226,7 +226,8 @@ def status(run_dir, as_json):
     for f in info["fusion"]:
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
         stale = f"  stale {f['stale']:>5}" if f["stale"] else ""
-        click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}  failed {f['failed']:>5}{stale}{mark}")
+        click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}  failed {f['failed']:>5}{stale}  "
+                   f"pending {f['pending']:>6}{mark}")
     if selected is None or "review" in selected:
         click.echo(f"  review boards {info['review_boards']}; failed {info['review_failed']}; "
                    f"gallery {'yes' if info['gallery'] else 'no'}")

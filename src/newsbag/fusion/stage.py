@@ -508,8 +508,9 @@ def _plan(run_dir: Path, cfg: FusionConfig) -> tuple[list[str], dict[str, list[s
 
 
 def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[dict]:
-    """Per fused variant folder: pages whose fused page is current, stale or failed, by the rule
-    `run_fusion` skips pages by (so what it counts stale is what the next fusion redoes).
+    """Per fused variant folder: pages whose fused page is current, stale, failed or not made
+    yet (pending), by the rule `run_fusion` skips pages by (so what it counts stale is what the
+    next fusion redoes).
 
     The source order of `"granularity": "auto"` variants is the one the last fusion recorded
     in summary.json. A variant folder the config no longer makes (dropped, or its sources
@@ -521,7 +522,7 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
         fusion_cfg: the config's "fusion" section.
 
     Returns:
-        [{"variant", "done", "failed", "stale"}], by variant name.
+        [{"variant", "done", "failed", "stale", "pending"}], by variant name.
 
     Raises:
         ValueError: bad fusion config (one line).
@@ -551,9 +552,11 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
                 else:
                     stale[v] += 1
     wanted = set(page_ids)
-    return [{"variant": v, "done": done[v], "stale": stale[v],
-             "failed": len({p.stem for p in (rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR).glob("*.json")} & wanted)}
-            for v in variants]
+    failed = {v: len({p.stem for p in (rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR).glob("*.json")} & wanted)
+              for v in variants}
+    # A failed page has no fused page (fusion removes it), so the four counts part the pages.
+    return [{"variant": v, "done": done[v], "stale": stale[v], "failed": failed[v],
+             "pending": len(wanted) - done[v] - stale[v] - failed[v]} for v in variants]
 
 
 def run_fusion(
