@@ -27,6 +27,7 @@ __all__ = [
     "load_tool_spec",
     "validate_params",
     "label_table",
+    "builtin_options",
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
@@ -206,6 +207,12 @@ def validate_params(where: str, params: Any, spec: dict) -> dict:
     return out
 
 
+def builtin_options(stage: Mapping[str, Any]) -> dict:
+    """A builtin stage entry's options (what its kind's ``run`` takes): every key but the
+    stage's name, kind and ``default``."""
+    return {k: v for k, v in stage.items() if k not in ("name", "kind", "default")}
+
+
 def _validate_builtin(where: str, kind: str, options: dict) -> None:
     """Check a builtin stage's options at load time, so a typo fails before any page runs."""
     try:
@@ -269,7 +276,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         if not isinstance(run_default, bool):
             raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
         if kind in builtin.REGISTRY:
-            options = {k: v for k, v in sd.items() if k not in ("name", "kind", "default")}
+            options = builtin_options(sd)
             _validate_builtin(where, kind, options)
             stages.append(BuiltinStage(name, kind, _freeze(options), run_default))
             continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import DEFAULT_MAX_EMPTY_SHARE
+from .config import DEFAULT_MAX_EMPTY_SHARE, builtin_options
 from .fusion.stage import fused_status
 from .io import read_json
 from . import rundir
@@ -52,7 +52,7 @@ def collect_status(run_dir: Path) -> dict:
     if resolved.exists():
         for stage in read_json(resolved).get("stages", []):
             if stage.get("kind") == "fusion":
-                fusion_cfg = {k: v for k, v in stage.items() if k not in ("name", "kind", "default")}
+                fusion_cfg = builtin_options(stage)
             for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
                 expected[f"{stage['name']}/{variant}"] = stage["name"]
                 max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
