@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from newsbag.errors import InputError
-from newsbag.pages import InputLimits, build_pages, inspect_page, read_pages, read_rejected
+from newsbag.pages import InputLimits, build_pages, inspect_page, read_manifest_list, read_pages, read_rejected
 
 from nbtest import FAKE_RUNNERS, REPO, write_image
 
@@ -206,6 +206,17 @@ def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(page) else real(p, mode, **kw))
     _, rejected = build_pages(tmp_path / "run", [page.parent], None, False, None)
     assert [(r.kind, r.error) for r in rejected] == [("unreadable", f"{page}: permission denied")]
+
+
+def test_a_page_list_that_is_not_utf8_text_is_one_line(tmp_path):
+    write_image(tmp_path / "ok.png")
+    listing = tmp_path / "list.txt"
+    for content, why in ((b"ok.png\nZ\xfcrich.png\n", "not UTF-8 text"), (b"ok.png\nx\x00y.png\n", "a NUL byte")):
+        listing.write_bytes(content)
+        with pytest.raises(InputError, match=f"cannot read manifest {listing}: line 2: {why}"):
+            read_manifest_list(listing)
+    listing.write_bytes(b"\xef\xbb\xbfok.png\n")  # a byte-order mark (Notepad, PowerShell 5) is no part of the first path
+    assert read_manifest_list(listing) == [tmp_path / "ok.png"]
 
 
 # --- the whole corpus through `newsbag run` -----------------------------------------------------

@@ -254,14 +254,26 @@ def discover_images(root: Path, recursive: bool, rejected: list[Rejected] | None
 
 
 def read_manifest_list(path: Path) -> list[Path]:
-    """Image paths from a list file: one per line, `#` comments, relative to the file."""
+    """Image paths from a list file: one per line, `#` comments, relative to the file.
+
+    UTF-8 text, with or without a byte-order mark.
+
+    Raises:
+        InputError: the file cannot be read, is not UTF-8 text or holds a NUL byte (naming the line).
+    """
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        raw = Path(path).read_bytes()
+        lines = raw.decode("utf-8-sig").splitlines()
     except OSError as exc:
         raise InputError(f"cannot read manifest {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"cannot read manifest {path}: line {line}: not UTF-8 text") from None
     base = Path(path).resolve().parent
     out = []
-    for line in lines:
+    for n, line in enumerate(lines, 1):
+        if "\0" in line:
+            raise InputError(f"cannot read manifest {path}: line {n}: a NUL byte (not a list of paths)")
         line = line.split("#", 1)[0].strip()
         if line:
             p = Path(line).expanduser()
