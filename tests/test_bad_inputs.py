@@ -208,6 +208,29 @@ def test_an_unreadable_file_is_named(tmp_path, monkeypatch):
     assert [(r.kind, r.error) for r in rejected] == [("unreadable", f"{page}: permission denied")]
 
 
+def test_a_file_name_that_is_not_utf8_is_named_and_the_rest_go_on(tmp_path):
+    """A Latin-1 name (an old archive unpacked as bytes) used to crash the listing with a traceback."""
+    root = tmp_path / "in"
+    write_image(root / "good.png")
+    latin1 = os.fsencode(root) + b"/Z\xfcrich"
+    write_image(Path(os.fsdecode(latin1 + b".png")))
+    Path(os.fsdecode(latin1 + b".pdf")).write_bytes(b"%PDF-1.4\n")
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "newsbag", "pages", "--input-dir", str(root), "--run-dir", str(run)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr and done.returncode == 4, done.stderr
+    assert [p.page_id.split("-")[0] for p in read_pages(run)] == ["good"]
+    shown = f"{root}/Z\\xfcrich"  # the name's bytes as escapes: text every stream and file can take
+    rejected = read_rejected(run)
+    assert [(r.path, r.kind) for r in rejected] == [(shown + ".pdf", "unsupported"), (shown + ".png", "bad_name")]
+    assert rejected[1].error == f"{shown}.png: name is not UTF-8 text; rename it (e.g. convmv -f latin1 -t utf8)"
+    status = subprocess.run([sys.executable, "-m", "newsbag", "status", "--run-dir", str(run)],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    for r in rejected:
+        assert r.error in done.stderr and r.error in status.stdout
+
+
 def test_a_page_list_that_is_not_utf8_text_is_one_line(tmp_path):
     write_image(tmp_path / "ok.png")
     listing = tmp_path / "list.txt"

@@ -85,10 +85,22 @@ class PageRecord:
 
 @dataclass(frozen=True)
 class Rejected:
+    """A skipped input and why. Its text is UTF-8-safe, as every writer and stream needs: the
+    bytes of a non-UTF-8 name are kept as ``\\xNN`` escapes (`_shown`)."""
+
     path: str
     error: str
     kind: str = "unreadable"  # broken_symlink | symlink_loop | unreadable | unsupported | not_an_image |
-    #                           corrupt | too_large | absurd_size | empty
+    #                           corrupt | too_large | absurd_size | empty | bad_name
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", _shown(self.path))
+        object.__setattr__(self, "error", _shown(self.error))
+
+
+def _shown(text: str) -> str:
+    """`text` (a path, or a message naming one) with the undecodable bytes of a name as ``\\xNN``."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -163,7 +175,7 @@ def page_id_for(path: Path, root: Path) -> str:
     if rel.startswith("../"):
         stem = Path(stem).name
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem.replace("/", "__")).strip("._") or "page"
-    digest = hashlib.sha1(rel.encode("utf-8")).hexdigest()[:8]
+    digest = hashlib.sha1(rel.encode("utf-8", "surrogateescape")).hexdigest()[:8]  # a non-UTF-8 name is refused later
     return f"{readable[-80:]}-{digest}"
 
 
@@ -374,6 +386,8 @@ def inspect_page(path: Path, root: Path, run_dir: Path, limits: InputLimits = In
     """
     page_id = page_id_for(path, root)
     path = Path(os.path.abspath(path))  # not resolved: the manifest keeps a symlink's own path
+    if _shown(str(path)) != str(path):  # the manifest, the gallery and the exports hold paths as UTF-8 text
+        raise _Reject(f"{path}: name is not UTF-8 text; rename it (e.g. convmv -f latin1 -t utf8)", "bad_name")
     problem = _entry_problem(path)
     if problem is not None:
         raise _Reject(f"{path}: {problem[1]}", problem[0])
@@ -540,8 +554,8 @@ def build_pages(
         try:
             record = inspect_page(path, root, run_dir, limits)
         except InputError as exc:
-            log.error("skipping input: %s", exc)
             rejected.append(Rejected(str(path), str(exc), getattr(exc, "kind", "unreadable")))
+            log.error("skipping input: %s", rejected[-1].error)
             continue
         if record.note:
             log.warning("page %s (%s): %s", record.page_id, record.path, record.note)
@@ -553,7 +567,7 @@ def build_pages(
         merged.update({p.page_id: p for p in pages})
         if merged:  # every input rejected: no empty manifest that later says "lists no pages"
             write_pages(run_dir, merged.values())
-        _merge_rejected(run_dir, rejected, {str(p) for p, _ in candidates})
+        _merge_rejected(run_dir, rejected, {_shown(str(p)) for p, _ in candidates})
     return pages, rejected
 
 
