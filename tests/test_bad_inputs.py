@@ -323,6 +323,25 @@ def test_bad_corpus_every_bad_input_named_every_good_page_fused(tmp_path):
     assert "bomb.png: declares 40000x40000" in text
 
 
+def test_a_page_taller_than_a_jpeg_can_be_is_reviewed(tmp_path):
+    """A strip 1 x 70000 px is a page like any other: its gallery scan used to stop the whole run
+    (libjpeg takes at most 65500 px a side: OSError traceback, exit 1, nothing after review)."""
+    root = tmp_path / "in"
+    write_image(root / "good.png")
+    write_image(root / "strip.png", size=(1, 70000))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"version": 1, "runners_dir": str(FAKE_RUNNERS), "stages": [
+        {"name": "fake", "family": "fake", "variants": {"v": {}}}, {"name": "fusion", "kind": "fusion"},
+        {"name": "review", "kind": "review"}]}))
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "newsbag", "run", "--input-dir", str(root), "--run-dir", str(run),
+                           "--config", str(config)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    (strip,) = (p for p in read_pages(run) if p.page_id.startswith("strip-"))
+    with Image.open(run / "review" / "pages" / strip.page_id / "scan.jpg") as scan:
+        assert scan.height == 65500 and scan.width == 1
+
+
 @pytest.mark.parametrize("name,fmt", [("p.gif", "GIF"), ("p.jp2", "JPEG2000"), ("p.ppm", "PPM")])
 def test_more_formats_get_an_8bit_copy(tmp_path, name, fmt):
     src = write_image(tmp_path / "in" / name, size=(64, 48), mode="RGB", fmt=fmt)

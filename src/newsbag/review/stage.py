@@ -33,6 +33,7 @@ _THUMB_WIDTH = 1200
 # read a headline, ~0.3 MB for an NZZ page.
 _SCAN_WIDTH = 1600
 _SCAN_QUALITY = 80
+_JPEG_MAX_SIDE = 65500  # libjpeg refuses a longer side (a 1 x 70000 strip stopped the whole run)
 # zlib level 3 encodes a scan board ~2.7x faster than the default 6 and smaller (1.5 vs 2.1 MB
 # on an NZZ board): the encode was 70 % of the stage time.
 _PNG_LEVEL = 3
@@ -258,9 +259,13 @@ def _review_task(task: tuple) -> _Outcome:
 
 
 def _write_scan(image: Image.Image, out: Path) -> None:
-    """The page image as a JPEG at most `_SCAN_WIDTH` wide, for the gallery (browsers show no TIFF)."""
+    """The page image as a JPEG at most `_SCAN_WIDTH` wide, for the gallery (browsers show no TIFF),
+    and at most `_JPEG_MAX_SIDE` high."""
     if image.width > _SCAN_WIDTH:
         image = image.resize((_SCAN_WIDTH, max(1, round(image.height * _SCAN_WIDTH / image.width))),
+                             Image.Resampling.BILINEAR)
+    if image.height > _JPEG_MAX_SIDE:
+        image = image.resize((max(1, round(image.width * _JPEG_MAX_SIDE / image.height)), _JPEG_MAX_SIDE),
                              Image.Resampling.BILINEAR)
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=_SCAN_QUALITY)
