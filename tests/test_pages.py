@@ -184,3 +184,20 @@ def test_select_shard_partitions_pages(tmp_path, page_dir):
     shards = [select_shard(pages, (k, 3)) for k in range(3)]
     assert sorted(p.page_id for s in shards for p in s) == sorted(p.page_id for p in pages)
     assert [len(s) for s in shards] == [2, 2, 1]
+
+
+def test_a_run_directory_inside_the_input_folder_is_not_read_as_pages(tmp_path):
+    """`--input-dir scans --recursive --run-dir scans/run`: the boards, scans and cache copies the
+    run writes used to come back as new pages on every rerun (1, then 4, then 14 pages...)."""
+    root = tmp_path / "scans"
+    write_image(root / "issue1" / "p1.png")
+    run = root / "run"
+    build_pages(run, [root], None, True, None)
+    write_image(run / "review" / "pages" / "issue1__p1-x" / "board.png")  # what the stages leave
+    write_image(run / "cache" / "images" / "issue1__p1-x.png")
+    older = root / "issue1" / "older-run"  # another run of these scans, kept beside them
+    build_pages(older, [root / "issue1"], None, False, None)
+    write_image(older / "review" / "pages" / "p1-y" / "board.png")
+    pages, rejected = build_pages(run, [root], None, True, None)
+    assert [p.path for p in pages] == ["../issue1/p1.png"] and not rejected
+    assert [p.path for p in read_pages(run)] == ["../issue1/p1.png"]

@@ -204,7 +204,9 @@ def _walk(root: Path, recursive: bool, rejected: list[Rejected], ignored: dict[s
     """Image files under `root`; every entry that is skipped for a reason goes to `rejected`.
 
     Symlinked folders are followed (under --recursive) unless they lead back to a folder
-    already walked, which is named as a symlink loop instead of being walked forever.
+    already walked, which is named as a symlink loop instead of being walked forever. A run
+    directory in the tree (this run's or another's) is not walked: its boards, gallery scans
+    and cache copies are outputs, and would come back as new pages on every rerun.
     """
     images: list[Path] = []
     visited = {os.path.realpath(root)}
@@ -227,6 +229,9 @@ def _walk(root: Path, recursive: bool, rejected: list[Rejected], ignored: dict[s
                 continue
             if path.is_dir():
                 if not recursive:
+                    continue
+                if rundir.is_run_dir(path):
+                    log.info("%s: not walked: a newsbag run directory (its images are outputs, not pages)", path)
                     continue
                 real = os.path.realpath(path)
                 if real in visited:
