@@ -85,6 +85,31 @@ def test_bomb_is_refused_from_its_header_in_under_a_second_and_without_a_big_all
     assert float(facts["GROWTH_MB"]) < 50, out  # a decode would take 1600 MB (1-bit: 200 MB)
 
 
+def test_a_16bit_page_is_made_8bit_in_a_few_bytes_per_pixel(tmp_path):
+    """A 16-bit grey master (common in archives) used to cost ~25 bytes per pixel to convert
+    (int64 copies of the page): 1 GB for 40 MP, ~10 GB at the 400 MP limit."""
+    h, w = 3000, 4000
+    deep = (np.arange(h * w, dtype=np.uint32).reshape(h, w) * 7 % 65536).astype(np.uint16)
+    page = tmp_path / "in" / "deep.tif"
+    page.parent.mkdir()
+    Image.fromarray(deep).save(page, compression="tiff_lzw")
+    probe = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from newsbag.pages import inspect_page\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "rec = inspect_page(Path(sys.argv[1]), Path(sys.argv[1]).parent, Path(sys.argv[2]))\n"
+        "print('GROWTH_MB', (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)\n"
+        "print('CACHE', rec.image_path)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(page), str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120)
+    facts = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert float(facts["GROWTH_MB"]) < 8 * h * w / 2**20, out  # 92 MB; it took ~290
+    with Image.open(facts["CACHE"]) as im:
+        assert im.mode == "L" and np.array_equal(np.asarray(im), (deep.astype(np.int64) * 255 // 65535).astype(np.uint8))
+
+
 def test_pixel_limit_is_an_option(tmp_path):
     page = write_image(tmp_path / "in" / "p.png", size=(400, 300))
     with pytest.raises(InputError, match=r"over the 0.1 MP limit; if it is a real scan, rerun with --max-megapixels"):

@@ -59,6 +59,7 @@ DEFAULT_MAX_MEGAPIXELS = 400.0
 # above 16 MP, where decoding starts to cost (a 16 MP RGB page is 48 MB).
 MAX_PIXELS_PER_BYTE = 1000.0
 _RATIO_FLOOR_PIXELS = 16_000_000
+_BAND_ROWS = 256  # rows scaled at once by _to_8bit: ~30 MB of int64 on a 600 dpi broadsheet
 # EXIF/TIFF Orientation -> the transpose that shows the page as a viewer does (Pillow's exif_transpose).
 _ORIENT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
@@ -307,15 +308,28 @@ def _sha256(path: Path) -> str:
 
 
 def _to_8bit(im: Image.Image) -> Image.Image:
-    """8-bit L or RGB rendering of any Pillow mode (16-bit scaled, CMYK/P/1/LA converted)."""
-    if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
-        arr = np.asarray(im, dtype=np.int64)
-        top = 65535 if arr.max(initial=0) > 255 else 255
-        return Image.fromarray(np.clip(arr * 255 // top, 0, 255).astype(np.uint8), "L")
-    if im.mode == "F":
-        arr = np.asarray(im, dtype=np.float64)
-        lo, hi = float(arr.min(initial=0)), float(arr.max(initial=1))
-        return Image.fromarray(((arr - lo) * 255 / max(hi - lo, 1e-9)).astype(np.uint8), "L")
+    """8-bit L or RGB rendering of any Pillow mode (16-bit scaled, CMYK/P/1/LA converted).
+
+    A 16-bit or float page is scaled a band of rows at a time into the 8-bit result: with the
+    decoded page and its array that is ~5 bytes per pixel of a 16-bit page (~2 GB at the 400 MP
+    limit). int64 copies of the whole page took ~25, about 10 GB.
+    """
+    if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        arr = np.asarray(im)
+        if im.mode == "F":
+            lo, hi = float(arr.min(initial=0)), float(arr.max(initial=1))
+
+            def scale(band: np.ndarray) -> np.ndarray:
+                return (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
+        else:
+            top = 65535 if arr.max(initial=0) > 255 else 255
+
+            def scale(band: np.ndarray) -> np.ndarray:
+                return np.clip(band.astype(np.int64) * 255 // top, 0, 255)
+        out = np.empty(arr.shape, np.uint8)
+        for row in range(0, arr.shape[0], _BAND_ROWS):
+            out[row:row + _BAND_ROWS] = scale(arr[row:row + _BAND_ROWS]).astype(np.uint8)
+        return Image.fromarray(out, "L")
     if im.mode in ("1", "L", "LA"):
         return im.convert("L")
     return im.convert("RGB")
