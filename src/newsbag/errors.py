@@ -11,6 +11,8 @@ __all__ = [
     "PartialFailure",
     "GpuPreflightError",
     "RunDirError",
+    "first_line",
+    "page_failure",
 ]
 
 
@@ -65,3 +67,17 @@ class RunDirError(NewsbagError):
     """
 
     exit_code = 7
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name when it has none: what a
+    one-line failure record holds."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def page_failure(page_id: str, exc: BaseException) -> str:
+    """One line for an error a page stage did not foresee (a bug, an input nobody thought of),
+    recorded at the page boundary so the rest of the batch goes on: the page, the type, the
+    message's first line."""
+    lines = str(exc).splitlines()
+    return f"page {page_id}: {type(exc).__name__}" + (f": {lines[0]}" if lines else "")

@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
+from .errors import first_line
+
 try:
     import orjson
 except ImportError:  # a venv made before orjson became a dependency: the stdlib does it all, slower
@@ -259,7 +261,7 @@ def _read_valid(path: str | os.PathLike, page_id: str) -> dict:
         page = read_json(path)
         validate_source_page(page)
     except (OSError, ValueError) as exc:
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        reason = first_line(exc)
         raise ValueError(f"{path}: {reason}") from None
     if page["page_id"] != page_id:
         raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
@@ -309,7 +311,7 @@ def _resolve_members(page: dict, table_path: Path, path) -> None:
             if support and type(support[0]) is int:
                 region["support"] = [sources[k] for k in support]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+        reason = first_line(exc)
         raise ValueError(f"{path}: member table {table_path.name}: {type(exc).__name__}: {reason}") from None
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from . import rundir
-from .errors import InputError
+from .errors import InputError, first_line
 from .io import atomic_write_bytes, atomic_write_text, dumps_strict
 
 __all__ = [
@@ -349,7 +349,7 @@ def _read_16bit_rgb_tiff(path: Path, limits: InputLimits) -> Image.Image:
             _check_declared_size(path, int(width), int(height), limits)
             arr = tif.pages[0].asarray()
     except (tifffile.TiffFileError, ValueError, IndexError, OSError) as exc:
-        raise _Reject(f"{path}: not a readable image ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})",
+        raise _Reject(f"{path}: not a readable image ({first_line(exc)})",
                       "not_an_image") from None
     if arr.ndim == 3 and arr.shape[0] in (3, 4) and arr.shape[-1] not in (3, 4):
         arr = np.moveaxis(arr, 0, -1)
@@ -450,7 +450,7 @@ def inspect_page(path: Path, root: Path, run_dir: Path, limits: InputLimits = In
         else:
             raise _Reject(f"{path}: not a readable image (unknown format or corrupt header)", "not_an_image") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise _Reject(f"{path}: cannot decode image: {str(exc).splitlines()[0]}", "corrupt") from None
+        raise _Reject(f"{path}: cannot decode image: {first_line(exc)}", "corrupt") from None
     if orientation >= 5 and dpi:
         dpi = tuple(reversed(dpi))
     if orientation != 1:

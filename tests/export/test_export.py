@@ -331,3 +331,16 @@ def test_a_region_read_in_column_parts_exports_the_lines_of_all_its_parts():
     assert read[3][0] == "left part\nright part"
     assert [ln.text for ln in read[3][1]] == ["left part", "right part"]
     assert read[4][0] == "between"
+
+
+@pytest.mark.parametrize("transcript", [[1, 2], {"regions": [{"region": "x", "lines": 3}]}, {"regions": {"a": 1}}])
+def test_a_transcript_of_the_wrong_shape_fails_that_page_only(run, transcript):
+    """A transcript file that is JSON but not a transcript (hand-edited, another tool's) fails
+    the pages it belongs to with one line naming the page; the other page is exported."""
+    _write(run / "outputs" / "transcripts" / "V1" / "p1.json", transcript)
+    result = _export(run, formats=["page-xml", "alto"])
+    assert (result["ok"], result["failed"]) == (1, 1)
+    assert {f["page_id"] for f in result["failures"]} == {"p1"}
+    for failure in result["failures"]:
+        assert failure["error"].startswith("page p1: ") and "\n" not in failure["error"]
+    assert (run / "exports" / "alto" / "fusion" / "V1" / "p2.xml").is_file()

@@ -196,3 +196,35 @@ def test_a_subset_call_keeps_the_whole_runs_gallery_scores_and_top_n(review_run)
     assert ranked((review_run / "review" / "scores.tsv").read_text()) == ranked(scores)
     assert "\tp3\tfailed\t" in (review_run / "review" / "scores.tsv").read_text()  # failed earlier, still listed
     assert part["failures"] == []  # ... but not counted as a failure of this call
+
+
+def test_an_error_nobody_foresaw_fails_that_page_only(review_run, monkeypatch):
+    """The page boundary holds for any error on a page (a bug, an input nobody thought of): that
+    page fails with one line naming it and its board goes; the others are drawn. A full disk is
+    not the page's fault and stops the stage."""
+    import newsbag.review.stage as stage
+    from newsbag.errors import RunDirError
+
+    assert run_review(review_run, IDS, CFG)["ok"] == 2  # p3: a broken source page (the kit's)
+    draw = stage._review_page
+
+    def flaky(run_dir, record, *args):
+        if record.page_id == "p2":
+            raise RuntimeError("cannot draw this\nsecond line")
+        return draw(run_dir, record, *args)
+
+    monkeypatch.setattr(stage, "_review_page", flaky)
+    result = run_review(review_run, IDS, CFG, force=True)
+    assert result["failures"][0] == {"page_id": "p2", "error": "page p2: RuntimeError: cannot draw this"}
+    assert [f["page_id"] for f in result["failures"]] == ["p2", "p3"]
+    assert not (review_run / "review" / "pages" / "p2" / "board.png").exists()
+    assert json.loads((review_run / "review" / "pages" / "p2" / "failed.json").read_text())["error"] == \
+        "page p2: RuntimeError: cannot draw this"
+    assert result["top"] == ["p1"]
+
+    def full(*args):
+        raise RunDirError("disk full")
+
+    monkeypatch.setattr(stage, "_review_page", full)
+    with pytest.raises(RunDirError):
+        run_review(review_run, IDS, CFG, force=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import rundir
+from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
 from ..parallel import page_map
 from . import FORMATS
@@ -150,8 +151,12 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
                               fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent))
             atomic_write_bytes(out, _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
-    except (OSError, ValueError) as exc:
-        return page_id, layer.name, statuses, (str(exc).splitlines() or [type(exc).__name__])[0]
+    except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
+        return page_id, layer.name, statuses, first_line(exc)
+    except RunDirError:  # not this page's fault: stop the stage with one line
+        raise
+    except Exception as exc:  # noqa: BLE001 - the page boundary: a transcript of the wrong shape, a bug
+        return page_id, layer.name, statuses, page_failure(page_id, exc)
     return page_id, layer.name, statuses, ""
 
 
@@ -257,7 +262,7 @@ def run_export(
             try:
                 coco[layer.name] = _write_coco(run_dir, exports, layer, everyone, force, failed_by_layer[layer.name])
             except (OSError, ValueError) as exc:
-                error = (str(exc).splitlines() or [type(exc).__name__])[0]
+                error = first_line(exc)
                 log.error("export: coco %s: %s", layer.name, error)
                 failures.append({"page_id": "", "layer": layer.name, "error": f"coco: {error}"})
                 coco[layer.name] = "failed"

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import __version__, labels, rundir
 from ..contract import Boxes, regions_from_boxes
-from ..errors import RunDirError
+from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
@@ -219,7 +219,7 @@ def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes
         try:
             pages[s], raw = read_source_boxes(p, page_id, s)
         except (ValueError, KeyError, TypeError) as exc:
-            dropped[s] = (str(exc).splitlines() or [type(exc).__name__])[0]
+            dropped[s] = first_line(exc)
             continue
         image = image or raw["image"]
     return pages, image, dropped
@@ -438,8 +438,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
     except Exception as exc:  # the page boundary: record and go on
-        msg = str(exc).splitlines()[0] if str(exc) else ""
-        return _fail_page(run_dir, page_id, active, f"page {page_id}: {type(exc).__name__}: {msg}")
+        return _fail_page(run_dir, page_id, active, page_failure(page_id, exc))
     return page_id, "ok", None
 
 

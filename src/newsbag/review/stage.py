@@ -12,6 +12,7 @@ from PIL import Image
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
+from ..errors import RunDirError, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
@@ -243,7 +244,8 @@ def _review_page(
 
 
 def _review_task(task: tuple) -> _Outcome:
-    """One page, in this process or a worker; a `_PageError` fails that page only."""
+    """One page, in this process or a worker: any error but a full disk fails that page only
+    (a `_PageError` with its own line, anything else with `errors.page_failure`'s)."""
     run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force, compute, gallery_dirs = task
     try:
         if record is None:
@@ -251,11 +253,20 @@ def _review_task(task: tuple) -> _Outcome:
         return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force, compute,
                             gallery_dirs)
     except _PageError as exc:
-        page_dir = rundir.review_page_dir(run_dir, page_id)
-        for stale in ("board.png", "info.json", SCAN, DATA_JS):
-            (page_dir / stale).unlink(missing_ok=True)
-        write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": str(exc)})
-        return _Outcome(page_id, "failed", error=str(exc))
+        return _fail_page(run_dir, page_id, str(exc))
+    except RunDirError:  # not this page's fault: stop the stage with one line
+        raise
+    except Exception as exc:  # noqa: BLE001 - the page boundary
+        return _fail_page(run_dir, page_id, page_failure(page_id, exc))
+
+
+def _fail_page(run_dir: Path, page_id: str, error: str) -> _Outcome:
+    """A failed page keeps no board or gallery files that could pass as current, and a failure record."""
+    page_dir = rundir.review_page_dir(run_dir, page_id)
+    for stale in ("board.png", "info.json", SCAN, DATA_JS):
+        (page_dir / stale).unlink(missing_ok=True)
+    write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": error})
+    return _Outcome(page_id, "failed", error=error)
 
 
 def _write_scan(image: Image.Image, out: Path) -> None:
