@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import rundir
+from .errors import RunDirError, first_line, page_failure
 from .config import EnvSpec, ModelStage
 from .contract import boxes_from_page
 from .fusion.fuse import articles
@@ -268,9 +269,17 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             page, idx, xyxy, rank, article, is_title, bbox = _read_regions(fused_path, page_id, lines)
             crops, region_of = plan_page(xyxy, rank, lines)
             taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(block_dirs, page_id))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
+            error = f"page {page_id}: {first_line(exc)}"
+        except RunDirError:  # not this page's fault: stop the stage with one line
+            raise
+        except Exception as exc:  # noqa: BLE001 - the page boundary
+            error = page_failure(page_id, exc)
+        else:
+            error = None
+        if error:
             summary["failed"] += 1
-            summary["failures"].append({"page_id": page_id, "error": f"no readable fused page {fused_path}: {exc}"})
+            summary["failures"].append({"page_id": page_id, "error": error})
             if progress:
                 progress(page_id, "failed")
             continue

@@ -110,7 +110,8 @@ def test_a_page_without_fused_output_fails_alone_and_the_index_covers_the_whole_
     (rundir.fused_dir(run, "C") / "p2.json").unlink()
     result = run_transcription(run, ["p1", "p2"], {})
     assert (result["ok"], result["failed"]) == (1, 1)
-    assert result["failures"][0]["page_id"] == "p2" and "fused page" in result["failures"][0]["error"]
+    fused = rundir.fused_dir(run, "C") / "p2.json"
+    assert result["failures"][0]["page_id"] == "p2" and f"page p2: {fused}: " in result["failures"][0]["error"]
     ledger = [json.loads(line) for line in rundir.failures_ledger(run).read_text().splitlines()]
     assert [(r["stage"], r["page_id"]) for r in ledger] == [("transcription", "p2")]
     # a later call for p2 only keeps p1's articles in the run-level index
@@ -165,3 +166,23 @@ def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
     vl_path.write_text(vl_path.read_text())
     os.utime(vl_path, ns=(before + 10**9, before + 10**9))
     assert run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})["ok"] == 1
+
+
+def test_a_bad_line_page_or_an_unforeseen_error_fails_that_page_alone(tmp_path, monkeypatch):
+    """The failure names the file that is bad (the text-line page here, not the fused page, which
+    is fine), and an error nobody foresaw fails its page with one line instead of the stage."""
+    import newsbag.transcription as transcription
+
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    bad = rundir.source_dir(run, "text_lines", "lines") / "p2.json"
+    bad.write_text("[1, 2]")
+    result = run_transcription(run, ["p1", "p2"], {})
+    assert (result["ok"], result["failed"]) == (1, 1)
+    assert result["failures"] == [{"page_id": "p2", "error": f"page p2: {bad}: page must be a JSON object, got list"}]
+
+    def broken(*args):
+        raise KeyError("regions")
+
+    monkeypatch.setattr(transcription, "plan_page", broken)
+    result = run_transcription(run, ["p1"], {}, force=True)
+    assert result["failures"] == [{"page_id": "p1", "error": "page p1: KeyError: 'regions'"}]
