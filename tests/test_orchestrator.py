@@ -181,3 +181,34 @@ def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
     assert counts({"v": {"tag": "other"}}) == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     write_image(page_dir / "issue1" / "p2.png", size=(44, 30))
     assert counts({"v": {"tag": "other"}}) == {"ok": 1, "empty": 0, "failed": 0, "skipped": 4}
+
+
+def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path, page_dir, capsys):
+    """Cluster jobs run from the manifest (`newsbag pages` once, then `newsbag run --run-dir R`):
+    a scan replaced since it was hashed must be hashed again and its page redone there too, not
+    skipped as current against the old image's hash; a scan that is now broken is named."""
+    run = tmp_path / "run"
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
+    code, _, err = run_cli(capsys, "pages", "--input-dir", page_dir, "--recursive", "--run-dir", run)
+    assert code == 0, err
+
+    def counts(*extra):
+        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, *extra)
+        return code, json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"], err
+
+    assert counts()[1] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
+    (replaced,) = ids_with(run, "issue1__p2")
+    old_sha = {p.page_id: p.sha256 for p in read_pages(run)}
+    write_image(page_dir / "issue1" / "p2.png", size=(44, 30))
+    assert counts()[1] == {"ok": 1, "empty": 0, "failed": 0, "skipped": 4}
+    assert outputs(run)[replaced]["image"]["width"] == 44
+    new_sha = {p.page_id: p.sha256 for p in read_pages(run)}
+    assert {k for k in new_sha if new_sha[k] != old_sha[k]} == {replaced}
+    assert counts()[1] == {"ok": 0, "empty": 0, "failed": 0, "skipped": 5}
+
+    (broken,) = ids_with(run, "issue2__p3")
+    (page_dir / "issue2" / "p3.png").write_bytes(b"not a png any more")
+    code, got, err = counts()
+    assert code == 4 and got == {"ok": 0, "empty": 0, "failed": 0, "skipped": 4}, err
+    assert f"{page_dir / 'issue2' / 'p3.png'}: not a readable image" in err
+    assert broken in {p.page_id for p in read_pages(run)}  # still a page of the run: its outputs are kept

@@ -37,6 +37,7 @@ __all__ = [
     "inspect_page",
     "list_inputs",
     "build_pages",
+    "refresh_pages",
     "read_pages",
     "write_pages",
     "select_shard",
@@ -392,8 +393,12 @@ def _orientation(im: Image.Image) -> int:
         return 1
 
 
-def inspect_page(path: Path, root: Path, run_dir: Path, limits: InputLimits = InputLimits()) -> PageRecord:
+def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimits = InputLimits(),
+                 page_id: str | None = None) -> PageRecord:
     """Record one page; odd formats and rotated pages get an 8-bit PNG copy under RUN/cache/images.
+
+    Its id comes from its path under `root` (`page_id_for`), or is `page_id` when the page is
+    already known (a manifest page whose image changed).
 
     The header is checked against `limits` before anything is decoded. A page with an EXIF
     or TIFF orientation is stored upright (as a viewer shows it): its recorded width and
@@ -403,7 +408,7 @@ def inspect_page(path: Path, root: Path, run_dir: Path, limits: InputLimits = In
         InputError: the file is missing, empty, not an image, truncated, too large or absurd
             for its size (message names it; ``.kind`` says which, for rejected.jsonl).
     """
-    page_id = page_id_for(path, root)
+    page_id = page_id or page_id_for(path, root)
     path = Path(os.path.abspath(path))  # not resolved: the manifest keeps a symlink's own path
     if _shown(str(path)) != str(path):  # the manifest, the gallery and the exports hold paths as UTF-8 text
         raise _Reject(f"{path}: name is not UTF-8 text; rename it (e.g. convmv -f latin1 -t utf8)", "bad_name")
@@ -559,19 +564,50 @@ def build_pages(
     if not candidates and not known and not rejected:
         raise InputError(_no_images_message(input_dirs, manifest, recursive))
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
-    pages: list[PageRecord] = []
-    seen: set[str] = set()
+    todo, seen = [], set()
     for path, root in candidates:
         page_id = page_id_for(path, root)
-        if page_id in seen:
-            continue
-        seen.add(page_id)
-        old = known.get(page_id)
-        if old is not None and Path(old.image_path).exists() and _unchanged(run_dir, old, path):
+        if page_id not in seen:
+            seen.add(page_id)
+            todo.append((path, root, known.get(page_id), page_id))
+    pages = _records(run_dir, todo, limits, rejected)
+    _merge(run_dir, pages, rejected, {_shown(str(p)) for p, _ in candidates})
+    return pages, rejected
+
+
+def refresh_pages(run_dir: Path, pages: list[PageRecord],
+                  limits: InputLimits = InputLimits()) -> tuple[list[PageRecord], list[Rejected]]:
+    """`pages` of the manifest as their images are now, for a call that runs from the manifest
+    (cluster jobs after `newsbag pages`): a page whose image changed since it was hashed (size
+    or mtime) is inspected again and its record replaced in the manifest, so its outputs go
+    stale, as a call naming the inputs would do; one that cannot be read any more is rejected
+    for this call (the manifest keeps it and its outputs). A page whose image is gone stays as
+    the manifest has it: stages that need no image (fusion, export) go on, and a runner names
+    the missing file. One stat per unchanged page.
+    """
+    todo = [(Path(os.path.abspath(Path(run_dir) / p.path)), None, p, p.page_id) for p in pages]
+    rejected: list[Rejected] = []
+    fresh = _records(run_dir, todo, limits, rejected, gone_ok=True)
+    known = {p.page_id: p for p in pages}
+    changed = [p for p in fresh if p is not known[p.page_id]]
+    if changed or rejected:  # else no lock and no manifest write: every job of an array does this
+        _merge(run_dir, changed, rejected, {_shown(str(path)) for path, *_ in todo})
+    return fresh, rejected
+
+
+def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: list[Rejected],
+             gone_ok: bool = False) -> list[PageRecord]:
+    """The record of each (image path, id root, known record or None, page id) of `todo`: the
+    known one while its image is unchanged (`_unchanged`, with `gone_ok`), else a new
+    inspection; an image that cannot be read goes to `rejected` with its one line, and the
+    rest go on."""
+    pages: list[PageRecord] = []
+    for path, root, old, page_id in todo:
+        if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
         try:
-            record = inspect_page(path, root, run_dir, limits)
+            record = inspect_page(path, root, run_dir, limits, page_id=page_id)
         except InputError as exc:
             rejected.append(Rejected(str(path), str(exc), getattr(exc, "kind", "unreadable")))
             log.error("skipping input: %s", rejected[-1].error)
@@ -579,15 +615,20 @@ def build_pages(
         if record.note:
             log.warning("page %s (%s): %s", record.page_id, record.path, record.note)
         pages.append(record)
-    # Read the manifest again under the lock: another job may have added pages while this
-    # one inspected its images, and a merge from the first read would drop them.
+    return pages
+
+
+def _merge(run_dir: Path, pages: list[PageRecord], rejected: list[Rejected], listed: set[str]) -> None:
+    """`pages` into the manifest and `rejected` into rejected.jsonl (`_merge_rejected`; `listed`:
+    the inputs this call looked at). The manifest is read again under the lock: another job may
+    have added pages while this one inspected its images, and a merge from an earlier read would
+    drop them."""
     with rundir.manifest_lock(run_dir):
         merged = {p.page_id: p for p in read_pages(run_dir)}
         merged.update({p.page_id: p for p in pages})
         if merged:  # every input rejected: no empty manifest that later says "lists no pages"
             write_pages(run_dir, merged.values())
-        _merge_rejected(run_dir, rejected, {_shown(str(p)) for p, _ in candidates})
-    return pages, rejected
+        _merge_rejected(run_dir, rejected, listed)
 
 
 def read_rejected(run_dir: Path) -> list[Rejected]:
@@ -629,14 +670,23 @@ def _no_images_message(input_dirs: list[Path], manifest: Path | None, recursive:
     return msg + "; nothing written"
 
 
-def _unchanged(run_dir: Path, record: PageRecord, path: Path) -> bool:
-    original = (Path(run_dir) / record.path).resolve()
-    if original != Path(path).resolve():
+def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = False) -> bool:
+    """`record` still describes the image at `path`: the same file, unchanged since it was
+    hashed, and its 8-bit copy (if any) not older; with `gone_ok`, also when the file is gone.
+    One or two stat calls when the paths are spelt alike: every job of a 100k-page run asks
+    this of each of its pages."""
+    original = Path(os.path.abspath(Path(run_dir) / record.path))
+    if original != Path(os.path.abspath(path)) and original.resolve() != Path(path).resolve():
         return False
-    if record.identity is not None and record.identity != rundir.file_identity(original):
+    identity = rundir.file_identity(original)
+    if identity is None:
+        return gone_ok
+    if record.identity is not None and record.identity != identity:
         return False  # the image changed in place: hash it again, so its outputs become stale
-    cached = Path(record.image_path)
-    return cached == original or cached.stat().st_mtime >= original.stat().st_mtime
+    if record.image_path == str(original):
+        return True
+    cached = rundir.file_identity(Path(record.image_path))
+    return cached is not None and cached[1] >= identity[1]
 
 
 def select_shard(pages: list, shard: tuple[int, int] | None) -> list:

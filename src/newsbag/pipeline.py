@@ -13,7 +13,7 @@ from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import is_page_done, source_dir
-from .pages import InputLimits, PageRecord, Rejected, build_pages, read_pages, select_shard
+from .pages import InputLimits, PageRecord, Rejected, build_pages, read_pages, refresh_pages, select_shard
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -68,7 +68,10 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
         if missing:
             raise InputError(f"unknown page id(s): {', '.join(sorted(missing))}")
         pages = [p for p in pages if p.page_id in wanted]
-    return select_shard(pages, opts.shard), rejected
+    pages = select_shard(pages, opts.shard)
+    if not (opts.input_dirs or opts.manifest):  # this call's pages of the manifest: hash again what changed
+        pages, rejected = refresh_pages(opts.run_dir, pages, InputLimits.from_megapixels(opts.max_megapixels))
+    return pages, rejected
 
 
 def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
