@@ -45,8 +45,10 @@ def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
     """Regions from one serialised PaddleOCRVLResult (``res.json["res"]``), in original pixels.
 
     Every layout box becomes a region; a parsing block matched to it (same label, IoU >= 0.9)
-    gives its content as ``text`` and its ``block_order``. Blocks with no layout box (the
-    pipeline built them) are kept as regions without a score.
+    gives its content as ``text`` and its ``block_order``. A layout box with no block (the
+    pipeline's overlap filter dropped it: reference, tiny, duplicate) has no order: its layout
+    ``order`` numbers the boxes before that filter, a sequence ``block_order`` does not follow.
+    Blocks with no layout box (the pipeline built them) are kept as regions without a score.
     """
     sx, sy = width / float(res.get("width") or width), height / float(res.get("height") or height)
     scale = np.array([sx, sy, sx, sy])
@@ -70,7 +72,7 @@ def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
         block = blocks[block_for_box[j]] if j in block_for_box else None
         regions.append({
             "bbox_xyxy": (box_xyxy[j] * scale).tolist(), "label": box["label"], "score": float(box["score"]),
-            "order": block.get("block_order") if block is not None else box.get("order"),
+            "order": block.get("block_order") if block is not None else None,
             "text": block.get("block_content") if block is not None else None,
         })
     matched = set(block_for_box.values())

@@ -56,6 +56,24 @@ def test_unmatched_boxes_and_blocks(case, mutate, expected):
     assert len(hit) == 1 and (hit[0]["label"], hit[0]["text"], hit[0]["score"]) == expected
 
 
+def test_layout_box_left_out_of_parsing_has_no_order():
+    # The pipeline runs the layout model with filter_overlap_boxes=False, so layout_det_res keeps
+    # a reference box (not in SKIP_ORDER_LABELS: it is numbered) that the pipeline's filter drops
+    # from parsing_res_list, whose block_order is numbered without it (paddleocr_vl.res.json,
+    # shared/formats README "block_order"). Its layout order counts in another sequence.
+    res = json.loads(json.dumps(SAMPLE))
+    boxes = res["layout_det_res"]["boxes"]
+    reference = {"cls_id": 18, "label": "reference", "score": 0.8, "coordinate": [180, 2610, 1821, 2630], "order": 4}
+    for box in boxes[7:]:  # the layout model numbers the boxes after it one further
+        box["order"] += 1
+    boxes.insert(7, reference)
+    regions = regions_from_vl(res, 2000, 3000)
+    ref = next(r for r in regions if r["label"] == "reference")
+    assert (ref["text"], ref["order"]) == (None, None)
+    orders = [r["order"] for r in regions if r["order"] is not None]
+    assert orders == [b["block_order"] for b in res["parsing_res_list"] if b["block_order"] is not None]
+
+
 def test_result_size_differs_from_page_scales_back():
     regions = regions_from_vl(SAMPLE, 1000, 1500)  # pipeline worked on a 2x image
     assert regions[1]["bbox_xyxy"] == [90, 75, 910.5, 130.5]
