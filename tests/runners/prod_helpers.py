@@ -13,6 +13,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[2]
 RUNNERS = REPO / "runners"
 FAKES = Path(__file__).resolve().parent / "fakes"
+FORMATS = REPO.parent / "shared" / "formats"  # the libraries' own outputs, which the fakes replay
 sys.path.insert(0, str(REPO / "src"))
 
 from newsbag.config import label_table  # noqa: E402

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from nbtest import write_hf_model
-from prod_helpers import FAKES, make_page, read_json, run_runner
+from prod_helpers import FORMATS, make_page, read_json, run_runner
 
 HUB_ID = "opendatalab/MinerU2.5-2509-1.2B"
-LAYOUT = json.loads((FAKES / "_data" / "mineru_layout_detect.example.json").read_text())
-TWO_STEP = json.loads((FAKES / "_data" / "mineru_two_step_extract.example.json").read_text())
+LAYOUT = json.loads((FORMATS / "mineru_layout_detect.example.json").read_text())
+TWO_STEP = json.loads((FORMATS / "mineru_two_step_extract.example.json").read_text())
 
 
 @pytest.fixture

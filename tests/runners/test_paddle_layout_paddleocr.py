@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from prod_helpers import FAKES, write_paddle_model, make_page, read_json, run_runner
+from prod_helpers import FORMATS, write_paddle_model, make_page, read_json, run_runner
 
-V3 = json.loads((FAKES / "_data" / "paddleocr_layout_detection.res.json").read_text())
-PLUS_L = json.loads((FAKES / "_data" / "paddleocr_layout_detection.plus_l.res.json").read_text())
+V3 = json.loads((FORMATS / "paddleocr_layout_detection.res.json").read_text())
+PLUS_L = json.loads((FORMATS / "paddleocr_layout_detection.plus_l.res.json").read_text())
 
 
 @pytest.fixture

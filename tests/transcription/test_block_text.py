@@ -6,12 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nbtest import SHARED
+
 from newsbag import rundir
 from newsbag.transcript import take_block_text
 from newsbag.transcription import parse_transcription_options, run_transcription
 
 RUNNERS = Path(__file__).resolve().parents[2] / "runners"
-SAMPLE = Path(__file__).resolve().parents[1] / "runners" / "fakes" / "_data" / "paddleocr_vl.res.json"
+SAMPLE = SHARED / "formats" / "paddleocr_vl.res.json"  # PaddleOCR-VL's own output (see its README)
 
 REGIONS = np.array([[0, 0, 100, 100], [0, 120, 100, 220]], float)
 CROPS = np.array([[0, 5, 100, 15], [0, 25, 100, 35], [0, 125, 100, 135], [0, 145, 100, 155]], float)

@@ -6,7 +6,8 @@ import json
 import os
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "_data"
+# The libraries' own serialised outputs (../shared/formats beside the checkout), replayed by the fakes.
+DATA = Path(__file__).resolve().parents[3].parent / "shared" / "formats"
 
 
 def cuda() -> bool:

@@ -1,6 +1,6 @@
 """Fake paddleocr 3.7: LayoutDetection and PaddleOCRVL with the real constructor checks and result JSON.
 
-Results replay the real serialised outputs in ../_data (LayoutAnalysisResult for V2/V3,
+Results replay the real serialised outputs in ../shared/formats (LayoutAnalysisResult for V2/V3,
 DetResult for PP-DocLayout_plus-L, PaddleOCRVLResult), scaled from the 2000x3000 sample
 to the input image. Like the real wrappers: unknown keywords raise ValueError, the
 constructor "downloads" (fails offline) unless model_dir or the PaddleX cache has the
