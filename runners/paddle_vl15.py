@@ -45,7 +45,8 @@ def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
     """Regions from one serialised PaddleOCRVLResult (``res.json["res"]``), in original pixels.
 
     Every layout box becomes a region; a parsing block matched to it (same label, IoU >= 0.9)
-    gives its content as ``text`` and its ``block_order``. A layout box with no block (the
+    gives its content as ``text`` (null where the pipeline read nothing: images, charts, the
+    later blocks of a merged group, whose text the group's first block holds) and its ``block_order``. A layout box with no block (the
     pipeline's overlap filter dropped it: reference, tiny, duplicate) has no order: its layout
     ``order`` numbers the boxes before that filter, a sequence ``block_order`` does not follow.
     Blocks with no layout box (the pipeline built them) are kept as regions without a score.
@@ -73,13 +74,13 @@ def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
         regions.append({
             "bbox_xyxy": (box_xyxy[j] * scale).tolist(), "label": box["label"], "score": float(box["score"]),
             "order": block.get("block_order") if block is not None else None,
-            "text": block.get("block_content") if block is not None else None,
+            "text": (block.get("block_content") or None) if block is not None else None,
         })
     matched = set(block_for_box.values())
     for bi, block in enumerate(blocks):
         if bi not in matched:
             regions.append({"bbox_xyxy": (block_xyxy[bi] * scale).tolist(), "label": block["block_label"],
-                            "score": None, "order": block.get("block_order"), "text": block.get("block_content")})
+                            "score": None, "order": block.get("block_order"), "text": block.get("block_content") or None})
     return regions
 
 

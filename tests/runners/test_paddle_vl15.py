@@ -39,6 +39,10 @@ def test_regions_keep_layout_scores_and_block_text():
     assert table["text"].startswith("<table><tr><td>Year</td>") and table["order"] is None
     title = next(r for r in regions if r["label"] == "doc_title")
     assert title["text"] == "Annual Report 2024" and title["order"] == 1 and title["bbox_xyxy"] == [180, 150, 1821, 261]
+    # the image block was never read (its block_content is ""): no text, not an empty string that
+    # PAGE-XML would write as an empty TextEquiv
+    image = next(r for r in regions if r["label"] == "image")
+    assert image["text"] is None
 
 
 @pytest.mark.parametrize("case, mutate, expected", [
