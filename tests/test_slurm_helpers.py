@@ -176,3 +176,22 @@ def test_cli_check_env_and_jobs(tmp_path, capsys, monkeypatch):
     record_job(tmp_path, {"job_id": "7", "kind": "gpu-l40s", "partition": "l40s_public"})
     code, out, _ = run_cli(capsys, "slurm", "jobs", "--run-dir", tmp_path, "--json")
     assert code == 0 and [r["job_id"] for r in json.loads(out)] == ["7"]
+
+
+@pytest.mark.parametrize("bad", ["FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "NODE_FAIL"])
+def test_status_names_the_failed_array_task_and_its_log_whatever_killed_it(tmp_path, capsys, fake_bin, bad):
+    # Arrays at scale lose tasks to the time limit, memory and scancel as often as to exit codes.
+    _fake_tool(fake_bin, "squeue", f"40_0|40|0|COMPLETED|None\n40_1|40|1|{bad}|None\n"
+                                   "41|41|N/A|PENDING|DependencyNeverSatisfied\n")
+    logs = tmp_path / "logs" / "slurm"
+    logs.mkdir(parents=True)
+    (logs / "newsbag-infer-l40s-40_1.out").write_text(
+        "newsbag job 40_1 task 1/2\nslurmstepd: error: *** JOB 42 ON vm CANCELLED AT t DUE TO TIME LIMIT ***\n")
+    record_job(tmp_path, {"job_id": "40", "kind": "infer-l40s", "partition": "l40s_public", "stages": "dell",
+                          "array": "0-1", "log": str(logs / "%x-%A_%a.out")})
+    record_job(tmp_path, {"job_id": "41", "kind": "fuse-review", "partition": "cs", "stages": "fusion",
+                          "dependency": "afterok:40", "log": str(logs / "%x-%j.out")})
+    code, out, _ = run_cli(capsys, "status", "--run-dir", tmp_path)
+    assert code == 0
+    assert f"  job 40_1 infer-l40s {bad}: log {logs}/newsbag-infer-l40s-40_1.out\n" in out
+    assert "      last error: slurmstepd: error: *** JOB 42 ON vm CANCELLED AT t DUE TO TIME LIMIT ***\n" in out

@@ -193,7 +193,7 @@ def status(run_dir, as_json):
 
     if not run_dir.is_dir():
         raise click.BadParameter(f"{run_dir} is not a run directory", param_hint="--run-dir")
-    from .slurm import describe_jobs, format_job_lines, job_note, selected_stage_names, way_out
+    from .slurm import describe_jobs, failed_task_states, format_job_lines, job_note, selected_stage_names, way_out
 
     info = collect_status(run_dir)
     jobs = describe_jobs(run_dir)
@@ -203,7 +203,7 @@ def status(run_dir, as_json):
         info["sources"] = [s for s in info["sources"] if s["source"].split("/")[0] in selected]
         if "fusion" not in selected:
             info["fusion"] = []
-    info["way_out"] = way_out(run_dir, jobs, _task_states(jobs))
+    info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs))
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return
@@ -235,14 +235,6 @@ def status(run_dir, as_json):
         click.echo(f"  {line}")
     for line in info["way_out"]:
         click.echo(f"  {line}")
-
-
-def _task_states(jobs: list[dict]) -> dict:
-    """Per-task states of array jobs that failed (to name their logs); {} otherwise."""
-    from .slurm import job_states
-
-    arrays = [j["job_id"] for j in jobs if j.get("array") and "FAILED" in str(j.get("state"))]
-    return job_states(arrays) if arrays else {}
 
 
 def _builtin_options(func):

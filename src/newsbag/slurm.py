@@ -39,6 +39,7 @@ __all__ = [
     "live_and_stale_jobs",
     "expand_log_path",
     "last_error_line",
+    "failed_task_states",
     "way_out",
     "make_canary",
     "selected_stage_names",
@@ -566,13 +567,24 @@ def last_error_line(path: str | os.PathLike, tail_bytes: int = 65536) -> str | N
     return None
 
 
+def _failed(state: object) -> bool:
+    """Whether a job (or any task of an array summary such as "TIMEOUT 1/16, COMPLETED 15/16") ended badly."""
+    return any(part.split(" ")[0] in _BAD for part in str(state).split(", "))
+
+
+def failed_task_states(rows: Sequence[dict]) -> dict[str, str]:
+    """Per-task states (``job_states``) of the array rows with a task that ended badly, for ``way_out``."""
+    arrays = [r["job_id"] for r in rows if r.get("array") and _failed(r.get("state"))]
+    return job_states(arrays) if arrays else {}
+
+
 def _failed_tasks(row: dict, states: Mapping[str, str]) -> list[str | None]:
     """Task ids of an array row that failed (or [None] for a plain job)."""
     if not row.get("array"):
         return [None]
     prefix = f"{row['job_id']}_"
     return [k[len(prefix):] for k, v in states.items()
-            if k.startswith(prefix) and v.split(" ")[0] in _BAD] or [None]
+            if k.startswith(prefix) and _failed(v)] or [None]
 
 
 def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | None = None,
@@ -581,11 +593,11 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
 
     Args:
         rows: ledger rows with their live `state` (``describe_jobs``).
-        states: per-task states (``job_states``), to name failed array tasks' logs.
+        states: per-task states (``failed_task_states``), to name failed array tasks' logs.
     """
     states = states or {}
     lines: list[str] = []
-    failed = [r for r in rows if any(p.split(" ")[0] in _BAD for p in str(r.get("state", "")).split(", "))]
+    failed = [r for r in rows if _failed(r.get("state"))]
     live, stale = live_and_stale_jobs(rows)
     for r in failed:
         for task in _failed_tasks(r, states):
@@ -640,7 +652,7 @@ def job_note(stage: str, rows: Sequence[dict]) -> str:
         return "no job submitted for this stage" if rows else ""
     r = mine[-1]
     state = str(r.get("state", "unknown"))
-    if any(p.split(" ")[0] in _BAD for p in state.split(", ")):
+    if _failed(state):
         return f"job {r['job_id']} {r.get('kind', '?')} {state}: see below"
     if state == "COMPLETED":
         return f"job {r['job_id']} {r.get('kind', '?')} COMPLETED; resubmit to retry"
