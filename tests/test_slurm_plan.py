@@ -206,3 +206,20 @@ def test_fusion_says_re_fusing_only_when_an_earlier_order_differs(tmp_path, capl
     src = fusion_stage.run_fusion.__code__.co_consts
     text = " ".join(c for c in src if isinstance(c, str))
     assert "refusing every page" not in text
+
+
+def test_way_out_forgets_jobs_a_resubmit_replaced(tmp_path):
+    # First submit: a task timed out, the fusion job could never start; the resubmit cancelled it and redid both.
+    first = [{"job_id": "162", "kind": "infer-l40s", "stages": "fake", "array": "0-2",
+              "state": "TIMEOUT 1/3, COMPLETED 2/3", "log": "/r/%x-%A_%a.out"},
+             {"job_id": "164", "kind": "fuse-review", "stages": "fusion,review", "state": "CANCELLED",
+              "log": "/r/%x-%j.out"}]
+    again = [{"job_id": "169", "kind": "infer-l40s", "stages": "fake", "array": "0-2", "state": "COMPLETED"},
+             {"job_id": "170", "kind": "fuse-review", "stages": "fusion,review", "state": "COMPLETED"}]
+    assert way_out(tmp_path, first + again, {"162_1": "TIMEOUT"}) == []
+    # A resubmit that redid only review (fusion was done) still replaces the job that failed in review.
+    assert way_out(tmp_path, first + [again[0], {**again[1], "stages": "review", "state": "RUNNING"}]) == []
+    # A failure no later job took over is still named.
+    other = [{"job_id": "7", "kind": "infer-h200", "stages": "dell", "state": "FAILED", "log": "/r/%x-%j.out"},
+             {"job_id": "8", "kind": "infer-l40s", "stages": "paddle_layout", "state": "COMPLETED"}]
+    assert way_out(tmp_path, other, submit_cmd="s.sh")[0] == "job 7 infer-h200 FAILED: log /r/newsbag-infer-h200-7.out"

@@ -572,9 +572,27 @@ def _failed(state: object) -> bool:
     return any(part.split(" ")[0] in _BAD for part in str(state).split(", "))
 
 
+def _stages(row: dict) -> set[str]:
+    return {s for s in str(row.get("stages", "")).replace("+", ",").split(",") if s}
+
+
+def _current(rows: Sequence[dict]) -> list[dict]:
+    """Ledger rows no later job took over, in ledger order.
+
+    A resubmit plans a job for every stage with pending pages, so a later job sharing a stage
+    with an earlier one replaces it: the earlier job's failure is history, not a way out.
+    """
+    current, later = [], set()
+    for r in reversed(rows):
+        if not _stages(r) & later:
+            current.append(r)
+        later |= _stages(r)
+    return current[::-1]
+
+
 def failed_task_states(rows: Sequence[dict]) -> dict[str, str]:
-    """Per-task states (``job_states``) of the array rows with a task that ended badly, for ``way_out``."""
-    arrays = [r["job_id"] for r in rows if r.get("array") and _failed(r.get("state"))]
+    """Per-task states (``job_states``) of the current array rows with a task that ended badly, for ``way_out``."""
+    arrays = [r["job_id"] for r in _current(rows) if r.get("array") and _failed(r.get("state"))]
     return job_states(arrays) if arrays else {}
 
 
@@ -591,11 +609,14 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
             submit_cmd: str = "bash torch/slurm/submit_newsbag_from_dir.sh") -> list[str]:
     """Lines for `newsbag status`: each failed job's log and last error line, stale jobs, and the commands to go on.
 
+    Jobs a later submit replaced (it took over one of their stages) are left out.
+
     Args:
-        rows: ledger rows with their live `state` (``describe_jobs``).
+        rows: ledger rows with their live `state` (``describe_jobs``), in submission order.
         states: per-task states (``failed_task_states``), to name failed array tasks' logs.
     """
     states = states or {}
+    rows = _current(rows)
     lines: list[str] = []
     failed = [r for r in rows if _failed(r.get("state"))]
     live, stale = live_and_stale_jobs(rows)
@@ -647,7 +668,7 @@ def selected_stage_names(run_dir: Path) -> set[str] | None:
 
 def job_note(stage: str, rows: Sequence[dict]) -> str:
     """What the latest job of `stage` is doing, for a source row with pending or failed pages."""
-    mine = [r for r in rows if stage in str(r.get("stages", "")).replace("+", ",").split(",")]
+    mine = [r for r in rows if stage in _stages(r)]
     if not mine:
         return "no job submitted for this stage" if rows else ""
     r = mine[-1]
