@@ -223,3 +223,33 @@ def test_way_out_forgets_jobs_a_resubmit_replaced(tmp_path):
     other = [{"job_id": "7", "kind": "infer-h200", "stages": "dell", "state": "FAILED", "log": "/r/%x-%j.out"},
              {"job_id": "8", "kind": "infer-l40s", "stages": "paddle_layout", "state": "COMPLETED"}]
     assert way_out(tmp_path, other, submit_cmd="s.sh")[0] == "job 7 infer-h200 FAILED: log /r/newsbag-infer-h200-7.out"
+
+
+def test_resubmitted_array_asks_only_for_the_shards_with_pending_pages(tmp_path, capsys, monkeypatch):
+    # One task of 4 timed out: the resubmit must not queue 4 GPU allocations to redo one slice.
+    from newsbag.pages import build_pages
+    from newsbag.pipeline import RunOptions, run_pipeline
+    from newsbag.rundir import manifest_page_ids
+
+    for k in range(8):
+        write_image(tmp_path / "in" / f"p{k}.png")
+    run = tmp_path / "run"
+    build_pages(run, [tmp_path / "in"], None, False, None)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[{"name": "fusion", "kind": "fusion"}])
+    for k in (0, 1, 3):
+        run_pipeline(RunOptions(run_dir=run, config_path=cfg, stages=("fake",), shard=(k, 4)))
+    for p, v in {"L40S_PARTITION": "l40s_public", "L40S_CPUS": "1", "CPU_PARTITION": "cs", "CPU_CPUS": "1"}.items():
+        monkeypatch.setenv(p, v)
+
+    def arrays(*args):
+        code, out, err = run_cli(capsys, "slurm", "plan", "--config", cfg, "--gpu", "l40s", "--no-check-limits", *args)
+        assert code == 0, err
+        return [(row.split("\t")[0], row.split("\t")[10]) for row in out.splitlines()]
+
+    assert arrays("--shards", "4") == [("infer-l40s", "0-3"), ("fuse-review", "")]          # first submit
+    assert arrays("--shards", "4", "--run-dir", run) == [("infer-l40s", "2"), ("fuse-review", "")]
+    assert arrays("--run-dir", run) == [("infer-l40s", ""), ("fuse-review", "")]            # no array
+    run_pipeline(RunOptions(run_dir=run, config_path=cfg, stages=("fake",), shard=(2, 4)))
+    for line in (1, 4, 5):  # shards 1, 0, 1 (manifest line % 4)
+        (run / "outputs" / "sources" / "fake" / "v" / f"{manifest_page_ids(run)[line]}.json").unlink()
+    assert arrays("--shards", "4", "--run-dir", run) == [("infer-l40s", "0-1"), ("fuse-review", "")]

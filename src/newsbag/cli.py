@@ -458,8 +458,10 @@ def slurm_record(run_dir, job_id, kind, partition, gres, stages, array, dependen
               help="Keep only stages with pending pages in this run (its manifest must exist).")
 @click.option("--check-limits/--no-check-limits", default=True, show_default=True,
               help="Refuse requests no node of the partition can ever satisfy (asks sinfo/scontrol).")
-def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits):
-    """Print one line per job: kind, partition, gres, mem, time, cpus, extra, script, device, stages.
+@click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Inference jobs are arrays over N manifest slices (with --run-dir: only slices with pending pages).")
+def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, shards):
+    """Print one line per job: kind, partition, gres, mem, time, cpus, extra, script, device, stages, array.
 
     Resources come from the environment the submit script exports (L40S_PARTITION, L40S_GRES,
     L40S_MEM, L40S_TIME, L40S_CPUS, L40S_EXTRA, the same for H200_ and CPU_). Notes go to stderr.
@@ -468,7 +470,7 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits):
 
     from .config import load_config
     from .errors import ConfigError
-    from .slurm import Request, check_limits as check, pending_stages, plan_jobs, read_cluster
+    from .slurm import Request, check_limits as check, job_array, pending_stages, plan_jobs, read_cluster
 
     config = load_config(config_path)
     names = list(_csv(stages))
@@ -491,7 +493,8 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits):
                env.get(f"{p}_EXTRA", "")]
         if not res[0] or not cpus.isdigit():
             raise ConfigError(f"{p}_PARTITION and a numeric {p}_CPUS must be set for the {job.kind} job")
-        rows.append([job.kind, *res, job.script, job.device, ",".join(job.stages)])
+        rows.append([job.kind, *res, job.script, job.device, ",".join(job.stages),
+                     job_array(config, job, shards, run_dir)])
         requests.append(Request(job.kind, p, res[0], gres, int(cpus), res[2], res[3]))
     if check_limits and requests:
         cluster = read_cluster()

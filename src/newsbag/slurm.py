@@ -29,6 +29,7 @@ __all__ = [
     "JobPlan",
     "plan_jobs",
     "pending_stages",
+    "job_array",
     "Request",
     "read_cluster",
     "check_limits",
@@ -334,6 +335,34 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
         if todo:
             pending.append(stage.name)
     return pending
+
+
+def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None) -> str:
+    """The ``--array`` of an inference job over `shards` manifest slices ("" for no array).
+
+    Task K runs ``--shard K/N``. With `run_dir`, only the slices where one of the job's
+    sources lacks a finished page get a task, so a resubmit after one task of 16 failed
+    queues one GPU allocation, not 16.
+    """
+    if job.slot == "post" or shards < 2:
+        return ""
+    tasks = list(range(shards))
+    if run_dir is not None:
+        from . import rundir
+        from .pages import select_shard
+
+        ids = rundir.manifest_page_ids(run_dir)
+        dirs = [rundir.source_dir(run_dir, stage.name, v) for stage in config.select(list(job.stages))
+                for v in stage.variants]
+        tasks = [k for k in tasks
+                 if any(not rundir.is_page_done(d, pid) for pid in select_shard(ids, (k, shards)) for d in dirs)]
+    spans: list[list[int]] = []
+    for k in tasks:
+        if spans and k == spans[-1][1] + 1:
+            spans[-1][1] = k
+        else:
+            spans.append([k, k])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
 
 
 # --- What a partition can ever give: requests against sinfo/scontrol ---

@@ -135,7 +135,7 @@ fi
 # The plan (partition rules, limits) is checked before anything is written.
 plan() {  # extra args for `newsbag slurm plan`; prints the job table
   "$NEWSBAG_PY" -m newsbag slurm plan "${config_args[@]}" --stages "$stages" --gpu "$gpu" \
-    --split-h200 "$SPLIT_H200_STAGES" "${limit_args[@]}" "$@"
+    --split-h200 "$SPLIT_H200_STAGES" --shards "$shards" "${limit_args[@]}" "$@"
 }
 plan_err=$(mktemp)
 trap 'rm -f "$plan_err"' EXIT
@@ -208,7 +208,7 @@ if [ "$dry_run" = 0 ]; then
     echo "$PROG: note: --shards $shards > $n_pages pages; using $n_pages array tasks" >&2
     shards=$n_pages
   fi
-  # Only stages with pending pages get a job.
+  # Only stages with pending pages get a job, and an array only the slices with pending pages.
   if ! job_table=$(plan --run-dir "$run_dir" 2>"$plan_err"); then
     msg=$(grep -v '^note: ' "$plan_err" | tail -n 1)
     die "${msg#newsbag: error: }"
@@ -258,11 +258,9 @@ submit() {  # kind partition gres mem time cpus extra script device stages depen
   echo "submitted $kind job $job_id: stages $st on $part${gres:+ ($gres)}${device:+ --device $device}${array:+ array $array}${dep:+ $dep}"
 }
 
-array=""
-[ "$shards" -gt 1 ] && array=0-$((shards - 1))
 infer_ids=()
 # Fields are tab-separated; read splits on \037 because runs of tabs (empty gres, extra) would merge.
-while IFS=$'\037' read -r kind part gres mem time cpus extra script device st; do
+while IFS=$'\037' read -r kind part gres mem time cpus extra script device st array; do
   if [ "$kind" = fuse-review ]; then
     dep=""
     [ ${#infer_ids[@]} -gt 0 ] && dep=afterok:$(IFS=:; echo "${infer_ids[*]}")
