@@ -33,6 +33,21 @@ def test_malformed_events_are_garbage_not_a_crash(tmp_path, page_dir, capsys):
     assert '(malformed event ignored) @@newsbag {"event": "done"}' in log
 
 
+def test_an_event_after_library_output_without_a_newline_is_still_read(tmp_path, page_dir, capsys):
+    """A model library's progress line on stdout without a newline glues the next event to it;
+    the event is read and the text before it logged (main: every page's `done` was lost, the
+    last page, written and valid, was failed as 'runner exited 0 while processing this page'
+    and the runner restarted for the others, exit 4)."""
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                             "--config", liar_config(tmp_path / "c.json", "chatty", fusion=False))
+    assert code == 0, err
+    summary = json.loads((run / "reports" / "run_all.json").read_text())
+    assert summary["sources"][0]["counts"] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
+    assert not (run / "logs" / "failures.jsonl").exists()
+    assert (run / "logs" / "liar.v.log").read_bytes().count(b"[stdout] \rpredict: 100%\n") == 5
+
+
 def test_parse_event_accepts_only_well_formed_events():
     from newsbag.orchestrator import _parse_event
 

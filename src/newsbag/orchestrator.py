@@ -147,16 +147,24 @@ def _parse_event(text: str) -> dict | None:
 
 
 def _reader(stream, q: queue.Queue, log_fh) -> None:
-    """Pass well-formed events on; log everything else. Never dies before the stream ends."""
+    """Pass well-formed events on; log everything else. Never dies before the stream ends.
+
+    An event need not start its line: a model library that prints to stdout without a
+    newline (a ``\\r`` progress bar) glues the runner's next event to its text, which is logged.
+    """
     log_ok = True
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace").rstrip("\n")
-        if line.startswith(EVENT_PREFIX):
-            event = _parse_event(line[len(EVENT_PREFIX):])
+        text, prefix, payload = line.partition(EVENT_PREFIX)
+        if prefix:
+            event = _parse_event(payload)
             if event is not None:
                 q.put(event)
-                continue
-            line = f"(malformed event ignored) {line}"
+                if not text:
+                    continue
+                line = text
+            else:
+                line = f"(malformed event ignored) {line}"
         if log_ok:
             try:
                 log_fh.write(f"[stdout] {line}\n")

@@ -2,7 +2,8 @@
 
 Modes (params.mode): events (malformed `@@newsbag` lines around every page, then normal
 output), lie (writes its page JSON itself, with NaN/inf coordinates, inverted corners and
-boxes off the page, as bare NaN/Infinity tokens), ok.
+boxes off the page, as bare NaN/Infinity tokens), chatty (prints a progress line to stdout
+without a newline on every page, as model libraries do, so the next event shares its line), ok.
 """
 
 import json
@@ -62,6 +63,8 @@ class Detector:
         if self.mode == "events":
             for line in GARBAGE:
                 print(line, flush=True)
+        if self.mode == "chatty":
+            print("\rpredict: 100%", end="", flush=True)
         if self.mode == "lie":
             return [{"bbox_xyxy": box, "label": "text", "score": math.nan if i == 0 else 0.5}
                     for i, box in enumerate(LIES)]
