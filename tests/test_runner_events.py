@@ -48,6 +48,20 @@ def test_an_event_after_library_output_without_a_newline_is_still_read(tmp_path,
     assert (run / "logs" / "liar.v.log").read_bytes().count(b"[stdout] \rpredict: 100%\n") == 5
 
 
+def test_a_page_claimed_skipped_without_output_is_failed(tmp_path, page_dir, capsys):
+    """`skipped` passes a page off as done like `ok` does: its output is checked the same way
+    (main: five pages with no output were counted skipped, exit 0, and fusion ran without them)."""
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                             "--config", liar_config(tmp_path / "c.json", "skip", fusion=False),
+                             "--max-failed-fraction", "1")
+    assert code == 4, err
+    source = json.loads((run / "reports" / "run_all.json").read_text())["sources"][0]
+    assert source["counts"] == {"ok": 0, "empty": 0, "failed": 5, "skipped": 0}
+    assert set(source["failures"].values()) == {"runner reported the page done but wrote no output"}
+    assert len((run / "logs" / "failures.jsonl").read_text().splitlines()) == 5
+
+
 def test_parse_event_accepts_only_well_formed_events():
     from newsbag.orchestrator import _parse_event
 

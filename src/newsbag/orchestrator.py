@@ -438,7 +438,7 @@ def run_source(
                 page = by_id.get(o.page_id)
                 if page is None:
                     return
-                if o.status in ("ok", "empty"):
+                if o.status != "failed":  # ok, empty or skipped: each claims an output
                     problem = _check_output(out_dir, page)
                     if problem:
                         _record_failure(out_dir, page, problem, "InvalidOutput")

@@ -3,7 +3,8 @@
 Modes (params.mode): events (malformed `@@newsbag` lines around every page, then normal
 output), lie (writes its page JSON itself, with NaN/inf coordinates, inverted corners and
 boxes off the page, as bare NaN/Infinity tokens), chatty (prints a progress line to stdout
-without a newline on every page, as model libraries do, so the next event shares its line), ok.
+without a newline on every page, as model libraries do, so the next event shares its line),
+skip (writes no page and reports every page `skipped`, as if it were done already), ok.
 """
 
 import json
@@ -48,6 +49,9 @@ class Detector:
             _loop.clean_regions = lambda regions, w, h, label_map: (
                 [{**r, "class": "text"} for r in regions], {})
             _loop.atomic_write_json = self._raw_writer(_loop.atomic_write_json)
+        if self.mode == "skip":
+            _loop.atomic_write_json = self._no_page_writer(_loop.atomic_write_json)
+            _loop.emit = self._skip_claimer(_loop.emit)
 
     @staticmethod
     def _raw_writer(real):
@@ -58,6 +62,19 @@ class Detector:
             else:
                 real(path, obj, **kwargs)
         return write
+
+    @staticmethod
+    def _no_page_writer(real):
+        def write(path, obj, **kwargs):
+            if not (isinstance(obj, dict) and "regions" in obj):
+                real(path, obj, **kwargs)
+        return write
+
+    @staticmethod
+    def _skip_claimer(real):
+        def emit(event, **fields):
+            real(event, **({**fields, "status": "skipped"} if event == "done" else fields))
+        return emit
 
     def detect(self, image_path, page):
         if self.mode == "events":
