@@ -62,6 +62,20 @@ def test_a_page_claimed_skipped_without_output_is_failed(tmp_path, page_dir, cap
     assert len((run / "logs" / "failures.jsonl").read_text().splitlines()) == 5
 
 
+def test_a_page_written_whose_done_event_was_cut_counts_as_done(tmp_path, page_dir, capsys):
+    """A truncated `done` is garbage, but the page it announced is on disk and current: it is
+    done, not failed (main: the last page was failed as 'runner exited 0 while processing this
+    page', the runner restarted for the other four, which it then reported skipped; exit 4)."""
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                             "--config", liar_config(tmp_path / "c.json", "truncate", fusion=False))
+    assert code == 0, err
+    source = json.loads((run / "reports" / "run_all.json").read_text())["sources"][0]
+    assert source["counts"] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0} and source["launches"] == 1
+    assert not (run / "logs" / "failures.jsonl").exists()
+    assert (run / "logs" / "liar.v.log").read_text().count("(malformed event ignored)") == 5
+
+
 def test_parse_event_accepts_only_well_formed_events():
     from newsbag.orchestrator import _parse_event
 

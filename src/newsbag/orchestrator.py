@@ -306,6 +306,15 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     return None
 
 
+def _written_outcome(out_dir: Path, page_id: str, fingerprint: str) -> PageOutcome | None:
+    """The outcome of a page whose `done` never arrived (a cut or lost event, a kill right
+    after the write) but whose output is on disk and current; None when it is not."""
+    if not rundir.page_is_current(out_dir, page_id, fingerprint):
+        return None
+    reason = read_page(out_dir / f"{page_id}.json", page_id, members=False).get("empty_reason")
+    return PageOutcome(page_id, "empty" if reason else "ok", reason)
+
+
 def _previous_failure(out_dir: Path, page_id: str) -> dict | None:
     try:
         with open(failure_path(out_dir, page_id), encoding="utf-8") as fh:
@@ -466,6 +475,15 @@ def run_source(
                     raise EnvError(f"{where}: {message}; see {log_path}")
                 # Set-up failed for its own reason (CUDA init, kernels, corrupt weights, a bug): say it as it is.
                 raise RunnerError(f"{where}: {message}; see {log_path}")
+            # Before blaming a page for a crash or as missing: one whose `done` was lost but whose
+            # output is written and current is done. After a crash only the pages in flight are
+            # looked at; the restarted runner reports the others' outputs itself (skipped).
+            unsettled = [p for p in remaining if p.page_id not in outcome.pages
+                         and (result.exit_code == 0 or p.page_id in result.in_flight)]
+            for page in unsettled:
+                written = _written_outcome(out_dir, page.page_id, prints[page.page_id])
+                if written:
+                    settle(written)
             in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
             remaining = [p for p in remaining if p.page_id not in outcome.pages]
             if result.reason == "aborted":

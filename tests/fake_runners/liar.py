@@ -4,7 +4,8 @@ Modes (params.mode): events (malformed `@@newsbag` lines around every page, then
 output), lie (writes its page JSON itself, with NaN/inf coordinates, inverted corners and
 boxes off the page, as bare NaN/Infinity tokens), chatty (prints a progress line to stdout
 without a newline on every page, as model libraries do, so the next event shares its line),
-skip (writes no page and reports every page `skipped`, as if it were done already), ok.
+skip (writes no page and reports every page `skipped`, as if it were done already), truncate
+(writes every page but cuts each `done` event in half), ok.
 """
 
 import json
@@ -49,6 +50,8 @@ class Detector:
             _loop.clean_regions = lambda regions, w, h, label_map: (
                 [{**r, "class": "text"} for r in regions], {})
             _loop.atomic_write_json = self._raw_writer(_loop.atomic_write_json)
+        if self.mode == "truncate":
+            _loop.emit = self._done_truncator(_loop.emit)
         if self.mode == "skip":
             _loop.atomic_write_json = self._no_page_writer(_loop.atomic_write_json)
             _loop.emit = self._skip_claimer(_loop.emit)
@@ -74,6 +77,15 @@ class Detector:
     def _skip_claimer(real):
         def emit(event, **fields):
             real(event, **({**fields, "status": "skipped"} if event == "done" else fields))
+        return emit
+
+    @staticmethod
+    def _done_truncator(real):
+        def emit(event, **fields):
+            if event != "done":
+                return real(event, **fields)
+            text = json.dumps({"event": event, **fields})
+            print(_loop.EVENT_PREFIX + text[:len(text) // 2], flush=True)
         return emit
 
     def detect(self, image_path, page):
