@@ -126,3 +126,20 @@ def test_text_lines_import_list_has_scipy():
     from newsbag.doctor import family_imports
 
     assert "scipy" in family_imports("text_lines", {})
+
+
+def test_a_failed_page_check_names_the_runner_error_among_malformed_and_glued_events():
+    """The runner's stdout is other people's code too: a malformed event is ignored (it used to end
+    doctor with a traceback) and an event glued to a library's progress text is still read."""
+    from newsbag.doctor import page_error
+
+    stdout = "\n".join([
+        "@@newsbag [1,2]",
+        "@@newsbag {not json",
+        '@@newsbag {"event": "start", "page_id": "doctor"}',
+        '\rpredict: 100%@@newsbag {"event": "done", "page_id": "doctor", "status": "failed", '
+        '"error": "CUDA error: no kernel image is available"}',
+    ])
+    assert page_error(stdout, "a traceback\nits last line\n") == "CUDA error: no kernel image is available"
+    assert page_error("@@newsbag {oops\n", "a traceback\nits last line\n") == "its last line"
+    assert page_error("", "") == "no output"

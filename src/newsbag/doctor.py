@@ -16,9 +16,10 @@ from typing import Any
 from PIL import Image
 
 from .config import ModelStage, PipelineConfig, parse_config, to_jsonable
+from .orchestrator import split_event
 from .tables import aligned_lines
 
-__all__ = ["run_doctor", "family_imports", "format_doctor_table"]
+__all__ = ["run_doctor", "family_imports", "format_doctor_table", "page_error"]
 
 _BASE_IMPORTS = ["numpy", "PIL"]
 _FAMILY_IMPORTS = {
@@ -115,12 +116,17 @@ def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page
                 out.update(page_ok=False, page_error=f"the model answered but nothing usable came back: "
                                                      f"{page_status.get('reason', '')}"[:800])
         except (OSError, ValueError, KeyError):
-            fatal = [json.loads(ln[len("@@newsbag "):]) for ln in proc.stdout.splitlines()
-                     if ln.startswith("@@newsbag ")]
-            errors = [e.get("error") for e in fatal if e.get("event") in ("fatal", "done") and e.get("error")]
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            out.update(page_ok=False, page_error=(errors[-1] if errors else tail)[:800])
+            out.update(page_ok=False, page_error=page_error(proc.stdout, proc.stderr)[:800])
         return out
+
+
+def page_error(stdout: str, stderr: str) -> str:
+    """Why a one-page check wrote no page: the runner's last error event (read as the
+    orchestrator reads them: malformed ones ignored, ones glued to a library's output found),
+    else the last line of its stderr."""
+    events = [event for line in stdout.splitlines() if (event := split_event(line)[1]) is not None]
+    errors = [e["error"] for e in events if e["event"] in ("fatal", "done") and e.get("error")]
+    return str(errors[-1]) if errors else (stderr.strip().splitlines() or ["no output"])[-1]
 
 
 def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:

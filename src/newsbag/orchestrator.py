@@ -27,7 +27,7 @@ from .pages import PageRecord
 from . import rundir
 from .rundir import FAILED_DIR, failure_path, source_dir
 
-__all__ = ["PageOutcome", "SourceOutcome", "run_source"]
+__all__ = ["PageOutcome", "SourceOutcome", "run_source", "split_event"]
 
 log = logging.getLogger(__name__)
 EVENT_PREFIX = "@@newsbag "
@@ -146,25 +146,31 @@ def _parse_event(text: str) -> dict | None:
     return event
 
 
-def _reader(stream, q: queue.Queue, log_fh) -> None:
-    """Pass well-formed events on; log everything else. Never dies before the stream ends.
+def split_event(line: str) -> tuple[str, dict | None]:
+    """(the text of one runner stdout line to log, the well-formed event it carries or None).
 
     An event need not start its line: a model library that prints to stdout without a
-    newline (a ``\\r`` progress bar) glues the runner's next event to its text, which is logged.
+    newline (a ``\\r`` progress bar) glues the runner's next event to its text. A malformed
+    event is no event: the whole line is text, marked as such.
     """
+    text, prefix, payload = line.partition(EVENT_PREFIX)
+    if not prefix:
+        return line, None
+    event = _parse_event(payload)
+    if event is None:
+        return f"(malformed event ignored) {line}", None
+    return text, event
+
+
+def _reader(stream, q: queue.Queue, log_fh) -> None:
+    """Pass well-formed events on; log everything else. Never dies before the stream ends."""
     log_ok = True
     for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", "replace").rstrip("\n")
-        text, prefix, payload = line.partition(EVENT_PREFIX)
-        if prefix:
-            event = _parse_event(payload)
-            if event is not None:
-                q.put(event)
-                if not text:
-                    continue
-                line = text
-            else:
-                line = f"(malformed event ignored) {line}"
+        line, event = split_event(raw.decode("utf-8", "replace").rstrip("\n"))
+        if event is not None:
+            q.put(event)
+            if not line:
+                continue
         if log_ok:
             try:
                 log_fh.write(f"[stdout] {line}\n")
