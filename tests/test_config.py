@@ -1,0 +1,49 @@
+"""Config loading: every malformed entry is one ConfigError naming the file and the key, never a traceback."""
+
+import pytest
+
+from newsbag.config import parse_config
+from newsbag.errors import ConfigError
+
+from nbtest import FAKE_RUNNERS
+
+
+def _config(top=None, stage=None, env=None) -> dict:
+    """A valid one-stage fake config with `top`, `stage` and `env` entries put over its defaults."""
+    return {"runners_dir": str(FAKE_RUNNERS),
+            "envs": {"e": {"python": "", **(env or {})}},
+            "stages": [{"name": "fake", "env": "e", "variants": {"v": {}}, **(stage or {})}],
+            **(top or {})}
+
+
+@pytest.mark.parametrize("raw,message", [
+    (_config(top={"vars": ["BASE"]}), "vars must be an object"),                              # a list, not names
+    (_config(top={"vars": {"BASE": {"x": 1}}}), "vars.BASE must be a string or number"),                 # nested value
+    (_config(top={"envs": ["e"]}), "envs must be an object"),                                 # a list of env names
+    (_config(env={"env": ["HF_HOME=/x"]}), "envs.e.env must be an object"),                   # shell-style list
+    (_config(env={"python": 3}), "envs.e.python must be a string"),                           # a version, not a path
+    (_config(top={"allow_cpu_fallback": "false"}), "allow_cpu_fallback must be true or false"),  # quoted bool
+    (_config(stage={"allow_cpu_fallback": "no"}), "stage 'fake': allow_cpu_fallback must be true or false"),
+    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a number > 0"),     # a duration string
+    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a number > 0"),  # would never wait
+    (_config(stage={"max_restarts": "3"}), "stage 'fake': max_restarts must be a whole number >= 0"),
+    (_config(stage={"max_restarts": 1.5}), "stage 'fake': max_restarts must be a whole number >= 0"),
+    (_config(top={"runners_dir": 5}), "runners_dir must be a string"),                        # not a path
+    (_config(stage={"kind": ["fusion"]}), "stage 'fake': kind must be a string"),              # a list of kinds
+    (_config(stage={"family": ["fake"]}), "stage 'fake': family must be a string"),
+    (_config(stage={"env": ["e"]}), "stage 'fake': env must be a string"),
+])
+def test_a_malformed_entry_is_one_config_error_naming_the_key(raw, message):
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, "c.json")
+    assert str(exc.value).startswith("c.json: ") and message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_the_well_formed_entries_are_kept():
+    config = parse_config(_config(top={"vars": {"BASE": "/b", "N": 2}, "allow_cpu_fallback": False},
+                                  stage={"timeout_s": 10, "page_timeout_s": 0.5, "max_restarts": 0},
+                                  env={"python": "$BASE/bin/python", "env": {"K": 1}}))
+    (stage,) = config.stages
+    assert (stage.timeout_s, stage.page_timeout_s, stage.max_restarts, stage.allow_cpu_fallback) == (10, 0.5, 0, False)
+    assert stage.env.python == "/b/bin/python" and dict(stage.env.env) == {"K": "1"}
