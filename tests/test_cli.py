@@ -6,7 +6,9 @@ import pytest
 
 from newsbag.cli import cli
 
-from nbtest import run_cli, write_fake_config
+from newsbag.pages import page_id_for
+
+from nbtest import run_cli, write_fake_config, write_image
 
 
 @pytest.mark.parametrize("command", sorted(cli.commands))
@@ -33,8 +35,16 @@ def test_top_level_help_lists_commands(capsys):
     (["run", "--run-dir", "{run}"], 2, "no pages: give --input-dir or --manifest"),               # nothing to do
     (["pages", "--run-dir", "{run}"], 2, "give --input-dir or --manifest"),
     (["status", "--run-dir", "{tmp}/nope"], 2, "is not a run directory"),
+    (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/empty"], 2, "no page images"),          # empty folder
+    (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/pages", "--pages", "p1,nosuch"], 2,     # id typo
+     "--pages: unknown page id(s) nosuch"),
+    (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/pages", "--pages", "nosuch", "--dry-run"], 2,
+     "--pages: unknown page id(s) nosuch"),
 ])
 def test_usage_errors(tmp_path, capsys, args, code, message):
+    (tmp_path / "empty").mkdir()
+    write_image(tmp_path / "pages" / "p1.png")
+    args = [a.replace("p1,", page_id_for(tmp_path / "pages" / "p1.png", tmp_path / "pages") + ",") for a in args]
     (tmp_path / "bad.json").write_text("{oops")
     (tmp_path / "unknown_key.json").write_text(json.dumps({"colour": 1, "stages": []}))
     write_fake_config(tmp_path / "bad_param.json", {"v": {"moed": "ok"}})
@@ -55,6 +65,16 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path, page_dir, capsys):
     assert plan["pages"] == 5 and [r["source"] for r in plan["plan"]] == ["fake/a", "fake/b"]
     assert all(r["todo"] == 5 for r in plan["plan"])
     assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_plans_only_the_pages_named(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"a": {}})
+    wanted = page_id_for(page_dir / "issue2" / "p3.png", page_dir)
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run",
+                             "--config", cfg, "--pages", wanted, "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["plan"][0]["pages"] == plan["plan"][0]["todo"] == 1  # what `run --pages` would compute, not all 5
 
 
 def test_status_text_lists_sources_and_errors(tmp_path, page_dir, capsys):

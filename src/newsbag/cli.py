@@ -147,7 +147,7 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, con
 
 def _print_plan(opts, as_json: bool) -> None:
     from .config import load_config
-    from .pages import list_inputs, page_id_for, read_pages, select_shard
+    from .pages import list_inputs, page_id_for, read_pages, select_ids, select_shard
     from .pipeline import plan, with_device
 
     config = with_device(load_config(opts.config_path), opts.device)
@@ -157,7 +157,8 @@ def _print_plan(opts, as_json: bool) -> None:
                                                                opts.recursive, opts.max_pages)]
     else:
         ids = [p.page_id for p in read_pages(opts.run_dir)][: opts.max_pages]
-    rows = plan(config, stages, select_shard(ids, opts.shard), opts.run_dir)
+    chosen = select_ids(ids, opts.page_ids) if opts.page_ids else ids
+    rows = plan(config, stages, select_shard(chosen, opts.shard), opts.run_dir)
     if as_json:
         click.echo(json.dumps({"pages": len(ids), "plan": rows}, indent=1))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import errno
 import hashlib
 import json
@@ -41,6 +42,7 @@ __all__ = [
     "read_pages",
     "write_pages",
     "select_shard",
+    "select_ids",
 ]
 
 log = logging.getLogger(__name__)
@@ -548,8 +550,12 @@ def build_pages(
     recursive: bool,
     max_pages: int | None,
     limits: InputLimits = InputLimits(),
+    page_ids: Iterable[str] = (),
 ) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this invocation, merged into RUN/manifests/pages.jsonl.
+
+    `page_ids` (``--pages``) must all be ids of the inputs (`select_ids`), checked before
+    anything is written; every input still goes into the manifest.
 
     Known pages (same id and file size/mtime unchanged) are not re-hashed, so a rerun on a
     large collection starts at once. Every input that is skipped (broken symlink, symlink
@@ -564,6 +570,8 @@ def build_pages(
     if not candidates and not known and not rejected:
         raise InputError(_no_images_message(input_dirs, manifest, recursive))
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
+    if page_ids:
+        select_ids([page_id_for(path, root) for path, root in candidates], page_ids)
     todo, seen = [], set()
     for path, root in candidates:
         page_id = page_id_for(path, root)
@@ -687,6 +695,22 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return True
     cached = rundir.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
+
+
+def select_ids(ids: list[str], wanted: Iterable[str]) -> list[str]:
+    """The ids of `ids` that `--pages` names, in their order.
+
+    Raises:
+        InputError: `wanted` names an id none of this call's pages has (a typo), before anything is written.
+    """
+    wanted = set(wanted)
+    missing = sorted(wanted.difference(ids))
+    if missing:
+        near = difflib.get_close_matches(missing[0], ids, n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise InputError(f"--pages: unknown page id(s) {', '.join(missing)}; {hint}page ids are the page_id "
+                         f"column of RUN/manifests/pages.jsonl (e.g. {ids[0] if ids else 'issue1__p1-3fa9c2d1'})")
+    return [i for i in ids if i in wanted]
 
 
 def select_shard(pages: list, shard: tuple[int, int] | None) -> list:

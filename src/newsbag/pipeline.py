@@ -13,7 +13,7 @@ from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import is_page_done, source_dir
-from .pages import InputLimits, PageRecord, Rejected, build_pages, read_pages, refresh_pages, select_shard
+from .pages import InputLimits, PageRecord, Rejected, build_pages, read_pages, refresh_pages, select_ids, select_shard
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -55,7 +55,7 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this run: from inputs (merged into the manifest) or the existing manifest."""
     if opts.input_dirs or opts.manifest:
         pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages,
-                                      InputLimits.from_megapixels(opts.max_megapixels))
+                                      InputLimits.from_megapixels(opts.max_megapixels), opts.page_ids)
     else:
         pages, rejected = read_pages(opts.run_dir), []
         if not pages:
@@ -63,10 +63,7 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
         if opts.max_pages is not None:
             pages = pages[: opts.max_pages]
     if opts.page_ids:
-        wanted = set(opts.page_ids)
-        missing = wanted - {p.page_id for p in pages}
-        if missing:
-            raise InputError(f"unknown page id(s): {', '.join(sorted(missing))}")
+        wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
         pages = [p for p in pages if p.page_id in wanted]
     pages = select_shard(pages, opts.shard)
     if not (opts.input_dirs or opts.manifest):  # this call's pages of the manifest: hash again what changed
@@ -135,8 +132,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     run_dir = Path(opts.run_dir)
     if not (opts.input_dirs or opts.manifest or (run_dir / rundir.MANIFEST).exists()):
         raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {run_dir / 'manifests'})")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    pages, rejected = resolve_pages(opts)
+    pages, rejected = resolve_pages(opts)  # writes the manifest only once the inputs and --pages are valid
     write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved))
     summary.pages, summary.rejected = len(pages), rejected
     page_ids = [p.page_id for p in pages]
