@@ -35,6 +35,7 @@ def test_top_level_help_lists_commands(capsys):
     (["run", "--run-dir", "{run}"], 2, "no pages: give --input-dir or --manifest"),               # nothing to do
     (["pages", "--run-dir", "{run}"], 2, "give --input-dir or --manifest"),
     (["status", "--run-dir", "{tmp}/nope"], 2, "is not a run directory"),
+    (["status", "--run-dir", "{tmp}/empty"], 2, "is not a run directory"),                  # e.g. runs/ for runs/demo
     (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/empty"], 2, "no page images"),          # empty folder
     (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/pages", "--pages", "p1,nosuch"], 2,     # id typo
      "--pages: unknown page id(s) nosuch"),

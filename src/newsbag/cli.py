@@ -190,10 +190,12 @@ def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(run_dir, as_json):
     """Pages done / failed / pending per stage and source."""
+    from .rundir import has_run_state
     from .status import collect_status
 
-    if not run_dir.is_dir():
-        raise click.BadParameter(f"{run_dir} is not a run directory", param_hint="--run-dir")
+    if not has_run_state(run_dir):
+        raise click.BadParameter(f"{run_dir} is not a run directory (no manifests, outputs or slurm jobs in it); "
+                                 "give the folder newsbag run or newsbag pages wrote", param_hint="--run-dir")
     from .slurm import describe_jobs, failed_task_states, format_job_lines, job_note, selected_stage_names, way_out
 
     info = collect_status(run_dir)

@@ -39,7 +39,7 @@ __all__ = [
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
-    "is_run_dir", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
+    "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
 
@@ -236,6 +236,13 @@ def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[in
 def is_run_dir(folder: Path) -> bool:
     """`folder` is a newsbag run directory (it has a manifest): what it holds is output, never input pages."""
     return (Path(folder) / MANIFEST).is_file()
+
+
+def has_run_state(folder: Path) -> bool:
+    """newsbag has written into `folder` as a run directory: its manifests (pages or rejected
+    inputs), outputs, reports or Slurm job ledger. A folder without any of them (the parent of
+    the runs, a scan folder) is not one, whatever `status` would count in it."""
+    return any((Path(folder) / entry).exists() for entry in ("manifests", "outputs", "reports", "slurm"))
 
 
 def manifest_page_ids(run_dir: Path) -> list[str]:
