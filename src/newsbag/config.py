@@ -227,15 +227,10 @@ def _fraction(where: str, value: Any) -> float:
     return float(value)
 
 
-def _flag(where: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
-    return value
-
-
-def _text(where: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a string, got {json.dumps(value)}")
+def _typed(where: str, value: Any, kind: type, what: str) -> Any:
+    """`value` when it is a `kind`, else one ConfigError line saying what `where` must be."""
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where} must be {what}, got {json.dumps(value)}")
     return value
 
 
@@ -244,12 +239,6 @@ def _number(where: str, value: Any, *, whole: bool = False) -> int | float:
     ok = isinstance(value, int) and value >= 0 if whole else isinstance(value, (int, float)) and value > 0
     if isinstance(value, bool) or not ok:
         raise ConfigError(f"{where} must be {'a whole number >= 0' if whole else 'a number > 0'}, got {value!r}")
-    return value
-
-
-def _object(where: str, value: Any) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be an object, got {json.dumps(value)}")
     return value
 
 
@@ -268,28 +257,29 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
     unknown = sorted(set(raw) - _TOP_KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP_KEYS))})")
-    declared = _object(f"{path}: vars", raw.get("vars", {}))
+    declared = _typed(f"{path}: vars", raw.get("vars", {}), dict, "an object")
     for key, value in declared.items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ConfigError(f"{path}: vars.{key} must be a string or number, got {json.dumps(value)}")
     variables = _variables(declared)
     resolved = _expand({k: v for k, v in raw.items() if k != "vars"}, variables)
     resolved["vars"] = {k: variables[k] for k in declared}
-    root = Path(_text(f"{path}: runners_dir", resolved["runners_dir"])).expanduser() if resolved.get("runners_dir") \
-        else runners_dir()
+    runners = resolved.get("runners_dir")
+    root = Path(_typed(f"{path}: runners_dir", runners, str, "a string")).expanduser() if runners else runners_dir()
 
     envs: dict[str, EnvSpec] = {"default": EnvSpec("default", sys.executable, {})}
-    for name, spec in _object(f"{path}: envs", resolved.get("envs", {})).items():
+    for name, spec in _typed(f"{path}: envs", resolved.get("envs", {}), dict, "an object").items():
         if not isinstance(spec, dict) or set(spec) - {"python", "env", "description"}:
             raise ConfigError(f"{path}: envs.{name} must be an object with python, env, description")
-        python = _text(f"{path}: envs.{name}.python", spec.get("python", "")) or sys.executable
-        env_vars = _object(f"{path}: envs.{name}.env", spec.get("env", {}))
+        python = _typed(f"{path}: envs.{name}.python", spec.get("python", ""), str, "a string") or sys.executable
+        env_vars = _typed(f"{path}: envs.{name}.env", spec.get("env", {}), dict, "an object")
         envs[name] = EnvSpec(name, python, MappingProxyType({k: str(v) for k, v in env_vars.items()}))
 
     device = resolved.get("device", "auto")
     if device not in DEVICES:
         raise ConfigError(f"{path}: device must be one of {', '.join(DEVICES)}, got {device!r}")
-    fallback = _flag(f"{path}: allow_cpu_fallback", resolved.get("allow_cpu_fallback", True))
+    fallback = _typed(f"{path}: allow_cpu_fallback", resolved.get("allow_cpu_fallback", True), bool,
+                      "true or false")
     max_failed = _fraction(f"{path}: max_failed_fraction", resolved.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION))
 
     stages: list[Stage] = []
@@ -303,7 +293,7 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         if name in {s.name for s in stages}:
             raise ConfigError(f"{path}: stage {name!r} is defined twice")
         where = f"{path}: stage {name!r}"
-        kind = _text(f"{where}: kind", sd.get("kind", "model"))
+        kind = _typed(f"{where}: kind", sd.get("kind", "model"), str, "a string")
         run_default = sd.get("default", True)
         if not isinstance(run_default, bool):
             raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
@@ -317,8 +307,8 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         unknown = sorted(set(sd) - _MODEL_STAGE_KEYS - {"kind"})
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_MODEL_STAGE_KEYS))})")
-        family = _text(f"{where}: family", sd.get("family") or name)
-        env_name = _text(f"{where}: env", sd.get("env", "default"))
+        family = _typed(f"{where}: family", sd.get("family") or name, str, "a string")
+        env_name = _typed(f"{where}: env", sd.get("env", "default"), str, "a string")
         if env_name not in envs:
             raise ConfigError(f"{where}: env {env_name!r} is not declared under envs")
         stage_device = sd.get("device", device)
@@ -337,7 +327,8 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
                 raise ConfigError(f"{where}: variant name {v!r} may only use letters, digits, _ . -")
         stages.append(ModelStage(
             name=name, family=family, env=envs[env_name], device=stage_device,
-            allow_cpu_fallback=_flag(f"{where}: allow_cpu_fallback", sd.get("allow_cpu_fallback", fallback)),
+            allow_cpu_fallback=_typed(f"{where}: allow_cpu_fallback", sd.get("allow_cpu_fallback", fallback), bool,
+                                      "true or false"),
             timeout_s=float(_number(f"{where}: timeout_s", sd.get("timeout_s", 24 * 3600))),
             page_timeout_s=float(_number(f"{where}: page_timeout_s", sd.get("page_timeout_s", 600))),
             max_restarts=_number(f"{where}: max_restarts", sd.get("max_restarts", 3), whole=True),
