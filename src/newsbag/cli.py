@@ -43,7 +43,7 @@ def _common(func):
     """Options every command shares: --run-dir and --log-level."""
 
     @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-                  help="Run directory (created if missing; reruns resume).")
+                  help="Run directory (`run` and `pages` create it; every command resumes or reads what is there).")
     @click.option("-l", "--log-level", default="info", show_default=True,
                   type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
     @wraps(func)
