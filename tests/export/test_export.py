@@ -344,3 +344,9 @@ def test_a_transcript_of_the_wrong_shape_fails_that_page_only(run, transcript):
     for failure in result["failures"]:
         assert failure["error"].startswith("page p1: ") and "\n" not in failure["error"]
     assert (run / "exports" / "alto" / "fusion" / "V1" / "p2.xml").is_file()
+
+
+def test_a_misspelt_variant_is_named_with_the_variants_there(run, caplog):
+    result = _export(run, variants=["V9"])
+    assert result["layers"] == []
+    assert "fused variant(s) V9 not found under" in caplog.text and "(it has: V1, V2)" in caplog.text

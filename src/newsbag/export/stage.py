@@ -91,7 +91,8 @@ def export_layers(run_dir: Path, params: ExportParams) -> list[_Layer]:
     else:
         missing = [v for v in params.variants if v not in found]
         if missing:
-            log.warning("export: fused variant(s) %s not found under %s; skipped", ", ".join(missing), fusion)
+            log.warning("export: fused variant(s) %s not found under %s (it has: %s); skipped", ", ".join(missing),
+                        fusion, ", ".join(found) or "none")
         chosen = [v for v in params.variants if v in found]
     methods = {k: v.get("method", "fusion") for k, v in (summary.get("variants") or {}).items() if isinstance(v, dict)}
     layers = [_Layer(f"fusion/{v}", rundir.fused_dir(run_dir, v), methods.get(v, "fusion"),
