@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from . import rundir
-from .errors import RunDirError, first_line, page_failure
+from .errors import InputError, RunDirError, first_line, page_failure
 from .config import EnvSpec, ModelStage
 from .contract import boxes_from_page
 from .fusion.fuse import articles
@@ -233,7 +233,12 @@ def _write_transcript(out_dir: Path, page_id: str, plan: tuple, lines: list[dict
 
 def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *, force: bool = False,
                       workers: int = 1, progress: Callable[[str, str], None] | None = None) -> dict:
-    """Transcribe the selected pages of the chosen fused variant; resume pages whose inputs did not change."""
+    """Transcribe the selected pages of the chosen fused variant; resume pages whose inputs did not change.
+
+    Raises:
+        InputError: the stage reads the recommended variant and the run has none (fusion not
+            run, or every variant skipped).
+    """
     from .orchestrator import run_source
 
     t0 = time.monotonic()
@@ -241,7 +246,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     summary = {"ok": 0, "skipped": 0, "failed": 0, "failures": [], "variant": variant}
     if not variant:
-        raise ValueError("transcription: no recommended variant in outputs/fusion/summary.json; run fusion first "
+        raise InputError("transcription: no recommended variant in outputs/fusion/summary.json; run fusion first "
                          "or set the stage's variant")
     out_dir = rundir.transcript_dir(run_dir, variant)
     plan_dir = out_dir / "_plan"

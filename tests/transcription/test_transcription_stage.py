@@ -128,6 +128,16 @@ def test_cli_transcribe_exits_4_on_a_failed_page(tmp_path, capsys):
     assert "transcription: 1 page(s) failed" in err
 
 
+def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path, capsys):
+    # fusion ran but every variant was skipped (its sources matched nothing): no recommendation
+    run = _write_run(tmp_path)
+    (rundir.fusion_dir(run) / "summary.json").write_text(json.dumps({"recommended_variant": None}))
+    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
+    assert code == 2
+    assert err.strip() == ("newsbag: error: transcription: no recommended variant in outputs/fusion/summary.json; "
+                           "run fusion first or set the stage's variant")
+
+
 @pytest.mark.parametrize("options, message", [
     ({"colour": 1}, "unknown key(s) colour"),
     ({"device": "tpu"}, "device must be auto, gpu or cpu"),
