@@ -121,8 +121,8 @@ def test_match_pages_by_relative_path_never_by_stem_alone(tmp_path, pages, annot
         with pytest.raises(InputError, match="no run page matches"):
             match_pages(run, gt)
         return
-    matched, unmatched = match_pages(run, gt)
-    assert {ann["page_id"]: rec["page_id"] for rec, ann in matched} == expected and not unmatched
+    matched, unmatched, bad = match_pages(run, gt)
+    assert {ann["page_id"]: rec["page_id"] for rec, ann in matched} == expected and not unmatched and not bad
 
 
 def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
@@ -134,5 +134,60 @@ def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
     _manifest(run, ["../gt/images/scan.png", "x/other.png"])
     _annotation(gt, "by_file", "images/scan.png")
     _annotation(gt, "by_id", "elsewhere/unrelated.png", page_id="id1")
-    matched, _ = match_pages(run, gt)
+    matched = match_pages(run, gt)[0]
     assert sorted((ann["page_id"], rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]
+
+
+_GOOD = {"image": "images/good.png", "width": 100, "height": 100,
+         "regions": [{"bbox_xyxy": [10, 10, 90, 90], "label": "text", "order": 0, "text": "a"}]}
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("{not json", "Expecting property name enclosed in double quotes"),          # not JSON
+    ("[1, 2]", "expected a JSON object, got list"),
+    (json.dumps({**_GOOD, "regions": None}), "regions must be a list, got None"),
+    (json.dumps({k: v for k, v in _GOOD.items() if k != "width"}), "width must be a positive number, got None"),
+    (json.dumps({**_GOOD, "height": 0}), "height must be a positive number, got 0"),   # would divide by zero
+    (json.dumps({**_GOOD, "regions": [{"bbox_xyxy": [1, 1, 2], "label": "text"}]}),
+     "region 0: bbox_xyxy must be 4 finite numbers with x0 <= x1 and y0 <= y1, got [1, 1, 2]"),
+    (json.dumps({**_GOOD, "regions": [{"bbox_xyxy": [1, None, 2, 5], "label": "text"}]}),   # silently scored 0
+     "region 0: bbox_xyxy must be 4 finite numbers with x0 <= x1 and y0 <= y1, got [1, None, 2, 5]"),
+    (json.dumps({**_GOOD, "regions": [{"bbox_xyxy": [1, 1, 2, 5]}]}), "region 0: label must be a string, got None"),
+    (json.dumps({**_GOOD, "regions": [{"bbox_xyxy": [1, 1, 2, 5], "label": "text", "order": "x"}]}),
+     "region 0: order must be an integer or null, got 'x'"),
+])
+def test_a_malformed_annotation_is_skipped_with_its_reason_and_the_rest_is_evaluated(tmp_path, capsys, caplog,
+                                                                                      content, reason):
+    from nbtest import run_cli
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    _manifest(run, ["in/good.png", "in/bad.png"])
+    _annotation(gt, "good", "images/good.png")
+    (gt / "annotations/good.json").write_text(json.dumps(_GOOD))
+    (gt / "annotations/bad.json").write_text(content)
+    folder = run / "outputs/sources/x/y"
+    folder.mkdir(parents=True)
+    (folder / "id0.json").write_text(json.dumps(
+        {"page_id": "id0", "image": {"path": "in/good.png", "width": 100, "height": 100}, "source": {},
+         "regions": [{"bbox_xyxy": [10, 10, 90, 90], "label": "t", "class": "text"}]}))
+    with caplog.at_level("WARNING", logger="newsbag.evaluate"):
+        res = run_evaluate(run, gt)
+    (line,) = [r.getMessage() for r in caplog.records if "bad.json" in r.getMessage()]
+    assert line.startswith(f"evaluate: ground truth {gt / 'annotations/bad.json'}: {reason}") and line.endswith("; skipped")
+    assert res["pages"] == 1 and list(res["bad_gt"]) == ["bad.json"] and res["bad_gt"]["bad.json"].startswith(reason)
+    assert res["sources"][0]["iou_f1"] == 1.0
+    code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
+    assert code == 0   # an exception would leave run_cli with its traceback
+    assert out.splitlines()[0] == "1 page(s) matched ground truth; 1 ground-truth file(s) unreadable, skipped"
+
+
+def test_only_malformed_annotations_end_in_one_line_naming_them(tmp_path, capsys):
+    from nbtest import run_cli
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    _manifest(run, ["in/bad.png"])
+    (gt / "annotations").mkdir(parents=True)
+    (gt / "annotations/bad.json").write_text("[]")
+    code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
+    assert code == 2
+    assert err.splitlines()[-1].endswith("1 annotation(s) unreadable, e.g. bad.json: expected a JSON object, got list")

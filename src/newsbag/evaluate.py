@@ -20,13 +20,15 @@ GT "graphic"), table. Run pages match GT pages by the image file stem.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 
 from . import labels, rundir
-from .errors import InputError
+from .errors import InputError, first_line
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
 from .io import atomic_write_text, read_json, read_page
@@ -40,6 +42,8 @@ EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precisio
 PRED_CLASS = {"text": "text", "title": "text", "line": "text", "image": "image", "table": "table"}
 GT_CLASS = {"text": "text", "graphic": "image", "table": "table"}
 CLASSES = ("text", "image", "table")
+
+log = logging.getLogger(__name__)
 
 
 def _rect_share(mask: np.ndarray, xyxy: np.ndarray, s: float) -> np.ndarray:
@@ -128,13 +132,48 @@ def _read_page(path: Path, page_id: str) -> dict | None:
         raise InputError(f"unreadable page JSON {exc}; rerun the stage that wrote it") from None
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _read_annotation(path: Path) -> dict:
+    """One ground-truth annotation, checked for every field evaluation reads.
+
+    Raises:
+        OSError; ValueError: one line saying what is wrong (not JSON, a field missing or bad).
+    """
+    ann = read_json(path)
+    if not isinstance(ann, dict):
+        raise ValueError(f"expected a JSON object, got {type(ann).__name__}")
+    for key in ("width", "height"):
+        if not (_is_number(ann.get(key)) and ann[key] > 0):
+            raise ValueError(f"{key} must be a positive number, got {ann.get(key)!r}")
+    if not isinstance(ann.get("regions"), list):
+        raise ValueError(f"regions must be a list, got {ann.get('regions')!r}")
+    for k, region in enumerate(ann["regions"]):
+        region = region if isinstance(region, dict) else {}
+        box = region.get("bbox_xyxy")
+        if not (isinstance(box, list) and len(box) == 4 and all(map(_is_number, box))
+                and box[0] <= box[2] and box[1] <= box[3]):
+            raise ValueError(f"region {k}: bbox_xyxy must be 4 finite numbers with x0 <= x1 and y0 <= y1, got {box!r}")
+        if not isinstance(region.get("label"), str):
+            raise ValueError(f"region {k}: label must be a string, got {region.get('label')!r}")
+        order = region.get("order")
+        if order is not None and not (isinstance(order, int) and not isinstance(order, bool)):
+            raise ValueError(f"region {k}: order must be an integer or null, got {order!r}")
+        if not isinstance(region.get("text"), (str, type(None))):
+            raise ValueError(f"region {k}: text must be a string or null, got {region.get('text')!r}")
+    return ann
+
+
 def _parts(path: str) -> tuple[str, ...]:
     return tuple(p for p in Path(path).as_posix().split("/") if p not in ("", "."))
 
 
-def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], list[str]]:
-    """(manifest record, annotation) of each run page with ground truth, and the names of the
-    annotations no run page matches.
+def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], list[str], dict[str, str]]:
+    """(manifest record, annotation) of each run page with ground truth, the names of the
+    annotations no run page matches, and each unreadable annotation's file name -> why (it is
+    left out; the others are still matched).
 
     A page matches an annotation when it is the same image file, when their page ids are
     equal, or else by the longest common tail of the annotation's image path (relative to
@@ -156,9 +195,13 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
     records = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
     by_id = {rec["page_id"]: rec for rec in records}
     by_file = {os.path.realpath(run_dir / rec["path"]): rec for rec in records}
-    matched, unmatched = [], []
+    matched, unmatched, bad = [], [], {}
     for ann_path in sorted(ann_dir.glob("*.json")):
-        ann = read_json(ann_path)
+        try:
+            ann = _read_annotation(ann_path)
+        except (OSError, ValueError) as exc:
+            bad[ann_path.name] = first_line(exc)
+            continue
         image = str(ann.get("image", ""))
         rec = by_file.get(os.path.realpath(gt_dir / image)) or by_id.get(ann.get("page_id"))
         if rec is None and image:
@@ -177,9 +220,11 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
                 rec = best[0] if len(best) == 1 else None
         (matched.append((rec, ann)) if rec else unmatched.append(ann_path.stem))
     if not matched:
+        first = next(iter(bad.items()), None)
+        unreadable = f"; {len(bad)} annotation(s) unreadable, e.g. {first[0]}: {first[1]}" if first else ""
         raise InputError(f"no run page matches a ground-truth image in {gt_dir} "
-                         "(matched by image file, page id, or relative path)")
-    return matched, unmatched
+                         f"(matched by image file, page id, or relative path){unreadable}")
+    return matched, unmatched, bad
 
 
 def page_metrics_by_class(folder: Path, rec: dict, ann: dict) -> tuple[dict[str, dict], bool]:
@@ -197,14 +242,16 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write the TSVs.
 
     Returns:
-        {"pages": matched page count, "unmatched_gt": [...], "sources": rows, "variants": rows,
-        "written": [tsv paths]}
+        {"pages": matched page count, "unmatched_gt": [...], "bad_gt": {file name: why}, "sources":
+        rows, "variants": rows, "written": [tsv paths]}
 
     Raises:
         InputError: missing manifest or ground truth, or no page matches.
     """
     run_dir = Path(run_dir)
-    matched, unmatched = match_pages(run_dir, gt_dir)
+    matched, unmatched, bad = match_pages(run_dir, gt_dir)
+    for name, why in bad.items():
+        log.warning("evaluate: ground truth %s: %s; skipped", Path(gt_dir) / "annotations" / name, why)
     fusion = rundir.fusion_dir(run_dir)
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]
@@ -229,7 +276,7 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     written = [fusion / "eval_sources.tsv", fusion / "eval_variants.tsv"]
     atomic_write_text(written[0], tsv_text(rows["source"], cols))
     atomic_write_text(written[1], tsv_text(rows["variant"], cols))
-    return {"pages": len(matched), "unmatched_gt": unmatched, "sources": rows["source"], "variants": rows["variant"],
+    return {"pages": len(matched), "unmatched_gt": unmatched, "bad_gt": bad, "sources": rows["source"], "variants": rows["variant"],
             "written": [str(p) for p in written]}
 
 

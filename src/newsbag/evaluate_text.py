@@ -106,7 +106,7 @@ def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
         [{"variant", "pages", "cer", "order", "rows": [...], "written": path}] (empty when
         nothing was transcribed).
     """
-    matched, _ = match_pages(run_dir, gt_dir)
+    matched = match_pages(run_dir, gt_dir)[0]
     root = Path(run_dir) / "outputs" / "transcripts"
     out = []
     for variant in sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
