@@ -211,13 +211,14 @@ def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, dura
         atomic_write_bytes(path, (dumps_strict(obj, indent=1) + "\n").encode("utf-8"), durable=durable)
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:
     """The JSON value in a UTF-8 file. orjson parses (2.5x the stdlib: reading a page's sources
     is most of what fusion does besides fusing); what it refuses (bare NaN/Infinity tokens of
     foreign writers, integers past 64 bits) is read by the stdlib, as are the error messages.
+    ``strict`` refuses NaN/Infinity tokens too: a file newsbag wrote itself never holds them.
 
     Raises:
-        OSError; ValueError (not JSON, not UTF-8).
+        OSError; ValueError (not JSON, not UTF-8, or with ``strict`` a NaN/Infinity token).
     """
     with open(path, "rb") as fh:
         data = fh.read()
@@ -226,7 +227,11 @@ def read_json(path: str | os.PathLike) -> Any:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data.decode("utf-8"))
+    return json.loads(data.decode("utf-8"), **({"parse_constant": _refuse_constant} if strict else {}))
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not strict JSON")
 
 
 def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tuple[Any, dict]:

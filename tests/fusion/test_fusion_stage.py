@@ -484,3 +484,23 @@ def test_a_call_that_stops_still_removes_its_spill_folder(tmp_path, monkeypatch)
         run_fusion(run, ["p1", "p2"], AUTO_CFG)
     assert not _scratch(run) and not list((run / "cache" / "scratch").iterdir())
     assert not stage.handover.RECENT.items
+
+
+def test_a_stored_record_holding_nan_or_infinity_is_redone_and_never_reaches_the_leaderboards(tmp_path):
+    # fusion writes strict JSON; NaN/Infinity tokens mean another writer (or a hand) changed the record
+    from newsbag import rundir
+
+    run = _write_run(tmp_path)
+    clean = run_fusion(run, ["p1", "p2"], CFG)
+    path = rundir.metrics_path(run, "p1")
+    text = path.read_text()
+    path.write_text(text.replace('"score":', '"score":NaN,"_was":', 1).replace('"line_coverage":', '"line_coverage":Infinity,"_was":', 1))
+    seen = []
+    again = run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "ok"), ("p2", "skipped")]
+    for name in ("variant_leaderboard.tsv", "source_leaderboard.tsv", "per_page_variant_metrics.tsv",
+                 "per_page_source_metrics.tsv"):
+        cells = (run / "outputs/fusion" / name).read_text().lower().split()
+        assert "nan" not in cells and "inf" not in cells, name
+    assert again["variant_leaderboard"] == clean["variant_leaderboard"]
+    assert again["source_leaderboard"] == clean["source_leaderboard"]

@@ -246,8 +246,10 @@ def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) 
 
 
 def _stored_record(run_dir: Path, page_id: str) -> dict | None:
+    """The page's stored metrics record, or None: absent, torn, or holding NaN/Infinity (fusion
+    writes strict JSON; such values came from another writer and would poison the leaderboards)."""
     try:
-        record = read_json(rundir.metrics_path(run_dir, page_id))
+        record = read_json(rundir.metrics_path(run_dir, page_id), strict=True)
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
