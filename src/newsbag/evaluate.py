@@ -14,7 +14,8 @@ Writes RUN/outputs/fusion/eval_sources.tsv and eval_variants.tsv, one row per
 Region recall and precision alone reward a whole-page box; read them with over_merge,
 xcol and b1x. A page with no output from a source counts as empty predictions.
 Classes: text (predicted text, title and text lines; GT "text"), image (predicted image;
-GT "graphic"), table. Run pages match GT pages by the image file stem.
+GT "graphic"), table. Run pages match GT pages as `match_pages` says (same image file, same
+page id, or the longest common tail of their relative paths; never the file stem alone).
 """
 
 from __future__ import annotations
