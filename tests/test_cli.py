@@ -78,6 +78,18 @@ def test_dry_run_plans_only_the_pages_named(tmp_path, page_dir, capsys):
     assert plan["plan"][0]["pages"] == plan["plan"][0]["todo"] == 1  # what `run --pages` would compute, not all 5
 
 
+def test_dry_run_refuses_what_the_run_refuses_when_there_is_no_page(tmp_path, capsys):
+    """A plan of nothing is not a plan: an empty input folder, or no inputs and no manifest,
+    is the run's one line and exit 2 under --dry-run too (it printed "0 page(s)", exit 0)."""
+    cfg = write_fake_config(tmp_path / "c.json", {"a": {}})
+    (tmp_path / "empty").mkdir()
+    for args, message in (((("--input-dir", tmp_path / "empty")), "no page images"),
+                          ((), "no pages: give --input-dir or --manifest")):
+        code, _, err = run_cli(capsys, "run", *args, "--run-dir", tmp_path / "run", "--config", cfg, "--dry-run")
+        assert (code, err.count("\n")) == (2, 1) and message in err, err
+    assert not (tmp_path / "run").exists()
+
+
 def test_status_text_lists_sources_and_errors(tmp_path, page_dir, capsys):
     cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "raise", "on": ["issue2__p3"]}})
     assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg)[0] == 4

@@ -147,16 +147,12 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, con
 
 def _print_plan(opts, as_json: bool) -> None:
     from .config import load_config
-    from .pages import list_inputs, page_id_for, read_pages, select_ids, select_shard
+    from .pages import planned_ids, select_ids, select_shard
     from .pipeline import plan, with_device
 
     config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
-    if opts.input_dirs or opts.manifest:
-        ids = [page_id_for(p, root) for p, root in list_inputs(list(opts.input_dirs), opts.manifest,
-                                                               opts.recursive, opts.max_pages)]
-    else:
-        ids = [p.page_id for p in read_pages(opts.run_dir)][: opts.max_pages]
+    ids = planned_ids(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages)
     chosen = select_ids(ids, opts.page_ids) if opts.page_ids else ids
     rows = plan(config, stages, select_shard(chosen, opts.shard), opts.run_dir)
     if as_json:

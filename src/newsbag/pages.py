@@ -43,6 +43,8 @@ __all__ = [
     "write_pages",
     "select_shard",
     "select_ids",
+    "planned_ids",
+    "no_pages_error",
 ]
 
 log = logging.getLogger(__name__)
@@ -581,6 +583,31 @@ def build_pages(
     pages = _records(run_dir, todo, limits, rejected)
     _merge(run_dir, pages, rejected, {_shown(str(p)) for p, _ in candidates})
     return pages, rejected
+
+
+def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recursive: bool,
+                max_pages: int | None) -> list[str]:
+    """The page ids a call would run, without opening an image or writing anything (`--dry-run`):
+    its inputs' ids, or the manifest's when it names no inputs.
+
+    Raises:
+        InputError: where the call would refuse for want of pages (`build_pages`, `no_pages_error`).
+    """
+    if input_dirs or manifest:
+        rejected: list[Rejected] = []
+        candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
+        if not candidates and not rejected and not read_pages(run_dir):
+            raise InputError(_no_images_message(input_dirs, manifest, recursive))
+        return [page_id_for(path, root) for path, root in candidates]
+    ids = [p.page_id for p in read_pages(run_dir)][:max_pages]
+    if not ids:
+        raise no_pages_error(run_dir)
+    return ids
+
+
+def no_pages_error(run_dir: Path) -> InputError:
+    """A call that names no inputs on a run dir with no manifest."""
+    return InputError(f"no pages: give --input-dir or --manifest (no manifest in {Path(run_dir) / 'manifests'})")
 
 
 def refresh_pages(run_dir: Path, pages: list[PageRecord],

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_jsonable
-from .errors import EnvError, GpuPreflightError, InputError, NewsbagError, PartialFailure, RunDirError, RunnerError
+from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import is_page_done, source_dir
-from .pages import InputLimits, PageRecord, Rejected, build_pages, read_pages, refresh_pages, select_ids, select_shard
+from .pages import (InputLimits, PageRecord, Rejected, build_pages, no_pages_error, read_pages, refresh_pages,
+                    select_ids, select_shard)
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -59,7 +60,7 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
     else:
         pages, rejected = read_pages(opts.run_dir), []
         if not pages:
-            raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {opts.run_dir / 'manifests'})")
+            raise no_pages_error(opts.run_dir)
         if opts.max_pages is not None:
             pages = pages[: opts.max_pages]
     if opts.page_ids:
@@ -131,7 +132,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
     if not (opts.input_dirs or opts.manifest or (run_dir / rundir.MANIFEST).exists()):
-        raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {run_dir / 'manifests'})")
+        raise no_pages_error(run_dir)
     pages, rejected = resolve_pages(opts)  # writes the manifest only once the inputs and --pages are valid
     write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved))
     summary.pages, summary.rejected = len(pages), rejected
