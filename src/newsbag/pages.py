@@ -44,7 +44,7 @@ __all__ = [
     "select_shard",
     "select_ids",
     "planned_ids",
-    "no_pages_error",
+    "manifest_pages",
 ]
 
 log = logging.getLogger(__name__)
@@ -591,7 +591,7 @@ def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, re
     its inputs' ids, or the manifest's when it names no inputs.
 
     Raises:
-        InputError: where the call would refuse for want of pages (`build_pages`, `no_pages_error`).
+        InputError: where the call would refuse for want of pages (`build_pages`, `manifest_pages`).
     """
     if input_dirs or manifest:
         rejected: list[Rejected] = []
@@ -599,15 +599,19 @@ def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, re
         if not candidates and not rejected and not read_pages(run_dir):
             raise InputError(_no_images_message(input_dirs, manifest, recursive))
         return [page_id_for(path, root) for path, root in candidates]
-    ids = [p.page_id for p in read_pages(run_dir)][:max_pages]
-    if not ids:
-        raise no_pages_error(run_dir)
-    return ids
+    return [p.page_id for p in manifest_pages(run_dir, max_pages)]
 
 
-def no_pages_error(run_dir: Path) -> InputError:
-    """A call that names no inputs on a run dir with no manifest."""
-    return InputError(f"no pages: give --input-dir or --manifest (no manifest in {Path(run_dir) / 'manifests'})")
+def manifest_pages(run_dir: Path, max_pages: int | None) -> list[PageRecord]:
+    """The manifest's first `max_pages` pages (all with None): a call that names no inputs.
+
+    Raises:
+        InputError: the run dir has no manifest, or an empty one.
+    """
+    pages = read_pages(run_dir)[:max_pages]
+    if not pages:
+        raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {Path(run_dir) / 'manifests'})")
+    return pages
 
 
 def refresh_pages(run_dir: Path, pages: list[PageRecord],

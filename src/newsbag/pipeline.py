@@ -13,8 +13,8 @@ from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import is_page_done, source_dir
-from .pages import (InputLimits, PageRecord, Rejected, build_pages, no_pages_error, read_pages, refresh_pages,
-                    select_ids, select_shard)
+from .pages import (InputLimits, PageRecord, Rejected, build_pages, manifest_pages, refresh_pages, select_ids,
+                    select_shard)
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -58,11 +58,7 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
         pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages,
                                       InputLimits.from_megapixels(opts.max_megapixels), opts.page_ids)
     else:
-        pages, rejected = read_pages(opts.run_dir), []
-        if not pages:
-            raise no_pages_error(opts.run_dir)
-        if opts.max_pages is not None:
-            pages = pages[: opts.max_pages]
+        pages, rejected = manifest_pages(opts.run_dir, opts.max_pages), []
     if opts.page_ids:
         wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
         pages = [p for p in pages if p.page_id in wanted]
@@ -131,8 +127,6 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
-    if not (opts.input_dirs or opts.manifest or (run_dir / rundir.MANIFEST).exists()):
-        raise no_pages_error(run_dir)
     pages, rejected = resolve_pages(opts)  # writes the manifest only once the inputs and --pages are valid
     write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved))
     summary.pages, summary.rejected = len(pages), rejected
