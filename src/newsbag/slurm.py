@@ -322,8 +322,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     model_pending = fusion_pending = False
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
-            todo = any(not rundir.is_page_done(rundir.source_dir(run_dir, stage.name, v), pid)
-                       for v in stage.variants for pid in ids)
+            todo = _lacks_pages(run_dir, [stage], ids)
             model_pending |= todo
         elif stage.kind == "fusion":
             todo = fusion_pending = (model_pending or not status["fusion"]
@@ -335,6 +334,15 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
         if todo:
             pending.append(stage.name)
     return pending
+
+
+def _lacks_pages(run_dir: Path, stages: Sequence[ModelStage], page_ids: Sequence[str]) -> bool:
+    """Whether a source of `stages` lacks a finished page of `page_ids` (failed pages count:
+    a resubmit retries them)."""
+    from . import rundir
+
+    return any(not rundir.is_page_done(rundir.source_dir(run_dir, stage.name, v), pid)
+               for stage in stages for v in stage.variants for pid in page_ids)
 
 
 def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None) -> str:
@@ -352,10 +360,8 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
         from .pages import select_shard
 
         ids = rundir.manifest_page_ids(run_dir)
-        dirs = [rundir.source_dir(run_dir, stage.name, v) for stage in config.select(list(job.stages))
-                for v in stage.variants]
-        tasks = [k for k in tasks
-                 if any(not rundir.is_page_done(d, pid) for pid in select_shard(ids, (k, shards)) for d in dirs)]
+        stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
+        tasks = [k for k in tasks if _lacks_pages(run_dir, stages, select_shard(ids, (k, shards)))]
     spans: list[list[int]] = []
     for k in tasks:
         if spans and k == spans[-1][1] + 1:
