@@ -46,9 +46,10 @@ def regions_from_vl(res: dict, width: int, height: int) -> list[dict]:
 
     Every layout box becomes a region; a parsing block matched to it (same label, IoU >= 0.9)
     gives its content as ``text`` (null where the pipeline read nothing: images, charts, the
-    later blocks of a merged group, whose text the group's first block holds) and its ``block_order``. A layout box with no block (the
-    pipeline's overlap filter dropped it: reference, tiny, duplicate) has no order: its layout
-    ``order`` numbers the boxes before that filter, a sequence ``block_order`` does not follow.
+    later blocks of a merged group, whose text the group's first block holds) and its
+    ``block_order``. A layout box with no block (the pipeline's overlap filter dropped it:
+    reference, tiny, duplicate) has no order: its layout ``order`` numbers the boxes before
+    that filter, a sequence ``block_order`` does not follow.
     Blocks with no layout box (the pipeline built them) are kept as regions without a score.
     """
     sx, sy = width / float(res.get("width") or width), height / float(res.get("height") or height)
