@@ -27,6 +27,11 @@ def page_with(boxes, width=100, height=50, scores=None):
     ([-5, -5, 10, 1e9], [0, 0, 10, 50], "clipped_box"),            # reaches off the page -> clipped
     ([500, 500, 600, 600], None, "outside_page_box"),              # wholly off the page -> dropped
     ([-20, 10, -1, 20], None, "outside_page_box"),                 # left of the page -> dropped
+    ([50, 10, 50, 20], None, "degenerate_box"),                    # x0 == x1 -> dropped
+    ([10, 30, 40, 30.5], None, "degenerate_box"),                  # half a pixel high -> dropped
+    ([100, 10, 100, 20], None, "degenerate_box"),                  # on the right page edge -> dropped
+    ([-5, 10, 0.5, 20], None, "degenerate_box"),                   # a sliver once clipped -> dropped
+    ([10, 10, 11, 11], [10, 10, 11, 11], None),                    # one pixel: kept
 ])
 def test_repair_table(box, expected, warning):
     page = page_with([box])

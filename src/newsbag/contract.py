@@ -177,7 +177,7 @@ class Boxes:
 def validate_source_page(page: Any) -> None:
     """Raise ValueError naming the first thing wrong with a source-page dict.
 
-    Coordinates that are numbers but lie (NaN, inf, null, inverted, off the page) pass here:
+    Coordinates that are numbers but lie (NaN, inf, null, inverted, off the page, no area) pass here:
     `repair_regions` mends or drops them, so one bad box never costs a whole page.
     """
     if not isinstance(page, dict):
@@ -269,16 +269,18 @@ def _repair_boxes(xyxy: np.ndarray, bad_score: np.ndarray, image: dict
     fixed = np.hstack([np.minimum(fixed[:, :2], fixed[:, 2:]), np.maximum(fixed[:, :2], fixed[:, 2:])])
     clipped_xyxy = np.clip(fixed, 0.0, [width, height, width, height])
     clipped = finite & (clipped_xyxy != fixed).any(axis=1)
-    empty = finite & ((clipped_xyxy[:, 2] <= clipped_xyxy[:, 0]) | (clipped_xyxy[:, 3] <= clipped_xyxy[:, 1]))
-    outside = clipped & empty
+    size_wh = clipped_xyxy[:, 2:] - clipped_xyxy[:, :2]
+    thin = finite & (size_wh < 1.0).any(axis=1)
+    outside = clipped & (size_wh <= 0.0).any(axis=1)
     counts = {
         "non_finite_box": int((~finite).sum()),
         "inverted_box": int(inverted.sum()),
-        "clipped_box": int((clipped & ~empty).sum()),
+        "clipped_box": int((clipped & ~thin).sum()),
         "outside_page_box": int(outside.sum()),
+        "degenerate_box": int((thin & ~outside).sum()),
         "non_finite_score": int(bad_score.sum()),
     }
-    return finite & ~outside, clipped_xyxy, inverted | clipped, {k: v for k, v in counts.items() if v}
+    return finite & ~thin, clipped_xyxy, inverted | clipped, {k: v for k, v in counts.items() if v}
 
 
 def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
@@ -287,9 +289,12 @@ def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
     The one place every reader's boxes are repaired (via `io.read_page`):
     a coordinate that is NaN, infinite or null drops the box (``non_finite_box``); inverted
     corners are swapped (``inverted_box``); boxes reaching off the page are clipped to it
-    (``clipped_box``) and dropped when nothing is left (``outside_page_box``); a score that
-    is not a finite number becomes null (``non_finite_score``). The counts are added to the
-    page's ``warnings``. The input is not changed; an unchanged page is returned as is.
+    (``clipped_box``) and dropped when nothing is left (``outside_page_box``); a box less
+    than a pixel wide or high, on the page or once clipped, is dropped (``degenerate_box``:
+    no area to fuse, count or export; the runners' `_loop.clean_regions` drops the same, but
+    a foreign runner's page comes only through here); a score that is not a finite number
+    becomes null (``non_finite_score``). The counts are added to the page's ``warnings``.
+    The input is not changed; an unchanged page is returned as is.
 
     Args:
         page: a page that passed `validate_source_page`.

@@ -104,6 +104,31 @@ def test_bad_source_page_drops_that_source_and_the_page_is_still_fused(tmp_path,
     assert sorted(seen) == [("p1", "skipped"), ("p2", "ok")]
 
 
+def test_degenerate_source_boxes_are_dropped_on_read_and_the_rest_fuses_as_without_them(tmp_path, caplog):
+    clean = _write_run(tmp_path / "clean")
+    run_fusion(clean, ["p1", "p2"], CFG)
+    run = _write_run(tmp_path / "dirty")
+    src = run / "outputs/sources/paddle_layout/cdla/p1.json"
+    page = json.loads(src.read_text())
+    degenerate = [[50, 50, 50, 120],      # x0 == x1 inside the page
+                  [60, 100, 150, 100],    # y0 == y1
+                  [400, 10, 400, 290],    # lying on the right page edge (width 400): nothing to clip
+                  [-30, 0, 0, 300]]       # off the page, degenerate once clipped: outside_page_box
+    page["regions"] = [dict(page["regions"][0], bbox_xyxy=b) for b in degenerate] + page["regions"]
+    src.write_text(json.dumps(page))
+    run_fusion(run, ["p1", "p2"], CFG)
+    assert "page p1" in caplog.text and "repaired boxes: degenerate_box 3, outside_page_box 1" in caplog.text
+    assert read_page(src, "p1")["warnings"] == {"outside_page_box": 1, "degenerate_box": 3}
+    for want in sorted((clean / "outputs/fusion").glob("[!_]*/p*.json")):
+        got = run / "outputs/fusion" / want.relative_to(clean / "outputs/fusion")
+        regions = read_page(got, got.stem)["regions"]
+        assert all(r["bbox_xyxy"][0] < r["bbox_xyxy"][2] and r["bbox_xyxy"][1] < r["bbox_xyxy"][3]
+                   for r in regions + [m for r in regions for m in r["members"]]), got
+        assert regions == read_page(want, want.stem)["regions"], got
+    for name in ("source_leaderboard.tsv", "per_page_source_metrics.tsv"):
+        assert (run / "outputs/fusion" / name).read_text() == (clean / "outputs/fusion" / name).read_text(), name
+
+
 def _ledger(run):
     path = run / "logs/failures.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
