@@ -8,7 +8,8 @@ initialised and refuses otherwise. The tokenizer pads on the left (batched gener
 decoder-only model; right padding corrupts two_step text). Pages go to
 ``MinerUClient(backend="transformers")`` in batches (``batch_layout_detect``;
 ``batch_two_step_extract`` when mode is "two_step") with generation limits from the params.
-MinerU bboxes are normalised 0..1 and are scaled to page pixels here. A page whose answer
+MinerU bboxes are normalised 0..1 and are scaled to page pixels here; a container block and
+the blocks it holds become one region (`_CONTAINERS`). A page whose answer
 holds no layout block is reported ``empty`` with the start of that answer. Besides
 run_report.json it writes run_meta.json with ``cuda_available`` (operators look for it there).
 """
@@ -35,14 +36,72 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(v) for v in re.findall(r"\d+", str(text))[:2])
 
 
+# MinerU2.5 answers a container (structs.BlockType "containers": list, image_block,
+# equation_block) beside the blocks it holds: batch_layout_detect returns them side by side,
+# batch_two_step_extract too for lists and image blocks. The MinerU stack makes each container
+# and what it holds one unit, the container's box:
+# - mineru-vl-utils 2.0.7 MinerUClientHelper.prepare_for_extract drops an image_caption that an
+#   image, chart or image_block covers (>= 0.9 of the caption's area);
+# - mineru-vl-utils 2.0.7 post_process.equation_block.do_handle_equation_block replaces the
+#   equations an equation_block covers (> 0.9) by one equation with the block's box (one
+#   equation: the block is dropped instead; one region either way, here the block's box);
+# - MinerU's vlm_magic_model.fix_list_blocks nests the text blocks a list covers (>= 0.8; two_step
+#   has made list_item text) in the list, and visual_magic_model_utils.absorb_image_block_members
+#   the images and charts an image_block covers (>= 0.9) in the image block.
+# Rows: (container types, types it holds, least share of a held block's area inside it).
+_CONTAINERS = (
+    ({"list"}, {"list_item", "text", "ref_text"}, 0.8),
+    ({"image_block"}, {"image", "chart"}, 0.9),
+    ({"image", "chart", "image_block"}, {"image_caption"}, 0.9),
+    ({"equation_block"}, {"equation"}, 0.9),
+)
+
+
+def _share_inside(inner, outer) -> float:
+    """Share of box `inner`'s area inside box `outer` (normalised [x1,y1,x2,y2]; 0 for no area)."""
+    area = (inner[2] - inner[0]) * (inner[3] - inner[1])
+    w = min(inner[2], outer[2]) - max(inner[0], outer[0])
+    h = min(inner[3], outer[3]) - max(inner[1], outer[1])
+    return w * h / area if area > 0 and w > 0 and h > 0 else 0.0
+
+
+def _held_blocks(blocks) -> dict[int, list[int]]:
+    """Container index -> indices of the blocks it holds (by `_CONTAINERS`), in answer order; a
+    block goes to the first container that holds it."""
+    held: dict[int, list[int]] = {}
+    taken = set()
+    for containers, kinds, share in _CONTAINERS:
+        for c, container in enumerate(blocks):
+            if container["type"] not in containers:
+                continue
+            for i, block in enumerate(blocks):
+                if (i != c and i not in taken and block["type"] in kinds
+                        and _share_inside(block["bbox"], container["bbox"]) >= share):
+                    held.setdefault(c, []).append(i)
+                    taken.add(i)
+    return {c: sorted(items) for c, items in held.items()}
+
+
 def blocks_to_regions(blocks, width: int, height: int) -> list[dict]:
-    """MinerU ContentBlocks (normalised [x1,y1,x2,y2]) -> regions in pixels; list order is reading order."""
+    """MinerU ContentBlocks (normalised [x1,y1,x2,y2]) -> regions in pixels; list order is reading order.
+
+    Each container and the blocks it holds are one region (`_CONTAINERS`): the container's box
+    and label, and, when it has no content of its own (two_step extracts no list), the text of
+    the blocks it holds, one per line.
+    """
+    held = _held_blocks(blocks)
+    gone = {i for items in held.values() for i in items}
     regions = []
     for i, block in enumerate(blocks):
+        if i in gone:
+            continue
         x0, y0, x1, y1 = (float(v) for v in block["bbox"])
+        text = block.get("content")
+        if text is None and i in held:
+            text = "\n".join(t for t in (blocks[j].get("content") for j in held[i]) if t) or None
         regions.append({"bbox_xyxy": [x0 * width, y0 * height, x1 * width, y1 * height],
-                        "label": str(block["type"]), "score": None, "order": i + 1,
-                        "text": block.get("content")})
+                        "label": str(block["type"]), "score": None, "order": len(regions) + 1,
+                        "text": text})
     return regions
 
 

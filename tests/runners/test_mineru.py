@@ -187,6 +187,57 @@ def test_unparseable_answer_is_an_empty_page_with_the_answer_as_reason(tmp_path,
     assert meta["counts"]["empty"] == 1 and meta["flags"] == report["flags"]
 
 
+def _raw_layout(blocks) -> str:
+    """A layout answer in MinerU2.5's raw format (0..1000 integer corners, as ../shared/formats/scripts/make_mineru.py)."""
+    return "\n".join(f"<|box_start|>{x0:03d} {y0:03d} {x1:03d} {y1:03d}<|box_end|><|ref_start|>{kind}<|ref_end|><|rotate_up|>"
+                     for kind, (x0, y0, x1, y1) in blocks)
+
+
+# The model's containers (structs.BlockType "containers": list, image_block, equation_block) come
+# back from batch_layout_detect beside the blocks they hold.
+NESTED = [
+    ("text", (90, 20, 910, 100)),
+    ("list", (90, 120, 910, 300)),
+    ("list_item", (95, 125, 905, 180)),          # inside the list
+    ("list_item", (95, 190, 905, 295)),          # inside the list
+    ("image_block", (90, 320, 910, 700)),
+    ("image", (95, 325, 495, 640)),              # inside the image block
+    ("chart", (505, 325, 905, 640)),             # inside the image block
+    ("image_caption", (95, 650, 905, 695)),      # inside the image block
+    ("equation_block", (250, 720, 750, 800)),
+    ("equation", (255, 725, 745, 755)),          # inside the equation block
+    ("equation", (255, 765, 745, 795)),          # inside the equation block
+    ("list_item", (95, 280, 905, 340)),          # a quarter inside the list: its own region
+    ("text", (90, 820, 910, 900)),
+]
+
+
+def test_a_container_and_the_blocks_it_holds_are_written_as_one_region(tmp_path, hf_home):
+    pages = [make_page(tmp_path, "p0", (1000, 1000), color=(0, 0, 255))]  # blue: the fake answers FAKE_MINERU_ANSWER
+    code, out_dir, _, err = run_runner(tmp_path, "mineru", pages,
+                                       env=_env(tmp_path, hf_home, FAKE_MINERU_ANSWER=_raw_layout(NESTED)))
+    assert code == 0, err
+    regions = read_json(out_dir / "p0.json")["regions"]
+    kept = [NESTED[i] for i in (0, 1, 4, 8, 11, 12)]
+    assert [r["label"] for r in regions] == [kind for kind, _ in kept]
+    assert [r["bbox_xyxy"] for r in regions] == [pytest.approx(list(box)) for _, box in kept]
+    assert [r["order"] for r in regions] == list(range(1, len(kept) + 1))
+
+
+def test_two_step_container_carries_the_text_of_the_blocks_it_holds():
+    from mineru import blocks_to_regions
+
+    blocks = [{"type": "list", "bbox": [0.1, 0.1, 0.9, 0.5], "content": None},            # two_step skips lists
+              {"type": "text", "bbox": [0.1, 0.1, 0.9, 0.3], "content": "1. eggs"},       # list_item -> text
+              {"type": "text", "bbox": [0.1, 0.3, 0.9, 0.5], "content": "2. milk"},
+              {"type": "text", "bbox": [0.1, 0.6, 0.9, 0.9], "content": "after the list"}]
+    regions = blocks_to_regions(blocks, 100, 200)
+    assert [(r["label"], r["text"], r["order"]) for r in regions] == [
+        ("list", "1. eggs\n2. milk", 1), ("text", "after the list", 2)]
+    assert regions[0]["bbox_xyxy"] == pytest.approx([10, 20, 90, 100])
+    assert len(blocks) == 4 and blocks[0]["content"] is None  # the library's blocks are left as they were
+
+
 @pytest.mark.parametrize("level, shown", [("WARNING", False), ("DEBUG", True)])
 def test_library_debug_output_off_by_default(tmp_path, hf_home, level, shown):
     pages = [make_page(tmp_path, "p0", (600, 800))]
