@@ -1,6 +1,8 @@
 """CLI surface: help for every command, and usage errors with their exit codes and messages."""
 
 import json
+import shlex
+import sys
 
 import pytest
 
@@ -8,7 +10,7 @@ from newsbag.cli import cli
 
 from newsbag.pages import page_id_for
 
-from nbtest import run_cli, write_fake_config, write_image
+from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
 
 
 @pytest.mark.parametrize("command", sorted(cli.commands))
@@ -137,3 +139,26 @@ def test_fuse_and_review_rerun_on_an_existing_run(tmp_path, page_dir, capsys):
     code, out, err = run_cli(capsys, "review", "--run-dir", run)
     assert code == 0, err
     assert len(list((run / "review/pages").glob("*/board.png"))) == 5
+
+
+def test_relative_config_paths_resolve_against_the_config_folder(tmp_path, page_dir, capsys, monkeypatch):
+    """`run --config ../proj/pipeline.json` from another folder: the config's runners_dir and env
+    interpreter are its neighbours, not names under the cwd (where they do not exist)."""
+    proj, elsewhere, run = tmp_path / "proj", tmp_path / "elsewhere", tmp_path / "run"
+    (proj / "bin").mkdir(parents=True)
+    elsewhere.mkdir()
+    (proj / "runners").symlink_to(FAKE_RUNNERS)
+    python = proj / "bin" / "python"
+    python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
+    (proj / "pipeline.json").write_text(json.dumps({
+        "runners_dir": "runners", "envs": {"fake": {"python": "bin/python"}},
+        "stages": [{"name": "fake", "family": "fake", "env": "fake", "variants": {"v": {}}}]}))
+    monkeypatch.chdir(elsewhere)
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                           "--config", "../proj/pipeline.json")
+    assert code == 0, err
+    resolved = json.loads((run / "config.resolved.json").read_text())
+    assert resolved["runners_dir"] == str(proj / "runners")
+    assert resolved["envs"]["fake"]["python"] == str(python)
+    assert len(list((run / "outputs/sources/fake/v").glob("issue*.json"))) == 5

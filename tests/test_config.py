@@ -1,8 +1,10 @@
 """Config loading: every malformed entry is one ConfigError naming the file and the key, never a traceback."""
 
+import json
+
 import pytest
 
-from newsbag.config import parse_config
+from newsbag.config import load_config, parse_config, to_jsonable
 from newsbag.errors import ConfigError
 
 from nbtest import FAKE_RUNNERS
@@ -47,3 +49,45 @@ def test_the_well_formed_entries_are_kept():
     (stage,) = config.stages
     assert (stage.timeout_s, stage.page_timeout_s, stage.max_restarts, stage.allow_cpu_fallback) == (10, 0.5, 0, False)
     assert stage.env.python == "/b/bin/python" and dict(stage.env.env) == {"K": "1"}
+
+
+def _paths(config) -> dict:
+    """Every path-valued entry of a loaded config: interpreters, model paths, transcription's."""
+    dell, transcription = config.stage("dell"), config.stage("transcription").options
+    return {"runners_dir": str(config.runners_dir), "python": dell.env.python,
+            **{v: p["model_path"] for v, p in dell.variants.items()},
+            "t_python": transcription["python"], "t_model": transcription["recognizer"]["model_path"]}
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path, monkeypatch):
+    """`--config ../proj/pipeline.json` from another folder: a path still relative after `$VAR`
+    and `~` expansion is the config's neighbour; absolute, `~` and `$VAR` paths, a bare command
+    name and "" (the default) keep their meaning, in the config and in its resolved copy."""
+    from newsbag.resources import runners_dir
+
+    proj, elsewhere, home = tmp_path / "proj", tmp_path / "elsewhere", tmp_path / "home"
+    proj.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("WEIGHTS", "/w")
+    raw = {"vars": {"MODELS": "models"}, "runners_dir": str(runners_dir()),
+           "envs": {"e": {"python": "envs/e/bin/python"}},
+           "stages": [{"name": "dell", "env": "e", "variants": {
+                          "rel": {"model_path": "$MODELS/dell.onnx"}, "abs": {"model_path": "$WEIGHTS/dell.onnx"},
+                          "home": {"model_path": "~/dell.onnx"}, "default": {}}},
+                      {"name": "transcription", "kind": "transcription", "python": "python3",
+                       "recognizer": {"model_path": "rec.onnx"}}]}
+    (proj / "pipeline.json").write_text(json.dumps(raw))
+    monkeypatch.chdir(elsewhere)
+    config = load_config("../proj/pipeline.json")
+    expected = {"runners_dir": str(runners_dir()), "python": str(proj / "envs/e/bin/python"),
+                "rel": str(proj / "models/dell.onnx"), "abs": "/w/dell.onnx", "home": str(home / "dell.onnx"),
+                "default": "", "t_python": "python3", "t_model": str(proj / "rec.onnx")}
+    assert _paths(config) == expected
+    # the run dir's config.resolved.json (`newsbag fuse --run-dir`, Slurm jobs) means the same paths
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.resolved.json").write_text(json.dumps(to_jsonable(config.resolved)))
+    assert _paths(load_config(run / "config.resolved.json")) == expected
+    # a config with no file (a dict) has no folder: its relative paths stay as written
+    assert parse_config(raw).stage("dell").variants["rel"]["model_path"] == "models/dell.onnx"

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 
 from . import rundir
 
-__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "run_stage"]
+__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "run_stage"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class BuiltinKind:
     module: str
     parse: str
     run: str
+    # names ``anchor(options, folder) -> options`` for a kind whose options hold paths: it
+    # anchors them at the config file's folder (`config.anchor_path`); "" = no paths
+    anchor: str = ""
 
     def function(self, attr: str) -> Callable:
         return getattr(importlib.import_module(self.module), attr)
@@ -36,7 +39,8 @@ REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion"),
     "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
     "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export"),
-    "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription"),
+    "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription",
+                                 "anchor_transcription_paths"),
 }
 
 
@@ -55,6 +59,12 @@ def parse_options(kind: str, options: Mapping[str, Any]) -> Any:
     """Validated options of one builtin stage; one-line ValueError when they are bad."""
     entry = get(kind)
     return entry.function(entry.parse)(options)
+
+
+def anchor_options(kind: str, options: Mapping[str, Any], folder: str | None) -> dict:
+    """`options` (already valid) with the relative paths in them taken from the config file's `folder`."""
+    entry = get(kind)
+    return entry.function(entry.anchor)(options, folder) if entry.anchor else dict(options)
 
 
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,

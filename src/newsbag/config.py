@@ -1,4 +1,5 @@
-"""Pipeline config: load JSON, expand $VARS, validate against runner tool.json, freeze."""
+"""Pipeline config: load JSON, expand $VARS, anchor relative paths at the file's folder,
+validate against runner tool.json, freeze."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ __all__ = [
     "validate_params",
     "label_table",
     "builtin_options",
+    "anchor_path",
+    "anchor_command",
+    "anchor_params",
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
@@ -143,6 +147,30 @@ def _variables(declared: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def anchor_path(value: str, folder: str | None) -> str:
+    """A config path as its author meant it: `~` expanded, and one still relative after that
+    (and after `$VAR` expansion) taken from `folder`, the config file's folder, not from the
+    cwd of whoever runs newsbag. "" (a default) stays ""; a config with no file (None) keeps
+    relative paths as written."""
+    if not value:
+        return value
+    expanded = os.path.expanduser(value)
+    return expanded if folder is None or os.path.isabs(expanded) else os.path.join(folder, expanded)
+
+
+def anchor_command(value: str, folder: str | None) -> str:
+    """An interpreter: a bare name ("python3") is a command the shell finds on PATH, so it is
+    kept; anything with a / is a path (`anchor_path`)."""
+    return anchor_path(value, folder) if "/" in value else value
+
+
+def anchor_params(params: Mapping[str, Any], spec: dict, folder: str | None) -> dict:
+    """`params` with the string parameters `spec` (a tool.json) declares ``"path": true`` anchored."""
+    declared = spec.get("parameters", {})
+    return {k: anchor_path(v, folder) if isinstance(v, str) and declared.get(k, {}).get("path") else v
+            for k, v in params.items()}
+
+
 def load_tool_spec(family: str, root: Path) -> dict:
     """The family's ``<family>.tool.json``, checked: parameters (enum defaults valid) and labels.
 
@@ -250,8 +278,14 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
-    """Validate a config dict; every message names the file and the offending key."""
+def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) -> PipelineConfig:
+    """Validate a config dict; every message names the file and the offending key.
+
+    Relative paths (runners_dir, interpreters, tool parameters declared ``"path": true``) are
+    anchored at `folder`, the config file's folder (`anchor_path`), and written back into
+    ``resolved``: config.resolved.json, which `newsbag fuse --run-dir` reloads from elsewhere,
+    holds the paths the run used.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a JSON object")
     unknown = sorted(set(raw) - _TOP_KEYS)
@@ -265,15 +299,19 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
     resolved = _expand({k: v for k, v in raw.items() if k != "vars"}, variables)
     resolved["vars"] = {k: variables[k] for k in declared}
     runners = resolved.get("runners_dir")
-    root = Path(_typed(f"{path}: runners_dir", runners, str, "a string")).expanduser() if runners else runners_dir()
+    if runners:
+        resolved["runners_dir"] = anchor_path(_typed(f"{path}: runners_dir", runners, str, "a string"), folder)
+    root = Path(resolved["runners_dir"]) if runners else runners_dir()
 
     envs: dict[str, EnvSpec] = {"default": EnvSpec("default", sys.executable, {})}
     for name, spec in _typed(f"{path}: envs", resolved.get("envs", {}), dict, "an object").items():
         if not isinstance(spec, dict) or set(spec) - {"python", "env", "description"}:
             raise ConfigError(f"{path}: envs.{name} must be an object with python, env, description")
-        python = _typed(f"{path}: envs.{name}.python", spec.get("python", ""), str, "a string") or sys.executable
+        python = anchor_command(_typed(f"{path}: envs.{name}.python", spec.get("python", ""), str, "a string"), folder)
+        if python:
+            spec["python"] = python
         env_vars = _typed(f"{path}: envs.{name}.env", spec.get("env", {}), dict, "an object")
-        envs[name] = EnvSpec(name, python, MappingProxyType({k: str(v) for k, v in env_vars.items()}))
+        envs[name] = EnvSpec(name, python or sys.executable, MappingProxyType({k: str(v) for k, v in env_vars.items()}))
 
     device = resolved.get("device", "auto")
     if device not in DEVICES:
@@ -300,6 +338,8 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         if kind in builtin.REGISTRY:
             options = builtin_options(sd)
             _validate_builtin(where, kind, options)
+            options = builtin.anchor_options(kind, options, folder)
+            sd.update(options)
             stages.append(BuiltinStage(name, kind, _freeze(options), run_default))
             continue
         if kind != "model":
@@ -318,6 +358,8 @@ def parse_config(raw: Any, path: str = "<config>") -> PipelineConfig:
         if not isinstance(variants, dict) or not variants:
             raise ConfigError(f"{where}: variants must be a non-empty object")
         spec = load_tool_spec(family, root)
+        sd["variants"] = variants = {v: anchor_params(p, spec, folder) if isinstance(p, dict) else p
+                                     for v, p in variants.items()}
         params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
         max_empty = sd.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE)
         if isinstance(max_empty, bool) or not isinstance(max_empty, (int, float)) or not 0 <= max_empty <= 1:
@@ -352,7 +394,7 @@ def load_config(path: str | os.PathLike | None) -> PipelineConfig:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"config {p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    return parse_config(raw, str(p))
+    return parse_config(raw, str(p), os.path.dirname(os.path.abspath(p)))
 
 
 def to_jsonable(value: Any) -> Any:

@@ -29,7 +29,7 @@ from .pages import read_pages
 from .resources import runners_dir
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "run_transcription"]
+__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths", "run_transcription"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,19 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks),
                                   "allow_cpu_fallback": bool(opts["allow_cpu_fallback"]),
                                   "max_restarts": int(opts["max_restarts"])})
+
+
+def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:
+    """Valid options with `python` and the recognizer's path parameters (model_path, dict_path)
+    anchored at the config file's folder, as a model stage's are."""
+    from .config import anchor_command, anchor_params, load_tool_spec
+
+    out = dict(options)
+    if "python" in out:
+        out["python"] = anchor_command(out["python"], folder)
+    if "recognizer" in out:
+        out["recognizer"] = anchor_params(out["recognizer"], load_tool_spec("recognize", runners_dir()), folder)
+    return out
 
 
 def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
