@@ -294,11 +294,16 @@ def test_leaderboard_streams_running_means():
     board = _Board("sources", ("score", "loo_pixel_f1"))
     board.add({"a/x": {"score": 0.5, "loo_pixel_f1": None, "family": "a"}, "b/y": {"score": 0.9, "loo_pixel_f1": 0.2}})
     board.add({"a/x": {"score": 0.7, "loo_pixel_f1": 0.4, "family": "a"}})
+    board.add({"a/x": {"score": None, "loo_pixel_f1": 0.6, "family": "a"}})   # a page without text lines
     rows = {r["name"]: r for r in board.rows()}
-    assert rows["a/x"]["n_pages"] == 2 and rows["a/x"]["family"] == "a"
+    assert rows["a/x"]["n_pages"] == 3 and rows["a/x"]["family"] == "a"
     assert rows["a/x"]["score"] == pytest.approx((0.5 + 0.7) / 2)
-    assert rows["a/x"]["loo_pixel_f1"] == pytest.approx(0.4)     # a null is left out of the mean
-    assert [r["name"] for r in board.rows()] == ["b/y", "a/x"] and rows["b/y"]["rank"] == 1
+    assert rows["a/x"]["loo_pixel_f1"] == pytest.approx(0.5)     # a null is left out of the mean
+    # b/y gave nothing on pages 2 and 3: an empty page scores 0 on page 2 and, without text
+    # lines, null on page 3; it has no leave-one-out agreement there either
+    assert rows["b/y"]["n_pages"] == 1 and rows["b/y"]["score"] == pytest.approx(0.9 / 2)
+    assert rows["b/y"]["loo_pixel_f1"] == pytest.approx(0.2)
+    assert [r["name"] for r in board.rows()] == ["a/x", "b/y"] and rows["a/x"]["rank"] == 1
 
 
 def test_a_rerun_with_nothing_changed_opens_no_fused_page(tmp_path, monkeypatch):
@@ -529,3 +534,51 @@ def test_a_stored_record_holding_nan_or_infinity_is_redone_and_never_reaches_the
         assert "nan" not in cells and "inf" not in cells, name
     assert again["variant_leaderboard"] == clean["variant_leaderboard"]
     assert again["source_leaderboard"] == clean["source_leaderboard"]
+
+
+def test_a_source_with_output_on_few_pages_counts_empty_pages_and_ranks_below(tmp_path):
+    """cdla's column boxes (a perfect page) on p1 only, tesseract's decent boxes (the lower rows
+    of lines left out) on all three: averaged over its own page cdla ranked first; the run fused
+    three pages, and on two of them cdla gave nothing. Its row still says where it ran."""
+    pids = ["p1", "p2", "p3"]
+    run = _write_run(tmp_path, pids)
+    sources = run / "outputs" / "sources"
+    for pid in pids:
+        path = sources / "tesseract/blocks" / f"{pid}.json"
+        page = json.loads(path.read_text())
+        page["regions"] = [{**page["regions"][0], "bbox_xyxy": b} for b in ([10, 10, 190, 230], [210, 10, 390, 230])]
+        path.write_text(json.dumps(page))
+    for pid in ("p2", "p3"):
+        (sources / "paddle_layout/cdla" / f"{pid}.json").unlink()
+    summary = run_fusion(run, pids, AUTO_CFG)
+    rows = {r["name"]: r for r in summary["source_leaderboard"]}
+    cdla, tess = rows["paddle_layout/cdla"], rows["tesseract/blocks"]
+    assert (cdla["n_pages"], tess["n_pages"]) == (1, 3)
+    per_page = [line.split("\t") for line in (run / "outputs/fusion/per_page_source_metrics.tsv").read_text().splitlines()]
+    score = per_page[0].index("score")
+    own = {(r[0], r[1]): float(r[score]) for r in per_page[1:]}
+    assert own[("p1", "paddle_layout/cdla")] > own[("p1", "tesseract/blocks")]   # cdla's one page is the best
+    assert cdla["score"] == pytest.approx(own[("p1", "paddle_layout/cdla")] / 3)  # two empty pages score 0
+    header, *lines = (run / "outputs/fusion/source_leaderboard.tsv").read_text().splitlines()
+    table = [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+    order = [r["name"] for r in table]
+    assert order.index("tesseract/blocks") < order.index("paddle_layout/cdla")
+    assert table[order.index("paddle_layout/cdla")]["n_pages"] == "1"
+    # the same order feeds "granularity": "auto"
+    assert summary["source_order"] == ["tesseract/blocks", "paddle_layout/cdla"]
+
+
+def test_a_variant_fused_on_few_pages_counts_the_others_as_empty_pages(tmp_path):
+    """A variant added to the config and fused on p1 only (a `--pages p1` call) has no current
+    page on p2 and p3: like a source without output there, they count as empty pages, so it is
+    not ranked (or recommended) by its one page."""
+    pids = ["p1", "p2", "p3"]
+    run = _write_run(tmp_path, pids)
+    _write_manifest(run, pids)
+    run_fusion(run, pids, CFG)
+    added = {**CFG, "variants": {**CFG["variants"], "N": {"sources": ["paddle_layout/*"], "method": "best_single"}}}
+    summary = run_fusion(run, ["p1"], added)
+    rows = {r["name"]: r for r in summary["variant_leaderboard"]}
+    assert (rows["N"]["n_pages"], rows["S1"]["n_pages"]) == (1, 3)
+    # N fuses exactly what S1 does: S1's mean is N's score on its page
+    assert rows["N"]["score"] == pytest.approx(rows["S1"]["score"] / 3) and rows["N"]["rank"] > rows["S1"]["rank"]

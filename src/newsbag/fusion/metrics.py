@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from ..contract import Boxes, take_rows
+from ..contract import Boxes, PageMeta, take_rows
 from .geometry import Pairs, area, cross_pairs
 from .memo import Recent, read_only
 from .order import column_segments
@@ -16,6 +16,7 @@ __all__ = [
     "pixel_prf",
     "iou_f1",
     "page_metrics",
+    "empty_page_metrics",
     "page_score",
     "text_line_pairs",
     "best_source",
@@ -169,6 +170,14 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
 
 
 _MEASURED = Recent(16)
+
+
+def empty_page_metrics(has_lines: bool) -> dict:
+    """`page_metrics` of a page with no regions: what a source that gave no output on a page
+    scores there (zeros, score 0; line metrics NaN on a page without text lines). With no
+    region no line is covered, so one stand-in line tells the two cases apart."""
+    lines = np.array([[0.0, 0.0, 1.0, 1.0]]) if has_lines else np.zeros((0, 4))
+    return page_metrics(Boxes.empty(PageMeta("", 1, 1)), lines)
 
 
 def _page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree | None,

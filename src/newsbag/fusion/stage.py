@@ -23,15 +23,16 @@ from ..tables import tsv_text, tsv_writer
 from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
 from .geometry import Pairs, box_tree, self_pairs
-from .metrics import METRIC_KEYS, loo_agreement, page_metrics, text_line_pairs
+from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "SCORE_DOC"]
 
 log = logging.getLogger(__name__)
 
-SCORE_DOC = ("score = mean over pages of line_coverage * (1 - cross_share) * (1 - lonely_line_share/2) "
-             "* (1 - empty_share/2) * (1 - overlap_share); see newsbag.fusion.metrics.page_score")
+SCORE_DOC = ("score = mean over the pages fused (a page without output counts as empty) of line_coverage "
+             "* (1 - cross_share) * (1 - lonely_line_share/2) * (1 - empty_share/2) * (1 - overlap_share); "
+             "see newsbag.fusion.metrics.page_score")
 _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
@@ -451,19 +452,30 @@ def _nan_for_none(metrics: dict[str, dict]) -> dict[str, dict]:
 
 class _Board:
     """A leaderboard built from per-page records one at a time: running sums per name, so
-    memory does not grow with the pages (every record held at once was ~1.4 GB per 100k pages)."""
+    memory does not grow with the pages (every record held at once was ~1.4 GB per 100k pages).
+
+    A name's means are over every page added: a page without metrics for it (a source that
+    gave no output there; a variant not fused there with its current recipe) counts as an
+    empty page (`metrics.empty_page_metrics`), as `newsbag evaluate` counts a missing page,
+    so a source that ran on 10 of 100 pages cannot top the board with its mean over those
+    10. ``n_pages`` is the pages where the name has metrics. A page has text lines when some
+    name's score is not null (the score is null exactly when the page has none).
+    """
 
     def __init__(self, kind: str, keys: tuple[str, ...]):
         self.kind, self.keys = kind, keys
         self.names: dict[str, dict] = {}
+        self.pages = {True: 0, False: 0}   # pages added, by whether they have text lines
 
     def add(self, metrics_by_name: dict[str, dict]) -> None:
+        lined = any(m.get("score") is not None for m in metrics_by_name.values())
+        self.pages[lined] += 1
         for name, m in metrics_by_name.items():
             acc = self.names.get(name)
             if acc is None:
-                acc = self.names[name] = {"n": 0, "family": m.get("family", ""), "sum": dict.fromkeys(self.keys, 0.0),
-                                          "count": dict.fromkeys(self.keys, 0)}
-            acc["n"] += 1
+                acc = self.names[name] = {"n": {True: 0, False: 0}, "family": m.get("family", ""),
+                                          "sum": dict.fromkeys(self.keys, 0.0), "count": dict.fromkeys(self.keys, 0)}
+            acc["n"][lined] += 1
             for k in self.keys:
                 v = m.get(k)
                 if v is not None:
@@ -471,10 +483,18 @@ class _Board:
                     acc["count"][k] += 1
 
     def rows(self) -> list[dict]:
+        empty = {lined: empty_page_metrics(lined) for lined in self.pages}
         rows = []
         for name, acc in self.names.items():
-            row = {"name": name, "n_pages": acc["n"]}
-            row.update({k: acc["sum"][k] / acc["count"][k] if acc["count"][k] else None for k in self.keys})
+            total, count = dict(acc["sum"]), dict(acc["count"])
+            for lined, pages in self.pages.items():
+                missing = pages - acc["n"][lined]
+                for k, v in empty[lined].items():
+                    if missing and k in total and v == v:   # NaN (no text lines) stays out, as a null does
+                        total[k] += missing * v
+                        count[k] += missing
+            row = {"name": name, "n_pages": sum(acc["n"].values())}
+            row.update({k: total[k] / count[k] if count[k] else None for k in self.keys})
             if self.kind == "sources":
                 row["family"] = acc["family"]
             rows.append(row)

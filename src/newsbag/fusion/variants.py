@@ -29,8 +29,8 @@ share of a container to replace it), `prefer` ("support": finer boxes win when a
 supported, ties broken by `granularity`; "fine"; "coarse"; "rank": the box whose source
 comes first in `granularity` wins, ties as "fine"), `granularity` (source globs, preferred granularity
 first; "auto": the run's source leaderboard order, best first, measured on all pages before
-fusing), `t_shadow` (drop a box when better-ranked kept boxes cover more than this share of
-it; 1 = never), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
+fusing, a page without a source's output counting as an empty page for it), `t_shadow`
+(drop a box when better-ranked kept boxes cover more than this share of it; 1 = never), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
 regions at column gutters seen in the text lines), `col_gap` (minimum gutter, share of
 page width), `col_slack` (share of page width trimmed from each line end before looking
 for gutters, since lines of neighbouring columns often overlap a little), `col_tol` (share
