@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import subprocess
 import sys
 
@@ -10,7 +12,8 @@ import pytest
 
 from newsbag.slurm import read_jobs
 
-from slurm_helpers import FUSION_VARIANTS, SLURM_DIR, all_terminal, bag_config, show_job, submit, wait_for
+from slurm_helpers import (FUSION_VARIANTS, REPO, SLURM_DIR, SUBMIT, all_terminal, bag_config, show_job, submit,
+                           wait_for)
 
 pytestmark = pytest.mark.slurm
 
@@ -267,3 +270,30 @@ def test_concurrent_submits_into_one_run_dir_do_the_work_once(tmp_path, sample_p
     loser = [r for r in results if "submitted infer-l40s" not in r[0]][0]
     assert codes in ([0, 2], [0, 0]), results
     assert "still queued or running" in loser[1] or "nothing to submit" in loser[0], loser
+
+
+def test_a_config_with_relative_paths_submitted_from_another_folder(tmp_path, sample_pages, slurm_env, cancel_jobs):
+    """NEWSBAG_CONFIG=../proj/bag.json given in another folder, its runners_dir and interpreter
+    relative: the submit-time env check and the job (in its own cwd, as on another node) both
+    take them from the config's folder."""
+    proj, elsewhere, run_dir = tmp_path / "proj", tmp_path / "elsewhere", tmp_path / "run"
+    (proj / "bin").mkdir(parents=True)
+    elsewhere.mkdir()
+    (proj / "runners").symlink_to(REPO / "runners")
+    python = proj / "bin" / "python"
+    python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
+    config = json.loads(bag_config(proj / "bag.json").read_text())
+    (proj / "bag.json").write_text(json.dumps({**config, "runners_dir": "runners",
+                                               "envs": {"default": {"python": "bin/python"}}}))
+    res = subprocess.run(["bash", str(SUBMIT), "--input-dir", str(sample_pages), "--gpu", "cpu", "--stages", "dell",
+                          "--run-dir", str(run_dir)], env=dict(slurm_env, NEWSBAG_CONFIG="../proj/bag.json"),
+                         cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    (job,) = read_jobs(run_dir)
+    cancel_jobs.append(job["job_id"])
+    (rec,) = wait_for([job["job_id"]], all_terminal)[job["job_id"]]
+    log = (run_dir / "logs" / "slurm" / f"newsbag-infer-cpu-{job['job_id']}.out").read_text()
+    assert rec["JobState"] == "COMPLETED", log
+    assert f"{python} {proj / 'runners' / 'text_lines.py'} " in (run_dir / "logs" / "dell.lines.log").read_text()
+    assert len(list((run_dir / "outputs" / "sources" / "dell" / "lines").glob("*-*.json"))) == 3
