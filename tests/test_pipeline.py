@@ -117,7 +117,65 @@ def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsy
     assert code == 4 and "review: 1 page(s) failed" in err
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     info = json.loads(out)
-    assert (info["review_boards"], info["review_failed"]) == (4, 1)
+    assert info["review"] == {"done": 4, "stale": 0, "failed": 1, "pending": 0}
+
+
+def _review_counts(capsys, run):
+    _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    return json.loads(out)["review"]
+
+
+def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_dir, capsys):
+    """A board is done only while `newsbag review` would skip it: fusion redone with other
+    parameters (every fused page rewritten), or one source page rewritten and fused again,
+    makes the boards drawn from them stale until review redraws exactly those."""
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    changed = json.loads(cfg.read_text())
+    changed["stages"][1]["variants"]["C"]["params"]["vote"] = 2
+    cfg.write_text(json.dumps(changed))
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fusion")
+    assert code == 0, err
+    assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0}
+    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 0 and json.loads(out)["ok"] == 5, err
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+
+    page = run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json"
+    page.write_text(page.read_text())
+    code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0, err
+    assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0}
+    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (1, 4), err
+
+    import shutil
+
+    shutil.rmtree(run / "review/pages" / _pid(run, "issue2/p3"))  # never drawn, as far as status can tell
+    assert _review_counts(capsys, run) == {"done": 4, "stale": 0, "failed": 0, "pending": 1}
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    line = next(line for line in out.splitlines() if "review boards" in line)
+    assert "done      4  failed     0  pending      1  gallery yes" in line, out
+
+
+def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page_dir, capsys, monkeypatch):
+    """status decides from file identities and info.json, as review's own skip check does."""
+    from PIL import Image
+
+    from newsbag.status import collect_status
+
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    before = {p: p.stat().st_mtime_ns for p in (run / "review").rglob("*") if p.is_file()}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("status opened or wrote an image")
+
+    monkeypatch.setattr(Image, "open", refuse)
+    monkeypatch.setattr(Image.Image, "save", refuse)
+    assert collect_status(run)["review"] == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert {p: p.stat().st_mtime_ns for p in (run / "review").rglob("*") if p.is_file()} == before
 
 
 def test_a_subset_call_rebuilds_nothing_from_the_subset_only(tmp_path, page_dir, capsys):

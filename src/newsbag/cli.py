@@ -228,8 +228,10 @@ def status(run_dir, as_json):
         click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}  failed {f['failed']:>5}{stale}  "
                    f"pending {f['pending']:>6}{mark}")
     if selected is None or "review" in selected:
-        click.echo(f"  review boards {info['review_boards']}; failed {info['review_failed']}; "
-                   f"gallery {'yes' if info['gallery'] else 'no'}")
+        r = info["review"]
+        stale = f"  stale {r['stale']:>5}" if r["stale"] else ""
+        click.echo(f"  {'review boards':<36} done {r['done']:>6}  failed {r['failed']:>5}{stale}  "
+                   f"pending {r['pending']:>6}  gallery {'yes' if info['gallery'] else 'no'}")
     for line in format_job_lines(jobs):
         click.echo(f"  {line}")
     for line in info["way_out"]:

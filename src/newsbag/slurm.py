@@ -310,8 +310,8 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     A model stage is pending while any of its sources lacks a finished page of the manifest
     (failed pages count: a resubmit retries them). Fusion is pending when a model stage is, or
     when a variant has pages not done (missing, failed or stale) or none exists; review when
-    fusion is, or boards or the gallery are missing. Other builtin stages have no cheap check
-    and always count as pending.
+    fusion is, or a board is not done (missing, failed or stale) or the gallery is missing.
+    Other builtin stages have no cheap check and always count as pending.
     """
     from . import rundir
     from .status import collect_status
@@ -328,7 +328,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
             todo = fusion_pending = (model_pending or not status["fusion"]
                                      or any(f["done"] < len(ids) for f in status["fusion"]))
         elif stage.kind == "review":
-            todo = model_pending or fusion_pending or not status["gallery"] or status["review_boards"] < len(ids)
+            todo = model_pending or fusion_pending or not status["gallery"] or status["review"]["done"] < len(ids)
         else:
             todo = True
         if todo:

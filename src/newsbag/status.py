@@ -9,6 +9,7 @@ from .config import DEFAULT_MAX_EMPTY_SHARE, builtin_options
 from .fusion.stage import fused_status
 from .io import read_json
 from . import rundir
+from .review.stage import board_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages, read_rejected
 
@@ -42,17 +43,22 @@ def _empty_pages(folder: Path) -> dict[str, str]:
 
 
 def collect_status(run_dir: Path) -> dict:
-    """Counts per source, fusion variant and review; failures with their one-line errors."""
+    """Counts per source, fusion variant and review board; failures with their one-line errors.
+
+    Fused pages and boards count as done only while `newsbag fuse` / `review` would skip them
+    (their stages' own rules, with the options the run's config gives them)."""
     run_dir = Path(run_dir)
-    ids = {p.page_id for p in read_pages(run_dir)}
+    records = read_pages(run_dir)
+    ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    fusion_cfg: dict = {}  # no fusion stage in the config: `newsbag fuse` uses the defaults
+    # A builtin kind without a stage in the config: `newsbag fuse` / `review` use the defaults.
+    options: dict[str, dict] = {"fusion": {}, "review": {}}
     resolved = run_dir / "config.resolved.json"
     if resolved.exists():
         for stage in read_json(resolved).get("stages", []):
-            if stage.get("kind") == "fusion":
-                fusion_cfg = builtin_options(stage)
+            if stage.get("kind") in options:
+                options[stage["kind"]] = builtin_options(stage)
             for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
                 expected[f"{stage['name']}/{variant}"] = stage["name"]
                 max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
@@ -77,22 +83,13 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5])})
-    fusion = fused_status(run_dir, sorted(ids), fusion_cfg)
+    fusion = fused_status(run_dir, sorted(ids), options["fusion"])
     recommended = rundir.recommended_variant(run_dir)
-    boards, review_failed = _review_status(run_dir, ids)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     by_kind: dict[str, int] = {}
     for r in rejected:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "sources": sources, "fusion": fusion,
-            "recommended_variant": recommended, "review_boards": boards, "review_failed": review_failed,
+            "recommended_variant": recommended, "review": board_status(run_dir, records, options["review"]),
             "gallery": rundir.gallery_path(run_dir).exists()}
-
-
-def _review_status(run_dir: Path, ids: set[str]) -> tuple[int, int]:
-    """(boards drawn, pages whose last review failed) among the manifest's pages."""
-    pages = rundir.review_dir(run_dir) / "pages"
-    boards = sum(1 for p in pages.glob("*/board.png") if p.parent.name in ids)
-    failed = sum(1 for p in pages.glob(f"*/{rundir.REVIEW_FAILED}") if p.parent.name in ids)
-    return boards, failed

@@ -20,7 +20,7 @@ from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
 from .render import CLASS_COLORS, render_board
 from .score import score_page
 
-__all__ = ["ReviewParams", "parse_review_cfg", "run_review"]
+__all__ = ["ReviewParams", "parse_review_cfg", "run_review", "board_status"]
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +92,29 @@ def _variant_dirs(root: Path, depth: int) -> dict[str, Path]:
     }
 
 
-def _fused_dirs(run_dir: Path, params: ReviewParams) -> tuple[dict[str, Path], str | None]:
+@dataclass(frozen=True)
+class _Plan:
+    """What every board of the run is drawn from, besides its page's own files."""
+
+    source_dirs: dict[str, Path]
+    fused_dirs: dict[str, Path]    # the fused variants the board shows
+    gallery_dirs: dict[str, Path]  # every fused variant: the gallery overlays them all
+    recommended: str | None
+    missing: list[str]             # fused variants asked for and not found
+
+
+def _plan(run_dir: Path, params: ReviewParams) -> _Plan:
+    """The run's source and fused variant folders, and which fused variants boards show (`params.variants`,
+    else the recommended one, else all)."""
+    sources = _variant_dirs(rundir.sources_root(run_dir), 2)
     found = _variant_dirs(rundir.fusion_dir(run_dir), 1)
     recommended = rundir.recommended_variant(run_dir)
     if params.variants is not None:
-        missing = [v for v in params.variants if v not in found]
-        if missing:
-            log.warning("review: fused variant(s) %s not found under outputs/fusion; skipped", ", ".join(missing))
-        return {v: found[v] for v in params.variants if v in found}, recommended
+        shown = {v: found[v] for v in params.variants if v in found}
+        return _Plan(sources, shown, found, recommended, [v for v in params.variants if v not in found])
     if recommended in found:
-        return {recommended: found[recommended]}, recommended
-    return found, None
+        return _Plan(sources, {recommended: found[recommended]}, found, recommended, [])
+    return _Plan(sources, found, found, None, [])
 
 
 def _load_page(path: Path, page_id: str) -> dict:
@@ -155,28 +167,44 @@ def _is_fresh(page_dir: Path, fingerprint: str) -> bool:
     return isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("fingerprint") == fingerprint
 
 
-def _review_page(
-    run_dir: Path, record, source_dirs: dict[str, Path], fused_dirs: dict[str, Path],
-    recommended: str | None, params: ReviewParams, force: bool, compute: bool = True,
-    gallery_dirs: dict[str, Path] | None = None,
-) -> _Outcome:
+@dataclass(frozen=True)
+class _Inputs:
+    """One page's board inputs (outputs and failure records by name) and their fingerprint."""
+
+    sources: dict[str, Path]
+    failed_sources: dict[str, Path]
+    fused: dict[str, Path]         # of every gallery variant
+    failed_fused: dict[str, Path]
+    image_path: Path
+    params: dict
+    fingerprint: str
+
+
+def _inputs(run_dir: Path, record, plan: _Plan, params: ReviewParams) -> _Inputs:
+    """What the board of `record`'s page is drawn from, found by stat calls only (no file is opened)."""
     page_id = record.page_id
-    page_dir = rundir.review_page_dir(run_dir, page_id)
-    sources, failed_sources = _page_files(page_id, source_dirs)
-    # The board shows `fused_dirs`; the gallery overlays every fused variant of the run.
-    gallery_dirs = {**(gallery_dirs or {}), **fused_dirs}
-    fused, failed_fused = _page_files(page_id, gallery_dirs)
+    sources, failed_sources = _page_files(page_id, plan.source_dirs)
+    fused, failed_fused = _page_files(page_id, plan.gallery_dirs)
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
     params_rec = {**asdict(params), "variants": list(params.variants) if params.variants else None,
-                  "shown_fused": sorted(fused_dirs)}
+                  "shown_fused": sorted(plan.fused_dirs)}
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options.
-    fingerprint = rundir.fingerprint("review", params_rec, recommended, sorted(source_dirs), rundir.file_identity(image_path),
+    fingerprint = rundir.fingerprint("review", params_rec, plan.recommended, sorted(plan.source_dirs),
+                                     rundir.file_identity(image_path),
                                      {f"{kind}:{name}": rundir.file_identity(path)
                                       for kind, files in (("source", sources), ("failed_source", failed_sources),
                                                           ("fused", fused), ("failed_fused", failed_fused))
                                       for name, path in files.items()})
-    if not force and _is_fresh(page_dir, fingerprint):
+    return _Inputs(sources, failed_sources, fused, failed_fused, image_path, params_rec, fingerprint)
+
+
+def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force: bool,
+                 compute: bool = True) -> _Outcome:
+    page_id = record.page_id
+    page_dir = rundir.review_page_dir(run_dir, page_id)
+    inputs = _inputs(run_dir, record, plan, params)
+    if not force and _is_fresh(page_dir, inputs.fingerprint):
         return _Outcome(page_id, "skipped", info=read_json(page_dir / "info.json"))
     if not compute:
         # Not drawn by this call: a page whose last review failed stays listed as failed.
@@ -185,6 +213,11 @@ def _review_page(
         except (OSError, ValueError, KeyError, TypeError):
             return _Outcome(page_id, "absent")
 
+    sources, failed_sources = inputs.sources, inputs.failed_sources
+    fused, failed_fused = inputs.fused, inputs.failed_fused
+    source_dirs, fused_dirs, gallery_dirs, recommended = (plan.source_dirs, plan.fused_dirs, plan.gallery_dirs,
+                                                          plan.recommended)
+
     source_pages = {name: _load_page(path, page_id) for name, path in sources.items()}
     fused_pages = {name: _load_page(path, page_id) for name, path in fused.items()}
     source_boxes = {name: boxes_from_page(page, source=name) for name, page in source_pages.items()}
@@ -192,7 +225,7 @@ def _review_page(
                    if name in fused_dirs}
     n_cells = 1 + len(source_dirs) + len(fused_dirs)
     panel_w = _panel_width(n_cells, params.max_board_width)
-    image = _load_image(str(image_path), max(panel_w, _SCAN_WIDTH))
+    image = _load_image(str(inputs.image_path), max(panel_w, _SCAN_WIDTH))
 
     meta = PageMeta(page_id=page_id, width=record.width, height=record.height)
     panels: list[tuple[str, Boxes]] = []
@@ -236,7 +269,7 @@ def _review_page(
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
         "panels": panel_rows, "reference_fused": None if reference is None else reference.meta.source,
-        "score": score.to_dict(), "params": params_rec, "fingerprint": fingerprint,
+        "score": score.to_dict(), "params": inputs.params, "fingerprint": inputs.fingerprint,
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
@@ -246,12 +279,11 @@ def _review_page(
 def _review_task(task: tuple) -> _Outcome:
     """One page, in this process or a worker: any error but a full disk fails that page only
     (a `_PageError` with its own line, anything else with `errors.page_failure`'s)."""
-    run_dir, page_id, record, source_dirs, fused_dirs, recommended, params, force, compute, gallery_dirs = task
+    run_dir, page_id, record, plan, params, force, compute = task
     try:
         if record is None:
             raise _PageError(f"not in {run_dir / rundir.MANIFEST}")
-        return _review_page(run_dir, record, source_dirs, fused_dirs, recommended, params, force, compute,
-                            gallery_dirs)
+        return _review_page(run_dir, record, plan, params, force, compute)
     except _PageError as exc:
         return _fail_page(run_dir, page_id, str(exc))
     except RunDirError:  # not this page's fault: stop the stage with one line
@@ -382,6 +414,40 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
     }
 
 
+def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) -> dict[str, int]:
+    """Boards that are current, stale, failed or not drawn yet (pending), by the rule `run_review`
+    skips pages by (so what it counts stale is what the next review redraws).
+
+    Stat calls and each page's info.json only: no image is opened and nothing is drawn.
+
+    Args:
+        run_dir: the run directory.
+        records: the run's pages (`pages.read_pages`).
+        review_cfg: the review options the next review runs with.
+
+    Returns:
+        {"done", "stale", "failed", "pending"}: they part the pages (a failed page keeps no board).
+
+    Raises:
+        ValueError: bad review options (one line).
+    """
+    params = parse_review_cfg(review_cfg)
+    run_dir = Path(run_dir)
+    plan = _plan(run_dir, params)
+    counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
+    for record in records:
+        page_dir = rundir.review_page_dir(run_dir, record.page_id)
+        if _is_fresh(page_dir, _inputs(run_dir, record, plan, params).fingerprint):
+            counts["done"] += 1
+        elif (page_dir / rundir.REVIEW_FAILED).is_file():
+            counts["failed"] += 1
+        elif (page_dir / "board.png").is_file():
+            counts["stale"] += 1
+        else:
+            counts["pending"] += 1
+    return counts
+
+
 def run_review(
     run_dir: Path,
     page_ids: list[str],
@@ -415,16 +481,16 @@ def run_review(
     params = parse_review_cfg(review_cfg)
     run_dir = Path(run_dir)
     records = {r.page_id: r for r in read_pages(run_dir)}
-    source_dirs = _variant_dirs(rundir.sources_root(run_dir), 2)
-    fused_dirs, recommended = _fused_dirs(run_dir, params)
-    gallery_dirs = _variant_dirs(rundir.fusion_dir(run_dir), 1)
+    plan = _plan(run_dir, params)
+    if plan.missing:
+        log.warning("review: fused variant(s) %s not found under outputs/fusion; skipped", ", ".join(plan.missing))
 
     # Draw the selected pages; the ranking, scores.tsv, top-N pack and gallery cover every
     # page of the manifest, using the boards of the other pages that are still current.
     selected = set(page_ids)
     everyone = rundir.members(run_dir, page_ids)
-    tasks = ((run_dir, page_id, records.get(page_id), source_dirs, fused_dirs, recommended, params,
-              force and page_id in selected, page_id in selected, gallery_dirs)
+    tasks = ((run_dir, page_id, records.get(page_id), plan, params, force and page_id in selected,
+              page_id in selected)
              for page_id in everyone)
     outcomes: list[_Outcome] = []
     # Boards are independent and CPU bound (decode, draw, PNG encode).
@@ -472,7 +538,8 @@ def run_review(
     scores_path = review_dir / "scores.tsv"
     atomic_write_text(scores_path, "\n".join(lines) + "\n")
 
-    context = _gallery_context(run_dir, ranked, failed, source_dirs, gallery_dirs, recommended, top_name)
+    context = _gallery_context(run_dir, ranked, failed, plan.source_dirs, plan.gallery_dirs, plan.recommended,
+                               top_name)
     index = write_gallery(review_dir / "index.html", context)
     failures = [{"page_id": o.page_id, "error": o.error} for o in computed if o.status == "failed"]
     rundir.record_failures(run_dir, "review", failures)
