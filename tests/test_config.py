@@ -91,3 +91,35 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path, monkeypatch)
     assert _paths(load_config(run / "config.resolved.json")) == expected
     # a config with no file (a dict) has no folder: its relative paths stay as written
     assert parse_config(raw).stage("dell").variants["rel"]["model_path"] == "models/dell.onnx"
+
+
+_REVIEW = {"name": "boards", "kind": "review", "top_n": 3, "default": False}
+_FUSION = {"name": "fusion", "kind": "fusion", "line_source": None}
+
+
+@pytest.mark.parametrize("recorded,ran,expected_stages", [
+    # the run's review entry: the options it ran with, under the recorded name, place and default
+    ([_FUSION, _REVIEW], {"name": "review", "kind": "review", "top_n": 5},
+     [_FUSION, {"name": "boards", "kind": "review", "default": False, "top_n": 5}]),
+    # a config without a review stage ran review with the defaults
+    ([_FUSION, _REVIEW], None, [_FUSION, {"name": "boards", "kind": "review", "default": False}]),
+    # a run whose config had no review stage gets one, last
+    ([_FUSION], {"name": "review", "kind": "review", "top_n": 5},
+     [_FUSION, {"name": "review", "kind": "review", "top_n": 5}]),
+])
+def test_a_builtin_command_records_only_its_own_stage(recorded, ran, expected_stages):
+    from newsbag.config import record_builtin_run
+
+    config = parse_config({**_config(), "stages": [*_config()["stages"], *([ran] if ran else [])]})
+    before = {**_config(), "stages": [_config()["stages"][0], *recorded]}
+    after = record_builtin_run(before, config, "review")
+    assert after == {**before, "stages": [_config()["stages"][0], *expected_stages]}
+    assert parse_config(after).builtin("review").options == {k: v for k, v in (ran or {}).items()
+                                                               if k not in ("name", "kind")}
+
+
+def test_a_builtin_command_on_a_run_with_no_record_records_its_config_whole():
+    from newsbag.config import record_builtin_run, to_jsonable
+
+    config = parse_config({**_config(), "stages": [*_config()["stages"], _REVIEW]})
+    assert record_builtin_run(None, config, "review") == to_jsonable(config.resolved)

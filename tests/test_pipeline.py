@@ -178,6 +178,33 @@ def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page
     assert {p: p.stat().st_mtime_ns for p in (run / "review").rglob("*") if p.is_file()} == before
 
 
+def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, page_dir, capsys):
+    """`newsbag fuse --config X` records X's fusion section as the run's: status counts the pages
+    it just fused done, and a plain `newsbag fuse` skips them. The run's other stages keep
+    what they last ran with; `newsbag review --config Y` likewise for boards."""
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    other = json.loads(cfg.read_text())
+    other["stages"][1]["variants"]["C"]["params"]["vote"] = 2
+    other["stages"][2]["max_board_width"] = 1200
+    other_path = tmp_path / "other.json"
+    other_path.write_text(json.dumps(other))
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--config", other_path)
+    assert code == 0 and json.loads(out)["ok"] == 5, err
+    assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
+    recorded = {s["name"]: s for s in json.loads((run / "config.resolved.json").read_text())["stages"]}
+    assert recorded["fusion"]["variants"]["C"]["params"]["vote"] == 2
+    assert recorded["review"] == REVIEW  # fuse ran no review: its entry is what review last ran with
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
+
+    code, out, err = run_cli(capsys, "review", "--run-dir", run, "--config", other_path)
+    assert code == 0 and json.loads(out)["ok"] == 5, err
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
+
+
 def test_a_subset_call_rebuilds_nothing_from_the_subset_only(tmp_path, page_dir, capsys):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err

@@ -240,7 +240,7 @@ def status(run_dir, as_json):
 
 def _builtin_options(func):
     @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                  help="Config (default: the run's config.resolved.json).")
+                  help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there).")
     @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
     @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes.")
     @wraps(func)
@@ -252,19 +252,24 @@ def _builtin_options(func):
 
 def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int,
                          overrides: dict | None = None) -> dict:
-    from .config import BuiltinStage, load_config, to_jsonable
+    from .config import BuiltinStage, load_config, record_builtin_run, to_jsonable
     from .errors import PartialFailure
     from .pages import read_pages
     from .pipeline import RunOptions, run_builtin
+    from .rundir import config_record, update_config_record
 
-    resolved = run_dir / "config.resolved.json"
-    config = load_config(config_path or (resolved if resolved.exists() else None))
-    stage = next((s for s in config.stages if isinstance(s, BuiltinStage) and s.kind == kind), BuiltinStage(kind, kind, {}))
+    recorded = config_record(run_dir)
+    config = load_config(config_path or (recorded if recorded.exists() else None))
+    stage = config.builtin(kind)
     if overrides:
         stage = BuiltinStage(stage.name, stage.kind, {**stage.options, **overrides})
     ids = [p.page_id for p in read_pages(run_dir)]
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
+    if config_path is not None:
+        # What this call runs with is what the next plain call skips by and status judges by;
+        # one-off flags (export's --format...) are not recorded.
+        update_config_record(run_dir, lambda now: record_builtin_run(now, config, kind))
     result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers)))
     click.echo(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
     if result.get("failed"):

@@ -32,6 +32,7 @@ __all__ = [
     "anchor_path",
     "anchor_command",
     "anchor_params",
+    "record_builtin_run",
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
@@ -107,6 +108,11 @@ class PipelineConfig:
             if s.name == name:
                 return s
         raise ConfigError(f"unknown stage {name!r} (this config has: {', '.join(self.stage_names)})")
+
+    def builtin(self, kind: str) -> BuiltinStage:
+        """The first stage of a builtin kind, or one with the kind's defaults: what `newsbag <command>` runs."""
+        return next((s for s in self.stages if isinstance(s, BuiltinStage) and s.kind == kind),
+                    BuiltinStage(kind, kind, {}))
 
     def select(self, names: list[str] | None) -> tuple[Stage, ...]:
         """Stages to run, in config order; unknown names are refused before anything runs.
@@ -239,6 +245,29 @@ def builtin_options(stage: Mapping[str, Any]) -> dict:
     """A builtin stage entry's options (what its kind's ``run`` takes): every key but the
     stage's name, kind and ``default``."""
     return {k: v for k, v in stage.items() if k not in ("name", "kind", "default")}
+
+
+def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfig, kind: str) -> dict:
+    """The run's config record once a builtin command ran its `kind` stage with `config` (pure).
+
+    Only the first entry of that kind changes, to the options the command ran with (the kind's
+    defaults when `config` has none); it keeps the recorded entry's name, place and ``default``,
+    and the other stages keep what they last ran with, so status judges each stage's outputs by
+    what made them. With nothing recorded: `config` whole, as `newsbag run` records it.
+    """
+    if recorded is None:
+        return to_jsonable(config.resolved)
+    ran = config.builtin(kind)
+    stages = list(recorded.get("stages") or [])
+    at = next((i for i, s in enumerate(stages) if isinstance(s, dict) and s.get("kind") == kind), None)
+    old = stages[at] if at is not None else {"name": ran.name}
+    entry = {"name": old["name"], "kind": kind, **({"default": old["default"]} if "default" in old else {}),
+             **to_jsonable(ran.options)}
+    if at is None:
+        stages.append(entry)
+    else:
+        stages[at] = entry
+    return {**recorded, "stages": stages}
 
 
 def _validate_builtin(where: str, kind: str, options: dict) -> None:

@@ -128,7 +128,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
     pages, rejected = resolve_pages(opts)  # writes the manifest only once the inputs and --pages are valid
-    write_json(run_dir / "config.resolved.json", to_jsonable(config.resolved))
+    rundir.update_config_record(run_dir, lambda _: to_jsonable(config.resolved))
     summary.pages, summary.rejected = len(pages), rejected
     page_ids = [p.page_id for p in pages]
     fatal: list[NewsbagError] = []

@@ -4,6 +4,7 @@ Every stage, `status` and `evaluate` ask this module for paths and for whether a
 is current, instead of re-deriving folder names and comparing mtimes.
 
     RUN/manifests/pages.jsonl           the run's membership: every page of every call
+    RUN/config.resolved.json            the config each stage last ran with (`config_record`)
     RUN/outputs/sources/<stage>/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/_metrics/<page_id>.json, _members/<page_id>.json, summary.json, *.tsv
@@ -31,13 +32,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from . import __version__
-from .io import append_jsonl, read_json, read_page
+from .io import append_jsonl, read_json, read_page, write_json
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
+    "config_record", "update_config_record",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
@@ -167,6 +169,26 @@ def rejected_path(run_dir: Path) -> Path:
 
 def reports_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "reports"
+
+
+def config_record(run_dir: Path) -> Path:
+    """RUN/config.resolved.json: the config ($VARs expanded) the run's stages last ran with.
+
+    Builtin commands given no --config run with it, and `status` judges their outputs by it.
+    """
+    return Path(run_dir) / "config.resolved.json"
+
+
+def update_config_record(run_dir: Path, change: Callable[[dict | None], dict]) -> None:
+    """Replace the config record with ``change(the record now, or None)``, one call at a time
+    (RUN/manifests/.config.lock): a fuse and a review recording at once each keep the other's entry."""
+    with _locked(Path(run_dir) / "manifests" / ".config.lock"):
+        path = config_record(run_dir)
+        try:
+            now = read_json(path)
+        except (OSError, ValueError):
+            now = None
+        write_json(path, change(now if isinstance(now, dict) else None))
 
 
 def failure_path(out_dir: Path, page_id: str) -> Path:

@@ -52,13 +52,14 @@ def collect_status(run_dir: Path) -> dict:
     ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    # A builtin kind without a stage in the config: `newsbag fuse` / `review` use the defaults.
-    options: dict[str, dict] = {"fusion": {}, "review": {}}
-    resolved = run_dir / "config.resolved.json"
-    if resolved.exists():
-        for stage in read_json(resolved).get("stages", []):
-            if stage.get("kind") in options:
-                options[stage["kind"]] = builtin_options(stage)
+    # The options `newsbag fuse` / `review` run with: the first stage of the kind in the recorded
+    # config (`PipelineConfig.builtin`), the kind's defaults without one.
+    options: dict[str, dict] = {}
+    record = rundir.config_record(run_dir)
+    if record.exists():
+        for stage in read_json(record).get("stages", []):
+            if stage.get("kind") in ("fusion", "review"):
+                options.setdefault(stage["kind"], builtin_options(stage))
             for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
                 expected[f"{stage['name']}/{variant}"] = stage["name"]
                 max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
@@ -83,7 +84,7 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5])})
-    fusion = fused_status(run_dir, sorted(ids), options["fusion"])
+    fusion = fused_status(run_dir, sorted(ids), options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     by_kind: dict[str, int] = {}
@@ -91,5 +92,5 @@ def collect_status(run_dir: Path) -> dict:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "sources": sources, "fusion": fusion,
-            "recommended_variant": recommended, "review": board_status(run_dir, records, options["review"]),
+            "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
             "gallery": rundir.gallery_path(run_dir).exists()}
