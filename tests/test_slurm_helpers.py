@@ -195,3 +195,37 @@ def test_status_names_the_failed_array_task_and_its_log_whatever_killed_it(tmp_p
     assert code == 0
     assert f"  job 40_1 infer-l40s {bad}: log {logs}/newsbag-infer-l40s-40_1.out\n" in out
     assert "      last error: slurmstepd: error: *** JOB 42 ON vm CANCELLED AT t DUE TO TIME LIMIT ***\n" in out
+
+
+def test_job_states_keep_why_slurm_cancelled_a_job(fake_bin):
+    # --kill-on-invalid-dep=yes: Slurm cancels a job whose dependency failed; a bare CANCELLED would read like scancel.
+    _fake_tool(fake_bin, "squeue", "201|201|N/A|CANCELLED|DependencyNeverSatisfied\n202|202|N/A|CANCELLED|None")
+    _fake_tool(fake_bin, "sacct", "203|CANCELLED|DependencyNeverSatisfied")
+    assert job_states(["201", "202", "203"]) == {
+        "201": "CANCELLED (DependencyNeverSatisfied)", "202": "CANCELLED", "203": "CANCELLED (DependencyNeverSatisfied)"}
+
+
+def test_resubmit_right_after_a_failure_cancels_the_doomed_fusion_job(tmp_path, fake_bin, capsys):
+    # The seconds before Slurm re-evaluates the dependency: the inference job already FAILED (sacct),
+    # the fusion job still reads PENDING (Dependency). It can never run: cancel it, do not refuse the resubmit.
+    _fake_tool(fake_bin, "squeue", "")
+    _fake_tool(fake_bin, "sacct", "50|FAILED|NonZeroExitCode\n51|COMPLETED|None\n52|PENDING|Dependency")
+    _fake_tool(fake_bin, "scancel", "")
+    record_job(tmp_path, {"job_id": "50", "kind": "infer-h200", "stages": "dell", "dependency": ""})
+    record_job(tmp_path, {"job_id": "51", "kind": "infer-l40s", "stages": "paddle_layout", "dependency": ""})
+    record_job(tmp_path, {"job_id": "52", "kind": "fuse-review", "stages": "fusion,review", "dependency": "afterok:50:51"})
+    code, out, err = run_cli(capsys, "slurm", "stale", "--run-dir", tmp_path, "--cancel")
+    assert (code, err) == (0, "")
+    assert out == "cancelled stale job 52 (fuse-review, stages fusion,review): it would never start, " \
+                  "job 50 infer-h200 FAILED\n"
+    assert (fake_bin / "scancel.argv").read_text() == "52\n"
+
+
+def test_resubmit_says_why_slurm_cancelled_the_fusion_job(tmp_path, fake_bin, capsys):
+    _fake_tool(fake_bin, "squeue", "60|60|N/A|TIMEOUT|TimeLimit\n61|61|N/A|CANCELLED|DependencyNeverSatisfied")
+    _fake_tool(fake_bin, "scancel", "")
+    record_job(tmp_path, {"job_id": "60", "kind": "infer-l40s", "stages": "dell", "dependency": ""})
+    record_job(tmp_path, {"job_id": "61", "kind": "fuse-review", "stages": "fusion", "dependency": "afterok:60"})
+    code, out, err = run_cli(capsys, "slurm", "stale", "--run-dir", tmp_path, "--cancel")
+    assert (code, out, err) == (0, "job 61 fuse-review did not run (cancelled): job 60 infer-l40s TIMEOUT\n", "")
+    assert not (fake_bin / "scancel.argv").exists()

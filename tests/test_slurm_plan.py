@@ -11,7 +11,8 @@ import pytest
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError
 from newsbag.slurm import (JobPlan, Request, check_limits, expand_log_path, last_error_line, live_and_stale_jobs,
-                           load_settings, make_canary, pending_stages, plan_jobs, save_settings, way_out)
+                           load_settings, make_canary, pending_stages, plan_jobs, save_settings, unrun_lines,
+                           way_out, why_never_runs)
 from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
 
 
@@ -130,6 +131,51 @@ def test_live_and_stale_jobs():
             {"job_id": "5", "state": "unknown"}]
     live, stale = live_and_stale_jobs(rows)
     assert ([r["job_id"] for r in live], [r["job_id"] for r in stale]) == (["3"], ["2"])
+
+
+def test_a_job_waiting_on_a_job_that_ended_badly_is_stale_before_slurm_flags_it():
+    # Slurm re-evaluates dependencies on its own schedule, and an array's only once every task ended:
+    # until then the doomed fusion job reads plain PENDING (Dependency). The ledger's dependency says more.
+    rows = [{"job_id": "20", "kind": "infer-l40s", "state": "FAILED 1/2, RUNNING 1/2", "array": "0-1"},
+            {"job_id": "21", "kind": "infer-h200", "state": "COMPLETED"},
+            {"job_id": "22", "kind": "fuse-review", "state": "PENDING (Dependency)", "dependency": "afterok:20:21"},
+            {"job_id": "30", "kind": "infer-h200", "state": "OUT_OF_MEMORY"},
+            {"job_id": "31", "kind": "fuse-review", "state": "CANCELLED (DependencyNeverSatisfied)",
+             "dependency": "afterok:30"},
+            {"job_id": "40", "kind": "infer-l40s", "state": "COMPLETED"},
+            {"job_id": "41", "kind": "fuse-review", "state": "PENDING (Dependency)", "dependency": "afterok:40"}]
+    live, stale = live_and_stale_jobs(rows)
+    assert ([r["job_id"] for r in live], [r["job_id"] for r in stale]) == (["20", "41"], ["22"])
+    assert unrun_lines(rows) == ["job 31 fuse-review did not run (cancelled): job 30 infer-h200 OUT_OF_MEMORY"]
+    assert why_never_runs(rows[2], rows, {"20_0": "FAILED", "20_1": "RUNNING"}) == "job 20_0 infer-l40s FAILED"
+    assert why_never_runs(rows[4], rows) == "job 30 infer-h200 OUT_OF_MEMORY"
+    assert why_never_runs(rows[6], rows) is None
+
+
+def test_way_out_says_fusion_did_not_run_because_an_inference_job_failed(tmp_path):
+    # Submitted with --kill-on-invalid-dep=yes, the fusion job is CANCELLED by Slurm: not a failure of its own.
+    pattern = "/r/%x-%j.out"
+    rows = [{"job_id": "11", "kind": "infer-l40s", "state": "TIMEOUT 1/2, COMPLETED 1/2", "array": "0-1",
+             "stages": "paddle_layout", "log": "/r/%x-%A_%a.out"},
+            {"job_id": "12", "kind": "infer-h200", "state": "FAILED", "stages": "dell", "log": pattern},
+            {"job_id": "13", "kind": "fuse-review", "state": "CANCELLED (DependencyNeverSatisfied)",
+             "stages": "fusion,review", "dependency": "afterok:11:12", "log": pattern}]
+    lines = way_out(tmp_path, rows, {"11_0": "COMPLETED", "11_1": "TIMEOUT"}, submit_cmd="submit.sh")
+    assert lines == [
+        "job 11_1 infer-l40s TIMEOUT: log /r/newsbag-infer-l40s-11_1.out",
+        "    last error: (none found in the log; read it)",
+        "job 12 infer-h200 FAILED: log /r/newsbag-infer-h200-12.out",
+        "    last error: (none found in the log; read it)",
+        "job 13 fuse-review did not run (cancelled): job 11_1 infer-l40s TIMEOUT, job 12 infer-h200 FAILED",
+        f"after fixing the cause, resubmit (same settings, only stages with pending pages; stale jobs are cancelled): "
+        f"submit.sh --run-dir {tmp_path}",
+    ]
+    # The same seconds before Slurm flags it: still queued, so it is named and cancelled.
+    pending = rows[:2] + [{**rows[2], "state": "PENDING (Dependency)"}]
+    lines = way_out(tmp_path, pending, {"11_0": "COMPLETED", "11_1": "TIMEOUT"}, submit_cmd="submit.sh")
+    assert lines[4:6] == [
+        "job 13 fuse-review will never start: job 11_1 infer-l40s TIMEOUT, job 12 infer-h200 FAILED",
+        "cancel what is left of this run: scancel 13"]
 
 
 def test_way_out_names_log_last_error_and_commands(tmp_path):

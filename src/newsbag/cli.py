@@ -547,19 +547,27 @@ def slurm_recall(run_dir):
 @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--cancel", is_flag=True, help="scancel jobs that can never start.")
 def slurm_stale(run_dir, cancel):
-    """Cancel (or name) this run's jobs that can never start; exit 2 while other jobs of the run are queued or running."""
+    """Cancel (or name) this run's jobs that can never start and say which never ran and why; exit 2 while other
+    jobs of the run are queued or running."""
     import subprocess
 
     from .errors import ConfigError
-    from .slurm import describe_jobs, live_and_stale_jobs
+    from .slurm import describe_jobs, failed_task_states, live_and_stale_jobs, unrun_lines, why_never_runs
 
-    live, stale = live_and_stale_jobs(describe_jobs(run_dir))
+    rows = describe_jobs(run_dir)
+    live, stale = live_and_stale_jobs(rows)
+    tasks = failed_task_states(rows)
+    for line in unrun_lines(rows, tasks):
+        click.echo(line)
     for r in stale:
+        why = why_never_runs(r, rows, tasks)
         if cancel:
             subprocess.run(["scancel", str(r["job_id"])], capture_output=True, timeout=60)
-            click.echo(f"cancelled stale job {r['job_id']} ({r.get('kind')}, stages {r.get('stages')}): {r['state']}")
+            click.echo(f"cancelled stale job {r['job_id']} ({r.get('kind')}, stages {r.get('stages')}): "
+                       f"it would never start, {why}")
         else:
-            click.echo(f"stale job {r['job_id']} ({r.get('kind')}): {r['state']}; cancel with: scancel {r['job_id']}")
+            click.echo(f"stale job {r['job_id']} ({r.get('kind')}): it will never start, {why}; "
+                       f"cancel with: scancel {r['job_id']}")
     if live:
         names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in live)
         ids = " ".join(str(r["job_id"]) for r in live)

@@ -38,6 +38,8 @@ __all__ = [
     "save_settings",
     "load_settings",
     "live_and_stale_jobs",
+    "unrun_lines",
+    "why_never_runs",
     "expand_log_path",
     "last_error_line",
     "failed_task_states",
@@ -107,7 +109,9 @@ def _run(cmd: list[str]) -> str:
 
 
 def _with_reason(state: str, reason: str) -> str:
-    if state == "PENDING" and reason and reason not in ("None", "(null)"):
+    """The state with Slurm's reason where it says why a job waits or never ran ("CANCELLED
+    (DependencyNeverSatisfied)" is Slurm's --kill-on-invalid-dep, not a user's scancel)."""
+    if state in ("PENDING", "CANCELLED") and reason and reason not in ("None", "(null)"):
         return f"{state} ({reason})"
     return state
 
@@ -564,15 +568,65 @@ _LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZIN
 
 
 def live_and_stale_jobs(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
-    """(live, stale) ledger rows: stale ones wait on a dependency that can never be met."""
+    """(live, stale) ledger rows: stale ones are pending on a dependency that can never be met (``why_never_runs``)."""
     live, stale = [], []
     for r in rows:
         state = str(r.get("state", ""))
-        if "DependencyNeverSatisfied" in state:
+        if state.startswith("PENDING") and _waits_in_vain(r, rows):
             stale.append(r)
         elif any(part.split(" ")[0] in _LIVE for part in state.split(", ")):
             live.append(r)
     return live, stale
+
+
+def _unrun(rows: Sequence[dict]) -> list[dict]:
+    """Current rows (``_current``) cancelled because a job they wait for ended badly: they never
+    ran, which is no failure of their own (Slurm cancels them itself under --kill-on-invalid-dep)."""
+    return [r for r in _current(rows) if str(r.get("state", "")).startswith("CANCELLED") and _waits_in_vain(r, rows)]
+
+
+def unrun_lines(rows: Sequence[dict], states: Mapping[str, str] | None = None) -> list[str]:
+    """One line per current job that never ran because a job it waits for failed, naming that job
+    (for `newsbag status` and a resubmit, so it does not read like a scancel or a failure of its own)."""
+    return [f"job {r['job_id']} {r.get('kind', '?')} did not run (cancelled): {why_never_runs(r, rows, states)}"
+            for r in _unrun(rows)]
+
+
+def _dependency_ids(row: dict) -> list[str]:
+    """Job ids `row` waits for with afterok, from its ledger `dependency` ("afterok:36:38")."""
+    ids = []
+    for spec in str(row.get("dependency") or "").split(","):
+        kind, _, rest = spec.partition(":")
+        if kind == "afterok":
+            ids += [j.split("_")[0] for j in rest.split(":") if j]
+    return ids
+
+
+def _blockers(row: dict, rows: Sequence[dict]) -> list[dict]:
+    """Rows of the jobs `row` waits for (afterok) that ended badly (an array: any task)."""
+    by_id = {str(r["job_id"]): r for r in rows}
+    return [by_id[j] for j in _dependency_ids(row) if j in by_id and _failed(by_id[j].get("state"))]
+
+
+def _waits_in_vain(row: dict, rows: Sequence[dict]) -> bool:
+    """Whether `row`'s dependency can never be met: Slurm says so, or a job it waits for already
+    ended badly. Slurm re-evaluates dependencies on its own schedule, and an afterok on an array
+    only once every task ended, so until then a doomed job still reads PENDING (Dependency)."""
+    return "DependencyNeverSatisfied" in str(row.get("state", "")) or bool(_blockers(row, rows))
+
+
+def why_never_runs(row: dict, rows: Sequence[dict], states: Mapping[str, str] | None = None) -> str | None:
+    """Why `row` can never run ("job 38 infer-h200 FAILED, job 11_1 infer-l40s TIMEOUT"), None if it can.
+
+    Args:
+        rows: the ledger rows with their `state`, where `row`'s dependencies are looked up.
+        states: per-task states (``failed_task_states``), to name an array's failed tasks.
+    """
+    if not _waits_in_vain(row, rows):
+        return None
+    named = [f"job {label} {b.get('kind', '?')} {state}"
+             for b in _blockers(row, rows) for label, _, state in _failures(b, states or {})]
+    return ", ".join(named) or "a job it waits for failed"
 
 
 # --- The way out after a failure ---
@@ -631,13 +685,18 @@ def failed_task_states(rows: Sequence[dict]) -> dict[str, str]:
     return job_states(arrays) if arrays else {}
 
 
-def _failed_tasks(row: dict, states: Mapping[str, str]) -> list[str | None]:
-    """Task ids of an array row that failed (or [None] for a plain job)."""
-    if not row.get("array"):
-        return [None]
-    prefix = f"{row['job_id']}_"
-    return [k[len(prefix):] for k, v in states.items()
-            if k.startswith(prefix) and _failed(v)] or [None]
+def _failures(row: dict, states: Mapping[str, str]) -> list[tuple[str, str | None, str]]:
+    """(label, task, state) of each failed task of an array row ("11_1", "1", "TIMEOUT"), or of the
+    job itself for a plain row or one whose task states are not at hand."""
+    job_id = str(row["job_id"])
+    if row.get("array"):
+        prefix = f"{job_id}_"
+        tasks = [(k, k[len(prefix):], v.split(" ")[0]) for k, v in states.items()
+                 if k.startswith(prefix) and _failed(v)]
+        if tasks:
+            return tasks
+    first_bad = next((p for p in str(row.get("state")).split(", ") if _failed(p)), str(row.get("state")))
+    return [(job_id, None, first_bad.split(" ")[0])]
 
 
 def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | None = None,
@@ -653,18 +712,19 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     states = states or {}
     rows = _current(rows)
     lines: list[str] = []
-    failed = [r for r in rows if _failed(r.get("state"))]
+    unrun = _unrun(rows)
+    failed = [r for r in rows if _failed(r.get("state")) and r not in unrun]
     live, stale = live_and_stale_jobs(rows)
     for r in failed:
-        for task in _failed_tasks(r, states):
-            label = f"{r['job_id']}_{task}" if task is not None else str(r["job_id"])
+        for label, task, state in _failures(r, states):
             log_path = expand_log_path(r.get("log", ""), str(r["job_id"]), r.get("kind", "?"), task) if r.get("log") else "?"
-            lines.append(f"job {label} {r.get('kind', '?')} {str(r.get('state')).split(' ')[0]}: log {log_path}")
+            lines.append(f"job {label} {r.get('kind', '?')} {state}: log {log_path}")
             err = last_error_line(log_path) if "*" not in log_path else None
             lines.append(f"    last error: {err or '(none found in the log; read it)'}")
+    lines += unrun_lines(rows, states)
     for r in stale:
-        lines.append(f"job {r['job_id']} {r.get('kind', '?')} will never start: a job it waits for failed")
-    if failed or stale:
+        lines.append(f"job {r['job_id']} {r.get('kind', '?')} will never start: {why_never_runs(r, rows, states)}")
+    if failed or stale or unrun:
         cancel = [str(r["job_id"]) for r in stale + [r for r in live if r not in stale]]
         if cancel:
             lines.append(f"cancel what is left of this run: scancel {' '.join(cancel)}")

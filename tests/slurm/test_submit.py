@@ -112,15 +112,15 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     jobs = _jobs(run_dir)
     cancel_jobs.extend(jobs.values())
     l40s, h200, fuse = jobs["infer-l40s"], jobs["infer-h200"], jobs["fuse-review"]
+    # A job that can never run must not sit in the queue: Slurm cancels it once a job it waits for fails.
+    assert show_job(fuse)[0]["KillOInInvalidDependent"] == "Yes"
 
-    def settled(recs):
-        return all_terminal({l40s: recs[l40s], h200: recs[h200]}) and (
-            recs[fuse][0]["Reason"] == "DependencyNeverSatisfied" or recs[fuse][0]["JobState"] == "CANCELLED")
-
-    records = wait_for([l40s, h200, fuse], settled)
+    records = wait_for([l40s, h200, fuse], lambda recs: all_terminal({l40s: recs[l40s], h200: recs[h200]})
+                       and recs[fuse][0]["JobState"] == "CANCELLED")
     assert records[l40s][0]["JobState"] == "COMPLETED"
     assert records[h200][0]["JobState"] == "FAILED" and records[h200][0]["ExitCode"] == "3:0"
-    assert records[fuse][0]["StartTime"] == "Unknown"
+    assert records[fuse][0]["Reason"] == "DependencyNeverSatisfied"
+    assert not (run_dir / "logs" / "slurm" / f"newsbag-fuse-review-{fuse}.out").exists()  # it never started
     log = (run_dir / "logs" / "slurm" / f"newsbag-infer-h200-{h200}.out").read_text()
     assert "stage dell: env 'broken' interpreter" in log and "is missing" in log
     assert not (run_dir / "outputs" / "fusion" / "variant_leaderboard.tsv").exists()
@@ -130,20 +130,22 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     assert status.returncode == 0, status.stderr
     lines = {line.split(":")[0].strip(): line for line in status.stdout.splitlines() if line.strip().startswith("job ")}
     assert "FAILED" in lines[f"job {h200} infer-h200"]
-    assert "DependencyNeverSatisfied" in lines[f"job {fuse} fuse-review"] or "CANCELLED" in lines[f"job {fuse} fuse-review"]
+    assert "CANCELLED (DependencyNeverSatisfied)" in lines[f"job {fuse} fuse-review"]
     print(status.stdout)  # the README and the issue note quote this
     # The way out: the failing job's log, its last error line, and the commands to cancel or resubmit.
     out = status.stdout
     assert f"job {h200} infer-h200 FAILED: log {run_dir}/logs/slurm/newsbag-infer-h200-{h200}.out" in out
     assert "    last error: newsbag job: error: runner env check failed (lines above)" in out
-    assert f"cancel what is left of this run: scancel {fuse}" in out
+    # Fusion did not fail: it never ran, because of that job (not a bare CANCELLED that reads like a scancel).
+    assert f"job {fuse} fuse-review did not run (cancelled): job {h200} infer-h200 FAILED" in out
+    assert f"job {fuse} fuse-review CANCELLED" not in out and "scancel" not in out
     assert f"submit_newsbag_from_dir.sh --run-dir {run_dir}" in out
     # Only the selected stages are listed, and a pending row says why.
     assert "paddle_vl15" not in out and "mineru" not in out
     assert re.search(rf"dell/lines +done +0 +empty +0( \(\S+\))? +failed +0 +pending +3  \(job {h200} infer-h200 FAILED: see below\)", out)
 
-    # Fix the env, then resubmit with only --run-dir: same config and settings, the stale fusion job is
-    # cancelled, no job for the finished L40S stage.
+    # Fix the env, then resubmit with only --run-dir: same config and settings, it says why fusion did not
+    # run, no job for the finished L40S stage.
     broken = tmp_path / "no-such-env" / "bin"
     broken.mkdir(parents=True)
     (broken / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")  # a venv's python needs its pyvenv.cfg
@@ -154,7 +156,7 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     assert f"reusing the settings {run_dir} was first submitted with: NEWSBAG_CONFIG={tmp_path / 'broken.json'} " \
            "--gpu split --stages paddle_layout,dell,fusion,review --shards 1" in res.stderr
     assert "H200_MEM=2G" in res.stderr
-    assert f"cancelled stale job {fuse} (fuse-review" in res.stderr
+    assert f"job {fuse} fuse-review did not run (cancelled): job {h200} infer-h200 FAILED" in res.stderr
     assert "no job for finished stage(s) paddle_layout" in res.stderr
     again = [j for j in read_jobs(run_dir)][3:]
     cancel_jobs.extend(j["job_id"] for j in again)
@@ -166,6 +168,68 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     # Everything finished: a further resubmit submits nothing.
     res = submit(["--run-dir", str(run_dir)], bare)
     assert res.returncode == 0 and "nothing to submit" in res.stdout, res.stderr
+
+
+def test_fusion_behind_a_failed_array_task_is_stale_while_other_tasks_run(tmp_path, sample_pages, slurm_env,
+                                                                         cancel_jobs):
+    """Slurm flags an afterok on an array only once every task ended: while task 1 runs, the fusion job
+    behind the failed task 0 reads PENDING (Dependency). Status and a resubmit know it can never run."""
+    config = bag_config(tmp_path / "bag.json", broken_env_stage="paddle_layout")
+    wrapper = tmp_path / "no-such-env" / "bin" / "python"   # paddle_layout's env: task 0 fails, task 1 waits
+    broken, release = tmp_path / "task0-broken", tmp_path / "release-task1"
+    broken.touch()
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ -e {broken} ] && [ "$SLURM_ARRAY_TASK_ID" = 0 ]; then echo "env: error: broken on purpose" >&2; exit 1; fi\n'
+        f'while [ "$SLURM_ARRAY_TASK_ID" = 1 ] && [ ! -e {release} ]; do sleep 1; done\n'
+        f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    env = dict(slurm_env, NEWSBAG_CONFIG=str(config))
+    run_dir = tmp_path / "run"
+    res = submit(["--input-dir", str(sample_pages), "--gpu", "l40s", "--shards", "2", "--stages",
+                  "paddle_layout,dell,fusion", "--run-dir", str(run_dir)], env)
+    assert res.returncode == 0, res.stderr
+    jobs = _jobs(run_dir)
+    cancel_jobs.extend(jobs.values())
+    array, fuse = jobs["infer-l40s"], jobs["fuse-review"]
+
+    def task_states(recs):
+        return {r.get("ArrayTaskId"): r["JobState"] for r in recs[array]}
+
+    wait_for([array], lambda recs: task_states(recs) == {"0": "FAILED", "1": "RUNNING"})
+    (rec,) = show_job(fuse)
+    assert (rec["JobState"], rec["Reason"]) == ("PENDING", "Dependency")  # Slurm does not know yet
+
+    status = subprocess.run([sys.executable, "-m", "newsbag", "status", "--run-dir", str(run_dir)],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    out = status.stdout
+    assert f"job {array}_0 infer-l40s FAILED: log {run_dir}/logs/slurm/newsbag-infer-l40s-{array}_0.out" in out
+    assert f"job {fuse} fuse-review will never start: job {array}_0 infer-l40s FAILED" in out
+    assert f"cancel what is left of this run: scancel {fuse} {array}" in out
+
+    # A resubmit now cancels the doomed fusion job, and refuses only because task 1 still runs.
+    res = submit(["--run-dir", str(run_dir)], env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"cancelled stale job {fuse} (fuse-review, stages fusion): it would never start, " \
+           f"job {array}_0 infer-l40s FAILED" in res.stderr
+    assert f"job(s) {array} (infer-l40s FAILED 1/2, RUNNING 1/2) of {run_dir} are still queued or running" \
+        in res.stderr
+    assert show_job(fuse)[0]["JobState"] == "CANCELLED"
+
+    # Fix task 0's cause, let task 1 finish, resubmit: only task 0's slice and fusion run, and finish.
+    broken.unlink()
+    release.touch()
+    wait_for([array], lambda recs: task_states(recs) == {"0": "FAILED", "1": "COMPLETED"})
+    res = submit(["--run-dir", str(run_dir)], env)
+    assert res.returncode == 0, res.stderr
+    again = read_jobs(run_dir)[2:]
+    cancel_jobs.extend(j["job_id"] for j in again)
+    assert [(j["kind"], j["array"]) for j in again] == [("infer-l40s", "0"), ("fuse-review", "")]
+    records = wait_for([j["job_id"] for j in again], all_terminal)
+    assert {r["JobState"] for recs in records.values() for r in recs} == {"COMPLETED"}
+    assert (run_dir / "outputs" / "fusion" / "variant_leaderboard.tsv").is_file()
 
 
 def test_preflight_checks_every_job_shape_and_the_envs(slurm_env):

@@ -21,16 +21,19 @@ Modes (--gpu, default split):
                fusion/review all on the CPU partition
 Fusion, review and other builtin stages always run in a CPU job, never in a GPU allocation.
 --shards N makes each inference job an array of N tasks over slices of the manifest; the
-fusion/review job waits (afterok) for the whole array. --dry-run prints the commands and
+fusion/review job waits (afterok) for the whole array. When an inference job (or any task)
+fails, Slurm cancels the fusion/review job (--kill-on-invalid-dep=yes); 'newsbag status' names
+the job or task that failed, its log and last error line. --dry-run prints the commands and
 writes nothing. A job with no selected stage, or whose stages are all finished, is not submitted.
 --canary sends the first page through every selected stage into D/canary on short jobs
 (CANARY_TIME, default 00:30:00); each GPU job runs 'newsbag doctor' on its node first.
 
 The run dir remembers how it was first submitted (D/slurm/submit.json: config, --gpu, --stages,
 --shards, resources, NEWSBAG_ALLOW_PARTIAL); a later submit into D reuses every setting that
-is not given again. Jobs of D that can never start (DependencyNeverSatisfied) are cancelled;
-while other jobs of D are queued or running, a submit is refused. Requests are checked against
-the partitions' limits (sinfo/scontrol) and refused if no node could ever run them.
+is not given again. Jobs of D that can never start (a job they wait for failed, even before
+Slurm noticed) are cancelled; while other jobs of D are queued or running, a submit is
+refused. Requests are checked against the partitions' limits (sinfo/scontrol) and refused if
+no node could ever run them.
 
 Environment overrides: ACCOUNT (torch_pr_609_general), L40S_PARTITION (l40s_public),
 H200_PARTITION (h200_public), CPU_PARTITION (cs), L40S_GRES, H200_GRES, {L40S,H200,CPU}_MEM,
@@ -162,8 +165,12 @@ if [ "$dry_run" = 0 ]; then
   exec 9>"$run_dir/slurm/.submit.lock"
   flock -w 600 9 || die "another submit into $run_dir has held $run_dir/slurm/.submit.lock for 10 minutes"
   if [ -f "$run_dir/slurm/jobs.jsonl" ]; then
-    stale_out=$("${newsbag_cli[@]}" slurm stale --run-dir "$run_dir" --cancel 2>&1) || die "${stale_out##*newsbag: error: }"
-    [ -z "$stale_out" ] || printf '%s\n' "$stale_out" >&2
+    # What it cancelled and why is reported even when it then refuses (other jobs still queued).
+    stale_rc=0
+    stale_out=$("${newsbag_cli[@]}" slurm stale --run-dir "$run_dir" --cancel 2>&1) || stale_rc=$?
+    report=$(grep -v '^newsbag: error: ' <<<"$stale_out" || true)
+    [ -z "$report" ] || printf '%s\n' "$report" >&2
+    [ "$stale_rc" = 0 ] || die "${stale_out##*newsbag: error: }"
   fi
   mkdir -p "$run_dir/logs/slurm"
 fi
@@ -239,7 +246,8 @@ submit() {  # kind partition gres mem time cpus extra script device stages depen
   cmd+=("--cpus-per-task=$cpus" "--mem=$mem" "--time=$time" "--job-name=newsbag-$kind"
         "--output=$log" --requeue --open-mode=append)
   [ -n "$array" ] && cmd+=("--array=$array")
-  [ -n "$dep" ] && cmd+=("--dependency=$dep")
+  # A job whose dependency failed can never run: Slurm cancels it instead of leaving it queued.
+  [ -n "$dep" ] && cmd+=("--dependency=$dep" --kill-on-invalid-dep=yes)
   # shellcheck disable=SC2206  # *_EXTRA is a word list of sbatch options on purpose
   [ -n "$extra" ] && cmd+=($extra)
   cmd+=("$SLURM_DIR/$script")
