@@ -23,3 +23,19 @@ def test_recent_keeps_the_newest_within_its_size_and_budget():
     assert list(sized.items) == ["yyyy", "zzzz"]
     assert sized.put("big", "b" * 11) == [("yyyy", "yyyy"), ("zzzz", "zzzz"), ("big", "b" * 11)]
     assert not sized.items                                    # over the budget alone: nothing kept
+
+
+def test_array_keys_are_equal_only_for_the_same_bytes():
+    import numpy as np
+
+    from newsbag.fusion.memo import ArrayKey
+
+    a = np.arange(400, dtype=np.float64).reshape(-1, 4)
+    b = a.copy()
+    b[50, 2] += 0.5                       # differs only inside: the same hash, not the same key
+    memo = Recent(4)
+    assert memo.get(ArrayKey(a), lambda: "a") == "a"
+    assert memo.get(ArrayKey(a.copy()), lambda: "other") == "a"
+    assert hash(ArrayKey(b)) == hash(ArrayKey(a)) and ArrayKey(b) != ArrayKey(a)
+    assert memo.get(ArrayKey(b), lambda: "b") == "b"
+    assert memo.get((ArrayKey(a[:0]), 1.0), lambda: "empty") == "empty"

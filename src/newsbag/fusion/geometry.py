@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from .memo import Recent
+from .memo import ArrayKey, Recent
 
 __all__ = [
     "Pairs",
@@ -88,7 +88,7 @@ def _diagonals(xyxy: np.ndarray) -> np.ndarray:
     half of a page's queries repeat a box set (a variant's regions against its text lines,
     then its titles...), and making the geometries costs more than querying them."""
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    return _DIAGONALS.get(xyxy.tobytes(), lambda: shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1)))
+    return _DIAGONALS.get(ArrayKey(xyxy), lambda: shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1)))
 
 
 def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
@@ -98,7 +98,7 @@ def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
     lines (15 builds of the same tree per 6 x 300-box page).
     """
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    return _TREES.get(xyxy.tobytes(), lambda: shapely.STRtree(_diagonals(xyxy)))
+    return _TREES.get(ArrayKey(xyxy), lambda: shapely.STRtree(_diagonals(xyxy)))
 
 
 _TREES = Recent(8)

@@ -6,15 +6,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Recent", "read_only"]
+__all__ = ["Recent", "ArrayKey", "read_only"]
 
 
 class Recent:
     """The last `size` results of a pure function, by key; with `cost`, also no more than
     `budget` of their summed costs (bytes, say), the oldest going first.
 
-    Keys hold the inputs' full bytes (``ndarray.tobytes()``), not a hash of them: two calls
-    share a result only when their inputs are equal. Callers must not change a result they
+    Keys hold the inputs' full bytes (`ArrayKey`), not a hash of them: two calls share a
+    result only when their inputs are equal. Callers must not change a result they
     get (copy it first when they hand it on).
     """
 
@@ -58,6 +58,24 @@ class Recent:
     def clear(self) -> None:
         self.items.clear()
         self.costs.clear()
+
+
+class ArrayKey:
+    """An array's bytes as (part of) a dict key: equal only to the same bytes, hashed from their
+    length and ends. A bytes key is hashed whole, ~40 KB of a page's boxes and lines per call
+    (1.5 % of a run's instructions); boxes that differ only inside just share a hash slot."""
+
+    __slots__ = ("data", "_hash")
+
+    def __init__(self, a: np.ndarray):
+        self.data = np.ascontiguousarray(a).tobytes()
+        self._hash = hash((len(self.data), self.data[:64], self.data[-64:]))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ArrayKey) and self.data == other.data
 
 
 def read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:

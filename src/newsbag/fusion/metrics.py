@@ -7,7 +7,7 @@ import shapely
 
 from ..contract import Boxes, PageMeta, take_rows
 from .geometry import Pairs, area, cross_pairs
-from .memo import Recent, read_only
+from .memo import ArrayKey, Recent, read_only
 from .order import column_segments
 
 __all__ = [
@@ -46,7 +46,7 @@ def cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -
     boxes, for leave-one-out agreement.
     """
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    key = (xyxy.tobytes(), float(width), float(height), int(long_side))
+    key = (ArrayKey(xyxy), float(width), float(height), int(long_side))
     return _RASTERS.get(key, lambda: read_only(_cover_count(xyxy, width, height, long_side))[0])
 
 
@@ -164,8 +164,7 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
     lines = np.ascontiguousarray(lines, dtype=np.float64).reshape(-1, 4)
     xyxy = np.ascontiguousarray(regions.xyxy, dtype=np.float64)
     # Variants of one page often give the same regions (union and P4): measured once.
-    key = (xyxy.tobytes(), np.ascontiguousarray(regions.label).tobytes(), float(meta.width), float(meta.height),
-           lines.tobytes())
+    key = (ArrayKey(xyxy), ArrayKey(regions.label), float(meta.width), float(meta.height), ArrayKey(lines))
     return dict(_MEASURED.get(key, lambda: _page_metrics(regions, lines, line_tree, line_pairs)))
 
 

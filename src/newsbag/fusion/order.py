@@ -8,7 +8,7 @@ import numpy as np
 
 from ..contract import take_rows
 from .geometry import cross_pairs, group_extent
-from .memo import Recent
+from .memo import ArrayKey, Recent
 
 __all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
 
@@ -228,8 +228,8 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     text = None if text is None else np.ascontiguousarray(text, bool)
     # Variants of one page often give the same regions (S1 and best_single, union and P4):
     # their order is computed once (12 calls, ~9 distinct on a 6 x 300-box page).
-    key = (xyxy.tobytes(), float(width), float(height), float(tol),
-           None if lines is None else lines.tobytes(), None if text is None else text.tobytes())
+    key = (ArrayKey(xyxy), float(width), float(height), float(tol),
+           None if lines is None else ArrayKey(lines), None if text is None else ArrayKey(text))
     return _ORDERS.get(key, lambda: _reading_order(xyxy, width, height, tol, lines, text)).copy()
 
 
@@ -280,7 +280,7 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     if has_lines:
         # The page's gutters depend on its text lines alone: every variant of a page shares them.
         lines = np.ascontiguousarray(lines)
-        trim, poke, strip, merged, bounds = _LINE_GRIDS.get((lines.tobytes(), float(width)),
+        trim, poke, strip, merged, bounds = _LINE_GRIDS.get((ArrayKey(lines), float(width)),
                                                             lambda: _line_grid(lines, width))
     else:   # no lines: the boxes are the evidence, with lengths for a broadsheet's body type
         trim, poke, strip, merged = 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
