@@ -72,9 +72,16 @@ def write_fake_config(path: Path, variants: dict, *, page_timeout_s=60, env=None
 
 
 def start_newsbag(*args, stderr=subprocess.DEVNULL) -> subprocess.Popen:
-    """`newsbag ARGS` as a child in its own process group, for tests that signal or kill it mid-run."""
+    """`newsbag ARGS` as a child in its own process group, for tests that signal or kill it mid-run.
+
+    The child gets SIGINT's default action, as a command typed at a terminal does: a test run
+    started in the background of a non-interactive shell ignores SIGINT, its children inherit
+    that, and Python then installs no Ctrl-C handler (the SIGINT test saw exit 0, not 130)."""
+    import signal
+
     return subprocess.Popen([sys.executable, "-m", "newsbag", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=stderr, start_new_session=True)
+                            stderr=stderr, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def run_cli(capsys, *args):
