@@ -205,6 +205,24 @@ def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, 
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
 
+@pytest.mark.parametrize("text,reason", [
+    ("{broken", "invalid JSON at line 1 column 2"),  # a write cut short by hand, a merge conflict
+    ("[1]", "not a newsbag config record"),          # valid JSON of the wrong shape
+])
+def test_status_and_a_plain_builtin_command_name_a_broken_config_record_in_one_line(tmp_path, page_dir, capsys,
+                                                                                   text, reason):
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake")
+    assert code == 0, err
+    record = run / "config.resolved.json"
+    record.write_text(text)
+    for args in (["status", "--run-dir", run], ["status", "--run-dir", run, "--json"], ["fuse", "--run-dir", run]):
+        code, out, err = run_cli(capsys, *args)
+        assert (code, out) == (2, ""), (args, err)
+        assert err.count("\n") == 1 and str(record) in err and "Traceback" not in err, (args, err)
+    code, _, err = run_cli(capsys, "status", "--run-dir", run)
+    assert reason in err, err
+
+
 def test_a_subset_call_rebuilds_nothing_from_the_subset_only(tmp_path, page_dir, capsys):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err

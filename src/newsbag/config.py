@@ -33,6 +33,7 @@ __all__ = [
     "anchor_command",
     "anchor_params",
     "record_builtin_run",
+    "read_config_json",
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
@@ -415,15 +416,20 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
 def load_config(path: str | os.PathLike | None) -> PipelineConfig:
     """Load `path`, or the embedded default config when None."""
     p = Path(path) if path else default_config_path()
+    return parse_config(read_config_json(p), str(p), os.path.dirname(os.path.abspath(p)))
+
+
+def read_config_json(path: Path) -> Any:
+    """A config file's JSON, unchecked (a run's record included); one-line ConfigError naming the
+    file when it cannot be read or parsed."""
     try:
-        text = p.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
     try:
-        raw = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config {p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    return parse_config(raw, str(p), os.path.dirname(os.path.abspath(p)))
+        raise ConfigError(f"config {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
 
 
 def to_jsonable(value: Any) -> Any:

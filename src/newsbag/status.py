@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import DEFAULT_MAX_EMPTY_SHARE, builtin_options
+from .config import DEFAULT_MAX_EMPTY_SHARE, builtin_options, read_config_json
+from .errors import ConfigError
 from .fusion.stage import fused_status
 from .io import read_json
 from . import rundir
@@ -42,6 +43,20 @@ def _empty_pages(folder: Path) -> dict[str, str]:
     return empty
 
 
+def _recorded_stages(run_dir: Path) -> list[dict]:
+    """The stage entries of the run's config record ([] without one); a record that is no config
+    fails in one line naming it, as a plain `newsbag fuse` would."""
+    record = rundir.config_record(run_dir)
+    if not record.exists():
+        return []
+    raw = read_config_json(record)
+    stages = raw.get("stages", []) if isinstance(raw, dict) else None
+    if not isinstance(stages, list) or not all(isinstance(s, dict) for s in stages):
+        raise ConfigError(f"config {record}: not a newsbag config record (a JSON object with a list of stages); "
+                          f"rewrite it with newsbag run --config F")
+    return stages
+
+
 def collect_status(run_dir: Path) -> dict:
     """Counts per source, fusion variant and review board; failures with their one-line errors.
 
@@ -55,14 +70,12 @@ def collect_status(run_dir: Path) -> dict:
     # The options `newsbag fuse` / `review` run with: the first stage of the kind in the recorded
     # config (`PipelineConfig.builtin`), the kind's defaults without one.
     options: dict[str, dict] = {}
-    record = rundir.config_record(run_dir)
-    if record.exists():
-        for stage in read_json(record).get("stages", []):
-            if stage.get("kind") in ("fusion", "review"):
-                options.setdefault(stage["kind"], builtin_options(stage))
-            for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
-                expected[f"{stage['name']}/{variant}"] = stage["name"]
-                max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
+    for stage in _recorded_stages(run_dir):
+        if stage.get("kind") in ("fusion", "review"):
+            options.setdefault(stage["kind"], builtin_options(stage))
+        for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
+            expected[f"{stage['name']}/{variant}"] = stage["name"]
+            max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
     found = set(discover_sources(run_dir))
     sources = []
     for name in sorted(set(expected) | found):
