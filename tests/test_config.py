@@ -123,3 +123,24 @@ def test_a_builtin_command_on_a_run_with_no_record_records_its_config_whole():
 
     config = parse_config({**_config(), "stages": [*_config()["stages"], _REVIEW]})
     assert record_builtin_run(None, config, "review") == to_jsonable(config.resolved)
+
+
+def test_a_symlinked_config_resolves_against_the_folder_of_the_file_it_names(tmp_path):
+    """A config reached through a link (a file link into a run folder, or a linked folder such
+    as ~/scratch -> /scratch/u) means the files beside the real config, always spelled the same:
+    the paths are fingerprinted into every source page, so another spelling would redo them all."""
+    from newsbag.resources import runners_dir
+
+    proj, mine = tmp_path / "proj", tmp_path / "mine"
+    proj.mkdir()
+    mine.mkdir()
+    raw = {"runners_dir": str(runners_dir()), "envs": {"e": {"python": "envs/e/bin/python"}},
+           "stages": [{"name": "dell", "env": "e", "variants": {"rel": {"model_path": "models/dell.onnx"}}}]}
+    (proj / "pipeline.json").write_text(json.dumps(raw))
+    (mine / "pipeline.json").symlink_to(proj / "pipeline.json")
+    (tmp_path / "via").symlink_to(proj, target_is_directory=True)
+    real = proj.resolve()
+    for path in (proj / "pipeline.json", mine / "pipeline.json", tmp_path / "via" / "pipeline.json"):
+        config = load_config(path)
+        assert (config.stage("dell").env.python, config.stage("dell").variants["rel"]["model_path"]) == (
+            str(real / "envs/e/bin/python"), str(real / "models/dell.onnx")), path

@@ -416,7 +416,9 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
 def load_config(path: str | os.PathLike | None) -> PipelineConfig:
     """Load `path`, or the embedded default config when None."""
     p = Path(path) if path else default_config_path()
-    return parse_config(read_config_json(p), str(p), os.path.dirname(os.path.abspath(p)))
+    # The real file's folder: a linked config means the files beside what it links to, and one
+    # spelling of them, since they are fingerprinted into every source page.
+    return parse_config(read_config_json(p), str(p), os.path.dirname(os.path.realpath(p)))
 
 
 def read_config_json(path: Path) -> Any:
