@@ -205,16 +205,23 @@ def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, 
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("{broken", "invalid JSON at line 1 column 2"),  # a write cut short by hand, a merge conflict
-    ("[1]", "not a newsbag config record"),          # valid JSON of the wrong shape
+def _bad_top_n(text):
+    raw = json.loads(text)
+    next(s for s in raw["stages"] if s.get("kind") == "review")["top_n"] = 0
+    return json.dumps(raw)
+
+
+@pytest.mark.parametrize("breaking,reason", [
+    (lambda _: "{broken", "invalid JSON at line 1 column 2"),  # a write cut short by hand, a merge conflict
+    (lambda _: "[1]", "not a newsbag config record"),          # valid JSON of the wrong shape
+    (_bad_top_n, "stage 'review': review stage: top_n must be an integer >= 1, got 0"),  # an option refused now
 ])
 def test_status_and_a_plain_builtin_command_name_a_broken_config_record_in_one_line(tmp_path, page_dir, capsys,
-                                                                                   text, reason):
+                                                                                   breaking, reason):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake")
     assert code == 0, err
     record = run / "config.resolved.json"
-    record.write_text(text)
+    record.write_text(breaking(record.read_text()))
     for args in (["status", "--run-dir", run], ["status", "--run-dir", run, "--json"], ["fuse", "--run-dir", run]):
         code, out, err = run_cli(capsys, *args)
         assert (code, out) == (2, ""), (args, err)

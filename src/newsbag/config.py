@@ -29,6 +29,7 @@ __all__ = [
     "validate_params",
     "label_table",
     "builtin_options",
+    "checked_builtin_options",
     "anchor_path",
     "anchor_command",
     "anchor_params",
@@ -271,12 +272,15 @@ def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfi
     return {**recorded, "stages": stages}
 
 
-def _validate_builtin(where: str, kind: str, options: dict) -> None:
-    """Check a builtin stage's options at load time, so a typo fails before any page runs."""
+def checked_builtin_options(stage: Mapping[str, Any], where: str) -> dict:
+    """A builtin stage entry's options, checked by its kind's parser (so a typo fails before any
+    page runs); a refusal is one ConfigError line starting with `where`."""
+    options = builtin_options(stage)
     try:
-        builtin.parse_options(kind, options)
+        builtin.parse_options(stage["kind"], options)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    return options
 
 
 def _fraction(where: str, value: Any) -> float:
@@ -366,8 +370,7 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
         if not isinstance(run_default, bool):
             raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
         if kind in builtin.REGISTRY:
-            options = builtin_options(sd)
-            _validate_builtin(where, kind, options)
+            options = checked_builtin_options(sd, where)
             options = builtin.anchor_options(kind, options, folder)
             sd.update(options)
             stages.append(BuiltinStage(name, kind, _freeze(options), run_default))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import DEFAULT_MAX_EMPTY_SHARE, builtin_options, read_config_json
+from .config import DEFAULT_MAX_EMPTY_SHARE, checked_builtin_options, read_config_json
 from .errors import ConfigError
 from .fusion.stage import fused_status
 from .io import read_json
@@ -43,10 +43,9 @@ def _empty_pages(folder: Path) -> dict[str, str]:
     return empty
 
 
-def _recorded_stages(run_dir: Path) -> list[dict]:
-    """The stage entries of the run's config record ([] without one); a record that is no config
+def _recorded_stages(record: Path) -> list[dict]:
+    """The stage entries of the run's config `record` ([] without one); a record that is no config
     fails in one line naming it, as a plain `newsbag fuse` would."""
-    record = rundir.config_record(run_dir)
     if not record.exists():
         return []
     raw = read_config_json(record)
@@ -70,9 +69,10 @@ def collect_status(run_dir: Path) -> dict:
     # The options `newsbag fuse` / `review` run with: the first stage of the kind in the recorded
     # config (`PipelineConfig.builtin`), the kind's defaults without one.
     options: dict[str, dict] = {}
-    for stage in _recorded_stages(run_dir):
-        if stage.get("kind") in ("fusion", "review"):
-            options.setdefault(stage["kind"], builtin_options(stage))
+    record = rundir.config_record(run_dir)
+    for stage in _recorded_stages(record):
+        if stage.get("kind") in ("fusion", "review") and stage["kind"] not in options:
+            options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
