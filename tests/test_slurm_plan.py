@@ -152,6 +152,19 @@ def test_a_job_waiting_on_a_job_that_ended_badly_is_stale_before_slurm_flags_it(
     assert why_never_runs(rows[6], rows) is None
 
 
+def test_a_job_waiting_on_one_array_task_is_not_stale_when_another_task_failed():
+    # afterok:36_1 waits for task 1 only: task 0 failing does not doom it, and a resubmit must not cancel it.
+    array = {"job_id": "36", "kind": "infer-l40s", "state": "FAILED 1/2, RUNNING 1/2", "array": "0-1"}
+    fusion = {"job_id": "40", "kind": "fuse-review", "state": "PENDING (Dependency)", "dependency": "afterok:36_1:38"}
+    rows = [array, {"job_id": "38", "kind": "infer-h200", "state": "COMPLETED"}, fusion]
+    live, stale = live_and_stale_jobs(rows)
+    assert ([r["job_id"] for r in live], stale) == (["36", "40"], [])
+    assert why_never_runs(fusion, rows, {"36_0": "FAILED", "36_1": "RUNNING"}) is None
+    rows[1] = {**rows[1], "state": "FAILED"}
+    assert [r["job_id"] for r in live_and_stale_jobs(rows)[1]] == ["40"]
+    assert why_never_runs(fusion, rows, {"36_0": "FAILED", "36_1": "RUNNING"}) == "job 38 infer-h200 FAILED"
+
+
 def test_way_out_says_fusion_did_not_run_because_an_inference_job_failed(tmp_path):
     # Submitted with --kill-on-invalid-dep=yes, the fusion job is CANCELLED by Slurm: not a failure of its own.
     pattern = "/r/%x-%j.out"

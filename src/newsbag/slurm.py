@@ -593,12 +593,16 @@ def unrun_lines(rows: Sequence[dict], states: Mapping[str, str] | None = None) -
 
 
 def _dependency_ids(row: dict) -> list[str]:
-    """Job ids `row` waits for with afterok, from its ledger `dependency` ("afterok:36:38")."""
+    """Whole jobs `row` waits for with afterok, from its ledger `dependency` ("afterok:36:38").
+
+    One array task ("36_1") is left to Slurm's DependencyNeverSatisfied: the array's row says
+    that some task failed, not which, and another task failing does not doom this one.
+    """
     ids = []
     for spec in str(row.get("dependency") or "").split(","):
         kind, _, rest = spec.partition(":")
         if kind == "afterok":
-            ids += [j.split("_")[0] for j in rest.split(":") if j]
+            ids += [j for j in rest.split(":") if j and "_" not in j]
     return ids
 
 
