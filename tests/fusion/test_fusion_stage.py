@@ -292,9 +292,10 @@ def test_leaderboard_streams_running_means():
     from newsbag.fusion.stage import _Board
 
     board = _Board("sources", ("score", "loo_pixel_f1"))
-    board.add({"a/x": {"score": 0.5, "loo_pixel_f1": None, "family": "a"}, "b/y": {"score": 0.9, "loo_pixel_f1": 0.2}})
-    board.add({"a/x": {"score": 0.7, "loo_pixel_f1": 0.4, "family": "a"}})
-    board.add({"a/x": {"score": None, "loo_pixel_f1": 0.6, "family": "a"}})   # a page without text lines
+    board.add({"a/x": {"score": 0.5, "loo_pixel_f1": None, "family": "a"}, "b/y": {"score": 0.9, "loo_pixel_f1": 0.2}},
+              True)
+    board.add({"a/x": {"score": 0.7, "loo_pixel_f1": 0.4, "family": "a"}}, True)
+    board.add({"a/x": {"score": None, "loo_pixel_f1": 0.6, "family": "a"}}, False)   # a page without text lines
     rows = {r["name"]: r for r in board.rows()}
     assert rows["a/x"]["n_pages"] == 3 and rows["a/x"]["family"] == "a"
     assert rows["a/x"]["score"] == pytest.approx((0.5 + 0.7) / 2)
@@ -582,3 +583,21 @@ def test_a_variant_fused_on_few_pages_counts_the_others_as_empty_pages(tmp_path)
     assert (rows["N"]["n_pages"], rows["S1"]["n_pages"]) == (1, 3)
     # N fuses exactly what S1 does: S1's mean is N's score on its page
     assert rows["N"]["score"] == pytest.approx(rows["S1"]["score"] / 3) and rows["N"]["rank"] > rows["S1"]["rank"]
+
+
+def test_a_page_where_no_variant_is_current_still_counts_as_an_empty_page_with_text_lines(tmp_path):
+    """C's recipe changed and was fused on p1 only, and no other variant is current on p2 and p3:
+    those pages still have text lines (the sources say so), so C scores 0 there, as its other
+    means (n_regions) already count them, rather than being ranked by p1 alone."""
+    pids = ["p1", "p2", "p3"]
+    run = _write_run(tmp_path, pids)
+    _write_manifest(run, pids)
+    run_fusion(run, pids, CFG)
+    changed = {**CFG, "variants": {"C": {**CFG["variants"]["C"], "params": {"vote": 1, "split_columns": True}}}}
+    summary = run_fusion(run, ["p1"], changed)
+    (c,) = summary["variant_leaderboard"]
+    per_page = [line.split("\t") for line in (run / "outputs/fusion/per_page_variant_metrics.tsv").read_text().splitlines()]
+    own = {(r[0], r[1]): dict(zip(per_page[0], r)) for r in per_page[1:]}
+    assert c["n_pages"] == 1 and list(own) == [("p1", "C")]
+    assert c["score"] == pytest.approx(float(own[("p1", "C")]["score"]) / 3)
+    assert c["n_regions"] == pytest.approx(float(own[("p1", "C")]["n_regions"]) / 3)

@@ -345,7 +345,7 @@ def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: Fu
     tasks = ((run_dir, pid, cfg, needed, prints, keep.get(pid), spill) for pid in page_ids)
     for r in run_map(_score_task, tasks):
         if r:
-            board.add(r)
+            board.add(r, _has_lines(r))
     rows = board.rows()
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
@@ -450,6 +450,11 @@ def _nan_for_none(metrics: dict[str, dict]) -> dict[str, dict]:
     return {s: {k: np.nan if v is None else v for k, v in m.items()} for s, m in metrics.items()}
 
 
+def _has_lines(source_metrics: dict[str, dict]) -> bool:
+    """Whether a page has text lines: a source's score is null exactly when it has none."""
+    return any(m.get("score") is not None for m in source_metrics.values())
+
+
 class _Board:
     """A leaderboard built from per-page records one at a time: running sums per name, so
     memory does not grow with the pages (every record held at once was ~1.4 GB per 100k pages).
@@ -458,8 +463,8 @@ class _Board:
     gave no output there; a variant not fused there with its current recipe) counts as an
     empty page (`metrics.empty_page_metrics`), as `newsbag evaluate` counts a missing page,
     so a source that ran on 10 of 100 pages cannot top the board with its mean over those
-    10. ``n_pages`` is the pages where the name has metrics. A page has text lines when some
-    name's score is not null (the score is null exactly when the page has none).
+    10. ``n_pages`` is the pages where the name has metrics. Whether a page has text lines
+    comes from its source metrics (`_has_lines`): a page where no variant is current still has them.
     """
 
     def __init__(self, kind: str, keys: tuple[str, ...]):
@@ -467,8 +472,7 @@ class _Board:
         self.names: dict[str, dict] = {}
         self.pages = {True: 0, False: 0}   # pages added, by whether they have text lines
 
-    def add(self, metrics_by_name: dict[str, dict]) -> None:
-        lined = any(m.get("score") is not None for m in metrics_by_name.values())
+    def add(self, metrics_by_name: dict[str, dict], lined: bool) -> None:
         self.pages[lined] += 1
         for name, m in metrics_by_name.items():
             acc = self.names.get(name)
@@ -645,8 +649,9 @@ def run_fusion(
             if current is None:
                 not_current.append(pid)
                 continue
-            boards["variants"].add(current["variants"])
-            boards["sources"].add(current["sources"])
+            lined = _has_lines(current["sources"])
+            boards["variants"].add(current["variants"], lined)
+            boards["sources"].add(current["sources"], lined)
             yield current
 
     with atomic_text_file(fusion / "per_page_variant_metrics.tsv") as vt, \
