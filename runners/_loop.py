@@ -262,6 +262,9 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
             cx1, cy1 = min(max(x1, 0.0), width), min(max(y1, 0.0), height)
             if (cx0, cy0, cx1, cy1) != (x0, y0, x1, y1):
                 warnings["clipped_box"] = warnings.get("clipped_box", 0) + 1
+        # Judged as written (2 decimals): a box 1.001 wide that rounds to 0.99 would pass here
+        # and be dropped by the reader's repair (`contract.repair_regions`, the same 1-px rule).
+        cx0, cy0, cx1, cy1 = round(cx0, 2), round(cy0, 2), round(cx1, 2), round(cy1, 2)
         if cx1 - cx0 < 1 or cy1 - cy0 < 1:
             warnings["degenerate_box"] = warnings.get("degenerate_box", 0) + 1
             continue
@@ -273,7 +276,7 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
         score = region.get("score")
         order = region.get("order")
         append({
-            "bbox_xyxy": [round(cx0, 2), round(cy0, 2), round(cx1, 2), round(cy1, 2)],
+            "bbox_xyxy": [cx0, cy0, cx1, cy1],
             "label": raw,
             "class": canonical,
             "score": None if score is None else round(float(score), 5),
