@@ -312,3 +312,39 @@ def test_resubmitted_array_asks_only_for_the_shards_with_pending_pages(tmp_path,
     for line in (1, 4, 5):  # shards 1, 0, 1 (manifest line % 4)
         (run / "outputs" / "sources" / "fake" / "v" / f"{manifest_page_ids(run)[line]}.json").unlink()
     assert arrays("--shards", "4", "--run-dir", run) == [("infer-l40s", "0-1"), ("fuse-review", "")]
+
+
+def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
+    """A job that failed after writing every page (a TIMEOUT or a crash in teardown), or whose
+    pages a later call redid outside Slurm: no resubmit plans a job for its stage, so no later
+    job takes it over, and status must not ask to fix and resubmit forever once nothing is pending."""
+    from newsbag.pages import build_pages
+    from newsbag.pipeline import RunOptions, run_pipeline
+    from newsbag.rundir import manifest_page_ids
+    from newsbag.slurm import stages_with_work
+    from newsbag.status import collect_status
+
+    for k in range(3):
+        write_image(tmp_path / "in" / f"p{k}.png")
+    run = tmp_path / "run"
+    build_pages(run, [tmp_path / "in"], None, False, None)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[{"name": "fusion", "kind": "fusion"}])
+    run_pipeline(RunOptions(run_dir=run, config_path=cfg, stages=("fake", "fusion")))
+    rows = [{"job_id": "7", "kind": "infer-l40s", "stages": "fake", "state": "TIMEOUT", "log": "/r/%x-%j.out"},
+            {"job_id": "8", "kind": "fuse-review", "stages": "fusion", "state": "CANCELLED (DependencyNeverSatisfied)",
+             "dependency": "afterok:7"}]
+    assert stages_with_work(run, collect_status(run)) == set()
+    assert way_out(run, rows, pending=lambda: stages_with_work(run, collect_status(run))) == []
+    # pending work in the stage: the failure is still the way out, and so is the fusion job it stopped
+    (run / "outputs" / "sources" / "fake" / "v" / f"{manifest_page_ids(run)[0]}.json").unlink()
+    pending = stages_with_work(run, collect_status(run))
+    assert pending == {"fake", "fusion"}
+    lines = way_out(run, rows, pending=lambda: pending, submit_cmd="s.sh")
+    assert lines[0] == "job 7 infer-l40s TIMEOUT: log /r/newsbag-infer-l40s-7.out"
+    assert "job 8 fuse-review did not run (cancelled): job 7 infer-l40s TIMEOUT" in lines
+    assert lines[-1].startswith("after fixing the cause, resubmit")
+    # unknown (no readable config record): as before, every current failure is named
+    assert way_out(run, rows, submit_cmd="s.sh") == lines
+    status = collect_status(run)
+    (run / "config.resolved.json").write_text("{broken")
+    assert stages_with_work(run, status) is None

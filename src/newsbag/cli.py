@@ -192,9 +192,11 @@ def status(run_dir, as_json):
     if not has_run_state(run_dir):
         raise click.BadParameter(f"{run_dir} is not a run directory (no manifests, outputs or slurm jobs in it); "
                                  "give the folder newsbag run or newsbag pages wrote", param_hint="--run-dir")
-    from .slurm import describe_jobs, failed_task_states, format_job_lines, job_note, selected_stage_names, way_out
+    from .slurm import (describe_jobs, failed_task_states, format_job_lines, job_note, selected_stage_names,
+                        stages_with_work, way_out)
 
     info = collect_status(run_dir)
+    whole = dict(info)   # what a resubmit plans by, before the view below narrows it
     jobs = describe_jobs(run_dir)
     info["slurm_jobs"] = jobs
     selected = selected_stage_names(run_dir)
@@ -202,7 +204,7 @@ def status(run_dir, as_json):
         info["sources"] = [s for s in info["sources"] if s["source"].split("/")[0] in selected]
         if "fusion" not in selected:
             info["fusion"] = []
-    info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs))
+    info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs), pending=lambda: stages_with_work(run_dir, whole))
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .config import ModelStage, PipelineConfig
 from .errors import ConfigError, InputError
@@ -39,6 +39,7 @@ __all__ = [
     "load_settings",
     "live_and_stale_jobs",
     "unrun_lines",
+    "stages_with_work",
     "why_never_runs",
     "expand_log_path",
     "last_error_line",
@@ -308,20 +309,22 @@ def plan_jobs(config: PipelineConfig, stage_names: Sequence[str], mode: str,
     return jobs, notes
 
 
-def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path) -> list[str]:
+def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path,
+                   status: dict | None = None) -> list[str]:
     """Selected stages that still have work in `run_dir`, in config order.
 
     A model stage is pending while any of its sources lacks a finished page of the manifest
     (failed pages count: a resubmit retries them). Fusion is pending when a model stage is, or
     when a variant has pages not done (missing, failed or stale) or none exists; review when
     fusion is, or a board is not done (missing, failed or stale) or the gallery is missing.
-    Other builtin stages have no cheap check and always count as pending.
+    Other builtin stages have no cheap check and always count as pending. ``status``: the
+    run's `collect_status` when the caller has it.
     """
     from . import rundir
     from .status import collect_status
 
     ids = rundir.manifest_page_ids(run_dir)
-    status = collect_status(run_dir)
+    status = status if status is not None else collect_status(run_dir)
     pending: list[str] = []
     model_pending = fusion_pending = False
     for stage in config.select(list(stage_names) or None):
@@ -338,6 +341,23 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
         if todo:
             pending.append(stage.name)
     return pending
+
+
+def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
+    """The stages of the run's recorded config that a resubmit would plan a job for
+    (`pending_stages`), or None when there is no readable record to say."""
+    from .config import load_config
+    from .errors import ConfigError
+    from .rundir import config_record
+
+    path = config_record(run_dir)
+    if not path.is_file():
+        return None
+    try:
+        config = load_config(path)
+    except ConfigError:
+        return None
+    return set(pending_stages(config, [s.name for s in config.select(None)], run_dir, status))
 
 
 def _lacks_pages(run_dir: Path, stages: Sequence[ModelStage], page_ids: Sequence[str]) -> bool:
@@ -585,11 +605,13 @@ def _unrun(rows: Sequence[dict]) -> list[dict]:
     return [r for r in _current(rows) if str(r.get("state", "")).startswith("CANCELLED") and _waits_in_vain(r, rows)]
 
 
-def unrun_lines(rows: Sequence[dict], states: Mapping[str, str] | None = None) -> list[str]:
+def unrun_lines(rows: Sequence[dict], states: Mapping[str, str] | None = None,
+                unrun: Sequence[dict] | None = None) -> list[str]:
     """One line per current job that never ran because a job it waits for failed, naming that job
-    (for `newsbag status` and a resubmit, so it does not read like a scancel or a failure of its own)."""
+    (for `newsbag status` and a resubmit, so it does not read like a scancel or a failure of its own).
+    ``unrun``: those of them to describe (default: all, `_unrun`)."""
     return [f"job {r['job_id']} {r.get('kind', '?')} did not run (cancelled): {why_never_runs(r, rows, states)}"
-            for r in _unrun(rows)]
+            for r in (_unrun(rows) if unrun is None else unrun)]
 
 
 def _dependency_ids(row: dict) -> list[str]:
@@ -704,7 +726,8 @@ def _failures(row: dict, states: Mapping[str, str]) -> list[tuple[str, str | Non
 
 
 def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | None = None,
-            submit_cmd: str = "bash torch/slurm/submit_newsbag_from_dir.sh") -> list[str]:
+            submit_cmd: str = "bash torch/slurm/submit_newsbag_from_dir.sh",
+            pending: Callable[[], set[str] | None] | None = None) -> list[str]:
     """Lines for `newsbag status`: each failed job's log and last error line, stale jobs, and the commands to go on.
 
     Jobs a later submit replaced (it took over one of their stages) are left out.
@@ -712,12 +735,22 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     Args:
         rows: ledger rows with their live `state` (``describe_jobs``), in submission order.
         states: per-task states (``failed_task_states``), to name failed array tasks' logs.
+        pending: gives the stages with work left (`stages_with_work`; called only when a job
+            failed or never ran, as it reads every page's state); a failed or unrun job none of
+            whose stages has any is left out too: it failed after writing its pages, or they
+            were redone without it, and no resubmit would plan a job to take it over.
     """
     states = states or {}
     rows = _current(rows)
     lines: list[str] = []
     unrun = _unrun(rows)
-    failed = [r for r in rows if _failed(r.get("state")) and r not in unrun]
+    work = pending() if pending is not None and (unrun or any(_failed(r.get("state")) for r in rows)) else None
+
+    def open_work(r: dict) -> bool:
+        return work is None or bool(_stages(r) & work)
+
+    failed = [r for r in rows if _failed(r.get("state")) and r not in unrun and open_work(r)]
+    unrun = [r for r in unrun if open_work(r)]
     live, stale = live_and_stale_jobs(rows)
     for r in failed:
         for label, task, state in _failures(r, states):
@@ -725,7 +758,7 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
             lines.append(f"job {label} {r.get('kind', '?')} {state}: log {log_path}")
             err = last_error_line(log_path) if "*" not in log_path else None
             lines.append(f"    last error: {err or '(none found in the log; read it)'}")
-    lines += unrun_lines(rows, states)
+    lines += unrun_lines(rows, states, unrun)
     for r in stale:
         lines.append(f"job {r['job_id']} {r.get('kind', '?')} will never start: {why_never_runs(r, rows, states)}")
     if failed or stale or unrun:
