@@ -572,15 +572,13 @@ def build_pages(
     if not candidates and not known and not rejected:
         raise InputError(_no_images_message(input_dirs, manifest, recursive))
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
+    ids = [page_id_for(path, root) for path, root in candidates]
     if page_ids:
-        select_ids([page_id_for(path, root) for path, root in candidates], page_ids)
-    todo, seen = [], set()
-    for path, root in candidates:
-        page_id = page_id_for(path, root)
-        if page_id not in seen:
-            seen.add(page_id)
-            todo.append((path, root, known.get(page_id), page_id))
-    pages = _records(run_dir, todo, limits, rejected)
+        select_ids(ids, page_ids)
+    todo: dict[str, tuple] = {}
+    for (path, _), page_id in zip(candidates, ids):
+        todo.setdefault(page_id, (path, known.get(page_id), page_id))
+    pages = _records(run_dir, list(todo.values()), limits, rejected)
     _merge(run_dir, pages, rejected, {_shown(str(p)) for p, _ in candidates})
     return pages, rejected
 
@@ -624,7 +622,7 @@ def refresh_pages(run_dir: Path, pages: list[PageRecord],
     the manifest has it: stages that need no image (fusion, export) go on, and a runner names
     the missing file. One stat per unchanged page.
     """
-    todo = [(Path(os.path.abspath(Path(run_dir) / p.path)), None, p, p.page_id) for p in pages]
+    todo = [(Path(os.path.abspath(Path(run_dir) / p.path)), p, p.page_id) for p in pages]
     rejected: list[Rejected] = []
     fresh = _records(run_dir, todo, limits, rejected, gone_ok=True)
     known = {p.page_id: p for p in pages}
@@ -636,17 +634,17 @@ def refresh_pages(run_dir: Path, pages: list[PageRecord],
 
 def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: list[Rejected],
              gone_ok: bool = False) -> list[PageRecord]:
-    """The record of each (image path, id root, known record or None, page id) of `todo`: the
+    """The record of each (image path, known record or None, page id) of `todo`: the
     known one while its image is unchanged (`_unchanged`, with `gone_ok`), else a new
     inspection; an image that cannot be read goes to `rejected` with its one line, and the
     rest go on."""
     pages: list[PageRecord] = []
-    for path, root, old, page_id in todo:
+    for path, old, page_id in todo:
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
         try:
-            record = inspect_page(path, root, run_dir, limits, page_id=page_id)
+            record = inspect_page(path, None, run_dir, limits, page_id=page_id)
         except InputError as exc:
             rejected.append(Rejected(str(path), str(exc), getattr(exc, "kind", "unreadable")))
             log.error("skipping input: %s", rejected[-1].error)
