@@ -564,13 +564,10 @@ def build_pages(
     loop, unreadable, unsupported, not an image, over `limits`) is returned as `Rejected`,
     logged as an error (stderr) and recorded in manifests/rejected.jsonl; the rest go on.
     """
-    rejected: list[Rejected] = []
-    candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
+    candidates, rejected = _inputs(run_dir, input_dirs, manifest, recursive, max_pages)
     for r in rejected:
         log.error("skipping input: %s", r.error)
     known = {p.page_id: p for p in read_pages(run_dir)}
-    if not candidates and not known and not rejected:
-        raise InputError(_no_images_message(input_dirs, manifest, recursive))
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
     ids = [page_id_for(path, root) for path, root in candidates]
     if page_ids:
@@ -592,12 +589,23 @@ def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, re
         InputError: where the call would refuse for want of pages (`build_pages`, `manifest_pages`).
     """
     if input_dirs or manifest:
-        rejected: list[Rejected] = []
-        candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
-        if not candidates and not rejected and not read_pages(run_dir):
-            raise InputError(_no_images_message(input_dirs, manifest, recursive))
+        candidates, _ = _inputs(run_dir, input_dirs, manifest, recursive, max_pages)
         return [page_id_for(path, root) for path, root in candidates]
     return [p.page_id for p in manifest_pages(run_dir, max_pages)]
+
+
+def _inputs(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recursive: bool,
+            max_pages: int | None) -> tuple[list[tuple[Path, Path]], list[Rejected]]:
+    """`list_inputs` of a call naming inputs, and the entries skipped while listing them.
+
+    Raises:
+        InputError: no input at all and no page in the run either: nothing to do, nothing written.
+    """
+    rejected: list[Rejected] = []
+    candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
+    if not candidates and not rejected and not read_pages(run_dir):
+        raise InputError(_no_images_message(input_dirs, manifest, recursive))
+    return candidates, rejected
 
 
 def manifest_pages(run_dir: Path, max_pages: int | None) -> list[PageRecord]:
