@@ -153,8 +153,7 @@ def _print_plan(opts, as_json: bool) -> None:
     config = with_device(load_config(opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     ids = planned_ids(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages)
-    chosen = select_ids(ids, opts.page_ids) if opts.page_ids else ids
-    rows = plan(config, stages, select_shard(chosen, opts.shard), opts.run_dir)
+    rows = plan(config, stages, select_shard(select_ids(ids, opts.page_ids), opts.shard), opts.run_dir)
     if as_json:
         click.echo(json.dumps({"pages": len(ids), "plan": rows}, indent=1))
         return

@@ -570,8 +570,7 @@ def build_pages(
     known = {p.page_id: p for p in read_pages(run_dir)}
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
     ids = [page_id_for(path, root) for path, root in candidates]
-    if page_ids:
-        select_ids(ids, page_ids)
+    select_ids(ids, page_ids)
     todo: dict[str, tuple] = {}
     for (path, _), page_id in zip(candidates, ids):
         todo.setdefault(page_id, (path, known.get(page_id), page_id))
@@ -735,12 +734,14 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
 
 
 def select_ids(ids: list[str], wanted: Iterable[str]) -> list[str]:
-    """The ids of `ids` that `--pages` names, in their order.
+    """The ids of `ids` that `--pages` names, in their order; all of them when it names none.
 
     Raises:
         InputError: `wanted` names an id none of this call's pages has (a typo), before anything is written.
     """
     wanted = set(wanted)
+    if not wanted:
+        return list(ids)
     missing = sorted(wanted.difference(ids))
     if missing:
         near = difflib.get_close_matches(missing[0], ids, n=1)

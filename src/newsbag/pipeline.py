@@ -59,10 +59,8 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
                                       InputLimits.from_megapixels(opts.max_megapixels), opts.page_ids)
     else:
         pages, rejected = manifest_pages(opts.run_dir, opts.max_pages), []
-    if opts.page_ids:
-        wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
-        pages = [p for p in pages if p.page_id in wanted]
-    pages = select_shard(pages, opts.shard)
+    wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
+    pages = select_shard([p for p in pages if p.page_id in wanted], opts.shard)
     if not (opts.input_dirs or opts.manifest):  # this call's pages of the manifest: hash again what changed
         pages, rejected = refresh_pages(opts.run_dir, pages, InputLimits.from_megapixels(opts.max_megapixels))
     return pages, rejected
