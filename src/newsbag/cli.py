@@ -225,18 +225,21 @@ def status(run_dir, as_json):
             click.echo(f"      {page_id}: empty: {reason}")
     for f in info["fusion"]:
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
-        stale = f"  stale {f['stale']:>5}" if f["stale"] else ""
-        click.echo(f"  fusion/{f['variant']:<29} done {f['done']:>6}  failed {f['failed']:>5}{stale}  "
-                   f"pending {f['pending']:>6}{mark}")
+        click.echo(_counts_line(f"fusion/{f['variant']}", f, mark))
     if selected is None or "review" in selected:
-        r = info["review"]
-        stale = f"  stale {r['stale']:>5}" if r["stale"] else ""
-        click.echo(f"  {'review boards':<36} done {r['done']:>6}  failed {r['failed']:>5}{stale}  "
-                   f"pending {r['pending']:>6}  gallery {'yes' if info['gallery'] else 'no'}")
+        click.echo(_counts_line("review boards", info["review"], f"  gallery {'yes' if info['gallery'] else 'no'}"))
     for line in format_job_lines(jobs):
         click.echo(f"  {line}")
     for line in info["way_out"]:
         click.echo(f"  {line}")
+
+
+def _counts_line(label: str, counts: dict, tail: str) -> str:
+    """A status line of a builtin stage's outputs (a fused variant, the review boards): done,
+    failed, stale when any, pending."""
+    stale = f"  stale {counts['stale']:>5}" if counts["stale"] else ""
+    return (f"  {label:<36} done {counts['done']:>6}  failed {counts['failed']:>5}{stale}  "
+            f"pending {counts['pending']:>6}{tail}")
 
 
 def _builtin_options(func):
