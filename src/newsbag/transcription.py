@@ -21,7 +21,7 @@ import numpy as np
 
 from . import rundir
 from .errors import InputError, RunDirError, first_line, page_failure
-from .config import EnvSpec, ModelStage
+from .config import EnvSpec, ModelStage, anchor_command, anchor_params, load_tool_spec, validate_params
 from .contract import boxes_from_page
 from .fusion.fuse import articles
 from .io import atomic_write_text, read_json, read_page, write_json
@@ -95,8 +95,6 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
 def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:
     """Valid options with `python` and the recognizer's path parameters (model_path, dict_path)
     anchored at the config file's folder, as a model stage's are."""
-    from .config import anchor_command, anchor_params, load_tool_spec
-
     out = dict(options)
     if "python" in out:
         out["python"] = anchor_command(out["python"], folder)
@@ -107,8 +105,6 @@ def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -
 
 def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
     """The recognize runner as a model stage, so it gets the orchestrator's launch, resume and crash handling."""
-    from .config import load_tool_spec, validate_params
-
     spec = load_tool_spec("recognize", runners_dir())
     recognizer = validate_params("transcription stage: recognizer", dict(params.recognizer), spec)
     return ModelStage(
