@@ -81,15 +81,18 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     for key in ("timeout_s", "page_timeout_s"):
         if isinstance(opts[key], bool) or not isinstance(opts[key], (int, float)) or opts[key] <= 0:
             raise ValueError(f"transcription stage: {key} must be a positive number, got {opts[key]!r}")
+    if not isinstance(opts["allow_cpu_fallback"], bool):
+        raise ValueError(f"transcription stage: allow_cpu_fallback must be true or false, got {opts['allow_cpu_fallback']!r}")
+    restarts = opts["max_restarts"]
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+        raise ValueError(f"transcription stage: max_restarts must be a whole number >= 0, got {restarts!r}")
     blocks = opts["block_text_sources"]
     if isinstance(blocks, str) or not isinstance(blocks, (list, tuple)) \
             or not all(isinstance(b, str) and b.count("/") == 1 for b in blocks):
         raise ValueError(f"transcription stage: block_text_sources must be a list of 'stage/variant' names, got {blocks!r}")
     if not isinstance(opts["recognizer"], Mapping):
         raise ValueError("transcription stage: recognizer must be an object of recognize runner parameters")
-    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks),
-                                  "allow_cpu_fallback": bool(opts["allow_cpu_fallback"]),
-                                  "max_restarts": int(opts["max_restarts"])})
+    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks)})
 
 
 def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:

@@ -196,3 +196,17 @@ def test_a_bad_line_page_or_an_unforeseen_error_fails_that_page_alone(tmp_path, 
     monkeypatch.setattr(transcription, "plan_page", broken)
     result = run_transcription(run, ["p1"], {}, force=True)
     assert result["failures"] == [{"page_id": "p1", "error": "page p1: KeyError: 'regions'"}]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"allow_cpu_fallback": "no"}, "allow_cpu_fallback must be true or false, got 'no'"),   # quoted, was read as True
+    ({"max_restarts": [1]}, "max_restarts must be a whole number >= 0, got [1]"),          # was a TypeError traceback
+    ({"max_restarts": -1}, "max_restarts must be a whole number >= 0, got -1"),
+    ({"max_restarts": 1.5}, "max_restarts must be a whole number >= 0, got 1.5"),          # was cut to 1
+])
+def test_the_recogniser_stage_entries_are_checked_as_a_model_stage_s_are(options, message):
+    # the same entries of a model stage are refused by config (tests/test_config.py); here they
+    # make the recogniser's ModelStage, so they follow the same rule
+    with pytest.raises(ValueError) as exc:
+        parse_transcription_options(options)
+    assert str(exc.value) == f"transcription stage: {message}"
