@@ -744,13 +744,10 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     rows = _current(rows)
     lines: list[str] = []
     unrun = _unrun(rows)
-    work = pending() if pending is not None and (unrun or any(_failed(r.get("state")) for r in rows)) else None
-
-    def open_work(r: dict) -> bool:
-        return work is None or bool(_stages(r) & work)
-
-    failed = [r for r in rows if _failed(r.get("state")) and r not in unrun and open_work(r)]
-    unrun = [r for r in unrun if open_work(r)]
+    failed = [r for r in rows if _failed(r.get("state")) and r not in unrun]
+    work = pending() if pending is not None and (failed or unrun) else None
+    if work is not None:
+        failed, unrun = ([r for r in group if _stages(r) & work] for group in (failed, unrun))
     live, stale = live_and_stale_jobs(rows)
     for r in failed:
         for label, task, state in _failures(r, states):
