@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .config import ModelStage, PipelineConfig
+from .config import ModelStage, PipelineConfig, load_config
 from .errors import ConfigError, InputError
 from .io import append_jsonl, read_json, write_json
 
@@ -346,8 +346,6 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
 def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
     """The stages of the run's recorded config that a resubmit would plan a job for
     (`pending_stages`), or None when there is no readable record to say."""
-    from .config import load_config
-    from .errors import ConfigError
     from .rundir import config_record
 
     path = config_record(run_dir)
@@ -357,7 +355,7 @@ def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
         config = load_config(path)
     except ConfigError:
         return None
-    return set(pending_stages(config, [s.name for s in config.select(None)], run_dir, status))
+    return set(pending_stages(config, [], run_dir, status))
 
 
 def _lacks_pages(run_dir: Path, stages: Sequence[ModelStage], page_ids: Sequence[str]) -> bool:
