@@ -269,14 +269,11 @@ submit() {  # kind partition gres mem time cpus extra script device stages depen
 infer_ids=()
 # Fields are tab-separated; read splits on \037 because runs of tabs (empty gres, extra) would merge.
 while IFS=$'\037' read -r kind part gres mem time cpus extra script device st array; do
-  if [ "$kind" = fuse-review ]; then
-    dep=""
-    [ ${#infer_ids[@]} -gt 0 ] && dep=afterok:$(IFS=:; echo "${infer_ids[*]}")
-    submit "$kind" "$part" "$gres" "$mem" "$time" "$cpus" "$extra" "$script" "$device" "$st" "$dep" ""
-  else
-    submit "$kind" "$part" "$gres" "$mem" "$time" "$cpus" "$extra" "$script" "$device" "$st" "" "$array"
-    infer_ids+=("$job_id")
-  fi
+  # The plan gives the fusion/review job no array; it waits for every inference job before it.
+  dep=""
+  [ "$kind" = fuse-review ] && [ ${#infer_ids[@]} -gt 0 ] && dep=afterok:$(IFS=:; echo "${infer_ids[*]}")
+  submit "$kind" "$part" "$gres" "$mem" "$time" "$cpus" "$extra" "$script" "$device" "$st" "$dep" "$array"
+  [ "$kind" = fuse-review ] || infer_ids+=("$job_id")
 done < <(tr '\t' '\037' <<<"$job_table")
 if [ "$dry_run" = 1 ]; then
   echo "dry run: nothing written or submitted (run dir would be $run_dir)"
