@@ -685,8 +685,9 @@ def _failed(state: object) -> bool:
     return any(part.split(" ")[0] in _BAD for part in str(state).split(", "))
 
 
-def _stages(row: dict) -> set[str]:
-    return {s for s in str(row.get("stages", "")).replace("+", ",").split(",") if s}
+def _stage_set(stages: object) -> set[str]:
+    """The names in a stage list ("fusion,review", "a+b"): a ledger row's `stages`, the STAGES setting."""
+    return {s.strip() for s in str(stages or "").replace("+", ",").split(",") if s.strip()}
 
 
 def _current(rows: Sequence[dict]) -> list[dict]:
@@ -697,9 +698,10 @@ def _current(rows: Sequence[dict]) -> list[dict]:
     """
     current, later = [], set()
     for r in reversed(rows):
-        if not _stages(r) & later:
+        stages = _stage_set(r.get("stages"))
+        if not stages & later:
             current.append(r)
-        later |= _stages(r)
+        later |= stages
     return current[::-1]
 
 
@@ -745,7 +747,7 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     failed = [r for r in rows if _failed(r.get("state")) and r not in unrun]
     work = pending() if pending is not None and (failed or unrun) else None
     if work is not None:
-        failed, unrun = ([r for r in group if _stages(r) & work] for group in (failed, unrun))
+        failed, unrun = ([r for r in group if _stage_set(r.get("stages")) & work] for group in (failed, unrun))
     live, stale = live_and_stale_jobs(rows)
     for r in failed:
         for label, task, state in _failures(r, states):
@@ -788,14 +790,12 @@ def make_canary(run_dir: Path) -> Path:
 
 def selected_stage_names(run_dir: Path) -> set[str] | None:
     """Stages the Slurm submission of `run_dir` selected; None when it selected all (or was not submitted)."""
-    stages = load_settings(run_dir).get("STAGES", "")
-    names = {s.strip() for s in stages.replace("+", ",").split(",") if s.strip()}
-    return names or None
+    return _stage_set(load_settings(run_dir).get("STAGES")) or None
 
 
 def job_note(stage: str, rows: Sequence[dict]) -> str:
     """What the latest job of `stage` is doing, for a source row with pending or failed pages."""
-    mine = [r for r in rows if stage in _stages(r)]
+    mine = [r for r in rows if stage in _stage_set(r.get("stages"))]
     if not mine:
         return "no job submitted for this stage" if rows else ""
     r = mine[-1]
