@@ -68,7 +68,7 @@ class ArrayKey:
     __slots__ = ("data", "_hash")
 
     def __init__(self, a: np.ndarray):
-        self.data = np.ascontiguousarray(a).tobytes()
+        self.data = a.tobytes()   # C order whatever the layout
         self._hash = hash((len(self.data), self.data[:64], self.data[-64:]))
 
     def __hash__(self) -> int:
