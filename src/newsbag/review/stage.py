@@ -101,6 +101,7 @@ class _Plan:
     gallery_dirs: dict[str, Path]  # every fused variant: the gallery overlays them all
     recommended: str | None
     missing: list[str]             # fused variants asked for and not found
+    options: dict                  # as info.json records them; part of every board's fingerprint
 
 
 def _plan(run_dir: Path, params: ReviewParams) -> _Plan:
@@ -111,10 +112,13 @@ def _plan(run_dir: Path, params: ReviewParams) -> _Plan:
     recommended = rundir.recommended_variant(run_dir)
     if params.variants is not None:
         shown = {v: found[v] for v in params.variants if v in found}
-        return _Plan(sources, shown, found, recommended, [v for v in params.variants if v not in found])
-    if recommended in found:
-        return _Plan(sources, {recommended: found[recommended]}, found, recommended, [])
-    return _Plan(sources, found, found, None, [])
+    elif recommended in found:
+        shown = {recommended: found[recommended]}
+    else:
+        shown, recommended = found, None
+    options = {**asdict(params), "variants": list(params.variants) if params.variants else None,
+               "shown_fused": sorted(shown)}
+    return _Plan(sources, shown, found, recommended, [v for v in params.variants or () if v not in found], options)
 
 
 def _load_page(path: Path, page_id: str) -> dict:
@@ -176,34 +180,31 @@ class _Inputs:
     fused: dict[str, Path]         # of every gallery variant
     failed_fused: dict[str, Path]
     image_path: Path
-    params: dict
     fingerprint: str
 
 
-def _inputs(run_dir: Path, record, plan: _Plan, params: ReviewParams) -> _Inputs:
+def _inputs(run_dir: Path, record, plan: _Plan) -> _Inputs:
     """What the board of `record`'s page is drawn from, found by stat calls only (no file is opened)."""
     page_id = record.page_id
     sources, failed_sources = _page_files(page_id, plan.source_dirs)
     fused, failed_fused = _page_files(page_id, plan.gallery_dirs)
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
-    params_rec = {**asdict(params), "variants": list(params.variants) if params.variants else None,
-                  "shown_fused": sorted(plan.fused_dirs)}
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options.
-    fingerprint = rundir.fingerprint("review", params_rec, plan.recommended, sorted(plan.source_dirs),
+    fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
                                      rundir.file_identity(image_path),
                                      {f"{kind}:{name}": rundir.file_identity(path)
                                       for kind, files in (("source", sources), ("failed_source", failed_sources),
                                                           ("fused", fused), ("failed_fused", failed_fused))
                                       for name, path in files.items()})
-    return _Inputs(sources, failed_sources, fused, failed_fused, image_path, params_rec, fingerprint)
+    return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint)
 
 
 def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force: bool,
                  compute: bool = True) -> _Outcome:
     page_id = record.page_id
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    inputs = _inputs(run_dir, record, plan, params)
+    inputs = _inputs(run_dir, record, plan)
     if not force and _is_fresh(page_dir, inputs.fingerprint):
         return _Outcome(page_id, "skipped", info=read_json(page_dir / "info.json"))
     if not compute:
@@ -269,7 +270,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
         "panels": panel_rows, "reference_fused": None if reference is None else reference.meta.source,
-        "score": score.to_dict(), "params": inputs.params, "fingerprint": inputs.fingerprint,
+        "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint,
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
@@ -437,7 +438,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     for record in records:
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        if _is_fresh(page_dir, _inputs(run_dir, record, plan, params).fingerprint):
+        if _is_fresh(page_dir, _inputs(run_dir, record, plan).fingerprint):
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
