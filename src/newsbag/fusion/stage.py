@@ -487,16 +487,19 @@ class _Board:
                     acc["count"][k] += 1
 
     def rows(self) -> list[dict]:
-        empty = {lined: empty_page_metrics(lined) for lined in self.pages}
+        # What an empty page adds to each mean; NaN (no text lines) stays out, as a null does.
+        empty = {lined: {k: v for k, v in empty_page_metrics(lined).items() if k in self.keys and v == v}
+                 for lined in self.pages}
         rows = []
         for name, acc in self.names.items():
             total, count = dict(acc["sum"]), dict(acc["count"])
             for lined, pages in self.pages.items():
                 missing = pages - acc["n"][lined]
+                if not missing:
+                    continue
                 for k, v in empty[lined].items():
-                    if missing and k in total and v == v:   # NaN (no text lines) stays out, as a null does
-                        total[k] += missing * v
-                        count[k] += missing
+                    total[k] += missing * v
+                    count[k] += missing
             row = {"name": name, "n_pages": sum(acc["n"].values())}
             row.update({k: total[k] / count[k] if count[k] else None for k in self.keys})
             if self.kind == "sources":
