@@ -156,9 +156,9 @@ def _variables(declared: Mapping[str, Any]) -> dict[str, str]:
 
 
 def anchor_path(value: str, folder: str | None) -> str:
-    """A config path as its author meant it: `~` expanded, and one still relative after that
-    (and after `$VAR` expansion) taken from `folder`, the config file's folder, not from the
-    cwd of whoever runs newsbag. "" (a default) stays ""; a config with no file (None) keeps
+    """A path written in a file (a config, a `--manifest` list) as its author meant it: `~`
+    expanded, and one still relative after that (and after `$VAR` expansion) taken from
+    `folder`, that file's folder, not from the cwd of whoever runs newsbag. "" (a default) stays ""; a config with no file (None) keeps
     relative paths as written."""
     if not value:
         return value

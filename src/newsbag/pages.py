@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from . import rundir
+from .config import anchor_path
 from .errors import InputError, first_line
 from .io import atomic_write_bytes, atomic_write_text, dumps_strict
 
@@ -299,8 +300,7 @@ def read_manifest_list(path: Path) -> list[Path]:
             raise InputError(f"cannot read manifest {path}: line {n}: a NUL byte (not a list of paths)")
         line = line.split("#", 1)[0].strip()
         if line:
-            p = Path(line).expanduser()
-            out.append(p if p.is_absolute() else base / p)
+            out.append(Path(anchor_path(line, str(base))))
     return out
 
 
