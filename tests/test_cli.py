@@ -162,3 +162,19 @@ def test_relative_config_paths_resolve_against_the_config_folder(tmp_path, page_
     assert resolved["runners_dir"] == str(proj / "runners")
     assert resolved["envs"]["fake"]["python"] == str(python)
     assert len(list((run / "outputs/sources/fake/v").glob("issue*.json"))) == 5
+
+
+def test_pages_naming_an_unreadable_input_reports_the_input_not_a_typo(tmp_path, capsys):
+    """`--pages` that names an input whose image cannot be read: the page is rejected with its one
+    line, like any bad input, and the rest of the selection runs; it is not an "unknown page id"."""
+    good, bad = tmp_path / "in" / "good.png", tmp_path / "in" / "bad.png"
+    write_image(good)
+    bad.write_text("not an image")
+    ids = [page_id_for(p, tmp_path / "in") for p in (good, bad)]
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", tmp_path / "in", "--run-dir", run, "--config", cfg,
+                           "--pages", ",".join(ids))
+    assert "unknown page id" not in err
+    assert "bad.png" in err and code == 4
+    assert (run / "outputs" / "sources" / "fake" / "v" / f"{ids[0]}.json").is_file()

@@ -554,10 +554,12 @@ def build_pages(
     limits: InputLimits = InputLimits(),
     page_ids: Iterable[str] = (),
 ) -> tuple[list[PageRecord], list[Rejected]]:
-    """Pages of this invocation, merged into RUN/manifests/pages.jsonl.
+    """Pages of this invocation that `page_ids` (``--pages``) selects, all merged into
+    RUN/manifests/pages.jsonl.
 
-    `page_ids` (``--pages``) must all be ids of the inputs (`select_ids`), checked before
-    anything is written; every input still goes into the manifest.
+    `page_ids` must all be ids of the inputs (`select_ids`), checked before anything is
+    written (an id whose image then proves unreadable is a rejected input, not a typo); every
+    input still goes into the manifest.
 
     Known pages (same id and file size/mtime unchanged) are not re-hashed, so a rerun on a
     large collection starts at once. Every input that is skipped (broken symlink, symlink
@@ -570,13 +572,13 @@ def build_pages(
     known = {p.page_id: p for p in read_pages(run_dir)}
     _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
     ids = [page_id_for(path, root) for path, root in candidates]
-    select_ids(ids, page_ids)
+    selected = set(select_ids(ids, page_ids))
     todo: dict[str, tuple] = {}
     for (path, _), page_id in zip(candidates, ids):
         todo.setdefault(page_id, (path, known.get(page_id), page_id))
     pages = _records(run_dir, list(todo.values()), limits, rejected)
     _merge(run_dir, pages, rejected, {_shown(str(p)) for p, _ in candidates})
-    return pages, rejected
+    return [p for p in pages if p.page_id in selected], rejected
 
 
 def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recursive: bool,

@@ -54,16 +54,15 @@ class RunSummary:
 
 def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this run: from inputs (merged into the manifest) or the existing manifest."""
-    if opts.input_dirs or opts.manifest:
+    limits = InputLimits.from_megapixels(opts.max_megapixels)
+    if opts.input_dirs or opts.manifest:  # --pages is checked and applied there, before anything is written
         pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages,
-                                      InputLimits.from_megapixels(opts.max_megapixels), opts.page_ids)
-    else:
-        pages, rejected = manifest_pages(opts.run_dir, opts.max_pages), []
+                                      limits, opts.page_ids)
+        return select_shard(pages, opts.shard), rejected
+    pages = manifest_pages(opts.run_dir, opts.max_pages)
     wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
-    pages = select_shard([p for p in pages if p.page_id in wanted], opts.shard)
-    if not (opts.input_dirs or opts.manifest):  # this call's pages of the manifest: hash again what changed
-        pages, rejected = refresh_pages(opts.run_dir, pages, InputLimits.from_megapixels(opts.max_megapixels))
-    return pages, rejected
+    # this call's pages of the manifest: hash again what changed
+    return refresh_pages(opts.run_dir, select_shard([p for p in pages if p.page_id in wanted], opts.shard), limits)
 
 
 def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
