@@ -67,12 +67,13 @@ def _share_inside(inner, outer) -> float:
 
 def _held_blocks(blocks) -> dict[int, list[int]]:
     """Container index -> indices of the blocks it holds (by `_CONTAINERS`), in answer order; a
-    block goes to the first container that holds it."""
+    block goes to the first container that holds it, and a held block holds nothing itself (an
+    image inside an image_block leaves the caption to the image_block, the region written)."""
     held: dict[int, list[int]] = {}
     taken = set()
     for containers, kinds, share in _CONTAINERS:
         for c, container in enumerate(blocks):
-            if container["type"] not in containers:
+            if container["type"] not in containers or c in taken:
                 continue
             for i, block in enumerate(blocks):
                 if (i != c and i not in taken and block["type"] in kinds

@@ -238,6 +238,18 @@ def test_two_step_container_carries_the_text_of_the_blocks_it_holds():
     assert len(blocks) == 4 and blocks[0]["content"] is None  # the library's blocks are left as they were
 
 
+
+def test_a_block_held_by_a_container_holds_nothing_itself():
+    """image_block > image > caption: the caption goes with the outer container (the one region
+    written), whatever the answer's order; held by the image, it and its text were lost."""
+    from mineru import blocks_to_regions
+
+    blocks = [{"type": "image", "bbox": [0.1, 0.1, 0.9, 0.6], "content": None},
+              {"type": "image_block", "bbox": [0.1, 0.1, 0.9, 0.7], "content": None},
+              {"type": "image_caption", "bbox": [0.2, 0.5, 0.8, 0.58], "content": "Fig. 1 The bridge"}]
+    regions = blocks_to_regions(blocks, 100, 100)
+    assert [(r["label"], r["text"]) for r in regions] == [("image_block", "Fig. 1 The bridge")]
+
 @pytest.mark.parametrize("level, shown", [("WARNING", False), ("DEBUG", True)])
 def test_library_debug_output_off_by_default(tmp_path, hf_home, level, shown):
     pages = [make_page(tmp_path, "p0", (600, 800))]
