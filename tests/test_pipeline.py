@@ -205,6 +205,42 @@ def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, 
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
 
+@pytest.mark.parametrize("waiting", [["fuse"], ["run", "--stages", "fusion"]])
+def test_the_config_record_names_the_config_of_the_fusion_that_ran_last(tmp_path, page_dir, capsys, waiting):
+    """Two calls fuse one run dir with different configs at once: A (config X) waits for the
+    fusion lock while B (config Y) fuses. A fuses last, so the record must name X, or status
+    calls A's pages stale and the next plain `newsbag fuse` redoes them with Y."""
+    import subprocess
+    import sys
+
+    from newsbag import rundir
+
+    run, x, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
+    assert code == 0, err
+    y = tmp_path / "y.json"
+    raw = json.loads(x.read_text())
+    raw["stages"][1]["variants"]["C"]["params"]["vote"] = 2
+    y.write_text(json.dumps(raw))
+    with rundir.stage_lock(run, "fusion"):
+        a = subprocess.Popen([sys.executable, "-m", "newsbag", *waiting, "--run-dir", str(run), "--config", str(x)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        seen = []
+        while not any("waiting for another call's fusion" in line for line in seen[-1:]):
+            seen.append(a.stderr.readline())
+            assert seen[-1], "".join(seen)  # A ended without waiting for the lock
+        # fcntl record locks belong to the process: B, run here, takes the lock this test holds,
+        # and closing it hands the lock to A. So B fuses first and A after, deterministically.
+        code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--config", y)
+        assert code == 0 and json.loads(out)["ok"] == 5, err
+    _, a_err = a.communicate(timeout=120)
+    assert a.returncode == 0, a_err
+    recorded = {s["name"]: s for s in json.loads((run / "config.resolved.json").read_text())["stages"]}
+    assert recorded["fusion"]["variants"]["C"]["params"]["vote"] == 1
+    assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
+
+
 def _bad_top_n(text):
     raw = json.loads(text)
     next(s for s in raw["stages"] if s.get("kind") == "review")["top_n"] = 0

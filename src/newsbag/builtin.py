@@ -69,9 +69,17 @@ def anchor_options(kind: str, options: Mapping[str, Any], folder: str | None) ->
 
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,
               force: bool = False, workers: int = 1,
-              progress: Callable[[str, str], None] | None = None) -> dict:
+              progress: Callable[[str, str], None] | None = None,
+              record: Callable[[dict | None], dict] | None = None) -> dict:
     """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself),
-    one call per run dir and kind at a time (`rundir.stage_lock`)."""
+    one call per run dir and kind at a time (`rundir.stage_lock`).
+
+    ``record``: this call's change to the run's config record (`rundir.update_config_record`),
+    made once it holds the lock: a call that waited for another runs after it, so the record
+    names what made the outputs last, never the config of a call still waiting.
+    """
     entry = get(kind)
     with rundir.stage_lock(run_dir, kind):
+        if record is not None:
+            rundir.update_config_record(run_dir, record)
         return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers, progress=progress)

@@ -260,7 +260,7 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
     from .errors import PartialFailure
     from .pages import read_pages
     from .pipeline import RunOptions, run_builtin
-    from .rundir import config_record, update_config_record
+    from .rundir import config_record
 
     recorded = config_record(run_dir)
     config = load_config(config_path or (recorded if recorded.exists() else None))
@@ -270,11 +270,11 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
     ids = [p.page_id for p in read_pages(run_dir)]
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
-    if config_path is not None:
-        # What this call runs with is what the next plain call skips by and status judges by;
-        # one-off flags (export's --format...) are not recorded.
-        update_config_record(run_dir, lambda now: record_builtin_run(now, config, kind))
-    result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers)))
+    # What this call runs with is what the next plain call skips by and status judges by;
+    # one-off flags (export's --format...) are not recorded.
+    record = (lambda now: record_builtin_run(now, config, kind)) if config_path is not None else None
+    result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers),
+                                     record))
     click.echo(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
     if result.get("failed"):
         raise PartialFailure(f"{kind}: {result['failed']} page(s) failed; see {run_dir / 'logs' / 'failures.jsonl'} "

@@ -6,8 +6,9 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
-from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, to_jsonable
+from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, record_builtin_run, to_jsonable
 from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
@@ -156,7 +157,8 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
                     log.warning("%s: FLAGGED: %s", label, flag)
             rundir.drop_shared_passes(run_dir, stage.name, page_ids)
         else:
-            summary.builtin[stage.name] = run_builtin(stage, run_dir, page_ids, opts)
+            summary.builtin[stage.name] = run_builtin(
+                stage, run_dir, page_ids, opts, record=lambda now: record_builtin_run(now, config, stage.kind))
     summary.seconds = time.monotonic() - t0
     _write_summary(run_dir, opts, summary)
     failed_pages = sum(o.counts()["failed"] for o in summary.sources) + sum(
@@ -176,13 +178,16 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     return summary
 
 
-def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions) -> dict:
-    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`."""
+def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions,
+                record: Callable[[dict | None], dict] | None = None) -> dict:
+    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`; `record`:
+    the change to the run's config record it makes once it holds the stage lock (`builtin.run_stage`)."""
     from . import builtin
 
     with track(stage.name, len(page_ids)) as tracker:
         return builtin.run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
-                                 workers=opts.workers, progress=lambda page_id, status: tracker.advance(status))
+                                 workers=opts.workers, progress=lambda page_id, status: tracker.advance(status),
+                                 record=record)
 
 
 def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:
