@@ -241,6 +241,51 @@ def test_the_config_record_names_the_config_of_the_fusion_that_ran_last(tmp_path
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
 
+def test_a_run_without_config_resumes_with_the_config_its_run_dir_recorded(tmp_path, page_dir, capsys, caplog,
+                                                                          monkeypatch):
+    """`newsbag run --run-dir R` without --config, on R made with --config F, resumes with F (as a
+    plain `newsbag fuse` does): the embedded bag runs nothing into R and leaves its record alone.
+    --stages and --device apply on top; a new run dir still gets the embedded bag."""
+    import logging
+
+    import newsbag.config
+    from newsbag.rundir import discover_sources
+    from nbtest import FAKE_RUNNERS
+
+    # caplog's handler stays: the CLI replaces the root handlers when it first sets up logging
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)
+    embedded = tmp_path / "embedded.json"   # stands in for the embedded bag: another family, cheap
+    embedded.write_text(json.dumps({"version": 1, "runners_dir": str(FAKE_RUNNERS), "envs": {"fake": {"python": ""}},
+                                    "stages": [{"name": "liar", "family": "liar", "env": "fake", "variants": {"ok": {}}}]}))
+    monkeypatch.setattr(newsbag.config, "default_config_path", lambda: embedded)
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
+    assert code == 0, err
+    record = (run / "config.resolved.json").read_bytes()
+    (run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json").unlink()   # one page left to redo
+
+    code, out, err = run_cli(capsys, "run", "--run-dir", run, "--dry-run", "--json")
+    assert code == 0, err
+    assert [(r["source"], r["todo"]) for r in json.loads(out)["plan"]] == [
+        ("fake/v", 1), ("fake/w", 0), ("fusion", None), ("review", None)]
+    code, out, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "fake", "--device", "cpu", "--json")
+    assert code == 0, err
+    assert f"using the config recorded in {run}" in caplog.text
+    assert json.loads((run / "reports/run_fake.json").read_text())["config"] == str(run / "config.resolved.json")
+    assert [(s["source"], s["device_requested"], s["counts"]["ok"]) for s in json.loads(out)["sources"]] == [
+        ("fake/v", "cpu", 1), ("fake/w", "cpu", 0)]
+    code, out, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert discover_sources(run) == ["fake/v", "fake/w"]
+    assert (run / "config.resolved.json").read_bytes() == record
+    assert (run / "review/index.html").is_file()   # the recorded config's review stage ran
+
+    caplog.clear()
+    fresh = tmp_path / "fresh"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", fresh)
+    assert code == 0, err
+    assert discover_sources(fresh) == ["liar/ok"] and "using the config recorded" not in caplog.text
+
+
 def _bad_top_n(text):
     raw = json.loads(text)
     next(s for s in raw["stages"] if s.get("kind") == "review")["top_n"] = 0

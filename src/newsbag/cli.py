@@ -104,7 +104,8 @@ def cli() -> None:
 @cli.command()
 @_common
 @_input_options
-@_config_option
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Pipeline config JSON (default: the run's config.resolved.json, else the embedded CPU bag).")
 @click.option("--stages", help="Comma-separated stages to run (default: all in the config).")
 @click.option("--pages", "page_ids", help="Comma-separated page ids to (re)run.")
 @click.option("--shard", type=ShardType(), help="Run only shard K of N of the pages (K/N, 0-based).")
@@ -146,11 +147,11 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, con
 
 
 def _print_plan(opts, as_json: bool) -> None:
-    from .config import load_config
+    from .config import load_run_config
     from .pages import planned_ids, select_ids, select_shard
     from .pipeline import plan, with_device
 
-    config = with_device(load_config(opts.config_path), opts.device)
+    config = with_device(load_run_config(opts.run_dir, opts.config_path), opts.device)
     stages = config.select(list(opts.stages))
     ids = planned_ids(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages)
     rows = plan(config, stages, select_shard(select_ids(ids, opts.page_ids), opts.shard), opts.run_dir)
@@ -256,14 +257,12 @@ def _builtin_options(func):
 
 def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int,
                          overrides: dict | None = None) -> dict:
-    from .config import BuiltinStage, load_config, record_builtin_run, to_jsonable
+    from .config import BuiltinStage, load_run_config, record_builtin_run, to_jsonable
     from .errors import PartialFailure
     from .pages import read_pages
     from .pipeline import RunOptions, run_builtin
-    from .rundir import config_record
 
-    recorded = config_record(run_dir)
-    config = load_config(config_path or (recorded if recorded.exists() else None))
+    config = load_run_config(run_dir, config_path)
     stage = config.builtin(kind)
     if overrides:
         stage = BuiltinStage(stage.name, stage.kind, {**stage.options, **overrides})

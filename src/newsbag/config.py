@@ -4,6 +4,7 @@ validate against runner tool.json, freeze."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
-from . import builtin
+from . import builtin, rundir
 from .errors import ConfigError
 from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
@@ -24,6 +25,7 @@ __all__ = [
     "PipelineConfig",
     "Device",
     "load_config",
+    "load_run_config",
     "parse_config",
     "load_tool_spec",
     "validate_params",
@@ -51,6 +53,8 @@ DEFAULT_MAX_EMPTY_SHARE = 0.2
 _TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
           "object": dict, "array": list}
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -422,6 +426,16 @@ def load_config(path: str | os.PathLike | None) -> PipelineConfig:
     # The real file's folder: a linked config means the files beside what it links to, and one
     # spelling of them, since they are fingerprinted into every source page.
     return parse_config(read_config_json(p), str(p), os.path.dirname(os.path.realpath(p)))
+
+
+def load_run_config(run_dir: Path, path: Path | None) -> PipelineConfig:
+    """Load the config a call on `run_dir` runs with (`rundir.config_to_run`): `path`, else the
+    run's record, else the embedded default; says so when it is the record."""
+    chosen = rundir.config_to_run(run_dir, path)
+    config = load_config(chosen)
+    if path is None and chosen is not None:
+        log.info("using the config recorded in %s; give --config to run another", run_dir)
+    return config
 
 
 def read_config_json(path: Path) -> Any:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from .config import BuiltinStage, ModelStage, PipelineConfig, load_config, record_builtin_run, to_jsonable
+from .config import BuiltinStage, ModelStage, PipelineConfig, load_run_config, record_builtin_run, to_jsonable
 from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
@@ -46,6 +46,7 @@ class RunOptions:
 @dataclass
 class RunSummary:
     pages: int
+    config: str = ""  # the config file the run ran with (`rundir.config_to_run`)
     rejected: list[Rejected] = field(default_factory=list)
     sources: list[SourceOutcome] = field(default_factory=list)
     builtin: dict[str, dict] = field(default_factory=dict)
@@ -122,7 +123,8 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
 
 
 def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummary:
-    config = with_device(load_config(opts.config_path), opts.device)
+    config = with_device(load_run_config(opts.run_dir, opts.config_path), opts.device)
+    summary.config = config.path
     stages = config.select(list(opts.stages))
     run_dir = Path(opts.run_dir)
     pages, rejected = resolve_pages(opts)  # writes the manifest only once the inputs and --pages are valid
@@ -196,7 +198,7 @@ def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None
     if opts.shard is not None:
         name += f".shard-{opts.shard[0]}-of-{opts.shard[1]}"
     write_json(rundir.reports_dir(run_dir) / f"run_{name}.json", {
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": str(opts.config_path or "embedded default"),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": summary.config,
         "pages": summary.pages,
         "seconds": round(summary.seconds, 2),
         "rejected": [r.__dict__ for r in summary.rejected],

@@ -39,7 +39,7 @@ __all__ = [
     "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
-    "config_record", "update_config_record",
+    "config_record", "config_to_run", "update_config_record",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
@@ -174,9 +174,23 @@ def reports_dir(run_dir: Path) -> Path:
 def config_record(run_dir: Path) -> Path:
     """RUN/config.resolved.json: the config ($VARs expanded) the run's stages last ran with.
 
-    Builtin commands given no --config run with it, and `status` judges their outputs by it.
+    A call given no --config runs with it (`config_to_run`), and `status` judges outputs by it.
     """
     return Path(run_dir) / "config.resolved.json"
+
+
+def config_to_run(run_dir: Path, config_path: Path | None) -> Path | None:
+    """The config file a call on `run_dir` runs with: `config_path` when given, else the run's
+    record, else None (the embedded default: a new run).
+
+    Without --config a resumed `newsbag run` (or a plain `newsbag fuse`) keeps the models and
+    options the run was made with; the embedded bag would run other models into it and replace
+    the record that fusion and status judge every output by.
+    """
+    if config_path is not None:
+        return Path(config_path)
+    record = config_record(run_dir)
+    return record if record.exists() else None
 
 
 def update_config_record(run_dir: Path, change: Callable[[dict | None], dict]) -> None:
