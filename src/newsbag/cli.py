@@ -539,10 +539,11 @@ def slurm_remember(run_dir, settings):
 @slurm.command("recall")
 @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def slurm_recall(run_dir):
-    """Print the recorded submit settings as KEY<TAB>VALUE lines (nothing if none)."""
-    from .slurm import load_settings
+    """Print the settings a submit into RUN reuses (its first submit's, else its recorded config) as
+    KEY<TAB>VALUE lines (nothing if none)."""
+    from .slurm import reused_settings
 
-    for key, value in load_settings(run_dir).items():
+    for key, value in reused_settings(run_dir).items():
         click.echo(f"{key}\t{value}")
 
 

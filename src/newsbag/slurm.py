@@ -37,6 +37,7 @@ __all__ = [
     "SETTING_KEYS",
     "save_settings",
     "load_settings",
+    "reused_settings",
     "live_and_stale_jobs",
     "unrun_lines",
     "stages_with_work",
@@ -578,6 +579,20 @@ def load_settings(run_dir: Path) -> dict[str, str]:
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is unreadable ({exc}); delete it to submit with fresh settings") from None
     return {k: str(v) for k, v in data.items() if k in SETTING_KEYS and "\n" not in str(v) and "\t" not in str(v)}
+
+
+def reused_settings(run_dir: Path) -> dict[str, str]:
+    """What a submit into `run_dir` reuses where it is given nothing: the settings of its first
+    submit (`load_settings`); for a run made without the scripts (`newsbag run --config F`),
+    the config it recorded, which `newsbag run` without --config would use too
+    (`rundir.config_to_run`), not the Torch default that would replace it."""
+    from .rundir import config_to_run
+
+    settings = load_settings(run_dir)
+    recorded = config_to_run(run_dir, None)
+    if "NEWSBAG_CONFIG" not in settings and recorded is not None:
+        settings["NEWSBAG_CONFIG"] = str(recorded)
+    return settings
 
 
 # --- Jobs of a run that are still queued, and those that can never start ---

@@ -139,3 +139,30 @@ def test_full_is_split_with_every_stage(tmp_path, slurm_env, in_dir):
     res = subprocess.run(["bash", str(full), "--input-dir", str(in_dir), "--gpu", "cpu"], env=slurm_env,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "--gpu is fixed here" in res.stderr
+
+
+def test_a_run_dir_made_without_the_scripts_is_submitted_with_its_recorded_config(tmp_path, slurm_env, in_dir):
+    """A run made with `newsbag run --config F` (no RUN/slurm/submit.json), submitted without
+    NEWSBAG_CONFIG, keeps F as `newsbag run` without --config does: configs/pipeline.torch.json
+    would run other models into it and replace its record."""
+    import json
+    import sys
+
+    from nbtest import write_image
+    from newsbag.config import load_config, to_jsonable
+
+    write_image(in_dir / "a.png")
+    run_dir = tmp_path / "run"
+    env = {k: v for k, v in slurm_env.items() if k != "NEWSBAG_CONFIG"}
+    subprocess.run([sys.executable, "-m", "newsbag", "pages", "--run-dir", str(run_dir), "--input-dir", str(in_dir)],
+                   env=env, check=True, capture_output=True)
+    small = json.loads(open(slurm_env["NEWSBAG_CONFIG"]).read())
+    small["stages"] = [s for s in small["stages"] if s["name"] in ("dell", "fusion")]
+    (tmp_path / "small.json").write_text(json.dumps(small))
+    record = run_dir / "config.resolved.json"   # what `newsbag run --config small.json` records
+    record.write_text(json.dumps(to_jsonable(load_config(tmp_path / "small.json").resolved)))
+    res = submit(["--run-dir", str(run_dir), "--dry-run"], env)
+    assert res.returncode == 0, res.stderr
+    assert [(j["NEWSBAG_CONFIG"], j["NEWSBAG_STAGES"]) for j in map(_opts, _sbatch_lines(res.stdout))] == [
+        (str(record), "dell"), (str(record), "fusion")]
+    assert f"reusing the settings recorded in {run_dir}: NEWSBAG_CONFIG={record}" in res.stderr

@@ -153,7 +153,7 @@ def test_failed_gpu_job_leaves_fusion_unrun_and_status_says_so(tmp_path, sample_
     bare = {k: v for k, v in env.items() if not k.startswith(("NEWSBAG_CONFIG", "L40S_", "H200_", "CPU_"))}
     res = submit(["--run-dir", str(run_dir)], bare)
     assert res.returncode == 0, res.stderr
-    assert f"reusing the settings {run_dir} was first submitted with: NEWSBAG_CONFIG={tmp_path / 'broken.json'} " \
+    assert f"reusing the settings recorded in {run_dir}: NEWSBAG_CONFIG={tmp_path / 'broken.json'} " \
            "--gpu split --stages paddle_layout,dell,fusion,review --shards 1" in res.stderr
     assert "H200_MEM=2G" in res.stderr
     assert f"job {fuse} fuse-review did not run (cancelled): job {h200} infer-h200 FAILED" in res.stderr

@@ -6,7 +6,7 @@
 #   NEWSBAG_RUN_DIR   run directory whose manifests/pages.jsonl already exists (required)
 #   NEWSBAG_STAGES    stages to run, separated by , or + (required)
 #   NEWSBAG_SHARDS    N when the job is an array over N manifest slices (task K runs --shard K/N)
-#   NEWSBAG_CONFIG    pipeline config JSON (default: the one newsbag ships)
+#   NEWSBAG_CONFIG    pipeline config JSON (default: the run's recorded config, else the one newsbag ships)
 #   NEWSBAG_PY        interpreter with newsbag installed (default $VENV_DIR/bin/python)
 #   BASE              scratch root for caches (default /scratch/$USER/newsbag)
 #   NEWSBAG_ALLOW_PARTIAL=1  let the job succeed when only some pages failed (exit 4), so the
@@ -55,7 +55,7 @@ device_args=()
 [ -n "${NEWSBAG_DEVICE:-}" ] && device_args=(--device "$NEWSBAG_DEVICE")
 echo "newsbag job ${job}${task} ($kind) on $(hostname -s) partition ${SLURM_JOB_PARTITION:-none}" \
      "restart ${SLURM_RESTART_COUNT:-0} at $(date -Is)"
-echo "  run dir ${NEWSBAG_RUN_DIR}; stages ${NEWSBAG_STAGES}; device ${NEWSBAG_DEVICE:-as configured}; config ${NEWSBAG_CONFIG:-<newsbag default>}"
+echo "  run dir ${NEWSBAG_RUN_DIR}; stages ${NEWSBAG_STAGES}; device ${NEWSBAG_DEVICE:-as configured}; config ${NEWSBAG_CONFIG:-<the run's recorded one, else newsbag's default>}"
 
 # Env check: fail in seconds with a clear message instead of after the queue wait of the next job.
 [ -x "$NEWSBAG_PY" ] || fail "NEWSBAG_PY=$NEWSBAG_PY is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"

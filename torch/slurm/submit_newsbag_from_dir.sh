@@ -30,7 +30,8 @@ writes nothing. A job with no selected stage, or whose stages are all finished, 
 
 The run dir remembers how it was first submitted (D/slurm/submit.json: config, --gpu, --stages,
 --shards, resources, NEWSBAG_ALLOW_PARTIAL); a later submit into D reuses every setting that
-is not given again. Jobs of D that can never start (a job they wait for failed, even before
+is not given again. A run dir made with 'newsbag run --config F' keeps the config it recorded
+(D/config.resolved.json) unless NEWSBAG_CONFIG is given. Jobs of D that can never start (a job they wait for failed, even before
 Slurm noticed) are cancelled; while other jobs of D are queued or running, a submit is
 refused. Requests are checked against the partitions' limits (sinfo/scontrol) and refused if
 no node could ever run them.
@@ -39,7 +40,8 @@ Environment overrides: ACCOUNT (torch_pr_609_general), L40S_PARTITION (l40s_publ
 H200_PARTITION (h200_public), CPU_PARTITION (cs), L40S_GRES, H200_GRES, {L40S,H200,CPU}_MEM,
 {L40S,H200,CPU}_TIME, {L40S,H200,CPU}_CPUS, {L40S,H200,CPU}_EXTRA (more sbatch options),
 BASE (/scratch/\$USER/newsbag), PROJECT_ROOT, VENV_DIR (\$BASE/venv), NEWSBAG_PY
-(\$VENV_DIR/bin/python), NEWSBAG_CONFIG (\$PROJECT_ROOT/configs/pipeline.torch.json if present),
+(\$VENV_DIR/bin/python), NEWSBAG_CONFIG (D's recorded config, else
+\$PROJECT_ROOT/configs/pipeline.torch.json if present),
 SPLIT_H200_STAGES (dell,mineru), NEWSBAG_ALLOW_PARTIAL=1 (fusion runs even if some pages failed),
 CANARY_TIME (00:30:00), CHECK_LIMITS=0 (skip the partition limit check).
 EOF
@@ -94,9 +96,10 @@ if [ ${#input_dirs[@]} -eq 0 ]; then
 fi
 [ -z "$run_dir" ] || case "$run_dir" in /*) ;; *) run_dir=$PWD/$run_dir ;; esac
 
-# A run submitted before: its recorded settings apply wherever this call gives none.
+# An existing run: what it recorded (the settings of its first submit, else the config
+# `newsbag run --config F` recorded) applies wherever this call gives none.
 recalled=()
-if [ -n "$run_dir" ] && [ -f "$run_dir/slurm/submit.json" ]; then
+if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
   py=${NEWSBAG_PY:-${VENV_DIR:-${BASE:-/scratch/${USER:-$(id -un)}/newsbag}/venv}/bin/python}
   [ -x "$py" ] || die "NEWSBAG_PY=$py is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"
   settings=$("$py" -m newsbag slurm recall --run-dir "$run_dir" 2>&1) || die "${settings#newsbag: error: }"
@@ -108,7 +111,7 @@ if [ -n "$run_dir" ] && [ -f "$run_dir/slurm/submit.json" ]; then
       [A-Z]*) if [ -z "${!key+x}" ]; then export "$key=$value"; recalled+=("$key=$value"); fi ;;
     esac
   done <<<"$settings"
-  [ ${#recalled[@]} -eq 0 ] || echo "$PROG: reusing the settings $run_dir was first submitted with: ${recalled[*]}" >&2
+  [ ${#recalled[@]} -eq 0 ] || echo "$PROG: reusing the settings recorded in $run_dir: ${recalled[*]}" >&2
 fi
 gpu=${gpu:-split}
 shards=${shards:-1}
