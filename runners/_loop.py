@@ -34,6 +34,11 @@ runner's stdin (so a killed orchestrator leaves no job file behind). This module
 rest: the skip-if-valid-output check (made before compute), per-page error capture, atomic
 writes, timing, provenance, the run report and the exit code. Runners never import newsbag.
 
+Revisions: bump ``"revision"`` in ``<family>.tool.json`` by one whenever a code change makes the
+runner write something else for the same image and parameters (a change to a shared helper
+here, such as ``clean_regions``, bumps every family using it); the page fingerprint includes it,
+so the next run redoes that family's pages, and only those.
+
 Protocol on stdout: one line per event, ``@@newsbag <json>`` (setup / start / done / end /
 fatal); everything else a model library prints goes to stderr or is ignored by the orchestrator.
 A page is ``ok`` (regions found), ``empty`` (the model answered but nothing usable came back;

@@ -57,10 +57,11 @@ def write_image(path: Path, size=(64, 48), mode="L", fmt=None, **save) -> Path:
 
 
 def write_fake_config(path: Path, variants: dict, *, page_timeout_s=60, env=None, python=None,
-                      extra_stages=(), device="auto", allow_cpu_fallback=True, max_restarts=3) -> Path:
+                      extra_stages=(), device="auto", allow_cpu_fallback=True, max_restarts=3,
+                      runners_dir: Path = FAKE_RUNNERS) -> Path:
     config = {
         "version": 1,
-        "runners_dir": str(FAKE_RUNNERS),
+        "runners_dir": str(runners_dir),
         "envs": {"fake": {"python": python or "", "env": env or {}}},
         "device": device,
         "allow_cpu_fallback": allow_cpu_fallback,

@@ -13,7 +13,7 @@ import pytest
 from newsbag.cli import main
 from newsbag.pages import read_pages
 
-from nbtest import start_newsbag, write_fake_config, write_image
+from nbtest import FAKE_RUNNERS, start_newsbag, write_fake_config, write_image
 
 
 def run_cli(capsys, *args):
@@ -181,6 +181,30 @@ def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
     assert counts({"v": {"tag": "other"}}) == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     write_image(page_dir / "issue1" / "p2.png", size=(44, 30))
     assert counts({"v": {"tag": "other"}}) == {"ok": 1, "empty": 0, "failed": 0, "skipped": 4}
+
+
+def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, capsys):
+    """An upgrade that changes what a runner writes bumps `revision` in its tool.json: a resumed
+    run redoes that family's pages and skips the other family's."""
+    run, runners = tmp_path / "run", tmp_path / "runners"
+    runners.mkdir()
+    spec = json.loads((FAKE_RUNNERS / "fake.tool.json").read_text())
+    for family in ("fake", "other"):
+        (runners / f"{family}.py").symlink_to(FAKE_RUNNERS / "fake.py")  # it finds runners/_loop.py through the link
+        (runners / f"{family}.tool.json").write_text(json.dumps(spec))
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, runners_dir=runners,
+                            extra_stages=[{"name": "other", "family": "other", "env": "fake", "variants": {"v": {}}}])
+    args = ["run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg]
+
+    def counts():
+        code, _, err = run_cli(capsys, *args)
+        assert code == 0, err
+        report = json.loads((run / "reports/run_all.json").read_text())
+        return {s["source"]: (s["counts"]["ok"], s["counts"]["skipped"]) for s in report["sources"]}
+
+    assert counts() == {"fake/v": (5, 0), "other/v": (5, 0)}
+    (runners / "other.tool.json").write_text(json.dumps({**spec, "revision": spec.get("revision", 0) + 1}))
+    assert counts() == {"fake/v": (0, 5), "other/v": (5, 0)}
 
 
 def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path, page_dir, capsys):

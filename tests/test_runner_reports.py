@@ -13,7 +13,7 @@ import pytest
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError, RunnerError
 
-from nbtest import FAKE_RUNNERS, run_cli, start_newsbag, write_fake_config
+from nbtest import FAKE_RUNNERS, REPO, run_cli, start_newsbag, write_fake_config
 
 
 def _src(run: Path) -> Path:
@@ -120,12 +120,30 @@ def _copy_fake(tmp_path, mutate) -> Path:
     (lambda s: s["parameters"].update(dtype={"type": "string", "default": "auto", "enum": ["auto", "float16"]}),
      {"variants": {"v": {"dtype": "float8"}}}, "parameter 'dtype' must be one of ['auto', 'float16'], got 'float8'"),
     (lambda s: None, {"max_empty_share": 2}, "max_empty_share must be a number from 0 to 1"),
+    # the output revision is fingerprinted into every page: a whole number, or absent (0)
+    (lambda s: s.update(revision="2"), {}, 'fake.tool.json: revision must be a whole number >= 0 '
+                                           '(bump it when the runner\'s output changes for the same inputs), got "2"'),
+    (lambda s: s.update(revision=1.5), {}, "fake.tool.json: revision must be a whole number >= 0"),
+    (lambda s: s.update(revision=-1), {}, "got -1"),
+    (lambda s: s.update(revision=True), {}, "got true"),
 ])
 def test_config_load_checks_tool_spec(tmp_path, mutate, stage, message):
     root = _copy_fake(tmp_path, mutate)
     with pytest.raises(ConfigError, match=None) as exc:
         parse_config(_raw_config(tmp_path, root, **stage))
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("spec", sorted((REPO / "runners").glob("*.tool.json")), ids=lambda p: p.name)
+def test_every_shipped_runner_declares_its_output_revision(spec):
+    assert type(json.loads(spec.read_text()).get("revision")) is int
+
+
+@pytest.mark.parametrize("revision, expected", [(None, 0), (0, 0), (3, 3)])  # None: a tool.json without one
+def test_the_family_revision_comes_from_its_tool_json(tmp_path, revision, expected):
+    root = _copy_fake(tmp_path, lambda s: s.update(revision=revision) if revision is not None else s.pop("revision", None))
+    (stage,) = parse_config(_raw_config(tmp_path, root)).stages
+    assert stage.revision == expected
 
 
 def test_label_table_comes_from_the_family_tool_json(tmp_path):

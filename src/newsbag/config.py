@@ -85,6 +85,14 @@ class ModelStage:
     label_map: Mapping[str, str] = field(default_factory=dict)
     # above this share of empty pages (answered, nothing parsed) the source is flagged
     max_empty_share: float = DEFAULT_MAX_EMPTY_SHARE
+    # the family's output revision, from its tool.json "revision" (0 when it declares none)
+    revision: int = 0
+
+    def page_fingerprint(self, variant: str, page_sha256: str) -> str:
+        """The fingerprint a current page of `variant` records (`rundir.source_fingerprint`): what
+        the orchestrator hands the runner, and what its skip, status and the Slurm plan compare."""
+        return rundir.source_fingerprint(self.family, self.revision, dict(self.variants[variant]), self.volatile,
+                                         dict(self.label_map), page_sha256)
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,8 @@ def anchor_params(params: Mapping[str, Any], spec: dict, folder: str | None) -> 
 
 
 def load_tool_spec(family: str, root: Path) -> dict:
-    """The family's ``<family>.tool.json``, checked: parameters (enum defaults valid) and labels.
+    """The family's ``<family>.tool.json``, checked: revision (0 when absent), parameters (enum
+    defaults valid) and labels.
 
     Raises:
         ConfigError: no runner script, no spec, or a spec without a valid label table.
@@ -199,6 +208,10 @@ def load_tool_spec(family: str, root: Path) -> dict:
         raise ConfigError(f"runner {family!r} has no tool spec {path}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    revision = spec.setdefault("revision", 0)  # a runner written elsewhere may declare none
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ConfigError(f"{path}: revision must be a whole number >= 0 (bump it when the runner's output "
+                          f"changes for the same inputs), got {json.dumps(revision)}")
     for name, decl in spec.get("parameters", {}).items():
         if "enum" in decl and decl.get("default") not in decl["enum"]:
             raise ConfigError(f"{path}: parameter {name!r} default {decl.get('default')!r} is not one of {decl['enum']}")
@@ -415,7 +428,7 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
             volatile=tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False)),
             max_failed_fraction=_fraction(f"{where}: max_failed_fraction", sd.get("max_failed_fraction", max_failed)),
             label_map=MappingProxyType(dict(spec["labels"])),
-            max_empty_share=float(max_empty),
+            max_empty_share=float(max_empty), revision=spec["revision"],
         ))
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 

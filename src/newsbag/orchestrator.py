@@ -375,8 +375,7 @@ def run_source(
     fraction = stage.max_failed_fraction if max_failed_fraction is None else max_failed_fraction
     t0 = time.monotonic()
     label_map = dict(stage.label_map)
-    prints = {p.page_id: rundir.source_fingerprint(stage.family, dict(stage.variants[variant]), stage.volatile,
-                                                   label_map, p.sha256) for p in pages}
+    prints = {p.page_id: stage.page_fingerprint(variant, p.sha256) for p in pages}
     fresh, retried, held = [], [], []
     for page in pages:
         if not force and rundir.page_is_current(out_dir, page.page_id, prints[page.page_id]):

@@ -240,12 +240,14 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def source_fingerprint(family: str, params: dict, volatile: Iterable[str], label_map: dict, page_sha256: str) -> str:
-    """What a source page is made from: runner family, the parameters that change its output
-    (`volatile` ones such as batch size or threads do not), the label table, and the image's
+def source_fingerprint(family: str, revision: int, params: dict, volatile: Iterable[str], label_map: dict,
+                       page_sha256: str) -> str:
+    """What a source page is made from: runner family and its output revision (``revision`` in its
+    tool.json: bumped when the runner's code changes its output), the parameters that change its
+    output (`volatile` ones such as batch size or threads do not), the label table, and the image's
     content hash from the manifest. The runner writes it into the page (``source.fingerprint``)."""
     kept = {k: v for k, v in params.items() if k not in set(volatile)}
-    return fingerprint("source", family, kept, label_map, page_sha256)
+    return fingerprint("source", family, revision, kept, label_map, page_sha256)
 
 
 def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None) -> bool:

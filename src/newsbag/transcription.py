@@ -115,7 +115,7 @@ def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage
         env=EnvSpec("transcription", params.python or sys.executable),
         device=params.device, allow_cpu_fallback=params.allow_cpu_fallback,
         timeout_s=params.timeout_s, page_timeout_s=params.page_timeout_s, max_restarts=params.max_restarts,
-        variants={"lines": {**recognizer, "plan_dir": str(plan_dir.resolve())}},
+        variants={"lines": {**recognizer, "plan_dir": str(plan_dir.resolve())}}, revision=spec["revision"],
     )
 
 
