@@ -232,14 +232,18 @@ def _atomic_write_json(path: Path, obj, durable: bool = True) -> None:
         raise
 
 
-def is_valid_output(path: Path, page_id: str) -> bool:
-    """A finished page: parseable JSON for this page id with a regions list."""
+def is_valid_output(path: Path, page_id: str, fingerprint: str | None = None) -> bool:
+    """A finished page: parseable JSON for this page id with a regions list, made with
+    `fingerprint` (the job's, computed by newsbag; None: any)."""
     try:
         with open(path, encoding="utf-8") as fh:
             page = json.load(fh)
     except (OSError, ValueError):
         return False
-    return isinstance(page, dict) and page.get("page_id") == page_id and isinstance(page.get("regions"), list)
+    if not (isinstance(page, dict) and page.get("page_id") == page_id and isinstance(page.get("regions"), list)):
+        return False
+    source = page.get("source")
+    return fingerprint is None or (isinstance(source, dict) and source.get("fingerprint") == fingerprint)
 
 
 def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[list[dict], dict]:
@@ -460,7 +464,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
 
     todo = []
     for page in pages:
-        if not force and is_valid_output(out_dir / f"{page['page_id']}.json", page["page_id"]):
+        if not force and is_valid_output(out_dir / f"{page['page_id']}.json", page["page_id"], page.get("fingerprint")):
             emit("done", page_id=page["page_id"], status="skipped", seconds=0.0)
         else:
             todo.append(page)

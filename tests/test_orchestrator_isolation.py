@@ -243,6 +243,32 @@ def test_streamed_batch_reports_each_page_and_retries_only_unfinished_ones(tmp_p
                      ("start", "c", None), ("done", "c", "failed"), ("start", "d", None), ("done", "d", "ok")]
 
 
+def test_the_runner_keeps_only_a_page_made_with_the_jobs_fingerprint(tmp_path, capsys):
+    """The runner's own resume check (before compute) is the orchestrator's: a valid page that
+    records another fingerprint than the job's is computed again; one with the job's is skipped."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
+    import _loop
+
+    class OneBox:
+        def __init__(self, params, device, allow_cpu_fallback):
+            self.device_used, self.info = "cpu", {}
+
+        def detect(self, image_path, page):
+            return [{"bbox_xyxy": [1, 1, 5, 5], "label": "text", "score": 0.5}]
+
+    for page_id, made_with in (("kept", "now"), ("stale", "before")):
+        (tmp_path / f"{page_id}.json").write_text(json.dumps(
+            {"page_id": page_id, "regions": [], "source": {"fingerprint": made_with}}))
+    pages = [{"page_id": k, "image_path": "-", "path": f"{k}.png", "width": 10, "height": 10, "fingerprint": "now"}
+             for k in ("kept", "stale")]
+    job = {"stage": "s", "variant": "v", "family": "f", "out_dir": str(tmp_path), "pages": pages}
+    assert _loop.run_job(job, OneBox) == 0
+    events = [json.loads(line[len(_loop.EVENT_PREFIX):]) for line in capsys.readouterr().out.splitlines()]
+    assert {e["page_id"]: e["status"] for e in events if e["event"] == "done"} == {"kept": "skipped", "stale": "ok"}
+    redone = tmp_path / "stale.json"
+    assert json.loads(redone.read_text())["source"]["fingerprint"] == "now"
+
+
 @pytest.mark.parametrize("value", [1.5, -0.1, "half", True])
 def test_max_failed_fraction_is_validated(tmp_path, value):
     from newsbag.errors import ConfigError

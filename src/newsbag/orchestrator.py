@@ -383,8 +383,8 @@ def run_source(
             outcome.pages[page.page_id] = o
             on_page(o)
             continue
-        # A valid page made from other parameters or another image is stale: remove it so
-        # the runner's own skip-if-valid check does not keep it.
+        # A valid page made from other parameters, another image or another runner revision is
+        # stale: remove it, so that fusion and exports never take it for the page if it now fails.
         (out_dir / f"{page.page_id}.json").unlink(missing_ok=True)
         before = None if force else _previous_failure(out_dir, page.page_id)
         if before is None:
