@@ -246,6 +246,12 @@ def is_valid_output(path: Path, page_id: str, fingerprint: str | None = None) ->
     return fingerprint is None or (isinstance(source, dict) and source.get("fingerprint") == fingerprint)
 
 
+def _identity(path: Path) -> list[int]:
+    """[size, mtime_ns] of a file: newsbag's `rundir.file_identity`."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
 def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[list[dict], dict]:
     """Swap inverted corners, clip boxes to the page, drop degenerate ones, add the canonical class.
 
@@ -564,12 +570,16 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         if reason:
             record["empty_reason"] = reason
             log(f"page {page_id} ({page['path']}): {where}: empty: {reason}")
-        atomic_write_json(out_dir / f"{page_id}.json", record, durable=False)
+        path = out_dir / f"{page_id}.json"
+        atomic_write_json(path, record, durable=False)
         (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
+        # What this file is (its fingerprint, size and mtime): newsbag's index of the folder, so a
+        # rerun and `status` stat the page instead of parsing it (rundir.current_source_pages).
+        written = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
         with lock:
             report["pages"][page_id] = {"status": status, "seconds": round(seconds, 4), "regions": len(regions),
                                         **({"reason": reason} if reason else {}),
-                                        **({"warnings": warnings} if warnings else {})}
+                                        **({"warnings": warnings} if warnings else {}), **written}
             counts[status] += 1
             dirty.set()
         if detector.shared is not None:

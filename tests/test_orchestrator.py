@@ -184,8 +184,12 @@ def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
 
 
 def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, capsys):
-    """An upgrade that changes what a runner writes bumps `revision` in its tool.json: a resumed
-    run redoes that family's pages and skips the other family's."""
+    """An upgrade that changes what a runner writes bumps `revision` in its tool.json: status and the
+    Slurm resubmit plan call that family's pages stale, and a resumed run redoes them and skips the
+    other family's."""
+    from newsbag.config import load_config
+    from newsbag.slurm import pending_stages
+
     run, runners = tmp_path / "run", tmp_path / "runners"
     runners.mkdir()
     spec = json.loads((FAKE_RUNNERS / "fake.tool.json").read_text())
@@ -202,9 +206,39 @@ def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, caps
         report = json.loads((run / "reports/run_all.json").read_text())
         return {s["source"]: (s["counts"]["ok"], s["counts"]["skipped"]) for s in report["sources"]}
 
+    def status():
+        code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+        assert code == 0, err
+        return {s["source"]: (s["done"], s["stale"], s["pending"]) for s in json.loads(out)["sources"]}
+
     assert counts() == {"fake/v": (5, 0), "other/v": (5, 0)}
+    assert status() == {"fake/v": (5, 0, 0), "other/v": (5, 0, 0)}
+    assert pending_stages(load_config(cfg), [], run) == []
     (runners / "other.tool.json").write_text(json.dumps({**spec, "revision": spec.get("revision", 0) + 1}))
+    assert status() == {"fake/v": (5, 0, 0), "other/v": (0, 5, 0)}
+    assert pending_stages(load_config(cfg), [], run) == ["other"]
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0 and "stale     5" in next(line for line in out.splitlines() if "other/v" in line)
     assert counts() == {"fake/v": (0, 5), "other/v": (5, 0)}
+    assert status() == {"fake/v": (5, 0, 0), "other/v": (5, 0, 0)}
+
+
+def test_status_counts_source_files_when_the_recorded_config_no_longer_loads(tmp_path, page_dir, capsys, caplog):
+    """A runner's tool.json gone since the run: status still answers, by the files, and says why."""
+    from newsbag.status import collect_status
+
+    runners = tmp_path / "runners"
+    runners.mkdir()
+    (runners / "fake.py").symlink_to(FAKE_RUNNERS / "fake.py")
+    (runners / "fake.tool.json").write_text((FAKE_RUNNERS / "fake.tool.json").read_text())
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, runners_dir=runners)
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)[0] == 0
+    (runners / "fake.tool.json").unlink()
+    (source,) = collect_status(run)["sources"]
+    assert (source["done"], source["stale"], source["pending"]) == (5, 0, 0)
+    assert (f"status: source pages counted without checking their fingerprints: runner 'fake' has no tool spec "
+            f"{runners / 'fake.tool.json'}") in caplog.text
 
 
 def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path, page_dir, capsys):

@@ -245,7 +245,8 @@ def test_streamed_batch_reports_each_page_and_retries_only_unfinished_ones(tmp_p
 
 def test_the_runner_keeps_only_a_page_made_with_the_jobs_fingerprint(tmp_path, capsys):
     """The runner's own resume check (before compute) is the orchestrator's: a valid page that
-    records another fingerprint than the job's is computed again; one with the job's is skipped."""
+    records another fingerprint than the job's is computed again; one with the job's is skipped.
+    The report records what each written page is (fingerprint, size and mtime): newsbag's index."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
     import _loop
 
@@ -267,6 +268,9 @@ def test_the_runner_keeps_only_a_page_made_with_the_jobs_fingerprint(tmp_path, c
     assert {e["page_id"]: e["status"] for e in events if e["event"] == "done"} == {"kept": "skipped", "stale": "ok"}
     redone = tmp_path / "stale.json"
     assert json.loads(redone.read_text())["source"]["fingerprint"] == "now"
+    entry = json.loads((tmp_path / "run_report.json").read_text())["pages"]["stale"]
+    st = redone.stat()
+    assert entry["fingerprint"] == "now" and entry["identity"] == [st.st_size, st.st_mtime_ns]
 
 
 @pytest.mark.parametrize("value", [1.5, -0.1, "half", True])

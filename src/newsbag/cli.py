@@ -215,11 +215,12 @@ def status(run_dir, as_json):
         for r in info["rejected"][:20]:
             click.echo(f"      {r['error']}")
     for s in info["sources"]:
-        note = job_note(s["source"].split("/")[0], jobs) if s["pending"] or s["failed"] else ""
+        note = job_note(s["source"].split("/")[0], jobs) if s["pending"] or s["stale"] or s["failed"] else ""
         share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"
         flag = "  FLAGGED: model answers, nothing parses" if s["flagged"] else ""
-        click.echo(f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}  "
-                   f"pending {s['pending']:>6}{flag}" + (f"  ({note})" if note else ""))
+        stale = f"  stale {s['stale']:>5}" if s["stale"] else ""
+        click.echo(f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}"
+                   f"{stale}  pending {s['pending']:>6}{flag}" + (f"  ({note})" if note else ""))
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():

@@ -376,9 +376,10 @@ def run_source(
     t0 = time.monotonic()
     label_map = dict(stage.label_map)
     prints = {p.page_id: stage.page_fingerprint(variant, p.sha256) for p in pages}
+    current = set() if force else rundir.current_source_pages(out_dir, prints)
     fresh, retried, held = [], [], []
     for page in pages:
-        if not force and rundir.page_is_current(out_dir, page.page_id, prints[page.page_id]):
+        if page.page_id in current:
             o = PageOutcome(page.page_id, "skipped")
             outcome.pages[page.page_id] = o
             on_page(o)

@@ -41,6 +41,7 @@ __all__ = [
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
+    "source_reports", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
@@ -250,23 +251,60 @@ def source_fingerprint(family: str, revision: int, params: dict, volatile: Itera
     return fingerprint("source", family, revision, kept, label_map, page_sha256)
 
 
-def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None) -> bool:
+def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None,
+                    written_as: str | None = None) -> bool:
     """The source or fused page exists, passes the contract and records the fingerprint computed now.
 
     ``written``: the page's `file_identity` that its stage recorded in its own index right after
-    writing it with the fingerprint `expected`. While the file still has that identity it is
-    that very file, so it is current without being opened: a rerun with nothing changed stats
-    files instead of parsing them (fusion: 11 fused pages, ~60 ms per page before). Any other
-    identity (rewritten, touched, replaced) falls back to opening and checking it.
+    writing it with the fingerprint ``written_as`` (default `expected`). While the file still has
+    that identity it is that very file, so it is judged by that fingerprint without being
+    opened: a rerun with nothing changed stats files instead of parsing them (fusion: 11 fused
+    pages, ~60 ms per page before). Any other identity (rewritten, touched, replaced) falls back
+    to opening and checking it.
     """
     path = Path(out_dir) / f"{page_id}.json"
     if written is not None and file_identity(path) == list(written):
-        return True
+        return written_as in (None, expected)
     try:
         page = read_page(path, page_id, members=False)
     except ValueError:
         return False
     return page["source"].get("fingerprint") == expected
+
+
+def source_reports(out_dir: Path) -> list[dict]:
+    """The ``pages`` of each run report in a source folder (``run_report.json``, one per shard
+    ``run_report.shard-K-of-N.json``), by file name; unreadable ones are left out."""
+    out = []
+    for path in sorted(Path(out_dir).glob("run_report*.json")):
+        try:
+            pages = read_json(path).get("pages")
+        except (OSError, ValueError, AttributeError):
+            continue
+        out.append(pages if isinstance(pages, dict) else {})
+    return out
+
+
+def current_source_pages(out_dir: Path, expected: dict[str, str]) -> set[str]:
+    """The pages of `expected` (page id -> `source_fingerprint` computed now) whose source page
+    in `out_dir` is current (`page_is_current`): what a run skips and `status` counts as done.
+
+    The runner records each page it writes in its run report with the fingerprint and file
+    identity it wrote (the newest write counts where reports of several shardings name a page):
+    a page still of that identity is judged by a stat, any other is opened.
+    """
+    index: dict[str, tuple[list[int], str]] = {}
+    for pages in source_reports(out_dir):
+        for page_id, entry in pages.items():
+            if page_id not in expected or not isinstance(entry, dict):
+                continue
+            identity, made_with = entry.get("identity"), entry.get("fingerprint")
+            if (isinstance(made_with, str) and isinstance(identity, list) and len(identity) == 2
+                    and all(type(v) is int for v in identity)
+                    and (page_id not in index or identity[1] > index[page_id][0][1])):
+                index[page_id] = (identity, made_with)
+    return {page_id for page_id, fp in expected.items()
+            if page_is_current(out_dir, page_id, fp, *index.get(page_id, (None, None)))}
 
 
 # -- membership ---------------------------------------------------------------------------

@@ -9,11 +9,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from .config import ModelStage, PipelineConfig, load_config
 from .errors import ConfigError, InputError
 from .io import append_jsonl, read_json, write_json
+
+if TYPE_CHECKING:
+    from .pages import PageRecord   # pages imports numpy and Pillow: only where a plan reads the manifest
 
 __all__ = [
     "JOBS_FILE",
@@ -314,23 +317,24 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
                    status: dict | None = None) -> list[str]:
     """Selected stages that still have work in `run_dir`, in config order.
 
-    A model stage is pending while any of its sources lacks a finished page of the manifest
-    (failed pages count: a resubmit retries them). Fusion is pending when a model stage is, or
+    A model stage is pending while any of its sources lacks a current page of the manifest
+    (failed and stale pages count: a resubmit redoes them). Fusion is pending when a model stage is, or
     when a variant has pages not done (missing, failed or stale) or none exists; review when
     fusion is, or a board is not done (missing, failed or stale) or the gallery is missing.
     Other builtin stages have no cheap check and always count as pending. ``status``: the
     run's `collect_status` when the caller has it.
     """
-    from . import rundir
+    from .pages import read_pages
     from .status import collect_status
 
-    ids = rundir.manifest_page_ids(run_dir)
+    pages = read_pages(run_dir)
+    ids = [p.page_id for p in pages]
     status = status if status is not None else collect_status(run_dir)
     pending: list[str] = []
     model_pending = fusion_pending = False
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
-            todo = _lacks_pages(run_dir, [stage], ids)
+            todo = _lacks_pages(run_dir, [stage], pages)
             model_pending |= todo
         elif stage.kind == "fusion":
             todo = fusion_pending = (model_pending or not status["fusion"]
@@ -359,13 +363,14 @@ def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
     return set(pending_stages(config, [], run_dir, status))
 
 
-def _lacks_pages(run_dir: Path, stages: Sequence[ModelStage], page_ids: Sequence[str]) -> bool:
-    """Whether a source of `stages` lacks a finished page of `page_ids` (failed pages count:
-    a resubmit retries them)."""
+def _lacks_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord]) -> bool:
+    """Whether a source of `stages` lacks a current page of `pages` (failed and stale pages
+    count: a resubmit redoes them), by the rule a run skips pages by."""
     from . import rundir
 
-    return any(not rundir.is_page_done(rundir.source_dir(run_dir, stage.name, v), pid)
-               for stage in stages for v in stage.variants for pid in page_ids)
+    return any(len(rundir.current_source_pages(rundir.source_dir(run_dir, stage.name, v),
+                                                {p.page_id: stage.page_fingerprint(v, p.sha256) for p in pages}))
+               < len(pages) for stage in stages for v in stage.variants)
 
 
 def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None) -> str:
@@ -379,12 +384,11 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
         return ""
     tasks = list(range(shards))
     if run_dir is not None:
-        from . import rundir
-        from .pages import select_shard
+        from .pages import read_pages, select_shard
 
-        ids = rundir.manifest_page_ids(run_dir)
+        pages = read_pages(run_dir)
         stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
-        tasks = [k for k in tasks if _lacks_pages(run_dir, stages, select_shard(ids, (k, shards)))]
+        tasks = [k for k in tasks if _lacks_pages(run_dir, stages, select_shard(pages, (k, shards)))]
     spans: list[list[int]] = []
     for k in tasks:
         if spans and k == spans[-1][1] + 1:
@@ -809,7 +813,7 @@ def selected_stage_names(run_dir: Path) -> set[str] | None:
 
 
 def job_note(stage: str, rows: Sequence[dict]) -> str:
-    """What the latest job of `stage` is doing, for a source row with pending or failed pages."""
+    """What the latest job of `stage` is doing, for a source row with pending, stale or failed pages."""
     mine = [r for r in rows if stage in _stage_set(r.get("stages"))]
     if not mine:
         return "no job submitted for this stage" if rows else ""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import DEFAULT_MAX_EMPTY_SHARE, checked_builtin_options, read_config_json
+from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, checked_builtin_options, load_config, read_config_json
 from .errors import ConfigError
 from .fusion.stage import fused_status
 from .io import read_json
@@ -15,6 +16,8 @@ from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages, read_rejected
 
 __all__ = ["collect_status"]
+
+log = logging.getLogger(__name__)
 
 
 def _page_files(folder: Path) -> set[str]:
@@ -30,11 +33,7 @@ def _empty_pages(folder: Path) -> dict[str, str]:
     The run reports (one per shard) are read instead of every page file: cheap at 100k pages.
     """
     empty: dict[str, str] = {}
-    for path in sorted(folder.glob("run_report*.json")):
-        try:
-            pages = read_json(path).get("pages", {})
-        except (OSError, ValueError):
-            continue
+    for pages in rundir.source_reports(folder):
         for page_id, rec in pages.items():
             if isinstance(rec, dict) and rec.get("status") == "empty":
                 empty[page_id] = rec.get("reason") or ""
@@ -56,11 +55,26 @@ def _recorded_stages(record: Path) -> list[dict]:
     return stages
 
 
+def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
+    """"<stage>/<variant>" -> (stage, variant) of the recorded config's model stages: what their
+    pages' fingerprints are judged by. {} without a record, or with one that no longer loads (a
+    runner or its tool.json gone): pages then count as done by their file alone, and the log says why."""
+    if not record.exists():
+        return {}
+    try:
+        config = load_config(record)
+    except ConfigError as exc:
+        log.warning("status: source pages counted without checking their fingerprints: %s", exc)
+        return {}
+    return {f"{s.name}/{v}": (s, v) for s in config.stages if isinstance(s, ModelStage) for v in s.variants}
+
+
 def collect_status(run_dir: Path) -> dict:
     """Counts per source, fusion variant and review board; failures with their one-line errors.
 
-    Fused pages and boards count as done only while `newsbag fuse` / `review` would skip them
-    (their stages' own rules, with the options the run's config gives them)."""
+    Source pages, fused pages and boards count as done only while a run, `newsbag fuse` /
+    `review` would skip them (their stages' own rules, with the config the run recorded);
+    the others are stale."""
     run_dir = Path(run_dir)
     records = read_pages(run_dir)
     ids = {p.page_id for p in records}
@@ -77,12 +91,19 @@ def collect_status(run_dir: Path) -> dict:
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
     found = set(discover_sources(run_dir))
+    judged = _recorded_sources(record)
+    sha = {p.page_id: p.sha256 for p in records}
     sources = []
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name
-        done = _page_files(folder) & ids
+        present = _page_files(folder) & ids
+        if name in judged:   # by the rule a run skips pages by
+            stage, variant = judged[name]
+            done = rundir.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present})
+        else:
+            done = present
         failed_files = {p.stem: p for p in (folder / FAILED_DIR).glob("*.json") if not p.name.endswith(".invalid.json")}
-        failed = {k: v for k, v in failed_files.items() if k in ids and k not in done}
+        failed = {k: v for k, v in failed_files.items() if k in ids and k not in present}
         errors = {}
         for page_id, path in sorted(failed.items())[:20]:
             try:
@@ -92,8 +113,8 @@ def collect_status(run_dir: Path) -> dict:
         empty = {k: v for k, v in _empty_pages(folder).items() if k in done}
         share = len(empty) / len(done) if done else None
         limit = max_empty.get(name, DEFAULT_MAX_EMPTY_SHARE)
-        sources.append({"source": name, "done": len(done), "failed": len(failed),
-                        "pending": len(ids - done - set(failed)), "errors": errors,
+        sources.append({"source": name, "done": len(done), "stale": len(present - done), "failed": len(failed),
+                        "pending": len(ids - present - set(failed)), "errors": errors,
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5])})

@@ -1,0 +1,66 @@
+"""rundir's freshness rule for source pages, with the runners' reports as its index."""
+
+import json
+import os
+
+import pytest
+
+from newsbag import rundir
+from newsbag.io import read_page
+
+
+def _write_page(folder, fingerprint):
+    path = folder / "p.json"
+    path.write_text(json.dumps({"page_id": "p", "image": {"path": "p.png", "width": 10, "height": 10},
+                                "source": {"stage": "s", "variant": "v", "family": "f", "fingerprint": fingerprint},
+                                "regions": []}))
+    return rundir.file_identity(path)
+
+
+@pytest.mark.parametrize("made_with, recorded, rewritten_with, current, opened", [
+    ("now", "now", None, True, False),            # the report says what the file is: judged by a stat
+    ("before", "before", None, False, False),     # recorded with another fingerprint: stale by a stat
+    ("before", "before", "now", True, True),      # rewritten since (a runner that records nothing): opened
+    ("now", "now", "before", False, True),        # replaced since by an older page: opened, stale
+    ("now", None, None, True, True),              # no report entry (pages of older runs): opened
+    ("before", None, None, False, True),
+])
+def test_current_source_pages_agrees_with_the_page_itself(tmp_path, monkeypatch, made_with, recorded,
+                                                          rewritten_with, current, opened):
+    reads = []
+    monkeypatch.setattr(rundir, "read_page", lambda path, *a, **k: reads.append(path) or read_page(path, *a, **k))
+    identity = _write_page(tmp_path, made_with)
+    if recorded:
+        pages = {"p": {"status": "ok", "fingerprint": recorded, "identity": identity}}
+        (tmp_path / "run_report.json").write_text(json.dumps({"pages": pages}))
+    if rewritten_with:
+        _write_page(tmp_path, rewritten_with)
+        os.utime(tmp_path / "p.json", ns=(identity[1] + 10**9, identity[1] + 10**9))
+    assert rundir.current_source_pages(tmp_path, {"p": "now"}) == ({"p"} if current else set())
+    assert bool(reads) == opened
+
+
+@pytest.mark.parametrize("entry", [
+    {"status": "ok", "identity": None},                          # no fingerprint recorded: opened
+    {"status": "ok", "fingerprint": "now", "identity": "big"},   # not an identity: opened
+    {"status": "ok", "fingerprint": 7, "identity": None},
+    "ok",
+])
+def test_a_report_entry_that_is_no_record_of_the_file_is_not_trusted(tmp_path, entry):
+    identity = _write_page(tmp_path, "before")
+    if isinstance(entry, dict) and entry["identity"] is None:
+        entry = {**entry, "identity": identity}
+    (tmp_path / "run_report.json").write_text(json.dumps({"pages": {"p": entry}}))
+    assert rundir.current_source_pages(tmp_path, {"p": "now"}) == set()
+
+
+def test_of_two_shardings_reports_the_newest_write_counts(tmp_path):
+    """A run sharded one way, then another: both reports name the page; the file is the newer write."""
+    identity = _write_page(tmp_path, "now")
+    older = [identity[0], identity[1] - 10**9]
+    (tmp_path / "run_report.json").write_text(json.dumps(
+        {"pages": {"p": {"status": "ok", "fingerprint": "now", "identity": identity}}}))
+    (tmp_path / "run_report.shard-0-of-2.json").write_text(json.dumps(
+        {"pages": {"p": {"status": "ok", "fingerprint": "before", "identity": older}}}))
+    assert rundir.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
+    assert rundir.current_source_pages(tmp_path, {"p": "before"}) == set()
