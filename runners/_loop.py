@@ -50,7 +50,9 @@ allowed; 1 the model could not be set up for another reason (a ``fatal`` event s
 The run report is rewritten atomically as pages finish (at most every ``report_flush_s``
 seconds, and always at the end), so a runner killed by Slurm or the OOM killer leaves a
 report that matches the page files on disk. Nothing is written before the model is set up:
-a runner that refuses to start leaves no report and no folder behind.
+a runner that refuses to start leaves no report and no folder behind. Calls running one
+variant at once on different pages share its report: each write merges the runner's own page
+records over the file's under a lock (`_report_lock`), so none drops another's pages.
 
 A runner dies with the orchestrator that started it (``NEWSBAG_PARENT_PID``): Linux
 PR_SET_PDEATHSIG plus a parent-pid watch elsewhere; it then kills its own process group, so
@@ -60,7 +62,9 @@ no orphan keeps computing (and recording) pages nobody waits for.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import fcntl
 import json
 import shutil
 import math
@@ -449,6 +453,39 @@ def _load_report(path: Path) -> dict:
         return {}
 
 
+def _identity(path: Path) -> tuple | None:
+    """(inode, size, mtime) of a file, None when missing: whether it is still the one we wrote."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+@contextlib.contextmanager
+def _report_lock(report_path: Path):
+    """Hold ``.<report name>.lock`` beside the run report while it is read, merged and replaced.
+
+    Two calls may run one variant at once on different pages (``--pages`` subsets of one run
+    dir): one lock per report, so each merges its records over the other's, never under them.
+    A POSIX record lock, as newsbag's ``rundir.manifest_lock``: it holds across nodes on NFS,
+    and the kernel drops it when its holder is killed.
+    """
+    lock = report_path.with_name(f".{report_path.name}.lock")
+    try:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        raise RunDirFull(f"cannot write {lock}: {exc.strerror}") from None
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def run_job(job: dict, detector_cls, on_flush=None) -> int:
     """Run every page of `job` through `detector_cls`; returns the runner exit code.
 
@@ -475,6 +512,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         else:
             todo.append(page)
 
+    # Stat before reading: a report another call replaces in between is merged at the first write.
+    written = _identity(report_path)  # the report as this job read or last wrote it
     report = _load_report(report_path)
     report.update({
         "stage": job["stage"], "variant": job["variant"], "family": job["family"],
@@ -483,26 +522,36 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
     })
     report.pop("finished", None)
-    report.setdefault("pages", {})
-    for page in pages:
-        if page not in todo:
-            report["pages"].setdefault(page["page_id"], {"status": "ok", "seconds": None})
+    mine: dict[str, dict] = {}  # the page records this job wrote
+    skipped = {page["page_id"]: {"status": "ok", "seconds": None} for page in pages if page not in todo}
+
+    def merge(on_disk: dict) -> None:
+        """This job's records over those on disk (another call's pages, earlier runs)."""
+        theirs = on_disk.get("pages")
+        report["pages"] = {**skipped, **(theirs if isinstance(theirs, dict) else {}), **mine}
+
+    merge(report)
     counts = {"ok": 0, "empty": 0, "failed": 0, "skipped": len(pages) - len(todo)}
     lock = threading.Lock()
     dirty = threading.Event()
 
     def write_report() -> None:
         """Write the report (and let the family mirror it) atomically. Caller holds `lock`."""
-        report["counts"] = dict(counts)
-        report["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-        timed = [p["seconds"] for p in report["pages"].values()
-                 if p.get("status") in ("ok", "empty") and p.get("seconds") is not None]
-        report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
-        summarise_pages(report, max_empty_share)
-        atomic_write_json(report_path, report)
-        if on_flush is not None:
-            on_flush(job, report)
+        nonlocal written
+        with _report_lock(report_path):
+            if _identity(report_path) != written:  # another call running this variant wrote it
+                merge(_load_report(report_path))
+            report["counts"] = dict(counts)
+            report["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            timed = [p["seconds"] for p in report["pages"].values()
+                     if p.get("status") in ("ok", "empty") and p.get("seconds") is not None]
+            report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
+            summarise_pages(report, max_empty_share)
+            atomic_write_json(report_path, report)
+            written = _identity(report_path)
+            if on_flush is not None:
+                on_flush(job, report)
         dirty.clear()
 
     def flush_loop(stop: threading.Event) -> None:
@@ -577,9 +626,9 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         # rerun and `status` stat the page instead of parsing it (rundir.current_source_pages).
         written = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
         with lock:
-            report["pages"][page_id] = {"status": status, "seconds": round(seconds, 4), "regions": len(regions),
-                                        **({"reason": reason} if reason else {}),
-                                        **({"warnings": warnings} if warnings else {}), **written}
+            report["pages"][page_id] = mine[page_id] = {
+                "status": status, "seconds": round(seconds, 4), "regions": len(regions),
+                **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **written}
             counts[status] += 1
             dirty.set()
         if detector.shared is not None:
@@ -597,7 +646,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
         with lock:
-            report["pages"][page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
+            report["pages"][page_id] = mine[page_id] = {"status": "failed", "error": error,
+                                                        "seconds": round(seconds, 4)}
             counts["failed"] += 1
             dirty.set()
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)

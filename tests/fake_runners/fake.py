@@ -4,8 +4,9 @@ Modes, applied to pages whose id contains one of `on`: ok (default), raise (exce
 detect), crash (SIGKILL itself), segv (SIGSEGV itself, as a native library would), die
 (os._exit(1)), hang (sleep), slow (sleep `seconds`, then ok), garbage (writes invalid JSON
 as output), exit0 (exits 0 mid-job), empty (the model answers, nothing parses), setupfail
-(a CUDA error while loading). Mode noop exits 0 at once without any output or event;
-FAKE_MODES=importerror fails at import, before any event (a broken env). With `batch_size`
+(a CUDA error while loading), wait (touches `$FAKE_GATE.reached`, then waits until the
+file FAKE_GATE exists: a test holds the runner mid-job while other calls run). Mode noop exits
+0 at once without any output or event; FAKE_MODES=importerror fails at import, before any event (a broken env). With `batch_size`
 > 1 the detector offers detect_batch, which runs the pages one after another inside one call
 (so a crash or hang anywhere kills the whole batch, as a real batched predict() does).
 FAKE_PIDFILE names a file the runner writes its pid into (orphan tests); FAKE_BREAK_ON_RESTART
@@ -72,6 +73,11 @@ class Detector:
                 os._exit(1)
             if mode == "hang":
                 time.sleep(3600)
+            if mode == "wait":
+                gate = Path(os.environ["FAKE_GATE"])
+                Path(f"{gate}.reached").touch()
+                while not gate.exists():
+                    time.sleep(0.05)
             if mode == "slow":
                 time.sleep(float(self.params.get("seconds") or 1))
             if mode == "exit0":

@@ -1,0 +1,60 @@
+"""Several `newsbag run` calls on one run dir at once (Slurm array tasks, `--pages` subsets):
+no call loses or hides another's pages, failures or reports."""
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from nbtest import run_cli, start_newsbag, write_fake_config, write_image
+
+
+def _ids(run: Path) -> dict[str, str]:
+    """Page id by image stem (page00 -> page00-<hash>)."""
+    lines = (run / "manifests" / "pages.jsonl").read_text().splitlines()
+    return {json.loads(line)["page_id"].split("-")[0]: json.loads(line)["page_id"] for line in lines}
+
+
+def test_calls_on_one_source_at_once_keep_each_others_pages_in_every_report(tmp_path, capsys):
+    """Call B holds its runner mid-job while calls A1 (a page fails) and A2 (a page comes back
+    empty) run the same source on other pages and finish; B then finishes last. The source's
+    run_report.json, status, the ledger and the run summaries must still show A1's and A2's pages."""
+    for i in range(6):
+        write_image(tmp_path / "pages" / f"page{i:02d}.png", size=(40, 30))
+    run, gate = tmp_path / "run", tmp_path / "gate"
+    assert run_cli(capsys, "pages", "--input-dir", tmp_path / "pages", "--run-dir", run)[0] == 0
+    ids = _ids(run)
+
+    def call(name: str, mode: str, on: str) -> Path:
+        return write_fake_config(tmp_path / f"{name}.json", {"v": {"mode": mode, "on": [on]}},
+                                 env={"FAKE_GATE": str(gate)})
+
+    held = start_newsbag("run", "--run-dir", run, "--config", call("b", "wait", "page04"),
+                         "--pages", ",".join(ids[p] for p in ("page03", "page04", "page05")), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not Path(f"{gate}.reached").exists() and held.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", call("a1", "raise", "page00"),
+                               "--pages", ids["page00"])
+        assert code == 4, err
+        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", call("a2", "empty", "page01"),
+                               "--pages", f"{ids['page01']},{ids['page02']}")
+        assert code == 0, err
+    finally:
+        gate.touch()
+        _, held_err = held.communicate(timeout=60)
+    assert held.returncode == 0, held_err
+
+    report = json.loads((run / "outputs/sources/fake/v/run_report.json").read_text())
+    assert {k: v["status"] for k, v in report["pages"].items()} == {
+        ids["page00"]: "failed", ids["page01"]: "empty",
+        **{ids[p]: "ok" for p in ("page02", "page03", "page04", "page05")}}
+    assert report["pages"][ids["page00"]]["error"] == f"ValueError: bad page {ids['page00']}"
+    assert report["page_totals"] == {"ok": 4, "empty": 1, "failed": 1}
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    row = json.loads(out)["sources"][0]
+    assert (row["done"], row["empty"], row["failed"], row["pending"]) == (5, 1, 1, 0)
+    assert row["errors"] == {ids["page00"]: f"ValueError: bad page {ids['page00']}"}
+    ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert [r["page_id"] for r in ledger] == [ids["page00"]]
