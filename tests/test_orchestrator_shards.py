@@ -58,3 +58,9 @@ def test_calls_on_one_source_at_once_keep_each_others_pages_in_every_report(tmp_
     assert row["errors"] == {ids["page00"]: f"ValueError: bad page {ids['page00']}"}
     ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
     assert [r["page_id"] for r in ledger] == [ids["page00"]]
+    # one run summary per call, none overwriting another: A1's failure is still in its own
+    summaries = [json.loads(p.read_text())["sources"][0] for p in (run / "reports").glob("run_*.json")]
+    assert sorted((s["counts"]["ok"], s["counts"]["empty"], s["counts"]["failed"]) for s in summaries) == [
+        (0, 0, 1), (1, 1, 0), (3, 0, 0)]
+    assert [s["failures"] for s in summaries if s["failures"]] == [
+        {ids["page00"]: f"ValueError: bad page {ids['page00']}"}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -192,12 +193,20 @@ def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: R
                                  record=record)
 
 
-def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:
-    """What ran where: one report per job kind (stages + shard), so parallel jobs never clash."""
+def _summary_name(opts: RunOptions) -> str:
+    """One report per kind of call: its stages, its shard and the pages it names (--pages), so
+    calls at once on other pages never overwrite each other's report (and its failures)."""
     name = "-".join(opts.stages) if opts.stages else "all"
     if opts.shard is not None:
         name += f".shard-{opts.shard[0]}-of-{opts.shard[1]}"
-    write_json(rundir.reports_dir(run_dir) / f"run_{name}.json", {
+    if opts.page_ids:
+        name += f".pages-{hashlib.sha256(' '.join(sorted(set(opts.page_ids))).encode()).hexdigest()[:8]}"
+    return name
+
+
+def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:
+    """What ran where: one report per kind of call (`_summary_name`), so parallel jobs never clash."""
+    write_json(rundir.reports_dir(run_dir) / f"run_{_summary_name(opts)}.json", {
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": summary.config,
         "pages": summary.pages,
         "seconds": round(summary.seconds, 2),
