@@ -5,6 +5,7 @@ tests pin who is blamed, how many pages finish, and the exit code.
 """
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -82,6 +83,24 @@ def test_only_the_culprit_fails(tmp_path, eight_pages, capsys, mode, n_pages, ba
     assert counts == {"ok": n_pages - len(culprits), "empty": 0, "failed": len(culprits), "skipped": 0}
     ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
     assert sorted(r["page_id"].split("-")[0] for r in ledger) == sorted(culprits)
+
+
+@pytest.mark.parametrize("culprit", ["page05", "page07"])  # a restart follows it / it is the last page run
+def test_a_crash_inside_a_streamed_batch_keeps_the_pages_before_it_in_every_record(tmp_path, eight_pages, capsys,
+                                                                                    caplog, monkeypatch, culprit):
+    """The OOM killer takes the runner inside a batch of 4 after it wrote some of that batch's
+    pages: they are kept and counted, and the culprit alone fails, with one log line."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "crash", "on": [culprit], "batch_size": 4,
+                                                        "stream": True}})
+    run = tmp_path / "run"
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
+    code, _, err = _run(capsys, eight_pages, run, cfg)
+    assert code == 4, err
+    assert done_pages(run) == _first(8) - {culprit} and set(failed_records(run)) == {culprit}
+    assert summary(run)["counts"] == {"ok": 7, "empty": 0, "failed": 1, "skipped": 0}
+    error = "runner killed by SIGKILL (out of memory?) while processing this page"
+    assert len([m for m in caplog.messages if f"page {culprit}-" in m and "fake/v" in m and error in m]) == 1, \
+        caplog.messages
 
 
 def test_batch_pages_report_progress_one_by_one(tmp_path, eight_pages, capsys):

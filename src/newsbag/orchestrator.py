@@ -500,7 +500,11 @@ def run_source(
                 break
             started = started or bool(reported) or bool(in_flight)
             if len(in_flight) == 1 or (in_flight and all(p.page_id in isolate for p in in_flight)):
-                fail(in_flight, *_blame(result.reason, result.exit_code, stage))
+                error, error_class = _blame(result.reason, result.exit_code, stage)
+                for page in in_flight:  # one line each in the job's log: the page to look at
+                    log.error("page %s (%s): %s/%s: %s; rerun with --retry-failed --pages %s --stages %s",
+                              page.page_id, page.path, stage.name, variant, error, page.page_id, stage.name)
+                fail(in_flight, error, error_class)
                 fruitless = 0
             elif in_flight:
                 isolate.update(p.page_id for p in in_flight)

@@ -5,10 +5,12 @@ detect), crash (SIGKILL itself), segv (SIGSEGV itself, as a native library would
 (os._exit(1)), hang (sleep), slow (sleep `seconds`, then ok), garbage (writes invalid JSON
 as output), exit0 (exits 0 mid-job), empty (the model answers, nothing parses), setupfail
 (a CUDA error while loading), wait (touches `$FAKE_GATE.reached`, then waits until the
-file FAKE_GATE exists: a test holds the runner mid-job while other calls run). Mode noop exits
-0 at once without any output or event; FAKE_MODES=importerror fails at import, before any event (a broken env). With `batch_size`
-> 1 the detector offers detect_batch, which runs the pages one after another inside one call
-(so a crash or hang anywhere kills the whole batch, as a real batched predict() does).
+file FAKE_GATE exists: a test holds the runner mid-job while other calls run). Mode noop
+exits 0 at once without any output or event; FAKE_MODES=importerror fails at import, before
+any event (a broken env). With `batch_size` > 1 the detector offers detect_batch, which
+runs the pages one after another inside one call (so a crash or hang anywhere kills the
+whole batch, as a real batched predict() does); with `stream` it yields each page's regions
+as it goes (PaddleOCRVL.predict_iter), so the pages of a batch before a crash are written first.
 FAKE_PIDFILE names a file the runner writes its pid into (orphan tests); FAKE_BREAK_ON_RESTART
 names a file a crashing page creates, after which every set-up fails (a runner that dies on restart).
 """
@@ -89,7 +91,8 @@ class Detector:
                 {"bbox_xyxy": [w / 2, h / 2, w - 1, h - 1], "label": "mystery", "score": 0.5}]
 
     def _detect_batch(self, items):
-        return [self.detect(path, page) for path, page in items]
+        pages = (self.detect(path, page) for path, page in items)
+        return pages if self.params.get("stream") else list(pages)
 
     def close(self):
         pass
