@@ -522,7 +522,9 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
     })
     report.pop("finished", None)
-    mine: dict[str, dict] = {}  # the page records this job wrote
+    # The page records this job writes down: its own pages, and the outcomes of this call's
+    # pages that an earlier runner could not write (``settled``: the page it died on, ...).
+    mine = dict(job.get("settled") or {})
     skipped = {page["page_id"]: {"status": "ok", "seconds": None} for page in pages if page not in todo}
 
     def merge(on_disk: dict) -> None:

@@ -89,7 +89,9 @@ def test_only_the_culprit_fails(tmp_path, eight_pages, capsys, mode, n_pages, ba
 def test_a_crash_inside_a_streamed_batch_keeps_the_pages_before_it_in_every_record(tmp_path, eight_pages, capsys,
                                                                                     caplog, monkeypatch, culprit):
     """The OOM killer takes the runner inside a batch of 4 after it wrote some of that batch's
-    pages: they are kept and counted, and the culprit alone fails, with one log line."""
+    pages: they are kept and counted, the culprit alone fails with one log line, and the
+    variant's run_report.json still matches the files on disk, the pages the killed runner had
+    not flushed yet and the page it died on included."""
     cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "crash", "on": [culprit], "batch_size": 4,
                                                         "stream": True}})
     run = tmp_path / "run"
@@ -101,6 +103,11 @@ def test_a_crash_inside_a_streamed_batch_keeps_the_pages_before_it_in_every_reco
     error = "runner killed by SIGKILL (out of memory?) while processing this page"
     assert len([m for m in caplog.messages if f"page {culprit}-" in m and "fake/v" in m and error in m]) == 1, \
         caplog.messages
+    report = json.loads((_folder(run) / "run_report.json").read_text())
+    assert {k.split("-")[0]: v["status"] for k, v in report["pages"].items()} == {
+        **{p: "ok" for p in _first(8)}, culprit: "failed"}
+    assert next(v["error"] for k, v in report["pages"].items() if k.startswith(culprit)) == error
+    assert report["page_totals"] == {"ok": 7, "empty": 0, "failed": 1} and report["state"] == "finished"
 
 
 def test_batch_pages_report_progress_one_by_one(tmp_path, eight_pages, capsys):

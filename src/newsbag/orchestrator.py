@@ -321,6 +321,12 @@ def _written_outcome(out_dir: Path, page_id: str, fingerprint: str) -> PageOutco
     return PageOutcome(page_id, "empty" if reason else "ok", reason)
 
 
+def _report_record(o: PageOutcome) -> dict:
+    """A page outcome as the runner's run report records it (runners/_loop.py `finish_ok`, `finish_failed`)."""
+    key = "error" if o.status == "failed" else "reason"
+    return {"status": o.status, "seconds": o.seconds, **({key: o.error} if o.error else {})}
+
+
 def _previous_failure(out_dir: Path, page_id: str) -> dict | None:
     try:
         with open(failure_path(out_dir, page_id), encoding="utf-8") as fh:
@@ -412,13 +418,33 @@ def run_source(
     fruitless = 0  # consecutive launches that settled no page
     started = False  # some page was reported or in flight: the source did start
     failed_here: list[str] = []
+    # Outcomes the variant's run report may lack: those decided here (the page a runner died
+    # on, invalid output, pages not run) and those of a runner killed before it wrote them
+    # down. Every launch gets them (job "settled") and writes them into the report.
+    unrecorded: dict[str, PageOutcome] = {}
+    written_down: set[str] = set()  # of those, the ones a runner has written into the report
 
     def fail(pages_: list[PageRecord], err: str, error_class: str) -> None:
         for page in pages_:
             _record_failure(out_dir, page, err, error_class, prints[page.page_id])
-            outcome.pages[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
+            outcome.pages[page.page_id] = unrecorded[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
             failed_here.append(page.page_id)
             on_page(o)
+
+    def job_for(pages_: list[PageRecord]) -> dict:
+        return {
+            "stage": stage.name, "variant": variant, "family": stage.family,
+            "params": dict(stage.variants[variant]), "device": stage.device,
+            # Siblings' params: variants that differ only in post-processing share one model pass.
+            "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
+            "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
+            "label_map": label_map, "force": force, "report_name": report_name,
+            "isolate": sorted(isolate & {p.page_id for p in pages_}),
+            "max_empty_share": stage.max_empty_share,
+            "settled": {k: _report_record(o) for k, o in unrecorded.items()},
+            "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
+                       "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in pages_],
+        }
 
     def over_budget() -> bool:
         return fraction < 1 and len(failed_here) > fraction * len(todo)
@@ -433,18 +459,7 @@ def run_source(
                 log.error("%s/%s: %s", stage.name, variant, msg.removeprefix("not run: "))
                 fail(remaining, msg, "NotRun")
                 break
-            job = {
-                "stage": stage.name, "variant": variant, "family": stage.family,
-                "params": dict(stage.variants[variant]), "device": stage.device,
-                # Siblings' params: variants that differ only in post-processing share one model pass.
-                "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
-                "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
-                "label_map": label_map, "force": force, "report_name": report_name,
-                "isolate": sorted(isolate & {p.page_id for p in remaining}),
-                "max_empty_share": stage.max_empty_share,
-                "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
-                           "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in remaining],
-            }
+            job = job_for(remaining)
             outcome.launches += 1
             reported: dict[str, PageOutcome] = {}
 
@@ -457,7 +472,7 @@ def run_source(
                     problem = _check_output(out_dir, page)
                     if problem:
                         _record_failure(out_dir, page, problem, "InvalidOutput")
-                        o = PageOutcome(o.page_id, "failed", problem, o.seconds)
+                        o = unrecorded[o.page_id] = PageOutcome(o.page_id, "failed", problem, o.seconds)
                 if o.status == "failed":
                     failed_here.append(o.page_id)
                 reported[o.page_id] = outcome.pages[o.page_id] = o
@@ -490,6 +505,10 @@ def run_source(
                 written = _written_outcome(out_dir, page.page_id, prints[page.page_id])
                 if written:
                     settle(written)
+            if result.end is None:  # killed before its last report write: its last records may be lost
+                unrecorded.update({k: o for k, o in reported.items() if o.status != "skipped"})
+            else:
+                written_down.update(job["settled"])
             in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
             remaining = [p for p in remaining if p.page_id not in outcome.pages]
             if result.reason == "aborted":
@@ -536,6 +555,14 @@ def run_source(
             if remaining:
                 log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
                             stage.name, variant, _describe_exit(result.exit_code), len(remaining))
+        if set(unrecorded) - written_down:  # the last runner died, or pages failed after it: no runner
+            # is left to write them down, so one more writes only the report (no page, no model load).
+            result = _launch(stage, variant, job_for([]), log_path, runners, lambda o: None,
+                             time.monotonic() + stage.page_timeout_s)
+            if result.end is None:
+                log.warning("%s/%s: %d page outcome(s) not written into %s: runner %s; see %s",
+                            stage.name, variant, len(set(unrecorded) - written_down), report_name,
+                            _describe_exit(result.exit_code), log_path)
     finally:
         outcome.seconds = time.monotonic() - t0
         failures = [asdict(o) | {"stage": stage.name, "variant": variant}
