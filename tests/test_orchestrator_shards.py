@@ -64,3 +64,22 @@ def test_calls_on_one_source_at_once_keep_each_others_pages_in_every_report(tmp_
         (0, 0, 1), (1, 1, 0), (3, 0, 0)]
     assert [s["failures"] for s in summaries if s["failures"]] == [
         {ids["page00"]: f"ValueError: bad page {ids['page00']}"}]
+
+
+def test_status_takes_a_page_redone_after_its_shard_from_the_page_not_the_older_report(tmp_path, capsys):
+    """Shard tasks found page00 empty; a later --pages call redid it and it is fine now. Its
+    shard's report still says empty, and status must not count (and flag) it from there."""
+    for i in range(4):
+        write_image(tmp_path / "pages" / f"page{i:02d}.png", size=(40, 30))
+    run = tmp_path / "run"
+    assert run_cli(capsys, "pages", "--input-dir", tmp_path / "pages", "--run-dir", run)[0] == 0
+    empty = write_fake_config(tmp_path / "e.json", {"v": {"mode": "empty", "on": ["page00"]}})
+    for shard in ("0/2", "1/2"):
+        assert run_cli(capsys, "run", "--run-dir", run, "--config", empty, "--shard", shard)[0] == 0
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["sources"][0]["empty"] == 1
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    assert run_cli(capsys, "run", "--run-dir", run, "--config", ok, "--pages", _ids(run)["page00"], "--force")[0] == 0
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    row = json.loads(out)["sources"][0]
+    assert (row["done"], row["empty"], row["flagged"], row["empty_reasons"]) == (4, 0, False, {})

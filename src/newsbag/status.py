@@ -30,15 +30,27 @@ def _page_files(folder: Path) -> set[str]:
 def _empty_pages(folder: Path) -> dict[str, str]:
     """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from its reports.
 
-    The run reports (one per shard) are read instead of every page file: cheap at 100k pages.
+    The run reports (one per shard, one for the other calls) are read instead of every page
+    file: cheap at 100k pages. Where they disagree on a page (empty in a shard's report, ok in
+    a later --pages call's), only the page file knows which call came last: it is opened.
     """
     empty: dict[str, str] = {}
+    answered: set[str] = set()
     for pages in rundir.source_reports(folder):
         for page_id, rec in pages.items():
             if isinstance(rec, dict) and rec.get("status") == "empty":
-                empty[page_id] = rec.get("reason") or ""
-            elif page_id in empty:
-                empty.pop(page_id)
+                empty.setdefault(page_id, rec.get("reason") or "")
+            else:
+                answered.add(page_id)
+    for page_id in answered & set(empty):
+        try:
+            reason = read_json(folder / f"{page_id}.json").get("empty_reason")
+        except (OSError, ValueError, AttributeError):
+            reason = None
+        if reason:
+            empty[page_id] = reason
+        else:
+            del empty[page_id]
     return empty
 
 
