@@ -19,6 +19,7 @@ from newsbag.config import load_config
 from newsbag.errors import PartialFailure, RunnerError
 from newsbag.orchestrator import run_source
 from newsbag.pages import read_pages
+from newsbag.status import collect_status
 
 from nbtest import run_cli, start_newsbag, write_fake_config, write_image
 
@@ -214,6 +215,8 @@ def _assert_clean_after_kill(tmp_path, eight_pages, run, runner_pid):
     time.sleep(5)  # the slow page would have finished by now, had the runner survived
     assert failed_records(run) == {}
     assert not (run / "logs" / "failures.jsonl").exists()
+    row = collect_status(run)["sources"][0]  # in between: neither done nor failed, pending
+    assert (row["done"], row["failed"], row["pending"]) == (len(done_pages(run)), 0, 8 - len(done_pages(run)))
     assert not list((run / "jobs").glob("*")) if (run / "jobs").exists() else True
     ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
     done = subprocess.run([sys.executable, "-m", "newsbag", "run", "--run-dir", str(run), "--config", str(ok)],
