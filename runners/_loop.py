@@ -453,7 +453,7 @@ def _load_report(path: Path) -> dict:
         return {}
 
 
-def _identity(path: Path) -> tuple | None:
+def _stamp(path: Path) -> tuple | None:
     """(inode, size, mtime) of a file, None when missing: whether it is still the one we wrote."""
     try:
         st = os.stat(path)
@@ -513,7 +513,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             todo.append(page)
 
     # Stat before reading: a report another call replaces in between is merged at the first write.
-    written = _identity(report_path)  # the report as this job read or last wrote it
+    written = _stamp(report_path)  # the report as this job read or last wrote it
     report = _load_report(report_path)
     report.update({
         "stage": job["stage"], "variant": job["variant"], "family": job["family"],
@@ -541,7 +541,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         """Write the report (and let the family mirror it) atomically. Caller holds `lock`."""
         nonlocal written
         with _report_lock(report_path):
-            if _identity(report_path) != written:  # another call running this variant wrote it
+            if _stamp(report_path) != written:  # another call running this variant wrote it
                 merge(_load_report(report_path))
             report["counts"] = dict(counts)
             report["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -551,7 +551,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
             summarise_pages(report, max_empty_share)
             atomic_write_json(report_path, report)
-            written = _identity(report_path)
+            written = _stamp(report_path)
             if on_flush is not None:
                 on_flush(job, report)
         dirty.clear()
