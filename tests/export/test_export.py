@@ -350,3 +350,68 @@ def test_a_misspelt_variant_is_named_with_the_variants_there(run, caplog):
     result = _export(run, variants=["V9"])
     assert result["layers"] == []
     assert "fused variant(s) V9 not found under" in caplog.text and "(it has: V1, V2)" in caplog.text
+
+
+def _more_pages(run: Path, n: int) -> list[str]:
+    """The run with `n` pages of fused variant V1 (p1, p2 and copies of p1), all in the manifest."""
+    fused = run / "outputs" / "fusion" / "V1"
+    ids = [f"p{k}" for k in range(1, n + 1)]
+    for page_id in ids[2:]:
+        _write(fused / f"{page_id}.json", {**json.loads((fused / "p1.json").read_text()), "page_id": page_id,
+                                           "image": {"path": f"images/{page_id}.png", "width": W, "height": H}})
+    manifest = [{"page_id": p, "path": f"images/{p}.png", "image_path": str(run / "images" / f"{p}.png"),
+                 "width": W, "height": H, "sha256": ""} for p in ids]
+    _write(run / "manifests" / "pages.jsonl", "".join(json.dumps(r) + "\n" for r in manifest))
+    return ids
+
+
+def test_coco_holds_one_page_at_a_time(run, monkeypatch):
+    """The COCO file of a 100k-page run cannot be built in memory (every page, then the whole
+    dict, then its text): each page read is let go before the next page is read."""
+    import weakref
+
+    from newsbag.export import stage
+
+    class Page(dict):  # a dict that can be watched for its end
+        pass
+
+    live: set[str] = set()
+    most = [0]
+    real = stage.read_page
+
+    def watched(path, page_id, **kwargs):
+        page = Page(real(path, page_id, **kwargs))
+        live.add(page_id)
+        weakref.finalize(page, live.discard, page_id)
+        most[0] = max(most[0], len(live))
+        return page
+
+    monkeypatch.setattr(stage, "read_page", watched)
+    ids = _more_pages(run, 6)
+    assert run_export(run, ids, {"formats": ["coco"]})["coco"] == {"fusion/V1": "ok"}
+    assert most[0] <= 2  # the page being read and, at most, the one before it
+    coco = json.loads((run / "exports" / "coco" / "fusion" / "V1.json").read_text())
+    assert [i["page_id"] for i in coco["images"]] == ids
+    assert [a["id"] for a in coco["annotations"]] == list(range(1, 6 * len(LABELS) + 1))
+
+
+def test_streamed_coco_is_the_coco_dataset_of_its_pages(run):
+    """The file written page by page is, byte for byte, `coco_dataset` of the same pages as one JSON."""
+    from newsbag.export.coco import coco_dataset
+    from newsbag.export.layout import ExportInfo
+    from newsbag.io import read_page
+
+    ids = _more_pages(run, 4)
+    (run / "outputs" / "fusion" / "V1" / "p3.json").write_text('{"page_id": "p3", "regions": [')  # left out
+    run_export(run, ids, {"formats": ["coco"]})
+    path = run / "exports" / "coco" / "fusion" / "V1.json"
+    written = json.loads(path.read_text())
+    info = written["info"]
+    kept = [p for p in ids if p != "p3"]
+    pages = [(read_page(run / "outputs" / "fusion" / "V1" / f"{p}.json", p), f"../../../images/{p}.png") for p in kept]
+    expected = coco_dataset(pages, ExportInfo(layer="fusion/V1", method="consensus", tool=info["version"],
+                                              created=info["date_created"], fingerprint=info["newsbag_fingerprint"],
+                                              image_filename=""))
+    assert [i["page_id"] for i in written["images"]] == kept
+    assert path.read_bytes() == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    assert not list(path.parent.glob(".*.tmp"))

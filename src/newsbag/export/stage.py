@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -16,7 +15,7 @@ from ..io import atomic_write_bytes, read_json, read_page
 from ..parallel import page_map
 from . import FORMATS
 from .alto import alto_xml
-from .coco import coco_dataset
+from .coco import write_coco
 from .layout import ExportInfo
 from .pagexml import page_xml
 
@@ -176,20 +175,21 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
     fingerprint = rundir.fingerprint("export", "coco", layer.name, [[p, i] for p, _, i in present])
     if not force and _is_fresh(out, fingerprint):
         return "skipped"
-    pages = []
-    for page_id, src, _ in present:
-        try:
-            page = read_page(src, page_id)
-        except ValueError as exc:
-            log.error("export: coco %s: page %s left out: %s", layer.name, page_id, exc)
-            continue
-        pages.append((page, _image_name(run_dir, page, out.parent)))
     newest = max(identity[1] for _, _, identity in present) / 1e9
     info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
                       created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
                       fingerprint=fingerprint, image_filename="")
-    text = json.dumps(coco_dataset(pages, info), ensure_ascii=False, separators=(",", ":"))
-    atomic_write_bytes(out, text.encode("utf-8") + b"\n")
+
+    def pages():  # read one at a time, as the file is written
+        for page_id, src, _ in present:
+            try:
+                page = read_page(src, page_id)
+            except ValueError as exc:
+                log.error("export: coco %s: page %s left out: %s", layer.name, page_id, exc)
+                continue
+            yield page, _image_name(run_dir, page, out.parent)
+
+    write_coco(out, pages(), info)
     return "ok"
 
 
