@@ -2,8 +2,9 @@
 
 The transcription stage (src/newsbag/transcription.py) decides which line boxes to read and
 writes them to ``<plan_dir>/<page_id>.json`` as ``{"lines": [[x0, y0, x1, y1], ...]}`` in
-original page pixels; this runner crops, recognises and returns one region per line, in the
-plan's order, with ``text`` and a score (mean probability of the decoded characters).
+original page pixels (other keys are the stage's own); this runner crops, recognises and
+returns one region per line, in the plan's order, with ``text`` and a score (mean
+probability of the decoded characters).
 
 Default model: PP-OCRv4 rec (``ch_PP-OCRv4_rec_infer.onnx``, 6,623 characters: Chinese plus
 Latin with some accents) shipped inside the rapidocr-onnxruntime wheel. Any PP-OCR rec ONNX

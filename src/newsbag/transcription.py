@@ -24,7 +24,7 @@ from .errors import InputError, RunDirError, first_line, page_failure
 from .config import EnvSpec, ModelStage, anchor_command, anchor_params, load_tool_spec, validate_params
 from .contract import boxes_from_page
 from .fusion.fuse import articles
-from .io import atomic_write_text, read_json, read_page, write_json
+from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
@@ -147,41 +147,60 @@ def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
     return boxes_from_page(read_page(lines_path, page_id)).xyxy
 
 
-def _transcript(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
-                region_of: np.ndarray, line_regions: list[dict], variant: str, fingerprint: str,
-                block_lines: list[list[dict]], bbox: list) -> dict:
-    """The per-page transcript record: regions (with lines) in reading order, articles, page text.
+def _plan_record(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
+                 region_of: np.ndarray, fingerprint: str, block_lines: list[list[dict]], bbox: list) -> dict:
+    """What a page's transcript is made of besides its recognised lines, as JSON: one piece per
+    region read (or column part), the crops' piece index and the fingerprint. It waits for the
+    recogniser in the page's plan file, so a call over 100k pages holds no fused page in memory
+    (each ~1 MB with its members).
 
-    `block_lines` (one list per region) holds the blocks whose text a region took from a
-    page-reading model; those regions have no recognised lines. A region read as column parts
-    appears once per part (same `region`, the part's `bbox_xyxy` from `bbox`).
+    `block_lines` (one list per piece) holds the blocks whose text a piece took from a
+    page-reading model; `bbox` a column part's box (None: the region's own).
     """
-    texts = assemble(len(idx), region_of, [r.get("text") or "" for r in line_regions])
-    by_region: list[list[dict]] = [[] for _ in idx]
+    pieces = []
+    for k, i in enumerate(idx.tolist()):
+        region = page["regions"][i]
+        pieces.append({"region": i, "bbox_xyxy": region["bbox_xyxy"] if bbox[k] is None else bbox[k],
+                       "class": region.get("class"), "order": region.get("order"), "article": int(article[k]),
+                       "is_title": bool(is_title[k]), "rank": rank[k].item(), "blocks": block_lines[k]})
+    return {"page_id": page["page_id"], "image": page["image"], "fingerprint": fingerprint,
+            "region_of": np.asarray(region_of).tolist(), "pieces": pieces}
+
+
+def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
+    """The per-page transcript record of a `_plan_record` and the lines read for its crops:
+    regions (with lines) in reading order, articles, page text.
+
+    Pieces that took block text have no recognised lines. A region read as column parts
+    appears once per part (same `region`, the part's `bbox_xyxy`).
+    """
+    pieces, region_of = plan["pieces"], plan["region_of"]
+    texts = assemble(len(pieces), np.asarray(region_of, dtype=np.intp), [r.get("text") or "" for r in line_regions])
+    by_region: list[list[dict]] = [[] for _ in pieces]
     for r, line in zip(region_of, line_regions):
         by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
                              "score": line.get("score")})
-    for k, blocks in enumerate(block_lines):
-        if blocks:
-            by_region[k] = blocks
-            texts[k] = "\n".join(b["text"] for b in blocks)
+    for k, piece in enumerate(pieces):
+        if piece["blocks"]:
+            by_region[k] = piece["blocks"]
+            texts[k] = "\n".join(b["text"] for b in piece["blocks"])
     regions, by_article = [], {}
-    for k in np.argsort(rank, kind="stable"):
-        region = page["regions"][idx[k]]
-        box = region["bbox_xyxy"] if bbox[k] is None else bbox[k]
-        regions.append({"region": int(idx[k]), "bbox_xyxy": box, "class": region.get("class"),
-                        "order": region.get("order"), "article": int(article[k]), "text": texts[k],
+    for k in np.argsort([piece["rank"] for piece in pieces], kind="stable"):
+        piece = pieces[k]
+        regions.append({"region": piece["region"], "bbox_xyxy": piece["bbox_xyxy"], "class": piece["class"],
+                        "order": piece["order"], "article": piece["article"], "text": texts[k],
                         "lines": by_region[k]})
-        entry = by_article.setdefault(int(article[k]), {"article": int(article[k]), "regions": [], "headline": "", "texts": []})
-        if int(idx[k]) not in entry["regions"]:   # a region read in parts is one region of its article
-            entry["regions"].append(int(idx[k]))
-        if is_title[k] and texts[k] and entry["headline"] == "" and len(entry["texts"]) == 0:
+        entry = by_article.setdefault(piece["article"], {"article": piece["article"], "regions": [], "headline": "",
+                                                         "texts": []})
+        if piece["region"] not in entry["regions"]:   # a region read in parts is one region of its article
+            entry["regions"].append(piece["region"])
+        if piece["is_title"] and texts[k] and entry["headline"] == "" and len(entry["texts"]) == 0:
             entry["headline"] = texts[k].replace("\n", " ")
         if texts[k]:
             entry["texts"].append(texts[k])
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
              "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
-    return {"page_id": page["page_id"], "image": page["image"], "variant": variant, "fingerprint": fingerprint,
+    return {"page_id": plan["page_id"], "image": plan["image"], "variant": variant, "fingerprint": plan["fingerprint"],
             "regions": regions, "articles": arts,
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
 
@@ -221,24 +240,24 @@ def _is_current(path: Path, fingerprint: str) -> bool:
 
 
 def _write_search_index(run_dir: Path, variant: str) -> int:
-    """transcripts.jsonl: one line per article of every transcribed page of the manifest."""
+    """transcripts.jsonl: one line per article of every transcribed page of the manifest, written
+    as the transcripts are read (over 100k pages it is GBs of text)."""
     out_dir = rundir.transcript_dir(run_dir, variant)
-    lines = []
-    for page_id in rundir.members(run_dir, []):
-        path = out_dir / f"{page_id}.json"
-        if not path.exists():
-            continue
-        record = read_json(path)
-        for art in record.get("articles", []):
-            if art["text"]:
-                lines.append(json.dumps({"page_id": page_id, "variant": variant, **art}, ensure_ascii=False))
-    atomic_write_text(out_dir / "transcripts.jsonl", "".join(line + "\n" for line in lines))
-    return len(lines)
+    n = 0
+    with atomic_text_file(out_dir / "transcripts.jsonl") as fh:
+        for page_id in rundir.members(run_dir, []):
+            path = out_dir / f"{page_id}.json"
+            if not path.exists():
+                continue
+            for art in read_json(path).get("articles", []):
+                if art["text"]:
+                    fh.write(json.dumps({"page_id": page_id, "variant": variant, **art}, ensure_ascii=False) + "\n")
+                    n += 1
+    return n
 
 
-def _write_transcript(out_dir: Path, page_id: str, plan: tuple, lines: list[dict], variant: str) -> None:
-    page, idx, rank, article, is_title, region_of, fp, block_lines, bbox = plan
-    record = _transcript(page, idx, rank, article, is_title, region_of, lines, variant, fp, block_lines, bbox)
+def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
+    record = _transcript(plan, lines, variant)
     atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
     write_json(out_dir / f"{page_id}.json", record)
 
@@ -269,7 +288,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
     block_dirs = [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
     records = {p.page_id: p for p in read_pages(run_dir)}
-    todo, plans = [], {}
+    todo = []
     for page_id in page_ids:
         fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
@@ -301,15 +320,17 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 progress(page_id, "failed")
             continue
         read = ~taken[region_of]
-        crops, region_of = crops[read], region_of[read]
-        plans[page_id] = (page, idx, rank, article, is_title, region_of, fp, block_lines, bbox)
+        crops = crops[read]
+        plan = _plan_record(page, idx, rank, article, is_title, region_of[read], fp, block_lines, bbox)
         if len(crops) == 0:   # nothing left to recognise: no runner call for this page
-            _write_transcript(out_dir, page_id, plans[page_id], [], variant)
+            _write_transcript(out_dir, page_id, plan, [], variant)
             summary["ok"] += 1
             if progress:
                 progress(page_id, "ok")
             continue
-        write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist()})
+        # The runner reads "lines"; the rest waits here for its answer.
+        write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist(), "transcript": plan},
+                   compact=True)
         todo.append(records[page_id])
     if todo:
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
@@ -322,7 +343,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                     progress(page_id, "failed")
                 continue
             lines = read_page(out_dir / "_lines" / f"{page_id}.json", page_id)["regions"]
-            _write_transcript(out_dir, page_id, plans[page_id], lines, variant)
+            _write_transcript(out_dir, page_id, read_json(plan_dir / f"{page_id}.json")["transcript"], lines, variant)
             summary["ok"] += 1
             if progress:
                 progress(page_id, "ok")

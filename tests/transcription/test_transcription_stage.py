@@ -210,3 +210,79 @@ def test_the_recogniser_stage_entries_are_checked_as_a_model_stage_s_are(options
     with pytest.raises(ValueError) as exc:
         parse_transcription_options(options)
     assert str(exc.value) == f"transcription stage: {message}"
+
+
+def test_a_page_waiting_for_the_recogniser_is_a_file_not_its_fused_page_in_memory(tmp_path, monkeypatch):
+    """A transcription call over 100k pages cannot keep every planned page's fused page (with its
+    members) until the recogniser has read them all: each is let go once its plan is written."""
+    import weakref
+
+    import newsbag.transcription as transcription
+
+    class Page(dict):  # a dict that can be watched for its end
+        pass
+
+    pids = ("p1", "p2", "p3", "p4")
+    run = _write_run(tmp_path, pids=pids)
+    fused = rundir.fused_dir(run, "C")
+    live: set[str] = set()
+    most = [0]
+    real = transcription.read_page
+
+    def watched(path, page_id, **kwargs):
+        page = real(path, page_id, **kwargs)
+        if os.path.dirname(path) != str(fused):
+            return page
+        page = Page(page)
+        live.add(page_id)
+        weakref.finalize(page, live.discard, page_id)
+        most[0] = max(most[0], len(live))
+        return page
+
+    monkeypatch.setattr(transcription, "read_page", watched)
+    result = run_transcription(run, list(pids), {})
+    assert (result["ok"], result["failed"]) == (4, 0)
+    assert most[0] <= 2  # the page being planned and, at most, the one before it
+    out = rundir.transcript_dir(run, "C")
+    for pid in pids:   # each page's transcript as a page alone gives it
+        record = json.loads((out / f"{pid}.json").read_text())
+        assert [r["region"] for r in record["regions"]] == [0, 1, 2]
+        assert [len(r["lines"]) for r in record["regions"]] == [1, 3, 3]
+        assert record["page_id"] == pid and record["image"]["path"] == f"img/{pid}.png"
+
+
+def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
+    """transcripts.jsonl over 100k pages is GBs of text: it is streamed to its file, never gathered
+    whole in memory (every line, then their join, then its bytes): memory does not grow with the pages."""
+    import tracemalloc
+
+    from newsbag.transcription import _write_search_index
+
+    run = tmp_path / "run"
+    (run / "manifests").mkdir(parents=True)
+    out = rundir.transcript_dir(run, "C")
+    out.mkdir(parents=True)
+    text = "Zeitung " * 25_000   # 200 KB of article text per page
+
+    def peak(n: int) -> int:
+        pids = [f"p{k}" for k in range(n)]
+        (run / "manifests" / "pages.jsonl").write_text("".join(
+            json.dumps({"page_id": p, "path": f"img/{p}.png", "image_path": f"/img/{p}.png", "width": 10,
+                        "height": 10, "sha256": "0"}) + "\n" for p in pids))
+        for pid in pids:
+            (out / f"{pid}.json").write_text(json.dumps({"page_id": pid, "articles": [
+                {"article": 0, "regions": [0], "headline": "", "text": text}]}))
+        tracemalloc.start()
+        try:
+            assert _write_search_index(run, "C") == n
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak(2)   # imports and caches of a first call out of the way
+    few = peak(10)
+    assert peak(40) < few + 2 * len(text)   # was 30 pages' text more, three times over
+    lines = (out / "transcripts.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["page_id"] for line in lines] == [f"p{k}" for k in range(40)]
+    assert json.loads(lines[0]) == {"page_id": "p0", "variant": "C", "article": 0, "regions": [0], "headline": "",
+                                    "text": text}
