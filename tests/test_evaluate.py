@@ -138,6 +138,26 @@ def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
     assert sorted((ann["page_id"], rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]
 
 
+def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, monkeypatch):
+    """Matching by path tail compared every annotation with every page: 50 annotations over a
+    100k-page run took 26 s, and ground truth grows with the run. Page names repeat in every
+    issue folder (p0..p7 here), so the folders above decide."""
+    from newsbag import evaluate
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    pages = [f"../scans/issue{k // 8}/p{k % 8}.tif" for k in range(200)]
+    _manifest(run, pages)
+    for j in range(10):
+        _annotation(gt, f"g{j}", f"images/issue{2 * j}/p{j % 8}.tif")
+    calls = []
+    real = evaluate._parts
+    monkeypatch.setattr(evaluate, "_parts", lambda path: calls.append(path) or real(path))
+    matched = evaluate.match_pages(run, gt)[0]
+    assert {ann["page_id"]: rec["path"] for rec, ann in matched} == {
+        f"g{j}": f"../scans/issue{2 * j}/p{j % 8}.tif" for j in range(10)}
+    assert len(calls) <= len(pages) + 10   # was 10 x 200 + 10
+
+
 _GOOD = {"image": "images/good.png", "width": 100, "height": 100,
          "regions": [{"bbox_xyxy": [10, 10, 90, 90], "label": "text", "order": 0, "text": "a"}]}
 

@@ -196,6 +196,14 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
     records = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
     by_id = {rec["page_id"]: rec for rec in records}
     by_file = {os.path.realpath(run_dir / rec["path"]): rec for rec in records}
+    # Every tail of every page's path (file name, folder/file name, ...) -> its page, or None
+    # where pages share it, so an annotation finds its longest common tail in one lookup per
+    # part of its path (comparing it with every page took 26 s for 50 annotations over 100k pages).
+    by_tail: dict[tuple[str, ...], dict | None] = {}
+    for rec in records:
+        have = _parts(rec["path"])
+        for n in range(1, len(have) + 1):
+            by_tail[have[-n:]] = None if have[-n:] in by_tail else rec
     matched, unmatched, bad = [], [], {}
     for ann_path in sorted(ann_dir.glob("*.json")):
         try:
@@ -205,20 +213,11 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
             continue
         image = str(ann.get("image", ""))
         rec = by_file.get(os.path.realpath(gt_dir / image)) or by_id.get(ann.get("page_id"))
-        if rec is None and image:
-            want = _parts(image)
-            # The longest common tail decides; a tie between pages (same tail) matches none.
-            tails = {}
-            for r in records:
-                have = _parts(r["path"])
-                n = 0
-                while n < min(len(want), len(have)) and want[-1 - n] == have[-1 - n]:
-                    n += 1
-                if n:
-                    tails.setdefault(n, []).append(r)
-            if tails:
-                best = tails[max(tails)]
-                rec = best[0] if len(best) == 1 else None
+        want = _parts(image) if rec is None else ()
+        for n in range(len(want), 0, -1):
+            if want[-n:] in by_tail:   # the longest common tail decides; a tie between pages matches none
+                rec = by_tail[want[-n:]]
+                break
         (matched.append((rec, ann)) if rec else unmatched.append(ann_path.stem))
     if not matched:
         first = next(iter(bad.items()), None)
