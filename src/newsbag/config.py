@@ -28,6 +28,7 @@ __all__ = [
     "load_run_config",
     "parse_config",
     "load_tool_spec",
+    "volatile_params",
     "validate_params",
     "label_table",
     "builtin_options",
@@ -425,12 +426,18 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
             page_timeout_s=float(_number(f"{where}: page_timeout_s", sd.get("page_timeout_s", 600))),
             max_restarts=_number(f"{where}: max_restarts", sd.get("max_restarts", 3), whole=True),
             variants=_freeze(params), default=run_default,
-            volatile=tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False)),
+            volatile=volatile_params(spec),
             max_failed_fraction=_fraction(f"{where}: max_failed_fraction", sd.get("max_failed_fraction", max_failed)),
             label_map=MappingProxyType(dict(spec["labels"])),
             max_empty_share=float(max_empty), revision=spec["revision"],
         ))
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
+
+
+def volatile_params(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The parameters a runner's tool.json marks ``"fingerprint": false``: how a page is computed
+    (batch size, threads, where files wait), not what it holds; no page's fingerprint includes them."""
+    return tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False))
 
 
 def load_config(path: str | os.PathLike | None) -> PipelineConfig:

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import rundir
 from .errors import InputError, RunDirError, first_line, page_failure
-from .config import EnvSpec, ModelStage, anchor_command, anchor_params, load_tool_spec, validate_params
+from .config import EnvSpec, ModelStage, anchor_command, anchor_params, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
 from .fusion.fuse import articles
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
@@ -116,6 +116,7 @@ def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage
         device=params.device, allow_cpu_fallback=params.allow_cpu_fallback,
         timeout_s=params.timeout_s, page_timeout_s=params.page_timeout_s, max_restarts=params.max_restarts,
         variants={"lines": {**recognizer, "plan_dir": str(plan_dir.resolve())}}, revision=spec["revision"],
+        volatile=volatile_params(spec),
     )
 
 
@@ -282,7 +283,8 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     out_dir = rundir.transcript_dir(run_dir, variant)
     plan_dir = out_dir / "_plan"
     stage = _recognizer_stage(params, plan_dir)
-    params_rec = {"lines_source": params.lines_source, "recognizer": dict(stage.variants["lines"])}
+    params_rec = {"lines_source": params.lines_source,
+                  "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None

@@ -286,3 +286,14 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
     assert [json.loads(line)["page_id"] for line in lines] == [f"p{k}" for k in range(40)]
     assert json.loads(lines[0]) == {"page_id": "p0", "variant": "C", "article": 0, "regions": [0], "headline": "",
                                     "text": text}
+
+
+def test_a_moved_run_dir_keeps_its_transcripts_current(tmp_path):
+    """DESIGN §6: a run can be moved. Where the stage keeps its line plans is no input of a
+    transcript: the run dir renamed, a rerun skips every page and runs no recogniser."""
+    run = _write_run(tmp_path)
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    moved = tmp_path / "moved"
+    os.rename(run, moved)
+    again = run_transcription(moved, ["p1"], {})
+    assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
