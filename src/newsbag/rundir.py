@@ -285,16 +285,17 @@ def source_reports(out_dir: Path) -> list[dict]:
     return out
 
 
-def current_source_pages(out_dir: Path, expected: dict[str, str]) -> set[str]:
+def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None) -> set[str]:
     """The pages of `expected` (page id -> `source_fingerprint` computed now) whose source page
     in `out_dir` is current (`page_is_current`): what a run skips and `status` counts as done.
 
     The runner records each page it writes in its run report with the fingerprint and file
     identity it wrote (the newest write counts where reports of several shardings name a page):
-    a page still of that identity is judged by a stat, any other is opened.
+    a page still of that identity is judged by a stat, any other is opened. ``reports``: the
+    folder's `source_reports` when the caller has read them already (`status` reads them once).
     """
     index: dict[str, tuple[list[int], str]] = {}
-    for pages in source_reports(out_dir):
+    for pages in source_reports(out_dir) if reports is None else reports:
         for page_id, entry in pages.items():
             if page_id not in expected or not isinstance(entry, dict):
                 continue

@@ -27,8 +27,9 @@ def _page_files(folder: Path) -> set[str]:
     return {p.stem for p in folder.glob("*.json") if not p.name.startswith((".", "run_report", "run_meta"))}
 
 
-def _empty_pages(folder: Path) -> dict[str, str]:
-    """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from its reports.
+def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
+    """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from the
+    folder's run reports (`rundir.source_reports`).
 
     The run reports (one per shard, one for the other calls) are read instead of every page
     file: cheap at 100k pages. Where they disagree on a page (empty in a shard's report, ok in
@@ -36,7 +37,7 @@ def _empty_pages(folder: Path) -> dict[str, str]:
     """
     empty: dict[str, str] = {}
     answered: set[str] = set()
-    for pages in rundir.source_reports(folder):
+    for pages in reports:
         for page_id, rec in pages.items():
             if isinstance(rec, dict) and rec.get("status") == "empty":
                 empty.setdefault(page_id, rec.get("reason") or "")
@@ -109,9 +110,11 @@ def collect_status(run_dir: Path) -> dict:
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name
         present = _page_files(folder) & ids
+        reports = rundir.source_reports(folder)
         if name in judged:   # by the rule a run skips pages by
             stage, variant = judged[name]
-            done = rundir.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present})
+            done = rundir.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
+                                               reports)
         else:
             done = present
         failed_files = {p.stem: p for p in (folder / FAILED_DIR).glob("*.json") if not p.name.endswith(".invalid.json")}
@@ -122,7 +125,7 @@ def collect_status(run_dir: Path) -> dict:
                 errors[page_id] = read_json(path).get("error")
             except (OSError, ValueError):
                 errors[page_id] = "(unreadable failure record)"
-        empty = {k: v for k, v in _empty_pages(folder).items() if k in done}
+        empty = {k: v for k, v in _empty_pages(folder, reports).items() if k in done}
         share = len(empty) / len(done) if done else None
         limit = max_empty.get(name, DEFAULT_MAX_EMPTY_SHARE)
         sources.append({"source": name, "done": len(done), "stale": len(present - done), "failed": len(failed),
