@@ -418,11 +418,10 @@ def run_source(
     fruitless = 0  # consecutive launches that settled no page
     started = False  # some page was reported or in flight: the source did start
     failed_here: list[str] = []
-    # Outcomes the variant's run report may lack: those decided here (the page a runner died
-    # on, invalid output, pages not run) and those of a runner killed before it wrote them
-    # down. Every launch gets them (job "settled") and writes them into the report.
+    # Outcomes the variant's run report lacks: those decided here (the page a runner died on,
+    # invalid output, pages not run) and those of a runner killed before it wrote them down.
+    # Every launch gets them (job "settled"); once one ends, they are in the report.
     unrecorded: dict[str, PageOutcome] = {}
-    written_down: set[str] = set()  # of those, the ones a runner has written into the report
 
     def fail(pages_: list[PageRecord], err: str, error_class: str) -> None:
         for page in pages_:
@@ -508,7 +507,8 @@ def run_source(
             if result.end is None:  # killed before its last report write: its last records may be lost
                 unrecorded.update({k: o for k, o in reported.items() if o.status != "skipped"})
             else:
-                written_down.update(job["settled"])
+                for page_id in job["settled"]:
+                    del unrecorded[page_id]
             in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
             remaining = [p for p in remaining if p.page_id not in outcome.pages]
             if result.reason == "aborted":
@@ -555,13 +555,13 @@ def run_source(
             if remaining:
                 log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
                             stage.name, variant, _describe_exit(result.exit_code), len(remaining))
-        if set(unrecorded) - written_down:  # the last runner died, or pages failed after it: no runner
+        if unrecorded:  # the last runner died, or pages failed after it: no runner
             # is left to write them down, so one more writes only the report (no page, no model load).
             result = _launch(stage, variant, job_for([]), log_path, runners, lambda o: None,
                              time.monotonic() + stage.page_timeout_s)
             if result.end is None:
                 log.warning("%s/%s: %d page outcome(s) not written into %s: runner %s; see %s",
-                            stage.name, variant, len(set(unrecorded) - written_down), report_name,
+                            stage.name, variant, len(unrecorded), report_name,
                             _describe_exit(result.exit_code), log_path)
     finally:
         outcome.seconds = time.monotonic() - t0
