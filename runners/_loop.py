@@ -526,13 +526,6 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
     # pages that an earlier runner could not write (``settled``: the page it died on, ...).
     mine = dict(job.get("settled") or {})
     skipped = {page["page_id"]: {"status": "ok", "seconds": None} for page in pages if page not in todo}
-
-    def merge(on_disk: dict) -> None:
-        """This job's records over those on disk (another call's pages, earlier runs)."""
-        theirs = on_disk.get("pages")
-        report["pages"] = {**skipped, **(theirs if isinstance(theirs, dict) else {}), **mine}
-
-    merge(report)
     counts = {"ok": 0, "empty": 0, "failed": 0, "skipped": len(pages) - len(todo)}
     lock = threading.Lock()
     dirty = threading.Event()
@@ -541,8 +534,11 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         """Write the report (and let the family mirror it) atomically. Caller holds `lock`."""
         nonlocal written
         with _report_lock(report_path):
-            if _stamp(report_path) != written:  # another call running this variant wrote it
-                merge(_load_report(report_path))
+            # This job's records over those on disk (another call's pages, earlier runs), read
+            # again only when another call running this variant has replaced the file since.
+            on_disk = report if _stamp(report_path) == written else _load_report(report_path)
+            theirs = on_disk.get("pages")
+            report["pages"] = {**skipped, **(theirs if isinstance(theirs, dict) else {}), **mine}
             report["counts"] = dict(counts)
             report["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -626,11 +622,11 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
         # What this file is (its fingerprint, size and mtime): newsbag's index of the folder, so a
         # rerun and `status` stat the page instead of parsing it (rundir.current_source_pages).
-        written = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
+        index = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
         with lock:
-            report["pages"][page_id] = mine[page_id] = {
+            mine[page_id] = {
                 "status": status, "seconds": round(seconds, 4), "regions": len(regions),
-                **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **written}
+                **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **index}
             counts[status] += 1
             dirty.set()
         if detector.shared is not None:
@@ -648,8 +644,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
         with lock:
-            report["pages"][page_id] = mine[page_id] = {"status": "failed", "error": error,
-                                                        "seconds": round(seconds, 4)}
+            mine[page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
             counts["failed"] += 1
             dirty.set()
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
