@@ -334,7 +334,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     model_pending = fusion_pending = False
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
-            todo = _lacks_pages(run_dir, [stage], pages)
+            todo = bool(_lacking_pages(run_dir, [stage], pages))
             model_pending |= todo
         elif stage.kind == "fusion":
             todo = fusion_pending = (model_pending or not status["fusion"]
@@ -363,14 +363,18 @@ def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
     return set(pending_stages(config, [], run_dir, status))
 
 
-def _lacks_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord]) -> bool:
-    """Whether a source of `stages` lacks a current page of `pages` (failed and stale pages
-    count: a resubmit redoes them), by the rule a run skips pages by."""
+def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord]) -> set[str]:
+    """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
+    pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
+    (its run reports are read once), whatever the caller then slices."""
     from . import rundir
 
-    return any(len(rundir.current_source_pages(rundir.source_dir(run_dir, stage.name, v),
-                                                {p.page_id: stage.page_fingerprint(v, p.sha256) for p in pages}))
-               < len(pages) for stage in stages for v in stage.variants)
+    lacking: set[str] = set()
+    for stage in stages:
+        for v in stage.variants:
+            prints = {p.page_id: stage.page_fingerprint(v, p.sha256) for p in pages}
+            lacking |= prints.keys() - rundir.current_source_pages(rundir.source_dir(run_dir, stage.name, v), prints)
+    return lacking
 
 
 def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None) -> str:
@@ -388,7 +392,8 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
 
         pages = read_pages(run_dir)
         stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
-        tasks = [k for k in tasks if _lacks_pages(run_dir, stages, select_shard(pages, (k, shards)))]
+        lacking = _lacking_pages(run_dir, stages, pages)
+        tasks = [k for k in tasks if any(p.page_id in lacking for p in select_shard(pages, (k, shards)))]
     spans: list[list[int]] = []
     for k in tasks:
         if spans and k == spans[-1][1] + 1:
