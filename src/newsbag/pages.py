@@ -492,16 +492,25 @@ def _valid_dpi(dpi) -> bool:
 
 
 def read_pages(run_dir: Path) -> list[PageRecord]:
+    """Every page of RUN/manifests/pages.jsonl, in order ([] when there is none)."""
+    return _parse_lines(Path(run_dir) / MANIFEST, _manifest_lines(run_dir))
+
+
+def _manifest_lines(run_dir: Path) -> list[tuple[int, str]]:
+    """(line number, text) of each non-blank line of the manifest, unparsed ([] when there is none)."""
     path = Path(run_dir) / MANIFEST
     if not path.exists():
         return []
+    return [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+
+
+def _parse_lines(path: Path, lines: list[tuple[int, str]]) -> list[PageRecord]:
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(PageRecord(**json.loads(line)))
-            except (ValueError, TypeError) as exc:
-                raise InputError(f"{path}:{n}: bad manifest line: {exc}") from None
+    for n, line in lines:
+        try:
+            out.append(PageRecord(**json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{path}:{n}: bad manifest line: {exc}") from None
     return out
 
 
@@ -609,16 +618,20 @@ def _inputs(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recurs
     return candidates, rejected
 
 
-def manifest_pages(run_dir: Path, max_pages: int | None) -> list[PageRecord]:
-    """The manifest's first `max_pages` pages (all with None): a call that names no inputs.
+def manifest_pages(run_dir: Path, max_pages: int | None, shard: tuple[int, int] | None = None) -> list[PageRecord]:
+    """The manifest's first `max_pages` pages (all with None), then shard K of N of them
+    (`select_shard`): a call that names no inputs.
+
+    Only the shard's lines are parsed: each task of a Slurm array reads its slice of the
+    run's manifest (parsing all 100k lines took 0.6 s in every task).
 
     Raises:
         InputError: the run dir has no manifest, or an empty one.
     """
-    pages = read_pages(run_dir)[:max_pages]
-    if not pages:
+    lines = _manifest_lines(run_dir)[:max_pages]
+    if not lines:
         raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {Path(run_dir) / 'manifests'})")
-    return pages
+    return _parse_lines(Path(run_dir) / MANIFEST, select_shard(lines, shard))
 
 
 def refresh_pages(run_dir: Path, pages: list[PageRecord],

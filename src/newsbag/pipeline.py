@@ -62,10 +62,14 @@ def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
         pages, rejected = build_pages(opts.run_dir, list(opts.input_dirs), opts.manifest, opts.recursive, opts.max_pages,
                                       limits, opts.page_ids)
         return select_shard(pages, opts.shard), rejected
-    pages = manifest_pages(opts.run_dir, opts.max_pages)
-    wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
+    if opts.page_ids:  # ids of the whole manifest, then the shard of those
+        pages = manifest_pages(opts.run_dir, opts.max_pages)
+        wanted = set(select_ids([p.page_id for p in pages], opts.page_ids))
+        pages = select_shard([p for p in pages if p.page_id in wanted], opts.shard)
+    else:
+        pages = manifest_pages(opts.run_dir, opts.max_pages, opts.shard)
     # this call's pages of the manifest: hash again what changed
-    return refresh_pages(opts.run_dir, select_shard([p for p in pages if p.page_id in wanted], opts.shard), limits)
+    return refresh_pages(opts.run_dir, pages, limits)
 
 
 def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
