@@ -117,3 +117,20 @@ def test_a_shard_task_parses_only_its_own_manifest_lines(tmp_path, capsys, monke
     ids = [json.loads(line)["page_id"] for line in (run / "manifests" / "pages.jsonl").read_text().splitlines()]
     assert parsed == ids[1::3]
 
+
+def test_a_shard_task_with_nothing_to_do_reads_its_own_report_and_opens_no_page(tmp_path, capsys, monkeypatch):
+    """A task judged its pages from every shard's run report (each task read all N of them: the
+    whole run's index); its own report records its pages, so it reads that one and stats them."""
+    from newsbag import rundir
+
+    run, config = _three_finished_shards(tmp_path, capsys)
+    reports, opened = [], []
+    real_read_json = rundir.read_json
+    monkeypatch.setattr(rundir, "read_json", lambda path, *a, **k: (
+        reports.append(Path(path).name) if Path(path).name.startswith("run_report") else None)
+        or real_read_json(path, *a, **k))
+    monkeypatch.setattr(rundir, "read_page", lambda path, *a, **k: opened.append(path))
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", config, "--stages", "fake", "--shard", "1/3")
+    assert code == 0, err
+    assert reports == ["run_report.shard-1-of-3.json"]
+    assert opened == []

@@ -64,3 +64,17 @@ def test_of_two_shardings_reports_the_newest_write_counts(tmp_path):
         {"pages": {"p": {"status": "ok", "fingerprint": "before", "identity": older}}}))
     assert rundir.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
     assert rundir.current_source_pages(tmp_path, {"p": "before"}) == set()
+
+
+def test_a_page_its_own_report_does_not_account_for_is_looked_up_in_the_others(tmp_path, monkeypatch):
+    """A shard task reads its own report first; a page redone since by a --pages call (recorded in
+    run_report.json) is still judged by a stat, from that report, not opened."""
+    reads = []
+    monkeypatch.setattr(rundir, "read_page", lambda path, *a, **k: reads.append(path) or read_page(path, *a, **k))
+    identity = _write_page(tmp_path, "now")
+    (tmp_path / "run_report.shard-0-of-2.json").write_text(json.dumps(
+        {"pages": {"p": {"status": "ok", "fingerprint": "before", "identity": [identity[0], identity[1] - 10**9]}}}))
+    (tmp_path / "run_report.json").write_text(json.dumps(
+        {"pages": {"p": {"status": "ok", "fingerprint": "now", "identity": identity}}}))
+    assert rundir.current_source_pages(tmp_path, {"p": "now"}, first="run_report.shard-0-of-2.json") == {"p"}
+    assert reads == []

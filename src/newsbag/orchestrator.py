@@ -382,7 +382,7 @@ def run_source(
     t0 = time.monotonic()
     label_map = dict(stage.label_map)
     prints = {p.page_id: stage.page_fingerprint(variant, p.sha256) for p in pages}
-    current = set() if force else rundir.current_source_pages(out_dir, prints)
+    current = set() if force else rundir.current_source_pages(out_dir, prints, first=report_name)
     fresh, retried, held = [], [], []
     for page in pages:
         if page.page_id in current:

@@ -275,37 +275,49 @@ def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[in
 def source_reports(out_dir: Path) -> list[dict]:
     """The ``pages`` of each run report in a source folder (``run_report.json``, one per shard
     ``run_report.shard-K-of-N.json``), by file name; unreadable ones are left out."""
-    out = []
-    for path in sorted(Path(out_dir).glob("run_report*.json")):
+    return list(_report_pages(out_dir))
+
+
+def _report_pages(out_dir: Path, first: str | None = None) -> Iterator[dict]:
+    """`source_reports` one at a time, the report named `first` (if any) before the others."""
+    paths = sorted(Path(out_dir).glob("run_report*.json"), key=lambda p: (p.name != first, p.name))
+    for path in paths:
         try:
             pages = read_json(path).get("pages")
         except (OSError, ValueError, AttributeError):
             continue
-        out.append(pages if isinstance(pages, dict) else {})
-    return out
+        yield pages if isinstance(pages, dict) else {}
 
 
-def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None) -> set[str]:
+def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None,
+                         first: str | None = None) -> set[str]:
     """The pages of `expected` (page id -> `source_fingerprint` computed now) whose source page
     in `out_dir` is current (`page_is_current`): what a run skips and `status` counts as done.
 
     The runner records each page it writes in its run report with the fingerprint and file
-    identity it wrote (the newest write counts where reports of several shardings name a page):
-    a page still of that identity is judged by a stat, any other is opened. ``reports``: the
-    folder's `source_reports` when the caller has read them already (`status` reads them once).
+    identity it wrote: a page whose file still has an identity a report records is that very
+    file, judged by that fingerprint with one stat; any other is opened. The folder's reports
+    are read one at a time, the one named `first` (the caller's own: a shard task's) before
+    the others, and only while some existing page is not yet accounted for: a Slurm array
+    task reads its own report, not every task's. ``reports``: the folder's `source_reports`
+    when the caller has read them already (`status` reads them once).
     """
-    index: dict[str, tuple[list[int], str]] = {}
-    for pages in source_reports(out_dir) if reports is None else reports:
+    out_dir = Path(out_dir)
+    now = {page_id: identity for page_id in expected
+           if (identity := file_identity(out_dir / f"{page_id}.json")) is not None}
+    if not now:
+        return set()
+    made_with: dict[str, str] = {}  # page id -> the fingerprint its file was written with
+    for pages in _report_pages(out_dir, first) if reports is None else reports:
         for page_id, entry in pages.items():
-            if page_id not in expected or not isinstance(entry, dict):
-                continue
-            identity, made_with = entry.get("identity"), entry.get("fingerprint")
-            if (isinstance(made_with, str) and isinstance(identity, list) and len(identity) == 2
-                    and all(type(v) is int for v in identity)
-                    and (page_id not in index or identity[1] > index[page_id][0][1])):
-                index[page_id] = (identity, made_with)
-    return {page_id for page_id, fp in expected.items()
-            if page_is_current(out_dir, page_id, fp, *index.get(page_id, (None, None)))}
+            if (page_id in now and page_id not in made_with and isinstance(entry, dict)
+                    and isinstance(entry.get("fingerprint"), str) and entry.get("identity") == now[page_id]):
+                made_with[page_id] = entry["fingerprint"]
+        if len(made_with) == len(now):
+            break
+    return {page_id for page_id in now
+            if (expected[page_id] == made_with[page_id] if page_id in made_with
+                else page_is_current(out_dir, page_id, expected[page_id]))}
 
 
 # -- membership ---------------------------------------------------------------------------
