@@ -506,9 +506,11 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
     flush_s = float(job.get("report_flush_s", 1.0))
 
     todo = []
+    skipped = {}  # the records of pages already done (the report on disk says more of them, if anything)
     for page in pages:
         if not force and is_valid_output(out_dir / f"{page['page_id']}.json", page["page_id"], page.get("fingerprint")):
             emit("done", page_id=page["page_id"], status="skipped", seconds=0.0)
+            skipped[page["page_id"]] = {"status": "ok", "seconds": None}
         else:
             todo.append(page)
 
@@ -525,7 +527,6 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
     # The page records this job writes down: its own pages, and the outcomes of this call's
     # pages that an earlier runner could not write (``settled``: the page it died on, ...).
     mine = dict(job.get("settled") or {})
-    skipped = {page["page_id"]: {"status": "ok", "seconds": None} for page in pages if page not in todo}
     counts = {"ok": 0, "empty": 0, "failed": 0, "skipped": len(pages) - len(todo)}
     lock = threading.Lock()
     dirty = threading.Event()
