@@ -201,3 +201,30 @@ def test_a_run_directory_inside_the_input_folder_is_not_read_as_pages(tmp_path):
     pages, rejected = build_pages(run, [root], None, True, None)
     assert [p.path for p in pages] == ["../issue1/p1.png"] and not rejected
     assert [p.path for p in read_pages(run)] == ["../issue1/p1.png"]
+
+
+def test_a_rerun_over_unchanged_inputs_names_each_once_and_rewrites_nothing(tmp_path, page_dir, monkeypatch):
+    """`newsbag pages` again over 100k unchanged scans (a resubmit runs it) computed each page's
+    id three times and resolved each path three times (a realpath is a stat per path part), then
+    rewrote the whole manifest: ~20 s. Each input is named once, resolved only where two paths
+    meet under one id, no image is opened or hashed, and the manifest is left as it is."""
+    import os
+
+    from newsbag import pages as pages_mod
+    from newsbag.rundir import file_identity
+
+    run = tmp_path / "run"
+    first, _ = build_pages(run, [page_dir], None, True, None)
+    manifest = run / "manifests" / "pages.jsonl"
+    written = file_identity(manifest)
+    named, resolved, inspected = [], [], []
+    real_id, real_realpath, real_inspect = pages_mod.page_id_for, os.path.realpath, pages_mod.inspect_page
+    monkeypatch.setattr(pages_mod, "page_id_for", lambda path, root: named.append(path) or real_id(path, root))
+    monkeypatch.setattr(os.path, "realpath", lambda path, **k: (
+        resolved.append(path) if str(path).endswith(".png") else None) or real_realpath(path, **k))
+    monkeypatch.setattr(pages_mod, "inspect_page", lambda *a, **k: inspected.append(a) or real_inspect(*a, **k))
+    again, rejected = build_pages(run, [page_dir], None, True, None)
+    assert again == first and not rejected
+    assert sorted(named) == sorted(set(named)) and len(named) == len(first)
+    assert resolved == [] and inspected == []
+    assert file_identity(manifest) == written

@@ -522,7 +522,8 @@ def list_inputs(
     input_dirs: list[Path], manifest: Path | None, recursive: bool, max_pages: int | None,
     rejected: list[Rejected] | None = None,
 ) -> list[tuple[Path, Path]]:
-    """(image path, id root) of every input, in a stable order, without opening any file.
+    """(image path, id root) of every input, in a stable order, without opening any file
+    (`_named` gives their ids).
 
     Entries skipped while listing folders (broken symlinks, loops, unsupported formats...)
     are appended to `rejected` when given.
@@ -533,25 +534,31 @@ def list_inputs(
         candidates += [(p, root) for p in read_manifest_list(manifest)]
     for root in (Path(os.path.abspath(d)) for d in input_dirs):
         candidates += [(p, root) for p in discover_images(root, recursive, rejected)]
-    candidates = candidates[:max_pages] if max_pages is not None else candidates
-    _refuse_collisions(candidates)
-    return candidates
+    return candidates[:max_pages] if max_pages is not None else candidates
 
 
-def _refuse_collisions(candidates: list[tuple[Path, Path]], known: dict | None = None) -> None:
-    """Two different files that would get one page id (same path under two named roots).
+def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None = None) -> list[str]:
+    """The page id of each (image path, id root) of `candidates`, each computed once.
+
+    Two paths under one id (`known`: page id -> absolute path of the run's pages) are resolved
+    to see whether they are one file; the same path again is one file without asking the file
+    system (a realpath is a stat per path part, three per page on every rerun over 100k scans).
 
     Raises:
-        InputError: naming both files and the fix, before anything is written.
+        InputError: two different files would get one page id (the same path under two named
+            roots), naming both and the fix, before anything is written.
     """
     seen: dict[str, str] = dict(known or {})
+    ids = []
     for path, root in candidates:
-        page_id, where = page_id_for(path, root), os.path.realpath(path)
+        page_id, where = page_id_for(path, root), os.path.abspath(path)
         other = seen.setdefault(page_id, where)
-        if other != where:
+        if other != where and os.path.realpath(other) != os.path.realpath(where):
             raise InputError(
-                f"{where} and {other} both get page id {page_id} (the same path under two input roots); "
-                f"name their common parent with --recursive, or use separate run dirs")
+                f"{os.path.realpath(where)} and {os.path.realpath(other)} both get page id {page_id} (the same "
+                f"path under two input roots); name their common parent with --recursive, or use separate run dirs")
+        ids.append(page_id)
+    return ids
 
 
 def build_pages(
@@ -570,23 +577,23 @@ def build_pages(
     written (an id whose image then proves unreadable is a rejected input, not a typo); every
     input still goes into the manifest.
 
-    Known pages (same id and file size/mtime unchanged) are not re-hashed, so a rerun on a
-    large collection starts at once. Every input that is skipped (broken symlink, symlink
+    Known pages (same id and file size/mtime unchanged) are not re-hashed, and the manifest is
+    rewritten only when a page is new or changed, so a rerun on a large collection starts at once. Every input that is skipped (broken symlink, symlink
     loop, unreadable, unsupported, not an image, over `limits`) is returned as `Rejected`,
     logged as an error (stderr) and recorded in manifests/rejected.jsonl; the rest go on.
     """
-    candidates, rejected = _inputs(run_dir, input_dirs, manifest, recursive, max_pages)
+    known = {p.page_id: p for p in read_pages(run_dir)}
+    candidates, ids, rejected = _inputs(run_dir, input_dirs, manifest, recursive, max_pages,
+                                        {k: os.path.abspath(Path(run_dir) / p.path) for k, p in known.items()})
     for r in rejected:
         log.error("skipping input: %s", r.error)
-    known = {p.page_id: p for p in read_pages(run_dir)}
-    _refuse_collisions(candidates, {k: os.path.realpath(Path(run_dir) / p.path) for k, p in known.items()})
-    ids = [page_id_for(path, root) for path, root in candidates]
     selected = set(select_ids(ids, page_ids))
     todo: dict[str, tuple] = {}
     for (path, _), page_id in zip(candidates, ids):
         todo.setdefault(page_id, (path, known.get(page_id), page_id))
     pages = _records(run_dir, list(todo.values()), limits, rejected)
-    _merge(run_dir, pages, rejected, {_shown(str(p)) for p, _ in candidates})
+    _merge(run_dir, [p for p in pages if p is not known.get(p.page_id)], rejected,
+           {_shown(str(p)) for p, _ in candidates})
     return [p for p in pages if p.page_id in selected], rejected
 
 
@@ -599,23 +606,24 @@ def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, re
         InputError: where the call would refuse for want of pages (`build_pages`, `manifest_pages`).
     """
     if input_dirs or manifest:
-        candidates, _ = _inputs(run_dir, input_dirs, manifest, recursive, max_pages)
-        return [page_id_for(path, root) for path, root in candidates]
+        return _inputs(run_dir, input_dirs, manifest, recursive, max_pages)[1]
     return [p.page_id for p in manifest_pages(run_dir, max_pages)]
 
 
-def _inputs(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recursive: bool,
-            max_pages: int | None) -> tuple[list[tuple[Path, Path]], list[Rejected]]:
-    """`list_inputs` of a call naming inputs, and the entries skipped while listing them.
+def _inputs(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recursive: bool, max_pages: int | None,
+            known: dict[str, str] | None = None) -> tuple[list[tuple[Path, Path]], list[str], list[Rejected]]:
+    """`list_inputs` of a call naming inputs, their ids (`_named`, against the run's `known`
+    pages) and the entries skipped while listing them.
 
     Raises:
-        InputError: no input at all and no page in the run either: nothing to do, nothing written.
+        InputError: no input at all and no page in the run either: nothing to do, nothing
+            written; two files under one id (`_named`).
     """
     rejected: list[Rejected] = []
     candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
     if not candidates and not rejected and not read_pages(run_dir):
         raise InputError(_no_images_message(input_dirs, manifest, recursive))
-    return candidates, rejected
+    return candidates, _named(candidates, known), rejected
 
 
 def manifest_pages(run_dir: Path, max_pages: int | None, shard: tuple[int, int] | None = None) -> list[PageRecord]:
@@ -683,9 +691,9 @@ def _merge(run_dir: Path, pages: list[PageRecord], rejected: list[Rejected], lis
     have added pages while this one inspected its images, and a merge from an earlier read would
     drop them."""
     with rundir.manifest_lock(run_dir):
-        merged = {p.page_id: p for p in read_pages(run_dir)}
-        merged.update({p.page_id: p for p in pages})
-        if merged:  # every input rejected: no empty manifest that later says "lists no pages"
+        if pages:  # none (nothing new or changed, or every input rejected): the manifest stays as it is
+            merged = {p.page_id: p for p in read_pages(run_dir)}
+            merged.update({p.page_id: p for p in pages})
             write_pages(run_dir, merged.values())
         _merge_rejected(run_dir, rejected, listed)
 
