@@ -336,6 +336,21 @@ def test_the_runner_sorts_its_pages_into_done_and_to_do_in_one_pass(tmp_path, ca
     assert compared == []
 
 
+
+@pytest.mark.parametrize("flush_s, last_write_s, wait", [
+    (1.0, 0.003, 1.0),    # a shard's report (1,000 pages, 3 ms here): every second, as before
+    (1.0, 0.25, 5.0),     # an unsharded 100k-page report (16 MB, 0.25 s here): 5 % of the runner's time
+    (0.2, 0.0, 0.2),
+])
+def test_the_runner_spends_at_most_a_twentieth_of_its_time_rewriting_its_report(flush_s, last_write_s, wait):
+    """The report was rewritten every second while pages finished, whatever its size: at 100k
+    pages a quarter of the runner's time (and of its GIL) went to serialising it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
+    import _loop
+
+    assert _loop.flush_wait(flush_s, last_write_s) == pytest.approx(wait)
+
+
 @pytest.mark.parametrize("value", [1.5, -0.1, "half", True])
 def test_max_failed_fraction_is_validated(tmp_path, value):
     from newsbag.errors import ConfigError
