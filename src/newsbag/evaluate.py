@@ -32,7 +32,7 @@ from . import labels, rundir
 from .errors import InputError, first_line
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
-from .io import atomic_write_text, read_json, read_page
+from .io import atomic_write_text, jsonl_lines, read_json, read_page
 from .tables import aligned_lines, tsv_text
 
 __all__ = ["evaluate_page_class", "match_pages", "page_metrics_by_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
@@ -193,7 +193,7 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
         raise InputError(f"{manifest}: no page manifest; is {run_dir} a newsbag run directory?")
     if not ann_dir.is_dir():
         raise InputError(f"{ann_dir}: no ground-truth annotations folder (expected the nzz format)")
-    records = [json.loads(line) for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = [json.loads(line) for _, line in jsonl_lines(manifest)]
     by_id = {rec["page_id"]: rec for rec in records}
     by_file = {os.path.realpath(run_dir / rec["path"]): rec for rec in records}
     # Every tail of every page's path (file name, folder/file name, ...) -> its page, or None

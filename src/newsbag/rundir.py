@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from . import __version__
-from .io import append_jsonl, read_json, read_page, write_json
+from .io import append_jsonl, jsonl_lines, read_json, read_page, write_json
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
@@ -336,12 +336,7 @@ def has_run_state(folder: Path) -> bool:
 
 def manifest_page_ids(run_dir: Path) -> list[str]:
     """Page ids of RUN/manifests/pages.jsonl in manifest order ([] when there is none)."""
-    path = Path(run_dir) / MANIFEST
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [json.loads(line)["page_id"] for line in text.splitlines() if line.strip()]
+    return [json.loads(line)["page_id"] for _, line in jsonl_lines(Path(run_dir) / MANIFEST)]
 
 
 def members(run_dir: Path, selected: Iterable[str]) -> list[str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from .config import ModelStage, PipelineConfig, load_config
 from .errors import ConfigError, InputError
-from .io import append_jsonl, read_json, write_json
+from .io import append_jsonl, jsonl_lines, read_json, write_json
 
 if TYPE_CHECKING:
     from .pages import PageRecord   # pages imports numpy and Pillow: only where a plan reads the manifest
@@ -64,13 +64,8 @@ def read_jobs(run_dir: str | os.PathLike) -> list[dict]:
 
     A line cut short by a crash mid-append is skipped rather than failing the whole status.
     """
-    path = Path(run_dir) / JOBS_FILE
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
     jobs = []
-    for line in lines:
+    for _, line in jsonl_lines(Path(run_dir) / JOBS_FILE):
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
