@@ -279,14 +279,23 @@ def source_reports(out_dir: Path) -> list[dict]:
 
 
 def _report_pages(out_dir: Path, first: str | None = None) -> Iterator[dict]:
-    """`source_reports` one at a time, the report named `first` (if any) before the others."""
-    paths = sorted(Path(out_dir).glob("run_report*.json"), key=lambda p: (p.name != first, p.name))
-    for path in paths:
-        try:
-            pages = read_json(path).get("pages")
-        except (OSError, ValueError, AttributeError):
-            continue
-        yield pages if isinstance(pages, dict) else {}
+    """`source_reports` one at a time, the report named `first` (if any) before the others,
+    which are looked for only when asked for (listing a folder of 100k pages to find them was
+    most of what a shard task's check cost)."""
+    if first is not None and (pages := _pages_of_report(Path(out_dir) / first)) is not None:
+        yield pages
+    for path in sorted(Path(out_dir).glob("run_report*.json")):
+        if path.name != first and (pages := _pages_of_report(path)) is not None:
+            yield pages
+
+
+def _pages_of_report(path: Path) -> dict | None:
+    """The ``pages`` of one run report ({} when it has none), None when it cannot be read."""
+    try:
+        pages = read_json(path).get("pages")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pages if isinstance(pages, dict) else {}
 
 
 def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None,
