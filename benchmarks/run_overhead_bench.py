@@ -11,13 +11,15 @@ the real `newsbag pages`. Every page then gets a current source page of the fake
 Each step is its own process pinned to one core (`fuse_stage_bench.timed`: CPU user+sys of the
 process and the runners it waited for, wall, peak RSS). `task-todo` first removes `--todo` page
 files of its shard, so the fake runner starts and writes them (its start is most of that step).
+The set-up that reads the manifest runs in processes of its own: a child started by a grown
+benchmark process reports that size as its own peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -74,10 +76,16 @@ def write_outputs(run: Path, config: Path, shards: int) -> None:
             "stage": STAGE, "variant": VARIANT, "family": "fake", "state": "finished", "pages": pages}))
 
 
-def bench(n: int, shards: int, todo: int, steps: list[str]) -> None:
-    """Print one row per step, as soon as it is measured."""
+def drop_pages(run: Path, shard: tuple[int, int], todo: int) -> None:
+    """Remove the source pages of the first `todo` pages of `shard`: what its task has to do."""
     from newsbag.pages import read_pages, select_shard
 
+    for p in select_shard(read_pages(run), shard)[:todo]:
+        (run / "outputs" / "sources" / STAGE / VARIANT / f"{p.page_id}.json").unlink()
+
+
+def bench(n: int, shards: int, todo: int, steps: list[str]) -> None:
+    """Print one row per step, as soon as it is measured."""
     with tempfile.TemporaryDirectory(prefix="run_overhead_bench_") as tmp:
         root = Path(tmp)
         write_images(root / "images", n)
@@ -95,12 +103,13 @@ def bench(n: int, shards: int, todo: int, steps: list[str]) -> None:
                     "status": [*cli, "status", "--run-dir", str(run)]}
         for step in steps:
             if step == "task-todo":
-                for p in select_shard(read_pages(run), (k + 1, shards))[:todo]:
-                    (run / "outputs" / "sources" / STAGE / VARIANT / f"{p.page_id}.json").unlink()
+                subprocess.run([sys.executable, __file__, "--drop-pages", str(run), f"{k + 1}/{shards}",
+                                "--todo", str(todo)], env=env, check=True)
             cpu, wall, rss = timed(commands[step], env)
             print(f"pages {n:>6}  {step:<11} {cpu:6.2f} s CPU ({wall:.2f} wall)  peak RSS {rss:5.0f} MB", flush=True)
             if step == "pages":
-                write_outputs(run, config, shards)
+                subprocess.run([sys.executable, __file__, "--write-outputs", str(run), str(config), "--shards",
+                                str(shards)], env=env, check=True)
                 print(f"# wrote {n} source pages and {shards} shard reports ({n // shards} pages each)", flush=True)
 
 
@@ -110,7 +119,16 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=100)
     ap.add_argument("--todo", type=int, default=3, help="pages the task-todo step's shard has to do")
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {', '.join(STEPS)} ('pages' always runs)")
+    ap.add_argument("--write-outputs", nargs=2, type=Path, metavar=("RUN", "CONFIG"), help=argparse.SUPPRESS)
+    ap.add_argument("--drop-pages", nargs=2, metavar=("RUN", "K/N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.write_outputs:
+        write_outputs(*args.write_outputs, args.shards)
+        return
+    if args.drop_pages:
+        k, n = map(int, args.drop_pages[1].split("/"))
+        drop_pages(Path(args.drop_pages[0]), (k, n), args.todo)
+        return
     steps = ["pages"] + [s for s in args.steps.split(",") if s and s != "pages"]
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
