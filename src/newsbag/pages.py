@@ -281,14 +281,14 @@ def discover_images(root: Path, recursive: bool, rejected: list[Rejected] | None
 def read_manifest_list(path: Path) -> list[Path]:
     """Image paths from a list file: one per line, `#` comments, relative to the file.
 
-    UTF-8 text, with or without a byte-order mark.
+    UTF-8 text, with or without a byte-order mark; lines end at \n or \r\n.
 
     Raises:
         InputError: the file cannot be read, is not UTF-8 text or holds a NUL byte (naming the line).
     """
     try:
         raw = Path(path).read_bytes()
-        lines = raw.decode("utf-8-sig").splitlines()
+        lines = raw.decode("utf-8-sig").split("\n")  # not splitlines: U+2028, U+0085 may be in a name
     except OSError as exc:
         raise InputError(f"cannot read manifest {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
