@@ -217,6 +217,10 @@ def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, caps
     (runners / "other.tool.json").write_text(json.dumps({**spec, "revision": spec.get("revision", 0) + 1}))
     assert status() == {"fake/v": (5, 0, 0), "other/v": (0, 5, 0)}
     assert pending_stages(load_config(cfg), [], run) == ["other"]
+    code, out, err = run_cli(capsys, *args, "--dry-run", "--json")   # the plan says what the run will do
+    assert code == 0, err
+    assert {r["source"]: (r["done"], r["todo"]) for r in json.loads(out)["plan"] if r["family"] != "(builtin)"} == {
+        "fake/v": (5, 0), "other/v": (0, 5)}
     code, out, _ = run_cli(capsys, "status", "--run-dir", run)
     assert code == 0 and "stale     5" in next(line for line in out.splitlines() if "other/v" in line)
     assert counts() == {"fake/v": (0, 5), "other/v": (5, 0)}

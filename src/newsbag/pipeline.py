@@ -14,9 +14,9 @@ from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, R
 from .io import write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
-from .rundir import is_page_done, source_dir
-from .pages import (InputLimits, PageRecord, Rejected, build_pages, manifest_pages, refresh_pages, select_ids,
-                    select_shard)
+from .rundir import source_dir
+from .pages import (InputLimits, PageRecord, Rejected, build_pages, manifest_pages, read_pages, refresh_pages,
+                    select_ids, select_shard)
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
@@ -81,13 +81,16 @@ def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
 
 
 def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> list[dict]:
-    """Rows of what a run would do: per source, pages to run and pages already done."""
+    """Rows of what a run would do: per source, pages to run and pages already done, by the rule
+    a run skips pages by (`rundir.current_source_pages`: an upgrade that bumped a runner's
+    revision shows its pages to do); a page not yet in the manifest has nothing done."""
     rows = []
+    sha = {p.page_id: p.sha256 for p in read_pages(run_dir)}
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
-                out = source_dir(run_dir, stage.name, variant)
-                done = sum(is_page_done(out, page_id) for page_id in page_ids)
+                prints = {p: stage.page_fingerprint(variant, sha[p]) for p in page_ids if p in sha}
+                done = len(rundir.current_source_pages(source_dir(run_dir, stage.name, variant), prints))
                 rows.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
                              "env": stage.env.python, "device": stage.device,
                              "pages": len(page_ids), "done": done, "todo": len(page_ids) - done})
