@@ -40,7 +40,7 @@ __all__ = [
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
-    "is_page_done", "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
+    "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
     "source_reports", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
@@ -212,15 +212,6 @@ def failure_path(out_dir: Path, page_id: str) -> Path:
 
 
 # -- freshness ----------------------------------------------------------------------------
-
-def is_page_done(out_dir: Path, page_id: str) -> bool:
-    """A page counts as finished only when its output parses and passes the contract."""
-    try:
-        read_page(Path(out_dir) / f"{page_id}.json", page_id)
-    except ValueError:
-        return False
-    return True
-
 
 def file_identity(path: Path) -> list[int] | None:
     """[size, mtime_ns] of a file, or None when it is missing: what an output was made from.
