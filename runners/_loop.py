@@ -48,11 +48,12 @@ model's weights are missing; 5 the requested GPU is unusable and CPU fallback is
 allowed; 1 the model could not be set up for another reason (a ``fatal`` event says which).
 
 The run report is rewritten atomically as pages finish (at most every ``report_flush_s``
-seconds, or less often when it is large: `flush_wait`; and always at the end), so a runner killed by Slurm or the OOM killer leaves a
-report that matches the page files on disk. Nothing is written before the model is set up:
-a runner that refuses to start leaves no report and no folder behind. Calls running one
-variant at once on different pages share its report: each write merges the runner's own page
-records over the file's under a lock (`_report_lock`), so none drops another's pages.
+seconds, or less often when it is large: `flush_wait`; and always at the end), so a runner
+killed by Slurm or the OOM killer leaves a report that matches the page files on disk.
+Nothing is written before the model is set up: a runner that refuses to start leaves no
+report and no folder behind. Calls running one variant at once on different pages share its
+report: each write merges the runner's own page records over the file's under a lock
+(`_report_lock`), so none drops another's pages.
 
 A runner dies with the orchestrator that started it (``NEWSBAG_PARENT_PID``): Linux
 PR_SET_PDEATHSIG plus a parent-pid watch elsewhere; it then kills its own process group, so

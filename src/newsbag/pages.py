@@ -281,7 +281,7 @@ def discover_images(root: Path, recursive: bool, rejected: list[Rejected] | None
 def read_manifest_list(path: Path) -> list[Path]:
     """Image paths from a list file: one per line, `#` comments, relative to the file.
 
-    UTF-8 text, with or without a byte-order mark; lines end at \n or \r\n.
+    UTF-8 text, with or without a byte-order mark; lines end at ``\\n`` or ``\\r\\n``.
 
     Raises:
         InputError: the file cannot be read, is not UTF-8 text or holds a NUL byte (naming the line).
@@ -572,9 +572,10 @@ def build_pages(
     input still goes into the manifest.
 
     Known pages (same id and file size/mtime unchanged) are not re-hashed, and the manifest is
-    rewritten only when a page is new or changed, so a rerun on a large collection starts at once. Every input that is skipped (broken symlink, symlink
-    loop, unreadable, unsupported, not an image, over `limits`) is returned as `Rejected`,
-    logged as an error (stderr) and recorded in manifests/rejected.jsonl; the rest go on.
+    rewritten only when a page is new or changed, so a rerun on a large collection starts at
+    once. Every input that is skipped (broken symlink, symlink loop, unreadable, unsupported,
+    not an image, over `limits`) is returned as `Rejected`, logged as an error (stderr) and
+    recorded in manifests/rejected.jsonl; the rest go on.
     """
     known = {p.page_id: p for p in read_pages(run_dir)}
     candidates, ids, rejected = _inputs(run_dir, input_dirs, manifest, recursive, max_pages,
