@@ -242,20 +242,18 @@ def source_fingerprint(family: str, revision: int, params: dict, volatile: Itera
     return fingerprint("source", family, revision, kept, label_map, page_sha256)
 
 
-def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None,
-                    written_as: str | None = None) -> bool:
+def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None) -> bool:
     """The source or fused page exists, passes the contract and records the fingerprint computed now.
 
     ``written``: the page's `file_identity` that its stage recorded in its own index right after
-    writing it with the fingerprint ``written_as`` (default `expected`). While the file still has
-    that identity it is that very file, so it is judged by that fingerprint without being
-    opened: a rerun with nothing changed stats files instead of parsing them (fusion: 11 fused
-    pages, ~60 ms per page before). Any other identity (rewritten, touched, replaced) falls back
-    to opening and checking it.
+    writing it with the fingerprint `expected`. While the file still has that identity it is
+    that very file, so it is current without being opened: a rerun with nothing changed stats
+    files instead of parsing them (fusion: 11 fused pages, ~60 ms per page before). Any other
+    identity (rewritten, touched, replaced) falls back to opening and checking it.
     """
     path = Path(out_dir) / f"{page_id}.json"
     if written is not None and file_identity(path) == list(written):
-        return written_as in (None, expected)
+        return True
     try:
         page = read_page(path, page_id, members=False)
     except ValueError:
