@@ -160,15 +160,18 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
     return max(_PANEL_MIN, min(_PANEL_MAX, one_row))
 
 
-def _is_fresh(page_dir: Path, fingerprint: str) -> bool:
-    """Board, scan and gallery data exist and info.json says they were made, successfully, from exactly these inputs."""
+def _fresh_info(page_dir: Path, fingerprint: str) -> dict | None:
+    """The page's info.json when board, scan and gallery data exist and it says they were made,
+    successfully, from exactly these inputs; else None. Read once: a rerun with every board
+    current skips each page on it, and lists it from it."""
     if not all((page_dir / name).is_file() for name in ("board.png", SCAN, DATA_JS)):
-        return False
+        return None
     try:
         recorded = read_json(page_dir / "info.json")
     except (OSError, ValueError):
-        return False
-    return isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("fingerprint") == fingerprint
+        return None
+    fresh = isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("fingerprint") == fingerprint
+    return recorded if fresh else None
 
 
 @dataclass(frozen=True)
@@ -205,8 +208,9 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     page_id = record.page_id
     page_dir = rundir.review_page_dir(run_dir, page_id)
     inputs = _inputs(run_dir, record, plan)
-    if not force and _is_fresh(page_dir, inputs.fingerprint):
-        return _Outcome(page_id, "skipped", info=read_json(page_dir / "info.json"))
+    fresh = None if force else _fresh_info(page_dir, inputs.fingerprint)
+    if fresh is not None:
+        return _Outcome(page_id, "skipped", info=fresh)
     if not compute:
         # Not drawn by this call: a page whose last review failed stays listed as failed.
         try:
@@ -438,7 +442,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     for record in records:
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        if _is_fresh(page_dir, _inputs(run_dir, record, plan).fingerprint):
+        if _fresh_info(page_dir, _inputs(run_dir, record, plan).fingerprint) is not None:
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
