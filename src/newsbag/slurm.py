@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
+from . import rundir
 from .config import ModelStage, PipelineConfig, load_config
 from .errors import ConfigError, InputError
 from .io import append_jsonl, jsonl_lines, read_json, write_json
@@ -346,10 +347,8 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
 def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
     """The stages of the run's recorded config that a resubmit would plan a job for
     (`pending_stages`), or None when there is no readable record to say."""
-    from .rundir import config_record
-
-    path = config_record(run_dir)
-    if not path.is_file():
+    path = rundir.config_to_run(run_dir, None)
+    if path is None:
         return None
     try:
         config = load_config(path)
@@ -362,8 +361,6 @@ def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[
     """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
     pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
     (its run reports are read once), whatever the caller then slices."""
-    from . import rundir
-
     lacking: set[str] = set()
     for stage in stages:
         for v in stage.variants:
@@ -590,10 +587,8 @@ def reused_settings(run_dir: Path) -> dict[str, str]:
     submit (`load_settings`); for a run made without the scripts (`newsbag run --config F`),
     the config it recorded, which `newsbag run` without --config would use too
     (`rundir.config_to_run`), not the Torch default that would replace it."""
-    from .rundir import config_to_run
-
     settings = load_settings(run_dir)
-    recorded = config_to_run(run_dir, None)
+    recorded = rundir.config_to_run(run_dir, None)
     if "NEWSBAG_CONFIG" not in settings and recorded is not None:
         settings["NEWSBAG_CONFIG"] = str(recorded)
     return settings
