@@ -6,6 +6,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from nbtest import run_cli, start_newsbag, write_fake_config, write_image
 
 
@@ -148,3 +150,62 @@ def test_a_shard_task_with_nothing_to_do_lists_no_folder_of_pages(tmp_path, caps
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", config, "--stages", "fake", "--shard", "1/3")
     assert code == 0, err
     assert run / "outputs" / "sources" / "fake" / "v" not in listed
+
+
+@pytest.mark.parametrize("before", ["missing", "stale"])
+def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_failed(tmp_path, capsys, monkeypatch,
+                                                                                       before):
+    """Calls A and B run one source on the same page. B judges it (not current: missing, or
+    made with other parameters), then A's runner writes it; B's removal of stale pages must not delete A's fresh write, or A finds
+    its page gone and fails it ("wrote no output") until the next rerun clears it."""
+    import threading
+
+    from newsbag import orchestrator, rundir
+    from newsbag.config import load_config
+    from newsbag.pages import read_pages
+
+    write_image(tmp_path / "pages" / "page00.png", size=(40, 30))
+    run = tmp_path / "run"
+    assert run_cli(capsys, "pages", "--input-dir", tmp_path / "pages", "--run-dir", run)[0] == 0
+    if before == "stale":
+        old = write_fake_config(tmp_path / "old.json", {"v": {"tag": "old"}})
+        assert run_cli(capsys, "run", "--run-dir", run, "--config", old)[0] == 0
+    cfg = load_config(write_fake_config(tmp_path / "c.json", {"v": {}}))
+    stage, pages = cfg.stage("fake"), read_pages(run)
+    a_wrote, b_planned = threading.Event(), threading.Event()
+    outcomes = {}
+
+    def call_a():
+        outcomes["a"] = orchestrator.run_source(run, stage, "v", pages, runners=cfg.runners_dir)
+
+    a = threading.Thread(target=call_a)
+    real_check, real_current, real_launch = orchestrator._check_output, rundir.current_source_pages, orchestrator._launch
+
+    def check(out_dir, page):  # A holds here: its runner has written the page and said so
+        if threading.current_thread() is a:
+            a_wrote.set()
+            assert b_planned.wait(60)
+        return real_check(out_dir, page)
+
+    def current(*args, **kwargs):  # B has judged its pages: now A runs
+        judged = real_current(*args, **kwargs)
+        if threading.current_thread() is not a:
+            a.start()
+            assert a_wrote.wait(60)
+        return judged
+
+    def launch(*args, **kwargs):  # B is past its removal of stale pages: A checks its page
+        if threading.current_thread() is not a:
+            b_planned.set()
+        return real_launch(*args, **kwargs)
+
+    monkeypatch.setattr(orchestrator, "_check_output", check)
+    monkeypatch.setattr(rundir, "current_source_pages", current)
+    monkeypatch.setattr(orchestrator, "_launch", launch)
+    outcomes["b"] = orchestrator.run_source(run, stage, "v", pages, runners=cfg.runners_dir)
+    a.join(60)
+    page_id = pages[0].page_id
+    assert outcomes["a"].pages[page_id].status == "ok", outcomes["a"].pages[page_id]
+    assert outcomes["b"].pages[page_id].status in ("ok", "skipped")
+    assert (run / "outputs/sources/fake/v" / f"{page_id}.json").is_file()
+    assert not (run / "outputs/sources/fake/v/_failed" / f"{page_id}.json").exists()

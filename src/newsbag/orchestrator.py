@@ -382,7 +382,8 @@ def run_source(
     t0 = time.monotonic()
     label_map = dict(stage.label_map)
     prints = {p.page_id: stage.page_fingerprint(variant, p.sha256) for p in pages}
-    current = set() if force else rundir.current_source_pages(out_dir, prints, first=report_name)
+    judged = rundir.page_identities(out_dir, prints)
+    current = set() if force else rundir.current_source_pages(out_dir, prints, first=report_name, now=judged)
     fresh, retried, held = [], [], []
     for page in pages:
         if page.page_id in current:
@@ -392,7 +393,7 @@ def run_source(
             continue
         # A valid page made from other parameters, another image or another runner revision is
         # stale: remove it, so that fusion and exports never take it for the page if it now fails.
-        (out_dir / f"{page.page_id}.json").unlink(missing_ok=True)
+        rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
         before = None if force else _previous_failure(out_dir, page.page_id)
         if before is None:
             fresh.append(page)

@@ -41,7 +41,7 @@ __all__ = [
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
-    "source_reports", "current_source_pages",
+    "source_reports", "page_identities", "remove_stale_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
@@ -287,8 +287,28 @@ def _pages_of_report(path: Path) -> dict | None:
     return pages if isinstance(pages, dict) else {}
 
 
+def page_identities(out_dir: Path, page_ids: Iterable[str]) -> dict[str, list[int]]:
+    """page id -> `file_identity` of its page file in `out_dir`, for the pages that have one."""
+    out_dir = Path(out_dir)
+    return {page_id: identity for page_id in page_ids
+            if (identity := file_identity(out_dir / f"{page_id}.json")) is not None}
+
+
+def remove_stale_page(out_dir: Path, page_id: str, judged: list[int] | None) -> None:
+    """Delete a page judged not current while it still is the file that was judged (`judged`: its
+    `file_identity` then; None: there was none).
+
+    Another call running the source on the same page may have written it since: that is a
+    fresh page, not the stale one, and deleting it would fail that call's page ("wrote no
+    output"). Only the moment between this stat and the unlink is left open, not the plan.
+    """
+    path = Path(out_dir) / f"{page_id}.json"
+    if judged is not None and file_identity(path) == judged:
+        path.unlink(missing_ok=True)
+
+
 def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None,
-                         first: str | None = None) -> set[str]:
+                         first: str | None = None, now: dict[str, list[int]] | None = None) -> set[str]:
     """The pages of `expected` (page id -> `source_fingerprint` computed now) whose source page
     in `out_dir` is current (`page_is_current`): what a run skips and `status` counts as done.
 
@@ -298,11 +318,11 @@ def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[
     are read one at a time, the one named `first` (the caller's own: a shard task's) before
     the others, and only while some existing page is not yet accounted for: a Slurm array
     task reads its own report, not every task's. ``reports``: the folder's `source_reports`
-    when the caller has read them already (`status` reads them once).
+    when the caller has read them already (`status` reads them once); ``now``: the pages'
+    `page_identities` when the caller has statted them (a run, to remove stale pages by).
     """
     out_dir = Path(out_dir)
-    now = {page_id: identity for page_id in expected
-           if (identity := file_identity(out_dir / f"{page_id}.json")) is not None}
+    now = page_identities(out_dir, expected) if now is None else now
     if not now:
         return set()
     made_with: dict[str, str] = {}  # page id -> the fingerprint its file was written with
