@@ -72,6 +72,7 @@ import math
 import os
 import resource
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -533,8 +534,11 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         "params": job.get("params", {}), "device_requested": job.get("device", "auto"),
         "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
         "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
+        # Who says "running": newsbag marks the report killed when it sees this runner die (rundir.mark_runner_killed).
+        "pid": os.getpid(), "host": socket.gethostname(),
     })
-    report.pop("finished", None)
+    for ended in ("finished", "interrupted", "killed", "killed_by"):
+        report.pop(ended, None)
     # The page records this job writes down: its own pages, and the outcomes of this call's
     # pages that an earlier runner could not write (``settled``: the page it died on, ...).
     mine = dict(job.get("settled") or {})

@@ -410,3 +410,6 @@ def test_a_runner_that_dies_on_restart_still_leaves_its_failures_in_the_ledger(t
     ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
     assert [(r["page_id"].split("-")[0], r["stage"], r["variant"]) for r in ledger] == [("page02", "fake", "v")]
     assert "SIGKILL" in ledger[0]["error"]
+    # no runner wrote the report after the one killed on page02: it says so, not "running"
+    report = json.loads((_folder(run) / "run_report.json").read_text())
+    assert (report["state"], report["killed_by"]) == ("killed", "runner killed by SIGKILL (out of memory?)")

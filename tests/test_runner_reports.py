@@ -68,12 +68,36 @@ def test_report_is_on_disk_while_the_runner_works_and_after_a_kill(tmp_path, pag
         if report.get("counts", {}).get("ok") == 4:
             break
         time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGKILL)  # Slurm TIMEOUT / OOM: no chance to write at the end
+    os.killpg(proc.pid, signal.SIGKILL)  # newsbag and its runner at once: nobody left to write the end
     proc.wait()
     report = _report(run)
     on_disk = {p.stem for p in _src(run).glob("*.json") if not p.name.startswith("run_report")}
     assert report["state"] == "running" and report["counts"]["ok"] == 4
     assert {k for k, v in report["pages"].items() if v["status"] == "ok"} == on_disk
+
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; scancel, kill
+def test_report_of_a_runner_stopped_with_newsbag_says_killed_not_running(tmp_path, page_dir, sig):
+    """newsbag sees its runner die (it stops it on the way out): the report must not say
+    ``running`` until some later run; the pages finished before stay recorded."""
+    gate = tmp_path / "gate"
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "wait", "on": ["issue2__p3"]}},
+                            env={"FAKE_GATE": str(gate)})
+    run = tmp_path / "run"
+    proc = start_newsbag("run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    deadline = time.monotonic() + 60
+    while not Path(f"{gate}.reached").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and _report(run)["state"] == "running"
+    os.kill(proc.pid, sig)
+    proc.wait(60)
+    report = _report(run)
+    assert report["state"] == "killed", report
+    assert report["killed_by"] == "newsbag was interrupted (Ctrl-C or SIGTERM) and stopped it"
+    assert report["killed"] >= report["started"]
+    on_disk = {p.stem for p in _src(run).glob("*.json") if not p.name.startswith("run_report")}
+    assert {k for k, v in report["pages"].items() if v["status"] == "ok"} <= on_disk
 
 
 def test_setup_failure_keeps_its_own_message_and_is_not_missing_weights(tmp_path, page_dir, capsys):

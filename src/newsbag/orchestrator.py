@@ -234,10 +234,35 @@ def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners:
         except PermissionError:
             raise EnvError(f"stage {stage.name}: interpreter {stage.env.python} is not executable") from None
         try:
-            return _follow(stage, proc, job, log_fh, on_page, deadline, stop)
-        except BaseException:
+            result = _follow(stage, proc, job, log_fh, on_page, deadline, stop)
+        except BaseException as exc:
             _kill(proc)
+            _note_killed(job, proc.pid, "newsbag was interrupted (Ctrl-C or SIGTERM) and stopped it"
+                         if isinstance(exc, KeyboardInterrupt) else f"newsbag stopped it: {type(exc).__name__}")
             raise
+        if result.end is None:
+            _note_killed(job, proc.pid, _why_stopped(result, stage))
+        return result
+
+
+def _why_stopped(result: _Launch, stage: ModelStage) -> str:
+    """Why a runner ended without its ``end`` event, as its run report records it."""
+    if result.reason == "page_timeout":
+        return f"newsbag stopped it: no progress for {stage.page_timeout_s:g}s on a page"
+    if result.reason == "job_timeout":
+        return f"newsbag stopped it: stage timeout {stage.timeout_s:g}s reached"
+    if result.reason == "aborted":
+        return "newsbag stopped it: too many pages failed (--max-failed-fraction)"
+    return f"runner {_describe_exit(result.exit_code)}"
+
+
+def _note_killed(job: dict, pid: int, how: str) -> None:
+    """The runner's report says it was killed, not ``running``; a disk that refuses the write
+    must not hide why the runner stopped (the report then stays as it was)."""
+    try:
+        rundir.mark_runner_killed(Path(job["out_dir"]), job["report_name"], pid, how)
+    except (OSError, RunDirError) as exc:
+        log.warning("%s/%s: run report not marked killed: %s", job["stage"], job["variant"], exc)
 
 
 def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_page, deadline: float,

@@ -28,6 +28,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -41,7 +42,7 @@ __all__ = [
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
-    "source_reports", "page_identities", "remove_stale_page", "current_source_pages",
+    "source_reports", "mark_runner_killed", "page_identities", "remove_stale_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
@@ -338,6 +339,31 @@ def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[
                 else page_is_current(out_dir, page_id, expected[page_id]))}
 
 
+def mark_runner_killed(out_dir: Path, report_name: str, pid: int, how: str) -> None:
+    """Record in a source's run report that its runner `pid` died without finishing
+    (``state: killed``, ``killed`` at, ``killed_by`` `how`), if the report still says that
+    runner is running.
+
+    A runner writes ``running`` once set up and ``finished`` at its end; killed in between
+    (SIGKILL, the OOM killer, newsbag stopping it on Ctrl-C or a timeout) it cannot write
+    again, and its report would say ``running`` until some later run. A report another runner
+    wrote since (a call on other pages of the variant, a restart) keeps that runner's state.
+    Read and replaced under the runner's own report lock (runners/_loop.py `_report_lock`).
+    """
+    path = Path(out_dir) / report_name
+    if not path.is_file():
+        return
+    with _locked(path.with_name(f".{report_name}.lock")):
+        try:
+            report = read_json(path)
+        except (OSError, ValueError):
+            return
+        if (isinstance(report, dict) and report.get("state") == "running" and report.get("pid") == pid
+                and report.get("host") == socket.gethostname()):
+            write_json(path, {**report, "state": "killed", "killed": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                              "killed_by": how})
+
+
 # -- membership ---------------------------------------------------------------------------
 
 def is_run_dir(folder: Path) -> bool:
@@ -470,8 +496,6 @@ def _drop_if_abandoned(folder: Path) -> None:
 
 def record_failures(run_dir: Path, stage: str, failures: list[dict], **extra: Any) -> None:
     """Append page failures of one stage to RUN/logs/failures.jsonl (one line each)."""
-    import time
-
     if failures:
         at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         append_jsonl(failures_ledger(run_dir), [{"stage": stage, **extra, **f, "at": at} for f in failures])
