@@ -304,11 +304,21 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
 
 def _resolve_members(page: dict, table_path: Path, path) -> None:
     """Replace each region's member indices by the records of the page's member table, and
-    its support indices by the table's source names (pages written before hold the names)."""
+    its support indices by the table's source names (pages written before hold the names).
+
+    The indices hold only in the table fused with the page: both record the source pages'
+    identities (``inputs``). Fusion writes the table before the variant pages, so a fusion
+    interrupted in between (or running while this reads) leaves older pages beside a newer
+    table, whose members they would take for theirs.
+    """
     from .contract import member_table_records
 
     try:
         table = read_json(table_path)
+        made_from, fused_from = table.get("inputs"), page["source"].get("inputs")
+        if made_from is not None and fused_from is not None and made_from != fused_from:
+            raise ValueError("made from other source pages than this page (a fusion interrupted "
+                             "between them); rerun newsbag fuse")
         sources = table.get("sources")
         for region in page["regions"]:
             region["members"] = member_table_records(table, region.get("members", []))

@@ -288,6 +288,37 @@ def test_members_are_stored_once_per_page_and_resolved_by_the_page_reader(tmp_pa
         read_page(fusion / "C" / "p1.json", "p1")
 
 
+
+def test_a_fused_page_is_not_read_with_a_member_table_made_from_other_inputs(tmp_path, monkeypatch):
+    """Fusion writes a page's member table, then its variant pages. Interrupted in between after a
+    source changed, the old variant pages index the new table: read with it, every region would
+    carry another region's members and support (in the gallery, ALTO and COCO) as if good."""
+    from newsbag.fusion import stage
+
+    run = _write_run(tmp_path, pids=("p1",))
+    run_fusion(run, ["p1"], CFG)
+    src = run / "outputs/sources/tesseract/blocks/p1.json"
+    page = json.loads(src.read_text())
+    page["regions"].insert(0, {**page["regions"][0], "bbox_xyxy": [20, 20, 60, 40]})
+    src.write_text(json.dumps(page))
+    real = stage.write_json
+
+    def interrupted(path, obj, **kwargs):  # Ctrl-C (or a kill) right after the member table
+        real(path, obj, **kwargs)
+        if "_members" in Path(path).parts:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(stage, "write_json", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_fusion(run, ["p1"], CFG)
+    with pytest.raises(ValueError, match="member table p1.json: ValueError: made from other source pages than this page"):
+        read_page(run / "outputs/fusion/C/p1.json", "p1")
+    monkeypatch.setattr(stage, "write_json", real)
+    run_fusion(run, ["p1"], CFG)  # the rerun redoes the page; it reads with its own table again
+    fused = read_page(run / "outputs/fusion/C/p1.json", "p1")
+    assert any(m["bbox_xyxy"] == [20, 20, 60, 40] for r in fused["regions"] for m in r["members"])
+
+
 def test_leaderboard_streams_running_means():
     from newsbag.fusion.stage import _Board
 

@@ -414,7 +414,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             pages, image, cfg, {v: active[v] for v in stale},
             source_metrics=None if known is None else _nan_for_none(known),
             members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"), pooled=pooled)
-        # The table first: a variant page on disk always finds the table it indexes. It
+        # The table first: a variant page on disk always finds the table it indexes (an older
+        # page left beside it by an interruption is refused by `io.read_page`: other inputs). It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         # Per-page files skip the fsync (`io.atomic_write_bytes`): the record below holds the
         # identity of each, so a rerun redoes a page a power cut tore.
