@@ -317,8 +317,8 @@ def _resolve_members(page: dict, table_path: Path, path) -> None:
         table = read_json(table_path)
         made_from, fused_from = table.get("inputs"), page["source"].get("inputs")
         if made_from is not None and fused_from is not None and made_from != fused_from:
-            raise ValueError("made from other source pages than this page (a fusion interrupted "
-                             "between them); rerun newsbag fuse")
+            raise ValueError("made from other source pages than this page (a fusion interrupted, or "
+                             "running, between them); rerun newsbag fuse")
         sources = table.get("sources")
         for region in page["regions"]:
             region["members"] = member_table_records(table, region.get("members", []))
