@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -112,3 +113,16 @@ def test_real_full_disk_then_freed(tmp_path, page_dir, small_disk):
     assert again.returncode == 0, again.stderr
     _assert_complete(run)
     assert json.loads((run / "reports" / "run_all.json").read_text())["errors"] == []
+
+
+def test_a_ledger_append_on_a_full_disk_fails_in_one_line_and_leaves_whole_lines(small_disk):
+    """os.write on a nearly full disk writes what fits and returns the count: taken as done, the
+    ledger kept a torn line (and the next append glued onto it) and most records were lost
+    without a word."""
+    ledger = small_disk / "logs" / "failures.jsonl"
+    nb_io.append_jsonl(ledger, [{"page_id": "p0", "error": "before"}])
+    before = ledger.read_bytes()
+    (small_disk / "fill").write_bytes(b"\0" * (shutil.disk_usage(small_disk).free - 12_000))  # ~12 KB left
+    with pytest.raises(RunDirError, match=f"cannot write {ledger}: No space left on device"):
+        nb_io.append_jsonl(ledger, [{"page_id": f"p{i}", "error": "x" * 200} for i in range(1, 400)])
+    assert ledger.read_bytes() == before  # no torn line: a later append starts on a line of its own

@@ -352,6 +352,8 @@ def append_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
 
     POSIX keeps each append-mode write contiguous, so two jobs appending to one ledger
     never interleave inside a line (lines are far below the pipe/page sizes involved).
+    A write the disk cuts short (it wrote what fit) is taken back and raises as a full disk:
+    a torn last line would glue the next append onto it.
     """
     path = Path(path)
     data = "".join(dumps_strict(r) + "\n" for r in records).encode("utf-8")
@@ -359,7 +361,12 @@ def append_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, data)
+            written = os.write(fd, data)
+            if written < len(data):
+                end = os.lseek(fd, 0, os.SEEK_CUR)
+                if os.fstat(fd).st_size == end:  # nobody appended after it: cut the torn part off
+                    os.ftruncate(fd, end - written)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         finally:
             os.close(fd)
     except OSError as exc:
