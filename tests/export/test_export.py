@@ -415,3 +415,35 @@ def test_streamed_coco_is_the_coco_dataset_of_its_pages(run):
     assert [i["page_id"] for i in written["images"]] == kept
     assert path.read_bytes() == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     assert not list(path.parent.glob(".*.tmp"))
+
+
+# Text no XML 1.0 document can hold: C0 controls (a "\b" or "\f" of a model's LaTeX read as a
+# JSON escape: "\beta" -> "\x08eta"), a lone surrogate (a JSON "\ud835" cut from its pair),
+# the noncharacters U+FFFE/U+FFFF. Each becomes U+FFFD; tab, newline and the rest are kept.
+_UNWRITABLE = "\x08eta \x0crac x\ud835y \x00 z\ufffe"
+_WRITTEN = "\ufffdeta \ufffdrac x\ufffdy \ufffd z\ufffd"
+
+
+def test_text_xml_cannot_hold_is_replaced_so_every_file_still_parses(run):
+    text_k = LABELS.index("text")
+    fused = json.loads((run / "outputs" / "fusion" / "V1" / "p1.json").read_text())
+    fused["regions"][text_k].update(text=_UNWRITABLE, label="raw\x01label")
+    _write(run / "outputs" / "fusion" / "V1" / "p1.json", fused)
+    _write(run / "outputs" / "transcripts" / "V1" / "p2.json", {"page_id": "p2", "regions": [
+        {"region": text_k, "text": _UNWRITABLE, "lines": [{"bbox_xyxy": [11, 11, 59, 17], "text": _UNWRITABLE,
+                                                           "score": 0.9}]}]})
+    assert _export(run, formats=["page-xml", "alto"])["failed"] == 0
+    for page_id in ("p1", "p2"):
+        page = run / "exports" / "page-xml" / "fusion" / "V1" / f"{page_id}.xml"
+        alto = run / "exports" / "alto" / "fusion" / "V1" / f"{page_id}.xml"
+        assert validation_errors(page, PAGE_XSD) == []
+        assert validation_errors(alto, ALTO_XSD) == []
+        region = etree.parse(str(page)).getroot().find(f".//pc:TextRegion[@id='r{text_k:04d}']", PAGE_NS)
+        assert region.findtext("pc:TextEquiv/pc:Unicode", namespaces=PAGE_NS) == _WRITTEN
+    p1 = etree.parse(str(run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml")).getroot()
+    assert p1.find(".//pc:UserAttribute[@name='newsbag:label'][@value='raw\ufffdlabel']", PAGE_NS) is not None
+    block = etree.parse(str(run / "exports" / "alto" / "fusion" / "V1" / "p2.xml")).getroot().find(
+        f".//a:TextBlock[@ID='r{text_k:04d}']", ALTO_NS)
+    # ALTO words are the line split at whitespace, and "\f" is whitespace
+    assert [s.get("CONTENT") for s in block.iter(f"{{{ALTO_NS['a']}}}String")] == [
+        "\ufffdeta", "rac", "x\ufffdy", "\ufffd", "z\ufffd"]

@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from .layout import ExportInfo, ExportRegion, compact_members, page_regions, reading_order
+from .serialize import xml_bytes
 
 __all__ = ["ALTO_NS", "ALTO_SCHEMA", "BLOCK_TYPES", "alto_xml"]
 
@@ -117,5 +118,4 @@ def alto_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
     space = _sub(page_el, "PrintSpace", HPOS="0", VPOS="0", WIDTH=width, HEIGHT=height)
     for r in regions:
         _block(space, r)
-    ET.indent(root, space=" ")
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    return xml_bytes(root)

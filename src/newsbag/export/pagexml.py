@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from .layout import ExportInfo, ExportRegion, compact_members, page_regions, reading_order
+from .serialize import xml_bytes
 
 __all__ = ["PAGE_NS", "PAGE_SCHEMA", "REGION_TYPES", "page_xml"]
 
@@ -121,5 +122,4 @@ def page_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
             _sub(group, "RegionRefIndexed", index=str(k), regionRef=r.id)
     for r in regions:
         _region(page_el, r)
-    ET.indent(root, space=" ")
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    return xml_bytes(root)
