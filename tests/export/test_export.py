@@ -285,11 +285,11 @@ def test_run_stages_export_resumes(run, capsys):
 def test_transcribed_lines_go_into_page_xml_and_alto_and_make_files_stale(run):
     text_k, head_k = LABELS.index("text"), LABELS.index("headline")
     transcript = {"page_id": "p1", "regions": [
-        {"region": text_k, "text": "Neue Zürcher\nZeitung heute", "lines": [
+        {"region": text_k, "bbox_xyxy": BOXES["text"], "text": "Neue Zürcher\nZeitung heute", "lines": [
             {"bbox_xyxy": [11, 11, 59, 17], "text": "Neue Zürcher", "score": 0.91},
             {"bbox_xyxy": [11, 18, 59, 24], "text": "Zeitung heute", "score": 0.8},
             {"bbox_xyxy": [11, 24, 59, 25], "text": "", "score": 0.0}]},   # nothing read: no line
-        {"region": head_k, "text": "Krieg", "lines": [{"bbox_xyxy": BOXES["headline"], "text": "Krieg", "score": None}]}]}
+        {"region": head_k, "bbox_xyxy": BOXES["headline"], "text": "Krieg", "lines": [{"bbox_xyxy": BOXES["headline"], "text": "Krieg", "score": None}]}]}
     first = _export(run, formats=["page-xml", "alto"])
     assert first["ok"] == 2
     _write(run / "outputs" / "transcripts" / "V1" / "p1.json", transcript)
@@ -430,7 +430,7 @@ def test_text_xml_cannot_hold_is_replaced_so_every_file_still_parses(run):
     fused["regions"][text_k].update(text=_UNWRITABLE, label="raw\x01label")
     _write(run / "outputs" / "fusion" / "V1" / "p1.json", fused)
     _write(run / "outputs" / "transcripts" / "V1" / "p2.json", {"page_id": "p2", "regions": [
-        {"region": text_k, "text": _UNWRITABLE, "lines": [{"bbox_xyxy": [11, 11, 59, 17], "text": _UNWRITABLE,
+        {"region": text_k, "bbox_xyxy": BOXES["text"], "text": _UNWRITABLE, "lines": [{"bbox_xyxy": [11, 11, 59, 17], "text": _UNWRITABLE,
                                                            "score": 0.9}]}]})
     assert _export(run, formats=["page-xml", "alto"])["failed"] == 0
     for page_id in ("p1", "p2"):
@@ -447,3 +447,41 @@ def test_text_xml_cannot_hold_is_replaced_so_every_file_still_parses(run):
     # ALTO words are the line split at whitespace, and "\f" is whitespace
     assert [s.get("CONTENT") for s in block.iter(f"{{{ALTO_NS['a']}}}String")] == [
         "\ufffdeta", "rac", "x\ufffdy", "\ufffd", "z\ufffd"]
+
+
+def test_a_transcript_of_an_older_layout_puts_no_text_on_the_new_one(run, caplog):
+    # Fusion reran after `newsbag transcribe` (a source or the config changed) and export runs
+    # before the next transcribe: the transcript's region numbers name the old layout's regions.
+    text_k = LABELS.index("text")
+    fused_path = run / "outputs" / "fusion" / "V1" / "p1.json"
+    fused = json.loads(fused_path.read_text())
+    _write(run / "outputs" / "transcripts" / "V1" / "p1.json", {"page_id": "p1", "regions": [
+        {"region": text_k, "bbox_xyxy": BOXES["text"], "text": "Neue Zürcher", "lines": [
+            {"bbox_xyxy": [11, 11, 59, 17], "text": "Neue Zürcher", "score": 0.9}]}]})
+    fused["regions"] = fused["regions"][::-1]   # the new layout: other regions at those numbers
+    _write(fused_path, fused)
+    assert fused["regions"][text_k]["class"] != "text"
+
+    caplog.set_level("WARNING")
+    assert _export(run, formats=["page-xml", "alto"])["failed"] == 0
+    page = etree.parse(str(run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml")).getroot()
+    assert page.findall(".//pc:TextLine", PAGE_NS) == []
+    assert "Neue Zürcher" not in (run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml").read_text()
+    assert "Zürcher" not in (run / "exports" / "alto" / "fusion" / "V1" / "p1.xml").read_text()
+    assert "p1" in caplog.text and "newsbag transcribe" in caplog.text
+
+    # transcribed again on the new layout, the text region read as two column parts: its
+    # text is exported on the region it was read from
+    new_k = len(LABELS) - 1 - text_k
+    x0, y0, x1, y1 = BOXES["text"]
+    mid = (x0 + x1) / 2 + 0.004   # a part's box is rounded to 0.01
+    _write(run / "outputs" / "transcripts" / "V1" / "p1.json", {"page_id": "p1", "regions": [
+        {"region": new_k, "bbox_xyxy": [x0, y0, mid, y1], "text": "Neue", "lines": [
+            {"bbox_xyxy": [x0, y0, mid, y1], "text": "Neue", "score": 0.9}]},
+        {"region": new_k, "bbox_xyxy": [mid, y0, x1 + 0.004, y1], "text": "Zürcher", "lines": [
+            {"bbox_xyxy": [mid, y0, x1, y1], "text": "Zürcher", "score": 0.9}]}]})
+    _export(run, formats=["page-xml"])
+    page = etree.parse(str(run / "exports" / "page-xml" / "fusion" / "V1" / "p1.xml")).getroot()
+    region = page.find(f".//pc:TextRegion[@id='r{new_k:04d}']", PAGE_NS)
+    assert [ln.findtext("pc:TextEquiv/pc:Unicode", namespaces=PAGE_NS) for ln in region.findall("pc:TextLine", PAGE_NS)] \
+        == ["Neue", "Zürcher"]

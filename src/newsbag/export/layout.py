@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 from ..labels import CANONICAL
 
-__all__ = ["ExportInfo", "ExportLine", "ExportRegion", "page_regions", "reading_order", "region_id", "compact_members"]
+__all__ = ["ExportInfo", "ExportLine", "ExportRegion", "page_regions", "reading_order", "region_id", "compact_members",
+           "transcript_fits"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,24 @@ def _transcribed(transcript: dict | None, width: int, height: int) -> dict[int, 
         text, before = out.get(int(r["region"]), ("", ()))
         out[int(r["region"])] = ("\n".join(t for t in (text, r.get("text") or "") if t), before + lines)
     return out
+
+
+def transcript_fits(page: dict, transcript: dict) -> bool:
+    """Whether `transcript` was read from this layout: each entry names one of the page's
+    regions and its box lies in that region's box (a column part's box is rounded to 0.01).
+
+    A transcript numbers the regions of the fused page it was read from; once fusion has
+    rerun, those numbers name other regions, and its text would land on them.
+    """
+    regions = page["regions"]
+    for r in transcript.get("regions", []):
+        i, box = operator.index(r["region"]), r.get("bbox_xyxy")   # a garbled entry raises (TypeError)
+        if not 0 <= i < len(regions) or not isinstance(box, list) or len(box) != 4:
+            return False
+        x0, y0, x1, y1 = regions[i]["bbox_xyxy"]
+        if not (box[0] >= x0 - 0.01 and box[1] >= y0 - 0.01 and box[2] <= x1 + 0.01 and box[3] <= y1 + 0.01):
+            return False
+    return True
 
 
 def page_regions(page: dict, transcript: dict | None = None) -> list[ExportRegion]:

@@ -16,7 +16,7 @@ from ..parallel import page_map
 from . import FORMATS
 from .alto import alto_xml
 from .coco import write_coco
-from .layout import ExportInfo
+from .layout import ExportInfo, transcript_fits
 from .pagexml import page_xml
 
 __all__ = ["ExportParams", "parse_export_cfg", "run_export", "export_layers"]
@@ -147,6 +147,10 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
             if page is None:
                 page = read_page(src, page_id)
                 transcript = read_json(transcript_path) if text_identity else None
+                if transcript is not None and not transcript_fits(page, transcript):
+                    log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
+                                "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
+                    transcript = None
             info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
                               fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent))
             atomic_write_bytes(out, _WRITERS[fmt](page, info, transcript))
