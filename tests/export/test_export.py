@@ -485,3 +485,24 @@ def test_a_transcript_of_an_older_layout_puts_no_text_on_the_new_one(run, caplog
     region = page.find(f".//pc:TextRegion[@id='r{new_k:04d}']", PAGE_NS)
     assert [ln.findtext("pc:TextEquiv/pc:Unicode", namespaces=PAGE_NS) for ln in region.findall("pc:TextLine", PAGE_NS)] \
         == ["Neue", "Zürcher"]
+
+
+def test_a_page_coco_cannot_read_is_a_failure_on_every_run_not_a_log_line(run):
+    # COCO alone (no per-page format to fail the page first): b/y's p2 is broken JSON.
+    for k in range(2):   # the rerun finds the page as broken as before and says so again
+        result = _export(run, formats=["coco"], sources=True)
+        assert [(f["page_id"], f["layer"]) for f in result["failures"]] == [("p2", "sources/b/y")]
+        assert "p2.json" in result["failures"][0]["error"] and result["failed"] == 1
+        ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+        assert [(r["stage"], r["page_id"], r["layer"]) for r in ledger] == [("export", "p2", "sources/b/y")] * (k + 1)
+        coco = json.loads((run / "exports" / "coco" / "sources" / "b" / "y.json").read_text())
+        assert [i["page_id"] for i in coco["images"]] == ["p1"]
+    # a call for p1 alone still names p2, which its COCO files (the whole run) leave out
+    assert run_export(run, ["p1"], {"formats": ["coco"], "sources": True})["failed"] == 1
+    # mended, the page is written, and the file is current again
+    _write(run / "outputs" / "sources" / "b" / "y" / "p2.json", json.loads((run / "outputs" / "sources" / "b" / "y" /
+                                                                            "p1.json").read_text()) | {"page_id": "p2"})
+    assert _export(run, formats=["coco"], sources=True)["failures"] == []
+    coco = json.loads((run / "exports" / "coco" / "sources" / "b" / "y.json").read_text())
+    assert [i["page_id"] for i in coco["images"]] == ["p1", "p2"]
+    assert _export(run, formats=["coco"], sources=True)["coco"]["sources/b/y"] == "skipped"

@@ -8,7 +8,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..io import atomic_text_file
 from ..labels import CANONICAL, LABELS
@@ -89,29 +89,31 @@ def coco_dataset(pages: Iterable[tuple[dict, str]], info: ExportInfo) -> dict:
     return {"info": _info(info), "licenses": [], "images": images, "annotations": annotations, "categories": CATEGORIES}
 
 
-def write_coco(path: Path, pages: Iterable[tuple[dict, str]], info: ExportInfo) -> None:
+def write_coco(path: Path, pages: Iterable[tuple[dict, str]], info: Callable[[], ExportInfo]) -> None:
     """Write the COCO JSON of `pages` to `path` one page at a time, atomically: the bytes of
     `coco_dataset` as compact JSON, without it in memory (a 100k-page layer of ~300 regions
     a page is ~14 GB of JSON; built as one dict and one string it took ~1.2 MB of memory a page).
 
-    Images come before annotations in the file, as in every COCO file: the annotations go to
-    an unnamed temp file in the same folder while the images are written, and are copied
-    after them. Info comes first, so its fingerprint lies in the file's first bytes.
+    Info comes first, so its fingerprint lies in the file's first bytes, and images before
+    annotations, as in every COCO file; both lists go to unnamed temp files in the same folder
+    while the pages are read, and are copied after `info()`, which is called once every page
+    was read (so the provenance can leave out a page the caller could not read).
 
     Raises:
         ValueError: as `coco_entries`; errors.RunDirError: the disk cannot take the file.
     """
     path = Path(path)
-    with atomic_text_file(path) as fh, tempfile.TemporaryFile("w+", encoding="utf-8", dir=path.parent) as spill:
-        fh.write(f'{{"info":{_dumps(_info(info))},"licenses":[],"images":[')
+    spill = functools.partial(tempfile.TemporaryFile, "w+", encoding="utf-8", dir=path.parent)
+    with atomic_text_file(path) as fh, spill() as images, spill() as annotations:
         image_comma = annotation_comma = ""
         for image, anns in coco_entries(pages):
-            fh.write(image_comma + _dumps(image))
+            images.write(image_comma + _dumps(image))
             image_comma = ","
             if anns:  # one list per page, its brackets cut: the items as json.dumps joins them
-                spill.write(annotation_comma + _dumps(anns)[1:-1])
+                annotations.write(annotation_comma + _dumps(anns)[1:-1])
                 annotation_comma = ","
-        fh.write('],"annotations":[')
-        spill.seek(0)
-        shutil.copyfileobj(spill, fh, _COPY_CHUNK)
-        fh.write(f'],"categories":{_dumps(CATEGORIES)}}}\n')
+        fh.write(f'{{"info":{_dumps(_info(info()))},"licenses":[],"images":[')
+        for part, close in ((images, '],"annotations":['), (annotations, f'],"categories":{_dumps(CATEGORIES)}}}\n')):
+            part.seek(0)
+            shutil.copyfileobj(part, fh, _COPY_CHUNK)
+            fh.write(close)

@@ -164,9 +164,14 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     return page_id, layer.name, statuses, ""
 
 
+def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]]) -> str:
+    return rundir.fingerprint("export", "coco", layer.name, [[p, i] for p, _, i in pages])
+
+
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
-                failed: set[str]) -> str:
-    """One COCO JSON of `layer` over the run's pages that have it; returns ok | skipped | empty."""
+                failed: set[str]) -> tuple[str, list[dict]]:
+    """One COCO JSON of `layer` over the run's pages that have it: (ok | skipped | empty, the
+    failures of pages it could not read, which it leaves out)."""
     out = exports / "coco" / f"{layer.name}.json"
     present = []
     for page_id in page_ids:
@@ -175,26 +180,32 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
         if page_id not in failed and identity is not None:
             present.append((page_id, src, identity))
     if not present:
-        return "empty"
-    fingerprint = rundir.fingerprint("export", "coco", layer.name, [[p, i] for p, _, i in present])
-    if not force and _is_fresh(out, fingerprint):
-        return "skipped"
-    newest = max(identity[1] for _, _, identity in present) / 1e9
-    info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
-                      created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
-                      fingerprint=fingerprint, image_filename="")
+        return "empty", []
+    if not force and _is_fresh(out, _coco_fingerprint(layer, present)):
+        return "skipped", []
+    left_out: list[dict] = []
 
     def pages():  # read one at a time, as the file is written
         for page_id, src, _ in present:
             try:
                 page = read_page(src, page_id)
             except ValueError as exc:
-                log.error("export: coco %s: page %s left out: %s", layer.name, page_id, exc)
+                left_out.append({"page_id": page_id, "layer": layer.name, "error": f"coco: left out: {first_line(exc)}"})
                 continue
             yield page, _image_name(run_dir, page, out.parent)
 
+    def info() -> ExportInfo:
+        # The pages left out are no part of the fingerprint: the next run finds the file stale
+        # and tries them again (and says again why they fail).
+        gone = {f["page_id"] for f in left_out}
+        kept = [p for p in present if p[0] not in gone]
+        newest = max(identity[1] for _, _, identity in kept or present) / 1e9
+        return ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
+                          created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
+                          fingerprint=_coco_fingerprint(layer, kept), image_filename="")
+
     write_coco(out, pages(), info)
-    return "ok"
+    return "ok", left_out
 
 
 def run_export(
@@ -260,19 +271,29 @@ def run_export(
         for page_id in page_ids:
             progress(page_id, "skipped")
     coco = {}
+    failed_elsewhere: set[str] = set()   # pages outside this call's selection that COCO could not read
     # COCO describes the whole run (every manifest page that has the layer), whatever subset this call wrote.
     everyone = rundir.members(run_dir, page_ids)
     if "coco" in params.formats:
         for layer in layers:
             try:
-                coco[layer.name] = _write_coco(run_dir, exports, layer, everyone, force, failed_by_layer[layer.name])
+                coco[layer.name], left_out = _write_coco(run_dir, exports, layer, everyone, force,
+                                                         failed_by_layer[layer.name])
             except (OSError, ValueError) as exc:
                 error = first_line(exc)
                 log.error("export: coco %s: %s", layer.name, error)
                 failures.append({"page_id": "", "layer": layer.name, "error": f"coco: {error}"})
                 coco[layer.name] = "failed"
+                continue
+            for failure in left_out:   # the pages of the whole run it could not read
+                log.error("export: page %s (%s): %s", failure["page_id"], layer.name, failure["error"])
+                failures.append(failure)
+                if failure["page_id"] in page_status:
+                    page_status[failure["page_id"]] = "failed"
+                else:
+                    failed_elsewhere.add(failure["page_id"])
     rundir.record_failures(run_dir, "export", failures)
     counts = {s: sum(v == s for v in page_status.values()) for s in ("ok", "skipped", "failed")}
-    return {"pages": len(page_ids), **counts, "failed": counts["failed"] + sum(v == "failed" for v in coco.values()),
+    return {"pages": len(page_ids), **counts, "failed": counts["failed"] + len(failed_elsewhere) + sum(v == "failed" for v in coco.values()),
             "failures": failures, "layers": [layer.name for layer in layers], "coco": coco,
             "formats": list(params.formats), "exports": str(exports)}
