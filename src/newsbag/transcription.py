@@ -257,6 +257,23 @@ def _write_search_index(run_dir: Path, variant: str) -> int:
     return n
 
 
+def _index_is_current(run_dir: Path, out_dir: Path) -> bool:
+    """Whether transcripts.jsonl is newer than every transcript of the manifest (stat calls only).
+
+    A call killed after writing its transcripts, before or while it rebuilt the index (minutes
+    over 100k pages), leaves an older index; its rerun finds every page current and must
+    still rebuild it.
+    """
+    index = rundir.file_identity(out_dir / "transcripts.jsonl")
+    if index is None:
+        return False
+    for page_id in rundir.members(run_dir, []):
+        page = rundir.file_identity(out_dir / f"{page_id}.json")
+        if page is not None and page[1] > index[1]:
+            return False
+    return True
+
+
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
     record = _transcript(plan, lines, variant)
     atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
@@ -353,8 +370,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     rundir.record_failures(run_dir, "transcription", summary["failures"])
     # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
     # rerun over 100k pages must not reread every transcript).
-    index = out_dir / "transcripts.jsonl"
-    if summary["ok"] or not index.exists():
+    if summary["ok"] or not _index_is_current(run_dir, out_dir):
         summary["articles"] = _write_search_index(run_dir, variant)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary

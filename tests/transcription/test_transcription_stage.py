@@ -297,3 +297,30 @@ def test_a_moved_run_dir_keeps_its_transcripts_current(tmp_path):
     os.rename(run, moved)
     again = run_transcription(moved, ["p1"], {})
     assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
+
+
+def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_rerun(tmp_path, monkeypatch):
+    # Slurm's time limit hits while transcripts.jsonl is rebuilt (GBs over 100k pages), after the
+    # pages' transcripts were written: the rerun finds every page current, and the index must
+    # still come to hold them.
+    from newsbag import transcription
+
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    index = rundir.transcript_dir(run, "C") / "transcripts.jsonl"
+    assert {json.loads(line)["page_id"] for line in index.read_text().splitlines()} == {"p1"}
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(transcription, "_write_search_index", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_transcription(run, ["p2"], {})
+    assert (rundir.transcript_dir(run, "C") / "p2.json").exists()
+    result = run_transcription(run, ["p1", "p2"], {})
+    assert (result["ok"], result["skipped"]) == (0, 2)
+    assert {json.loads(line)["page_id"] for line in index.read_text().splitlines()} == {"p1", "p2"}
+    before = index.stat().st_mtime_ns
+    run_transcription(run, ["p1", "p2"], {})   # current now: not rewritten
+    assert index.stat().st_mtime_ns == before
