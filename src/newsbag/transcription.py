@@ -274,6 +274,14 @@ def _index_is_current(run_dir: Path, out_dir: Path) -> bool:
     return True
 
 
+def _drop_transcript(out_dir: Path, page_id: str) -> bool:
+    """Remove a page's transcript files; whether it had one (the search index then changes)."""
+    had = (out_dir / f"{page_id}.json").exists()
+    for suffix in (".json", ".txt"):
+        (out_dir / f"{page_id}{suffix}").unlink(missing_ok=True)
+    return had
+
+
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
     record = _transcript(plan, lines, variant)
     atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
@@ -307,12 +315,13 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
     block_dirs = [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
     records = {p.page_id: p for p in read_pages(run_dir)}
-    todo = []
+    todo, dropped = [], False
     for page_id in page_ids:
         fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
         block_ids = [rundir.file_identity(folder / f"{page_id}.json") for _, folder in block_dirs]
-        fp = rundir.fingerprint("transcription", params_rec, rundir.file_identity(fused_path),
+        fused_identity = rundir.file_identity(fused_path)
+        fp = rundir.fingerprint("transcription", params_rec, fused_identity,
                                 rundir.file_identity(lines_path) if lines_path else None, *block_ids)
         if not force and _is_current(out_dir / f"{page_id}.json", fp):
             summary["skipped"] += 1
@@ -333,6 +342,8 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         else:
             error = None
         if error:
+            if fused_identity is None:   # fusion failed (or never ran): no text of an older layout passes as current
+                dropped = _drop_transcript(out_dir, page_id) or dropped
             summary["failed"] += 1
             summary["failures"].append({"page_id": page_id, "error": error})
             if progress:
@@ -370,7 +381,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     rundir.record_failures(run_dir, "transcription", summary["failures"])
     # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
     # rerun over 100k pages must not reread every transcript).
-    if summary["ok"] or not _index_is_current(run_dir, out_dir):
+    if summary["ok"] or dropped or not _index_is_current(run_dir, out_dir):
         summary["articles"] = _write_search_index(run_dir, variant)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary

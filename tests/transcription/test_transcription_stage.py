@@ -324,3 +324,17 @@ def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_reru
     before = index.stat().st_mtime_ns
     run_transcription(run, ["p1", "p2"], {})   # current now: not rewritten
     assert index.stat().st_mtime_ns == before
+
+
+def test_a_page_whose_fused_page_is_gone_loses_its_transcript_and_index_lines(tmp_path):
+    # p2 was transcribed, then its fusion failed on a rerun (fusion removes a failed page's
+    # layout): its old text must not stay in the run's transcripts as if current (export
+    # already drops that page's files).
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
+    out = rundir.transcript_dir(run, "C")
+    (rundir.fused_dir(run, "C") / "p2.json").unlink()
+    result = run_transcription(run, ["p2"], {})
+    assert (result["ok"], result["failed"]) == (0, 1)
+    assert not (out / "p2.json").exists() and not (out / "p2.txt").exists()
+    assert {json.loads(line)["page_id"] for line in (out / "transcripts.jsonl").read_text().splitlines()} == {"p1"}
