@@ -16,6 +16,7 @@ from xsd import ALTO_XSD, PAGE_XSD, validation_errors  # noqa: E402
 
 from newsbag.config import parse_config  # noqa: E402
 from newsbag.errors import ConfigError  # noqa: E402
+from newsbag.export import REVISIONS  # noqa: E402
 from newsbag.export.coco import CATEGORIES, image_id_for  # noqa: E402
 from newsbag.export.stage import parse_export_cfg, run_export  # noqa: E402
 from newsbag.labels import LABELS  # noqa: E402
@@ -506,3 +507,20 @@ def test_a_page_coco_cannot_read_is_a_failure_on_every_run_not_a_log_line(run):
     coco = json.loads((run / "exports" / "coco" / "sources" / "b" / "y.json").read_text())
     assert [i["page_id"] for i in coco["images"]] == ["p1", "p2"]
     assert _export(run, formats=["coco"], sources=True)["coco"]["sources/b/y"] == "skipped"
+
+
+def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
+    """A writer fix bumps its format's revision: the next export rewrites that format's files
+    (every page, and nothing of the other formats), as a runner revision does for its pages."""
+    assert _export(run)["ok"] == 2
+    files = sorted((run / "exports").rglob("*.*"))
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+    for fmt, expected in (("alto", {"alto/fusion/V1/p1.xml", "alto/fusion/V1/p2.xml"}),
+                          ("coco", {"coco/fusion/V1.json"})):
+        monkeypatch.setitem(REVISIONS, fmt, REVISIONS[fmt] + 1)
+        result = _export(run)
+        changed = {f.relative_to(run / "exports").as_posix() for f in files if f.stat().st_mtime_ns != stamps[f]}
+        assert changed == expected
+        assert result["coco"] == {"fusion/V1": "ok" if fmt == "coco" else "skipped"}
+        stamps = {f: f.stat().st_mtime_ns for f in files}
+        assert _export(run)["skipped"] == 2

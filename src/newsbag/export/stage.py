@@ -13,7 +13,7 @@ from .. import rundir
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
 from ..parallel import page_map
-from . import FORMATS
+from . import FORMATS, REVISIONS
 from .alto import alto_xml
 from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
@@ -140,7 +140,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         page = None
         for fmt in formats:
             out = exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}"
-            fingerprint = rundir.fingerprint("export", fmt, layer.name, identity, text_identity)
+            fingerprint = rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, identity, text_identity)
             if not force and _is_fresh(out, fingerprint):
                 statuses[fmt] = "skipped"
                 continue
@@ -165,7 +165,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
 
 
 def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]]) -> str:
-    return rundir.fingerprint("export", "coco", layer.name, [[p, i] for p, _, i in pages])
+    return rundir.fingerprint("export", "coco", REVISIONS["coco"], layer.name, [[p, i] for p, _, i in pages])
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
@@ -221,10 +221,9 @@ def run_export(
 
     PAGE-XML and ALTO: one file per page and layer (``<page_id>.xml``); COCO: one
     ``exports/coco/<layer>.json`` over every manifest page that has the layer. A file whose
-    recorded fingerprint (input file identity, format, layer, tool version) matches is
-    skipped unless `force`; every
-    write is atomic. A page JSON that fails the contract fails that page of that layer
-    (logged in one line); the rest goes on.
+    recorded fingerprint (input file identity, format and its writer's revision, layer, tool
+    version) matches is skipped unless `force`; every write is atomic. A page JSON that fails
+    the contract fails that page of that layer (logged in one line); the rest goes on.
 
     Args:
         run_dir: the run directory.
