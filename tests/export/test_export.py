@@ -524,3 +524,31 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
         assert result["coco"] == {"fusion/V1": "ok" if fmt == "coco" else "skipped"}
         stamps = {f: f.stat().st_mtime_ns for f in files}
         assert _export(run)["skipped"] == 2
+
+
+def test_a_thin_box_keeps_at_least_one_pixel_in_every_format(run):
+    """Round-half-even took a 1 px box from 1.5 to 2.5 to [2, 2] (zero width; boxes under 1 px
+    are dropped on read): exported boxes cover their float box (start floored, end ceiled,
+    clipped to the page), so every box the page keeps has >= 1 px in every format."""
+    page = _page("p1", "fusion", "V1", [
+        {"bbox_xyxy": [1.5, 10, 2.5, 30], "class": "separator", "label": "sep", "score": 0.9, "order": 0},
+        {"bbox_xyxy": [40.2, 11.5, 41.4, 12.5], "class": "text", "label": "text", "score": 0.9, "order": 1},
+        {"bbox_xyxy": [W - 1, 0, W + 3, 12.5], "class": "text", "label": "text", "score": 0.9, "order": 2}])
+    _write(run / "outputs" / "fusion" / "V1" / "p1.json", page)
+    assert _export(run)["failed"] == 0
+    expected = [(1, 10, 3, 30), (40, 11, 42, 13), (W - 1, 0, W, 13)]
+    exports = run / "exports"
+    pc = etree.parse(str(exports / "page-xml" / "fusion" / "V1" / "p1.xml"))
+    boxes = []
+    for points in pc.xpath("//pc:Page/*/pc:Coords/@points", namespaces=PAGE_NS):
+        xs, ys = zip(*(tuple(map(int, p.split(","))) for p in points.split()))
+        boxes.append((min(xs), min(ys), max(xs), max(ys)))
+    assert boxes == expected
+    alto = etree.parse(str(exports / "alto" / "fusion" / "V1" / "p1.xml"))
+    blocks = alto.xpath("//a:PrintSpace/*", namespaces=ALTO_NS)
+    assert [(int(b.get("HPOS")), int(b.get("VPOS")), int(b.get("HPOS")) + int(b.get("WIDTH")),
+             int(b.get("VPOS")) + int(b.get("HEIGHT"))) for b in blocks] == expected
+    coco = json.loads((exports / "coco" / "fusion" / "V1.json").read_text())
+    anns = [a for a in coco["annotations"] if a["image_id"] == image_id_for("p1")]
+    assert [(x, y, x + w, y + h) for x, y, w, h in (a["bbox"] for a in anns)] == expected
+    assert all(a["area"] >= 1 for a in anns)

@@ -44,10 +44,10 @@ class ExportLine:
 class ExportRegion:
     """A region ready for a writer.
 
-    `xyxy` are integer pixels of the original page image, clipped to the page (x right, y
-    down); `score` is None when the model gave none; `order` is the reading-order index or
-    None; `support` the sources that agree and `members` the fused source boxes (fused
-    layers only, empty for a source layer).
+    `xyxy` are integer pixels of the original page image that cover the region's box, clipped
+    to the page (x right, y down); `score` is None when the model gave none; `order` is the
+    reading-order index or None; `support` the sources that agree and `members` the fused
+    source boxes (fused layers only, empty for a source layer).
     """
 
     id: str
@@ -67,13 +67,20 @@ def region_id(index: int) -> str:
     return f"r{index:04d}"
 
 
-def _clip(value: float, high: int) -> int:
-    return int(min(max(round(value), 0), high))
+def _clip(value: int, high: int) -> int:
+    return min(max(value, 0), high)
 
 
 def _box(xyxy, width: int, height: int) -> tuple[int, int, int, int]:
+    """The integer box that covers `xyxy` (start floored, end ceiled), clipped to the page.
+
+    Covering, not rounding: round-half-even took a 1 px box from 1.5 to 2.5 to [2, 2], a
+    zero-width region; a covering box keeps every box of positive size at >= 1 px and cuts
+    off none of what the model boxed.
+    """
     x0, y0, x1, y1 = xyxy
-    return (_clip(min(x0, x1), width), _clip(min(y0, y1), height), _clip(max(x0, x1), width), _clip(max(y0, y1), height))
+    return (_clip(math.floor(min(x0, x1)), width), _clip(math.floor(min(y0, y1)), height),
+            _clip(math.ceil(max(x0, x1)), width), _clip(math.ceil(max(y0, y1)), height))
 
 
 def _transcribed(transcript: dict | None, width: int, height: int) -> dict[int, tuple[str, tuple[ExportLine, ...]]]:
