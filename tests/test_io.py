@@ -31,3 +31,21 @@ def test_atomic_write_takes_the_next_temp_name_when_one_is_taken_and_leaves_it(t
     with nb_io.atomic_text_file(tmp_path / "other" / "table.tsv") as fh:
         fh.write("a\tb\n")
     assert (tmp_path / "other" / "table.tsv").read_text() == "a\tb\n"
+
+
+def test_keep_same_leaves_a_file_that_holds_the_content_and_replaces_one_that_does_not(tmp_path):
+    from newsbag.io import atomic_text_file, atomic_write_text
+
+    def streamed(path, text, **kw):
+        with atomic_text_file(path, **kw) as fh:
+            fh.write(text)
+
+    for n, write in enumerate((atomic_write_text, streamed)):
+        path = tmp_path / f"t{n}.tsv"
+        write(path, "a\tb\n")
+        stamp = (path.stat().st_mtime_ns, path.stat().st_ino)
+        write(path, "a\tb\n", keep_same=True)
+        assert (path.stat().st_mtime_ns, path.stat().st_ino) == stamp
+        write(path, "a\tc\n", keep_same=True)
+        assert path.read_text() == "a\tc\n" and path.stat().st_ino != stamp[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t0.tsv", "t1.tsv"]  # no temp file left

@@ -482,3 +482,33 @@ def test_a_scratch_folder_is_removed_with_its_call_and_one_a_killed_call_left_by
     time.sleep(0.1)
     with rundir.scratch_folder(tmp_path, "x-"):
         assert not live.exists()                            # killed: its lock went with it
+
+
+def test_a_rerun_with_nothing_changed_rewrites_nothing(tmp_path, page_dir, capsys):
+    """A second `newsbag run` over a finished run leaves every file as the first wrote it (same
+    mtime and inode): config.resolved.json, the fusion summary, leaderboards and per-page tables,
+    review/scores.tsv and the gallery, the exports. Only the call's own report (reports/run_*.json:
+    when it finished, what it did) is new. summary.json describes the run, not one call, so a
+    call's counts and failures are in the report, not there."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}, "w": {}},
+                            extra_stages=[FUSION, REVIEW, {"name": "export", "kind": "export"}])
+    run = tmp_path / "run"
+    args = ("run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+
+    def files() -> dict:
+        return {p.relative_to(run).as_posix(): (p.stat().st_mtime_ns, p.stat().st_ino)
+                for p in run.rglob("*") if p.is_file() and not p.relative_to(run).as_posix().startswith("reports/")}
+
+    before = files()
+    assert {"config.resolved.json", "outputs/fusion/summary.json", "outputs/fusion/variant_leaderboard.tsv",
+            "review/index.html", "review/scores.tsv", "exports/coco/fusion/C.json"} <= set(before)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    after = files()
+    assert sorted(k for k in after if before.get(k) != after[k]) == []
+    summary = json.loads((run / "outputs/fusion/summary.json").read_text())
+    assert (summary["pages"], summary["n_pages"]) == (5, 5) and "counts" not in summary
+    report = json.loads((run / "reports/run_all.json").read_text())
+    assert (report["builtin"]["fusion"]["ok"], report["builtin"]["fusion"]["skipped"]) == (0, 5)

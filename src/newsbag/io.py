@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import filecmp
 import itertools
 import json
 import logging
@@ -96,7 +97,18 @@ def _open_temp(path: Path) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no free temp file name", str(path))
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True) -> None:
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` holds exactly `data` (a size check first, then the bytes)."""
+    try:
+        if os.stat(path).st_size != len(data):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read() == data
+    except OSError:
+        return False
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = True, keep_same: bool = False) -> None:
     """Write `data` to `path` so readers see the old file or the new one, never a half.
 
     ``durable=False`` skips the fsync, as the runners' page outputs do (`runners/_loop.py`): for
@@ -104,11 +116,16 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = 
     a power cut tore is computed again; 15 of them per fused page cost ~6 ms of disk wait here
     and much more on NFS or Lustre.
 
+    ``keep_same=True`` leaves a file that already holds `data` as it is (mtime, inode): for the
+    whole-run tables every call recomputes, so a rerun with nothing changed writes nothing.
+
     Raises:
         errors.RunDirError: the disk is full, over quota, read-only or not writable (one
             line naming the path and the space needed); the temp file is removed.
     """
     path = Path(path)
+    if keep_same and _holds(path, data):
+        return
     tmp = None
     try:
         fd, tmp = _open_temp(path)
@@ -130,8 +147,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, durable: bool = 
         raise
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike, text: str, *, keep_same: bool = False) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), keep_same=keep_same)
 
 
 def _finite(obj: Any) -> Any:
@@ -159,10 +176,11 @@ def dumps_strict(obj: Any, **kwargs: Any) -> str:
 
 
 @contextlib.contextmanager
-def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
+def atomic_text_file(path: str | os.PathLike, *, keep_same: bool = False) -> Iterator[TextIO]:
     """A text file to write piece by piece (a table over 100k pages need not fit in memory);
     readers see the old file or the whole new one, and disk errors end the run as in
-    `atomic_write_bytes`."""
+    `atomic_write_bytes`. ``keep_same`` as there: the written file is compared with the one
+    in place and dropped when they are the same."""
     path = Path(path)
     tmp = None
     try:
@@ -170,6 +188,9 @@ def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             yield fh
             fh.flush()
+            if keep_same and path.is_file() and filecmp.cmp(tmp, path, shallow=False):
+                os.unlink(tmp)
+                return
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
@@ -201,14 +222,13 @@ def dumps_compact(obj: Any) -> bytes:
     return dumps_strict(obj, separators=(",", ":")).encode("utf-8")
 
 
-def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, durable: bool = True) -> None:
+def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, durable: bool = True,
+               keep_same: bool = False) -> None:
     """Atomic strict JSON. ``compact`` for bulk per-page files: no indent, no spaces, `dumps_compact`
     (``indent`` uses the stdlib's pure-Python encoder: 335 of 740 ms per fused page);
-    ``durable`` as in `atomic_write_bytes`."""
-    if compact:
-        atomic_write_bytes(path, dumps_compact(obj) + b"\n", durable=durable)
-    else:
-        atomic_write_bytes(path, (dumps_strict(obj, indent=1) + "\n").encode("utf-8"), durable=durable)
+    ``durable`` and ``keep_same`` as in `atomic_write_bytes`."""
+    data = dumps_compact(obj) + b"\n" if compact else (dumps_strict(obj, indent=1) + "\n").encode("utf-8")
+    atomic_write_bytes(path, data, durable=durable, keep_same=keep_same)
 
 
 def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:

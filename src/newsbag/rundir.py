@@ -204,7 +204,7 @@ def update_config_record(run_dir: Path, change: Callable[[dict | None], dict]) -
             now = read_json(path)
         except (OSError, ValueError):
             now = None
-        write_json(path, change(now if isinstance(now, dict) else None))
+        write_json(path, change(now if isinstance(now, dict) else None), keep_same=True)
 
 
 def failure_path(out_dir: Path, page_id: str) -> Path:

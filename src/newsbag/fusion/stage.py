@@ -609,7 +609,10 @@ def run_fusion(
         progress: called once per page with (page_id, "ok" | "skipped" | "failed").
 
     Returns:
-        The summary dict also written to RUN/outputs/fusion/summary.json.
+        The summary dict written to RUN/outputs/fusion/summary.json, plus this call's
+        ``counts`` (also as top-level keys) and ``failures``, which the file leaves out: it
+        describes the run, so a rerun with nothing changed leaves it as it is (the call's
+        counts go to reports/run_*.json).
 
     Raises:
         ValueError: bad fusion config (one line).
@@ -658,8 +661,8 @@ def run_fusion(
             boards["sources"].add(current["sources"], lined)
             yield current
 
-    with atomic_text_file(fusion / "per_page_variant_metrics.tsv") as vt, \
-            atomic_text_file(fusion / "per_page_source_metrics.tsv") as st:
+    with atomic_text_file(fusion / "per_page_variant_metrics.tsv", keep_same=True) as vt, \
+            atomic_text_file(fusion / "per_page_source_metrics.tsv", keep_same=True) as st:
         vrow, srow = tsv_writer(vt, ["page_id", "name", *vkeys]), tsv_writer(st, ["page_id", "name", "family", *skeys])
         n_records = 0
         for r in current_records():
@@ -673,9 +676,9 @@ def run_fusion(
         r["method"] = method.get(r["name"], "")
         r["what"] = RECIPE_DOC.get(r["name"], r["method"])
     atomic_write_text(fusion / "variant_leaderboard.tsv",
-                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys, "what"]))
+                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys, "what"]), keep_same=True)
     atomic_write_text(fusion / "source_leaderboard.tsv",
-                      tsv_text(srows, ["rank", "name", "family", "n_pages", *skeys]))
+                      tsv_text(srows, ["rank", "name", "family", "n_pages", *skeys]), keep_same=True)
 
     if cfg.recommended is not None and cfg.recommended in active:
         recommended, by = cfg.recommended, "config"
@@ -689,9 +692,6 @@ def run_fusion(
         "n_pages": n_records,
         "pages": len(everyone),
         "pages_not_current": len(not_current),
-        "counts": counts,
-        **counts,
-        "failures": failures,
         "sources": available,
         "line_source": line_source,
         "variants": {v.name: {"sources": active.get(v.name, []), "patterns": list(v.sources),
@@ -704,8 +704,9 @@ def run_fusion(
         "variant_leaderboard": vrows,
         "source_leaderboard": srows,
     }
-    write_json(fusion / "summary.json", _jsonable(summary))
-    return _jsonable(summary)
+    summary = _jsonable(summary)
+    write_json(fusion / "summary.json", summary, keep_same=True)
+    return {**summary, "counts": counts, **counts, "failures": failures}
 
 
 def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:

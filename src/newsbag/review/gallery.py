@@ -74,7 +74,7 @@ def render_gallery(context: dict) -> str:
 
 def write_gallery(path: Path, context: dict) -> Path:
     """Render the gallery and write it atomically to `path` (image links are relative to it)."""
-    atomic_write_text(path, render_gallery(context))
+    atomic_write_text(path, render_gallery(context), keep_same=True)
     return path
 
 

@@ -541,7 +541,7 @@ def run_review(
     for o in failed:
         lines.append("\t".join(_tsv_cell(v) for v in ("", o.page_id, "failed", "", "", "", "", "", "", o.error)))
     scores_path = review_dir / "scores.tsv"
-    atomic_write_text(scores_path, "\n".join(lines) + "\n")
+    atomic_write_text(scores_path, "\n".join(lines) + "\n", keep_same=True)
 
     context = _gallery_context(run_dir, ranked, failed, plan.source_dirs, plan.gallery_dirs, plan.recommended,
                                top_name)
