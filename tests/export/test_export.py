@@ -552,3 +552,26 @@ def test_a_thin_box_keeps_at_least_one_pixel_in_every_format(run):
     anns = [a for a in coco["annotations"] if a["image_id"] == image_id_for("p1")]
     assert [(x, y, x + w, y + h) for x, y, w, h in (a["bbox"] for a in anns)] == expected
     assert all(a["area"] >= 1 for a in anns)
+
+
+def test_warnings_of_worker_processes_reach_the_handlers_of_the_call(run, capsys, caplog, monkeypatch):
+    """`--workers 2`: a warning logged in a worker process (here a page's box repaired on read)
+    goes through the call's own logging (its handlers, format and level), as one from the main
+    process does, not to a bare stderr line outside it that a log file or a log reader misses."""
+    import logging
+
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
+    caplog.set_level(logging.INFO)  # and the root level back after the test (-l error sets it)
+    page = run / "outputs" / "fusion" / "V1" / "p1.json"
+    fused = json.loads(page.read_text())
+    fused["regions"][0]["bbox_xyxy"] = [W - 20, 10, W + 30, 40]  # reaches off the page: clipped on read
+    _write(page, fused)
+    code, _, err = run_cli(capsys, "export", "--run-dir", run, "--workers", "2", "--format", "page-xml")
+    assert code == 0, err
+    repaired = [r for r in caplog.records if "repaired boxes: clipped_box 1" in r.getMessage()]
+    assert [(r.levelname, r.name, r.processName != "MainProcess") for r in repaired] == [
+        ("WARNING", "newsbag.io", True)]
+    caplog.clear()
+    code, _, err = run_cli(capsys, "export", "--run-dir", run, "--workers", "2", "--force", "-l", "error")
+    assert code == 0, err
+    assert not [r for r in caplog.records if r.levelno < logging.ERROR]  # the call's level holds in workers too
