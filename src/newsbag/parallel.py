@@ -48,10 +48,12 @@ def page_map(workers: int) -> Iterator[Callable]:
     listener.start()
     try:
         yield partial(pool.imap_unordered, chunksize=1)
-        pool.close()  # workers exit on their own, so each sends its last records first
     except BaseException:
+        # A worker killed mid-record may die holding the queue's lock: the listener (a daemon
+        # thread) is not waited for then, or Ctrl-C and Slurm's SIGTERM could hang here.
         pool.terminate()
-        raise
-    finally:
         pool.join()
-        listener.stop()
+        raise
+    pool.close()  # workers exit on their own, so each sends its last records first
+    pool.join()
+    listener.stop()
