@@ -512,3 +512,94 @@ def test_a_rerun_with_nothing_changed_rewrites_nothing(tmp_path, page_dir, capsy
     assert (summary["pages"], summary["n_pages"]) == (5, 5) and "counts" not in summary
     report = json.loads((run / "reports/run_all.json").read_text())
     assert (report["builtin"]["fusion"]["ok"], report["builtin"]["fusion"]["skipped"]) == (0, 5)
+
+
+def _mixed_run(tmp_path, page_dir, capsys):
+    """A finished run, then one page of each kind a collection ends up with (by manifest path):
+    issue1/p1 a source page redone with other settings (stale), issue1/p2 a failed source page,
+    issue2/p1 a page source v answered empty, issue2/p2 a source page, a fused page and a board
+    gone (pending), issue2/p3 a failed fused page and a failed board."""
+    import shutil
+
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    pid = {name: _pid(run, name) for name in ("issue1/p1", "issue1/p2", "issue2/p1", "issue2/p2", "issue2/p3")}
+    src = run / "outputs/sources/fake"
+    page = json.loads((src / "v" / f"{pid['issue1/p1']}.json").read_text())
+    page["source"]["fingerprint"] = "made-with-other-settings"
+    (src / "v" / f"{pid['issue1/p1']}.json").write_text(json.dumps(page))
+    (src / "w" / f"{pid['issue1/p2']}.json").unlink()
+    (src / "w/_failed").mkdir(exist_ok=True)
+    (src / "w/_failed" / f"{pid['issue1/p2']}.json").write_text(json.dumps({"page_id": pid["issue1/p2"], "error": "boom"}))
+    report = json.loads((src / "v/run_report.json").read_text())
+    report["pages"][pid["issue2/p1"]].update(status="empty", reason="blank page")
+    (src / "v/run_report.json").write_text(json.dumps(report))
+    (src / "w" / f"{pid['issue2/p2']}.json").unlink()
+    (run / "outputs/fusion/C" / f"{pid['issue2/p2']}.json").unlink()
+    shutil.rmtree(run / "review/pages" / pid["issue2/p2"])
+    (run / "outputs/fusion/C" / f"{pid['issue2/p3']}.json").unlink()
+    (run / "outputs/fusion/C/_failed").mkdir(exist_ok=True)
+    (run / "outputs/fusion/C/_failed" / f"{pid['issue2/p3']}.json").write_text(json.dumps({"page_id": pid["issue2/p3"],
+                                                                                           "error": "fusion broke"}))
+    (run / "review/pages" / pid["issue2/p3"] / "board.png").unlink()
+    (run / "review/pages" / pid["issue2/p3"] / "failed.json").write_text(json.dumps({"page_id": pid["issue2/p3"],
+                                                                                    "error": "unreadable image"}))
+    return run, pid
+
+
+def test_status_of_a_run_with_stale_failed_empty_and_pending_pages(tmp_path, page_dir, capsys):
+    """Every count status gives, on a run with a page of each kind (`_mixed_run`): pins what it
+    reports while the way it reads the run dir changes."""
+    from newsbag.status import collect_status
+
+    run, pid = _mixed_run(tmp_path, page_dir, capsys)
+    status = collect_status(run)
+    assert status["sources"] == [
+        {"source": "fake/v", "done": 4, "stale": 1, "failed": 0, "pending": 0, "errors": {},
+         "empty": 1, "empty_share": 0.25, "flagged": True, "empty_reasons": {pid["issue2/p1"]: "blank page"}},
+        {"source": "fake/w", "done": 3, "stale": 0, "failed": 1, "pending": 1, "errors": {pid["issue1/p2"]: "boom"},
+         "empty": 0, "empty_share": 0.0, "flagged": False, "empty_reasons": {}}]
+    # S (fake/*) and C (every source) read the sources of issue1/p1, issue1/p2 and issue2/p2 as
+    # they were when fused: stale; C's page of issue2/p2 is gone and issue2/p3's failed.
+    assert status["fusion"] == [{"variant": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1},
+                                {"variant": "S", "done": 2, "stale": 3, "failed": 0, "pending": 0}]
+    assert status["review"] == {"done": 1, "stale": 2, "failed": 1, "pending": 1}
+    assert (status["pages"], status["gallery"], status["rejected"]) == (5, True, [])
+
+
+@pytest.mark.parametrize("stages", [["--stages", "fake"], []])
+def test_status_reads_run_level_records_once_and_at_most_one_record_a_page_and_stage(tmp_path, page_dir, capsys,
+                                                                                      monkeypatch, stages):
+    """At 100k pages every per-page read counts: status reads each run report once, opens no
+    source or fused page that a report or fusion's record accounts for, at most fusion's record
+    and the board's info.json of each page, and nothing per page of a stage that has not run."""
+    import builtins
+    from collections import Counter
+
+    from newsbag.status import collect_status
+
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys, *stages)
+    assert code == 0, err
+    real_open = builtins.open
+    opened = Counter()
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, Path)) and Path(file).resolve().is_relative_to(run.resolve()):
+            opened[Path(file).resolve().relative_to(run.resolve()).as_posix()] += 1
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    status = collect_status(run)
+    assert [s["done"] for s in status["sources"]] == [5, 5]
+    per_page = Counter()
+    for path, n in opened.items():
+        parts = path.split("/")
+        if path.startswith("outputs/sources/"):
+            assert parts[-1].startswith("run_report") and n == 1, (path, n)   # no source page
+        elif path.startswith("outputs/fusion/_metrics/") or (path.startswith("review/pages/")
+                                                             and parts[-1] == "info.json"):
+            per_page[parts[-1] if parts[-1] == "info.json" else "_metrics"] += n
+        else:
+            # no fused page or member table, nothing else of a board (run-level records are not counted)
+            assert not (path.startswith("outputs/fusion/") and len(parts) > 3 or path.startswith("review/pages/")), path
+    assert per_page == ({"_metrics": 5, "info.json": 5} if not stages else {})

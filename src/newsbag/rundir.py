@@ -37,8 +37,9 @@ from .io import append_jsonl, jsonl_lines, read_json, read_page, write_json
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
-    "sources_root", "source_dir", "discover_sources", "fusion_dir", "fused_dir", "discover_fused",
+    "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
+    "reviewed_pages",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "file_identity", "fingerprint", "source_fingerprint", "page_is_current",
@@ -102,6 +103,19 @@ def discover_sources(run_dir: Path) -> list[str]:
     return [f"{stage.name}/{variant.name}" for stage in _subdirs(sources_root(run_dir)) for variant in _subdirs(stage)]
 
 
+def page_files(folder: Path) -> set[str]:
+    """Stems of the ``*.json`` files in an output folder: the pages with an output there once
+    matched against the manifest's ids (a run report's stem is no page id). One listing, no stat
+    or path object per page (100k pages); hidden temporaries are left out, a visible page is
+    complete (every writer replaces atomically)."""
+    try:
+        with os.scandir(folder) as entries:
+            return {e.name[:-5] for e in entries if e.name.endswith(".json") and not e.name.startswith(".")
+                    and e.is_file()}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+
+
 def fusion_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "outputs" / "fusion"
 
@@ -146,6 +160,15 @@ def review_dir(run_dir: Path) -> Path:
 
 def review_page_dir(run_dir: Path, page_id: str) -> Path:
     return review_dir(run_dir) / "pages" / page_id
+
+
+def reviewed_pages(run_dir: Path) -> set[str]:
+    """Page ids with a folder under RUN/review/pages (a board or a failure): one listing."""
+    try:
+        with os.scandir(review_dir(run_dir) / "pages") as entries:
+            return {e.name for e in entries if e.is_dir()}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
 
 
 def exports_dir(run_dir: Path) -> Path:
@@ -214,7 +237,7 @@ def failure_path(out_dir: Path, page_id: str) -> Path:
 
 # -- freshness ----------------------------------------------------------------------------
 
-def file_identity(path: Path) -> list[int] | None:
+def file_identity(path: str | os.PathLike) -> list[int] | None:
     """[size, mtime_ns] of a file, or None when it is missing: what an output was made from.
 
     Size and mtime rather than a content hash: a rerun over 50,000 pages must decide in
@@ -252,7 +275,7 @@ def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[in
     files instead of parsing them (fusion: 11 fused pages, ~60 ms per page before). Any other
     identity (rewritten, touched, replaced) falls back to opening and checking it.
     """
-    path = Path(out_dir) / f"{page_id}.json"
+    path = os.path.join(out_dir, f"{page_id}.json")   # not a Path: one is built per page and variant
     if written is not None and file_identity(path) == list(written):
         return True
     try:
@@ -290,9 +313,8 @@ def _pages_of_report(path: Path) -> dict | None:
 
 def page_identities(out_dir: Path, page_ids: Iterable[str]) -> dict[str, list[int]]:
     """page id -> `file_identity` of its page file in `out_dir`, for the pages that have one."""
-    out_dir = Path(out_dir)
     return {page_id: identity for page_id in page_ids
-            if (identity := file_identity(out_dir / f"{page_id}.json")) is not None}
+            if (identity := file_identity(os.path.join(out_dir, f"{page_id}.json"))) is not None}
 
 
 def remove_stale_page(out_dir: Path, page_id: str, judged: list[int] | None) -> None:

@@ -20,13 +20,6 @@ __all__ = ["collect_status"]
 log = logging.getLogger(__name__)
 
 
-def _page_files(folder: Path) -> set[str]:
-    """Finished page ids in an output folder (atomic writes: a visible .json is complete)."""
-    if not folder.is_dir():
-        return set()
-    return {p.stem for p in folder.glob("*.json") if not p.name.startswith((".", "run_report", "run_meta"))}
-
-
 def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
     """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from the
     folder's run reports (`rundir.source_reports`).
@@ -109,7 +102,7 @@ def collect_status(run_dir: Path) -> dict:
     sources = []
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name
-        present = _page_files(folder) & ids
+        present = rundir.page_files(folder) & ids
         reports = rundir.source_reports(folder)
         if name in judged:   # by the rule a run skips pages by
             stage, variant = judged[name]

@@ -207,13 +207,19 @@ def _jsonable(obj):
     return obj
 
 
-def _inputs(run_dir: Path, page_id: str, needed: list[str]) -> dict[str, Path]:
-    """The source outputs of one page that exist, by source name."""
-    inputs = {s: rundir.source_dir(run_dir, *s.split("/", 1)) / f"{page_id}.json" for s in needed}
-    return {s: p for s, p in inputs.items() if p.is_file()}
+def _inputs(run_dir: Path, page_id: str, needed: list[str]) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """(path, `rundir.file_identity`) of each source output of one page that exists, by source
+    name: one stat each, and no Path built per page and source (status judges 100k pages)."""
+    root, name = rundir.sources_root(run_dir), f"{page_id}.json"
+    inputs, idents = {}, {}
+    for s in needed:   # "<stage>/<variant>", relative to the sources root (`rundir.discover_sources`)
+        path = os.path.join(root, s, name)
+        if (identity := rundir.file_identity(path)) is not None:
+            inputs[s], idents[s] = path, identity
+    return inputs, idents
 
 
-def _load_inputs(inputs: dict[str, Path], page_id: str) -> tuple[dict[str, Boxes], dict | None, dict[str, str]]:
+def _load_inputs(inputs: dict[str, str], page_id: str) -> tuple[dict[str, Boxes], dict | None, dict[str, str]]:
     """Boxes of every readable source page; a bad one is dropped with its one-line reason."""
     pages, image, dropped = {}, None, {}
     for s, p in sorted(inputs.items()):
@@ -258,8 +264,7 @@ def _stored_record(run_dir: Path, page_id: str) -> dict | None:
 
 def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints):
     """(inputs, their identities, expected metrics fingerprint, expected variant fingerprints, stored record)."""
-    inputs = _inputs(run_dir, page_id, needed)
-    idents = {s: rundir.file_identity(p) for s, p in inputs.items()}
+    inputs, idents = _inputs(run_dir, page_id, needed)
     metrics_fp, variant_fps = prints.page(idents)
     return inputs, idents, metrics_fp, variant_fps, _stored_record(run_dir, page_id)
 
@@ -567,22 +572,24 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
         cfg = with_order(cfg, order or [])
     prints = _prints(cfg, active, needed)
     variants = rundir.discover_fused(run_dir)
-    made = [v for v in variants if v in active]
+    written = {v: rundir.page_files(rundir.fused_dir(run_dir, v)) for v in variants}   # one listing a folder
     done = dict.fromkeys(variants, 0)
     stale = dict.fromkeys(variants, 0)
     for page_id in page_ids:
+        present = [v for v in variants if page_id in written[v]]
+        if not present:   # pending or failed in every variant: nothing of the page to judge
+            continue
         _, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
         current = _current_metrics(record, metrics_fp, variant_fps)
-        not_current = set(_stale_outputs(run_dir, page_id, made, variant_fps, current, idents)[0])
-        for v in variants:
-            if (rundir.fused_dir(run_dir, v) / f"{page_id}.json").is_file():
-                if v in active and v not in not_current:
-                    done[v] += 1
-                else:
-                    stale[v] += 1
+        judged = [v for v in present if v in active]
+        not_current = set(_stale_outputs(run_dir, page_id, judged, variant_fps, current, idents)[0])
+        for v in present:
+            if v in active and v not in not_current:
+                done[v] += 1
+            else:
+                stale[v] += 1
     wanted = set(page_ids)
-    failed = {v: len({p.stem for p in (rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR).glob("*.json")} & wanted)
-              for v in variants}
+    failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
     return [{"variant": v, "done": done[v], "stale": stale[v], "failed": failed[v],
              "pending": len(wanted) - done[v] - stale[v] - failed[v]} for v in variants]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -143,16 +144,19 @@ def _load_image(path: str, panel_width: int) -> Image.Image:
         raise _PageError(f"unreadable image {path}: {exc}") from None
 
 
-def _page_files(page_id: str, dirs: dict[str, Path]) -> tuple[dict[str, Path], dict[str, Path]]:
-    """(outputs, failure records) per name for one page; absent names did not run it."""
-    done, failed = {}, {}
+def _page_files(page_id: str, dirs: dict[str, Path], kind: str) -> tuple[dict[str, str], dict[str, str], dict]:
+    """(outputs, failure records) per name for one page, absent names did not run it, and the
+    `rundir.file_identity` of each by ``"<kind>:<name>"`` / ``"failed_<kind>:<name>"``: one stat
+    a file, no Path built (status judges 100k boards)."""
+    done, failed, identities = {}, {}, {}
+    file = f"{page_id}.json"
     for name, folder in dirs.items():
-        out = folder / f"{page_id}.json"
-        if out.exists():
-            done[name] = out
-        elif (folder / "_failed" / f"{page_id}.json").exists():
-            failed[name] = folder / "_failed" / f"{page_id}.json"
-    return done, failed
+        out = os.path.join(folder, file)
+        if (identity := rundir.file_identity(out)) is not None:
+            done[name], identities[f"{kind}:{name}"] = out, identity
+        elif (identity := rundir.file_identity(out := os.path.join(folder, rundir.FAILED_DIR, file))) is not None:
+            failed[name], identities[f"failed_{kind}:{name}"] = out, identity
+    return done, failed, identities
 
 
 def _panel_width(n_cells: int, max_board_width: int) -> int:
@@ -178,10 +182,10 @@ def _fresh_info(page_dir: Path, fingerprint: str) -> dict | None:
 class _Inputs:
     """One page's board inputs (outputs and failure records by name) and their fingerprint."""
 
-    sources: dict[str, Path]
-    failed_sources: dict[str, Path]
-    fused: dict[str, Path]         # of every gallery variant
-    failed_fused: dict[str, Path]
+    sources: dict[str, str]
+    failed_sources: dict[str, str]
+    fused: dict[str, str]          # of every gallery variant
+    failed_fused: dict[str, str]
     image_path: Path
     fingerprint: str
 
@@ -189,17 +193,13 @@ class _Inputs:
 def _inputs(run_dir: Path, record, plan: _Plan) -> _Inputs:
     """What the board of `record`'s page is drawn from, found by stat calls only (no file is opened)."""
     page_id = record.page_id
-    sources, failed_sources = _page_files(page_id, plan.source_dirs)
-    fused, failed_fused = _page_files(page_id, plan.gallery_dirs)
+    sources, failed_sources, source_ids = _page_files(page_id, plan.source_dirs, "source")
+    fused, failed_fused, fused_ids = _page_files(page_id, plan.gallery_dirs, "fused")
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options.
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
-                                     rundir.file_identity(image_path),
-                                     {f"{kind}:{name}": rundir.file_identity(path)
-                                      for kind, files in (("source", sources), ("failed_source", failed_sources),
-                                                          ("fused", fused), ("failed_fused", failed_fused))
-                                      for name, path in files.items()})
+                                     rundir.file_identity(image_path), {**source_ids, **fused_ids})
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint)
 
 
@@ -423,7 +423,8 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     """Boards that are current, stale, failed or not drawn yet (pending), by the rule `run_review`
     skips pages by (so what it counts stale is what the next review redraws).
 
-    Stat calls and each page's info.json only: no image is opened and nothing is drawn.
+    One listing of the review folder, then stat calls and the info.json of each page it holds:
+    no image is opened and nothing is drawn.
 
     Args:
         run_dir: the run directory.
@@ -440,7 +441,11 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     run_dir = Path(run_dir)
     plan = _plan(run_dir, params)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
+    reviewed = rundir.reviewed_pages(run_dir)
     for record in records:
+        if record.page_id not in reviewed:   # no board, no failure: nothing to judge
+            counts["pending"] += 1
+            continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
         if _fresh_info(page_dir, _inputs(run_dir, record, plan).fingerprint) is not None:
             counts["done"] += 1
