@@ -3,8 +3,9 @@ a `newsbag review` with every board current, and `newsbag status`, as users run 
 
     python benchmarks/collection_bench.py --pages 500 1000 2000 [--steps export,review,status]
 
-One synthetic run (`fuse_stage_bench.build_run`: 6 region sources x 300 boxes per page, fused
-by `newsbag fuse` with the Torch config) of the largest count is fused once; each count then
+One synthetic run (`fuse_stage_bench.build_run`: 6 region sources x 300 boxes per page, each
+source with the fingerprints and run report its runner leaves, fused by `newsbag fuse` with the
+Torch config) of the largest count is fused once; each count then
 runs each step over the first N pages of its manifest (the manifest cut to N lines: these steps
 describe every manifest page), as its own process pinned to one core
 (`fuse_stage_bench.timed`: CPU, wall, peak RSS from `os.wait4`). The review step measures the
@@ -31,6 +32,32 @@ from _machine import machine_line  # noqa: E402
 from fuse_stage_bench import REPO, build_run, bytecode_env, timed  # noqa: E402
 
 STEPS = ("export", "review", "status")
+
+
+def current_sources(run: Path, config: Path) -> None:
+    """Give every source page the fingerprint its runner records and each source folder the run
+    report a finished runner leaves (`runners/_loop.py`: the page's fingerprint and file
+    identity), so that status judges the sources as on a real run: by the reports, with a stat
+    a page, not by opening every page (run in a process of its own, as `current_boards`)."""
+    from newsbag import rundir
+    from newsbag.config import ModelStage, load_config
+    from newsbag.pages import read_pages
+
+    stages = {s.name: s for s in load_config(config).stages if isinstance(s, ModelStage)}
+    records = read_pages(run)
+    for name in rundir.discover_sources(run):
+        stage, variant = name.split("/", 1)
+        folder = rundir.source_dir(run, stage, variant)
+        pages = {}
+        for record in records:
+            path = folder / f"{record.page_id}.json"
+            page = json.loads(path.read_text())
+            page["source"]["fingerprint"] = stages[stage].page_fingerprint(variant, record.sha256)
+            path.write_text(json.dumps(page))
+            pages[record.page_id] = {"status": "ok", "seconds": 0.0, "regions": len(page["regions"]),
+                                     "fingerprint": page["source"]["fingerprint"], "identity": rundir.file_identity(path)}
+        (folder / "run_report.json").write_text(json.dumps({"stage": stage, "variant": variant, "state": "finished",
+                                                            "pages": pages}))
 
 
 def current_boards(run: Path, config: Path) -> None:
@@ -67,6 +94,8 @@ def bench(counts: list[int], config: Path, steps: list[str]) -> None:
         run = build_run(Path(tmp), max(counts), 6, 300, old_layout=False)
         (Path(tmp) / "images").mkdir(exist_ok=True)
         env = bytecode_env()
+        subprocess.run([sys.executable, __file__, "--current-sources", str(run), "--config", str(config)],
+                       env=env, check=True)
         cli = [sys.executable, "-m", "newsbag"]
         fuse_cpu, _, _ = timed([*cli, "fuse", "--run-dir", str(run), "--config", str(config)], env)
         print(f"# fused {max(counts)} pages in {fuse_cpu:.0f} s CPU", flush=True)
@@ -99,7 +128,11 @@ def main() -> None:
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated, of {', '.join(STEPS)}")
     ap.add_argument("--config", type=Path, default=REPO / "configs" / "pipeline.torch.json")
     ap.add_argument("--current-boards", type=Path, metavar="RUN", help=argparse.SUPPRESS)
+    ap.add_argument("--current-sources", type=Path, metavar="RUN", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.current_sources:
+        current_sources(args.current_sources, args.config)
+        return
     if args.current_boards:
         current_boards(args.current_boards, args.config)
         return
