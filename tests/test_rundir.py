@@ -78,3 +78,23 @@ def test_a_page_its_own_report_does_not_account_for_is_looked_up_in_the_others(t
         {"pages": {"p": {"status": "ok", "fingerprint": "now", "identity": identity}}}))
     assert rundir.current_source_pages(tmp_path, {"p": "now"}, first="run_report.shard-0-of-2.json") == {"p"}
     assert reads == []
+
+
+@pytest.mark.parametrize("head, last", [
+    ((), "0" * 64),                                                     # the tool version alone before it
+    (("source", "fake", 2, {"b": 1, "a": [1.5, None]}, {"x": "y"}), "ab" * 32),  # keys sorted in every part
+    (("fusion-variant-fp",), {"s/b": [10, 20], "s/a": [3, 4]}),         # a page's input identities
+    (("x", os.sep), {"path": __import__("pathlib").Path("a/b")}),       # not JSON: default=str, as before
+])
+def test_a_fingerprint_encoded_once_per_head_equals_the_one_made_whole(head, last):
+    """Status and the stages make one fingerprint per page from a shared head: the values must be
+    the ones every output already records (sha256 of the sorted, compact JSON list), or a rerun
+    after this change would redo every page."""
+    import hashlib
+
+    whole = hashlib.sha256(json.dumps([rundir.TOOL, *head, last], sort_keys=True, separators=(",", ":"),
+                                      default=str).encode("utf-8")).hexdigest()[:16]
+    assert rundir.fingerprint(*head, last) == whole
+    assert rundir.Fingerprint(*head)(last) == whole
+    assert rundir.fingerprint_all([rundir.Fingerprint(*head), rundir.Fingerprint("other")], last) == [
+        whole, rundir.fingerprint("other", last)]

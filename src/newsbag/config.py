@@ -3,6 +3,7 @@ validate against runner tool.json, freeze."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -92,8 +93,13 @@ class ModelStage:
     def page_fingerprint(self, variant: str, page_sha256: str) -> str:
         """The fingerprint a current page of `variant` records (`rundir.source_fingerprint`): what
         the orchestrator hands the runner, and what its skip, status and the Slurm plan compare."""
-        return rundir.source_fingerprint(self.family, self.revision, dict(self.variants[variant]), self.volatile,
-                                         dict(self.label_map), page_sha256)
+        return self._fingerprinters[variant](page_sha256)
+
+    @functools.cached_property
+    def _fingerprinters(self) -> dict[str, rundir.Fingerprint]:
+        """`page_fingerprint` of each variant less the page, encoded once: asked for every page."""
+        return {v: rundir.source_fingerprinter(self.family, self.revision, dict(params), self.volatile,
+                                               dict(self.label_map)) for v, params in self.variants.items()}
 
 
 @dataclass(frozen=True)

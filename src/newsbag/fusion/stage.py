@@ -236,20 +236,20 @@ def _load_inputs(inputs: dict[str, str], page_id: str) -> tuple[dict[str, Boxes]
 class _Prints:
     """What a page's fusion outputs are made from, except the input files (added per page)."""
 
-    metrics: str                 # source metrics: line source, region sources, exclusions
-    variants: dict[str, str]     # variant -> its method, parameters (source order included), sources
+    metrics: rundir.Fingerprint              # source metrics: line source, region sources, exclusions
+    variants: dict[str, rundir.Fingerprint]  # variant -> its method, parameters (source order included), sources
 
     def page(self, idents: dict) -> tuple[str, dict[str, str]]:
-        return (rundir.fingerprint(self.metrics, idents),
-                {v: rundir.fingerprint(fp, idents) for v, fp in self.variants.items()})
+        metrics, *variants = rundir.fingerprint_all([self.metrics, *self.variants.values()], idents)
+        return metrics, dict(zip(self.variants, variants))
 
 
 def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) -> _Prints:
     metrics = rundir.fingerprint("fusion-metrics", cfg.line_source, list(cfg.exclude_from_variants), needed)
-    variants = {v.name: rundir.fingerprint("fusion-variant", v.method, asdict(v.params), active[v.name],
-                                           cfg.line_source, metrics)
+    variants = {v.name: rundir.Fingerprint(rundir.fingerprint("fusion-variant", v.method, asdict(v.params),
+                                                              active[v.name], cfg.line_source, metrics))
                 for v in cfg.variants if v.name in active}
-    return _Prints(metrics, variants)
+    return _Prints(rundir.Fingerprint(metrics), variants)
 
 
 def _stored_record(run_dir: Path, page_id: str) -> dict | None:
