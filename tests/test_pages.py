@@ -1,4 +1,5 @@
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -254,3 +255,39 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
     assert read_pages(run) == pages
     assert rundir.manifest_page_ids(run) == [p.page_id for p in pages]
     assert read_rejected(run) == rejected
+
+
+@pytest.mark.parametrize("name,mode,fmt,save", [
+    ("a.png", "L", "PNG", {}),                          # passes through
+    ("e.tif", "I;16", "TIFF", {}),                      # converted: decoded in full
+    ("m.tif", "RGB", "TIFF", {"compression": "tiff_lzw", "tiffinfo": {274: 6}}),  # LZW, turned upright on load
+])
+def test_a_new_page_is_read_once_and_a_large_one_is_hashed_streaming(tmp_path, monkeypatch, name, mode, fmt, save):
+    """`newsbag pages` hashes and decodes a page from the same bytes (it read the file twice,
+    ~4 % of inspecting a page); a file over `pages.READ_ONCE_MAX_BYTES` is decoded from the
+    file and hashed from a second, streaming read rather than held whole in memory. Both ways
+    record the same page."""
+    import builtins
+    import hashlib
+
+    from newsbag import pages
+
+    src = write_image(tmp_path / "in" / name, size=(64, 48), mode=mode, fmt=fmt, **save)
+    real_open, opens = builtins.open, []
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, Path)) and Path(file).resolve() == src.resolve():
+            opens.append(args[0] if args else kwargs.get("mode", "r"))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    once = inspect_page(src, tmp_path / "in", tmp_path / "run")
+    assert len(opens) == 1, opens
+    assert once.sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
+    opens.clear()
+    monkeypatch.setattr(pages, "READ_ONCE_MAX_BYTES", src.stat().st_size - 1)
+    twice = inspect_page(src, tmp_path / "in", tmp_path / "run2")
+    assert len(opens) >= 2, opens   # decoded from the file (Pillow maps an uncompressed one: a third), then hashed
+    assert asdict(twice) == {**asdict(once), "image_path": twice.image_path}
+    if once.image_path != str(src):   # the 8-bit copy: the same pixels either way
+        assert Path(once.image_path).read_bytes() == Path(twice.image_path).read_bytes()

@@ -77,6 +77,10 @@ _PASS_FORMATS = frozenset({"PNG", "JPEG", "TIFF"})
 _PASS_MODES = frozenset({"L", "RGB"})
 MANIFEST = rundir.MANIFEST
 CACHE = Path("cache") / "images"
+# A new page up to this size is read once: hashed, and decoded from the same bytes. A larger one
+# (an uncompressed TIFF at the 400 MP limit is 1.2 GB) is decoded from the file and hashed by a
+# second, streaming read, so its bytes are never held whole beside its pixels.
+READ_ONCE_MAX_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -426,8 +430,12 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
     note = ""
     orientation, upright_on_load = 1, False
     dpi = None
+    data = None   # the file's bytes when read once (`READ_ONCE_MAX_BYTES`)
     try:
-        with _pillow_guard_lifted(), Image.open(path) as im:
+        if identity is not None and identity[0] <= READ_ONCE_MAX_BYTES:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
             fmt, mode = im.format, im.mode
             _check_declared_size(path, im.width, im.height, limits)
             frames = getattr(im, "n_frames", 1)
@@ -481,7 +489,8 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             note = "; ".join(filter(None, [note, f"{fmt} {mode} converted to 8-bit {page.mode}"]))
     return PageRecord(
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
-        width=int(width), height=int(height), sha256=_sha256(path), note=note, identity=identity,
+        width=int(width), height=int(height), note=note, identity=identity,
+        sha256=_sha256(path) if data is None else hashlib.sha256(data).hexdigest(),
     )
 
 
