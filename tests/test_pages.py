@@ -291,3 +291,39 @@ def test_a_new_page_is_read_once_and_a_large_one_is_hashed_streaming(tmp_path, m
     assert asdict(twice) == {**asdict(once), "image_path": twice.image_path}
     if once.image_path != str(src):   # the 8-bit copy: the same pixels either way
         assert Path(once.image_path).read_bytes() == Path(twice.image_path).read_bytes()
+
+
+def test_a_page_that_grew_past_the_read_once_size_since_its_stat_is_not_read_whole(tmp_path, monkeypatch):
+    """A scan still being copied in can be larger by the time it is read than its stat said: the
+    read stops past `READ_ONCE_MAX_BYTES` and the page is decoded from the file, hashed streaming."""
+    import hashlib
+
+    from newsbag import pages
+
+    src = write_image(tmp_path / "in" / "a.png", size=(64, 48))
+    size = src.stat().st_size
+    monkeypatch.setattr(pages, "READ_ONCE_MAX_BYTES", size // 2)
+    real_identity = pages.rundir.file_identity
+    monkeypatch.setattr(pages.rundir, "file_identity", lambda path: [1, real_identity(path)[1]])  # stat'ed small
+    reads = []
+    real_open = open
+
+    class Recording:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def read(self, n=-1):
+            data = self.fh.read(n)
+            reads.append(len(data))
+            return data
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    monkeypatch.setattr(pages, "open", lambda file, mode="r": Recording(real_open(file, mode)), raising=False)
+    rec = inspect_page(src, tmp_path / "in", tmp_path / "run")
+    assert reads[0] == size // 2 + 1   # the read meant to be the only one stops one byte past the limit
+    assert rec.sha256 == hashlib.sha256(src.read_bytes()).hexdigest() and (rec.width, rec.height) == (64, 48)

@@ -434,7 +434,9 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
     try:
         if identity is not None and identity[0] <= READ_ONCE_MAX_BYTES:
             with open(path, "rb") as fh:
-                data = fh.read()
+                data = fh.read(READ_ONCE_MAX_BYTES + 1)
+            if len(data) > READ_ONCE_MAX_BYTES:   # grew since its stat (still being copied in)
+                data = None
         with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
             fmt, mode = im.format, im.mode
             _check_declared_size(path, im.width, im.height, limits)
