@@ -131,7 +131,7 @@ def test_a_shard_task_with_nothing_to_do_reads_its_own_report_and_opens_no_page(
     monkeypatch.setattr(rundir, "read_json", lambda path, *a, **k: (
         reports.append(Path(path).name) if Path(path).name.startswith("run_report") else None)
         or real_read_json(path, *a, **k))
-    monkeypatch.setattr(rundir, "read_page", lambda path, *a, **k: opened.append(path))
+    monkeypatch.setattr(rundir, "read_valid_page", lambda path, *a, **k: opened.append(path))
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", config, "--stages", "fake", "--shard", "1/3")
     assert code == 0, err
     assert reports == ["run_report.shard-1-of-3.json"]

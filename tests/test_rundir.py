@@ -6,7 +6,7 @@ import os
 import pytest
 
 from newsbag import rundir
-from newsbag.io import read_page
+from newsbag.io import read_page, read_valid_page
 
 
 def _write_page(folder, fingerprint):
@@ -28,7 +28,7 @@ def _write_page(folder, fingerprint):
 def test_current_source_pages_agrees_with_the_page_itself(tmp_path, monkeypatch, made_with, recorded,
                                                           rewritten_with, current, opened):
     reads = []
-    monkeypatch.setattr(rundir, "read_page", lambda path, *a, **k: reads.append(path) or read_page(path, *a, **k))
+    monkeypatch.setattr(rundir, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
     identity = _write_page(tmp_path, made_with)
     if recorded:
         pages = {"p": {"status": "ok", "fingerprint": recorded, "identity": identity}}
@@ -70,7 +70,7 @@ def test_a_page_its_own_report_does_not_account_for_is_looked_up_in_the_others(t
     """A shard task reads its own report first; a page redone since by a --pages call (recorded in
     run_report.json) is still judged by a stat, from that report, not opened."""
     reads = []
-    monkeypatch.setattr(rundir, "read_page", lambda path, *a, **k: reads.append(path) or read_page(path, *a, **k))
+    monkeypatch.setattr(rundir, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
     identity = _write_page(tmp_path, "now")
     (tmp_path / "run_report.shard-0-of-2.json").write_text(json.dumps(
         {"pages": {"p": {"status": "ok", "fingerprint": "before", "identity": [identity[0], identity[1] - 10**9]}}}))
@@ -98,3 +98,24 @@ def test_a_fingerprint_encoded_once_per_head_equals_the_one_made_whole(head, las
     assert rundir.Fingerprint(*head)(last) == whole
     assert rundir.fingerprint_all([rundir.Fingerprint(*head), rundir.Fingerprint("other")], last) == [
         whole, rundir.fingerprint("other", last)]
+
+
+def test_judging_a_page_current_neither_repairs_nor_logs_its_boxes(tmp_path, caplog):
+    """A freshness check opens a page only for its fingerprint: `newsbag status` (or a rerun's
+    skip check) over a run whose pages no run report accounts for logged one "repaired boxes"
+    line per page and source it judged (e.g. 12,000 lines for 2,000 pages of 6 sources whose
+    models draw boxes past the page edge), and paid the repair each time."""
+    import logging
+
+    page = {"page_id": "p", "image": {"path": "p.png", "width": 10, "height": 10},
+            "source": {"stage": "s", "variant": "v", "family": "f", "fingerprint": "now"},
+            "regions": [{"bbox_xyxy": [2, 2, 14, 8], "label": "text", "class": "text", "score": 0.9,
+                         "order": None, "text": None}]}   # reaches past the right edge: read_page clips it
+    (tmp_path / "p.json").write_text(json.dumps(page))
+    assert read_page(tmp_path / "p.json", "p")["regions"][0]["bbox_xyxy"] == [2, 2, 10, 8]   # what readers get
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert rundir.page_is_current(tmp_path, "p", "now")
+        assert not rundir.page_is_current(tmp_path, "p", "other")
+        assert rundir.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
+    assert caplog.records == []

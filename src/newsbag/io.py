@@ -23,6 +23,7 @@ except ImportError:  # a venv made before orjson became a dependency: the stdlib
     orjson = None
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
+           "read_valid_page",
            "append_jsonl", "jsonl_lines", "run_dir_error", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
@@ -268,7 +269,7 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
     """
     from .contract import repaired_boxes, warnings_with
 
-    page = _read_valid(path, page_id)
+    page = read_valid_page(path, page_id)
     family = page["source"].get("family") or source.split("/")[0]
     boxes, repaired = repaired_boxes(page, source, {"family": family})
     header = {k: v for k, v in page.items() if k != "regions"}
@@ -278,8 +279,14 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
     return boxes, header
 
 
-def _read_valid(path: str | os.PathLike, page_id: str) -> dict:
-    """The page at `path` when it passes the contract and belongs to `page_id` (unrepaired)."""
+def read_valid_page(path: str | os.PathLike, page_id: str) -> dict:
+    """The page at `path` when it passes the contract and belongs to `page_id`, as written: not
+    repaired, nothing logged. For a freshness check, which wants its fingerprint only (`read_page`
+    for its boxes).
+
+    Raises:
+        ValueError: as `read_page`.
+    """
     from .contract import validate_source_page
 
     try:
@@ -313,7 +320,7 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
     """
     from .contract import repair_regions
 
-    page, repaired = repair_regions(_read_valid(path, page_id))
+    page, repaired = repair_regions(read_valid_page(path, page_id))
     if repaired:
         _log_repairs(page_id, path, repaired)
     ref = page["source"].get("members_file") if isinstance(page["source"], dict) else None

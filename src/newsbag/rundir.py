@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from . import __version__
-from .io import append_jsonl, jsonl_lines, read_json, read_page, write_json
+from .io import append_jsonl, jsonl_lines, read_json, read_valid_page, write_json
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
@@ -317,7 +317,7 @@ def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[in
     if written is not None and file_identity(path) == list(written):
         return True
     try:
-        page = read_page(path, page_id, members=False)
+        page = read_valid_page(path, page_id)
     except ValueError:
         return False
     return page["source"].get("fingerprint") == expected

@@ -344,8 +344,8 @@ def test_a_rerun_with_nothing_changed_opens_no_fused_page(tmp_path, monkeypatch)
     run = _write_run(tmp_path)
     run_fusion(run, ["p1", "p2"], CFG)
     opened = []
-    real = rd.read_page
-    monkeypatch.setattr(rd, "read_page", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
+    real = rd.read_valid_page
+    monkeypatch.setattr(rd, "read_valid_page", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
     seen = []
     run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append(st))
     assert seen == ["skipped", "skipped"] and not [p for p in opened if "/outputs/fusion/" in p]
