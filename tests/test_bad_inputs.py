@@ -372,3 +372,28 @@ def test_more_formats_get_an_8bit_copy(tmp_path, name, fmt):
     src = write_image(tmp_path / "in" / name, size=(64, 48), mode="RGB", fmt=fmt)
     (rec,), rejected = build_pages(tmp_path / "run", [src.parent], None, False, None)
     assert not rejected and (rec.width, rec.height) == (64, 48) and rec.image_path.endswith(".png")
+
+
+def test_a_float_page_with_nan_or_inf_pixels_keeps_its_content(tmp_path):
+    """One NaN or inf pixel of a 32-bit float TIFF used to make the whole 8-bit copy black (its
+    range became NaN/inf), and the page went on to every runner as good."""
+    grad = np.tile(np.linspace(0.0, 1.0, 64, dtype=np.float32), (48, 1))
+    grad[0, 0], grad[0, 1], grad[0, 2] = np.nan, np.inf, -np.inf
+    src = tmp_path / "in" / "float.tif"
+    src.parent.mkdir()
+    Image.fromarray(grad, "F").save(src)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        out = np.asarray(im)
+    expect = np.round(grad[1] * 255)  # the finite pixels span 0..1: scaled to 0..255
+    assert np.abs(out[1].astype(int) - expect).max() <= 1
+    assert out[0, :3].tolist() == [0, 255, 0]  # NaN and -inf black, +inf white
+
+
+def test_a_float_page_with_no_finite_pixel_is_rejected(tmp_path):
+    src = tmp_path / "in" / "nan.tif"
+    src.parent.mkdir()
+    Image.fromarray(np.full((48, 64), np.nan, np.float32), "F").save(src)
+    with pytest.raises(InputError, match="no finite pixel value") as err:
+        inspect_page(src, src.parent, tmp_path / "run")
+    assert str(src) in str(err.value) and err.value.kind == "corrupt"

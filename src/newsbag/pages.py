@@ -327,10 +327,11 @@ def _to_8bit(im: Image.Image) -> Image.Image:
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
         arr = np.asarray(im)
         if im.mode == "F":
-            lo, hi = float(arr.min(initial=0)), float(arr.max(initial=1))
+            lo, hi = _finite_range(arr)
 
             def scale(band: np.ndarray) -> np.ndarray:
-                return (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
+                scaled = (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
+                return np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255)  # NaN, -inf black; +inf white
         else:
             top = 65535 if arr.max(initial=0) > 255 else 255
 
@@ -343,6 +344,24 @@ def _to_8bit(im: Image.Image) -> Image.Image:
     if im.mode in ("1", "L", "LA"):
         return im.convert("L")
     return im.convert("RGB")
+
+
+def _finite_range(arr: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the finite pixels of a float page, a band at a time: one NaN or inf pixel
+    in the range made the whole 8-bit copy black.
+
+    Raises:
+        ValueError: no pixel is finite (the page has no content to show).
+    """
+    lo, hi = np.inf, -np.inf
+    for row in range(0, arr.shape[0], _BAND_ROWS):
+        band = arr[row:row + _BAND_ROWS]
+        finite = band[np.isfinite(band)]
+        if finite.size:
+            lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
+    if lo > hi:
+        raise ValueError("no finite pixel value (every pixel is NaN or infinite)")
+    return lo, hi
 
 
 def _read_16bit_rgb_tiff(path: Path, limits: InputLimits) -> Image.Image:
