@@ -397,3 +397,36 @@ def test_a_float_page_with_no_finite_pixel_is_rejected(tmp_path):
     with pytest.raises(InputError, match="no finite pixel value") as err:
         inspect_page(src, src.parent, tmp_path / "run")
     assert str(src) in str(err.value) and err.value.kind == "corrupt"
+
+
+@pytest.mark.parametrize("name,arr,photometric", [
+    ("f64.tif", np.tile(np.linspace(0.0, 1.0, 64), (48, 1)), None),       # float64 grey: Pillow cannot open it
+    ("rgbf32.tif", np.repeat(np.tile(np.linspace(0.0, 1.0, 64, dtype=np.float32), (48, 1))[..., None], 3, -1),
+     "rgb"),                                                                # float RGB: it became all black
+])
+def test_a_tiff_only_tifffile_reads_keeps_its_content_and_the_batch_goes_on(tmp_path, name, arr, photometric):
+    """A TIFF Pillow cannot identify went to a reader that knew 16-bit RGB only: a float64 grey
+    page stopped the whole manifest with a traceback (exit 1, nothing written), a float RGB page
+    was cast to uint8 (0..1 -> 0) and passed on as a black page."""
+    tifffile = pytest.importorskip("tifffile")
+    good = write_image(tmp_path / "in" / "good.png")
+    tifffile.imwrite(tmp_path / "in" / name, arr, photometric=photometric)
+    pages, rejected = build_pages(tmp_path / "run", [good.parent], None, False, None)
+    assert not rejected and len(pages) == 2
+    (rec,) = (p for p in pages if p.path.endswith(name))
+    with Image.open(rec.image_path) as im:
+        out = np.asarray(im.convert("L"))
+    assert (rec.width, rec.height) == (64, 48)
+    assert np.abs(out[0].astype(int) - np.round(np.linspace(0, 255, 64))).max() <= 1
+
+
+def test_a_32bit_integer_page_is_scaled_by_its_depth_not_clipped_at_16_bits(tmp_path):
+    """Values of a 32-bit integer page over 65535 were clipped to white: a page using 0..250000
+    came out three-quarters white."""
+    src = tmp_path / "in" / "i32.tif"
+    src.parent.mkdir()
+    Image.fromarray((np.tile(np.arange(64), (48, 1)) * 4000).astype(np.int32), "I").save(src)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        out = np.asarray(im)
+    assert out[0].tolist() == (np.arange(64) * 4000 * 255 // (63 * 4000)).tolist()

@@ -325,25 +325,31 @@ def _to_8bit(im: Image.Image) -> Image.Image:
     limit). int64 copies of the whole page took ~25, about 10 GB.
     """
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        arr = np.asarray(im)
-        if im.mode == "F":
-            lo, hi = _finite_range(arr)
-
-            def scale(band: np.ndarray) -> np.ndarray:
-                scaled = (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
-                return np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255)  # NaN, -inf black; +inf white
-        else:
-            top = 65535 if arr.max(initial=0) > 255 else 255
-
-            def scale(band: np.ndarray) -> np.ndarray:
-                return np.clip(band.astype(np.int64) * 255 // top, 0, 255)
-        out = np.empty(arr.shape, np.uint8)
-        for row in range(0, arr.shape[0], _BAND_ROWS):
-            out[row:row + _BAND_ROWS] = scale(arr[row:row + _BAND_ROWS]).astype(np.uint8)
-        return Image.fromarray(out, "L")
+        return Image.fromarray(_scaled_8bit(np.asarray(im)), "L")
     if im.mode in ("1", "L", "LA"):
         return im.convert("L")
     return im.convert("RGB")
+
+
+def _scaled_8bit(arr: np.ndarray) -> np.ndarray:
+    """uint8 copy of a page array of any depth, a band of rows at a time: integers by the depth
+    their values use (8 or 16 bit, else their maximum), floats over their finite range."""
+    if arr.dtype.kind == "f":
+        lo, hi = _finite_range(arr)
+
+        def scale(band: np.ndarray) -> np.ndarray:
+            scaled = (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
+            return np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255)  # NaN, -inf black; +inf white
+    else:
+        peak = int(arr.max(initial=0))
+        top = 255 if peak <= 255 else 65535 if peak <= 65535 else peak
+
+        def scale(band: np.ndarray) -> np.ndarray:
+            return np.clip(band.astype(np.float64 if top > 65535 else np.int64) * 255 // top, 0, 255)
+    out = np.empty(arr.shape, np.uint8)
+    for row in range(0, arr.shape[0], _BAND_ROWS):
+        out[row:row + _BAND_ROWS] = scale(arr[row:row + _BAND_ROWS])
+    return out
 
 
 def _finite_range(arr: np.ndarray) -> tuple[float, float]:
@@ -364,12 +370,13 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
     return lo, hi
 
 
-def _read_16bit_rgb_tiff(path: Path, limits: InputLimits) -> Image.Image:
-    """16-bit colour TIFF, which Pillow cannot decode: read with tifffile, keep the top 8 bits."""
+def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> Image.Image:
+    """A TIFF Pillow cannot identify (16-bit colour, float64, float colour), read with tifffile
+    and scaled to 8-bit L or RGB as `_to_8bit` scales Pillow's pages."""
     try:
         import tifffile
     except ImportError as exc:
-        raise InputError(f"{path}: 16-bit colour TIFF needs tifffile (pip install tifffile)") from exc
+        raise InputError(f"{path}: this TIFF (16-bit colour or float) needs tifffile (pip install tifffile)") from exc
     try:
         with tifffile.TiffFile(path) as tif:
             shape = tif.pages[0].shape
@@ -377,13 +384,15 @@ def _read_16bit_rgb_tiff(path: Path, limits: InputLimits) -> Image.Image:
             height, width = (shape[1], shape[2]) if planar else (shape[0], shape[1])
             _check_declared_size(path, int(width), int(height), limits)
             arr = tif.pages[0].asarray()
-    except (tifffile.TiffFileError, ValueError, IndexError, OSError) as exc:
-        raise _Reject(f"{path}: not a readable image ({first_line(exc)})",
-                      "not_an_image") from None
-    if arr.ndim == 3 and arr.shape[0] in (3, 4) and arr.shape[-1] not in (3, 4):
-        arr = np.moveaxis(arr, 0, -1)
-    arr = (arr[..., :3].astype(np.uint32) * 255 // 65535).astype(np.uint8) if arr.dtype == np.uint16 else arr[..., :3].astype(np.uint8)
-    return Image.fromarray(arr, "RGB")
+        if planar:
+            arr = np.moveaxis(arr, 0, -1)
+        if arr.ndim == 3 and arr.shape[-1] < 3:
+            arr = arr[..., 0]  # grey + alpha
+        if arr.ndim not in (2, 3):
+            raise ValueError(f"pixel array of shape {arr.shape}")
+        return Image.fromarray(_scaled_8bit(arr if arr.ndim == 2 else arr[..., :3]), "L" if arr.ndim == 2 else "RGB")
+    except (tifffile.TiffFileError, ValueError, TypeError, IndexError, OSError) as exc:
+        raise _Reject(f"{path}: not a readable image ({first_line(exc)})", "not_an_image") from None
 
 
 def _check_declared_size(path: Path, width: int, height: int, limits: InputLimits) -> None:
@@ -484,8 +493,8 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: unreadable (permission denied)", "unreadable") from None
     except UnidentifiedImageError:
         if path.suffix.lower() in (".tif", ".tiff"):
-            page = _read_16bit_rgb_tiff(path, limits)
-            width, height, passthrough, fmt, mode = page.width, page.height, False, "TIFF", "RGB;16"
+            page = _read_tiff_with_tifffile(path, limits)
+            width, height, passthrough, fmt, mode = page.width, page.height, False, "TIFF", "(tifffile)"
         else:
             raise _Reject(f"{path}: not a readable image (unknown format or corrupt header)", "not_an_image") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
