@@ -430,3 +430,18 @@ def test_a_32bit_integer_page_is_scaled_by_its_depth_not_clipped_at_16_bits(tmp_
     with Image.open(rec.image_path) as im:
         out = np.asarray(im)
     assert out[0].tolist() == (np.arange(64) * 4000 * 255 // (63 * 4000)).tolist()
+
+
+def test_a_truncated_tiff_only_tifffile_reads_is_rejected_and_the_batch_goes_on(tmp_path):
+    """tifffile's decoders raise what they like on a corrupt file (here zlib.error): it escaped
+    as a traceback that stopped the whole manifest."""
+    tifffile = pytest.importorskip("tifffile")
+    good = write_image(tmp_path / "in" / "good.png")
+    bad = tmp_path / "in" / "cut.tif"
+    tifffile.imwrite(bad, np.random.default_rng(0).random((60, 80, 3), np.float32), photometric="rgb",
+                     compression="zlib")
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size * 2 // 3])
+    pages, rejected = build_pages(tmp_path / "run", [good.parent], None, False, None)
+    assert [Path(p.path).name for p in pages] == ["good.png"]
+    (r,) = rejected
+    assert r.path == str(bad) and r.kind == "corrupt" and r.error.startswith(f"{bad}: cannot decode image: ")

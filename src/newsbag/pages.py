@@ -383,7 +383,10 @@ def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> Image.Image:
             planar = len(shape) == 3 and shape[0] in (3, 4) and shape[-1] not in (3, 4)
             height, width = (shape[1], shape[2]) if planar else (shape[0], shape[1])
             _check_declared_size(path, int(width), int(height), limits)
-            arr = tif.pages[0].asarray()
+            try:
+                arr = tif.pages[0].asarray()
+            except Exception as exc:  # noqa: BLE001 - its decoders raise anything on a cut file (zlib.error...)
+                raise _Reject(f"{path}: cannot decode image: {first_line(exc)}", "corrupt") from None
         if planar:
             arr = np.moveaxis(arr, 0, -1)
         if arr.ndim == 3 and arr.shape[-1] < 3:
