@@ -239,7 +239,8 @@ def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:
     ``strict`` refuses NaN/Infinity tokens too: a file newsbag wrote itself never holds them.
 
     Raises:
-        OSError; ValueError (not JSON, not UTF-8, or with ``strict`` a NaN/Infinity token).
+        OSError; ValueError (not JSON, not UTF-8, nested too deep for a parser, or with
+        ``strict`` a NaN/Infinity token).
     """
     with open(path, "rb") as fh:
         data = fh.read()
@@ -248,7 +249,10 @@ def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data.decode("utf-8"), **({"parse_constant": _refuse_constant} if strict else {}))
+    try:
+        return json.loads(data.decode("utf-8"), **({"parse_constant": _refuse_constant} if strict else {}))
+    except RecursionError:  # no file newsbag reads nests past a few levels: a bad file, not a bug
+        raise ValueError("JSON nested too deep to read (over ~1,000 levels)") from None
 
 
 def _refuse_constant(token: str) -> Any:

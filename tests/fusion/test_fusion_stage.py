@@ -104,6 +104,18 @@ def test_bad_source_page_drops_that_source_and_the_page_is_still_fused(tmp_path,
     assert sorted(seen) == [("p1", "skipped"), ("p2", "ok")]
 
 
+def test_a_source_page_nested_too_deep_is_dropped_like_any_page_that_is_not_json(tmp_path, caplog):
+    """100,000 nested brackets (valid JSON) made the parser's RecursionError escape the reader:
+    the whole page failed, with no file named, instead of that one source being dropped."""
+    run = _write_run(tmp_path)
+    bad = run / "outputs/sources/tesseract/blocks/p2.json"
+    bad.write_text('{"page_id": "p2", "regions": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    summary = run_fusion(run, ["p1", "p2"], CFG)
+    assert summary["counts"] == {"ok": 2, "skipped": 0, "failed": 0}
+    dropped = json.loads((run / "outputs/fusion/C/p2.json").read_text())["source"]["dropped"]
+    assert dropped == {"tesseract/blocks": f"{bad}: JSON nested too deep to read (over ~1,000 levels)"}
+
+
 def test_degenerate_source_boxes_are_dropped_on_read_and_the_rest_fuses_as_without_them(tmp_path, caplog):
     clean = _write_run(tmp_path / "clean")
     run_fusion(clean, ["p1", "p2"], CFG)
