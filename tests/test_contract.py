@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from newsbag.contract import repair_regions, validate_source_page
+from newsbag.contract import MAX_REGIONS, repair_regions, validate_source_page
 from newsbag.io import dumps_strict, read_page, write_json
 
 
@@ -110,6 +110,25 @@ def test_validation_names_the_first_bad_region_among_many_good_ones(bad, message
     page["regions"][7] = bad
     with pytest.raises(ValueError, match=message):
         validate_source_page(page)
+
+
+def test_a_page_with_more_regions_than_any_layout_is_refused_naming_the_count():
+    """200,000 boxes in one 22 MB source page took fusion to 24 GB and the kernel's OOM kill
+    (every page of the call lost); now that source is refused on read, as a page that is not JSON is."""
+    page = page_with([[1, 1, 2, 2]] * (MAX_REGIONS + 1))
+    with pytest.raises(ValueError, match=rf"^{MAX_REGIONS + 1} regions, over the {MAX_REGIONS} a page may hold"):
+        validate_source_page(page)
+    validate_source_page(page_with([[1, 1, 2, 2]] * MAX_REGIONS))
+
+
+def test_a_page_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """A 2 GB source page was read whole, then parsed (tens of GB): the size is checked first."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(page_with([[1, 1, 2, 2]] * 50)))
+    monkeypatch.setattr("newsbag.contract.MAX_PAGE_BYTES", 1000)
+    monkeypatch.setattr("newsbag.io.read_json", lambda *a, **k: pytest.fail("read a page over the limit"))
+    with pytest.raises(ValueError, match=rf"^{path}: {path.stat().st_size / 1000:.1f} KB, over the 1.0 KB a page file may hold"):
+        read_page(path, "p")
 
 
 def test_nulls_ints_and_floats_all_pass_and_read_the_same():

@@ -13,6 +13,8 @@ import numpy as np
 from . import labels
 
 __all__ = [
+    "MAX_REGIONS",
+    "MAX_PAGE_BYTES",
     "PageMeta",
     "Boxes",
     "SourcePage",
@@ -28,6 +30,14 @@ __all__ = [
     "float_list",
     "take_rows",
 ]
+
+
+# Bounds on one page that no layout reaches, so one runaway detector or foreign file cannot take
+# fusion past the memory of its node (200,000 boxes in one page took it to 24 GB and an OOM kill).
+# The largest pages measured are ~1,500 text lines; fusion was benchmarked to 20,000 boxes a page
+# (README "Performance"), and a fused page of 20,000 boxes is 12 MB.
+MAX_REGIONS = 100_000
+MAX_PAGE_BYTES = 256_000_000
 
 
 class Region(TypedDict, total=False):
@@ -196,6 +206,9 @@ def validate_source_page(page: Any) -> None:
         raise ValueError("source must be an object")
     if not isinstance(page["regions"], list):
         raise ValueError("regions must be a list")
+    if len(page["regions"]) > MAX_REGIONS:
+        raise ValueError(f"{len(page['regions'])} regions, over the {MAX_REGIONS} a page may hold "
+                         "(a runaway detector or a file that is not one page's layout)")
     if _regions_look_valid(page["regions"]):
         return
     for i, region in enumerate(page["regions"]):

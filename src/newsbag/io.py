@@ -286,16 +286,20 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
 def read_valid_page(path: str | os.PathLike, page_id: str) -> dict:
     """The page at `path` when it passes the contract and belongs to `page_id`, as written: not
     repaired, nothing logged. For a freshness check, which wants its fingerprint only (`read_page`
-    for its boxes).
+    for its boxes). Its size is checked before it is read: a file of gigabytes would be read and
+    parsed whole.
 
     Raises:
         ValueError: as `read_page`.
     """
-    from .contract import validate_source_page
+    from . import contract
 
     try:
+        size = os.stat(path).st_size
+        if size > contract.MAX_PAGE_BYTES:
+            raise ValueError(f"{_size_text(size)}, over the {_size_text(contract.MAX_PAGE_BYTES)} a page file may hold")
         page = read_json(path)
-        validate_source_page(page)
+        contract.validate_source_page(page)
     except (OSError, ValueError) as exc:
         reason = first_line(exc)
         raise ValueError(f"{path}: {reason}") from None
