@@ -109,6 +109,15 @@ def test_manifest_file_comments_and_relative_paths(tmp_path, page_dir):
     assert all(len(p.sha256) == 64 for p in pages)
 
 
+def test_a_hash_inside_a_listed_name_is_part_of_the_name(tmp_path):
+    """Archives name issues `Nr#12`: everything from the first `#` was cut as a comment, so
+    `issue#12/p1.png` was looked up as `issue` and rejected as "file not found", and the scan lost.
+    A comment starts a line or follows a space, as in a shell."""
+    listing = tmp_path / "list.txt"
+    listing.write_text("#all\nissue#12/p1.png\nissue#13/p1.png\t# a note\n  # indented\n")
+    assert read_manifest_list(listing) == [tmp_path / "issue#12/p1.png", tmp_path / "issue#13/p1.png"]
+
+
 def test_a_listed_path_with_a_unicode_line_break_stays_one_path(tmp_path):
     """A list file's lines end at \n (or \r\n): a scan named with U+2028 or U+0085 is one path,
     as the manifest keeps it (`io.jsonl_lines`), not two broken ones."""

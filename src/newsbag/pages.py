@@ -66,6 +66,7 @@ DEFAULT_MAX_MEGAPIXELS = 400.0
 # above 16 MP, where decoding starts to cost (a 16 MP RGB page is 48 MB).
 MAX_PIXELS_PER_BYTE = 1000.0
 _RATIO_FLOOR_PIXELS = 16_000_000
+_COMMENT = re.compile(r"(?:^|\s)#.*")  # a list file's comment (`read_manifest_list`)
 _BAND_ROWS = 256  # rows scaled at once by _to_8bit: ~30 MB of int64 on a 600 dpi broadsheet
 # EXIF/TIFF Orientation -> the transpose that shows the page as a viewer does (Pillow's exif_transpose).
 _ORIENT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
@@ -283,7 +284,8 @@ def discover_images(root: Path, recursive: bool, rejected: list[Rejected] | None
 
 
 def read_manifest_list(path: Path) -> list[Path]:
-    """Image paths from a list file: one per line, `#` comments, relative to the file.
+    """Image paths from a list file: one per line, relative to the file. A `#` starts a comment
+    at the start of a line or after a space, as in a shell: inside a name (``Nr#12``) it is the name's.
 
     UTF-8 text, with or without a byte-order mark; lines end at ``\\n`` or ``\\r\\n``.
 
@@ -303,7 +305,7 @@ def read_manifest_list(path: Path) -> list[Path]:
     for n, line in enumerate(lines, 1):
         if "\0" in line:
             raise InputError(f"cannot read manifest {path}: line {n}: a NUL byte (not a list of paths)")
-        line = line.split("#", 1)[0].strip()
+        line = _COMMENT.sub("", line).strip()
         if line:
             out.append(Path(anchor_path(line, str(base))))
     return out
