@@ -118,6 +118,16 @@ def test_a_hash_inside_a_listed_name_is_part_of_the_name(tmp_path):
     assert read_manifest_list(listing) == [tmp_path / "issue#12/p1.png", tmp_path / "issue#13/p1.png"]
 
 
+def test_a_folder_in_a_page_list_is_named_as_a_folder(tmp_path):
+    """A folder listed in --manifest was "cannot decode image: [Errno 21] Is a directory", kind corrupt."""
+    write_image(tmp_path / "issue1" / "p1.png")
+    listing = tmp_path / "list.txt"
+    listing.write_text("issue1\nissue1/p1.png\n")
+    pages, (r,) = build_pages(tmp_path / "run", [], listing, False, None)
+    assert len(pages) == 1 and r.kind == "unreadable"
+    assert r.error == f"{tmp_path / 'issue1'}: a folder, not an image (list its images, or give it as --input-dir)"
+
+
 def test_a_listed_path_with_a_unicode_line_break_stays_one_path(tmp_path):
     """A list file's lines end at \n (or \r\n): a scan named with U+2028 or U+0085 is one path,
     as the manifest keeps it (`io.jsonl_lines`), not two broken ones."""

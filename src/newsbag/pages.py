@@ -457,6 +457,8 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
     problem = _entry_problem(path)
     if problem is not None:
         raise _Reject(f"{path}: {problem[1]}", problem[0])
+    if path.is_dir():  # a folder named in a --manifest list (`_walk` opens the folders it finds)
+        raise _Reject(f"{path}: a folder, not an image (list its images, or give it as --input-dir)", "unreadable")
     if os.path.getsize(path) == 0:
         raise _Reject(f"{path}: not a readable image (empty file)", "empty")
     identity = rundir.file_identity(path)
