@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from PIL import Image
 from newsbag.errors import InputError
 from newsbag.pages import InputLimits, build_pages, inspect_page, read_manifest_list, read_pages, read_rejected
 
-from nbtest import FAKE_RUNNERS, REPO, write_image
+from nbtest import FAKE_RUNNERS, REPO, run_cli, write_image
 
 
 def png_bomb(w: int, h: int) -> bytes:
@@ -189,6 +190,39 @@ def test_tiff_orientation_tag_is_applied(tmp_path, orientation, compression):
         assert (np.asarray(im) == upright).all()
         dpi = (200, 300) if orientation >= 5 else (300, 200)  # x/y swap with a quarter turn
         assert tuple(round(v) for v in im.info["dpi"]) == dpi
+
+
+def test_exports_of_a_turned_page_name_an_image_its_boxes_fit(tmp_path, capsys):
+    """PAGE-XML, ALTO and COCO of a JPEG with EXIF orientation 6 named the original (stored 150 x 100)
+    with imageWidth 100, imageHeight 150 and upright boxes: a reader of its pixels (OCR-D, which
+    checks imageWidth against them, or PIL without exif_transpose) saw every box turned. They name
+    the upright copy the boxes were found on, as review does; an unturned page keeps its original."""
+    src = rotated_jpeg(tmp_path / "in" / "r.jpg")
+    write_image(tmp_path / "in" / "plain.png")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"version": 1, "runners_dir": str(FAKE_RUNNERS), "stages": [
+        {"name": "fake", "family": "fake", "variants": {"v": {}}}, {"name": "fusion", "kind": "fusion"},
+        {"name": "export", "kind": "export", "formats": ["page-xml", "alto", "coco"]}]}))
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", src.parent, "--run-dir", run, "--config", config)
+    assert code == 0, err
+    records = {Path(p.path).name: p for p in read_pages(run)}
+    turned, plain = records["r.jpg"], records["plain.png"]
+
+    def pixels_wh(folder: Path, name: str) -> tuple[int, int]:
+        with Image.open(folder / name) as im:  # no exif_transpose: the stored pixels
+            return im.size
+
+    for fmt, attr in (("page-xml", "imageFilename"), ("alto", "fileName")):
+        for rec in (turned, plain):
+            (xml,) = (run / "exports" / fmt).glob(f"fusion/*/{rec.page_id}.xml")
+            text = xml.read_text()
+            name = re.search(rf'{attr}="([^"]*)"' if fmt == "page-xml" else rf"<{attr}>([^<]*)<", text).group(1)
+            assert pixels_wh(xml.parent, name) == (rec.width, rec.height), (fmt, rec.path, name)
+            assert (Path(xml.parent, name).resolve() == (run / rec.path).resolve()) == (rec is plain)
+    (coco,) = (run / "exports" / "coco" / "fusion").glob("*.json")
+    for image in json.loads(coco.read_text())["images"]:
+        assert pixels_wh(coco.parent, image["file_name"]) == (image["width"], image["height"])
 
 
 def test_8bit_copies_keep_the_dpi(tmp_path):

@@ -94,6 +94,7 @@ class PageRecord:
     sha256: str
     note: str = ""     # e.g. "multi-page TIFF (3 frames): first page used"
     identity: list | None = None  # [size, mtime_ns] of the original when sha256 was taken
+    orientation: int = 1  # the original's EXIF/TIFF Orientation; not 1: image_path is the upright copy boxes fit
 
 
 @dataclass(frozen=True)
@@ -528,6 +529,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), note=note, identity=identity,
         sha256=_sha256(path) if data is None else hashlib.sha256(data).hexdigest(),
+        orientation=orientation,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 from .. import rundir
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
+from ..pages import read_pages
 from ..parallel import page_map
 from . import FORMATS, REVISIONS
 from .alto import alto_xml
@@ -115,16 +116,24 @@ def _created(path: Path) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(path.stat().st_mtime))
 
 
-def _image_name(run_dir: Path, page: dict, out_dir: Path) -> str:
-    """The page image's path relative to the exported file's folder (how PAGE and COCO tools resolve it)."""
-    image = Path(page["image"]["path"])
+def _upright_images(run_dir: Path) -> dict[str, str]:
+    """page id -> the upright copy of each page whose original is stored turned (EXIF/TIFF
+    Orientation): its boxes fit that copy, and an export naming the original would have every
+    box turned for a reader of its pixels (OCR-D checks imageWidth against them)."""
+    return {p.page_id: p.image_path for p in read_pages(run_dir) if p.orientation != 1}
+
+
+def _image_name(run_dir: Path, page: dict, out_dir: Path, upright: str | None = None) -> str:
+    """The page image's path relative to the exported file's folder (how PAGE and COCO tools resolve
+    it): the original, or its `upright` copy (`_upright_images`)."""
+    image = Path(upright or page["image"]["path"])
     image = image if image.is_absolute() else run_dir / image
     return Path(os.path.relpath(os.path.abspath(image), os.path.abspath(out_dir))).as_posix()
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     """Write one page of one layer in every per-page format: (page_id, layer, {fmt: status}, error)."""
-    run_dir, exports, layer, page_id, formats, force = task
+    run_dir, exports, layer, page_id, formats, force, upright = task
     src = layer.folder / f"{page_id}.json"
     identity = rundir.file_identity(src)
     transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
@@ -140,7 +149,8 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         page = None
         for fmt in formats:
             out = exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}"
-            fingerprint = rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, identity, text_identity)
+            fingerprint = rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, identity, text_identity,
+                                             *([upright] if upright else []))
             if not force and _is_fresh(out, fingerprint):
                 statuses[fmt] = "skipped"
                 continue
@@ -152,7 +162,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
                     transcript = None
             info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
-                              fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent))
+                              fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent, upright))
             atomic_write_bytes(out, _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
     except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
@@ -164,14 +174,17 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     return page_id, layer.name, statuses, ""
 
 
-def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]]) -> str:
-    return rundir.fingerprint("export", "coco", REVISIONS["coco"], layer.name, [[p, i] for p, _, i in pages])
+def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], upright: dict[str, str]) -> str:
+    turned = {p: upright[p] for p, _, _ in pages if p in upright}
+    return rundir.fingerprint("export", "coco", REVISIONS["coco"], layer.name, [[p, i] for p, _, i in pages],
+                              *([turned] if turned else []))
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
-                failed: set[str]) -> tuple[str, list[dict]]:
+                failed: set[str], upright: dict[str, str]) -> tuple[str, list[dict]]:
     """One COCO JSON of `layer` over the run's pages that have it: (ok | skipped | empty, the
-    failures of pages it could not read, which it leaves out)."""
+    failures of pages it could not read, which it leaves out). ``upright``: page id -> the
+    upright copy a turned page names."""
     out = exports / "coco" / f"{layer.name}.json"
     present = []
     for page_id in page_ids:
@@ -181,7 +194,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
             present.append((page_id, src, identity))
     if not present:
         return "empty", []
-    if not force and _is_fresh(out, _coco_fingerprint(layer, present)):
+    if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
         return "skipped", []
     left_out: list[dict] = []
 
@@ -192,7 +205,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
             except ValueError as exc:
                 left_out.append({"page_id": page_id, "layer": layer.name, "error": f"coco: left out: {first_line(exc)}"})
                 continue
-            yield page, _image_name(run_dir, page, out.parent)
+            yield page, _image_name(run_dir, page, out.parent, upright.get(page_id))
 
     def info() -> ExportInfo:
         # The pages left out are no part of the fingerprint: the next run finds the file stale
@@ -202,7 +215,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
         newest = max(identity[1] for _, _, identity in kept or present) / 1e9
         return ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
                           created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
-                          fingerprint=_coco_fingerprint(layer, kept), image_filename="")
+                          fingerprint=_coco_fingerprint(layer, kept, upright), image_filename="")
 
     write_coco(out, pages(), info)
     return "ok", left_out
@@ -251,8 +264,10 @@ def run_export(
     page_status: dict[str, str] = {p: "skipped" for p in page_ids}
     failures: list[dict] = []
     failed_by_layer: dict[str, set[str]] = {layer.name: set() for layer in layers}
+    upright = _upright_images(run_dir)
     if per_page:
-        tasks = ((run_dir, exports, layer, page_id, per_page, force) for page_id in page_ids for layer in layers)
+        tasks = ((run_dir, exports, layer, page_id, per_page, force, upright.get(page_id))
+                 for page_id in page_ids for layer in layers)
         remaining = {p: len(layers) for p in page_ids}
         with page_map(workers) as run_map:
             for page_id, layer_name, statuses, error in run_map(_page_task, tasks):
@@ -277,7 +292,7 @@ def run_export(
         for layer in layers:
             try:
                 coco[layer.name], left_out = _write_coco(run_dir, exports, layer, everyone, force,
-                                                         failed_by_layer[layer.name])
+                                                         failed_by_layer[layer.name], upright)
             except (OSError, ValueError) as exc:
                 error = first_line(exc)
                 log.error("export: coco %s: %s", layer.name, error)
