@@ -321,12 +321,8 @@ def _sha256(path: Path) -> str:
 
 
 def _to_8bit(im: Image.Image) -> Image.Image:
-    """8-bit L or RGB rendering of any Pillow mode (16-bit scaled, CMYK/P/1/LA converted).
-
-    A 16-bit or float page is scaled a band of rows at a time into the 8-bit result: with the
-    decoded page and its array that is ~5 bytes per pixel of a 16-bit page (~2 GB at the 400 MP
-    limit). int64 copies of the whole page took ~25, about 10 GB.
-    """
+    """8-bit L or RGB rendering of any Pillow mode (16/32-bit and float scaled by `_scaled_8bit`,
+    CMYK/P/1/LA converted)."""
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
         return Image.fromarray(_scaled_8bit(np.asarray(im)), "L")
     if im.mode in ("1", "L", "LA"):
@@ -335,8 +331,13 @@ def _to_8bit(im: Image.Image) -> Image.Image:
 
 
 def _scaled_8bit(arr: np.ndarray) -> np.ndarray:
-    """uint8 copy of a page array of any depth, a band of rows at a time: integers by the depth
-    their values use (8 or 16 bit, else their maximum), floats over their finite range."""
+    """uint8 copy of a page array of any depth: integers by the depth their values use (8 or 16 bit,
+    else their maximum), floats over their finite range.
+
+    It is scaled a band of rows at a time into the 8-bit result: with the decoded page and its
+    array that is ~5 bytes per pixel of a 16-bit page (~2 GB at the 400 MP limit). int64 copies
+    of the whole page took ~25, about 10 GB.
+    """
     if arr.dtype.kind == "f":
         lo, hi = _finite_range(arr)
 
