@@ -15,6 +15,7 @@ from . import labels
 __all__ = [
     "MAX_REGIONS",
     "MAX_PAGE_BYTES",
+    "MAX_OVERLAPPING_PAIRS",
     "PageMeta",
     "Boxes",
     "SourcePage",
@@ -23,6 +24,7 @@ __all__ = [
     "repair_regions",
     "boxes_from_page",
     "repaired_boxes",
+    "region_corners",
     "warnings_with",
     "regions_from_boxes",
     "member_table_records",
@@ -38,6 +40,7 @@ __all__ = [
 # (README "Performance"), and a fused page of 20,000 boxes is 12 MB.
 MAX_REGIONS = 100_000
 MAX_PAGE_BYTES = 256_000_000
+MAX_OVERLAPPING_PAIRS = 1_000_000
 
 
 class Region(TypedDict, total=False):
@@ -229,6 +232,11 @@ def _column(regions: list[dict], key: str) -> list:
         return [r.get(key) for r in regions]
 
 
+def region_corners(regions: list[dict]) -> np.ndarray:
+    """(N, 4) float64 ``bbox_xyxy`` of regions that passed `validate_source_page` (null -> NaN)."""
+    return _corners(_column(regions, "bbox_xyxy"))
+
+
 def _corners(bboxes: list) -> np.ndarray:
     """(N, 4) float64 corners of ``bbox_xyxy`` lists that passed `validate_source_page`, null -> NaN."""
     try:   # all numbers: one flat C-level pass, half the time of np.array on nested lists
@@ -364,7 +372,7 @@ def repaired_boxes(page: dict, source: str, extra: dict[str, Any] | None = None)
         (boxes, counts of what was repaired, as `repair_regions` gives them).
     """
     regions = page["regions"]
-    xyxy = _corners(_column(regions, "bbox_xyxy"))
+    xyxy = region_corners(regions)
     scores = _column(regions, "score")
     bad_score = _bad_scores(scores)
     keep, fixed, _, counts = _repair_boxes(xyxy, bad_score, page["image"])

@@ -276,6 +276,7 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
     page = read_valid_page(path, page_id)
     family = page["source"].get("family") or source.split("/")[0]
     boxes, repaired = repaired_boxes(page, source, {"family": family})
+    _refuse_piles(path, boxes.xyxy)
     header = {k: v for k, v in page.items() if k != "regions"}
     if repaired:
         _log_repairs(page_id, path, repaired)
@@ -308,6 +309,18 @@ def read_valid_page(path: str | os.PathLike, page_id: str) -> dict:
     return page
 
 
+def _refuse_piles(path: str | os.PathLike, xyxy) -> None:
+    """Raise ValueError when a page's (repaired) boxes overlap in more pairs than any layout:
+    every reader that pairs them up (fusion, review, evaluation) needs memory for each pair,
+    and 30,000 boxes piled on one spot (3 MB) are 450 million pairs, > 6 GB."""
+    from .contract import MAX_OVERLAPPING_PAIRS
+    from .fusion.geometry import count_pairs
+
+    if count_pairs(xyxy, MAX_OVERLAPPING_PAIRS) > MAX_OVERLAPPING_PAIRS:
+        raise ValueError(f"{path}: over {MAX_OVERLAPPING_PAIRS:,} pairs of overlapping boxes "
+                         "(boxes piled on one another: a runaway detector, or not one page's layout)")
+
+
 def _log_repairs(page_id: str, path, repaired: dict[str, int]) -> None:
     log.warning("page %s: %s: repaired boxes: %s", page_id, path,
                 ", ".join(f"{k} {v}" for k, v in sorted(repaired.items())))
@@ -326,9 +339,10 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
     Raises:
         ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page).
     """
-    from .contract import repair_regions
+    from .contract import region_corners, repair_regions
 
     page, repaired = repair_regions(read_valid_page(path, page_id))
+    _refuse_piles(path, region_corners(page["regions"]))
     if repaired:
         _log_repairs(page_id, path, repaired)
     ref = page["source"].get("members_file") if isinstance(page["source"], dict) else None

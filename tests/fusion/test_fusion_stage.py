@@ -141,6 +141,80 @@ def test_degenerate_source_boxes_are_dropped_on_read_and_the_rest_fuses_as_witho
         assert (run / "outputs/fusion" / name).read_text() == (clean / "outputs/fusion" / name).read_text(), name
 
 
+_FUSE_CAPPED = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))   # fail fast instead of taking the machine
+from newsbag.fusion.stage import run_fusion
+summary = run_fusion(sys.argv[1], ["p1", "p2"], json.loads(sys.argv[2]))
+print(json.dumps({"counts": summary["counts"], "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _fuse_capped(run) -> dict:
+    """run_fusion on p1, p2 in a child process under a 3 GB address-space cap, with its peak RSS."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", _FUSE_CAPPED, str(run), json.dumps(CFG)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_source_page_of_boxes_piled_on_one_another_is_dropped_in_bounded_memory(tmp_path):
+    """30,000 boxes on one spot (3 MB, under the region and size limits) are 450 million
+    overlapping pairs: `self_pairs` took > 6 GB, an OOM kill of the whole `newsbag fuse` call.
+    That source is dropped on read naming the count; the page fuses from its other sources."""
+    from newsbag.contract import MAX_OVERLAPPING_PAIRS
+
+    clean = _write_run(tmp_path / "clean")
+    run_fusion(clean, ["p1", "p2"], CFG)
+    run = _write_run(tmp_path / "piled")
+    bad = run / "outputs/sources/tesseract/blocks/p2.json"
+    bad.write_text(json.dumps(_source_page("p2", "tesseract", "blocks", "tesseract",
+                                           [([20, 20, 380, 280], "flowing_text", "text")] * 30_000)))
+    got = _fuse_capped(run)
+    assert got["counts"] == {"ok": 2, "skipped": 0, "failed": 0}
+    assert got["max_rss_mb"] < 1000, got
+    fused = json.loads((run / "outputs/fusion/C/p2.json").read_text())
+    assert fused["source"]["sources"] == ["paddle_layout/cdla"]
+    assert fused["source"]["dropped"] == {"tesseract/blocks": (
+        f"{bad}: over {MAX_OVERLAPPING_PAIRS:,} pairs of overlapping boxes "
+        f"(boxes piled on one another: a runaway detector, or not one page's layout)")}
+    # the page beside it, and its source pages, are fused as in a clean run
+    want = read_page(clean / "outputs/fusion/C/p1.json", "p1")["regions"]
+    assert read_page(run / "outputs/fusion/C/p1.json", "p1")["regions"] == want
+
+
+def _strips(pid, stage, variant, family, n, across):
+    """A source page of `n` 1-pixel strips on an n x n page, side by side: no two overlap."""
+    boxes = [[0, k, n, k + 1] if across else [k, 0, k + 1, n] for k in range(n)]
+    page = _source_page(pid, stage, variant, family, [(b, "text", "text") for b in boxes])
+    return {**page, "image": {**page["image"], "width": n, "height": n}}
+
+
+def test_sources_whose_boxes_cross_in_too_many_pairs_fail_their_page_naming_the_count(tmp_path):
+    """Two sources of 5,000 strips each, one across and one down the page: neither has a pair
+    of its own, but together they cross in 25 million pairs, which fusion needed gigabytes
+    for. That page fails with one line naming the count; the page beside it fuses."""
+    from newsbag.contract import MAX_OVERLAPPING_PAIRS
+
+    run = _write_run(tmp_path)
+    for (stage, variant, family), across in ((("paddle_layout", "cdla", "paddle_layout"), True),
+                                             (("tesseract", "blocks", "tesseract"), False)):
+        path = run / "outputs/sources" / stage / variant / "p2.json"
+        path.write_text(json.dumps(_strips("p2", stage, variant, family, 5_000, across)))
+    got = _fuse_capped(run)
+    assert got["counts"] == {"ok": 1, "skipped": 0, "failed": 1}
+    assert got["max_rss_mb"] < 1000, got
+    assert [(r["page_id"], r["error"]) for r in _ledger(run) if r.get("stage") == "fusion"] == [(
+        "p2", f"page p2: ValueError: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs, too many "
+              "to fuse (boxes per source: paddle_layout/cdla 5,000, tesseract/blocks 5,000, text_lines/lines 28); "
+              "remove or redo the source page that piles up boxes")]
+    assert (run / "outputs/fusion/C/p1.json").is_file() and not (run / "outputs/fusion/C/p2.json").exists()
+
+
 def _ledger(run):
     path = run / "logs/failures.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

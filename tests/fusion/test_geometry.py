@@ -71,3 +71,36 @@ def test_self_pairs_sweep_and_tree_agree(n, spread):
     want = sorted(zip(ia[keep].tolist(), ib[keep].tolist(), inter[keep].tolist()))
     assert sorted(zip(p.i.tolist(), p.j.tolist(), p.inter.tolist())) == want
     assert len(want) > 0
+
+
+@pytest.mark.parametrize("xyxy, expected", [
+    ([], 0),                                                        # empty (0,4)
+    ([[0, 0, 10, 10]], 0),                                          # single box
+    ([[0, 0, 10, 10], [10, 0, 20, 10]], 0),                         # touching edge: no area
+    ([[0, 0, 10, 10], [2, 2, 4, 4], [3, 3, 9, 9]], 3),              # nested and crossing
+    ([[4 * i, 0, 4 * i + 3, 300] for i in range(500)], 0),          # side by side in one band
+    ([[0, 0, 10, 10]] * 6, 6 * 5 // 2),                             # piled up: every pair
+])
+def test_count_pairs_counts_the_overlapping_pairs(xyxy, expected):
+    assert g.count_pairs(np.array(xyxy, float).reshape(-1, 4), 10**9) == expected
+
+
+@pytest.mark.parametrize("n, spread", [(60, 1000), (1500, 1000), (1500, 50)])  # sparse; dense page; piled
+def test_count_pairs_is_the_number_of_self_pairs(n, spread):
+    rng = np.random.default_rng(n + spread)
+    xy = np.round(rng.uniform(0, spread, (n, 2)))
+    boxes = np.concatenate([xy, xy + np.round(rng.uniform(0, 90, (n, 2)))], axis=1)
+    assert g.count_pairs(boxes, 10**9) == len(g.self_pairs(boxes))
+
+
+def test_count_pairs_stops_past_the_limit_in_bounded_memory():
+    """30,000 boxes on one spot are 450 million pairs: `self_pairs` needed > 6 GB for them."""
+    import tracemalloc
+
+    piled = np.tile([10.0, 10.0, 500.0, 500.0], (30_000, 1))
+    tracemalloc.start()
+    try:
+        assert 1_000_000 < g.count_pairs(piled, 1_000_000) < 30_000 * 29_999 // 2
+        assert tracemalloc.get_traced_memory()[1] < 150e6
+    finally:
+        tracemalloc.stop()

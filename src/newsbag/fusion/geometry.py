@@ -18,6 +18,7 @@ __all__ = [
     "candidate_pairs",
     "pair_intersection",
     "self_pairs",
+    "count_pairs",
     "subset_pairs",
     "pairs_between",
     "cross_pairs",
@@ -172,21 +173,65 @@ _SWEEP_MAX = 1000
 _SWEEP_PER_BOX = 4
 
 
+def _sweep(xyxy: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, count): the boxes sorted by their start on `axis` (0: x, 1: y), and for each
+    in that order how many later ones start before it ends (the pairs whose ranges overlap
+    on that axis are ``(order[k], order[k + 1 .. k + count[k]])``)."""
+    o = np.argsort(xyxy[:, axis], kind="stable")
+    end = np.searchsorted(xyxy[o, axis], xyxy[o, axis + 2], "left")
+    return o, np.maximum(end - np.arange(1, len(o) + 1), 0)
+
+
+def _sweep_pairs(count: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """(k, p): the sweep pairs of positions start..stop-1 in `_sweep` order."""
+    c = count[start:stop]
+    k = np.repeat(np.arange(start, stop), c)
+    p = np.arange(len(k)) + np.repeat(np.arange(start + 1, stop + 1) - (np.cumsum(c) - c), c)
+    return k, p
+
+
 def _sweep_self(xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(i, j), i < j, sorted by i then j: the pairs whose y-ranges overlap (a superset of the
     overlapping pairs), or None when there are too many."""
-    o = np.argsort(xyxy[:, 1], kind="stable")
+    o, count = _sweep(xyxy, 1)
     n = len(o)
-    end = np.searchsorted(xyxy[o, 1], xyxy[o, 3], "left")
-    count = np.maximum(end - np.arange(1, n + 1), 0)
     if count.sum() > _SWEEP_PER_BOX * n:
         return None
-    k = np.repeat(np.arange(n), count)
-    p = np.arange(len(k)) + np.repeat(np.arange(1, n + 1) - (np.cumsum(count) - count), count)
+    k, p = _sweep_pairs(count, 0, n)
     a, b = o[k], o[p]
     i, j = np.minimum(a, b), np.maximum(a, b)
     s = np.argsort(i * n + j, kind="stable")
     return i[s], j[s]
+
+
+# Sweep pairs checked per step of `count_pairs`: its memory (~50 MB) whatever the input.
+_COUNT_STEP = 1_000_000
+
+
+def count_pairs(xyxy: np.ndarray, limit: int) -> int:
+    """How many pairs i < j of `xyxy` overlap with positive area (`len(self_pairs(xyxy))`),
+    counted until past `limit`: memory stays bounded where `self_pairs` would hold them all
+    (30,000 boxes piled on one spot are 450 million pairs, > 6 GB).
+
+    A sweep along the axis where fewer ranges overlap gives a superset of the pairs; they are
+    checked `_COUNT_STEP` at a time, stopping once the count is past `limit`.
+
+    Returns:
+        the count when it is at most `limit`, else some number above `limit`.
+
+    >>> count_pairs(np.zeros((0, 4)), 10)
+    0
+    """
+    xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    o, count = min((_sweep(xyxy, axis) for axis in (1, 0)), key=lambda sweep: sweep[1].sum())
+    box = xyxy[o]
+    before = np.concatenate([[0], np.cumsum(count)])
+    found, start = 0, 0
+    while start < len(o) and found <= limit:
+        stop = max(int(np.searchsorted(before, before[start] + _COUNT_STEP, "right")) - 1, start + 1)
+        found += int(np.count_nonzero(pair_intersection(box, box, *_sweep_pairs(count, start, stop)) > 0))
+        start = stop
+    return found
 
 
 def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:
