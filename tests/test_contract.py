@@ -131,6 +131,19 @@ def test_a_page_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, 
         read_page(path, "p")
 
 
+def test_every_reader_refuses_a_page_whose_repaired_boxes_overlap_in_too_many_pairs(tmp_path, monkeypatch):
+    """The runner-output check, review, export and evaluate read pages through `read_page`:
+    a page of boxes piled on one another (30,000: 450 million pairs) is refused there as in
+    fusion, counted on the repaired boxes (one box off the page is clipped onto the pile)."""
+    monkeypatch.setattr("newsbag.contract.MAX_OVERLAPPING_PAIRS", 10)
+    path = tmp_path / "p.json"
+    write_json(path, page_with([[10, 10, 20, 20]] * 5 + [[-50, 10, 20, 20]]))   # 6 piled once clipped: 15 pairs
+    with pytest.raises(ValueError, match=rf"^{path}: over 10 pairs of overlapping boxes \(boxes piled on one another"):
+        read_page(path, "p")
+    write_json(path, page_with([[10, 10, 20, 20]] * 5 + [[30, 10, 40, 20]]))     # 10 pairs: at the bound
+    assert len(read_page(path, "p")["regions"]) == 6
+
+
 def test_nulls_ints_and_floats_all_pass_and_read_the_same():
     from newsbag.contract import boxes_from_page
 
