@@ -337,7 +337,8 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
     so every reader sees the DESIGN §3 shape; ``members=False`` leaves the indices.
 
     Raises:
-        ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page).
+        ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page,
+            boxes piled up: `_refuse_piles`).
     """
     from .contract import region_corners, repair_regions
 
