@@ -18,6 +18,17 @@ CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400,
 IDS = ["p1", "p2", "p3"]
 
 
+def test_a_source_page_refused_for_a_valid_reason_is_not_called_broken_json(tmp_path, monkeypatch):
+    """A page refused for its boxes (piled up, too many) is valid JSON: the review line said
+    'broken page JSON' for it, sending the user to look for a syntax error."""
+    monkeypatch.setattr("newsbag.contract.MAX_OVERLAPPING_PAIRS", 10)
+    run = review_kit.build_run(tmp_path, {**review_kit.PAGES, "p3": {**review_kit.PAGES["p3"], "b/y": [review_kit.BOX_A] * 6}})
+    (failure,) = run_review(run, IDS, CFG)["failures"]
+    piled = run / "outputs" / "sources" / "b" / "y" / "p3.json"
+    assert failure["error"] == (f"unreadable page {piled}: over 10 pairs of overlapping boxes "
+                                "(boxes piled on one another: a runaway detector, or not one page's layout)")
+
+
 def test_boards_failures_ranking_and_gallery(review_run):
     seen = []
     result = run_review(review_run, IDS, CFG, progress=lambda pid, status: seen.append((pid, status)))
@@ -27,7 +38,7 @@ def test_boards_failures_ranking_and_gallery(review_run):
     (failure,) = result["failures"]
     broken = review_run / "outputs" / "sources" / "b" / "y" / "p3.json"
     assert failure["page_id"] == "p3"
-    assert failure["error"].startswith(f"broken page JSON {broken}: ")
+    assert failure["error"].startswith(f"unreadable page {broken}: ")
     assert "\n" not in failure["error"]
 
     review = review_run / "review"
@@ -55,7 +66,7 @@ def test_boards_failures_ranking_and_gallery(review_run):
     assert [(r["page_id"], r["rank"]) for r in rows] == [("p2", 1), ("p1", 2)]
     assert "sources disagree: 100% of blocks unmatched between sources" in rows[0]["reasons"]
     assert 'class="failed-page" data-page="p3"' in html
-    assert "broken page JSON" in html
+    assert "unreadable page" in html
     # The page view's data: scan JPEG and one layer per source and fused variant, boxes in page pixels.
     page = json.loads(re.fullmatch(r"newsbagPage\((.*)\);\n", (review / "pages" / "p2" / "data.js").read_text(), re.S).group(1))
     assert [(layer["name"], layer["kind"], layer["recommended"]) for layer in page["layers"]] == [

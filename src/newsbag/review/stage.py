@@ -126,7 +126,7 @@ def _load_page(path: Path, page_id: str) -> dict:
     try:
         return read_page(path, page_id)
     except ValueError as exc:
-        raise _PageError(f"broken page JSON {exc}") from None
+        raise _PageError(f"unreadable page {exc}") from None
 
 
 def _load_image(path: str, panel_width: int) -> Image.Image:
@@ -470,8 +470,8 @@ def run_review(
     """Draw boards for `page_ids`, rank them and write RUN/review/{pages,top<N>_informative,index.html}.
 
     A page whose board is newer than all its inputs (and drawn with the same options) is
-    skipped unless `force`. A page with an unreadable image or a broken page JSON is
-    logged in one line, recorded as failed and the rest goes on.
+    skipped unless `force`. A page with an unreadable image or page JSON (broken, or refused
+    by the contract) is logged in one line, recorded as failed and the rest goes on.
 
     Args:
         run_dir: the run directory (manifest at RUN/manifests/pages.jsonl).
