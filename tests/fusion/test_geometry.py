@@ -104,3 +104,15 @@ def test_count_pairs_stops_past_the_limit_in_bounded_memory():
         assert tracemalloc.get_traced_memory()[1] < 150e6
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("n, spread", [(60, 1000), (1500, 1000), (1500, 50)])
+def test_pairs_exceed_answers_as_the_count_does_on_either_side_of_the_limit(n, spread):
+    """The sweep's shortcut never answers otherwise than counting: at limits below, at and
+    above the true count, and below the candidate count (where the shortcut cannot decide)."""
+    rng = np.random.default_rng(n * spread)
+    xy = np.round(rng.uniform(0, spread, (n, 2)))
+    boxes = np.concatenate([xy, xy + np.round(rng.uniform(0, 90, (n, 2)))], axis=1)
+    true = len(g.self_pairs(boxes))
+    for limit in (0, true - 1, true, true + 1, 10 * true + 10):
+        assert g.pairs_exceed(boxes, max(limit, 0)) is (true > max(limit, 0))

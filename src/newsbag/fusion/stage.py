@@ -22,7 +22,7 @@ from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
-from .geometry import Pairs, box_tree, count_pairs, self_pairs
+from .geometry import Pairs, box_tree, pairs_exceed, self_pairs
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
@@ -101,7 +101,7 @@ def _pool(pages: dict[str, Boxes], cfg: FusionConfig, pairs: Pairs | None = None
     evidence, STRtree of the lines or None). ``pairs``: the pool's pairs when already found
     (`handover` keeps only them: the rest is cheaper to make again than to pickle)."""
     pool = Boxes.concat(list(pages.values()))
-    if pairs is None and count_pairs(pool.xyxy, MAX_OVERLAPPING_PAIRS) > MAX_OVERLAPPING_PAIRS:
+    if pairs is None and pairs_exceed(pool.xyxy, MAX_OVERLAPPING_PAIRS):
         # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
         # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
         sizes = ", ".join(f"{s} {len(b):,}" for s, b in sorted(pages.items()))
