@@ -3,6 +3,9 @@
 onnxruntime never raises when CUDA cannot load: it silently runs on CPU (checked with
 1.31.1, CPU and GPU wheels; ../shared/formats/onnxruntime_providers.md). The only
 reliable test is ``"CUDAExecutionProvider" in session.get_providers()`` after creation.
+A CUDA session can still fail at its first run (a wheel without kernels for the card), so
+a CUDA session runs once on a dummy input before any page: a failure there is a device
+failure (fallback or exit 5), not the same error on every page of the job.
 """
 
 from __future__ import annotations
@@ -49,5 +52,38 @@ def make_session(model_path: str, device: str, allow_cpu_fallback: bool, threads
             f"CUDAExecutionProvider did not load (providers used: {used}); "
             "install onnxruntime-gpu with CUDA/cuDNN, or allow CPU fallback"
         )
-    return session, {"providers_used": used, "device_used": "cuda" if on_cuda else "cpu",
-                     "onnxruntime_version": ort.__version__}
+    info = {"onnxruntime_version": ort.__version__}
+    cuda_error = _first_run_error(session) if on_cuda else None
+    if cuda_error is not None:
+        cpu = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
+        if _first_run_error(cpu) is None:  # the model runs, CUDA does not
+            if device == "gpu" and not allow_cpu_fallback:
+                raise DeviceUnavailable(f"CUDAExecutionProvider loaded but its first inference failed "
+                                        f"({cuda_error}); fix the CUDA/cuDNN install or allow CPU fallback")
+            print(f"onnxruntime: CUDA loaded but its first inference failed ({cuda_error}); "
+                  "falling back to CPU", file=sys.stderr, flush=True)
+            session, used, on_cuda = cpu, list(cpu.get_providers()), False
+            info["cuda_error"] = cuda_error
+    return session, {"providers_used": used, "device_used": "cuda" if on_cuda else "cpu", **info}
+
+
+_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+           "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(uint8)": "uint8", "tensor(bool)": "bool"}
+
+
+def _first_run_error(session) -> str | None:
+    """Run `session` once on ones (dynamic dims: 1 for the batch, 64 else); the first line of its
+    error, or None when it ran or no dummy input can be made (an input type not in `_DTYPES`)."""
+    import numpy as np
+
+    feeds = {}
+    for inp in session.get_inputs():
+        if inp.type not in _DTYPES:
+            return None
+        shape = [d if isinstance(d, int) and d > 0 else (1 if i == 0 else 64) for i, d in enumerate(inp.shape)]
+        feeds[inp.name] = np.ones(shape, dtype=_DTYPES[inp.type])
+    try:
+        session.run(None, feeds)
+    except Exception as exc:  # onnxruntime raises its own pybind classes: any failure counts
+        return (f"{type(exc).__name__}: {exc}".splitlines() or [type(exc).__name__])[0][:500]
+    return None

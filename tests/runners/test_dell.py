@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from prod_helpers import RUNNERS, make_page, read_json, run_runner
+from prod_helpers import FAKES, RUNNERS, make_page, read_json, run_runner
 
 sys.path.insert(0, str(RUNNERS))
 import _yolo  # noqa: E402
@@ -131,6 +131,35 @@ def test_cpu_only_session_refused_exits_5(tmp_path, model_path, params, device, 
                                             device=device, allow_cpu_fallback=fallback, fakes=False)
     assert code == 5, err
     assert events[-1]["event"] == "fatal" and events[-1]["error_class"] == "DeviceUnavailable"
+    assert not (out_dir / "p1.json").exists()
+
+
+ORT_GPU = FAKES.parent / "fakes_ort_gpu"  # onnxruntime-gpu's provider behaviour over the real onnxruntime
+
+
+def test_cuda_that_fails_at_first_inference_falls_back_to_cpu_before_any_page(tmp_path, model_path):
+    """CUDA loads but its first run fails (no kernels for the card): found at set-up, not on every page."""
+    pages = [make_page(tmp_path, "p1", (W, H)), make_page(tmp_path, "p2", (W, H))]
+    code, out_dir, events, err = run_runner(tmp_path, "dell", pages, {"model_path": str(model_path)},
+                                            device="gpu", allow_cpu_fallback=True, fakes=False,
+                                            env={"PYTHONPATH": str(ORT_GPU), "FAKE_ORT_GPU": "run_fails"})
+    assert code == 0, err
+    assert [e["status"] for e in events if e["event"] == "done"] == ["ok", "ok"]
+    report = read_json(out_dir / "run_report.json")
+    assert report["device_used"] == "cpu" and report["providers_used"] == ["CPUExecutionProvider"]
+    assert "no kernel image is available" in report["cuda_error"]
+    assert read_json(out_dir / "p1.json")["source"]["device"] == "cpu"
+    assert "falling back to CPU" in err
+
+
+def test_cuda_that_fails_at_first_inference_without_fallback_exits_5(tmp_path, model_path):
+    pages = [make_page(tmp_path, "p1", (W, H))]
+    code, out_dir, events, err = run_runner(tmp_path, "dell", pages, {"model_path": str(model_path)},
+                                            device="gpu", allow_cpu_fallback=False, fakes=False,
+                                            env={"PYTHONPATH": str(ORT_GPU), "FAKE_ORT_GPU": "run_fails"})
+    assert code == 5, err
+    assert events[-1]["event"] == "fatal" and events[-1]["error_class"] == "DeviceUnavailable"
+    assert "no kernel image is available" in events[-1]["error"]
     assert not (out_dir / "p1.json").exists()
 
 
