@@ -14,6 +14,7 @@ from nbtest import write_hf_model
 
 FAKES = Path(__file__).resolve().parent / "runners" / "fakes"
 HUB = "opendatalab/MinerU2.5-2509-1.2B"
+SAMPLE_PAGE = Path(__file__).resolve().parents[2] / "shared" / "samples" / "port_gibson_reveille_1921-03-03_p1.png"
 
 
 @pytest.fixture
@@ -143,3 +144,17 @@ def test_a_failed_page_check_names_the_runner_error_among_malformed_and_glued_ev
     assert page_error(stdout, "a traceback\nits last line\n") == "CUDA error: no kernel image is available"
     assert page_error("@@newsbag {oops\n", "a traceback\nits last line\n") == "its last line"
     assert page_error("", "") == "no output"
+
+
+def test_device_column_says_where_the_page_ran_when_onnxruntime_lists_cuda_it_cannot_load():
+    """onnxruntime-gpu lists CUDAExecutionProvider even where it cannot load (../shared/formats/
+    onnxruntime_providers.md): the row must say the page ran on cpu, not the device the list suggests."""
+    env = {"PYTHONPATH": str(FAKES.parent / "fakes_ort_gpu"), "FAKE_ORT_GPU": "no_cuda_libs"}
+    raw = {"version": 1, "envs": {"dell": {"python": sys.executable, "env": env}},
+           "stages": [{"name": "text_lines", "family": "text_lines", "env": "dell", "device": "gpu",
+                       "allow_cpu_fallback": True, "variants": {"lines": {}}}]}
+    rows = run_doctor(raw, run_page=str(SAMPLE_PAGE))
+    (row,) = rows
+    assert row["page_ok"] is True and row["providers_used"] == ["CPUExecutionProvider"]
+    assert row["device_used"] == "cpu" and row["device"] == "cpu"
+    assert format_doctor_table(rows).splitlines()[1].split()[5] == "cpu"

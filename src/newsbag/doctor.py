@@ -166,9 +166,10 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
         timeout_s: per subprocess.
 
     Returns:
-        Rows with stage, variant, family, env, python, python_ok, imports_ok, device (would
-        use), gpu_name, compute_capability, arch_supported, gpu_op_ok, page_ok, device_used,
-        providers_used, ready (bool) and problems (list of one-line strings).
+        Rows with stage, variant, family, env, python, python_ok, imports_ok, device (what the
+        page ran on, else what the stage would use), gpu_name, compute_capability,
+        arch_supported, gpu_op_ok, page_ok, device_used, providers_used, ready (bool) and
+        problems (list of one-line strings).
     """
     cfg = config if isinstance(config, PipelineConfig) else parse_config(config)
     runners = cfg.runners_dir
@@ -202,6 +203,8 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                     row["problems"].append(f"weights: {weights.get('error')}")
             if run_page and row["imports_ok"]:
                 row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s))
+                # What the page ran on wins over the guess: onnxruntime-gpu lists CUDA where it cannot load it.
+                row["device"] = row.get("device_used") or row["device"]
                 if not row["page_ok"]:
                     row["problems"].append(f"one-page run failed: {row.get('page_error', 'exit ' + str(row.get('page_exit')))}")
     for row in rows:
