@@ -1,15 +1,17 @@
 """GPU detection for torch and paddle runners: pick the device, report name and compute capability.
 
 A framework build without kernels for the card fails only at the first real op (H200
-sm_90 with some Paddle wheels, GB10 sm_121 with older CUDA builds), so the report also
-says whether the card's capability is covered by the build's arch list.
+sm_90 with some Paddle wheels, GB10 sm_121 with older CUDA builds): the report says whether
+the card's capability is covered by the build's arch list, and a tiny matmul runs on the GPU
+before the model loads, so such a card is a device failure (CPU fallback or exit 5) found
+once, not the same CUDA error on every page. ``newsbag doctor``'s probe reports the same.
 """
 
 from __future__ import annotations
 
 from _loop import DeviceUnavailable, MissingDependency
 
-__all__ = ["arch_supported", "choose", "torch_status", "paddle_status"]
+__all__ = ["arch_supported", "choose", "torch_status", "paddle_status", "cuda_usable"]
 
 
 def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool | None:
@@ -35,6 +37,24 @@ def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool | 
     return False
 
 
+def _gpu_op(matmul) -> dict:
+    """``gpu_op_ok`` (and ``gpu_op_error``) of ``matmul()``, a 64x64 product of ones on the GPU."""
+    try:
+        return {"gpu_op_ok": matmul() == 64.0 * 64 * 64}
+    except Exception as exc:  # no kernel image, a broken driver: any failure means the GPU is not usable
+        text = f"{type(exc).__name__}: {exc}".strip()
+        return {"gpu_op_ok": False, "gpu_op_error": text.splitlines()[0][:300]}
+
+
+def cuda_usable(status: dict, why_not: str) -> tuple[bool, str]:
+    """(usable, why not) from a `torch_status` / `paddle_status` report: the GPU is there and ran the op."""
+    if not status["cuda_available"]:
+        return False, why_not
+    if status.get("gpu_op_ok") is False:
+        return False, f"a GPU op failed: {status.get('gpu_op_error')}"
+    return True, ""
+
+
 def choose(device: str, allow_cpu_fallback: bool, cuda_ok: bool, why_not: str, require_cuda: bool = False) -> str:
     """"cuda" or "cpu" for a requested device ("auto" | "gpu" | "cpu").
 
@@ -55,7 +75,8 @@ def choose(device: str, allow_cpu_fallback: bool, cuda_ok: bool, why_not: str, r
 
 
 def torch_status() -> dict:
-    """What torch sees: cuda_available, GPU name, capability, build arch list and coverage."""
+    """What torch sees: cuda_available, GPU name, capability, build arch list and coverage, and
+    whether a tiny op runs on the GPU (gpu_op_ok, gpu_op_error)."""
     try:
         import torch
     except ImportError as exc:
@@ -67,11 +88,18 @@ def torch_status() -> dict:
         arch_list = list(torch.cuda.get_arch_list())
         info.update({"gpu_name": torch.cuda.get_device_name(0), "compute_capability": f"{cap[0]}.{cap[1]}",
                      "arch_list": arch_list, "arch_supported": arch_supported(cap, arch_list)})
+
+        def matmul() -> float:
+            a = torch.ones(64, 64, device="cuda")
+            return (a @ a).sum().item()
+
+        info.update(_gpu_op(matmul))
     return info
 
 
 def paddle_status() -> dict:
-    """What paddle sees: compiled with CUDA, GPU count, name, capability."""
+    """What paddle sees: compiled with CUDA, GPU count, name, capability, and whether a tiny op
+    runs on the GPU (gpu_op_ok, gpu_op_error); paddle's current device is left as it was."""
     try:
         import paddle
     except ImportError as exc:
@@ -83,4 +111,15 @@ def paddle_status() -> dict:
     if info["cuda_available"]:
         cap = tuple(int(v) for v in paddle.device.cuda.get_device_capability(0))
         info.update({"gpu_name": paddle.device.cuda.get_device_name(0), "compute_capability": f"{cap[0]}.{cap[1]}"})
+
+        def matmul() -> float:
+            before = paddle.get_device()
+            try:
+                paddle.set_device("gpu:0")
+                a = paddle.ones([64, 64], dtype="float32")
+                return float(paddle.matmul(a, a).sum())
+            finally:
+                paddle.set_device(before)
+
+        info.update(_gpu_op(matmul))
     return info

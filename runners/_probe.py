@@ -1,8 +1,9 @@
 """Environment probe run by ``newsbag doctor`` in a model env's interpreter: imports, GPU, one real op.
 
 Prints one JSON object on stdout. A wheel without kernels for the card fails only at the
-first real GPU op, so for torch and paddle a tiny matmul runs on the GPU; its error text
-("no kernel image is available ...") is reported as is.
+first real GPU op, so for torch and paddle a tiny matmul runs on the GPU (``_device``, the
+check the runners make too); its error text ("no kernel image is available ...") is
+reported as is.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _device import arch_supported  # noqa: E402
+from _device import paddle_status, torch_status  # noqa: E402
 
 
 def _first_line(exc: BaseException) -> str:
@@ -35,42 +36,6 @@ def probe_imports(names: list[str]) -> dict:
     return out
 
 
-def probe_torch() -> dict:
-    import torch
-
-    info = {"version": str(torch.__version__), "cuda_build": getattr(torch.version, "cuda", None),
-            "cuda_available": bool(torch.cuda.is_available())}
-    if info["cuda_available"]:
-        cap = tuple(int(v) for v in torch.cuda.get_device_capability(0))
-        arch_list = list(torch.cuda.get_arch_list())
-        info.update(gpu_name=torch.cuda.get_device_name(0), compute_capability=f"{cap[0]}.{cap[1]}",
-                    arch_list=arch_list, arch_supported=arch_supported(cap, arch_list))
-        try:
-            a = torch.ones(64, 64, device="cuda")
-            info["gpu_op_ok"] = (a @ a).sum().item() == 64.0 * 64 * 64
-        except Exception as exc:
-            info.update(gpu_op_ok=False, gpu_op_error=_first_line(exc))
-    return info
-
-
-def probe_paddle() -> dict:
-    import paddle
-
-    compiled = bool(paddle.device.is_compiled_with_cuda())
-    count = int(paddle.device.cuda.device_count()) if compiled else 0
-    info = {"version": str(paddle.__version__), "compiled_with_cuda": compiled, "cuda_available": count > 0}
-    if count > 0:
-        cap = tuple(int(v) for v in paddle.device.cuda.get_device_capability(0))
-        info.update(gpu_name=paddle.device.cuda.get_device_name(0), compute_capability=f"{cap[0]}.{cap[1]}")
-        try:
-            paddle.set_device("gpu:0")
-            a = paddle.ones([64, 64], dtype="float32")
-            info["gpu_op_ok"] = float(paddle.matmul(a, a).sum()) == 64.0 * 64 * 64
-        except Exception as exc:
-            info.update(gpu_op_ok=False, gpu_op_error=_first_line(exc))
-    return info
-
-
 def probe_onnxruntime() -> dict:
     import onnxruntime as ort
 
@@ -81,7 +46,8 @@ def probe_onnxruntime() -> dict:
             "cuda_available": "CUDAExecutionProvider" in available, "cuda_listed_only": True}
 
 
-FRAMEWORKS = {"torch": probe_torch, "paddle": probe_paddle, "onnxruntime": probe_onnxruntime}
+# torch and paddle: what the runners themselves check before loading a model (a GPU op included).
+FRAMEWORKS = {"torch": torch_status, "paddle": paddle_status, "onnxruntime": probe_onnxruntime}
 
 
 def probe_weights(family: str, params: dict) -> dict:

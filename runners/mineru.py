@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _loop  # noqa: E402
 from _checkpoint import check_hf_folder  # noqa: E402
-from _device import choose, torch_status  # noqa: E402
+from _device import choose, cuda_usable, torch_status  # noqa: E402
 from _image import load_pil_rgb  # noqa: E402
 from _weights import hf_prestage_hint, resolve_hf_model, stage_to_local  # noqa: E402
 
@@ -180,8 +180,9 @@ class MinerUDetector:
         if params["mode"] not in MODES:
             raise ValueError(f"mineru: mode must be one of {MODES}, got {params['mode']!r}")
         status = torch_status()
-        self.device_used = choose(device, allow_cpu_fallback, status["cuda_available"],
-                                  "torch.cuda.is_available() is False", bool(params["require_cuda"]))
+        self.device_used = choose(device, allow_cpu_fallback,
+                                  *cuda_usable(status, "torch.cuda.is_available() is False"),
+                                  bool(params["require_cuda"]))
         try:
             import transformers
             from mineru_vl_utils import MinerUClient
@@ -285,8 +286,8 @@ class MinerUDetector:
 
 
 META_KEYS = ("model", "model_path", "mode", "device_used", "cuda_available", "gpu_name", "compute_capability",
-             "arch_supported", "torch_version", "torch_cuda", "transformers_version", "mineru_vl_utils_version",
-             "state", "counts", "page_totals", "empty_share", "flags", "updated")
+             "arch_supported", "gpu_op_ok", "gpu_op_error", "torch_version", "torch_cuda", "transformers_version",
+             "mineru_vl_utils_version", "state", "counts", "page_totals", "empty_share", "flags", "updated")
 
 
 def write_run_meta(job: dict, report: dict) -> None:

@@ -55,8 +55,9 @@ def test_ready_gpu_stage_runs_one_page(hf_home, page):
     # GB10 sm_121 with a build that only has sm_80/sm_90 cubins and no PTX
     ({"FAKE_CUDA": "1", "FAKE_CAPABILITY": "12.1", "FAKE_ARCH_LIST": "sm_80,sm_90"}, True, "cuda",
      "compute capability 12.1 is not in the build's arch list"),
-    # the card is listed but the first real op has no kernel (H200 with a bad wheel)
-    ({"FAKE_CUDA": "1", "FAKE_KERNEL_FAIL": "1"}, True, "cuda", "no kernel image is available"),
+    # the card is listed but the first real op has no kernel (H200 with a bad wheel): the runner
+    # finds it before loading the model and, fallback allowed, the page runs on cpu
+    ({"FAKE_CUDA": "1", "FAKE_KERNEL_FAIL": "1"}, True, "cpu", "no kernel image is available"),
     # no GPU, fallback refused: the runner exits 5 and the row says why
     ({}, False, "none (GPU required, no fallback)", "no usable GPU and allow_cpu_fallback is false"),
 ])

@@ -68,6 +68,24 @@ def test_gpu_missing_fallback_refused_exits_5(tmp_path, pdx_cache):
     assert code == 5 and "paddle sees no GPU" in events[-1]["error"]
 
 
+@pytest.mark.parametrize("fallback, exit_code", [(True, 0), (False, 5)])
+def test_gpu_without_kernels_for_the_card_is_found_before_any_page(tmp_path, pdx_cache, fallback, exit_code):
+    """paddle sees the card but has no kernels for it (Paddle wheels on H200 sm_90): the first real op fails."""
+    params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3"}
+    pages = [make_page(tmp_path, "p0"), make_page(tmp_path, "p1")]
+    code, out_dir, events, err = run_runner(tmp_path, "paddle_layout", pages, params, device="gpu",
+                                            allow_cpu_fallback=fallback,
+                                            env=_env(tmp_path, pdx_cache, FAKE_CUDA="1", FAKE_KERNEL_FAIL="1"))
+    assert code == exit_code, err
+    if fallback:
+        report = read_json(out_dir / "run_report.json")
+        assert report["device_used"] == "cpu" and report["counts"]["ok"] == 2
+        assert "no kernel image is available" in report["gpu_op_error"]
+        assert next(c for c in _calls(tmp_path) if c["call"] == "LayoutDetection")["device"] == "cpu"
+    else:
+        assert events[-1]["error_class"] == "DeviceUnavailable" and "no kernel image is available" in events[-1]["error"]
+
+
 def test_offline_without_weights_exits_3_with_the_prestage_command(tmp_path):
     params = {"backend": "paddleocr", "model_name": "PP-DocLayoutV3"}
     code, out_dir, events, _ = run_runner(tmp_path, "paddle_layout", [make_page(tmp_path, "p0")], params,

@@ -23,6 +23,12 @@ def gpu_name() -> str:
     return os.environ.get("FAKE_GPU_NAME", "NVIDIA H200")
 
 
+def no_kernels(device) -> bool:
+    """$FAKE_KERNEL_FAIL=1: the wheel has no kernels for the card, so the first real op on the
+    GPU fails (loading weights onto it, a copy, still works), in every library of the env."""
+    return os.environ.get("FAKE_KERNEL_FAIL") == "1" and str(device).startswith(("cuda", "gpu"))
+
+
 def record(call: str, **fields) -> None:
     """Append one JSON line to $FAKE_CALL_LOG so tests can assert how the library was called."""
     path = os.environ.get("FAKE_CALL_LOG")

@@ -117,6 +117,8 @@ class MinerUClient:
         return _raw_answer(example)
 
     def _layout(self, images, example):
+        if _c.no_kernels(getattr(self.model, "device", None)):
+            raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
         padding = getattr(getattr(self.processor, "tokenizer", None), "padding_side", None)
         _c.record("batch_predict", n=len(images), padding_side=padding)
         answers = [self._answer(im, example) for im in images]

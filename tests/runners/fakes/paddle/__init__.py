@@ -40,6 +40,10 @@ class _Cuda:
 device = SimpleNamespace(is_compiled_with_cuda=_compiled, cuda=_Cuda())
 
 
+def get_device() -> str:
+    return _device["name"]
+
+
 def set_device(name: str):
     if name.startswith("gpu"):
         _gpu_check()
@@ -52,7 +56,7 @@ def ones(shape, dtype="float32"):
 
 
 def matmul(a, b):
-    if _device["name"].startswith("gpu") and os.environ.get("FAKE_KERNEL_FAIL") == "1":
+    if _c.no_kernels(_device["name"]):
         # what a wheel without kernels for the card reports at the first real op
         raise RuntimeError("(External) CUDA error(209), no kernel image is available for execution on the device.")
     return a @ b

@@ -76,9 +76,12 @@ class LayoutDetection:
         self.model_name = model_name or "PP-DocLayout_plus-L"
         _weights_available(self.model_name, model_dir)
         self.threshold = kwargs.get("threshold")
+        self.device = kwargs.get("device")
         _c.record("LayoutDetection", model_name=self.model_name, model_dir=model_dir, **kwargs)
 
     def predict(self, input, batch_size=None, threshold=None, **kwargs):
+        if _c.no_kernels(self.device):
+            raise RuntimeError("(External) CUDA error(209), no kernel image is available for execution on the device.")
         paths = _inputs(input)
         _c.record("LayoutDetection.predict", n=len(paths), batch_size=batch_size, threshold=threshold, **kwargs)
         plus_l = self.model_name == "PP-DocLayout_plus-L"
@@ -145,6 +148,7 @@ class PaddleOCRVL:
         _weights_available(layout_name, kwargs.get("layout_detection_model_dir"))
         if kwargs.get("vl_rec_backend", "native") in (None, "native"):
             _weights_available(vl_name, kwargs.get("vl_rec_model_dir"))
+        self.device = kwargs.get("device")
         _c.record("PaddleOCRVL", pipeline_version=pipeline_version, **kwargs)
 
     def predict(self, input, **kwargs):
@@ -158,6 +162,8 @@ class PaddleOCRVL:
         return self._results(_inputs(input))
 
     def _results(self, paths):
+        if _c.no_kernels(self.device):
+            raise RuntimeError("(External) CUDA error(209), no kernel image is available for execution on the device.")
         # The layout model reads and detects every page of the call first (an unreadable page
         # fails them all), then the VLM reads each page's blocks: that is where a page can hang.
         imgs = [_open(path) for path in paths]

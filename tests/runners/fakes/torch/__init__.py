@@ -51,8 +51,7 @@ class _Tensor:
         self.array, self.device = array, device
 
     def __matmul__(self, other):
-        import os
-        if self.device.startswith("cuda") and os.environ.get("FAKE_KERNEL_FAIL") == "1":
+        if _c.no_kernels(self.device):
             raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
         return _Tensor(self.array @ other.array, self.device)
 
