@@ -104,6 +104,25 @@ class RunDirFull(RuntimeError):
     """
 
 
+class ContextLost(RuntimeError):
+    """The process's CUDA context is unusable after a sticky error: the job stops (exit 8) and the
+    orchestrator starts a fresh runner for the pages left."""
+
+
+# CUDA's sticky errors (cudaErrorIllegalAddress, LaunchFailure, Assert, MisalignedAddress,
+# IllegalInstruction, HardwareStackError): "any further CUDA work will return the same error;
+# the process must be terminated and relaunched" (CUDA runtime API). Matched in the library's
+# message, which torch, paddle and onnxruntime all pass through.
+_STICKY_CUDA_ERRORS = ("illegal memory access", "unspecified launch failure", "device-side assert",
+                       "misaligned address", "illegal instruction", "hardware stack error")
+
+
+def context_lost(exc: BaseException) -> bool:
+    """Whether `exc` is a CUDA error that leaves this process unable to use the GPU again."""
+    text = str(exc).lower()
+    return any(needle in text for needle in _STICKY_CUDA_ERRORS)
+
+
 # errno values of ENOSPC, EDQUOT, EROFS, EACCES, EPERM, EFBIG, EIO (newsbag.io.DISK_ERRNOS)
 _DISK_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG", "EIO")
                          if hasattr(errno, n))
@@ -185,6 +204,7 @@ EXIT_SETUP_FAILED = 1
 EXIT_MISSING = 3
 EXIT_PAGES_FAILED = 4
 EXIT_DEVICE = 5
+EXIT_CONTEXT_LOST = 8
 DEFAULT_MAX_EMPTY_SHARE = 0.2
 
 
@@ -678,6 +698,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             raise
         except Exception as exc:  # the page boundary: record and go on
             finish_failed(page, exc, time.perf_counter() - t_page)
+            if context_lost(exc):
+                raise ContextLost(f"page {page['page_id']}: {str(exc).splitlines()[0]}") from exc
 
     def run_batch(batch: list[dict]) -> None:
         """One detect_batch call; if it raises, retry its unfinished pages one by one so only bad pages fail."""
@@ -707,6 +729,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         except RunDirFull:
             raise
         except Exception as exc:
+            if context_lost(exc):  # which page caused it is unknown: the orchestrator isolates them
+                raise ContextLost(f"a batch of {len(batch) - finished}: {str(exc).splitlines()[0]}") from exc
             log(f"{where}: batch of {len(batch)} failed ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}); retrying its pages one by one")
             for page in batch[finished:]:
@@ -722,7 +746,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
     stop = threading.Event()
     threading.Thread(target=flush_loop, args=(stop,), daemon=True).start()
     completed = False
-    full = None
+    full = lost = None
     isolate = set(job.get("isolate") or ())
     together = [page for page in todo if page["page_id"] not in isolate]
     try:
@@ -738,6 +762,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         completed = True
     except RunDirFull as exc:
         full = exc
+    except ContextLost as exc:
+        lost = exc
     finally:
         # Interrupted (SIGTERM from Slurm or the orchestrator): the report still says so.
         stop.set()
@@ -756,6 +782,10 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         log(f"{where}: {full}")
         emit("fatal", error_class="RunDirError", error=str(full))
         return EXIT_RUN_DIR
+    if lost is not None:
+        log(f"{where}: the CUDA context of this runner is lost ({lost}); exiting {EXIT_CONTEXT_LOST} "
+            "so that a fresh runner does the pages left")
+        return EXIT_CONTEXT_LOST
     for flag in report["flags"]:
         log(f"{where}: FLAGGED: {flag}")
     emit("end", ok=counts["ok"], empty=counts["empty"], failed=counts["failed"], skipped=counts["skipped"],

@@ -413,3 +413,59 @@ def test_a_runner_that_dies_on_restart_still_leaves_its_failures_in_the_ledger(t
     # no runner wrote the report after the one killed on page02: it says so, not "running"
     report = json.loads((_folder(run) / "run_report.json").read_text())
     assert (report["state"], report["killed_by"]) == ("killed", "runner killed by SIGKILL (out of memory?)")
+
+
+def _mineru_on_a_fake_gpu(tmp_path, colours: dict, batch: int) -> tuple[Path, Path, Path]:
+    """(pages folder, config, source folder): MinerU with fake torch/transformers/mineru_vl_utils on a
+    fake GPU; a red page makes the model hit an illegal memory access (sticky, as CUDA's)."""
+    from PIL import Image
+
+    from nbtest import write_hf_model
+
+    fakes = Path(__file__).resolve().parent / "runners" / "fakes"
+    hub = tmp_path / "hf" / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
+    write_hf_model(hub / "snapshots" / "abc")
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text("abc")
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    for name, colour in colours.items():
+        Image.new("RGB", (60, 80), colour).save(pages / f"{name}.png")
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({
+        "version": 1,
+        "envs": {"mineru": {"python": sys.executable, "env": {
+            "PYTHONPATH": str(fakes), "FAKE_CUDA": "1", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}}},
+        "stages": [{"name": "mineru", "family": "mineru", "env": "mineru", "device": "gpu", "max_restarts": 1,
+                    "allow_cpu_fallback": False, "page_timeout_s": 60, "variants": {"layout": {"batch_size": batch}}}]}))
+    return pages, cfg, tmp_path / "run" / "outputs" / "sources" / "mineru" / "layout"
+
+
+def _by_page(folder: Path) -> tuple[set[str], dict[str, str]]:
+    done = {p.stem.split("-")[0] for p in folder.glob("*.json") if not p.name.startswith("run_")}
+    failed = {p.stem.split("-")[0]: json.loads(p.read_text())["error"] for p in (folder / "_failed").glob("*.json")}
+    return done, failed
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_lost_cuda_context_costs_one_page_not_the_rest(tmp_path, capsys, batch):
+    """Page b's illegal memory access poisons the runner's CUDA context; a fresh runner does the
+    pages after it (in a batch: each page alone), and only b fails."""
+    colours = {"a": "white", "b": (255, 0, 0), "c": "white", "d": "white"}
+    pages, cfg, folder = _mineru_on_a_fake_gpu(tmp_path, colours, batch)
+    code, _, err = _run(capsys, pages, tmp_path / "run", cfg)
+    assert code == 4, err
+    done, failed = _by_page(folder)
+    assert done == {"a", "c", "d"} and list(failed) == ["b"] and "illegal memory access" in failed["b"]
+
+
+def test_a_gpu_that_loses_its_context_on_every_page_stops_after_max_restarts(tmp_path, capsys):
+    """A broken GPU is no reason to reload the model once per page until half the pages failed."""
+    pages, cfg, folder = _mineru_on_a_fake_gpu(tmp_path, {f"p{i}": (255, 0, 0) for i in range(6)}, 1)
+    code, _, err = _run(capsys, pages, tmp_path / "run", cfg)
+    assert code == 4, err
+    done, failed = _by_page(folder)
+    assert done == set() and len(failed) == 6
+    lost = sorted(p for p, e in failed.items() if "illegal memory access" in e)
+    assert len(lost) == 2  # max_restarts 1: two launches in a row that lost the context, then stop
+    assert all("exited 8 (its CUDA context was lost) 2 times in a row" in failed[p] for p in failed if p not in lost)

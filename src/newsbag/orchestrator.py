@@ -35,6 +35,7 @@ EVENT_PREFIX = "@@newsbag "
 _STOPPED_THE_RUNNER = ("RunnerCrash", "Timeout")
 EXIT_MISSING_DEPENDENCY = 3
 EXIT_DEVICE_UNAVAILABLE = 5
+EXIT_CONTEXT_LOST = 8  # runners/_loop.py: a sticky CUDA error; a fresh runner does the rest
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class SourceOutcome:
 def _describe_exit(code: int) -> str:
     if code in (137, -signal.SIGKILL):  # what the kernel's OOM killer (and Slurm's) sends
         return f"{'exited 137' if code == 137 else 'killed by SIGKILL'} (out of memory?)"
+    if code == EXIT_CONTEXT_LOST:
+        return f"exited {code} (its CUDA context was lost)"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -563,7 +566,11 @@ def run_source(
                 fail(remaining, "runner exited 0 without writing output for this page", "MissingOutput")
                 break
             else:
-                fruitless = 0 if reported else fruitless + 1
+                # A runner that lost its CUDA context on every page it tried is no progress either:
+                # a broken GPU must not cost a model load per page until the failure budget ends.
+                progressed = (any(o.status != "failed" for o in reported.values())
+                              if result.exit_code == EXIT_CONTEXT_LOST else bool(reported))
+                fruitless = 0 if progressed else fruitless + 1
                 started = started or bool(reported)
                 if not started and (result.setup is None or fruitless > stage.max_restarts):
                     # Died before processing any page (import error, broken env, crash at load):

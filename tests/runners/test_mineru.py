@@ -122,11 +122,33 @@ def test_failing_page_in_batch_retried_alone_then_resume(tmp_path, hf_home):
     code, out_dir, _, _ = run_runner(tmp_path, "mineru", [good[0], bad, good[1]], {"batch_size": 4}, env=env)
     assert code == 4
     assert (out_dir / "g0.json").exists() and (out_dir / "g1.json").exists()
-    assert "illegal memory access" in read_json(out_dir / "_failed" / "bad.json")["error"]
+    assert "index out of range" in read_json(out_dir / "_failed" / "bad.json")["error"]
     # one batch of 3 raised, then each page alone
     assert [c["n"] for c in _calls(tmp_path / "calls.jsonl") if c["call"] == "batch_layout_detect"] == [3, 1, 1, 1]
     code, _, events, _ = run_runner(tmp_path, "mineru", good, {"batch_size": 4}, env=env)
     assert code == 0 and {e["status"] for e in events if e["event"] == "done"} == {"skipped"}
+
+
+def test_a_lost_cuda_context_ends_the_runner_instead_of_failing_every_later_page(tmp_path, hf_home):
+    """An illegal memory access leaves the process's CUDA context unusable: the runner stops (the
+    orchestrator restarts it) rather than failing the rest of its pages with the same error."""
+    good = [make_page(tmp_path, f"g{i}", (600, 800)) for i in range(2)]
+    bad = make_page(tmp_path, "bad", (600, 800), color=(255, 0, 0))
+    env = _env(tmp_path, hf_home, FAKE_CUDA="1")
+    code, out_dir, events, err = run_runner(tmp_path, "mineru", [good[0], bad, good[1]], {"batch_size": 1},
+                                            device="gpu", env=env)
+    assert code == 8, err
+    assert [(e["page_id"], e["status"]) for e in events if e["event"] == "done"] == [("g0", "ok"), ("bad", "failed")]
+    assert "illegal memory access" in read_json(out_dir / "_failed" / "bad.json")["error"]
+    assert not (out_dir / "_failed" / "g1.json").exists() and not (out_dir / "g1.json").exists()
+    assert read_json(out_dir / "run_report.json")["state"] == "interrupted"
+    # in a batch the culprit is unknown: nothing is retried in the lost context, nothing blamed
+    (tmp_path / "b").mkdir()
+    code, out_dir, events, err = run_runner(tmp_path / "b", "mineru", [good[0], bad, good[1]], {"batch_size": 4},
+                                            device="gpu", env=env)
+    assert code == 8, err
+    assert [e for e in events if e["event"] == "done"] == []
+    assert [c["n"] for c in _calls(tmp_path / "calls.jsonl") if c["call"] == "batch_layout_detect"][-1:] == [3]
 
 
 def test_model_dir_staged_to_node_local(tmp_path):

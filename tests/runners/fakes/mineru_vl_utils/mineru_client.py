@@ -4,7 +4,9 @@ The fake "model" answers in MinerU2.5's raw layout format, built from the real e
 output (0..1000 integer coordinates); the helper parses it with the library's regex and
 logs the raw answer at DEBUG through loguru, as the real ``parse_layout_output`` does.
 An image whose top-left pixel is pure blue gets a garbage answer ($FAKE_MINERU_ANSWER, default a
-refusal with no layout block); pure red makes the model raise.
+refusal with no layout block); pure red makes the model raise: on the GPU an illegal memory
+access, after which every call of the process fails (CUDA's sticky errors), on the CPU a plain
+error of that page.
 """
 
 import os
@@ -23,6 +25,11 @@ _layout_re = (
     r"(?:(<\|rotate_(?:up|right|down|left)\|>))?"
     r"(.*?)(?=<\|box_start\|>|$)"
 )
+# torch's text for cudaErrorIllegalAddress, a sticky error: the CUDA context of the process is
+# lost and every later CUDA call fails with it until the process exits (CUDA runtime API docs).
+_ILLEGAL_ACCESS = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously "
+                   "reported at some other API call, so the stacktrace below might be incorrect.")
+_POISONED: list = []
 _BACKENDS = ("http-client", "transformers", "mlx-engine", "lmdeploy-engine", "vllm-engine",
              "vllm-async-engine", "llama-cpp-engine")
 
@@ -111,12 +118,17 @@ class MinerUClient:
         if image.mode != "RGB":
             image = image.convert("RGB")
         if image.getpixel((0, 0)) == (255, 0, 0):
-            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            if not str(getattr(self.model, "device", "cpu")).startswith("cuda"):
+                raise RuntimeError("index out of range in self")
+            _POISONED.append(True)
+            raise RuntimeError(_ILLEGAL_ACCESS)
         if image.getpixel((0, 0)) == (0, 0, 255):
             return os.environ.get("FAKE_MINERU_ANSWER", "Sorry, I cannot read this page.")
         return _raw_answer(example)
 
     def _layout(self, images, example):
+        if _POISONED:  # CUDA's sticky errors: every later call of the process fails the same way
+            raise RuntimeError(_ILLEGAL_ACCESS)
         if _c.no_kernels(getattr(self.model, "device", None)):
             raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
         padding = getattr(getattr(self.processor, "tokenizer", None), "padding_side", None)
