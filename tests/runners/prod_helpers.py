@@ -65,3 +65,22 @@ def write_paddle_model(folder: Path) -> Path:
     for name, data in (("inference.yml", "Global: {}\n"), ("inference.json", "{}"), ("inference.pdiparams", "x" * 64)):
         (folder / name).write_text(data)
     return folder
+
+
+def run_on_a_card_without_kernels(tmp: Path, family: str, pages: list[dict], params: dict, env: dict,
+                                  fallback: bool) -> Path:
+    """Run `family` on a fake GPU whose first real op fails (FAKE_KERNEL_FAIL, a wheel without kernels
+    for the card) and check it is found before any page: with CPU fallback every page runs on the CPU
+    and run_report.json says why; without, exit 5 naming the error. Returns the out dir."""
+    code, out_dir, events, err = run_runner(tmp, family, pages, params, device="gpu", allow_cpu_fallback=fallback,
+                                            env={**env, "FAKE_CUDA": "1", "FAKE_KERNEL_FAIL": "1"})
+    if fallback:
+        assert code == 0, err
+        report = read_json(out_dir / "run_report.json")
+        assert report["device_used"] == "cpu" and report["counts"]["ok"] == len(pages)
+        assert "no kernel image is available" in report["gpu_op_error"]
+    else:
+        assert code == 5, err
+        assert events[-1]["error_class"] == "DeviceUnavailable" and "no kernel image is available" in events[-1]["error"]
+        assert not out_dir.exists()
+    return out_dir
