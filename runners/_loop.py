@@ -447,15 +447,21 @@ def empty_reason(raw, regions: list, warnings: dict) -> str | None:
 
 
 def summarise_pages(report: dict, max_empty_share: float) -> None:
-    """Totals by page status over every page the report knows, the empty share and its flag.
+    """Totals by page status over every page the report knows, the empty share and its flag, and
+    the answered pages by the device they ran on (``devices``: calls, restarts and fallbacks of one
+    source may differ, and ``device_used`` is only the last runner's).
 
     The share is empty / (ok + empty): pages the model answered. Above `max_empty_share` the
     source is flagged: a model that answers but never parses looks like success otherwise.
     """
     totals = {"ok": 0, "empty": 0, "failed": 0}
+    devices: dict[str, int] = {}
     for rec in report.get("pages", {}).values():
         status = rec.get("status", "ok")
         totals[status] = totals.get(status, 0) + 1
+        if status in ("ok", "empty") and rec.get("device"):
+            devices[rec["device"]] = devices.get(rec["device"], 0) + 1
+    report["devices"] = devices
     answered = totals["ok"] + totals["empty"]
     share = totals["empty"] / answered if answered else None
     report["page_totals"] = totals
@@ -664,7 +670,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         index = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
         with lock:
             mine[page_id] = {
-                "status": status, "seconds": round(seconds, 4), "regions": len(regions),
+                "status": status, "seconds": round(seconds, 4), "regions": len(regions), "device": device_used,
                 **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **index}
             counts[status] += 1
             dirty.set()
@@ -683,7 +689,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
         with lock:
-            mine[page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4)}
+            mine[page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4), "device": device_used}
             counts["failed"] += 1
             dirty.set()
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)

@@ -219,8 +219,11 @@ def status(run_dir, as_json):
         share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"
         flag = "  FLAGGED: model answers, nothing parses" if s["flagged"] else ""
         stale = f"  stale {s['stale']:>5}" if s["stale"] else ""
+        devices = s["devices"]
+        on = (f"  on {next(iter(devices))}" if len(devices) == 1
+              else "  on " + ", ".join(f"{k} {v}" for k, v in devices.items()) if devices else "")
         click.echo(f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}"
-                   f"{stale}  pending {s['pending']:>6}{flag}" + (f"  ({note})" if note else ""))
+                   f"{stale}  pending {s['pending']:>6}{on}{flag}" + (f"  ({note})" if note else ""))
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():

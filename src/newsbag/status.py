@@ -48,6 +48,20 @@ def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
     return empty
 
 
+def _devices(reports: list[dict], done: set[str]) -> dict[str, int]:
+    """Done pages by the device their runner used, from the run reports (the first report that
+    records a page's device wins; pages written before reports recorded it are not counted)."""
+    device: dict[str, str] = {}
+    for pages in reports:
+        for page_id, rec in pages.items():
+            if page_id in done and isinstance(rec, dict) and rec.get("device"):
+                device.setdefault(page_id, rec["device"])
+    counts: dict[str, int] = {}
+    for name in device.values():
+        counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def _recorded_stages(record: Path) -> list[dict]:
     """The stage entries of the run's config `record` ([] without one); a record that is no config
     fails in one line naming it, as a plain `newsbag fuse` would."""
@@ -119,13 +133,14 @@ def collect_status(run_dir: Path) -> dict:
             except (OSError, ValueError):
                 errors[page_id] = "(unreadable failure record)"
         empty = {k: v for k, v in _empty_pages(folder, reports).items() if k in done}
+        devices = _devices(reports, done)
         share = len(empty) / len(done) if done else None
         limit = max_empty.get(name, DEFAULT_MAX_EMPTY_SHARE)
         sources.append({"source": name, "done": len(done), "stale": len(present - done), "failed": len(failed),
                         "pending": len(ids - present - set(failed)), "errors": errors,
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
-                        "empty_reasons": dict(sorted(empty.items())[:5])})
+                        "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices})
     fusion = fused_status(run_dir, sorted(ids), options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)
     rejected = [asdict(r) for r in read_rejected(run_dir)]

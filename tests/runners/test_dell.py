@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -161,6 +162,32 @@ def test_cuda_that_fails_at_first_inference_without_fallback_exits_5(tmp_path, m
     assert events[-1]["event"] == "fatal" and events[-1]["error_class"] == "DeviceUnavailable"
     assert "no kernel image is available" in events[-1]["error"]
     assert not (out_dir / "p1.json").exists()
+
+
+def test_a_source_run_on_two_devices_says_so_in_its_report_and_status(tmp_path, model_path, capsys):
+    """One page on the GPU, the next (a later call with --device cpu) on the CPU: the report's
+    device_used is only the last runner's, so the pages are counted by the device they ran on."""
+    from nbtest import run_cli
+
+    pages_dir = tmp_path / "scans"
+    for name in ("a", "b"):
+        make_page(tmp_path, name, (W, H))
+        pages_dir.mkdir(exist_ok=True)
+        (tmp_path / "pages" / f"{name}.png").rename(pages_dir / f"{name}.png")
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"version": 1, "envs": {"dell": {"python": sys.executable, "env": {
+        "PYTHONPATH": str(ORT_GPU), "FAKE_ORT_GPU": "ok"}}}, "stages": [
+        {"name": "dell", "family": "dell", "env": "dell", "device": "auto",
+         "variants": {"as": {"model_path": str(model_path)}}}]}))
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", "--input-dir", pages_dir, "--run-dir", run, "--config", cfg, "--max-pages", "1")[0] == 0
+    assert run_cli(capsys, "run", "--input-dir", pages_dir, "--run-dir", run, "--config", cfg, "--device", "cpu")[0] == 0
+    report = read_json(run / "outputs" / "sources" / "dell" / "as" / "run_report.json")
+    assert report["device_used"] == "cpu" and report["devices"] == {"cuda": 1, "cpu": 1}
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert code == 0 and json.loads(out)["sources"][0]["devices"] == {"cpu": 1, "cuda": 1}
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert "on cpu 1, cuda 1" in next(line for line in out.splitlines() if "dell/as" in line)
 
 
 def test_missing_model_exits_3(tmp_path):

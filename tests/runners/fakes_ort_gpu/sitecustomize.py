@@ -6,6 +6,7 @@ What ../shared/formats/onnxruntime_providers.md found the onnxruntime-gpu 1.31.1
 
 - ``no_cuda_libs`` (verified there): the CUDA provider library does not load; the session is
   created on CPU without a Python exception or warning, two C++ log lines go to stderr.
+- ``ok``: a node where CUDA works: the session gets CUDAExecutionProvider and runs.
 - ``run_fails`` (inferred, not verified: no GPU here): the session gets CUDAExecutionProvider,
   and the first inference fails as onnxruntime reports a CUDA error (a wheel without kernels
   for the card), with ``onnxruntime.capi.onnxruntime_pybind11_state.Fail``.
@@ -31,7 +32,7 @@ if _MODE:
     class InferenceSession(_Real):
         def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, **kwargs):
             super().__init__(path_or_bytes, sess_options=sess_options, providers=["CPUExecutionProvider"], **kwargs)
-            self._on_cuda = _CUDA in _names(providers) and _MODE == "run_fails"
+            self._on_cuda = _CUDA in _names(providers) and _MODE in ("ok", "run_fails")
             if _CUDA in _names(providers) and _MODE == "no_cuda_libs":
                 sys.stderr.write(
                     "[E:onnxruntime:Default, provider_bridge_ort.cc:2458 operator()] ... Failed to load library "
@@ -43,7 +44,7 @@ if _MODE:
             return [_CUDA, "CPUExecutionProvider"] if self._on_cuda else super().get_providers()
 
         def run(self, output_names, input_feed, run_options=None):
-            if self._on_cuda:
+            if self._on_cuda and _MODE == "run_fails":
                 raise _Fail("[ONNXRuntimeError] : 1 : FAIL : CUDA failure 209: no kernel image is available for "
                             "execution on the device ; GPU=0 ; expr=cudaLaunchKernel")
             return super().run(output_names, input_feed, run_options)
