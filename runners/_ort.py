@@ -26,11 +26,12 @@ def make_session(model_path: str, device: str, allow_cpu_fallback: bool, threads
         threads: intra-op threads (0 = onnxruntime's default).
 
     Returns:
-        (session, info) where info has ``providers_used`` and ``device_used``.
+        (session, info) where info has ``providers_used``, ``device_used`` and, when CUDA
+        loaded but could not run the model and the CPU session is used instead, ``cuda_error``.
 
     Raises:
         MissingDependency: onnxruntime or the model file is missing.
-        DeviceUnavailable: "gpu" requested, CUDA did not load, fallback refused.
+        DeviceUnavailable: "gpu" requested, CUDA did not load or run, fallback refused.
     """
     try:
         import onnxruntime as ort
@@ -73,12 +74,12 @@ _DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(dou
 
 def _first_run_error(session) -> str | None:
     """Run `session` once on ones (dynamic dims: 1 for the batch, 64 else); the first line of its
-    error, or None when it ran or no dummy input can be made (an input type not in `_DTYPES`)."""
+    error, or None when it ran or no dummy input can be made (a type not in `_DTYPES`, no rank)."""
     import numpy as np
 
     feeds = {}
     for inp in session.get_inputs():
-        if inp.type not in _DTYPES:
+        if inp.type not in _DTYPES or inp.shape is None:
             return None
         shape = [d if isinstance(d, int) and d > 0 else (1 if i == 0 else 64) for i, d in enumerate(inp.shape)]
         feeds[inp.name] = np.ones(shape, dtype=_DTYPES[inp.type])
