@@ -18,9 +18,14 @@ A family script defines a detector class and ends with ``_loop.main(MyDetector)`
         #   hands pages back one at a time (PaddleOCRVL.predict_iter); a list means the
         #   batch's pages are reported together, each with the batch's time / N.
         # optional: SHARED_PARAMS = ("model_path", ...): the params the model pass depends
-        #   on. Variants of one stage that agree on them share one model pass per page:
-        #   run_job sets ``self.shared`` (a `SharedModelOutput`, or None) and detect()
-        #   calls ``shared_output(self, page, compute)``.
+        #   on. Variants of one stage that agree on them share one model pass per page. Such
+        #   a class also defines ``model_pass(self, image_path) -> JSON`` (the model's part)
+        #   and ``from_pass(params, output) -> regions`` (a staticmethod: the variant's own
+        #   post-processing), with detect() = from_pass(self.params, model_pass(...)).
+        #   run_job sets ``self.shared`` (a `SharedModelOutput`, or None) and, when it is
+        #   set, reads a sibling's stored pass itself: a variant whose pages all have one
+        #   never constructs the detector (no model load); it does so on the first page
+        #   without one.
         # optional: SHARED_FLOOR = "threshold": a score cut that may differ between the
         #   sharing variants. The pass keeps everything above the lowest one
         #   (``self.shared.floor``) and each variant applies its own cut afterwards; only
@@ -102,6 +107,14 @@ class RunDirFull(RuntimeError):
     The job stops at once with a ``fatal`` event (error_class RunDirError) and exit 7; the
     orchestrator ends the run with one line and the rerun resumes.
     """
+
+
+class SetupRefused(RuntimeError):
+    """The model could not be set up; the ``fatal`` event is out and ``code`` is the exit code."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
 
 
 class ContextLost(RuntimeError):
@@ -362,19 +375,21 @@ class SharedModelOutput:
         st = os.stat(page["image_path"])
         return [str(page["image_path"]), st.st_size, st.st_mtime_ns]
 
-    def get(self, page: dict):
+    def get(self, page: dict) -> tuple | None:
+        """(output, made) of the page's stored pass, None when there is none for this image;
+        ``made`` is the device and model the pass ran with (what the reader's page records)."""
         try:
             with open(self.folder / f"{page['page_id']}.json", encoding="utf-8") as fh:
                 entry = json.load(fh)
             if entry.get("image") == self._identity(page):
-                return entry["output"]
+                return entry["output"], {"device": str(entry["made"]["device"]), "model": str(entry["made"]["model"])}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         return None
 
-    def put(self, page: dict, output) -> None:
-        atomic_write_json(self.folder / f"{page['page_id']}.json", {"image": self._identity(page), "output": output},
-                          durable=False)
+    def put(self, page: dict, output, made: dict) -> None:
+        atomic_write_json(self.folder / f"{page['page_id']}.json",
+                          {"image": self._identity(page), "output": output, "made": made}, durable=False)
 
     def release(self, page_id: str) -> None:
         """Delete the page's entry once every sharing variant has written its page from it.
@@ -391,19 +406,6 @@ class SharedModelOutput:
                 entry.unlink(missing_ok=True)
         except FileNotFoundError:  # no entry, or a sibling without its page yet
             pass
-
-
-def shared_output(detector, page: dict, compute):
-    """``compute()`` (the model pass), or a sibling variant's stored result for this page."""
-    shared = getattr(detector, "shared", None)
-    if shared is not None:
-        output = shared.get(page)
-        if output is not None:
-            return output
-    output = compute()
-    if shared is not None:
-        shared.put(page, output)
-    return output
 
 
 def _shared_for(job: dict, detector_cls, out_dir: Path) -> SharedModelOutput | None:
@@ -524,6 +526,27 @@ def _report_lock(report_path: Path):
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _construct(detector_cls, job: dict, where: str):
+    """The detector (its model load); a refusal is logged, emitted (``fatal``) and raised as
+    `SetupRefused` with the exit code."""
+    try:
+        return detector_cls(job.get("params", {}), job.get("device", "auto"), bool(job.get("allow_cpu_fallback", True)))
+    except (ImportError, MissingDependency) as exc:
+        log(f"{where}: missing dependency: {exc}")
+        emit("fatal", error_class="MissingDependency", error=str(exc))
+        raise SetupRefused(EXIT_MISSING) from None
+    except DeviceUnavailable as exc:
+        log(f"{where}: device unavailable: {exc}")
+        emit("fatal", error_class="DeviceUnavailable", error=str(exc))
+        raise SetupRefused(EXIT_DEVICE) from None
+    except Exception as exc:  # CUDA init, no kernels for this GPU, corrupt weights, a bug: keep its own words
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:800]
+        log(f"{where}: the model could not be set up: {error}")
+        log(traceback.format_exc())
+        emit("fatal", error_class=type(exc).__name__, error=f"model setup failed: {error}")
+        raise SetupRefused(EXIT_SETUP_FAILED) from None
+
+
 def run_job(job: dict, detector_cls, on_flush=None) -> int:
     """Run every page of `job` through `detector_cls`; returns the runner exit code.
 
@@ -615,41 +638,56 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         emit("end", ok=0, empty=0, failed=0, skipped=len(pages))
         return 0
 
-    t0 = time.perf_counter()
     where = f"{job['stage']}/{job['variant']}"
-    try:
-        detector = detector_cls(job.get("params", {}), job.get("device", "auto"),
-                                bool(job.get("allow_cpu_fallback", True)))
-    except (ImportError, MissingDependency) as exc:
-        log(f"{where}: missing dependency: {exc}")
-        emit("fatal", error_class="MissingDependency", error=str(exc))
-        return EXIT_MISSING
-    except DeviceUnavailable as exc:
-        log(f"{where}: device unavailable: {exc}")
-        emit("fatal", error_class="DeviceUnavailable", error=str(exc))
-        return EXIT_DEVICE
-    except Exception as exc:  # CUDA init, no kernels for this GPU, corrupt weights, a bug: keep its own words
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:800]
-        log(f"{where}: the model could not be set up: {error}")
-        log(traceback.format_exc())
-        emit("fatal", error_class=type(exc).__name__, error=f"model setup failed: {error}")
-        return EXIT_SETUP_FAILED
-    setup_seconds = time.perf_counter() - t0
-    detector.shared = _shared_for(job, detector_cls, out_dir)
-    info = dict(getattr(detector, "info", {}) or {})
-    device_used = getattr(detector, "device_used", "cpu")
-    report.update({"device_used": device_used, "setup_seconds": round(setup_seconds, 3), **info})
-    emit("setup", device=device_used, seconds=round(setup_seconds, 3), **info)
-    log(f"{where}: model ready on {device_used} in {setup_seconds:.1f}s; {len(todo)} pages to do")
+    params = job.get("params", {})
+    shared = _shared_for(job, detector_cls, out_dir)
+    detector = None
+    own = {}  # the device and model of this job's model, once loaded
+    made = {}  # the device and model of the pass behind the page being written
 
-    source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"],
-              "model": info.get("model", job["family"]), "device": device_used}
+    def load() -> None:
+        """Set up the model (once per job): the setup event and the report say where it runs."""
+        nonlocal detector
+        t0 = time.perf_counter()
+        detector = _construct(detector_cls, job, where)
+        setup_seconds = time.perf_counter() - t0
+        detector.shared = shared
+        info = dict(getattr(detector, "info", {}) or {})
+        own.update(device=getattr(detector, "device_used", "cpu"), model=info.get("model", job["family"]))
+        made.update(own)
+        report.pop("shared_pass", None)
+        report.update({"device_used": own["device"], "setup_seconds": round(setup_seconds, 3), **info})
+        emit("setup", device=own["device"], seconds=round(setup_seconds, 3), **info)
+        log(f"{where}: model ready on {own['device']} in {setup_seconds:.1f}s; {len(todo)} pages to do")
+
+    def from_shared_pass(page: dict, stored):
+        """The page's regions from a sibling's stored pass (`stored`), else from this variant's own,
+        stored for the siblings; `made` says which pass."""
+        if stored is None:
+            output = detector.model_pass(page["image_path"])
+            made.update(own)
+            shared.put(page, output, own)
+            return detector_cls.from_pass(params, output)
+        output, by = stored
+        if not made:  # no model of its own, nor a page yet: say whose pass it reads
+            report.update(device_used=by["device"], setup_seconds=0.0, model=by["model"], shared_pass=True)
+            emit("setup", device=by["device"], seconds=0.0, model=by["model"], shared_pass=True)
+            log(f"{where}: reading the stage's shared model pass (made on {by['device']}); no model loaded")
+        made.update(by)
+        return detector_cls.from_pass(params, output)
+
+    if shared is None:
+        try:
+            load()
+        except SetupRefused as exc:
+            return exc.code
 
     def finish_ok(page: dict, raw, seconds: float) -> None:
         page_id = page["page_id"]
         regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), label_map)
         reason = empty_reason(raw, regions, warnings)
         status = "empty" if reason else "ok"
+        source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"], **made}
         record = {
             "page_id": page_id,
             "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
@@ -670,12 +708,12 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         index = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
         with lock:
             mine[page_id] = {
-                "status": status, "seconds": round(seconds, 4), "regions": len(regions), "device": device_used,
+                "status": status, "seconds": round(seconds, 4), "regions": len(regions), "device": made["device"],
                 **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **index}
             counts[status] += 1
             dirty.set()
-        if detector.shared is not None:
-            detector.shared.release(page_id)
+        if shared is not None:
+            shared.release(page_id)
         emit("done", page_id=page_id, status=status, seconds=round(seconds, 4), regions=len(regions),
              **({"reason": reason} if reason else {}))
 
@@ -689,16 +727,20 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
         with lock:
-            mine[page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4), "device": device_used}
+            mine[page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4),
+                             **({"device": made["device"]} if made else {})}
             counts["failed"] += 1
             dirty.set()
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
 
     def run_one(page: dict) -> None:
+        stored = None if shared is None else shared.get(page)
+        if detector is None and stored is None:
+            load()  # between pages: a load that hangs or crashes is not this page's fault
         emit("start", page_id=page["page_id"])
         t_page = time.perf_counter()
         try:
-            raw = detector.detect(page["image_path"], page)
+            raw = detector.detect(page["image_path"], page) if shared is None else from_shared_pass(page, stored)
             finish_ok(page, raw, time.perf_counter() - t_page)
         except RunDirFull:
             raise
@@ -745,14 +787,15 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
     # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
     # it is used when the job (or the variant params) sets batch_size > 1.
     batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
-    use_batches = batch_size > 1 and callable(getattr(detector, "detect_batch", None))
+    use_batches = batch_size > 1 and shared is None and callable(getattr(detector, "detect_batch", None))
     report["batch_size"] = batch_size if use_batches else 1
-    with lock:
-        write_report()  # the report exists from the moment the model is loaded
+    if detector is not None:
+        with lock:
+            write_report()  # the report exists from the moment the model is loaded
     stop = threading.Event()
     threading.Thread(target=flush_loop, args=(stop,), daemon=True).start()
     completed = False
-    full = lost = None
+    full = lost = refused = None
     isolate = set(job.get("isolate") or ())
     together = [page for page in todo if page["page_id"] not in isolate]
     try:
@@ -770,6 +813,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         full = exc
     except ContextLost as exc:
         lost = exc
+    except SetupRefused as exc:  # the model of a variant reading shared passes, loaded late
+        refused = exc
     finally:
         # Interrupted (SIGTERM from Slurm or the orchestrator): the report still says so.
         stop.set()
@@ -777,13 +822,16 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             report["state"] = "finished" if completed else "interrupted"
             report["finished" if completed else "interrupted"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             try:
-                write_report()
+                if refused is None or mine:  # a runner that could not start on its first page leaves none
+                    write_report()
             except RunDirFull:
                 if full is None:
                     raise
         close = getattr(detector, "close", None)
         if close is not None:
             close()
+    if refused is not None:
+        return refused.code
     if full is not None:
         log(f"{where}: {full}")
         emit("fatal", error_class="RunDirError", error=str(full))

@@ -65,6 +65,7 @@ class DellDetector:
     SHARED_FLOOR = "conf"
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        self.params = params
         model_path = params["model_path"]
         path = locate_weights(params)
         if params["stage_weights"]:
@@ -85,13 +86,15 @@ class DellDetector:
         if isinstance(n_out, int) and n_out != 4 + len(self.labels):
             raise _loop.MissingDependency(
                 f"dell: model output has {n_out} rows, expected 4 + {len(self.labels)} labels; wrong model file?")
-        self.conf, self.iou, self.max_det = float(params["conf"]), float(params["iou"]), int(params["max_det"])
+        self.iou, self.max_det = float(params["iou"]), int(params["max_det"])
         self.device_used = ort_info["device_used"]
         self.info = {"model": f"american_stories_layout:{Path(model_path).name}", "model_path": str(path),
                      "imgsz": self.imgsz, "labels": self.labels, **ort_info}
 
-    def candidates(self, image_path: str, conf: float) -> dict:
-        """The model pass: boxes above `conf` after NMS, in page pixels, best first (JSON lists)."""
+    def model_pass(self, image_path: str) -> dict:
+        """Boxes above the conf of the pass (`_loop.shared_floor`) after NMS, in page pixels, best
+        first, with their label names (JSON lists)."""
+        conf = _loop.shared_floor(self, float(self.params["conf"]))
         image = load_rgb(image_path)
         height, width = image.shape[:2]
         canvas, gain, pad = letterbox(image, self.imgsz, 114)
@@ -100,15 +103,20 @@ class DellDetector:
         xyxy, score, cls = decode_yolov8(output, conf)
         keep = nms_xyxy(xyxy, score, self.iou, self.max_det)
         boxes = unletterbox_xyxy(xyxy[keep], gain, pad, width, height)
-        return {"xyxy": boxes.tolist(), "score": score[keep].tolist(), "cls": cls[keep].tolist()}
+        return {"xyxy": boxes.tolist(), "score": score[keep].tolist(),
+                "label": [self.labels[int(c)] for c in cls[keep]]}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        out = _loop.shared_output(self, page, lambda: self.candidates(image_path, _loop.shared_floor(self, self.conf)))
+        return self.from_pass(self.params, self.model_pass(image_path))
+
+    @staticmethod
+    def from_pass(params: dict, out: dict) -> list[dict]:
+        """The pass's boxes above this variant's conf."""
         score = np.asarray(out["score"], dtype=np.float32)  # decode compares float32 scores with conf
         boxes = np.asarray(out["xyxy"], dtype=np.float64).reshape(-1, 4)
-        return [{"bbox_xyxy": boxes[i].tolist(), "label": self.labels[int(out["cls"][i])], "score": float(score[i]),
+        return [{"bbox_xyxy": boxes[i].tolist(), "label": out["label"][i], "score": float(score[i]),
                  "order": None, "text": None}
-                for i in np.flatnonzero(score > self.conf)]
+                for i in np.flatnonzero(score > float(params["conf"]))]
 
     def close(self) -> None:
         self.session = None

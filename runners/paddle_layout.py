@@ -41,6 +41,7 @@ class OnnxLayoutBackend:
     shared = None
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        self.params = params
         model_path = params["model_path"] or default_cdla_model()
         self.session, ort_info = make_session(model_path, device, allow_cpu_fallback)
         self.threshold = float(params["threshold"])
@@ -76,12 +77,14 @@ class OnnxLayoutBackend:
         meta = self.session.get_modelmeta().custom_metadata_map
         return [s for s in meta.get("character", "").splitlines() if s]
 
-    def candidates(self, image_path: str, threshold: float) -> dict:
-        """The model pass: boxes above `threshold` after NMS, as JSON lists (shared by variants).
+    def model_pass(self, image_path: str) -> dict:
+        """Boxes above the threshold of the pass (`_loop.shared_floor`) after NMS, with their label
+        names, as JSON lists (shared by variants).
 
         ``score`` keeps the dtype the threshold is compared in (float32 for the GFL head's
         scores, float64 for export rows), so a cut applied later compares exactly as here.
         """
+        threshold = _loop.shared_floor(self, self.threshold)
         image = load_page_array(image_path)
         height, width = image.shape[:2]
         tensor = _picodet.to_input_tensor(image, self.input_hw, self.mean, self.std)
@@ -90,18 +93,24 @@ class OnnxLayoutBackend:
         else:
             xyxy, scores, classes = self._run_gfl(tensor, height, width, threshold)
         return {"xyxy": np.asarray(xyxy, dtype=np.float64).tolist(), "score": np.asarray(scores).tolist(),
-                "score_dtype": str(np.asarray(scores).dtype), "cls": np.asarray(classes).tolist()}
+                "score_dtype": str(np.asarray(scores).dtype), "label": [self._label(int(c)) for c in classes]}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        # Variants that differ only in threshold share one pass at the lowest one: greedy NMS
-        # keeps a box iff no kept higher-scoring box suppresses it, and every box above a
-        # cut outranks every box below it, so "NMS at the floor, then the cut" keeps exactly
-        # what "the cut, then NMS" keeps (ties keep their order: the sort is stable).
-        out = _loop.shared_output(self, page, lambda: self.candidates(image_path, _loop.shared_floor(self, self.threshold)))
+        return self.from_pass(self.params, self.model_pass(image_path))
+
+    @staticmethod
+    def from_pass(params: dict, out: dict) -> list[dict]:
+        """The pass's boxes above this variant's threshold.
+
+        Variants that differ only in threshold share one pass at the lowest one: greedy NMS
+        keeps a box iff no kept higher-scoring box suppresses it, and every box above a
+        cut outranks every box below it, so "NMS at the floor, then the cut" keeps exactly
+        what "the cut, then NMS" keeps (ties keep their order: the sort is stable).
+        """
         scores = np.asarray(out["score"], dtype=out["score_dtype"])
-        keep = np.flatnonzero(scores > self.threshold)
+        keep = np.flatnonzero(scores > float(params["threshold"]))
         xyxy = np.asarray(out["xyxy"], dtype=np.float64).reshape(-1, 4)
-        return [{"bbox_xyxy": xyxy[i].tolist(), "label": self._label(int(out["cls"][i])), "score": float(scores[i]),
+        return [{"bbox_xyxy": xyxy[i].tolist(), "label": out["label"][i], "score": float(scores[i]),
                  "order": None, "text": None} for i in keep]
 
     def _label(self, class_id: int) -> str:
@@ -280,6 +289,11 @@ class PaddleLayoutDetector:
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         return self.backend.detect(image_path, page)
+
+    def model_pass(self, image_path: str) -> dict:
+        return self.backend.model_pass(image_path)  # onnxruntime only: see shares_pass
+
+    from_pass = staticmethod(OnnxLayoutBackend.from_pass)
 
     def detect_batch(self, items: list[tuple[str, dict]]) -> list[list[dict]]:
         """Used by _loop when batch_size > 1; backends without batching run page by page."""

@@ -54,7 +54,7 @@ class TesseractDetector:
             raise ValueError(f"tesseract: unknown level {level!r}; choose one of {list(LEVELS)}")
         if device == "gpu" and not allow_cpu_fallback:
             raise _loop.DeviceUnavailable("tesseract layout analysis runs on CPU only; allow CPU fallback")
-        self.level = level
+        self.params = params
         self.rils = {"block": tesserocr.RIL.BLOCK, "paragraph": tesserocr.RIL.PARA}
         self.max_side = int(params["max_side"])
         self.names = block_type_names(tesserocr.PT)
@@ -68,9 +68,14 @@ class TesseractDetector:
                      "tesserocr_version": getattr(tesserocr, "__version__", None), "level": level}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        return _loop.shared_output(self, page, lambda: self.analyse(image_path))[self.level]
+        return self.from_pass(self.params, self.model_pass(image_path))
 
-    def analyse(self, image_path: str) -> dict[str, list[dict]]:
+    @staticmethod
+    def from_pass(params: dict, out: dict) -> list[dict]:
+        """This variant's level of the layout analysis."""
+        return out[params["level"]]
+
+    def model_pass(self, image_path: str) -> dict[str, list[dict]]:
         """The model pass: one AnalyseLayout, its regions at every level in ``LEVELS``."""
         from PIL import Image
 

@@ -51,6 +51,7 @@ class TextLinesDetector:
     SHARED_PARAMS = ("model_path", "max_side", "bin_threshold", "box_threshold", "unclip_ratio")
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        self.params = params
         model_path = params["model_path"] or default_det_model()
         self.session, ort_info = make_session(model_path, device, allow_cpu_fallback)
         self.input_name = self.session.get_inputs()[0].name
@@ -58,13 +59,11 @@ class TextLinesDetector:
         self.bin_threshold = float(params["bin_threshold"])
         self.box_threshold = float(params["box_threshold"])
         self.unclip_ratio = float(params["unclip_ratio"])
-        self.group = bool(params["group"])
-        self.gap_factor = float(params["gap_factor"])
         self.device_used = ort_info["device_used"]
         self.info = {"model": f"{os.path.basename(model_path)} (DB, onnxruntime)",
                      "model_path": os.path.abspath(model_path), **ort_info}
 
-    def lines(self, image_path: str) -> dict:
+    def model_pass(self, image_path: str) -> dict:
         """The model pass: DB text lines in page pixels, as JSON lists (shared by the variants)."""
         image = load_page_array(image_path)
         height, width = image.shape[:2]
@@ -76,12 +75,16 @@ class TextLinesDetector:
         return {"xyxy": xyxy.tolist(), "score": scores.tolist()}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        out = _loop.shared_output(self, page, lambda: self.lines(image_path))
+        return self.from_pass(self.params, self.model_pass(image_path))
+
+    @staticmethod
+    def from_pass(params: dict, out: dict) -> list[dict]:
+        """This variant's regions from the pass: the lines, or (``group``) their blocks."""
         xyxy = np.array(out["xyxy"], dtype=np.float64).reshape(-1, 4)
         scores = np.array(out["score"], dtype=np.float64)
         label = "text_line"
-        if self.group:
-            xyxy, scores = lines_to_blocks(xyxy, scores, self.gap_factor)
+        if params["group"]:
+            xyxy, scores = lines_to_blocks(xyxy, scores, float(params["gap_factor"]))
             label = "text_block"
         return [{"bbox_xyxy": box.tolist(), "label": label, "score": float(s), "order": None, "text": None}
                 for box, s in zip(xyxy, scores)]

@@ -16,8 +16,8 @@ STEMS = ("nzz_17810901_0_0_a1_p1_1", "nzz_17840710_0_0_a1_p1_1")  # two real NZZ
 REPO = Path(__file__).resolve().parents[2]
 DETECTOR_CLASSES = {"tesseract": "TesseractDetector", "text_lines": "TextLinesDetector"}
 STAGES = {  # family -> (its model-pass method, the embedded config's variants)
-    "tesseract": ("analyse", {"blocks": {"level": "block"}, "paragraphs": {"level": "paragraph"}}),
-    "text_lines": ("lines", {"lines": {"group": False}, "blocks": {"group": True}}),
+    "tesseract": ("model_pass", {"blocks": {"level": "block"}, "paragraphs": {"level": "paragraph"}}),
+    "text_lines": ("model_pass", {"lines": {"group": False}, "blocks": {"group": True}}),
 }
 
 
@@ -64,3 +64,29 @@ def test_one_model_pass_per_page_and_identical_fused_output(harness, tmp_path, m
     for rel in fused:
         a, b = (json.loads((run / "outputs" / "fusion" / rel).read_text())["regions"] for run in (solo, shared))
         assert a == b, rel
+
+
+@pytest.mark.parametrize("family", sorted(STAGES))
+def test_the_sibling_loads_no_model_when_every_page_has_a_pass(family, harness, tmp_path, monkeypatch):
+    """README's bag_bench "model set-up s" of a shared-pass variant is its model load; the second
+    variant reads every page's pass, so it loads nothing; without the entry of one page it loads
+    once and runs the pass on that page only."""
+    import _loop
+
+    method, variants = STAGES[family]
+    cls = getattr(importlib.import_module(family), DETECTOR_CLASSES[family])
+    pages = [harness.page_entry(harness.nzz_page(stem)[0], page_id=f"p{k}") for k, stem in enumerate(STEMS)]
+    loads, passes = [], []
+    init, model_pass = cls.__init__, getattr(cls, method)
+    monkeypatch.setattr(cls, "__init__", lambda self, *a, **k: loads.append(1) or init(self, *a, **k))
+    monkeypatch.setattr(cls, method, lambda self, path: passes.append(path) or model_pass(self, path))
+    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)  # keep the entries
+    first, second = variants
+    _run_stage(harness, tmp_path / "a", family, {first: variants[first], second: variants[second]}, pages, shared=True)
+    assert (len(loads), len(passes)) == (1, len(pages))
+    for entry in (tmp_path / "a" / "outputs" / "sources" / family / "_shared").rglob("p1.json"):
+        entry.unlink()
+    (tmp_path / "a" / "outputs" / "sources" / family / second / "p1.json").unlink()
+    _run_stage(harness, tmp_path / "a", family, {second: variants[second]} | {first: variants[first]}, pages,
+               shared=True)  # the first variant's pages are current (skipped): only the sibling works
+    assert (len(loads), len(passes)) == (2, len(pages) + 1)

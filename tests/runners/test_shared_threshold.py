@@ -158,3 +158,53 @@ def test_a_rerun_over_stale_pages_still_shares_one_pass(harness, tmp_path, monke
     _run_variants("paddle_layout", variants, [page], solo, False, monkeypatch)
     for variant in variants:
         assert _regions(run, "paddle_layout", variant, "p") == _regions(solo, "paddle_layout", variant, "p")
+
+
+def _count_loads(monkeypatch, cls) -> list[str]:
+    """The variant of each model load (detector construction) from now on."""
+    loads = []
+    original = cls.__init__
+
+    def counted(self, params, *args, **kwargs):
+        loads.append(params)
+        original(self, params, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "__init__", counted)
+    return loads
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_a_sibling_loads_its_model_only_for_pages_without_a_shared_pass(family, harness, tmp_path, monkeypatch):
+    """The first variant loads the model and stores each page's pass; a sibling whose pages all
+    have one loads nothing (no model set-up per variant); one page without an entry costs it one
+    load and one inference, for that page only; its pages match a solo run's."""
+    import _loop
+
+    variants = CASES[family](tmp_path)
+    pages = ([harness.page_entry(harness.sample_page, "us")] if family == "paddle_layout" else
+             [make_page(tmp_path, "p1", (2000, 1000))])
+    pages.append(make_page(tmp_path, "p2", (1000, 2000)))
+    cls = getattr(importlib.import_module(family), CLASSES[family])
+    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)  # keep entries
+    first, second, third = variants
+    out = tmp_path / "run"
+    loads = _count_loads(monkeypatch, cls)
+    runs = []
+    original = ort.InferenceSession.run
+    monkeypatch.setattr(ort.InferenceSession, "run", lambda self, *a, **k: runs.append(1) or original(self, *a, **k))
+    assert _loop.run_job(_job(family, first, variants[first], pages, out, variants), cls) == 0
+    assert (len(loads), len(runs)) == (1, len(pages))
+    assert _loop.run_job(_job(family, second, variants[second], pages, out, variants), cls) == 0
+    assert (len(loads), len(runs)) == (1, len(pages)), "a sibling with every pass stored loaded or ran the model"
+    report = json.loads((out / family / second / "run_report.json").read_text())
+    assert {rec["device"] for rec in report["pages"].values()} == {"cpu"}  # where the shared pass ran
+    for entry in (out / family / "_shared").rglob("p2.json"):
+        entry.unlink()
+    assert _loop.run_job(_job(family, third, variants[third], pages, out, variants), cls) == 0
+    assert (len(loads), len(runs)) == (2, len(pages) + 1), "one load and one inference for the page without a pass"
+    solo = tmp_path / "solo"
+    monkeypatch.undo()
+    for variant in (second, third):
+        assert _loop.run_job(_job(family, variant, variants[variant], pages, solo, None), cls) == 0
+        for page in pages:
+            assert _regions(out, family, variant, page["page_id"]) == _regions(solo, family, variant, page["page_id"])
