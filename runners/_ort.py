@@ -6,6 +6,7 @@ reliable test is ``"CUDAExecutionProvider" in session.get_providers()`` after cr
 A CUDA session can still fail at its first run (a wheel without kernels for the card), so
 a CUDA session runs once on a dummy input before any page: a failure there is a device
 failure (fallback or exit 5), not the same error on every page of the job.
+The session comes wrapped (`TypedSession`): a float16 export is fed float16 and answers float32.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def make_session(model_path: str, device: str, allow_cpu_fallback: bool, threads
         threads: intra-op threads (0 = onnxruntime's default).
 
     Returns:
-        (session, info) where info has ``providers_used``, ``device_used`` and, when CUDA
+        (session, info) where session is a `TypedSession` and info has ``providers_used``, ``device_used`` and, when CUDA
         loaded but could not run the model and the CPU session is used instead, ``cuda_error``.
 
     Raises:
@@ -65,7 +66,37 @@ def make_session(model_path: str, device: str, allow_cpu_fallback: bool, threads
                   "falling back to CPU", file=sys.stderr, flush=True)
             session, used, on_cuda = cpu, list(cpu.get_providers()), False
             info["cuda_error"] = cuda_error
-    return session, {"providers_used": used, "device_used": "cuda" if on_cuda else "cpu", **info}
+    return TypedSession(session), {"providers_used": used, "device_used": "cuda" if on_cuda else "cpu", **info}
+
+
+class TypedSession:
+    """An InferenceSession whose ``run`` feeds each float input the type the model declares and
+    hands float16 outputs back as float32.
+
+    onnxruntime refuses a float32 array for a float16 input ("Unexpected input data type"), so
+    an fp16 export (Ultralytics ``half=True``) failed every page; the runners' numpy pre- and
+    post-processing stays float32 whatever the export. Everything else is the session's own.
+    """
+
+    def __init__(self, session):
+        import numpy as np
+
+        self.session = session
+        # read once at load: {input name: numpy dtype} of the float inputs
+        self.float_inputs = {i.name: np.dtype(_DTYPES[i.type]) for i in session.get_inputs()
+                             if _DTYPES.get(i.type, "").startswith("float")}
+
+    def run(self, output_names, feeds: dict) -> list:
+        import numpy as np
+
+        typed = {name: value.astype(self.float_inputs[name], copy=False)
+                 if name in self.float_inputs and getattr(value, "dtype", None) is not None and value.dtype.kind == "f"
+                 else value for name, value in feeds.items()}
+        return [out.astype(np.float32) if getattr(out, "dtype", None) == np.float16 else out
+                for out in self.session.run(output_names, typed)]
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
 
 
 _DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",

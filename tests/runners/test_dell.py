@@ -43,19 +43,24 @@ def _head_output() -> np.ndarray:
     return out
 
 
-def _write_model(path, names_meta: bool = True) -> None:
-    """images [1,3,1280,1280] -> output0 = head + 0 * mean(images): the graph really consumes the input."""
-    head = numpy_helper.from_array(_head_output(), "head")
-    zero = numpy_helper.from_array(np.zeros((), np.float32), "zero")
+def _write_model(path, names_meta: bool = True, half: bool = False) -> None:
+    """images [1,3,1280,1280] -> output0 = head + 0 * mean(images): the graph really consumes the input.
+
+    ``half``: input and output are float16, as in an Ultralytics ``export(half=True)``.
+    """
+    dtype = np.float16 if half else np.float32
+    head = numpy_helper.from_array(_head_output().astype(dtype), "head")
+    zero = numpy_helper.from_array(np.zeros((), dtype), "zero")
     nodes = [
         helper.make_node("ReduceMean", ["images"], ["m"], keepdims=0),
         helper.make_node("Mul", ["m", "zero"], ["z"]),
         helper.make_node("Add", ["head", "z"], ["output0"]),
     ]
+    elem = TensorProto.FLOAT16 if half else TensorProto.FLOAT
     graph = helper.make_graph(
         nodes, "tiny_yolov8_head",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 1280, 1280])],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 14, len(TRUTH) + 3])],
+        [helper.make_tensor_value_info("images", elem, [1, 3, 1280, 1280])],
+        [helper.make_tensor_value_info("output0", elem, [1, 14, len(TRUTH) + 3])],
         initializer=[head, zero])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -111,6 +116,21 @@ def test_dell_end_to_end_through_onnxruntime(tmp_path, model_path):
     report = read_json(out_dir / "run_report.json")
     assert report["providers_used"] == ["CPUExecutionProvider"] and report["device_used"] == "cpu"
     assert report["labels"] == LABELS
+
+
+def test_a_half_precision_export_gives_the_boxes_of_the_float32_one(tmp_path):
+    """An fp16 export (input and output float16) is fed float16 and read back as float32: the
+    same regions as the float32 model, up to float16's rounding of the head's numbers."""
+    path = tmp_path / "half.onnx"
+    _write_model(path, half=True)
+    pages = [make_page(tmp_path, "p1", (W, H))]
+    code, out_dir, events, err = run_runner(tmp_path, "dell", pages, {"model_path": str(path)}, fakes=False)
+    assert code == 0 and "Unexpected input data type" not in err, err
+    kept = [t for t in TRUTH if t[3]]
+    got = sorted(read_json(out_dir / "p1.json")["regions"], key=lambda r: -r["score"])
+    assert [r["label"] for r in got] == [t[1] for t in kept]
+    np.testing.assert_allclose([r["bbox_xyxy"] for r in got], [t[0] for t in kept], atol=1.0)
+    np.testing.assert_allclose([r["score"] for r in got], [t[2] for t in kept], atol=1e-3)
 
 
 def test_labels_from_params_without_metadata(tmp_path):

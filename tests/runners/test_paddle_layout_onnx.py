@@ -202,7 +202,9 @@ EXPORT_ROWS = [
 ]
 
 
-def _export_model(path):
+def _export_model(path, half_image: bool = False):
+    """``half_image``: the image input is float16, im_shape and scale_factor stay float32 (the
+    inputs of an fp16 export need not share one type)."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -216,13 +218,15 @@ def _export_model(path):
         helper.make_node("Div", ["boxes_in", "sf_xyxy"], ["boxes"]),
         helper.make_node("Concat", ["cls_score", "boxes"], ["rows"], axis=1),
         # touch the image so the input is really consumed: rows + 0 * mean(image)
-        helper.make_node("ReduceMean", ["image"], ["image_mean"], keepdims=0),
+        helper.make_node("ReduceMean", ["image"], ["image_mean_in"], keepdims=0),
+        helper.make_node("Cast", ["image_mean_in"], ["image_mean"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["image_mean", "zero"], ["nothing"]),
         helper.make_node("Add", ["rows", "nothing"], ["multiclass_nms3_0.tmp_0"]),
     ]
     graph = helper.make_graph(
         nodes, "paddledet_export",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, None, None]),
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT16 if half_image else TensorProto.FLOAT,
+                                       [1, 3, None, None]),
          helper.make_tensor_value_info("im_shape", TensorProto.FLOAT, [1, 2]),
          helper.make_tensor_value_info("scale_factor", TensorProto.FLOAT, [1, 2])],
         [helper.make_tensor_value_info("multiclass_nms3_0.tmp_0", TensorProto.FLOAT, [None, 6])],
@@ -233,9 +237,10 @@ def _export_model(path):
     onnx.save(model, str(path))
 
 
-def test_paddledet_export_rows_come_back_in_page_pixels(harness, tmp_path):
+@pytest.mark.parametrize("half_image", [False, True])
+def test_paddledet_export_rows_come_back_in_page_pixels(harness, tmp_path, half_image):
     model = tmp_path / "export.onnx"
-    _export_model(model)
+    _export_model(model, half_image)
     image = tmp_path / "page.png"
     Image.new("L", (1600, 400), 255).save(image)  # scale_factor = [800/400, 800/1600] = [2, 0.5]
     page = harness.page_entry(image, "page")

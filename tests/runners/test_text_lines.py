@@ -312,3 +312,44 @@ def test_group_lines_memory_is_not_quadratic():
     finally:
         tracemalloc.stop()
     assert peak < 400e6
+
+
+def _db_like_model(path, half: bool) -> None:
+    """A DB head in miniature: prob = sigmoid(-4 * channel 0 of the normalised input), so dark ink
+    gives text probability; ``half``: input and output float16, as an fp16 export of the det model."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem, dtype = (TensorProto.FLOAT16, np.float16) if half else (TensorProto.FLOAT, np.float32)
+    nodes = [helper.make_node("Slice", ["x", "start", "end", "axis"], ["c0"]),
+             helper.make_node("Mul", ["c0", "k"], ["logit"]),
+             helper.make_node("Sigmoid", ["logit"], ["prob"])]
+    init = [numpy_helper.from_array(np.array([0], np.int64), "start"), numpy_helper.from_array(np.array([1], np.int64), "end"),
+            numpy_helper.from_array(np.array([1], np.int64), "axis"), numpy_helper.from_array(np.array(-4.0, dtype), "k")]
+    graph = helper.make_graph(nodes, "db_like", [helper.make_tensor_value_info("x", elem, [1, 3, None, None])],
+                              [helper.make_tensor_value_info("prob", elem, [1, 1, None, None])], initializer=init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_a_float16_det_model_finds_the_lines_of_its_float32_twin(harness, tmp_path):
+    """onnxruntime refuses float32 for a float16 input ("Unexpected input data type"): the runner
+    feeds each input the type the model declares and reads the map back as float32."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (640, 480), "white")
+    draw = ImageDraw.Draw(image)
+    for y in (40, 120, 200):
+        draw.rectangle([50, y, 500, y + 30], fill="black")
+    image.save(tmp_path / "page.png")
+    page = harness.page_entry(tmp_path / "page.png", "page")
+    boxes = {}
+    for half in (False, True):
+        model = tmp_path / f"db_{half}.onnx"
+        _db_like_model(model, half)
+        rc, out = harness.run("text_lines", [page], {"model_path": str(model)}, variant=f"half_{half}")
+        assert rc == 0, json.loads((out / "_failed" / "page.json").read_text())["error"]
+        boxes[half] = [r["bbox_xyxy"] for r in harness.read_page(out, "page")["regions"]]
+    assert len(boxes[False]) == 3
+    np.testing.assert_allclose(boxes[True], boxes[False], atol=1.0)
