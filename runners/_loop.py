@@ -659,6 +659,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         report.update({"device_used": own["device"], "setup_seconds": round(setup_seconds, 3), **info})
         emit("setup", device=own["device"], seconds=round(setup_seconds, 3), **info)
         log(f"{where}: model ready on {own['device']} in {setup_seconds:.1f}s; {len(todo)} pages to do")
+        with lock:
+            write_report()  # the report exists from the moment the model is loaded
 
     def from_shared_pass(page: dict, stored):
         """The page's regions from a sibling's stored pass (`stored`), else from this variant's own,
@@ -676,6 +678,11 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         made.update(by)
         return detector_cls.from_pass(params, output)
 
+    # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
+    # it is used when the job (or the variant params) sets batch_size > 1.
+    batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
+    use_batches = batch_size > 1 and shared is None and callable(getattr(detector_cls, "detect_batch", None))
+    report["batch_size"] = batch_size if use_batches else 1
     if shared is None:
         try:
             load()
@@ -784,14 +791,6 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             for page in batch[finished:]:
                 run_one(page)
 
-    # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
-    # it is used when the job (or the variant params) sets batch_size > 1.
-    batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
-    use_batches = batch_size > 1 and shared is None and callable(getattr(detector, "detect_batch", None))
-    report["batch_size"] = batch_size if use_batches else 1
-    if detector is not None:
-        with lock:
-            write_report()  # the report exists from the moment the model is loaded
     stop = threading.Event()
     threading.Thread(target=flush_loop, args=(stop,), daemon=True).start()
     completed = False

@@ -208,3 +208,27 @@ def test_a_sibling_loads_its_model_only_for_pages_without_a_shared_pass(family, 
         assert _loop.run_job(_job(family, variant, variants[variant], pages, solo, None), cls) == 0
         for page in pages:
             assert _regions(out, family, variant, page["page_id"]) == _regions(solo, family, variant, page["page_id"])
+
+
+def test_a_sibling_whose_late_model_load_fails_keeps_the_pages_it_read(tmp_path, monkeypatch):
+    """The model a sibling loads for its first page without a pass is gone: the pages read from
+    stored passes stay written and reported, the job exits 3 (missing dependency) with a fatal."""
+    import _loop
+
+    variants = CASES["dell"](tmp_path)
+    pages = [make_page(tmp_path, "p1", (2000, 1000)), make_page(tmp_path, "p2", (1000, 2000))]
+    out = tmp_path / "run"
+    first, second, _ = variants
+    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)
+    assert _loop.run_job(_job("dell", first, variants[first], pages, out, variants), _dell_cls()) == 0
+    for entry in (out / "dell" / "_shared").rglob("p2.json"):
+        entry.unlink()
+    Path(variants[second]["model_path"]).unlink()
+    assert _loop.run_job(_job("dell", second, variants[second], pages, out, variants), _dell_cls()) == 3
+    report = json.loads((out / "dell" / second / "run_report.json").read_text())
+    assert report["state"] == "interrupted" and list(report["pages"]) == ["p1"]
+    assert _regions(out, "dell", second, "p1") and not (out / "dell" / second / "p2.json").exists()
+
+
+def _dell_cls():
+    return importlib.import_module("dell").DellDetector
