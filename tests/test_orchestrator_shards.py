@@ -209,3 +209,37 @@ def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_
     assert outcomes["b"].pages[page_id].status in ("ok", "skipped")
     assert (run / "outputs/sources/fake/v" / f"{page_id}.json").is_file()
     assert not (run / "outputs/sources/fake/v/_failed" / f"{page_id}.json").exists()
+
+
+def test_an_invalid_output_another_call_replaces_after_it_was_read_is_not_moved_aside(tmp_path, capsys, monkeypatch):
+    """A runner wrote an invalid page; the check read it, then another call's runner replaced
+    it with a valid page before the check moved the bad one aside. The move must not take the
+    other call's fresh page (it would vanish into _failed and this page fail until a rerun)."""
+    from newsbag import io, orchestrator
+    from newsbag.config import load_config
+    from newsbag.pages import read_pages
+
+    write_image(tmp_path / "pages" / "page00.png", size=(40, 30))
+    clean, run = tmp_path / "clean", tmp_path / "run"
+    for folder in (clean, run):
+        assert run_cli(capsys, "pages", "--input-dir", tmp_path / "pages", "--run-dir", folder)[0] == 0
+    assert run_cli(capsys, "run", "--run-dir", clean, "--config", write_fake_config(tmp_path / "ok.json", {"v": {}}))[0] == 0
+    page_id = read_pages(run)[0].page_id
+    good = (clean / "outputs/sources/fake/v" / f"{page_id}.json").read_bytes()
+    path = run / "outputs/sources/fake/v" / f"{page_id}.json"
+    real_read = orchestrator.read_page
+
+    def read_page(where, *args, **kwargs):  # the other call writes right after this one read the bad page
+        try:
+            return real_read(where, *args, **kwargs)
+        except ValueError:
+            if Path(where) == path and path.read_bytes() != good:
+                io.atomic_write_bytes(path, good)
+            raise
+
+    monkeypatch.setattr(orchestrator, "read_page", read_page)
+    cfg = load_config(write_fake_config(tmp_path / "c.json", {"v": {"mode": "garbage", "on": [page_id]}}))
+    outcome = orchestrator.run_source(run, cfg.stage("fake"), "v", read_pages(run), runners=cfg.runners_dir)
+    assert path.read_bytes() == good
+    assert outcome.pages[page_id].status == "ok", outcome.pages[page_id]
+    assert not (run / "outputs/sources/fake/v/_failed" / f"{page_id}.invalid.json").exists()

@@ -25,7 +25,7 @@ from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .io import DISK_ERRNOS, append_jsonl, read_page, write_json, run_dir_error
 from .pages import PageRecord
 from . import rundir
-from .rundir import FAILED_DIR, failure_path, source_dir
+from .rundir import failure_path, source_dir
 
 __all__ = ["PageOutcome", "SourceOutcome", "run_source", "split_event"]
 
@@ -325,19 +325,22 @@ def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: st
 
 
 def _check_output(out_dir: Path, page: PageRecord) -> str | None:
-    """None when the page's output is valid; else the reason, after moving the bad file aside."""
+    """None when the page's output is valid; else the reason, after moving the bad file aside.
+
+    Only the file judged invalid is moved: one that another call's runner wrote since it was
+    read is judged in its turn (each turn needs a new write, so this ends).
+    """
     path = out_dir / f"{page.page_id}.json"
-    if not path.exists():
-        return "runner reported the page done but wrote no output"
-    try:
-        read_page(path, page.page_id)
-    except ValueError as exc:
-        bad = out_dir / FAILED_DIR / f"{page.page_id}.invalid.json"
-        bad.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, bad)
-        reason = str(exc).split(": ", 1)[-1][:200]
-        return f"invalid output JSON ({reason}); moved to {bad.name}"
-    return None
+    while (judged := rundir.file_identity(path)) is not None:
+        try:
+            read_page(path, page.page_id)
+            return None
+        except ValueError as exc:
+            bad = rundir.set_aside_invalid_page(out_dir, page.page_id, judged)
+            if bad is not None:
+                reason = str(exc).split(": ", 1)[-1][:200]
+                return f"invalid output JSON ({reason}); moved to {bad.name}"
+    return "runner reported the page done but wrote no output"
 
 
 def _written_outcome(out_dir: Path, page_id: str, fingerprint: str) -> PageOutcome | None:

@@ -44,8 +44,8 @@ __all__ = [
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "file_identity", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter", "source_fingerprint",
-    "page_is_current",
-    "source_reports", "mark_runner_killed", "page_identities", "remove_stale_page", "current_source_pages",
+    "page_is_current", "source_reports", "mark_runner_killed", "page_identities", "remove_stale_page",
+    "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
 ]
@@ -363,9 +363,34 @@ def remove_stale_page(out_dir: Path, page_id: str, judged: list[int] | None) -> 
     fresh page, not the stale one, and deleting it would fail that call's page ("wrote no
     output"). Only the moment between this stat and the unlink is left open, not the plan.
     """
-    path = Path(out_dir) / f"{page_id}.json"
-    if judged is not None and file_identity(path) == judged:
-        path.unlink(missing_ok=True)
+    _take_if_judged(Path(out_dir) / f"{page_id}.json", judged)
+
+
+def set_aside_invalid_page(out_dir: Path, page_id: str, judged: list[int]) -> Path | None:
+    """Move a page judged invalid to ``_failed/<page id>.invalid.json`` (for a look, out of every
+    reader's way) while it still is the file that was judged, as `remove_stale_page`.
+
+    Returns:
+        where it went; None when the page is no longer the file judged (another call's runner
+        has replaced or removed it since): judge what is there now instead.
+    """
+    bad = Path(out_dir) / FAILED_DIR / f"{page_id}.invalid.json"
+    return bad if _take_if_judged(Path(out_dir) / f"{page_id}.json", judged, bad) else None
+
+
+def _take_if_judged(path: Path, judged: list[int] | None, to: Path | None = None) -> bool:
+    """Delete `path` (or move it to `to`) when its `file_identity` is still `judged`; whether it did."""
+    if judged is None or file_identity(path) != judged:
+        return False
+    try:
+        if to is None:
+            path.unlink()
+        else:
+            to.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, to)
+    except FileNotFoundError:  # removed in the moment since the stat
+        return False
+    return True
 
 
 def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None,
