@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 import socket
+import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
@@ -78,6 +79,57 @@ _TMP_SEQ = itertools.count()
 _HOST = socket.gethostname()
 
 
+# A temp file of another host is taken for abandoned once it has not been written to for this
+# long: its writer cannot be asked from here (Slurm puts every task on another node), and no
+# newsbag write leaves its temp file untouched for a day while it is alive.
+FOREIGN_TEMP_AGE_S = 86400
+_SWEPT: set[str] = set()  # the folders this process has removed dead writers' temp files from
+
+
+def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
+    """Whether ``name`` (in ``folder``) is a temp file of `_open_temp` whose writer has ended:
+    on this host, its pid is not alive; on another, it is `FOREIGN_TEMP_AGE_S` old."""
+    head, sep, tail = name.removesuffix(".tmp").rpartition("-")
+    head, _, pid = head.rpartition("-")
+    if not (name.startswith(".") and name.endswith(".tmp") and sep and pid.isdigit() and tail.isdigit()):
+        return False
+    if head.endswith(f".{_HOST}"):
+        try:
+            os.kill(int(pid), 0)  # this process's own temps included: alive
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, another user's
+            pass
+        return False
+    try:
+        return now - os.stat(os.path.join(folder, name)).st_mtime > FOREIGN_TEMP_AGE_S
+    except OSError:
+        return False
+
+
+def _remove_dead_temps(folder: Path) -> None:
+    """Remove the temp files a killed writer left in `folder`, once per process and folder.
+
+    Called on a process's first write into a folder: only folders a call writes into are
+    listed, each once (a folder of 100k pages costs one listing per call that writes there).
+    A pid reused since is taken for alive: its temp stays until a later call. Best effort:
+    a folder that cannot be listed is left as it is.
+    """
+    key = str(folder)
+    if key in _SWEPT:
+        return
+    _SWEPT.add(key)
+    now = time.time()
+    try:
+        with os.scandir(folder) as entries:
+            dead = [e.name for e in entries if e.name.endswith(".tmp") and _temp_writer_gone(e.name, key, now)]
+    except OSError:
+        return
+    for name in dead:
+        with contextlib.suppress(OSError):  # removed by another call meanwhile, or not ours to remove
+            os.unlink(os.path.join(key, name))
+
+
 def _open_temp(path: Path) -> tuple[int, str]:
     """(fd, name) of a new temp file beside `path`, for the atomic writers: ``.<name>.<host>-<pid>-<n>.tmp``,
     created exclusively with the umask's mode (results on shared disks must be group-readable),
@@ -85,8 +137,10 @@ def _open_temp(path: Path) -> tuple[int, str]:
 
     `tempfile.mkstemp` costs a random name, a 0600 file and a chmod: a quarter of writing a
     70 KB fused page, 15 times per page. Host and pid keep names apart between jobs on a
-    shared disk; one taken anyway (a pid reused) moves on to the next number.
+    shared disk; one taken anyway (a pid reused) moves on to the next number. They also tell
+    whether the writer is gone: `_remove_dead_temps`.
     """
+    _remove_dead_temps(path.parent)
     for _ in range(100):
         tmp = str(path.parent / f".{path.name}.{_HOST}-{os.getpid()}-{next(_TMP_SEQ)}.tmp")
         try:

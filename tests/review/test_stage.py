@@ -239,3 +239,29 @@ def test_an_error_nobody_foresaw_fails_that_page_only(review_run, monkeypatch):
     monkeypatch.setattr(stage, "_review_page", full)
     with pytest.raises(RunDirError):
         run_review(review_run, IDS, CFG, force=True)
+
+
+def test_temp_files_of_dead_writers_are_removed_where_the_call_writes(review_run):
+    """A SIGKILL between an atomic write's temp file and its rename leaves the temp forever;
+    the next call that writes into that folder removes it when its writer is gone (same host,
+    pid not alive; another host's only when a day old), and keeps a live writer's."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was a writer and has ended
+    host = socket.gethostname()
+    folder = review_run / "review" / "pages" / "p1"
+    folder.mkdir(parents=True)
+    names = {"dead": f".data.js.{host}-{gone.pid}-3.tmp", "live": f".info.json.{host}-{os.getpid()}-99999.tmp",
+             "other_host_old": ".board.png.node-7.cluster-4242-0.tmp", "other_host_new": ".board.png.node-7.cluster-4243-0.tmp",
+             "not_a_temp": ".notes.txt"}
+    for name in names.values():
+        (folder / name).write_text("half a file")
+    day_old = time.time() - 2 * 86400
+    os.utime(folder / names["other_host_old"], (day_old, day_old))
+    assert run_review(review_run, IDS, CFG)["ok"] == 2
+    left = {k for k, name in names.items() if (folder / name).exists()}
+    assert left == {"live", "other_host_new", "not_a_temp"}
