@@ -71,6 +71,7 @@ import argparse
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import shutil
 import math
@@ -79,7 +80,6 @@ import resource
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -254,11 +254,27 @@ def atomic_write_json(path: Path, obj, durable: bool = True) -> None:
                          f"{len(dumps_strict(obj)) / 1e3:.1f} KB, {free} free there") from None
 
 
+_TMP_SEQ = itertools.count()
+_HOST = socket.gethostname()
+
+
+def _open_temp(path: Path) -> tuple[int, str]:
+    """(fd, name) of a new temp file beside `path`: ``.<name>.<host>-<pid>-<n>.tmp``, as newsbag's
+    own writers name theirs (`newsbag.io._open_temp`), so that the next call that writes there
+    can tell one a killed runner left (its pid is gone) and remove it."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{_HOST}-{os.getpid()}-{next(_TMP_SEQ)}.tmp")
+        try:  # mode 0666 less the umask: outputs on shared disks must be group-readable
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:  # a pid reused: the next number
+            pass
+    raise FileExistsError(errno.EEXIST, "no free temp file name", str(path))
+
+
 def _atomic_write_json(path: Path, obj, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _open_temp(path)
     try:
-        os.fchmod(fd, FILE_MODE)  # mkstemp makes 0600; outputs on shared disks must be group-readable
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(dumps_strict(obj, ensure_ascii=False) + "\n")
             if durable:

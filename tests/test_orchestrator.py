@@ -274,3 +274,41 @@ def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path,
     assert code == 4 and got == {"ok": 0, "empty": 0, "failed": 0, "skipped": 4}, err
     assert f"{page_dir / 'issue2' / 'p3.png'}: not a readable image" in err
     assert broken in {p.page_id for p in read_pages(run)}  # still a page of the run: its outputs are kept
+
+
+def test_a_runners_temp_files_left_by_a_kill_are_removed_by_the_next_call_that_runs_the_source(tmp_path, page_dir, capsys):
+    """A runner SIGKILLed (OOM, scancel) between a page's temp file and its rename leaves the
+    temp in the source folder; the next call that computes pages there removes it when its
+    writer is gone, and keeps a live writer's (another call's runner on this host)."""
+    import socket
+
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
+    run = tmp_path / "run"
+    assert run_cli(capsys, "pages", "--input-dir", page_dir, "--recursive", "--run-dir", run)[0] == 0
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    folder = run / "outputs" / "sources" / "fake" / "v"
+    folder.mkdir(parents=True)
+    dead, live = folder / f".p1.json.{host}-{gone.pid}-0.tmp", folder / f".p2.json.{host}-{os.getpid()}-0.tmp"
+    for temp in (dead, live):
+        temp.write_text('{"page_id": ')
+    assert run_cli(capsys, "run", "--run-dir", run, "--config", cfg)[0] == 0
+    assert len(outputs(run)) == 5
+    assert not dead.exists() and live.exists()
+
+
+def test_a_runner_names_its_temp_files_by_host_and_pid(tmp_path, monkeypatch):
+    """The name tells the next call whether the writer is gone (`io._temp_writer_gone`)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "runners"))
+    import _loop
+    from newsbag import io
+
+    names = []
+    real_replace = os.replace
+    monkeypatch.setattr(_loop.os, "replace", lambda src, dst: (names.append(Path(src).name), real_replace(src, dst)))
+    _loop.atomic_write_json(tmp_path / "p1.json", {"page_id": "p1"})
+    assert json.loads((tmp_path / "p1.json").read_text()) == {"page_id": "p1"}
+    (name,) = names
+    assert name.startswith(".p1.json.") and not io._temp_writer_gone(name, str(tmp_path), time.time())
+    assert io._temp_writer_gone(name.replace(f"-{os.getpid()}-", "-999999999-"), str(tmp_path), time.time())

@@ -25,7 +25,7 @@ except ImportError:  # a venv made before orjson became a dependency: the stdlib
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
            "read_valid_page",
-           "append_jsonl", "jsonl_lines", "run_dir_error", "DISK_ERRNOS"]
+           "append_jsonl", "jsonl_lines", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
 # one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
@@ -107,11 +107,12 @@ def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
         return False
 
 
-def _remove_dead_temps(folder: Path) -> None:
+def remove_dead_temps(folder: Path) -> None:
     """Remove the temp files a killed writer left in `folder`, once per process and folder.
 
-    Called on a process's first write into a folder: only folders a call writes into are
-    listed, each once (a folder of 100k pages costs one listing per call that writes there).
+    Called on a process's first write into a folder, and by the orchestrator on a source
+    folder its runner is to write into (runners name their temps alike): only folders a call
+    writes into are listed, each once (a folder of 100k pages costs one listing per call).
     A pid reused since is taken for alive: its temp stays until a later call. Best effort:
     a folder that cannot be listed is left as it is.
     """
@@ -138,9 +139,9 @@ def _open_temp(path: Path) -> tuple[int, str]:
     `tempfile.mkstemp` costs a random name, a 0600 file and a chmod: a quarter of writing a
     70 KB fused page, 15 times per page. Host and pid keep names apart between jobs on a
     shared disk; one taken anyway (a pid reused) moves on to the next number. They also tell
-    whether the writer is gone: `_remove_dead_temps`.
+    whether the writer is gone: `remove_dead_temps`.
     """
-    _remove_dead_temps(path.parent)
+    remove_dead_temps(path.parent)
     for _ in range(100):
         tmp = str(path.parent / f".{path.name}.{_HOST}-{os.getpid()}-{next(_TMP_SEQ)}.tmp")
         try:

@@ -22,7 +22,7 @@ from typing import Callable
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
-from .io import DISK_ERRNOS, append_jsonl, read_page, write_json, run_dir_error
+from .io import DISK_ERRNOS, append_jsonl, read_page, remove_dead_temps, write_json, run_dir_error
 from .pages import PageRecord
 from . import rundir
 from .rundir import failure_path, source_dir
@@ -442,6 +442,8 @@ def run_source(
         log.warning("%s/%s: %d page(s) that crashed or hung the runner last time are not retried; "
                     "rerun with --retry-failed to try them again", stage.name, variant, len(held))
     todo = fresh + retried  # pages that failed before go last
+    if todo:  # the runner writes there: what killed runners left goes first
+        remove_dead_temps(out_dir)
     by_id = {p.page_id: p for p in todo}
     deadline = time.monotonic() + stage.timeout_s
     log_path = rundir.logs_dir(run_dir) / f"{stage.name}.{variant}.log"
