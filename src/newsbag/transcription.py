@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -257,8 +257,9 @@ def _write_search_index(run_dir: Path, variant: str) -> int:
     return n
 
 
-def _index_is_current(run_dir: Path, out_dir: Path) -> bool:
-    """Whether transcripts.jsonl is newer than every transcript of the manifest (stat calls only).
+def _index_is_current(out_dir: Path, page_ids: Iterable[str]) -> bool:
+    """Whether transcripts.jsonl is newer than the transcript of each of `page_ids` (the
+    manifest's, as the caller read it; stat calls only).
 
     A call killed after writing its transcripts, before or while it rebuilt the index (minutes
     over 100k pages), leaves an older index; its rerun finds every page current and must
@@ -267,7 +268,7 @@ def _index_is_current(run_dir: Path, out_dir: Path) -> bool:
     index = rundir.file_identity(out_dir / "transcripts.jsonl")
     if index is None:
         return False
-    for page_id in rundir.members(run_dir, []):
+    for page_id in page_ids:
         page = rundir.file_identity(out_dir / f"{page_id}.json")
         if page is not None and page[1] > index[1]:
             return False
@@ -381,7 +382,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     rundir.record_failures(run_dir, "transcription", summary["failures"])
     # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
     # rerun over 100k pages must not reread every transcript).
-    if summary["ok"] or dropped or not _index_is_current(run_dir, out_dir):
+    if summary["ok"] or dropped or not _index_is_current(out_dir, records):
         summary["articles"] = _write_search_index(run_dir, variant)
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary
