@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -56,10 +57,7 @@ def _devices(reports: list[dict], done: set[str]) -> dict[str, int]:
         for page_id, rec in pages.items():
             if page_id in done and isinstance(rec, dict) and rec.get("device"):
                 device.setdefault(page_id, rec["device"])
-    counts: dict[str, int] = {}
-    for name in device.values():
-        counts[name] = counts.get(name, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(sorted(Counter(device.values()).items()))
 
 
 def _recorded_stages(record: Path) -> list[dict]:
