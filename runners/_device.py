@@ -9,7 +9,7 @@ once, not the same CUDA error on every page. ``newsbag doctor``'s probe reports 
 
 from __future__ import annotations
 
-from _loop import DeviceUnavailable, MissingDependency
+from _loop import DeviceUnavailable, MissingDependency, error_line
 
 __all__ = ["arch_supported", "choose", "torch_status", "paddle_status", "cuda_usable"]
 
@@ -42,8 +42,7 @@ def _gpu_op(matmul) -> dict:
     try:
         return {"gpu_op_ok": matmul() == 64.0 * 64 * 64}
     except Exception as exc:  # no kernel image, a broken driver: any failure means the GPU is not usable
-        text = f"{type(exc).__name__}: {exc}".strip()
-        return {"gpu_op_ok": False, "gpu_op_error": text.splitlines()[0][:300]}
+        return {"gpu_op_ok": False, "gpu_op_error": error_line(exc, 300)}
 
 
 def cuda_usable(status: dict, why_not: str) -> tuple[bool, str]:

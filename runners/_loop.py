@@ -130,6 +130,12 @@ _STICKY_CUDA_ERRORS = ("illegal memory access", "unspecified launch failure", "d
                        "misaligned address", "illegal instruction", "hardware stack error")
 
 
+def error_line(exc: BaseException, limit: int = 500) -> str:
+    """``<ExceptionType>: <message>``, its first line cut at `limit`: how page records, events
+    and probes quote an error."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:limit]
+
+
 def context_lost(exc: BaseException) -> bool:
     """Whether `exc` is a CUDA error that leaves this process unable to use the GPU again."""
     text = str(exc).lower()
@@ -556,7 +562,7 @@ def _construct(detector_cls, job: dict, where: str):
         emit("fatal", error_class="DeviceUnavailable", error=str(exc))
         raise SetupRefused(EXIT_DEVICE) from None
     except Exception as exc:  # CUDA init, no kernels for this GPU, corrupt weights, a bug: keep its own words
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:800]
+        error = error_line(exc, 800)
         log(f"{where}: the model could not be set up: {error}")
         log(traceback.format_exc())
         emit("fatal", error_class=type(exc).__name__, error=f"model setup failed: {error}")
@@ -742,7 +748,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
 
     def finish_failed(page: dict, exc: Exception, seconds: float) -> None:
         page_id = page["page_id"]
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        error = error_line(exc)
         log(f"page {page_id} ({page['path']}): {where}: {error}")
         log(traceback.format_exc())
         atomic_write_json(failed_dir / f"{page_id}.json", {

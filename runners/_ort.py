@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from _loop import DeviceUnavailable, MissingDependency
+from _loop import DeviceUnavailable, MissingDependency, error_line
 
 
 def make_session(model_path: str, device: str, allow_cpu_fallback: bool, threads: int = 0):
@@ -117,5 +117,5 @@ def _first_run_error(session) -> str | None:
     try:
         session.run(None, feeds)
     except Exception as exc:  # onnxruntime raises its own pybind classes: any failure counts
-        return (f"{type(exc).__name__}: {exc}".splitlines() or [type(exc).__name__])[0][:500]
+        return error_line(exc)
     return None

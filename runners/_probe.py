@@ -18,11 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _device import paddle_status, torch_status  # noqa: E402
-
-
-def _first_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+from _loop import error_line  # noqa: E402
 
 
 def probe_imports(names: list[str]) -> dict:
@@ -32,7 +28,7 @@ def probe_imports(names: list[str]) -> dict:
             mod = importlib.import_module(name)
             out[name] = {"ok": True, "version": str(getattr(mod, "__version__", "") or "")}
         except Exception as exc:  # an import can fail with anything (missing .so, CUDA init)
-            out[name] = {"ok": False, "error": _first_line(exc)}
+            out[name] = {"ok": False, "error": error_line(exc, 300)}
     return out
 
 
@@ -56,14 +52,14 @@ def probe_weights(family: str, params: dict) -> dict:
     try:
         module = importlib.import_module(family)
     except Exception as exc:  # a family module that cannot import here: say so, do not guess
-        return {"ok": False, "error": f"cannot check: {_first_line(exc)}"}
+        return {"ok": False, "error": f"cannot check: {error_line(exc, 300)}"}
     locate = getattr(module, "locate_weights", None)
     if locate is None:
         return {"ok": True, "paths": [], "note": "no weights outside the installed packages"}
     try:
         found = locate(params)
     except Exception as exc:
-        return {"ok": False, "error": str(exc).splitlines()[0][:600] if str(exc) else _first_line(exc)}
+        return {"ok": False, "error": str(exc).splitlines()[0][:600] if str(exc) else error_line(exc, 300)}
     paths = list(found.values()) if isinstance(found, dict) else [found]
     return {"ok": True, "paths": [str(p) for p in paths]}
 
@@ -85,7 +81,7 @@ def main() -> None:
             try:
                 report["frameworks"][name] = fn()
             except Exception as exc:
-                report["frameworks"][name] = {"error": _first_line(exc), "cuda_available": False}
+                report["frameworks"][name] = {"error": error_line(exc, 300), "cuda_available": False}
     sys.stdout.write(json.dumps(report) + "\n")
 
 
