@@ -67,7 +67,7 @@ DEFAULT_MAX_MEGAPIXELS = 400.0
 MAX_PIXELS_PER_BYTE = 1000.0
 _RATIO_FLOOR_PIXELS = 16_000_000
 _COMMENT = re.compile(r"(?:^|\s)#.*")  # a list file's comment (`read_manifest_list`)
-_BAND_ROWS = 256  # rows scaled at once by _to_8bit: ~30 MB of int64 on a 600 dpi broadsheet
+_BAND_ROWS = 256  # rows scaled at once by _scaled_8bit: ~30 MB of int64 on a 600 dpi broadsheet
 # EXIF/TIFF Orientation -> the transpose that shows the page as a viewer does (Pillow's exif_transpose).
 _ORIENT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
