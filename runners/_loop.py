@@ -606,7 +606,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
         "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
         # Who says "running": newsbag marks the report killed when it sees this runner die (rundir.mark_runner_killed).
-        "pid": os.getpid(), "host": socket.gethostname(),
+        "pid": os.getpid(), "host": _HOST,
     })
     for ended in ("finished", "interrupted", "killed", "killed_by"):
         report.pop(ended, None)
@@ -702,7 +702,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
 
     # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
     # it is used when the job (or the variant params) sets batch_size > 1.
-    batch_size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
+    batch_size = int(job.get("batch_size") or params.get("batch_size") or 1)
     use_batches = batch_size > 1 and shared is None and callable(getattr(detector_cls, "detect_batch", None))
     report["batch_size"] = batch_size if use_batches else 1
     if shared is None:
