@@ -91,7 +91,7 @@ class ModelStage:
     revision: int = 0
 
     def page_fingerprint(self, variant: str, page_sha256: str) -> str:
-        """The fingerprint a current page of `variant` records (`rundir.source_fingerprint`): what
+        """The fingerprint a current page of `variant` records (`rundir.source_fingerprinter`): what
         the orchestrator hands the runner, and what its skip, status and the Slurm plan compare."""
         return self._fingerprinters[variant](page_sha256)
 

@@ -43,7 +43,7 @@ __all__ = [
     "reviewed_pages",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
-    "file_identity", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter", "source_fingerprint",
+    "file_identity", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
     "page_is_current", "source_reports", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
@@ -290,18 +290,13 @@ def fingerprint_all(heads: Iterable[Fingerprint], last: Any) -> list[str]:
 
 def source_fingerprinter(family: str, revision: int, params: dict, volatile: Iterable[str],
                          label_map: dict) -> Fingerprint:
-    """`source_fingerprint` of one runner variant as a function of the page's image hash."""
+    """What a source page of one runner variant is made from, as a function of the image's
+    content hash from the manifest: runner family and its output revision (``revision`` in its
+    tool.json: bumped when the runner's code changes its output), the parameters that change its
+    output (`volatile` ones such as batch size or threads do not) and the label table. The
+    runner writes the value into the page (``source.fingerprint``)."""
     kept = {k: v for k, v in params.items() if k not in set(volatile)}
     return Fingerprint("source", family, revision, kept, label_map)
-
-
-def source_fingerprint(family: str, revision: int, params: dict, volatile: Iterable[str], label_map: dict,
-                       page_sha256: str) -> str:
-    """What a source page is made from: runner family and its output revision (``revision`` in its
-    tool.json: bumped when the runner's code changes its output), the parameters that change its
-    output (`volatile` ones such as batch size or threads do not), the label table, and the image's
-    content hash from the manifest. The runner writes it into the page (``source.fingerprint``)."""
-    return source_fingerprinter(family, revision, params, volatile, label_map)(page_sha256)
 
 
 def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[int] | None = None) -> bool:
@@ -395,7 +390,7 @@ def _take_if_judged(path: Path, judged: list[int] | None, to: Path | None = None
 
 def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[dict] | None = None,
                          first: str | None = None, now: dict[str, list[int]] | None = None) -> set[str]:
-    """The pages of `expected` (page id -> `source_fingerprint` computed now) whose source page
+    """The pages of `expected` (page id -> its `source_fingerprinter` value computed now) whose source page
     in `out_dir` is current (`page_is_current`): what a run skips and `status` counts as done.
 
     The runner records each page it writes in its run report with the fingerprint and file
