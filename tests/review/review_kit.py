@@ -15,14 +15,15 @@ import pytest
 from PIL import Image
 
 W, H = 240, 160
-# Per page: boxes of source a/x, of source b/y (None = broken JSON) and of fused v1.
-# p1: both sources agree; p2: they disagree completely; p3: b/y wrote broken JSON.
+# Per page: boxes of source a/x, of source b/y and of fused v1 (None = broken JSON).
+# p1: both sources agree; p2: they disagree completely; p3: its fused page is broken JSON
+# (the board fails; a broken *source* page is only dropped from its board).
 BOX_A = [10, 10, 110, 150]
 BOX_B_FAR = [130, 10, 230, 150]
 PAGES = {
     "p1": {"a/x": [BOX_A], "b/y": [BOX_A], "fusion/v1": [BOX_A]},
     "p2": {"a/x": [BOX_A], "b/y": [BOX_B_FAR], "fusion/v1": [BOX_A]},
-    "p3": {"a/x": [BOX_A], "b/y": None, "fusion/v1": [BOX_A]},
+    "p3": {"a/x": [BOX_A], "b/y": [BOX_A], "fusion/v1": None},
 }
 
 

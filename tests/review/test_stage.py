@@ -18,15 +18,48 @@ CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400,
 IDS = ["p1", "p2", "p3"]
 
 
-def test_a_source_page_refused_for_a_valid_reason_is_not_called_broken_json(tmp_path, monkeypatch):
-    """A page refused for its boxes (piled up, too many) is valid JSON: the review line said
-    'broken page JSON' for it, sending the user to look for a syntax error."""
+def test_an_unreadable_source_page_is_dropped_from_its_board_named_and_mending_it_redraws(run_kit, monkeypatch, caplog):
+    """Fusion drops an unreadable source page (broken JSON, or refused for its boxes: piled up,
+    too many) and fuses the page from the rest; review failed the whole board for it, so the
+    page a user most needs to look at had none. The board is drawn from the readable sources,
+    the dropped one named on its panel, in info.json (with the reader's reason: a piled-up
+    page is not called broken JSON) and in one log line; mending the file redraws the board."""
     monkeypatch.setattr("newsbag.contract.MAX_OVERLAPPING_PAIRS", 10)
-    run = review_kit.build_run(tmp_path, {**review_kit.PAGES, "p3": {**review_kit.PAGES["p3"], "b/y": [review_kit.BOX_A] * 6}})
-    (failure,) = run_review(run, IDS, CFG)["failures"]
-    piled = run / "outputs" / "sources" / "b" / "y" / "p3.json"
-    assert failure["error"] == (f"unreadable page {piled}: over 10 pairs of overlapping boxes "
-                                "(boxes piled on one another: a runaway detector, or not one page's layout)")
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": None, "fusion/v1": [a]},
+                               "p2": {"a/x": [a], "b/y": [a] * 6, "fusion/v1": [a]}})
+    with caplog.at_level("WARNING", logger="newsbag.review.stage"):
+        result = run_review(run, ["p1", "p2"], CFG)
+    assert (result["ok"], result["failed"]) == (2, 0)
+    sources = run / "outputs" / "sources" / "b" / "y"
+    piled = f"{sources / 'p2.json'}: over 10 pairs of overlapping boxes (boxes piled on one another: a runaway " \
+            "detector, or not one page's layout)"
+    for page_id in ("p1", "p2"):
+        info = json.loads((run / "review" / "pages" / page_id / "info.json").read_text())
+        reason = info["dropped_sources"]["b/y"]
+        assert reason == piled if page_id == "p2" else reason.startswith(f"{sources / 'p1.json'}: ")
+        assert list(info["dropped_sources"]) == ["b/y"]
+        assert {"name": "b/y", "regions": 0, "failed": True} in info["panels"]
+        assert info["score"]["failed_sources"] == ["b/y"]
+        page = json.loads(re.fullmatch(r"newsbagPage\((.*)\);\n", (run / "review" / "pages" / page_id / "data.js")
+                                       .read_text(), re.S).group(1))
+        assert [(layer["name"], layer["failed"]) for layer in page["layers"]] == [
+            ("a/x", False), ("b/y", True), ("fusion/v1", False)]
+    dropped_lines = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(dropped_lines) == 2
+    assert dropped_lines[0].startswith(f"review: page p1: source b/y dropped: {sources / 'p1.json'}: ")
+    assert dropped_lines[1] == f"review: page p2: source b/y dropped: {piled}"
+
+    caplog.clear()
+    again = run_review(run, ["p1", "p2"], CFG)
+    assert (again["ok"], again["skipped"]) == (0, 2)  # still current: drawn from what is readable
+    assert not [r for r in caplog.records if "dropped" in r.getMessage()]  # logged once, when drawn
+
+    (sources / "p1.json").write_text(json.dumps(run_kit.page_json("p1", "b", "y", [a])))  # mended
+    mended = run_review(run, ["p1", "p2"], CFG)
+    assert (mended["ok"], mended["skipped"]) == (1, 1)
+    info = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())
+    assert info["dropped_sources"] == {} and info["score"]["failed_sources"] == []
 
 
 def test_boards_failures_ranking_and_gallery(review_run):
@@ -36,7 +69,7 @@ def test_boards_failures_ranking_and_gallery(review_run):
     assert (result["pages"], result["ok"], result["skipped"], result["failed"]) == (3, 2, 0, 1)
 
     (failure,) = result["failures"]
-    broken = review_run / "outputs" / "sources" / "b" / "y" / "p3.json"
+    broken = review_run / "outputs" / "fusion" / "v1" / "p3.json"
     assert failure["page_id"] == "p3"
     assert failure["error"].startswith(f"unreadable page {broken}: ")
     assert "\n" not in failure["error"]
@@ -216,7 +249,7 @@ def test_an_error_nobody_foresaw_fails_that_page_only(review_run, monkeypatch):
     import newsbag.review.stage as stage
     from newsbag.errors import RunDirError
 
-    assert run_review(review_run, IDS, CFG)["ok"] == 2  # p3: a broken source page (the kit's)
+    assert run_review(review_run, IDS, CFG)["ok"] == 2  # p3: a broken fused page (the kit's)
     draw = stage._review_page
 
     def flaky(run_dir, record, *args):

@@ -13,7 +13,7 @@ from PIL import Image
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
-from ..errors import RunDirError, page_failure
+from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
@@ -129,6 +129,19 @@ def _load_page(path: Path, page_id: str) -> dict:
         raise _PageError(f"unreadable page {exc}") from None
 
 
+def _read_sources(paths: dict[str, str], page_id: str) -> tuple[dict[str, dict], dict[str, str]]:
+    """(readable source pages, one-line reason per unreadable one) by name: as in fusion, a bad
+    source page is dropped from its board with one log line, not the board failed with it."""
+    pages, dropped = {}, {}
+    for name, path in paths.items():
+        try:
+            pages[name] = read_page(path, page_id)
+        except ValueError as exc:
+            dropped[name] = first_line(exc)
+            log.warning("review: page %s: source %s dropped: %s", page_id, name, dropped[name])
+    return pages, dropped
+
+
 def _load_image(path: str, panel_width: int) -> Image.Image:
     try:
         with open_accepted_image(path) as im:
@@ -223,7 +236,8 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     source_dirs, fused_dirs, gallery_dirs, recommended = (plan.source_dirs, plan.fused_dirs, plan.gallery_dirs,
                                                           plan.recommended)
 
-    source_pages = {name: _load_page(path, page_id) for name, path in sources.items()}
+    source_pages, dropped = _read_sources(sources, page_id)
+    unusable = {*failed_sources, *dropped}  # sources that should have drawn the page and did not
     fused_pages = {name: _load_page(path, page_id) for name, path in fused.items()}
     source_boxes = {name: boxes_from_page(page, source=name) for name, page in source_pages.items()}
     fused_boxes = {name: boxes_from_page(page, source=f"fusion/{name}") for name, page in fused_pages.items()
@@ -238,11 +252,11 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     for name in source_dirs:
         if name in source_boxes:
             panels.append((name, source_boxes[name]))
-        elif name in failed_sources:
-            panels.append((f"{name} (FAILED)", Boxes.empty(meta)))
+        elif name in unusable:
+            panels.append((f"{name} ({'UNREADABLE' if name in dropped else 'FAILED'})", Boxes.empty(meta)))
         else:
             continue
-        panel_rows.append({"name": name, "regions": len(panels[-1][1]), "failed": name in failed_sources})
+        panel_rows.append({"name": name, "regions": len(panels[-1][1]), "failed": name in unusable})
     for name in fused_dirs:
         tag = " (recommended)" if name == recommended else ""
         if name in fused_boxes:
@@ -256,7 +270,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     reference = fused_boxes.get(recommended) if recommended else None
     if reference is None and fused_boxes:
         reference = fused_boxes[sorted(fused_boxes)[0]]
-    score = score_page(source_boxes, reference, sorted(failed_sources))
+    score = score_page(source_boxes, reference, sorted(unusable))
 
     board = render_board(image, panels, max_panel_width=panel_w, max_board_width=params.max_board_width,
                          title=page_id)
@@ -264,7 +278,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     board.save(buf, format="PNG", compress_level=_PNG_LEVEL)
     atomic_write_bytes(page_dir / "board.png", buf.getvalue())
     _write_scan(image, page_dir / SCAN)
-    layers = [page_layer(name, "source", source_pages.get(name), failed=name in failed_sources)
+    layers = [page_layer(name, "source", source_pages.get(name), failed=name in unusable)
               for name in source_dirs if name in sources or name in failed_sources]
     layers += [page_layer(f"fusion/{name}", "fused", fused_pages.get(name), failed=name in failed_fused,
                           recommended=name == recommended)
@@ -273,7 +287,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     info = {
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
-        "panels": panel_rows, "reference_fused": None if reference is None else reference.meta.source,
+        "panels": panel_rows, "dropped_sources": dropped, "reference_fused": None if reference is None else reference.meta.source,
         "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint,
     }
     write_json(page_dir / "info.json", info)
@@ -470,8 +484,9 @@ def run_review(
     """Draw boards for `page_ids`, rank them and write RUN/review/{pages,top<N>_informative,index.html}.
 
     A page whose board is newer than all its inputs (and drawn with the same options) is
-    skipped unless `force`. A page with an unreadable image or page JSON (broken, or refused
-    by the contract) is logged in one line, recorded as failed and the rest goes on.
+    skipped unless `force`. An unreadable source page (broken, or refused by the contract) is
+    dropped from its board, named there and in info.json; a page with an unreadable image or
+    fused page is logged in one line, recorded as failed and the rest goes on.
 
     Args:
         run_dir: the run directory (manifest at RUN/manifests/pages.jsonl).
