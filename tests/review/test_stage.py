@@ -298,3 +298,51 @@ def test_temp_files_of_dead_writers_are_removed_where_the_call_writes(review_run
     assert run_review(review_run, IDS, CFG)["ok"] == 2
     left = {k for k, name in names.items() if (folder / name).exists()}
     assert left == {"live", "other_host_new", "not_a_temp"}
+
+
+_REVIEW_CAPPED = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))   # fail fast instead of taking the machine
+from newsbag.review.stage import run_review
+result = run_review(sys.argv[1], ["p1", "p2"], json.loads(sys.argv[2]))
+print(json.dumps({"counts": [result["ok"], result["failed"]], "failures": result["failures"],
+                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def test_sources_whose_boxes_cross_in_too_many_pairs_are_drawn_unscored_in_bounded_memory(run_kit):
+    """Two sources of 5,000 strips each, one across and one down the page, each pass the reader
+    (no pair of their own) but cross in 25 million pairs: scoring them (match_rate) took review
+    to gigabytes. The bound fusion puts on its pool holds here too: the board is drawn, its
+    pair scores are not measured, and the reason says why; the page beside it is scored."""
+    import subprocess
+    import sys
+
+    from newsbag.contract import MAX_OVERLAPPING_PAIRS
+
+    n, a = 5_000, run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": [a]}, "p2": {"a/x": [a], "b/y": [a], "fusion/v1": [a]}})
+    for name, across in (("a/x", True), ("b/y", False)):
+        stage, variant = name.split("/")
+        page = run_kit.page_json("p1", stage, variant, [[0, k, n, k + 1] if across else [k, 0, k + 1, n]
+                                                        for k in range(n)])
+        page["image"].update(width=n, height=n)
+        (run / "outputs" / "sources" / stage / variant / "p1.json").write_text(json.dumps(page))
+    Image.new("L", (n, n), 250).save(run / "images" / "p1.png")
+    manifest = run / "manifests" / "pages.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0].update(width=n, height=n)
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    done = subprocess.run([sys.executable, "-c", _REVIEW_CAPPED, str(run), json.dumps(CFG)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["counts"] == [2, 0], got
+    assert got["max_rss_mb"] < 1000, got
+    score = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())["score"]
+    assert (score["source_disagreement"], score["fused_disagreement"], score["line_coverage"]) == (None, None, None)
+    assert score["reasons"] == [f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs, "
+                                f"too many to compare (boxes per source: a/x {n:,}, b/y {n:,})"]
+    assert f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs" in done.stderr
+    assert json.loads((run / "review" / "pages" / "p2" / "info.json").read_text())["score"]["source_disagreement"] == 0

@@ -20,6 +20,7 @@ __all__ = [
     "self_pairs",
     "count_pairs",
     "pairs_exceed",
+    "sources_crowded",
     "subset_pairs",
     "pairs_between",
     "cross_pairs",
@@ -254,6 +255,17 @@ def pairs_exceed(xyxy: np.ndarray, limit: int) -> bool:
     xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
     o, count = _narrow_sweep(xyxy)
     return int(count.sum()) > limit and _count_swept(xyxy, o, count, limit) > limit
+
+
+def sources_crowded(xyxy_by_source: dict[str, np.ndarray], limit: int, purpose: str) -> str | None:
+    """Why the boxes of several sources, each under the reader's pile bound, cannot be paired
+    with one another (None when they can): together they overlap in over `limit` pairs (5,000
+    strips across the page and 5,000 down it are 25 million). One rule for fusion's pool and
+    review's scores; `purpose` says what is refused ("fuse", "compare")."""
+    if not xyxy_by_source or not pairs_exceed(np.concatenate(list(xyxy_by_source.values())), limit):
+        return None
+    sizes = ", ".join(f"{s} {len(b):,}" for s, b in sorted(xyxy_by_source.items()))
+    return f"the sources' boxes overlap in over {limit:,} pairs, too many to {purpose} (boxes per source: {sizes})"
 
 
 def subset_pairs(pairs: Pairs, mask: np.ndarray) -> Pairs:

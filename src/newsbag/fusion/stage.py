@@ -22,7 +22,7 @@ from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
-from .geometry import Pairs, box_tree, pairs_exceed, self_pairs
+from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
@@ -101,12 +101,11 @@ def _pool(pages: dict[str, Boxes], cfg: FusionConfig, pairs: Pairs | None = None
     evidence, STRtree of the lines or None). ``pairs``: the pool's pairs when already found
     (`handover` keeps only them: the rest is cheaper to make again than to pickle)."""
     pool = Boxes.concat(list(pages.values()))
-    if pairs is None and pairs_exceed(pool.xyxy, MAX_OVERLAPPING_PAIRS):
-        # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
-        # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
-        sizes = ", ".join(f"{s} {len(b):,}" for s, b in sorted(pages.items()))
-        raise ValueError(f"the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs, too many to fuse "
-                         f"(boxes per source: {sizes}); remove or redo the source page that piles up boxes")
+    # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
+    # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
+    if pairs is None and (crowded := sources_crowded({s: b.xyxy for s, b in pages.items()},
+                                                     MAX_OVERLAPPING_PAIRS, "fuse")):
+        raise ValueError(f"{crowded}; remove or redo the source page that piles up boxes")
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
     return (pool, self_pairs(pool.xyxy) if pairs is None else pairs, line_mask,

@@ -7,8 +7,8 @@ from itertools import combinations
 
 import numpy as np
 
-from ..contract import Boxes
-from ..fusion.geometry import area, cross_pairs
+from ..contract import MAX_OVERLAPPING_PAIRS, Boxes
+from ..fusion.geometry import area, cross_pairs, sources_crowded
 
 __all__ = ["PageScore", "match_rate", "line_coverage", "score_page"]
 
@@ -28,6 +28,7 @@ class PageScore:
     `fused_disagreement`: mean over block sources of 1 - match_rate(fused, source).
     `line_coverage`: share of text lines >= 50 % inside one text/title region.
     `failed_share`: failed sources / sources that should have this page.
+    `unscored`: why the first three are None although there are boxes (the reason, as in `reasons`).
     """
 
     score: float
@@ -37,6 +38,7 @@ class PageScore:
     failed_share: float
     failed_sources: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    unscored: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,10 +88,14 @@ def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: l
 
     Block sources are those with any non-line box; text lines of every source are the
     evidence for coverage, measured against `fused` or, without it, all source blocks.
+    Sources whose boxes overlap in more pairs than fusion pools (`contract.MAX_OVERLAPPING_PAIRS`)
+    are not paired: the components are None and `unscored` says why.
     """
-    blocks = {name: _blocks(b) for name, b in sources.items()}
+    crowded = sources_crowded({name: b.xyxy for name, b in sources.items()}, MAX_OVERLAPPING_PAIRS, "compare")
+    scored, fused = ({}, None) if crowded else (sources, fused)
+    blocks = {name: _blocks(b) for name, b in scored.items()}
     blocks = {name: b for name, b in blocks.items() if len(b)}
-    lines = [b[b.coarse == "line"] for b in sources.values()]
+    lines = [b[b.coarse == "line"] for b in scored.values()]
     lines = [b for b in lines if len(b)]
 
     pair_rates = [match_rate(blocks[x], blocks[y]) for x, y in combinations(sorted(blocks), 2)]
@@ -125,6 +131,9 @@ def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: l
         reasons.append(f"fused layout differs from members: {fused_dis:.0%} unmatched")
     if coverage is not None and coverage < _COVERAGE_REASON:
         reasons.append(f"low text-line coverage: {coverage:.0%} of lines inside a text region")
+    unscored = f"not scored: {crowded}" if crowded else None
+    if unscored:
+        reasons.append(unscored)
     if not reasons:
         reasons.append("no threshold crossed; ranked by total score")
     return PageScore(
@@ -135,4 +144,5 @@ def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: l
         failed_share=round(failed_share, 4),
         failed_sources=sorted(failed_sources),
         reasons=reasons,
+        unscored=unscored,
     )

@@ -271,6 +271,8 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     if reference is None and fused_boxes:
         reference = fused_boxes[sorted(fused_boxes)[0]]
     score = score_page(source_boxes, reference, sorted(unusable))
+    if score.unscored:
+        log.warning("review: page %s: %s", page_id, score.unscored)
 
     board = render_board(image, panels, max_panel_width=panel_w, max_board_width=params.max_board_width,
                          title=page_id)
