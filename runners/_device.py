@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from _loop import DeviceUnavailable, MissingDependency, error_line
 
-__all__ = ["arch_supported", "choose", "torch_status", "paddle_status", "cuda_usable"]
+__all__ = ["arch_supported", "choose", "torch_status", "paddle_status", "cuda_usable", "paddle_cuda_usable"]
 
 
 def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool | None:
@@ -122,3 +122,10 @@ def paddle_status() -> dict:
 
         info.update(_gpu_op(matmul))
     return info
+
+
+def paddle_cuda_usable(status: dict) -> tuple[bool, str]:
+    """`cuda_usable` of a `paddle_status` report, with paddle's reason when it has no GPU: a CPU-only
+    wheel and a machine without a visible card need different fixes."""
+    why = "paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"] else "paddle sees no GPU"
+    return cuda_usable(status, why)

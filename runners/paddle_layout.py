@@ -157,12 +157,11 @@ class PaddleOCRLayoutBackend:
     shared = None  # never shared: see PaddleLayoutDetector
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
-        from _device import choose, cuda_usable, paddle_status
+        from _device import choose, paddle_cuda_usable, paddle_status
         from _weights import stage_to_local
 
         status = paddle_status()
-        why = "paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"] else "paddle sees no GPU"
-        self.device_used = choose(device, allow_cpu_fallback, *cuda_usable(status, why))
+        self.device_used = choose(device, allow_cpu_fallback, *paddle_cuda_usable(status))
         model_name = params["model_name"] or "PP-DocLayout_plus-L"
         model_dir = str(locate_weights(params))  # before importing paddleocr: no download, ever
         set_offline()

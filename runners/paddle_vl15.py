@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _loop  # noqa: E402
 from _checkpoint import check_paddle_folder  # noqa: E402
-from _device import choose, cuda_usable, paddle_status  # noqa: E402
+from _device import choose, paddle_cuda_usable, paddle_status  # noqa: E402
 from _weights import paddlex_cache_dir, paddlex_prestage_hint, stage_to_local  # noqa: E402
 from paddle_layout import raise_if_no_model_source, set_offline  # noqa: E402
 
@@ -126,9 +126,7 @@ def locate_weights(params: dict) -> dict[str, Path]:
 class PaddleVL15Detector:
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         status = paddle_status()
-        why = ("paddle is not compiled with CUDA" if not status["paddle_compiled_with_cuda"]
-               else "paddle sees no GPU")
-        self.device_used = choose(device, allow_cpu_fallback, *cuda_usable(status, why))
+        self.device_used = choose(device, allow_cpu_fallback, *paddle_cuda_usable(status))
         weights = locate_weights(params)  # before importing paddleocr: no download, ever
         set_offline()
         try:
