@@ -62,6 +62,65 @@ def test_16bit_rgb_tiff_read_with_tifffile(tmp_path):
         assert im.mode == "RGB" and tuple(np.asarray(im)[0, 0]) == (255, 0, 0)
 
 
+
+def _ramp(top: int, width: int = 64) -> np.ndarray:
+    """A 48-row grey page whose every row runs 0..`top` (uint16)."""
+    return np.tile(np.round(np.linspace(0, top, width)).astype(np.uint16), (48, 1))
+
+
+def _first_row(rec) -> np.ndarray:
+    with Image.open(rec.image_path) as im:
+        return np.asarray(im.convert("L"))[0].astype(int)
+
+
+@pytest.mark.parametrize("fmt,suffix", [("TIFF", "tif"), ("PNG", "png")])
+def test_a_12bit_page_in_16bit_samples_keeps_its_full_gradient_and_says_so(tmp_path, fmt, suffix):
+    """12-bit scanner data (0..4095) in 16-bit samples was scaled by 65535: its 8-bit copy ran
+    0..15, a nearly black page on which the models find nothing, passed on silently."""
+    src = tmp_path / "in" / f"p12.{suffix}"
+    src.parent.mkdir()
+    Image.fromarray(_ramp(4095)).save(src, format=fmt)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert _first_row(rec).tolist() == (_ramp(4095)[0].astype(int) * 255 // 4095).tolist()
+    assert "12-bit" in rec.note and "0..4095" in rec.note
+
+
+@pytest.mark.parametrize("declared,top", [
+    (4095, 200),    # a dark 12-bit page: its values (all under 256) are not taken for 8-bit ones
+    (1023, 1023),   # a 10-bit scanner: 0..1023 is the page's full range
+])
+def test_a_tiff_declaring_its_max_sample_value_is_scaled_by_it(tmp_path, declared, top):
+    """The TIFF's MaxSampleValue (tag 281) says which value is white; it was ignored."""
+    tifffile = pytest.importorskip("tifffile")
+    src = tmp_path / "in" / "declared.tif"
+    src.parent.mkdir()
+    tifffile.imwrite(src, _ramp(top), extratags=[(281, "H", 1, declared, True)])
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert _first_row(rec).tolist() == (_ramp(top)[0].astype(int) * 255 // declared).tolist()
+    assert f"0..{declared}" in rec.note and "MaxSampleValue" in rec.note
+
+
+def test_a_16bit_rgb_page_with_12bit_values_keeps_its_range(tmp_path):
+    """The tifffile path (16-bit colour) follows the same rule as Pillow's pages."""
+    tifffile = pytest.importorskip("tifffile")
+    src = tmp_path / "in" / "rgb12.tif"
+    src.parent.mkdir()
+    tifffile.imwrite(src, np.repeat(_ramp(4095)[..., None], 3, -1), photometric="rgb")
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert _first_row(rec).tolist() == (_ramp(4095)[0].astype(int) * 255 // 4095).tolist()
+    assert "12-bit" in rec.note
+
+
+@pytest.mark.parametrize("top", [65535, 20000])  # a full page, and a genuinely dark one (stays dark)
+def test_an_ordinary_16bit_page_is_scaled_by_its_depth_not_its_content(tmp_path, top):
+    src = tmp_path / "in" / "p16.tif"
+    src.parent.mkdir()
+    Image.fromarray(_ramp(top)).save(src)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert _first_row(rec).tolist() == (_ramp(top)[0].astype(int) * 255 // 65535).tolist()
+    assert "bit values" not in rec.note and "0..65535" not in rec.note
+
+
 def test_multipage_tiff_uses_first_page_and_says_so(tmp_path):
     src = tmp_path / "in" / "multi.tif"
     src.parent.mkdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import errno
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -320,24 +321,58 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _to_8bit(im: Image.Image) -> Image.Image:
+def _to_8bit(im: Image.Image) -> tuple[Image.Image, str]:
     """8-bit L or RGB rendering of any Pillow mode (16/32-bit and float scaled by `_scaled_8bit`,
-    CMYK/P/1/LA converted)."""
+    CMYK/P/1/LA converted), and what the scaling did when the manifest should say so."""
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        return Image.fromarray(_scaled_8bit(np.asarray(im)), "L")
+        tags = getattr(im, "tag_v2", {})
+        arr, how = _scaled_8bit(np.asarray(im), _declared_max(tags.get(281, tags.get(341))))
+        return Image.fromarray(arr, "L"), how
     if im.mode in ("1", "L", "LA"):
-        return im.convert("L")
-    return im.convert("RGB")
+        return im.convert("L"), ""
+    return im.convert("RGB"), ""
 
 
-def _scaled_8bit(arr: np.ndarray) -> np.ndarray:
-    """uint8 copy of a page array of any depth: integers by the depth their values use (8 or 16 bit,
-    else their maximum), floats over their finite range.
+def _declared_max(value) -> int | None:
+    """A TIFF's MaxSampleValue (281) or SMaxSampleValue (341), one value or one per sample, as one
+    integer; None when absent or not a positive number."""
+    try:
+        values = [int(v) for v in (value if isinstance(value, (tuple, list)) else [value])]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return max(values) if values and min(values) > 0 else None
+
+
+def _white_point(peak: int, declared: int | None) -> tuple[int, str]:
+    """The integer value that becomes 255 on a page whose largest value is `peak`, and why when it
+    is not the full 16-bit range.
+
+    Scanners write 12-bit data (0..4095, or 10/14-bit) into 16-bit samples; scaled by 65535 such a
+    page came out nearly black. A TIFF that declares its maximum (`declared`) is scaled by the depth
+    that maximum needs (4095 -> 12 bit; rounded up to 2^n-1, so a writer recording its content's
+    maximum does not stretch the page); else values all <= 255 are 8-bit and <= 4095 12-bit. Any
+    other page keeps the depth its type holds, so a genuinely dark 16-bit page stays dark.
+    """
+    if peak > 65535:
+        return peak, ""
+    bits = (declared or 0).bit_length()
+    if declared is not None and declared >= peak and bits < 16:
+        top = (1 << bits) - 1
+        return top, f"{bits}-bit values (0..{top}, its MaxSampleValue {declared}) scaled to 0..255"
+    top = 255 if peak <= 255 else 4095 if peak <= 4095 else 65535
+    return top, f"{top.bit_length()}-bit values (0..{top}) scaled to 0..255" if top < 65535 else ""
+
+
+def _scaled_8bit(arr: np.ndarray, declared: int | None = None) -> tuple[np.ndarray, str]:
+    """uint8 copy of a page array of any depth, and what the scaling did for the page's note:
+    integers by the depth their values use (`_white_point`: 8, 12 or 16 bit, a TIFF's `declared`
+    MaxSampleValue, else their maximum), floats over their finite range.
 
     It is scaled a band of rows at a time into the 8-bit result: with the decoded page and its
     array that is ~5 bytes per pixel of a 16-bit page (~2 GB at the 400 MP limit). int64 copies
     of the whole page took ~25, about 10 GB.
     """
+    how = ""
     if arr.dtype.kind == "f":
         lo, hi = _finite_range(arr)
 
@@ -345,15 +380,15 @@ def _scaled_8bit(arr: np.ndarray) -> np.ndarray:
             scaled = (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
             return np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255)  # NaN, -inf black; +inf white
     else:
-        peak = int(arr.max(initial=0))
-        top = 255 if peak <= 255 else 65535 if peak <= 65535 else peak
+        top, how = _white_point(int(arr.max(initial=0)), declared)
+        how = how if arr.dtype.itemsize > 1 else ""  # an 8-bit page is at its own depth
 
         def scale(band: np.ndarray) -> np.ndarray:
             return np.clip(band.astype(np.float64 if top > 65535 else np.int64) * 255 // top, 0, 255)
     out = np.empty(arr.shape, np.uint8)
     for row in range(0, arr.shape[0], _BAND_ROWS):
         out[row:row + _BAND_ROWS] = scale(arr[row:row + _BAND_ROWS])
-    return out
+    return out, how
 
 
 def _finite_range(arr: np.ndarray) -> tuple[float, float]:
@@ -374,9 +409,20 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
     return lo, hi
 
 
-def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> Image.Image:
-    """A TIFF Pillow cannot identify (16-bit colour, float64, float colour), read with tifffile
-    and scaled to 8-bit L or RGB as `_to_8bit` scales Pillow's pages."""
+def _deep_colour_tiff(im: Image.Image) -> bool:
+    """A colour TIFF with more than 8 bits a sample that tifffile can read. Pillow opens it as 8-bit
+    RGB (each sample's top byte), which makes 12-bit data in 16-bit samples nearly black; without
+    tifffile (the `embedded` extra) it stays Pillow's."""
+    if im.format != "TIFF" or im.mode not in ("RGB", "RGBA"):
+        return False
+    bits = im.tag_v2.get(258, (8,))
+    return max(bits if isinstance(bits, tuple) else (bits,)) > 8 and importlib.util.find_spec("tifffile") is not None
+
+
+def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> tuple[Image.Image, str]:
+    """A TIFF Pillow cannot identify (float64, float colour) or reads at 8 bits (16-bit colour), read
+    with tifffile and scaled to 8-bit L or RGB as `_to_8bit` scales Pillow's pages (with what the
+    scaling did)."""
     try:
         import tifffile
     except ImportError as exc:
@@ -384,6 +430,8 @@ def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> Image.Image:
     try:
         with tifffile.TiffFile(path) as tif:
             shape = tif.pages[0].shape
+            tags = tif.pages[0].tags
+            tag = tags.get(281) or tags.get(341)
             planar = len(shape) == 3 and shape[0] in (3, 4) and shape[-1] not in (3, 4)
             height, width = (shape[1], shape[2]) if planar else (shape[0], shape[1])
             _check_declared_size(path, int(width), int(height), limits)
@@ -397,7 +445,8 @@ def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> Image.Image:
             arr = arr[..., 0]  # grey + alpha
         if arr.ndim not in (2, 3):
             raise ValueError(f"pixel array of shape {arr.shape}")
-        return Image.fromarray(_scaled_8bit(arr if arr.ndim == 2 else arr[..., :3]), "L" if arr.ndim == 2 else "RGB")
+        out, how = _scaled_8bit(arr if arr.ndim == 2 else arr[..., :3], _declared_max(tag.value if tag else None))
+        return Image.fromarray(out, "L" if arr.ndim == 2 else "RGB"), how
     except (tifffile.TiffFileError, ValueError, TypeError, IndexError, OSError) as exc:
         raise _Reject(f"{path}: not a readable image ({first_line(exc)})", "not_an_image") from None
 
@@ -465,8 +514,9 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: not a readable image (empty file)", "empty")
     identity = rundir.file_identity(path)
     note = ""
-    orientation, upright_on_load = 1, False
+    orientation, upright_on_load, deep_colour = 1, False, False
     dpi = None
+    depth = ""    # what scaling a deep page to 8 bits did (`_white_point`)
     data = None   # the file's bytes when read once (`READ_ONCE_MAX_BYTES`)
     try:
         if identity is not None and identity[0] <= READ_ONCE_MAX_BYTES:
@@ -481,17 +531,21 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             orientation = _orientation(im)
             width, height = im.size
             dpi = im.info.get("dpi")
-            passthrough = fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1 and orientation == 1
+            deep_colour = _deep_colour_tiff(im)
+            passthrough = (fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1 and orientation == 1
+                           and not deep_colour)
             if frames > 1:
                 note = f"multi-page {fmt} ({frames} frames): first page used"
-            if not passthrough:
+            if deep_colour:
+                mode = f"{mode} {max(im.tag_v2[258])}-bit"
+            elif not passthrough:
                 im.seek(0)
                 im.load()
                 # Pillow turned it (a TIFF) if the tag is gone after load: the size is now upright.
                 upright_on_load = orientation != 1 and fmt == "TIFF" and 0x0112 not in im.tag_v2
                 if upright_on_load:
                     width, height = im.size
-                page = _to_8bit(im)
+                page, depth = _to_8bit(im)
             else:
                 im.load()  # catches truncated files now, not in every runner later
     except InputError:
@@ -502,12 +556,14 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: unreadable (permission denied)", "unreadable") from None
     except UnidentifiedImageError:
         if path.suffix.lower() in (".tif", ".tiff"):
-            page = _read_tiff_with_tifffile(path, limits)
+            page, depth = _read_tiff_with_tifffile(path, limits)
             width, height, passthrough, fmt, mode = page.width, page.height, False, "TIFF", "(tifffile)"
         else:
             raise _Reject(f"{path}: not a readable image (unknown format or corrupt header)", "not_an_image") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise _Reject(f"{path}: cannot decode image: {first_line(exc)}", "corrupt") from None
+    if deep_colour:  # outside Pillow's open: tifffile reads the file itself
+        page, depth = _read_tiff_with_tifffile(path, limits)
     if orientation >= 5 and dpi:
         dpi = tuple(reversed(dpi))
     if orientation != 1:
@@ -525,7 +581,8 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         atomic_write_bytes(cached, buf.getvalue())
         image_path = str(cached)
         if not (fmt in _PASS_FORMATS and mode in _PASS_MODES and orientation != 1):
-            note = "; ".join(filter(None, [note, f"{fmt} {mode} converted to 8-bit {page.mode}"]))
+            converted = f"{fmt} {mode} converted to 8-bit {page.mode}" + (f": {depth}" if depth else "")
+            note = "; ".join(filter(None, [note, converted]))
     return PageRecord(
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), note=note, identity=identity,
