@@ -1,7 +1,10 @@
 """CLI surface: help for every command, and usage errors with their exit codes and messages."""
 
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -178,3 +181,22 @@ def test_pages_naming_an_unreadable_input_reports_the_input_not_a_typo(tmp_path,
     assert "unknown page id" not in err
     assert "bad.png" in err and code == 4
     assert (run / "outputs" / "sources" / "fake" / "v" / f"{ids[0]}.json").is_file()
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])  # Ctrl-C, scancel
+def test_a_signal_landing_in_a_lazy_import_still_exits_with_its_code(tmp_path, sig, code):
+    """A signal that lands while a lazily imported module builds a dataclass (``dataclasses``
+    compiles its methods with a string ``exec``) is caught and reported like any other; under
+    ``python -m`` CPython then still killed the process by SIGINT (exit -2), as a loaded full
+    run of test_interrupt_stops_the_runner_and_exits_130 showed (fusion/geometry.py's import)."""
+    (tmp_path / "nb_lazy.py").write_text(
+        "import signal, sys\n"
+        "from newsbag import cli\n"
+        "@cli.cli.command('lazy')\n"
+        "def lazy():\n"
+        f"    exec('import signal; signal.raise_signal({int(sig)})', {{}})\n"
+        "cli.main(['lazy'])\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, "-m", "nb_lazy"], capture_output=True, text=True, env=env, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (code, "newsbag: interrupted")

@@ -635,6 +635,17 @@ def _on_sigterm(signum, frame) -> None:
     raise _Terminated()
 
 
+def _forget_unhandled_interrupt() -> None:
+    """Let ``sys.exit(130)`` stand after a caught Ctrl-C.
+
+    CPython marks a KeyboardInterrupt that leaves a string ``exec`` as unhandled even when it
+    is caught later, and under ``python -m`` then kills itself by SIGINT at exit (-2) instead
+    of exiting 130. Every lazy import that builds a dataclass or namedtuple runs such an exec,
+    so a Ctrl-C under load lands in one now and then. A string exec clears the mark as it starts.
+    """
+    exec("pass", {})
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the only place that turns exceptions into exit codes."""
     import signal
@@ -652,6 +663,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         click.echo("newsbag: interrupted", err=True)
+        _forget_unhandled_interrupt()
         terminated = isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated)
         sys.exit(128 + signal.SIGTERM if terminated else 130)
     except NewsbagError as exc:
