@@ -244,6 +244,40 @@ def test_interrupt_stops_the_runner_and_exits_130(tmp_path, eight_pages, sig, co
     _assert_clean_after_kill(tmp_path, eight_pages, run, runner_pid)
 
 
+def test_a_second_ctrl_c_while_the_runner_is_stopped_still_marks_it_killed(tmp_path, eight_pages, capsys, monkeypatch):
+    """Ctrl-C pressed twice: the second lands while newsbag stops the runner. The stop is
+    finished first (the runner dead, its report ``killed``, not ``running``), then it counts."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "pages", "--input-dir", eight_pages, "--run-dir", run)[0] == 0
+    pidfile = tmp_path / "runner.pid"
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "slow", "seconds": 30, "on": ["page03"]}},
+                            env={"FAKE_PIDFILE": str(pidfile)})
+    stage = load_config(cfg).stage("fake")
+    real_killpg, pressed = os.killpg, []
+
+    def killpg_and_ctrl_c_again(pid, sig):
+        real_killpg(pid, sig)
+        if not pressed:
+            pressed.append(sig)
+            signal.raise_signal(signal.SIGINT)
+
+    def ctrl_c_after_three(outcome):
+        if len([p for p in _folder(run).glob("page*.json")]) >= 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "killpg", killpg_and_ctrl_c_again)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell ignores it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_source(run, stage, "v", read_pages(run), runners=stage_runners(cfg), on_page=ctrl_c_after_three)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert pressed == [signal.SIGTERM]
+    report = json.loads((_folder(run) / "run_report.json").read_text())
+    assert (report["state"], report["pid"]) == ("killed", int(pidfile.read_text()))
+    assert not _alive(report["pid"])
+
+
 def test_streamed_batch_reports_each_page_and_retries_only_unfinished_ones(tmp_path, capsys, monkeypatch):
     """A detect_batch generator: pages are written as yielded; a raise retries only the rest, one by one."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))

@@ -16,9 +16,10 @@ import signal
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
@@ -196,6 +197,28 @@ def _kill(proc: subprocess.Popen) -> None:
             continue
 
 
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block ends, then act as they would have.
+
+    For stopping a runner on the way out: a second Ctrl-C there cut the stop short and left
+    the runner's report saying ``running``. Only the main thread has signal handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
 def _send_job(proc: subprocess.Popen, job: dict) -> None:
     """The job goes through the runner's stdin: no job file to leave behind when killed."""
     try:
@@ -239,9 +262,10 @@ def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners:
         try:
             result = _follow(stage, proc, job, log_fh, on_page, deadline, stop)
         except BaseException as exc:
-            _kill(proc)
-            _note_killed(job, proc.pid, "newsbag was interrupted (Ctrl-C or SIGTERM) and stopped it"
-                         if isinstance(exc, KeyboardInterrupt) else f"newsbag stopped it: {type(exc).__name__}")
+            with _interrupts_held():
+                _kill(proc)
+                _note_killed(job, proc.pid, "newsbag was interrupted (Ctrl-C or SIGTERM) and stopped it"
+                             if isinstance(exc, KeyboardInterrupt) else f"newsbag stopped it: {type(exc).__name__}")
             raise
         if result.end is None:
             _note_killed(job, proc.pid, _why_stopped(result, stage))
