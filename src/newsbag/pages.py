@@ -419,16 +419,17 @@ def _deep_colour_tiff(im: Image.Image) -> bool:
     return max(bits if isinstance(bits, tuple) else (bits,)) > 8 and importlib.util.find_spec("tifffile") is not None
 
 
-def _read_tiff_with_tifffile(path: Path, limits: InputLimits) -> tuple[Image.Image, str]:
+def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
     """A TIFF Pillow cannot identify (float64, float colour) or reads at 8 bits (16-bit colour), read
     with tifffile and scaled to 8-bit L or RGB as `_to_8bit` scales Pillow's pages (with what the
-    scaling did)."""
+    scaling did). It decodes `data`, the file's bytes when `inspect_page` read them once (and hashes
+    them), else the file."""
     try:
         import tifffile
     except ImportError as exc:
         raise InputError(f"{path}: this TIFF (16-bit colour or float) needs tifffile (pip install tifffile)") from exc
     try:
-        with tifffile.TiffFile(path) as tif:
+        with tifffile.TiffFile(path if data is None else BytesIO(data)) as tif:
             shape = tif.pages[0].shape
             tags = tif.pages[0].tags
             tag = tags.get(281) or tags.get(341)
@@ -556,14 +557,14 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: unreadable (permission denied)", "unreadable") from None
     except UnidentifiedImageError:
         if path.suffix.lower() in (".tif", ".tiff"):
-            page, depth = _read_tiff_with_tifffile(path, limits)
+            page, depth = _read_tiff_with_tifffile(path, data, limits)
             width, height, passthrough, fmt, mode = page.width, page.height, False, "TIFF", "(tifffile)"
         else:
             raise _Reject(f"{path}: not a readable image (unknown format or corrupt header)", "not_an_image") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise _Reject(f"{path}: cannot decode image: {first_line(exc)}", "corrupt") from None
-    if deep_colour:  # outside Pillow's open: tifffile reads the file itself
-        page, depth = _read_tiff_with_tifffile(path, limits)
+    if deep_colour:  # outside Pillow's open: tifffile decodes the file again
+        page, depth = _read_tiff_with_tifffile(path, data, limits)
     if orientation >= 5 and dpi:
         dpi = tuple(reversed(dpi))
     if orientation != 1:
