@@ -409,14 +409,15 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
     return lo, hi
 
 
-def _deep_colour_tiff(im: Image.Image) -> bool:
-    """A colour TIFF with more than 8 bits a sample that tifffile can read. Pillow opens it as 8-bit
-    RGB (each sample's top byte), which makes 12-bit data in 16-bit samples nearly black; without
-    tifffile (the `embedded` extra) it stays Pillow's."""
+def _deep_colour_bits(im: Image.Image) -> int:
+    """The bits a sample of a colour TIFF with more than 8 that tifffile can read, else 0. Pillow
+    opens it as 8-bit RGB (each sample's top byte), which makes 12-bit data in 16-bit samples nearly
+    black; without tifffile (the `embedded` extra) it stays Pillow's."""
     if im.format != "TIFF" or im.mode not in ("RGB", "RGBA"):
-        return False
+        return 0
     bits = im.tag_v2.get(258, (8,))
-    return max(bits if isinstance(bits, tuple) else (bits,)) > 8 and importlib.util.find_spec("tifffile") is not None
+    bits = max(bits if isinstance(bits, tuple) else (bits,))
+    return bits if bits > 8 and importlib.util.find_spec("tifffile") is not None else 0
 
 
 def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
@@ -515,7 +516,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: not a readable image (empty file)", "empty")
     identity = rundir.file_identity(path)
     note = ""
-    orientation, upright_on_load, deep_colour = 1, False, False
+    orientation, upright_on_load, deep_colour = 1, False, 0
     dpi = None
     depth = ""    # what scaling a deep page to 8 bits did (`_white_point`)
     data = None   # the file's bytes when read once (`READ_ONCE_MAX_BYTES`)
@@ -532,13 +533,13 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             orientation = _orientation(im)
             width, height = im.size
             dpi = im.info.get("dpi")
-            deep_colour = _deep_colour_tiff(im)
+            deep_colour = _deep_colour_bits(im)
             passthrough = (fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1 and orientation == 1
                            and not deep_colour)
             if frames > 1:
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if deep_colour:
-                mode = f"{mode} {max(im.tag_v2[258])}-bit"
+                mode = f"{mode} {deep_colour}-bit"
             elif not passthrough:
                 im.seek(0)
                 im.load()
