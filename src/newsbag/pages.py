@@ -325,17 +325,19 @@ def _to_8bit(im: Image.Image) -> tuple[Image.Image, str]:
     """8-bit L or RGB rendering of any Pillow mode (16/32-bit and float scaled by `_scaled_8bit`,
     CMYK/P/1/LA converted), and what the scaling did when the manifest should say so."""
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        tags = getattr(im, "tag_v2", {})
-        arr, how = _scaled_8bit(np.asarray(im), _declared_max(tags.get(281, tags.get(341))))
+        arr, how = _scaled_8bit(np.asarray(im), _declared_max(getattr(im, "tag_v2", {}).get))
         return Image.fromarray(arr, "L"), how
     if im.mode in ("1", "L", "LA"):
         return im.convert("L"), ""
     return im.convert("RGB"), ""
 
 
-def _declared_max(value) -> int | None:
+def _declared_max(tag_value) -> int | None:
     """A TIFF's MaxSampleValue (281) or SMaxSampleValue (341), one value or one per sample, as one
-    integer; None when absent or not a positive number."""
+    integer; None when absent or not a positive number. `tag_value` looks a tag's value up by its
+    code (None when absent), from Pillow's or tifffile's tags."""
+    value = tag_value(281)
+    value = tag_value(341) if value is None else value
     try:
         values = [int(v) for v in (value if isinstance(value, (tuple, list)) else [value])]
     except (TypeError, ValueError, OverflowError):
@@ -432,11 +434,10 @@ def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits
     try:
         with tifffile.TiffFile(path if data is None else BytesIO(data)) as tif:
             shape = tif.pages[0].shape
-            tags = tif.pages[0].tags
-            tag = tags.get(281) or tags.get(341)
             planar = len(shape) == 3 and shape[0] in (3, 4) and shape[-1] not in (3, 4)
             height, width = (shape[1], shape[2]) if planar else (shape[0], shape[1])
             _check_declared_size(path, int(width), int(height), limits)
+            declared = _declared_max(lambda code: getattr(tif.pages[0].tags.get(code), "value", None))
             try:
                 arr = tif.pages[0].asarray()
             except Exception as exc:  # noqa: BLE001 - its decoders raise anything on a cut file (zlib.error...)
@@ -447,7 +448,7 @@ def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits
             arr = arr[..., 0]  # grey + alpha
         if arr.ndim not in (2, 3):
             raise ValueError(f"pixel array of shape {arr.shape}")
-        out, how = _scaled_8bit(arr if arr.ndim == 2 else arr[..., :3], _declared_max(tag.value if tag else None))
+        out, how = _scaled_8bit(arr if arr.ndim == 2 else arr[..., :3], declared)
         return Image.fromarray(out, "L" if arr.ndim == 2 else "RGB"), how
     except (tifffile.TiffFileError, ValueError, TypeError, IndexError, OSError) as exc:
         raise _Reject(f"{path}: not a readable image ({first_line(exc)})", "not_an_image") from None
