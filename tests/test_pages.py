@@ -100,6 +100,18 @@ def test_a_tiff_declaring_its_max_sample_value_is_scaled_by_it(tmp_path, declare
     assert f"0..{declared}" in rec.note and "MaxSampleValue" in rec.note
 
 
+def test_a_tiff_declaring_the_full_16bit_range_is_not_taken_for_12bit(tmp_path):
+    """MaxSampleValue 65535 says 65535 is white: a dark page (values under 4096) stays dark; the
+    declared maximum was dropped at 16 bits and the page stretched as 12-bit data."""
+    tifffile = pytest.importorskip("tifffile")
+    src = tmp_path / "in" / "declared16.tif"
+    src.parent.mkdir()
+    tifffile.imwrite(src, _ramp(3000), extratags=[(281, "H", 1, 65535, True)])
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    assert _first_row(rec).tolist() == (_ramp(3000)[0].astype(int) * 255 // 65535).tolist()
+    assert "bit values" not in rec.note
+
+
 def test_a_16bit_rgb_page_with_12bit_values_keeps_its_range(tmp_path):
     """The tifffile path (16-bit colour) follows the same rule as Pillow's pages."""
     tifffile = pytest.importorskip("tifffile")

@@ -358,9 +358,9 @@ def _white_point(peak: int, declared: int | None) -> tuple[int, str]:
     if peak > 65535:
         return peak, ""
     bits = (declared or 0).bit_length()
-    if declared is not None and declared >= peak and bits < 16:
+    if declared is not None and declared >= peak and bits <= 16:
         top = (1 << bits) - 1
-        return top, f"{bits}-bit values (0..{top}, its MaxSampleValue {declared}) scaled to 0..255"
+        return top, f"{bits}-bit values (0..{top}, its MaxSampleValue {declared}) scaled to 0..255" if bits < 16 else ""
     top = 255 if peak <= 255 else 4095 if peak <= 4095 else 65535
     return top, f"{top.bit_length()}-bit values (0..{top}) scaled to 0..255" if top < 65535 else ""
 
