@@ -517,7 +517,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: not a readable image (empty file)", "empty")
     identity = rundir.file_identity(path)
     note = ""
-    orientation, upright_on_load, deep_colour = 1, False, 0
+    orientation, upright_on_load = 1, False
     dpi = None
     depth = ""    # what scaling a deep page to 8 bits did (`_white_point`)
     data = None   # the file's bytes when read once (`READ_ONCE_MAX_BYTES`)
@@ -541,6 +541,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if deep_colour:
                 mode = f"{mode} {deep_colour}-bit"
+                page, depth = _read_tiff_with_tifffile(path, data, limits)
             elif not passthrough:
                 im.seek(0)
                 im.load()
@@ -565,8 +566,6 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             raise _Reject(f"{path}: not a readable image (unknown format or corrupt header)", "not_an_image") from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise _Reject(f"{path}: cannot decode image: {first_line(exc)}", "corrupt") from None
-    if deep_colour:  # outside Pillow's open: tifffile decodes the file again
-        page, depth = _read_tiff_with_tifffile(path, data, limits)
     if orientation >= 5 and dpi:
         dpi = tuple(reversed(dpi))
     if orientation != 1:
