@@ -776,7 +776,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
         except Exception as exc:  # the page boundary: record and go on
             finish_failed(page, exc, time.perf_counter() - t_page)
             if context_lost(exc):
-                raise ContextLost(f"page {page['page_id']}: {str(exc).splitlines()[0]}") from exc
+                raise ContextLost(f"page {page['page_id']}: {error_line(exc)}") from exc
 
     def run_batch(batch: list[dict]) -> None:
         """One detect_batch call; if it raises, retry its unfinished pages one by one so only bad pages fail."""
@@ -807,9 +807,8 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             raise
         except Exception as exc:
             if context_lost(exc):  # which page caused it is unknown: the orchestrator isolates them
-                raise ContextLost(f"a batch of {len(batch) - finished}: {str(exc).splitlines()[0]}") from exc
-            log(f"{where}: batch of {len(batch)} failed ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''}); retrying its pages one by one")
+                raise ContextLost(f"a batch of {len(batch) - finished}: {error_line(exc)}") from exc
+            log(f"{where}: batch of {len(batch)} failed ({error_line(exc)}); retrying its pages one by one")
             for page in batch[finished:]:
                 run_one(page)
 
