@@ -49,3 +49,25 @@ def test_keep_same_leaves_a_file_that_holds_the_content_and_replaces_one_that_do
         write(path, "a\tc\n", keep_same=True)
         assert path.read_text() == "a\tc\n" and path.stat().st_ino != stamp[1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t0.tsv", "t1.tsv"]  # no temp file left
+
+
+def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_a_day(tmp_path):
+    """`writer_gone` judges temp files' writers and runners whose reports say running."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from newsbag import io as nb_io
+
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while nb_io._zombie(zombie.pid) is False and time.monotonic() < deadline:   # ended, not reaped (no wait())
+        time.sleep(0.02)
+    now = time.time()
+    assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)
+    zombie.wait()
+    assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)   # reaped: no such pid
+    assert not nb_io.writer_gone(nb_io._HOST, os.getpid(), 0.0, now)   # alive, whatever its last write
+    assert not nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S + 60, now)   # another host: recent
+    assert nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S - 60, now)

@@ -119,3 +119,20 @@ def test_judging_a_page_current_neither_repairs_nor_logs_its_boxes(tmp_path, cap
         assert not rundir.page_is_current(tmp_path, "p", "other")
         assert rundir.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
     assert caplog.records == []
+
+
+@pytest.mark.parametrize("host,hours_ago,state", [
+    ("node-elsewhere", 2, "running"),    # another node: it cannot be asked; a report written 2 h ago is taken for alive
+    ("node-elsewhere", 25, "died"),      # ... one not written for over a day is not
+])
+def test_a_runner_of_another_host_is_judged_by_its_last_report_write(host, hours_ago, state):
+    import time
+
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now - hours_ago * 3600))
+    reports = {"run_report.shard-1-of-2.json": {"state": "running", "pid": 4242, "host": host, "started": stamp,
+                                                "updated": stamp, "pages": {}},
+               "run_report.json": {"state": "finished", "pid": 1, "host": host, "pages": {}}}
+    assert rundir.runners_said_running(reports, now) == [
+        {"report": "run_report.shard-1-of-2.json", "state": state, "pid": 4242, "host": host,
+         "started": stamp, "updated": stamp}]

@@ -77,6 +77,46 @@ def test_report_is_on_disk_while_the_runner_works_and_after_a_kill(tmp_path, pag
 
 
 
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def test_status_says_a_runner_killed_with_newsbag_died_and_one_at_work_is_running(tmp_path, page_dir, capsys):
+    """kill -9 of newsbag (OOM killer, a node reboot, Slurm's SIGKILL) takes its runner along:
+    neither can write, so the report keeps ``running``. status must not pass that on as a
+    runner at work: a report whose pid is gone on this host is a runner that died."""
+    import socket
+
+    gate, pidfile = tmp_path / "gate", tmp_path / "runner.pid"
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "wait", "on": ["issue2__p3"]}},
+                            env={"FAKE_GATE": str(gate), "FAKE_PIDFILE": str(pidfile)})
+    run = tmp_path / "run"
+    proc = start_newsbag("run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    deadline = time.monotonic() + 60
+    while not Path(f"{gate}.reached").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid, host = int(pidfile.read_text()), socket.gethostname()
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    (runner,) = json.loads(out)["sources"][0]["runners"]
+    assert (runner["state"], runner["pid"], runner["host"], runner["report"]) == ("running", pid, host, "run_report.json")
+    os.killpg(proc.pid, signal.SIGKILL)  # newsbag at once; its runner follows (PR_SET_PDEATHSIG), unheard
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid) and _report(run)["state"] == "running"  # the leftover: nobody wrote the end
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    (runner,) = json.loads(out)["sources"][0]["runners"]
+    assert (runner["state"], runner["pid"], runner["host"]) == ("died", pid, host)
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0
+    assert f"runner pid {pid} on {host} died without finishing (run_report.json" in out, out
+    assert "running" not in out, out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; scancel, kill
 def test_report_of_a_runner_stopped_with_newsbag_says_killed_not_running(tmp_path, page_dir, sig):
     """newsbag sees its runner die (it stops it on the way out): the report must not say

@@ -224,6 +224,11 @@ def status(run_dir, as_json):
               else "  on " + ", ".join(f"{k} {v}" for k, v in devices.items()) if devices else "")
         click.echo(f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}"
                    f"{stale}  pending {s['pending']:>6}{on}{flag}" + (f"  ({note})" if note else ""))
+        for r in s["runners"]:
+            click.echo(f"      runner pid {r['pid']} on {r['host']} " + (
+                f"at work since {r['started']} ({r['report']})" if r["state"] == "running" else
+                f"died without finishing ({r['report']} last written {r['updated']}; killed with newsbag?): "
+                "its unfinished pages are pending; rerun to do them"))
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():

@@ -25,7 +25,7 @@ except ImportError:  # a venv made before orjson became a dependency: the stdlib
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
            "read_valid_page",
-           "append_jsonl", "jsonl_lines", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
+           "append_jsonl", "jsonl_lines", "run_dir_error", "remove_dead_temps", "writer_gone", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
 # one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
@@ -79,30 +79,48 @@ _TMP_SEQ = itertools.count()
 _HOST = socket.gethostname()
 
 
-# A temp file of another host is taken for abandoned once it has not been written to for this
-# long: its writer cannot be asked from here (Slurm puts every task on another node), and no
-# newsbag write leaves its temp file untouched for a day while it is alive.
+# A writer on another host is taken for gone once its file has not been written to for this
+# long: it cannot be asked from here (Slurm puts every task on another node), and no newsbag
+# writer (a temp file, a runner's report) leaves its file untouched for a day while it is alive.
 FOREIGN_TEMP_AGE_S = 86400
 _SWEPT: set[str] = set()  # the folders this process has removed dead writers' temp files from
 
 
+def writer_gone(host: str | None, pid: int, last_write: float, now: float) -> bool:
+    """Whether the process `pid` of `host` (None: another one), which last wrote a file at
+    `last_write` (epoch s), has ended: on this host, its pid is not alive (a pid reused since
+    counts as alive); on another, that write is `FOREIGN_TEMP_AGE_S` old."""
+    if host == _HOST:
+        try:
+            os.kill(pid, 0)  # this process included: alive
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, another user's
+            pass
+        return _zombie(pid)
+    return now - last_write > FOREIGN_TEMP_AGE_S
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has ended but is not reaped yet (Linux; elsewhere False): a runner killed with
+    its newsbag stays one until init gets to it, and os.kill still finds it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[:1] in ([b"Z"], [b"X"])
+    except OSError:
+        return False
+
+
 def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
-    """Whether ``name`` (in ``folder``) is a temp file of `_open_temp` whose writer has ended:
-    on this host, its pid is not alive; on another, it is `FOREIGN_TEMP_AGE_S` old."""
+    """Whether ``name`` (in ``folder``) is a temp file of `_open_temp` whose writer has ended (`writer_gone`)."""
     head, sep, tail = name.removesuffix(".tmp").rpartition("-")
     head, _, pid = head.rpartition("-")
     if not (name.startswith(".") and name.endswith(".tmp") and sep and pid.isdigit() and tail.isdigit()):
         return False
     if head.endswith(f".{_HOST}"):
-        try:
-            os.kill(int(pid), 0)  # this process's own temps included: alive
-        except ProcessLookupError:
-            return True
-        except OSError:  # alive, another user's
-            pass
-        return False
+        return writer_gone(_HOST, int(pid), 0.0, now)
     try:
-        return now - os.stat(os.path.join(folder, name)).st_mtime > FOREIGN_TEMP_AGE_S
+        return writer_gone(None, int(pid), os.stat(os.path.join(folder, name)).st_mtime, now)
     except OSError:
         return False
 

@@ -30,11 +30,12 @@ import shutil
 import socket
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from . import __version__
-from .io import append_jsonl, jsonl_lines, read_json, read_valid_page, write_json
+from .io import append_jsonl, jsonl_lines, read_json, read_valid_page, write_json, writer_gone
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
@@ -44,7 +45,7 @@ __all__ = [
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "file_identity", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
-    "page_is_current", "source_reports", "mark_runner_killed", "page_identities", "remove_stale_page",
+    "page_is_current", "source_reports", "runners_said_running", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
@@ -318,30 +319,63 @@ def page_is_current(out_dir: Path, page_id: str, expected: str, written: list[in
     return page["source"].get("fingerprint") == expected
 
 
-def source_reports(out_dir: Path) -> list[dict]:
-    """The ``pages`` of each run report in a source folder (``run_report.json``, one per shard
-    ``run_report.shard-K-of-N.json``), by file name; unreadable ones are left out."""
-    return list(_report_pages(out_dir))
+def source_reports(out_dir: Path) -> dict[str, dict]:
+    """Each run report in a source folder (``run_report.json``, one per shard
+    ``run_report.shard-K-of-N.json``) by file name, in name order, its ``pages`` a dict;
+    unreadable ones are left out."""
+    return {path.name: report for path in sorted(Path(out_dir).glob("run_report*.json"))
+            if (report := _read_report(path)) is not None}
 
 
 def _report_pages(out_dir: Path, first: str | None = None) -> Iterator[dict]:
-    """`source_reports` one at a time, the report named `first` (if any) before the others,
-    which are looked for only when asked for (listing a folder of 100k pages to find them was
-    most of what a shard task's check cost)."""
-    if first is not None and (pages := _pages_of_report(Path(out_dir) / first)) is not None:
-        yield pages
+    """The ``pages`` of `source_reports` one at a time, the report named `first` (if any) before
+    the others, which are looked for only when asked for (listing a folder of 100k pages to
+    find them was most of what a shard task's check cost)."""
+    if first is not None and (report := _read_report(Path(out_dir) / first)) is not None:
+        yield report["pages"]
     for path in sorted(Path(out_dir).glob("run_report*.json")):
-        if path.name != first and (pages := _pages_of_report(path)) is not None:
-            yield pages
+        if path.name != first and (report := _read_report(path)) is not None:
+            yield report["pages"]
 
 
-def _pages_of_report(path: Path) -> dict | None:
-    """The ``pages`` of one run report ({} when it has none), None when it cannot be read."""
+def _read_report(path: Path) -> dict | None:
+    """One run report, its ``pages`` a dict ({} when it has none); None when it cannot be read."""
     try:
-        pages = read_json(path).get("pages")
-    except (OSError, ValueError, AttributeError):
+        report = read_json(path)
+    except (OSError, ValueError):
         return None
-    return pages if isinstance(pages, dict) else {}
+    if not isinstance(report, dict):
+        return None
+    return {**report, "pages": report["pages"] if isinstance(report.get("pages"), dict) else {}}
+
+
+def _report_time(stamp: object) -> float:
+    """A run report's ``%Y-%m-%dT%H:%M:%S%z`` time as epoch seconds (0 when it is none)."""
+    try:
+        return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return 0.0
+
+
+def runners_said_running(reports: dict[str, dict], now: float) -> list[dict]:
+    """The runners `reports` (`source_reports`) say are ``running``, each judged by `io.writer_gone`:
+    ``state`` "running", or "died" when its pid is gone on this host (or, on another host, its
+    report was last written a day ago).
+
+    A runner killed together with newsbag (kill -9 of the job, the OOM killer taking both, a
+    node reboot) cannot write its end, and no one is left to `mark_runner_killed` it: its report
+    says ``running`` until a later call starts that runner again.
+    """
+    found = []
+    for name, report in reports.items():
+        pid, host = report.get("pid"), report.get("host")
+        if report.get("state") != "running" or not isinstance(pid, int) or not isinstance(host, str):
+            continue
+        updated = report.get("updated") or report.get("started")
+        gone = writer_gone(host if host == socket.gethostname() else None, pid, _report_time(updated), now)
+        found.append({"report": name, "state": "died" if gone else "running", "pid": pid, "host": host,
+                      "started": report.get("started"), "updated": updated})
+    return found
 
 
 def page_identities(out_dir: Path, page_ids: Iterable[str]) -> dict[str, list[int]]:

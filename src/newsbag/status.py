@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -88,7 +89,8 @@ def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
 
 
 def collect_status(run_dir: Path) -> dict:
-    """Counts per source, fusion variant and review board; failures with their one-line errors.
+    """Counts per source, fusion variant and review board; failures with their one-line errors;
+    the runners a source's reports say are running, alive or died (`rundir.runners_said_running`).
 
     Source pages, fused pages and boards count as done only while a run, `newsbag fuse` /
     `review` would skip them (their stages' own rules, with the config the run recorded);
@@ -111,11 +113,13 @@ def collect_status(run_dir: Path) -> dict:
     found = set(discover_sources(run_dir))
     judged = _recorded_sources(record)
     sha = {p.page_id: p.sha256 for p in records}
+    now = time.time()
     sources = []
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name
         present = rundir.page_files(folder) & ids
-        reports = rundir.source_reports(folder)
+        by_name = rundir.source_reports(folder)
+        reports = [r["pages"] for r in by_name.values()]
         if name in judged:   # by the rule a run skips pages by
             stage, variant = judged[name]
             done = rundir.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
@@ -138,7 +142,8 @@ def collect_status(run_dir: Path) -> dict:
                         "pending": len(ids - present - set(failed)), "errors": errors,
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
-                        "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices})
+                        "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
+                        "runners": rundir.runners_said_running(by_name, now)})
     fusion = fused_status(run_dir, sorted(ids), options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
