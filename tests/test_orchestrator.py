@@ -298,6 +298,18 @@ def test_a_runners_temp_files_left_by_a_kill_are_removed_by_the_next_call_that_r
     assert not dead.exists() and live.exists()
 
 
+def test_the_temp_file_of_a_runner_killed_mid_write_is_removed_before_its_restart_takes_over(tmp_path, page_dir, capsys):
+    """A runner killed while writing a page (OOM kill) leaves its temp; the orchestrator
+    restarts it within the same call for the pages left, and that call removes the dead
+    runner's temp (it swept the folder once, before the first runner, when there was none)."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "torn", "on": ["issue1__p2"]}})
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 4, err
+    assert len(outputs(run)) == 4 and "runner killed by SIGKILL" in err
+    assert not list(run.rglob("*.tmp"))
+
+
 def test_a_runner_names_its_temp_files_by_host_and_pid(tmp_path, monkeypatch):
     """The name tells the next call whether the writer is gone (`io._temp_writer_gone`)."""
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "runners"))

@@ -125,8 +125,9 @@ def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
         return False
 
 
-def remove_dead_temps(folder: Path) -> None:
-    """Remove the temp files a killed writer left in `folder`, once per process and folder.
+def remove_dead_temps(folder: Path, *, again: bool = False) -> None:
+    """Remove the temp files a killed writer left in `folder`, once per process and folder
+    (`again`: once more, for a writer that died since: a runner this process restarts).
 
     Called on a process's first write into a folder, and by the orchestrator on a source
     folder its runner is to write into (runners name their temps alike): only folders a call
@@ -135,7 +136,7 @@ def remove_dead_temps(folder: Path) -> None:
     a folder that cannot be listed is left as it is.
     """
     key = str(folder)
-    if key in _SWEPT:
+    if key in _SWEPT and not again:
         return
     _SWEPT.add(key)
     now = time.time()

@@ -468,7 +468,8 @@ def run_source(
                     "rerun with --retry-failed to try them again", stage.name, variant, len(held))
     todo = fresh + retried  # pages that failed before go last
     if todo:  # the runner writes there: what killed runners left goes first
-        remove_dead_temps(out_dir)
+        for folder in rundir.runner_folders(out_dir):
+            remove_dead_temps(folder)
     by_id = {p.page_id: p for p in todo}
     deadline = time.monotonic() + stage.timeout_s
     log_path = rundir.logs_dir(run_dir) / f"{stage.name}.{variant}.log"
@@ -565,6 +566,8 @@ def run_source(
                     settle(written)
             if result.end is None:  # killed before its last report write: its last records may be lost
                 unrecorded.update({k: o for k, o in reported.items() if o.status != "skipped"})
+                for folder in rundir.runner_folders(out_dir):  # and it may have died mid-write
+                    remove_dead_temps(folder, again=True)
             else:
                 for page_id in job["settled"]:
                     del unrecorded[page_id]

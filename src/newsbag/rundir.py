@@ -45,7 +45,7 @@ __all__ = [
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
     "file_identity", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
-    "page_is_current", "source_reports", "runners_said_running", "mark_runner_killed", "page_identities", "remove_stale_page",
+    "page_is_current", "source_reports", "runners_said_running", "runner_folders", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
     "failure_path", "record_failures",
@@ -93,6 +93,13 @@ def drop_shared_passes(run_dir: Path, stage: str, page_ids: Iterable[str]) -> in
             (key_dir / name).unlink(missing_ok=True)
         dropped += len(names)
     return dropped
+
+
+def runner_folders(out_dir: Path) -> list[Path]:
+    """The folders a runner writing `out_dir` writes into (its temp files included): `out_dir`
+    (pages, run report), its `FAILED_DIR`, and each shared model-pass folder of its stage."""
+    out_dir = Path(out_dir)
+    return [out_dir, out_dir / FAILED_DIR, *_subdirs(out_dir.parent / SHARED_DIR)]
 
 
 def _subdirs(folder: Path) -> list[Path]:

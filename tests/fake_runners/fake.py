@@ -4,7 +4,8 @@ Modes, applied to pages whose id contains one of `on`: ok (default), raise (exce
 detect), crash (SIGKILL itself), segv (SIGSEGV itself, as a native library would), die
 (os._exit(1)), hang (sleep), slow (sleep `seconds`, then ok), garbage (writes invalid JSON
 as output), exit0 (exits 0 mid-job), empty (the model answers, nothing parses), setupfail
-(a CUDA error while loading), wait (touches `$FAKE_GATE.reached`, then waits until the
+(a CUDA error while loading), torn (SIGKILLs itself half-way through writing the page's
+output: its temp file stays, as after an OOM kill mid-write), wait (touches `$FAKE_GATE.reached`, then waits until the
 file FAKE_GATE exists: a test holds the runner mid-job while other calls run). Mode noop
 exits 0 at once without any output or event; FAKE_MODES=importerror fails at import, before
 any event (a broken env). With `batch_size` > 1 the detector offers detect_batch, which
@@ -46,6 +47,8 @@ class Detector:
             raise RuntimeError("CUDA error: initialization error")
         if params["mode"] == "garbage":
             _loop.atomic_write_json = self._garbage_writer(_loop.atomic_write_json)
+        if params["mode"] == "torn":
+            _loop.atomic_write_json = self._torn_writer(_loop.atomic_write_json)
         if int(params.get("batch_size") or 1) > 1:
             self.detect_batch = self._detect_batch
 
@@ -55,6 +58,15 @@ class Detector:
                 Path(path).write_text("{not json")
             else:
                 real(path, obj, **kwargs)
+        return write
+
+    def _torn_writer(self, real):
+        def write(path, obj, **kwargs):
+            if isinstance(obj, dict) and "regions" in obj and self._hit(obj["page_id"]):
+                fd, _ = _loop._open_temp(Path(path))
+                os.write(fd, b'{"page_id": ')
+                os.kill(os.getpid(), signal.SIGKILL)
+            real(path, obj, **kwargs)
         return write
 
     def _hit(self, page_id):
