@@ -434,6 +434,22 @@ def test_crashed_page_is_retried_when_its_inputs_changed(tmp_path, eight_pages, 
     assert summary(run)["launches"] == 1  # retried last, after the 7 others were redone
 
 
+def test_a_page_held_back_on_reruns_is_not_logged_again_in_the_ledger(tmp_path, eight_pages, capsys):
+    """failures.jsonl logs what failed when it failed: a crasher that reruns hold back (it did not
+    run) is still failed in the exit code, the run report and status, but repeating its row on
+    every rerun grew the ledger by every held page per call (1 row, then 4 after 3 reruns)."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": ["page03"]}})
+    run = tmp_path / "run"
+    for _ in range(4):
+        code, _, err = _run(capsys, eight_pages, run, cfg)
+        assert code == 4, err
+    assert next(iter(summary(run)["failures"].values())).startswith("not retried")
+    assert set(failed_records(run)) == {"page03"}
+    ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert [(r["page_id"].split("-")[0], r["error"]) for r in ledger] == [
+        ("page03", "runner killed by SIGSEGV while processing this page")]
+
+
 def test_a_runner_that_dies_on_restart_still_leaves_its_failures_in_the_ledger(tmp_path, eight_pages, capsys):
     # page02 kills the runner; on the restart the runner's set-up fails for good (a CUDA error)
     cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "crash", "on": ["page02"]}},

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
-from .io import DISK_ERRNOS, append_jsonl, read_page, remove_dead_temps, write_json, run_dir_error
+from .io import DISK_ERRNOS, read_page, remove_dead_temps, write_json, run_dir_error
 from .pages import PageRecord
 from . import rundir
 from .rundir import failure_path, source_dir
@@ -631,9 +631,9 @@ def run_source(
                             _describe_exit(result.exit_code), log_path)
     finally:
         outcome.seconds = time.monotonic() - t0
-        failures = [asdict(o) | {"stage": stage.name, "variant": variant}
-                    for o in outcome.pages.values() if o.status == "failed"]
-        if failures:
-            append_jsonl(rundir.failures_ledger(run_dir),
-                         [f | {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z")} for f in failures])
+        # Held pages did not run: their failure is in the ledger since the call it happened in.
+        not_run = {page.page_id for page, _ in held}
+        rundir.record_failures(run_dir, stage.name, [asdict(o) for o in outcome.pages.values()
+                                                     if o.status == "failed" and o.page_id not in not_run],
+                               variant=variant)
     return outcome
