@@ -71,3 +71,23 @@ def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_
     assert not nb_io.writer_gone(nb_io._HOST, os.getpid(), 0.0, now)   # alive, whatever its last write
     assert not nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S + 60, now)   # another host: recent
     assert nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S - 60, now)
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_volatile_keys_alone_do_not_rewrite_a_file(tmp_path, compact):
+    """A page computed again with only its `seconds` changed keeps its file (mtime, inode) and
+    the seconds it records; any other change is written whole, with the new seconds."""
+    from newsbag.io import read_json, write_json
+
+    path = tmp_path / "p.json"
+    page = {"page_id": "p", "regions": [{"bbox_xyxy": [0, 0, 5, 5]}], "seconds": 0.25}
+    write_json(path, page, compact=compact)
+    stamp = (path.stat().st_mtime_ns, path.stat().st_ino)
+    write_json(path, {**page, "seconds": 0.5}, compact=compact, volatile=("seconds",))
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == stamp and read_json(path)["seconds"] == 0.25
+    changed = {**page, "regions": [{"bbox_xyxy": [0, 0, 6, 5]}], "seconds": 0.5}
+    write_json(path, changed, compact=compact, volatile=("seconds",))
+    assert read_json(path) == changed and path.stat().st_ino != stamp[1]
+    path.write_text("{torn")   # a file that is not JSON is replaced, not a reason to fail
+    write_json(path, page, compact=compact, volatile=("seconds",))
+    assert read_json(path) == page

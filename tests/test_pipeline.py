@@ -605,3 +605,56 @@ def test_status_reads_run_level_records_once_and_at_most_one_record_a_page_and_s
             # no fused page or member table, nothing else of a board (run-level records are not counted)
             assert not (path.startswith("outputs/fusion/") and len(parts) > 3 or path.startswith("review/pages/")), path
     assert per_page == ({"_metrics": 5, "info.json": 5} if not stages else {})
+
+
+def _finished_run(tmp_path, page_dir, capsys):
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}, "w": {}},
+                            extra_stages=[FUSION, REVIEW, {"name": "export", "kind": "export"}])
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 0, err
+    return run, cfg
+
+
+def _identities(run, under: str) -> dict:
+    return {p.relative_to(run).as_posix(): (p.stat().st_mtime_ns, p.stat().st_ino)
+            for p in (run / under).rglob("*") if p.is_file()}
+
+
+def test_fuse_force_that_changes_no_region_redraws_no_board_and_reexports_nothing(tmp_path, page_dir, capsys):
+    """`newsbag fuse --force` redoes the fusion; a fused page whose content comes out the same
+    (only its `seconds` differ) is left as it was, so review and export downstream find every
+    board and export current: at 100k pages a redraw of every board is hours for nothing."""
+    run, cfg = _finished_run(tmp_path, page_dir, capsys)
+    fused, boards, exports = (_identities(run, d) for d in ("outputs/fusion", "review/pages", "exports"))
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--force")
+    assert code == 0, err
+    assert json.loads(out)["ok"] == 5                        # the fusion was redone ...
+    assert _identities(run, "outputs/fusion") == fused      # ... and every file it made came out the same
+    for command in ("review", "export"):
+        code, out, err = run_cli(capsys, command, "--run-dir", run)
+        assert code == 0, err
+        assert (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), command
+    assert _identities(run, "review/pages") == boards and _identities(run, "exports") == exports
+
+
+def test_fuse_force_rewrites_a_fused_page_whose_regions_change_and_its_board_only(tmp_path, page_dir, capsys):
+    """The other side: a source page rewritten with other boxes makes its fused pages differ,
+    so they are rewritten and that page's board is redrawn, and no other page's."""
+    run, cfg = _finished_run(tmp_path, page_dir, capsys)
+    pid = _pid(run, "issue2/p3")
+    for source in ("v", "w"):
+        src = run / f"outputs/sources/fake/{source}/{pid}.json"
+        page = json.loads(src.read_text())
+        page["regions"] = [dict(page["regions"][0], bbox_xyxy=[1, 1, 20, 15])]
+        src.write_text(json.dumps(page))
+    boards = _identities(run, "review/pages")
+    code, _, err = run_cli(capsys, "fuse", "--run-dir", run, "--force")
+    assert code == 0, err
+    for variant in ("S", "C"):
+        regions = json.loads((run / f"outputs/fusion/{variant}/{pid}.json").read_text())["regions"]
+        assert [r["bbox_xyxy"] for r in regions] == [[1, 1, 20, 15]], variant
+    code, _, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 0, err
+    after = _identities(run, "review/pages")
+    assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [pid]

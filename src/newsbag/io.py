@@ -14,7 +14,7 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 from .errors import first_line
 
@@ -298,12 +298,36 @@ def dumps_compact(obj: Any) -> bytes:
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, durable: bool = True,
-               keep_same: bool = False) -> None:
+               keep_same: bool = False, volatile: tuple[str, ...] = ()) -> None:
     """Atomic strict JSON. ``compact`` for bulk per-page files: no indent, no spaces, `dumps_compact`
     (``indent`` uses the stdlib's pure-Python encoder: 335 of 740 ms per fused page);
-    ``durable`` and ``keep_same`` as in `atomic_write_bytes`."""
-    data = dumps_compact(obj) + b"\n" if compact else (dumps_strict(obj, indent=1) + "\n").encode("utf-8")
-    atomic_write_bytes(path, data, durable=durable, keep_same=keep_same)
+    ``durable`` and ``keep_same`` as in `atomic_write_bytes`.
+
+    ``volatile``: top-level keys of the dict `obj` that differ on every computation (a page's
+    ``seconds``): a file holding `obj` but for them is left as it is (mtime, inode). Downstream
+    stages judge their inputs by `rundir.file_identity`, so a recomputation that changes nothing
+    (``--force``) must not look like new content to them.
+    """
+    def encode(value: Any) -> bytes:
+        return dumps_compact(value) + b"\n" if compact else (dumps_strict(value, indent=1) + "\n").encode("utf-8")
+
+    if volatile and _holds_but(path, obj, volatile, encode):
+        return
+    atomic_write_bytes(path, encode(obj), durable=durable, keep_same=keep_same)
+
+
+def _holds_but(path: str | os.PathLike, obj: dict, volatile: tuple[str, ...], encode: Callable[[Any], bytes]) -> bool:
+    """Whether the file at `path` holds `obj` encoded by `encode`, with the values of the
+    `volatile` keys it records in place of `obj`'s."""
+    try:
+        with open(path, "rb") as fh:
+            held = fh.read()
+        old = _parse(held)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(old, dict) or any(k in obj and k not in old for k in volatile):
+        return False
+    return encode({k: old[k] if k in volatile else v for k, v in obj.items()}) == held
 
 
 def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:
@@ -317,7 +341,11 @@ def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:
         ``strict`` a NaN/Infinity token).
     """
     with open(path, "rb") as fh:
-        data = fh.read()
+        return _parse(fh.read(), strict=strict)
+
+
+def _parse(data: bytes, *, strict: bool = False) -> Any:
+    """`read_json` of bytes already read."""
     if orjson is not None:
         try:
             return orjson.loads(data)

@@ -429,14 +429,18 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         # Per-page files skip the fsync (`io.atomic_write_bytes`): the record below holds the
         # identity of each, so a rerun redoes a page a power cut tore.
+        # Whatever comes out the same as it is on disk is left as it is (keep_same; a page's
+        # ``seconds`` differ on every computation): review and export judge these files by
+        # their identity, so a `--force` that changes nothing must redraw and re-export nothing.
         if not table_ok:
-            write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True, durable=False)
+            write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True, durable=False,
+                       keep_same=True)
         written = (current or {}).get("outputs") or {}
         outputs = {v: i for v, i in written.items() if v in active and v not in stale}
         for name, page in fused_pages.items():
             page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
             path = rundir.fused_dir(run_dir, name) / f"{page_id}.json"
-            write_json(path, page, compact=True, durable=False)
+            write_json(path, page, compact=True, durable=False, volatile=("seconds",))
             outputs[name] = rundir.file_identity(path)
             rundir.failure_path(rundir.fused_dir(run_dir, name), page_id).unlink(missing_ok=True)
         new = _jsonable(new)
@@ -448,7 +452,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
             "inputs": idents, "dropped": dropped, "outputs": outputs,
             "members_table": rundir.file_identity(table_path),
-        }, compact=True, durable=False)
+        }, compact=True, durable=False, keep_same=True)
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
     except Exception as exc:  # the page boundary: record and go on
