@@ -240,13 +240,20 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
-def atomic_write_json(path: Path, obj, durable: bool = True) -> None:
+def atomic_write_json(path: Path, obj, durable: bool = True, volatile: tuple[str, ...] = ()) -> None:
     """Write `obj` to `path` through a temp file and ``os.replace``: readers never see half a file.
 
     ``durable=False`` skips the fsync. Page outputs and shared model outputs use it: a page torn
     by a power cut fails the validity check on the next run and is computed again, while an
     fsync per page costs about 8 ms on this machine's disk, more on NFS or Lustre.
+
+    ``volatile``: top-level keys of the dict `obj` that differ on every computation (a page's
+    ``seconds``): a file that holds `obj` but for them is left as it is (mtime, inode), as
+    newsbag's `io.write_json` does. Fusion judges source pages by size and mtime, so a
+    ``--force`` whose model answers the same must not make every later stage redo the page.
     """
+    if volatile and _holds_but(path, obj, volatile):
+        return
     try:
         _atomic_write_json(path, obj, durable)
     except OSError as exc:
@@ -277,12 +284,29 @@ def _open_temp(path: Path) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no free temp file name", str(path))
 
 
+def _encode(obj) -> bytes:
+    return (dumps_strict(obj, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _holds_but(path: Path, obj: dict, volatile: tuple[str, ...]) -> bool:
+    """Whether the file at `path` holds `obj` as written here, with the values of the
+    `volatile` keys it records in place of `obj`'s."""
+    try:
+        held = path.read_bytes()
+        old = json.loads(held)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(old, dict) or any(k in obj and k not in old for k in volatile):
+        return False
+    return _encode({k: old[k] if k in volatile else v for k, v in obj.items()}) == held
+
+
 def _atomic_write_json(path: Path, obj, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _open_temp(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dumps_strict(obj, ensure_ascii=False) + "\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_encode(obj))
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -730,7 +754,7 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             record["empty_reason"] = reason
             log(f"page {page_id} ({page['path']}): {where}: empty: {reason}")
         path = out_dir / f"{page_id}.json"
-        atomic_write_json(path, record, durable=False)
+        atomic_write_json(path, record, durable=False, volatile=("seconds",))
         (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
         # What this file is (its fingerprint, size and mtime): newsbag's index of the folder, so a
         # rerun and `status` stat the page instead of parsing it (rundir.current_source_pages).

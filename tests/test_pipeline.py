@@ -658,3 +658,38 @@ def test_fuse_force_rewrites_a_fused_page_whose_regions_change_and_its_board_onl
     assert code == 0, err
     after = _identities(run, "review/pages")
     assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [pid]
+
+
+def test_a_model_stage_force_that_changes_no_box_refuses_nothing_downstream(tmp_path, page_dir, capsys):
+    """`newsbag run --force --stages fake` runs the model again; source pages that come out the
+    same but for their `seconds` are left as they were, so fusion, review and export redo nothing."""
+    run, cfg = _finished_run(tmp_path, page_dir, capsys)
+    before = {d: _identities(run, d) for d in ("outputs", "review/pages", "exports")}
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--force", "--stages", "fake")
+    assert code == 0, err
+    report = json.loads((run / "reports/run_fake.json").read_text())
+    assert [s["counts"]["ok"] for s in report["sources"]] == [5, 5]    # the model ran again
+    code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    report = json.loads((run / "reports/run_all.json").read_text())
+    assert [report["builtin"][k]["ok"] for k in ("fusion", "review", "export")] == [0, 0, 0], report["builtin"]
+    after = {d: {k: v for k, v in _identities(run, d).items() if not k.endswith("run_report.json")} for d in before}
+    assert after == {d: {k: v for k, v in ids.items() if not k.endswith("run_report.json")} for d, ids in before.items()}
+
+
+@pytest.mark.parametrize("mode", ["raise", "crash"])
+def test_a_page_that_fails_when_forced_keeps_no_source_page_that_passes_for_current(tmp_path, page_dir, capsys, mode):
+    """`--force` keeps a current source page while the model runs again; one that fails then
+    (the runner's own failure, or the runner killed on it) loses the page, as if it had been
+    removed first: a failed page has no output that fusion or export would take for it."""
+    run, _ = _finished_run(tmp_path, page_dir, capsys)
+    pid = _pid(run, "issue2/p3")
+    cfg = write_fake_config(tmp_path / "c2.json", {"v": {"mode": mode, "on": ["issue2__p3"]}, "w": {}},
+                            extra_stages=[FUSION, REVIEW, {"name": "export", "kind": "export"}])
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--force", "--stages", "fake")
+    assert code == 4, err
+    assert not (run / f"outputs/sources/fake/v/{pid}.json").exists()
+    assert (run / f"outputs/sources/fake/v/_failed/{pid}.json").exists()
+    assert (run / f"outputs/sources/fake/w/{pid}.json").exists()
+    others = [p.name for p in (run / "outputs/sources/fake/v").glob("*.json") if p.name != "run_report.json"]
+    assert len(others) == 4 and f"{pid}.json" not in others

@@ -439,17 +439,21 @@ def run_source(
     label_map = dict(stage.label_map)
     prints = {p.page_id: stage.page_fingerprint(variant, p.sha256) for p in pages}
     judged = rundir.page_identities(out_dir, prints)
-    current = set() if force else rundir.current_source_pages(out_dir, prints, first=report_name, now=judged)
+    current = rundir.current_source_pages(out_dir, prints, first=report_name, now=judged)
     fresh, retried, held = [], [], []
     for page in pages:
-        if page.page_id in current:
+        if page.page_id in current and not force:
             o = PageOutcome(page.page_id, "skipped")
             outcome.pages[page.page_id] = o
             on_page(o)
             continue
         # A valid page made from other parameters, another image or another runner revision is
         # stale: remove it, so that fusion and exports never take it for the page if it now fails.
-        rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
+        # A current one `force` redoes stays: the runner leaves it as it is when the model answers
+        # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
+        # fails, it is removed once the runner is done (below).
+        if page.page_id not in current:
+            rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
         before = None if force else _previous_failure(out_dir, page.page_id)
         if before is None:
             fresh.append(page)
@@ -561,6 +565,9 @@ def run_source(
             unsettled = [p for p in remaining if p.page_id not in outcome.pages
                          and (result.exit_code == 0 or p.page_id in result.in_flight)]
             for page in unsettled:
+                if force and page.page_id in current and rundir.file_identity(
+                        out_dir / f"{page.page_id}.json") == judged.get(page.page_id):
+                    continue  # the page `force` kept, not one this call wrote
                 written = _written_outcome(out_dir, page.page_id, prints[page.page_id])
                 if written:
                     settle(written)
@@ -631,9 +638,12 @@ def run_source(
                             _describe_exit(result.exit_code), log_path)
     finally:
         outcome.seconds = time.monotonic() - t0
+        failed = [o for o in outcome.pages.values() if o.status == "failed"]
+        for o in failed if force else ():   # a current page kept for `force` that failed now
+            if o.page_id in current:
+                rundir.remove_stale_page(out_dir, o.page_id, judged.get(o.page_id))
         # Held pages did not run: their failure is in the ledger since the call it happened in.
         not_run = {page.page_id for page, _ in held}
-        rundir.record_failures(run_dir, stage.name, [asdict(o) for o in outcome.pages.values()
-                                                     if o.status == "failed" and o.page_id not in not_run],
+        rundir.record_failures(run_dir, stage.name, [asdict(o) for o in failed if o.page_id not in not_run],
                                variant=variant)
     return outcome
