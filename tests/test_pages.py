@@ -50,6 +50,18 @@ def test_image_kinds(tmp_path, name, mode, fmt, save, expect_cache, note):
     assert (tmp_path / "run" / rec.path).resolve() == src.resolve()
 
 
+def test_inspecting_a_touched_scan_again_leaves_its_cache_copy_as_it_was(tmp_path):
+    """A touch makes the next call inspect the scan again; its 8-bit copy comes out the same
+    and is kept (mtime, inode), so nothing judged by the copy's identity is redone."""
+    import os
+
+    src = write_image(tmp_path / "in" / "e.tif", size=(64, 48), mode="I;16", fmt="TIFF")
+    copy = Path(inspect_page(src, tmp_path / "in", tmp_path / "run").image_path)
+    stamp = (copy.stat().st_mtime_ns, copy.stat().st_ino)
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**10))
+    assert Path(inspect_page(src, tmp_path / "in", tmp_path / "run").image_path) == copy
+    assert (copy.stat().st_mtime_ns, copy.stat().st_ino) == stamp
+
 def test_16bit_rgb_tiff_read_with_tifffile(tmp_path):
     tifffile = pytest.importorskip("tifffile")
     arr = np.zeros((20, 30, 3), np.uint16)

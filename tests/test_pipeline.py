@@ -1,11 +1,12 @@
 """`newsbag run` / `fuse` / `status` over a run whose stages fail: every failure reaches exit 4, the report, the ledger and status."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from nbtest import run_cli, write_fake_config
+from nbtest import run_cli, write_fake_config, write_image
 
 FUSION = {"name": "fusion", "kind": "fusion", "variants": {
     "S": {"sources": ["fake/*"], "method": "best_single"},
@@ -693,3 +694,31 @@ def test_a_page_that_fails_when_forced_keeps_no_source_page_that_passes_for_curr
     assert (run / f"outputs/sources/fake/w/{pid}.json").exists()
     others = [p.name for p in (run / "outputs/sources/fake/v").glob("*.json") if p.name != "run_report.json"]
     assert len(others) == 4 and f"{pid}.json" not in others
+
+
+def _counts(run, name="run_all.json") -> dict:
+    report = json.loads((run / "reports" / name).read_text())
+    counts = {s["source"]: s["counts"]["ok"] for s in report["sources"]}
+    return counts | {k: v["ok"] for k, v in report["builtin"].items()}
+
+
+@pytest.mark.parametrize("names_inputs", [True, False])
+def test_a_touched_scan_redoes_nothing_and_a_replaced_one_redoes_its_page_only(tmp_path, page_dir, capsys, names_inputs):
+    """A scan whose mtime changed but not its bytes (touch, a copy without -p) is the same page:
+    no stage redoes it, its review board included (drawn from the image). One whose bytes were
+    replaced under the same name is redone by every stage, and no other page is."""
+    run, _ = _finished_run(tmp_path, page_dir, capsys)
+    args = ["run", "--run-dir", run, *(["--input-dir", page_dir, "--recursive"] if names_inputs else [])]
+    image = page_dir / "issue1/p2.png"
+    boards = _identities(run, "review/pages")
+    os.utime(image, ns=(image.stat().st_atime_ns, image.stat().st_mtime_ns + 10**10))
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert _counts(run) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
+    assert _identities(run, "review/pages") == boards
+    write_image(image, size=(40, 30), mode="RGB")   # other pixels, same size and name
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert _counts(run) == {"fake/v": 1, "fake/w": 1, "fusion": 1, "review": 1, "export": 1}
+    after = _identities(run, "review/pages")
+    assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [_pid(run, "issue1/p2")]

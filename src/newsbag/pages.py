@@ -580,7 +580,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         buf = BytesIO()
         save = {"dpi": tuple(float(v) for v in dpi)} if _valid_dpi(dpi) else {}
         page.save(buf, format="PNG", **save)
-        atomic_write_bytes(cached, buf.getvalue())
+        atomic_write_bytes(cached, buf.getvalue(), keep_same=True)   # a scan touched: the copy is as it was
         image_path = str(cached)
         if not (fmt in _PASS_FORMATS and mode in _PASS_MODES and orientation != 1):
             converted = f"{fmt} {mode} converted to 8-bit {page.mode}" + (f": {depth}" if depth else "")

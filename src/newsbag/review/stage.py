@@ -210,9 +210,15 @@ def _inputs(run_dir: Path, record, plan: _Plan) -> _Inputs:
     fused, failed_fused, fused_ids = _page_files(page_id, plan.gallery_dirs, "fused")
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
-    # call) but the recommended variant it names, the files shown and the options.
+    # call) but the recommended variant it names, the files shown and the options; the scan
+    # by its content as the manifest records it (and how it was read: the note), as the
+    # sources are, so a scan touched or copied without its mtime redraws nothing (one gone
+    # still fails its board).
+    scan = rundir.file_identity(image_path)
+    if scan is not None and record.sha256:
+        scan = [record.sha256, record.note]
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
-                                     rundir.file_identity(image_path), {**source_ids, **fused_ids})
+                                     scan, {**source_ids, **fused_ids})
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint)
 
 
