@@ -285,8 +285,9 @@ def _drop_transcript(out_dir: Path, page_id: str) -> bool:
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
     record = _transcript(plan, lines, variant)
-    atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n")
-    write_json(out_dir / f"{page_id}.json", record)
+    # A transcript read again the same (`--force`) is left as it is: export judges it by identity.
+    atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n", keep_same=True)
+    write_json(out_dir / f"{page_id}.json", record, keep_same=True)
 
 
 def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *, force: bool = False,

@@ -338,3 +338,15 @@ def test_a_page_whose_fused_page_is_gone_loses_its_transcript_and_index_lines(tm
     assert (result["ok"], result["failed"]) == (0, 1)
     assert not (out / "p2.json").exists() and not (out / "p2.txt").exists()
     assert {json.loads(line)["page_id"] for line in (out / "transcripts.jsonl").read_text().splitlines()} == {"p1"}
+
+
+def test_a_forced_transcription_that_reads_the_same_text_leaves_its_files_as_they_were(tmp_path):
+    """`newsbag transcribe --force` reads every page again; a transcript that comes out the
+    same keeps its files (mtime, inode), so export, which judges transcripts by identity,
+    redoes nothing."""
+    run = _write_run(tmp_path)
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    out = rundir.transcript_dir(run, "C")
+    stamps = {name: (os.stat(out / name).st_mtime_ns, os.stat(out / name).st_ino) for name in ("p1.json", "p1.txt")}
+    assert run_transcription(run, ["p1"], {}, force=True)["ok"] == 1
+    assert {name: (os.stat(out / name).st_mtime_ns, os.stat(out / name).st_ino) for name in stamps} == stamps
