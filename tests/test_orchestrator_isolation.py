@@ -405,19 +405,45 @@ def test_max_failed_fraction_is_validated(tmp_path, value):
     (5, "1", 5),
 ])
 def test_slurm_job_forgives_only_failed_pages(tmp_path, rc, partial, expected):
-    """torch/slurm/_newsbag_job.sh maps `newsbag run`'s exit code the way the README says."""
+    """torch/slurm/_newsbag_job.sh maps `newsbag run`'s exit code the way the README says, and
+    records the exit Slurm sees in RUN/slurm/exits/<job>.json (status reads it once Slurm forgot the job)."""
+    run, env = _job_script_env(tmp_path, f"exit {rc}")
+    done = subprocess.run(["bash", str(JOB_SCRIPT), "cpu"], env={**env, "NEWSBAG_ALLOW_PARTIAL": partial},
+                          capture_output=True, text=True)
+    assert done.returncode == expected, done.stderr
+    assert json.loads((run / "slurm" / "exits" / "77_3.json").read_text())["exit_code"] == expected
+
+
+JOB_SCRIPT = Path(__file__).resolve().parents[1] / "torch" / "slurm" / "_newsbag_job.sh"
+
+
+def _job_script_env(tmp_path, on_run: str) -> tuple[Path, dict]:
+    """A run dir and the environment of array task 77_3 whose `newsbag run` is the shell code `on_run`."""
     py = tmp_path / "py"
-    py.write_text(f'#!/bin/sh\ncase "$*" in *" run "*) exit {rc};; esac\nexit 0\n')
+    py.write_text(f'#!/bin/sh\ncase "$*" in *" run "*) {on_run};; esac\nexit 0\n')
     py.chmod(0o755)
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
     (run / "manifests" / "pages.jsonl").write_text("")
-    script = Path(__file__).resolve().parents[1] / "torch" / "slurm" / "_newsbag_job.sh"
-    env = {"PATH": os.environ["PATH"], "NEWSBAG_PY": str(py), "NEWSBAG_RUN_DIR": str(run),
-           "NEWSBAG_STAGES": "fake", "BASE": str(tmp_path / "base"), "NEWSBAG_ALLOW_PARTIAL": partial,
-           "TMPDIR": str(tmp_path)}
-    done = subprocess.run(["bash", str(script), "cpu"], env=env, capture_output=True, text=True)
-    assert done.returncode == expected, done.stderr
+    return run, {"PATH": os.environ["PATH"], "NEWSBAG_PY": str(py), "NEWSBAG_RUN_DIR": str(run),
+                 "NEWSBAG_STAGES": "fake", "BASE": str(tmp_path / "base"), "TMPDIR": str(tmp_path),
+                 "SLURM_JOB_ID": "80", "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}
+
+
+def test_slurm_job_stopped_by_sigterm_records_143_not_success(tmp_path):
+    """At the time limit (or scancel) Slurm sends SIGTERM to every process of the job: the record
+    must say the job was terminated (bash killed by the signal ran its EXIT trap with $? 0)."""
+    started = tmp_path / "started"
+    run, env = _job_script_env(tmp_path, f"touch '{started}'; exec sleep 60")
+    proc = subprocess.Popen(["bash", str(JOB_SCRIPT), "cpu"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert started.exists()
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    assert json.loads((run / "slurm" / "exits" / "77_3.json").read_text())["exit_code"] == 143
 
 
 def test_crashed_page_is_retried_when_its_inputs_changed(tmp_path, eight_pages, capsys):

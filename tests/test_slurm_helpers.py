@@ -229,3 +229,59 @@ def test_resubmit_says_why_slurm_cancelled_the_fusion_job(tmp_path, fake_bin, ca
     code, out, err = run_cli(capsys, "slurm", "stale", "--run-dir", tmp_path, "--cancel")
     assert (code, out, err) == (0, "job 61 fuse-review did not run (cancelled): job 60 infer-l40s TIMEOUT\n", "")
     assert not (fake_bin / "scancel.argv").exists()
+
+
+def _fake_squeue_that_forgot(bin_dir, stderr="slurm_load_jobs error: Invalid job id specified"):
+    """squeue once the jobs are older than MinJobAge: real squeue exits 1 with this line when it
+    knows none of the ids; sacct without slurmdbd answers nothing."""
+    path = bin_dir / "squeue"
+    path.write_text(f"#!/bin/sh\necho '{stderr}' >&2\nexit 1\n")
+    path.chmod(0o755)
+    _fake_tool(bin_dir, "sacct", "Slurm accounting storage is disabled", rc=1)
+
+
+def _forgotten_run(tmp_path):
+    """A run whose array task 40_1 exited 4, task 40_0 0, and whose fusion job 41 never started."""
+    logs = tmp_path / "logs" / "slurm"
+    logs.mkdir(parents=True)
+    exits = tmp_path / "slurm" / "exits"
+    exits.mkdir(parents=True)
+    for task, rc in (("40_0", 0), ("40_1", 4)):
+        (logs / f"newsbag-infer-l40s-{task}.out").write_text(f"newsbag job {task}\nnewsbag job {task}: newsbag run exited {rc}\n")
+        (exits / f"{task}.json").write_text(json.dumps({"job": task, "exit_code": rc}))
+    record_job(tmp_path, {"job_id": "40", "kind": "infer-l40s", "partition": "l40s_public", "stages": "dell",
+                          "array": "0-1", "log": str(logs / "%x-%A_%a.out")})
+    record_job(tmp_path, {"job_id": "41", "kind": "fuse-review", "partition": "cs", "stages": "fusion",
+                          "dependency": "afterok:40", "log": str(logs / "%x-%j.out")})
+    return logs
+
+
+def test_status_without_accounting_reads_the_jobs_own_exit_records(tmp_path, capsys, fake_bin):
+    # No slurmdbd: once squeue forgot the jobs (MinJobAge), sacct cannot say how they ended; each job
+    # wrote RUN/slurm/exits/<job>.json as it ended, and a job with no log never started.
+    logs = _forgotten_run(tmp_path)
+    _fake_squeue_that_forgot(fake_bin)
+    code, out, _ = run_cli(capsys, "status", "--run-dir", tmp_path)
+    assert code == 0
+    assert "  job 40 infer-l40s: FAILED (exit 4) 1/2, COMPLETED 1/2 [l40s_public array 0-1] stages dell\n" in out
+    assert "  job 41 fuse-review: CANCELLED (never started) [cs] stages fusion after afterok:40\n" in out
+    assert f"  job 40_1 infer-l40s FAILED: log {logs}/newsbag-infer-l40s-40_1.out\n" in out
+    assert "      last error: newsbag job 40_1: newsbag run exited 4\n" in out
+    assert "  job 41 fuse-review did not run (cancelled): job 40_1 infer-l40s FAILED\n" in out
+
+
+def test_a_job_killed_before_it_could_record_its_exit_is_not_taken_for_a_success(tmp_path, fake_bin):
+    # SIGKILL after the time limit's grace period, the OOM killer on the batch step, a node failure.
+    logs = _forgotten_run(tmp_path)
+    (tmp_path / "slurm" / "exits" / "40_0.json").unlink()
+    _fake_squeue_that_forgot(fake_bin)
+    rows = describe_jobs(tmp_path)
+    assert rows[0]["state"] == "FAILED (exit 4) 1/2, FAILED (no exit record: killed?) 1/2"
+    assert (logs / "newsbag-infer-l40s-40_0.out").exists()
+
+
+def test_an_unreachable_slurm_is_not_read_as_forgotten_jobs(tmp_path, fake_bin):
+    # The controller is down: the records say nothing of jobs still queued, so nothing is claimed.
+    _forgotten_run(tmp_path)
+    _fake_squeue_that_forgot(fake_bin, stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
+    assert [r["state"] for r in describe_jobs(tmp_path)] == ["unknown", "unknown"]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOBS_FILE",
+    "EXITS_DIR",
     "read_jobs",
     "record_job",
     "job_states",
@@ -56,6 +57,9 @@ __all__ = [
 ]
 
 JOBS_FILE = Path("slurm") / "jobs.jsonl"
+# RUN/slurm/exits/<job or J_T>.json: how each job ended, written by the job itself (_newsbag_job.sh),
+# for a cluster without accounting, where Slurm forgets a job MinJobAge after it ended.
+EXITS_DIR = Path("slurm") / "exits"
 # States after which a job never runs again (unless requeued by hand).
 _BAD = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
 
@@ -98,15 +102,20 @@ def record_job(run_dir: str | os.PathLike, record: dict) -> None:
     append_jsonl(path, [record])
 
 
+def _call(cmd: list[str]) -> subprocess.CompletedProcess | None:
+    """A Slurm client command's result, or None when it is missing or does not return in time."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
 def _run(cmd: list[str]) -> str:
     """stdout of a Slurm client command, or "" when it is missing or fails (no accounting, purged ids)."""
-    if shutil.which(cmd[0]) is None:
-        return ""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout
+    proc = _call(cmd)
+    return proc.stdout if proc is not None else ""
 
 
 def _with_reason(state: str, reason: str) -> str:
@@ -130,11 +139,15 @@ def _summarise(states: list[str]) -> str:
     return ", ".join(f"{s} {counts[s]}/{len(states)}" for s in sorted(counts, key=rank))
 
 
-def job_states(job_ids: Iterable[str]) -> dict[str, str]:
+def job_states(job_ids: Iterable[str], recorded: Callable[[str], dict[str, str]] | None = None) -> dict[str, str]:
     """Slurm state of each job id, from squeue (live and recently finished) then sacct.
 
     Args:
         job_ids: job ids as sbatch printed them; an array job id covers all its tasks.
+        recorded: for a job neither knows while squeue answers (it ended before MinJobAge and
+            there is no accounting), its states from the run's own records
+            ({"<id>" or "<id>_<task>": state}, `_recorded_states`). Never asked when squeue is
+            missing or cannot reach the controller: a queued job must not read as ended.
 
     Returns:
         {job_id: state} for every id Slurm still knows, e.g. "COMPLETED", "RUNNING",
@@ -146,7 +159,10 @@ def job_states(job_ids: Iterable[str]) -> dict[str, str]:
     if not ids:
         return {}
     tasks: dict[str, dict[str, str]] = {j: {} for j in ids}
-    out = _run(["squeue", "-h", "-t", "all", "-r", "-j", ",".join(ids), "-o", "%i|%F|%K|%T|%r"])
+    proc = _call(["squeue", "-h", "-t", "all", "-r", "-j", ",".join(ids), "-o", "%i|%F|%K|%T|%r"])
+    # squeue exits 1 with "Invalid job id specified" when it knows none of the ids: it answered.
+    answered = proc is not None and (proc.returncode == 0 or "Invalid job id" in proc.stderr)
+    out = proc.stdout if proc is not None else ""
     for line in out.splitlines():
         parts = line.strip().split("|")
         if len(parts) != 5 or parts[1] not in tasks:
@@ -164,6 +180,9 @@ def job_states(job_ids: Iterable[str]) -> dict[str, str]:
             base = jid.split("_")[0]
             if base in missing:
                 tasks[base][jid] = _with_reason(state, parts[2] if len(parts) > 2 else "")
+    if recorded is not None and answered:
+        for base in (j for j in missing if not tasks[j]):
+            tasks[base].update(recorded(base))
     states: dict[str, str] = {}
     for base, per_task in tasks.items():
         if not per_task:
@@ -177,10 +196,57 @@ def job_states(job_ids: Iterable[str]) -> dict[str, str]:
 
 
 def describe_jobs(run_dir: str | os.PathLike) -> list[dict]:
-    """The ledger rows with a `state` key ("unknown" when Slurm no longer knows the job)."""
+    """The ledger rows with a `state` key, and for an array `tasks` ({"<id>_<task>": state}).
+
+    A job Slurm no longer knows gets its state from the run's own records (`_recorded_states`);
+    "unknown" when there are none to read (or Slurm cannot be asked).
+    """
     jobs = read_jobs(run_dir)
-    states = job_states(j["job_id"] for j in jobs)
-    return [{**j, "state": states.get(str(j["job_id"]), "unknown")} for j in jobs]
+    by_id = {str(j["job_id"]): j for j in jobs}
+    states = job_states(by_id, recorded=lambda job_id: _recorded_states(Path(run_dir), by_id[job_id]))
+    rows = []
+    for j in jobs:
+        job_id = str(j["job_id"])
+        row = {**j, "state": states.get(job_id, "unknown")}
+        if j.get("array"):
+            row["tasks"] = {k: v for k, v in states.items() if k.startswith(f"{job_id}_")}
+        rows.append(row)
+    return rows
+
+
+def _array_tasks(spec: str) -> list[str]:
+    """The task ids of an ``--array`` spec as the submit script writes it ("0-2,5" -> 0 1 2 5)."""
+    tasks: list[str] = []
+    for part in str(spec).split(","):
+        first, _, last = part.strip().partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            tasks += [str(k) for k in range(int(first), int(last or first) + 1)]
+    return tasks
+
+
+def _recorded_state(run_dir: Path, label: str, log: str) -> str:
+    """How job (or task) `label` ended by its own records: the exit record it wrote, else its log."""
+    try:
+        record = read_json(run_dir / EXITS_DIR / f"{label}.json")
+        code = int(record["exit_code"])
+    except (OSError, ValueError, TypeError, KeyError):
+        # It wrote a log but no record: bash itself was killed (SIGKILL past the time limit's
+        # grace, the OOM killer, a node failure). No log: it never started (cancelled while queued).
+        return "FAILED (no exit record: killed?)" if os.path.exists(log) else "CANCELLED (never started)"
+    return "COMPLETED" if code == 0 else f"FAILED (exit {code})"
+
+
+def _recorded_states(run_dir: Path, row: dict) -> dict[str, str]:
+    """States of a job Slurm forgot, from what it left in the run dir ({} for a row with no log
+    pattern: nothing to go by). An array gives one state per task of its ``--array``."""
+    pattern = str(row.get("log") or "")
+    if not pattern:
+        return {}
+    job_id, kind = str(row["job_id"]), str(row.get("kind", "?"))
+    if not row.get("array"):
+        return {job_id: _recorded_state(run_dir, job_id, expand_log_path(pattern, job_id, kind))}
+    return {f"{job_id}_{t}": _recorded_state(run_dir, f"{job_id}_{t}", expand_log_path(pattern, job_id, kind, t))
+            for t in _array_tasks(row["array"])}
 
 
 def format_job_lines(rows: Sequence[dict]) -> list[str]:
@@ -720,9 +786,9 @@ def _current(rows: Sequence[dict]) -> list[dict]:
 
 
 def failed_task_states(rows: Sequence[dict]) -> dict[str, str]:
-    """Per-task states (``job_states``) of the current array rows with a task that ended badly, for ``way_out``."""
-    arrays = [r["job_id"] for r in _current(rows) if r.get("array") and _failed(r.get("state"))]
-    return job_states(arrays) if arrays else {}
+    """Per-task states (``describe_jobs``' `tasks`) of the current array rows with a task that ended badly, for ``way_out``."""
+    return {k: v for r in _current(rows) if r.get("array") and _failed(r.get("state"))
+            for k, v in r.get("tasks", {}).items()}
 
 
 def _failures(row: dict, states: Mapping[str, str]) -> list[tuple[str, str | None, str]]:

@@ -37,7 +37,23 @@ export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$cache/xdg}
 export MODELSCOPE_CACHE=${MODELSCOPE_CACHE:-$cache/modelscope}
 export TMPDIR=${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/newsbag-${SLURM_JOB_ID:-$$}
 mkdir -p "$HF_HOME" "$PADDLE_PDX_CACHE_HOME" "$TORCH_HOME" "$XDG_CACHE_HOME" "$MODELSCOPE_CACHE" "$TMPDIR"
-trap 'rm -rf "$TMPDIR"' EXIT
+
+# An array task is J_T (what squeue, sacct and scancel take); a plain job is its id.
+job=${SLURM_JOB_ID:-local}
+[ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ] && job=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+# How the job ended, in RUN/slurm/exits/<job>.json: `newsbag status` reads it once Slurm has forgotten
+# the job on a cluster without accounting. Slurm's SIGTERM (time limit, scancel) is trapped, so bash
+# waits for newsbag to stop and records 143: killed by the signal, bash would run the EXIT trap with $? 0.
+record_exit() {
+  local rc=$1 dir=$NEWSBAG_RUN_DIR/slurm/exits
+  if [ "$job" != local ] && [ -d "$NEWSBAG_RUN_DIR" ] && mkdir -p "$dir" 2>/dev/null; then
+    printf '{"job": "%s", "exit_code": %d, "host": "%s", "at": "%s"}\n' "$job" "$rc" "$(hostname -s)" "$(date -Is)" \
+      >"$dir/.$job.json.tmp" && mv -f "$dir/.$job.json.tmp" "$dir/$job.json" \
+      || echo "newsbag job: warning: could not write $dir/$job.json" >&2
+  fi
+}
+trap 'rc=$?; rm -rf "$TMPDIR"; record_exit "$rc"' EXIT
+trap 'exit 143' TERM
 
 shard_args=()
 task=""
@@ -48,9 +64,6 @@ fi
 config_args=()
 [ -n "${NEWSBAG_CONFIG:-}" ] && config_args=(--config "$NEWSBAG_CONFIG")
 
-# An array task is J_T (what squeue, sacct and scancel take); a plain job is its id.
-job=${SLURM_JOB_ID:-local}
-[ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ] && job=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
 device_args=()
 [ -n "${NEWSBAG_DEVICE:-}" ] && device_args=(--device "$NEWSBAG_DEVICE")
 echo "newsbag job ${job}${task} ($kind) on $(hostname -s) partition ${SLURM_JOB_PARTITION:-none}" \
