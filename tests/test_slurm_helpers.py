@@ -285,3 +285,20 @@ def test_an_unreachable_slurm_is_not_read_as_forgotten_jobs(tmp_path, fake_bin):
     _forgotten_run(tmp_path)
     _fake_squeue_that_forgot(fake_bin, stderr="slurm_load_jobs error: Unable to contact slurm controller (connect failure)")
     assert [r["state"] for r in describe_jobs(tmp_path)] == ["unknown", "unknown"]
+
+
+def test_a_task_that_failed_only_pages_says_how_to_fuse_the_rest(tmp_path, capsys, fake_bin):
+    # Exit 4 (pages failed, the rest done) cancels fusion like a crash does; a resubmit alone fails the
+    # same pages again (a page that crashed the runner is not even retried), so fusion never runs.
+    # The job's exit record tells exit 4 apart; status names the setting that lets fusion go on.
+    _forgotten_run(tmp_path)
+    _fake_tool(fake_bin, "squeue", "40_0|40|0|COMPLETED|None\n40_1|40|1|FAILED|NonZeroExitCode\n"
+                                   "41|41|N/A|CANCELLED|DependencyNeverSatisfied\n")
+    code, out, _ = run_cli(capsys, "status", "--run-dir", tmp_path)
+    assert code == 0
+    assert "      exit 4: only some of its pages failed (listed above), the others are done\n" in out
+    assert (f"  to fuse the pages that did not fail (the failed ones stay listed): NEWSBAG_ALLOW_PARTIAL=1 "
+            f"bash torch/slurm/submit_newsbag_from_dir.sh --run-dir {tmp_path}\n") in out
+    (tmp_path / "slurm" / "exits" / "40_1.json").write_text(json.dumps({"job": "40_1", "exit_code": 6}))
+    out = run_cli(capsys, "status", "--run-dir", tmp_path)[1]
+    assert "NEWSBAG_ALLOW_PARTIAL" not in out and "exit 4" not in out   # a source that never started: no such way

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from . import rundir
 from .config import ModelStage, PipelineConfig, load_config
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, PartialFailure
 from .io import append_jsonl, jsonl_lines, read_json, write_json
 
 if TYPE_CHECKING:
@@ -224,12 +224,18 @@ def _array_tasks(spec: str) -> list[str]:
     return tasks
 
 
+def _exit_code(run_dir: Path, label: str) -> int | None:
+    """The exit code job (or task) `label` recorded as it ended (RUN/slurm/exits), None without a record."""
+    try:
+        return int(read_json(Path(run_dir) / EXITS_DIR / f"{label}.json")["exit_code"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
 def _recorded_state(run_dir: Path, label: str, log: str) -> str:
     """How job (or task) `label` ended by its own records: the exit record it wrote, else its log."""
-    try:
-        record = read_json(run_dir / EXITS_DIR / f"{label}.json")
-        code = int(record["exit_code"])
-    except (OSError, ValueError, TypeError, KeyError):
+    code = _exit_code(run_dir, label)
+    if code is None:
         # It wrote a log but no record: bash itself was killed (SIGKILL past the time limit's
         # grace, the OOM killer, a node failure). No log: it never started (cancelled while queued).
         return "FAILED (no exit record: killed?)" if os.path.exists(log) else "CANCELLED (never started)"
@@ -829,12 +835,16 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     if work is not None:
         failed, unrun = ([r for r in group if _stage_set(r.get("stages")) & work] for group in (failed, unrun))
     live, stale = live_and_stale_jobs(rows)
+    pages_only = False
     for r in failed:
         for label, task, state in _failures(r, states):
             log_path = expand_log_path(r.get("log", ""), str(r["job_id"]), r.get("kind", "?"), task) if r.get("log") else "?"
             lines.append(f"job {label} {r.get('kind', '?')} {state}: log {log_path}")
             err = last_error_line(log_path) if "*" not in log_path else None
             lines.append(f"    last error: {err or '(none found in the log; read it)'}")
+            if _exit_code(run_dir, label) == PartialFailure.exit_code:
+                pages_only = True
+                lines.append("    exit 4: only some of its pages failed (listed above), the others are done")
     lines += unrun_lines(rows, states, unrun)
     for r in stale:
         lines.append(f"job {r['job_id']} {r.get('kind', '?')} will never start: {why_never_runs(r, rows, states)}")
@@ -844,6 +854,11 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
             lines.append(f"cancel what is left of this run: scancel {' '.join(cancel)}")
         lines.append(f"after fixing the cause, resubmit (same settings, only stages with pending pages; "
                      f"stale jobs are cancelled): {submit_cmd} --run-dir {run_dir}")
+    if pages_only:
+        # A resubmit alone fails the same pages again (one that crashed the runner is not even
+        # retried) and Slurm cancels fusion again: the job script forgives exit 4 only when asked.
+        lines.append(f"to fuse the pages that did not fail (the failed ones stay listed): "
+                     f"NEWSBAG_ALLOW_PARTIAL=1 {submit_cmd} --run-dir {run_dir}")
     return lines
 
 
