@@ -348,3 +348,11 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     status = collect_status(run)
     (run / "config.resolved.json").write_text("{broken")
     assert stages_with_work(run, status) is None
+
+
+def test_way_out_commands_quote_a_run_dir_with_spaces(tmp_path):
+    # Collections live under names like "NZZ 1933": the printed commands must paste as they are.
+    run = tmp_path / "NZZ 1933"
+    rows = [{"job_id": "12", "kind": "infer-h200", "state": "FAILED", "stages": "dell", "log": "/r/%x-%j.out"}]
+    lines = way_out(run, rows, {}, submit_cmd="submit.sh")
+    assert lines[-1].endswith(f"submit.sh --run-dir '{run}'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -835,6 +836,7 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     if work is not None:
         failed, unrun = ([r for r in group if _stage_set(r.get("stages")) & work] for group in (failed, unrun))
     live, stale = live_and_stale_jobs(rows)
+    run_arg = shlex.quote(str(run_dir))  # pasted as it is printed: a collection folder may hold spaces
     pages_only = False
     for r in failed:
         for label, task, state in _failures(r, states):
@@ -853,12 +855,12 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
         if cancel:
             lines.append(f"cancel what is left of this run: scancel {' '.join(cancel)}")
         lines.append(f"after fixing the cause, resubmit (same settings, only stages with pending pages; "
-                     f"stale jobs are cancelled): {submit_cmd} --run-dir {run_dir}")
+                     f"stale jobs are cancelled): {submit_cmd} --run-dir {run_arg}")
     if pages_only:
         # A resubmit alone fails the same pages again (one that crashed the runner is not even
         # retried) and Slurm cancels fusion again: the job script forgives exit 4 only when asked.
         lines.append(f"to fuse the pages that did not fail (the failed ones stay listed): "
-                     f"NEWSBAG_ALLOW_PARTIAL=1 {submit_cmd} --run-dir {run_dir}")
+                     f"NEWSBAG_ALLOW_PARTIAL=1 {submit_cmd} --run-dir {run_arg}")
     return lines
 
 

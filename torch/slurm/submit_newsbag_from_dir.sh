@@ -226,7 +226,7 @@ if [ "$dry_run" = 0 ]; then
 fi
 sed "s/^note: /$PROG: note: /" "$plan_err" >&2
 if [ -z "$job_table" ]; then
-  echo "nothing to submit: every selected stage of $run_dir is finished (newsbag status --run-dir $run_dir)"
+  echo "nothing to submit: every selected stage of $run_dir is finished (newsbag status --run-dir $(printf %q "$run_dir"))"
   exit 0
 fi
 
@@ -281,5 +281,5 @@ done < <(tr '\t' '\037' <<<"$job_table")
 if [ "$dry_run" = 1 ]; then
   echo "dry run: nothing written or submitted (run dir would be $run_dir)"
 else
-  echo "run dir $run_dir; follow with: newsbag status --run-dir $run_dir"
+  echo "run dir $run_dir; follow with: newsbag status --run-dir $(printf %q "$run_dir")"
 fi
