@@ -302,3 +302,27 @@ def test_a_task_that_failed_only_pages_says_how_to_fuse_the_rest(tmp_path, capsy
     (tmp_path / "slurm" / "exits" / "40_1.json").write_text(json.dumps({"job": "40_1", "exit_code": 6}))
     out = run_cli(capsys, "status", "--run-dir", tmp_path)[1]
     assert "NEWSBAG_ALLOW_PARTIAL" not in out and "exit 4" not in out   # a source that never started: no such way
+
+
+@pytest.mark.parametrize("state", ["COMPLETED", "FAILED"])  # with and without NEWSBAG_ALLOW_PARTIAL=1
+def test_status_does_not_ask_to_resubmit_for_pages_a_resubmit_would_not_retry(tmp_path, capsys, fake_bin, state):
+    # The job finished (NEWSBAG_ALLOW_PARTIAL=1) with one page that crashed the runner: a resubmit
+    # plans no job for it, so "resubmit to retry" sent the user round in circles.
+    from nbtest import write_fake_config, write_image
+    from newsbag.errors import PartialFailure
+    from newsbag.pages import build_pages
+    from newsbag.pipeline import RunOptions, run_pipeline
+
+    for k in range(2):
+        write_image(tmp_path / "in" / f"p{k}.png")
+    run = tmp_path / "run"
+    build_pages(run, [tmp_path / "in"], None, False, None)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": ["p1"]}})
+    with pytest.raises(PartialFailure):
+        run_pipeline(RunOptions(run_dir=run, config_path=cfg, stages=("fake",)))
+    _fake_tool(fake_bin, "squeue", f"70|70|N/A|{state}|None")
+    record_job(run, {"job_id": "70", "kind": "infer-l40s", "partition": "l40s_public", "stages": "fake"})
+    out = run_cli(capsys, "status", "--run-dir", run)[1]
+    assert "resubmit to retry" not in out and "see below" not in out
+    assert (f"(job 70 infer-l40s {state}; a page that crashed the runner is not retried by a resubmit: "
+            f"newsbag run --run-dir {run} --stages fake --retry-failed)") in out

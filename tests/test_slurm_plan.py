@@ -356,3 +356,35 @@ def test_way_out_commands_quote_a_run_dir_with_spaces(tmp_path):
     rows = [{"job_id": "12", "kind": "infer-h200", "state": "FAILED", "stages": "dell", "log": "/r/%x-%j.out"}]
     lines = way_out(run, rows, {}, submit_cmd="submit.sh")
     assert lines[-1].endswith(f"submit.sh --run-dir '{run}'")
+
+
+def test_a_resubmit_queues_no_task_for_pages_a_rerun_would_not_retry(tmp_path, capsys, monkeypatch):
+    # A page that crashed the runner is not retried with the same inputs (--retry-failed is not a
+    # submit option): a task for its slice would only record it failed again and exit 4, one GPU
+    # allocation and one more cancelled fusion job per resubmit. A page that raised is retried.
+    from newsbag.pages import build_pages
+    from newsbag.pipeline import RunOptions, run_pipeline
+    from newsbag.errors import PartialFailure
+
+    for k in range(4):
+        write_image(tmp_path / "in" / f"p{k}.png")
+    run = tmp_path / "run"
+    build_pages(run, [tmp_path / "in"], None, False, None)
+    for p, v in {"L40S_PARTITION": "l40s_public", "L40S_CPUS": "1", "CPU_PARTITION": "cs", "CPU_CPUS": "1"}.items():
+        monkeypatch.setenv(p, v)
+
+    def arrays(cfg):
+        code, out, err = run_cli(capsys, "slurm", "plan", "--config", cfg, "--gpu", "l40s", "--no-check-limits",
+                                 "--shards", "2", "--run-dir", run)
+        assert code == 0, err
+        return [(row.split("\t")[0], row.split("\t")[10]) for row in out.splitlines()]
+
+    for mode, expected in (("segv", [("fuse-review", "")]), ("raise", [("infer-l40s", "1"), ("fuse-review", "")])):
+        cfg = write_fake_config(tmp_path / f"{mode}.json", {"v": {"mode": mode, "on": ["p1"]}},
+                                extra_stages=[{"name": "fusion", "kind": "fusion"}])
+        for k in (0, 1):
+            try:
+                run_pipeline(RunOptions(run_dir=run, config_path=cfg, stages=("fake",), shard=(k, 2), force=True))
+            except PartialFailure:
+                pass
+        assert arrays(cfg) == expected, mode

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from functools import wraps
+from functools import cache, wraps
 from pathlib import Path
 
 import click
@@ -204,7 +204,8 @@ def status(run_dir, as_json):
         info["sources"] = [s for s in info["sources"] if s["source"].split("/")[0] in selected]
         if "fusion" not in selected:
             info["fusion"] = []
-    info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs), pending=lambda: stages_with_work(run_dir, whole))
+    work = cache(lambda: stages_with_work(run_dir, whole))  # reads every page's state: once, if asked
+    info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs), pending=work)
     if as_json:
         click.echo(json.dumps(info, indent=1))
         return
@@ -215,7 +216,7 @@ def status(run_dir, as_json):
         for r in info["rejected"][:20]:
             click.echo(f"      {r['error']}")
     for s in info["sources"]:
-        note = job_note(s["source"].split("/")[0], jobs) if s["pending"] or s["stale"] or s["failed"] else ""
+        note = job_note(s["source"].split("/")[0], jobs, run_dir, work) if s["pending"] or s["stale"] or s["failed"] else ""
         share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"
         flag = "  FLAGGED: model answers, nothing parses" if s["flagged"] else ""
         stale = f"  stale {s['stale']:>5}" if s["stale"] else ""

@@ -32,8 +32,6 @@ __all__ = ["PageOutcome", "SourceOutcome", "run_source", "split_event"]
 
 log = logging.getLogger(__name__)
 EVENT_PREFIX = "@@newsbag "
-# Failure classes of a page that killed or stalled its runner: retried only on request.
-_STOPPED_THE_RUNNER = ("RunnerCrash", "Timeout")
 EXIT_MISSING_DEPENDENCY = 3
 EXIT_DEVICE_UNAVAILABLE = 5
 EXIT_CONTEXT_LOST = 8  # runners/_loop.py: a sticky CUDA error; a fresh runner does the rest
@@ -383,15 +381,6 @@ def _report_record(o: PageOutcome) -> dict:
     return {"status": o.status, "seconds": o.seconds, **({key: o.error} if o.error else {})}
 
 
-def _previous_failure(out_dir: Path, page_id: str) -> dict | None:
-    try:
-        with open(failure_path(out_dir, page_id), encoding="utf-8") as fh:
-            record = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def _blame(reason: str, exit_code: int, stage: ModelStage) -> tuple[str, str]:
     """Error and error class for the one page a runner was on when it died or stalled."""
     if reason == "page_timeout":
@@ -454,11 +443,10 @@ def run_source(
         # fails, it is removed once the runner is done (below).
         if page.page_id not in current:
             rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
-        before = None if force else _previous_failure(out_dir, page.page_id)
+        before = None if force else rundir.previous_failure(out_dir, page.page_id)
         if before is None:
             fresh.append(page)
-        elif (before.get("error_class") in _STOPPED_THE_RUNNER and not retry_failed
-              and before.get("fingerprint") == prints[page.page_id]):  # same inputs: it would crash again
+        elif not retry_failed and rundir.is_held(before, prints[page.page_id]):
             held.append((page, before))
         else:
             retried.append(page)

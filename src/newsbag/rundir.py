@@ -48,7 +48,7 @@ __all__ = [
     "page_is_current", "source_reports", "runners_said_running", "runner_folders", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
-    "failure_path", "record_failures",
+    "failure_path", "record_failures", "STOPPED_THE_RUNNER", "previous_failure", "is_held",
 ]
 
 log = logging.getLogger(__name__)
@@ -245,6 +245,28 @@ def update_config_record(run_dir: Path, change: Callable[[dict | None], dict]) -
 def failure_path(out_dir: Path, page_id: str) -> Path:
     """The failure record of one page in an output folder (a source or a fused variant)."""
     return Path(out_dir) / FAILED_DIR / f"{page_id}.json"
+
+
+# Failure classes of a page that killed or stalled its runner: retried only on request.
+STOPPED_THE_RUNNER = ("RunnerCrash", "Timeout")
+
+
+def previous_failure(out_dir: Path, page_id: str) -> dict | None:
+    """The page's failure record in `out_dir`, None when it has none (or it is unreadable)."""
+    try:
+        with open(failure_path(out_dir, page_id), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def is_held(record: dict | None, fingerprint: str) -> bool:
+    """Whether a page with this failure record is left failed by a rerun without --retry-failed:
+    it crashed or hung the runner, and with the same inputs (`fingerprint`) it would again. The
+    orchestrator skips it, and a Slurm resubmit plans no job for it."""
+    return (record is not None and record.get("error_class") in STOPPED_THE_RUNNER
+            and record.get("fingerprint") == fingerprint)
 
 
 # -- freshness ----------------------------------------------------------------------------

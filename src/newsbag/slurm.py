@@ -433,12 +433,16 @@ def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
 def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord]) -> set[str]:
     """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
     pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
-    (its run reports are read once), whatever the caller then slices."""
+    (its run reports are read once), whatever the caller then slices. A page the run would
+    leave failed (`rundir.is_held`: it crashed the runner, --retry-failed is no submit option)
+    is no work: its job would only fail it again."""
     lacking: set[str] = set()
     for stage in stages:
         for v in stage.variants:
+            out_dir = rundir.source_dir(run_dir, stage.name, v)
             prints = {p.page_id: stage.page_fingerprint(v, p.sha256) for p in pages}
-            lacking |= prints.keys() - rundir.current_source_pages(rundir.source_dir(run_dir, stage.name, v), prints)
+            lacking |= {page_id for page_id in prints.keys() - rundir.current_source_pages(out_dir, prints)
+                        if not rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
     return lacking
 
 
@@ -890,13 +894,22 @@ def selected_stage_names(run_dir: Path) -> set[str] | None:
     return _stage_set(load_settings(run_dir).get("STAGES")) or None
 
 
-def job_note(stage: str, rows: Sequence[dict]) -> str:
-    """What the latest job of `stage` is doing, for a source row with pending, stale or failed pages."""
+def job_note(stage: str, rows: Sequence[dict], run_dir: Path | None = None,
+             pending: Callable[[], set[str] | None] | None = None) -> str:
+    """What the latest job of `stage` is doing, for a source row with pending, stale or failed pages.
+
+    ``pending``: the stages with work left (`stages_with_work`), asked only once the job ended: a
+    stage with none has only failed pages a resubmit would not retry (`rundir.is_held`).
+    """
     mine = [r for r in rows if stage in _stage_set(r.get("stages"))]
     if not mine:
         return "no job submitted for this stage" if rows else ""
     r = mine[-1]
     state = str(r.get("state", "unknown"))
+    ended = state == "COMPLETED" or _failed(state)
+    if ended and pending is not None and (work := pending()) is not None and stage not in work:
+        return (f"job {r['job_id']} {r.get('kind', '?')} {state}; a page that crashed the runner is not retried "
+                f"by a resubmit: newsbag run --run-dir {shlex.quote(str(run_dir))} --stages {stage} --retry-failed")
     if _failed(state):
         return f"job {r['job_id']} {r.get('kind', '?')} {state}: see below"
     if state == "COMPLETED":
