@@ -42,6 +42,31 @@ def test_a_malformed_entry_is_one_config_error_naming_the_key(raw, message):
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("stage,where", [
+    ({"name": ".."}, "stage name '..'"),            # outputs/sources/.. : written beside sources/, never fused
+    ({"name": "a/b"}, "stage name 'a/b'"),          # two folders deep: discovery sees source "a/b", not a/b/v
+    ({"name": ""}, "stage name ''"),                # outputs/sources/v: the variant taken for a stage
+    ({"name": "_x"}, "stage name '_x'"),            # discovery skips _folders: ran, never fused
+    ({"name": "a,b"}, "stage name 'a,b'"),          # --stages a,b can never select it
+    ({"variants": {"..": {}}}, "variant name '..'"),
+    ({"variants": {"_shared": {}}}, "variant name '_shared'"),  # the stage's shared model-pass folder
+])
+def test_a_stage_or_variant_name_that_is_no_plain_folder_is_refused(stage, where):
+    """Names are output folders that discovery must find again: a name it skips or splits lost
+    the stage's pages from fusion (the run went on and failed every fused page)."""
+    with pytest.raises(ConfigError) as exc:
+        parse_config(_config(stage=stage), "c.json")
+    assert str(exc.value).startswith("c.json: ") and where in str(exc.value)
+    assert "letters, digits" in str(exc.value)
+
+
+def test_a_builtin_stage_name_follows_the_same_rule():
+    raw = _config()
+    raw["stages"].append({"name": "fu/sion", "kind": "fusion"})
+    with pytest.raises(ConfigError, match=r"c.json: stage name 'fu/sion'"):
+        parse_config(raw, "c.json")
+
+
 def test_the_well_formed_entries_are_kept():
     config = parse_config(_config(top={"vars": {"BASE": "/b", "N": 2}, "allow_cpu_fallback": False},
                                   stage={"timeout_s": 10, "page_timeout_s": 0.5, "max_restarts": 0},

@@ -386,6 +386,9 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
         if not isinstance(sd, dict) or not isinstance(sd.get("name"), str):
             raise ConfigError(f"{path}: stages[{i}] must be an object with a name")
         name = sd["name"]
+        if not rundir.is_folder_name(name):
+            raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {rundir.FOLDER_NAME_RULE}: "
+                              "it names the stage's output folder")
         if name in {s.name for s in stages}:
             raise ConfigError(f"{path}: stage {name!r} is defined twice")
         where = f"{path}: stage {name!r}"
@@ -422,8 +425,9 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
         if isinstance(max_empty, bool) or not isinstance(max_empty, (int, float)) or not 0 <= max_empty <= 1:
             raise ConfigError(f"{where}: max_empty_share must be a number from 0 to 1, got {max_empty!r}")
         for v in params:
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", v):
-                raise ConfigError(f"{where}: variant name {v!r} may only use letters, digits, _ . -")
+            if not rundir.is_folder_name(v):
+                raise ConfigError(f"{where}: variant name {v!r} must be {rundir.FOLDER_NAME_RULE}: "
+                                  "it names the source's output folder")
         stages.append(ModelStage(
             name=name, family=family, env=envs[env_name], device=stage_device,
             allow_cpu_fallback=_typed(f"{where}: allow_cpu_fallback", sd.get("allow_cpu_fallback", fallback), bool,

@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -39,7 +40,7 @@ from .io import append_jsonl, jsonl_lines, read_json, read_valid_page, write_jso
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
-    "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir", "fused_dir", "discover_fused",
+    "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "reviewed_pages",
     "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
@@ -100,6 +101,17 @@ def runner_folders(out_dir: Path) -> list[Path]:
     (pages, run report), its `FAILED_DIR`, and each shared model-pass folder of its stage."""
     out_dir = Path(out_dir)
     return [out_dir, out_dir / FAILED_DIR, *_subdirs(out_dir.parent / SHARED_DIR)]
+
+
+FOLDER_NAME_RULE = "letters, digits, _ . -, starting with a letter or digit"
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def is_folder_name(name: Any) -> bool:
+    """Whether `name` (a stage, a source or fused variant) can be its output folder: one path part
+    that discovery (`_subdirs`) finds again, not hidden or private (`_failed`, `_shared`), and with
+    no glob or comma, so source globs and ``--stages a,b`` can name it."""
+    return isinstance(name, str) and _FOLDER_NAME.fullmatch(name) is not None
 
 
 def _subdirs(folder: Path) -> list[Path]:

@@ -69,6 +69,8 @@ import fnmatch
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from .. import rundir
+
 __all__ = [
     "ConsensusParams",
     "BestSingleParams",
@@ -304,8 +306,8 @@ def parse_fusion_config(cfg: dict) -> FusionConfig:
     variants = []
     for name, spec in raw_variants.items():
         where = f"fusion.variants.{name}"
-        if not name or "/" in name or name.startswith((".", "_")):
-            raise ValueError(f"{where}: variant names must be plain folder names")
+        if not rundir.is_folder_name(name):
+            raise ValueError(f"{where}: variant names must be plain folder names ({rundir.FOLDER_NAME_RULE})")
         spec = _check_keys(spec, _VARIANT_KEYS, where)
         method = spec.get("method")
         if method not in METHODS:
