@@ -67,6 +67,31 @@ def test_a_builtin_stage_name_follows_the_same_rule():
         parse_config(raw, "c.json")
 
 
+@pytest.mark.parametrize("raw,where", [
+    (_config(env={"python": "$NB_UNSET/bin/python"}), "envs.e.python"),           # the env root of a login shell
+    (_config(env={"env": {"HF_HOME": "${NB_UNSET}/hf"}}), "envs.e.env.HF_HOME"),   # braced form
+    (_config(stage={"variants": {"v": {"tag": "$NB_UNSET"}}}), "stages[0].variants.v.tag"),  # a runner parameter
+    (_config(top={"vars": {"BASE": "/scratch/$NB_UNSET"}}, env={"python": "$BASE/bin/python"}),
+     "envs.e.python"),                                                            # through a vars default
+])
+def test_a_variable_that_is_not_set_is_refused_naming_the_key(raw, where, monkeypatch):
+    """An unset $VAR used to stay in the value as written: the run went on and failed later with
+    an interpreter or weights path like /proj/$NB_UNSET/bin/python, never naming the variable."""
+    monkeypatch.delenv("NB_UNSET", raising=False)
+    monkeypatch.delenv("BASE", raising=False)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, "c.json")
+    assert str(exc.value).startswith(f"c.json: {where}: $NB_UNSET is not set")
+    assert "vars" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_dollar_in_a_description_is_prose(monkeypatch):
+    monkeypatch.delenv("NB_UNSET", raising=False)
+    config = parse_config(_config(top={"description": "costs $5 on $NB_UNSET"},
+                                  stage={"description": "see $NB_UNSET"}), "c.json")
+    assert config.resolved["description"] == "costs $5 on $NB_UNSET"
+
+
 def test_the_well_formed_entries_are_kept():
     config = parse_config(_config(top={"vars": {"BASE": "/b", "N": 2}, "allow_cpu_fallback": False},
                                   stage={"timeout_s": 10, "page_timeout_s": 0.5, "max_restarts": 0},

@@ -163,6 +163,21 @@ def _expand(value: Any, variables: Mapping[str, str]) -> Any:
     return value
 
 
+def _unset_variable(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(key path, name) of the first `$VAR` left in an expanded `value`: set neither in the
+    environment nor under ``vars``. Left as written it became a path like /proj/$BASE/bin/python
+    that failed later without naming the variable. Descriptions are prose and not looked at."""
+    if isinstance(value, str):
+        m = _VAR.search(value)
+        return (where, m.group(1) or m.group(2)) if m else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if key != "description" and (found := _unset_variable(
+                item, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key)):
+            return found
+    return None
+
+
 def _variables(declared: Mapping[str, Any]) -> dict[str, str]:
     """Environment first, then the config's `vars` defaults (themselves expanded)."""
     env = dict(os.environ)
@@ -355,6 +370,8 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
             raise ConfigError(f"{path}: vars.{key} must be a string or number, got {json.dumps(value)}")
     variables = _variables(declared)
     resolved = _expand({k: v for k, v in raw.items() if k != "vars"}, variables)
+    if unset := _unset_variable(resolved):
+        raise ConfigError(f"{path}: {unset[0]}: ${unset[1]} is not set; export it, or give it a default under \"vars\"")
     resolved["vars"] = {k: variables[k] for k in declared}
     runners = resolved.get("runners_dir")
     if runners:
