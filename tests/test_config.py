@@ -34,6 +34,7 @@ def _config(top=None, stage=None, env=None) -> dict:
     (_config(stage={"kind": ["fusion"]}), "stage 'fake': kind must be a string"),              # a list of kinds
     (_config(stage={"family": ["fake"]}), "stage 'fake': family must be a string"),
     (_config(stage={"env": ["e"]}), "stage 'fake': env must be a string"),
+    (_config(stage={"family": "tesserct"}), "stage 'fake': no runner for family 'tesserct'"),  # a typo'd family
 ])
 def test_a_malformed_entry_is_one_config_error_naming_the_key(raw, message):
     with pytest.raises(ConfigError) as exc:

@@ -244,8 +244,8 @@ def test_status_counts_source_files_when_the_recorded_config_no_longer_loads(tmp
     (runners / "fake.tool.json").unlink()
     (source,) = collect_status(run)["sources"]
     assert (source["done"], source["stale"], source["pending"]) == (5, 0, 0)
-    assert (f"status: source pages counted without checking their fingerprints: runner 'fake' has no tool spec "
-            f"{runners / 'fake.tool.json'}") in caplog.text
+    assert (f"status: source pages counted without checking their fingerprints: {run / 'config.resolved.json'}: "
+            f"stage 'fake': runner 'fake' has no tool spec {runners / 'fake.tool.json'}") in caplog.text
 
 
 def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path, page_dir, capsys):

@@ -434,7 +434,10 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
         variants = sd.get("variants")
         if not isinstance(variants, dict) or not variants:
             raise ConfigError(f"{where}: variants must be a non-empty object")
-        spec = load_tool_spec(family, root)
+        try:
+            spec = load_tool_spec(family, root)
+        except ConfigError as exc:  # the runner's side of it; the config file and stage are where to fix it
+            raise ConfigError(f"{where}: {exc}") from None
         sd["variants"] = variants = {v: anchor_params(p, spec, folder) if isinstance(p, dict) else p
                                      for v, p in variants.items()}
         params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
