@@ -93,6 +93,41 @@ def test_a_dollar_in_a_description_is_prose(monkeypatch):
     assert config.resolved["description"] == "costs $5 on $NB_UNSET"
 
 
+def _with_fusion(section: dict, model_stages: bool = True) -> dict:
+    raw = _config()
+    raw["stages"] = [*(raw["stages"] if model_stages else []), {"name": "fusion", "kind": "fusion", **section}]
+    return raw
+
+
+@pytest.mark.parametrize("section,message", [
+    ({"variants": {"u": {"sources": ["fake/v", "fake/w"], "method": "consensus"}}},
+     "fusion.variants.u.sources: 'fake/w' matches no source"),                    # a typo'd variant name
+    ({"variants": {"u": {"sources": ["fkae/*"], "method": "consensus"}}},
+     "fusion.variants.u.sources: 'fkae/*' matches no source"),                    # a typo'd stage in a glob
+    ({"variants": {"u": {"sources": ["*"], "method": "paragraphs", "params": {"granularity": ["fake/w"]}}}},
+     "fusion.variants.u.params.granularity: 'fake/w' matches no source"),
+    ({"line_source": "fake/w"}, "fusion.line_source: 'fake/w' matches no source"),  # fused without line evidence
+    ({"exclude_from_variants": ["fake/w"]}, "fusion.exclude_from_variants: 'fake/w' matches no source"),
+])
+def test_a_fusion_source_no_stage_of_the_config_makes_is_refused(section, message):
+    """Such a variant was skipped at every fusion (exit 0, a pinned recommended variant silently
+    replaced, one entry in summary.json and no log line); the run went on with the default."""
+    with pytest.raises(ConfigError) as exc:
+        parse_config(_with_fusion(section), "c.json")
+    assert str(exc.value).startswith("c.json: stage 'fusion': " + message)
+    assert "(this config makes: fake/v)" in str(exc.value)
+
+
+@pytest.mark.parametrize("section,model_stages", [
+    ({}, True),                                 # the shipped operator variants (Dell, MinerU...) are defaults
+    ({"variants": {"u": {"sources": ["other/*"], "method": "consensus"}}}, False),  # re-fusing an earlier run
+    ({"variants": {"u": {"sources": ["fake/*"], "method": "paragraphs", "params": {"granularity": "auto"}}},
+      "line_source": "fake/v"}, True),
+])
+def test_fusion_sources_a_config_cannot_judge_are_kept(section, model_stages):
+    parse_config(_with_fusion(section, model_stages), "c.json")
+
+
 def test_the_well_formed_entries_are_kept():
     config = parse_config(_config(top={"vars": {"BASE": "/b", "N": 2}, "allow_cpu_fallback": False},
                                   stage={"timeout_s": 10, "page_timeout_s": 0.5, "max_restarts": 0},

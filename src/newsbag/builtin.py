@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 
 from . import rundir
 
-__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "run_stage"]
+__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "check_sources", "run_stage"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class BuiltinKind:
     # names ``anchor(options, folder) -> options`` for a kind whose options hold paths: it
     # anchors them at the config file's folder (`config.anchor_path`); "" = no paths
     anchor: str = ""
+    # names ``check(options, sources) -> None`` for a kind whose options name sources: a one-line
+    # ValueError for a name none of `sources` (what the config's model stages make) matches
+    check: str = ""
 
     def function(self, attr: str) -> Callable:
         return getattr(importlib.import_module(self.module), attr)
@@ -36,7 +39,8 @@ class BuiltinKind:
 
 # One line per builtin stage kind, in no particular order.
 REGISTRY: dict[str, BuiltinKind] = {
-    "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion"),
+    "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion",
+                          check="check_fusion_sources"),
     "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
     "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export"),
     "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription",
@@ -65,6 +69,13 @@ def anchor_options(kind: str, options: Mapping[str, Any], folder: str | None) ->
     """`options` (already valid) with the relative paths in them taken from the config file's `folder`."""
     entry = get(kind)
     return entry.function(entry.anchor)(options, folder) if entry.anchor else dict(options)
+
+
+def check_sources(kind: str, options: Mapping[str, Any], sources: list[str]) -> None:
+    """Refuse (one-line ValueError) a source that valid `options` name and none of `sources` makes."""
+    entry = get(kind)
+    if entry.check:
+        entry.function(entry.check)(options, sources)
 
 
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,

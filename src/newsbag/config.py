@@ -461,6 +461,13 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
             label_map=MappingProxyType(dict(spec["labels"])),
             max_empty_share=float(max_empty), revision=spec["revision"],
         ))
+    sources = [f"{s.name}/{v}" for s in stages if isinstance(s, ModelStage) for v in s.variants]
+    for s in stages if sources else ():  # a config of builtin stages only works on what an earlier one made
+        if isinstance(s, BuiltinStage):
+            try:
+                builtin.check_sources(s.kind, to_jsonable(s.options), sources)
+            except ValueError as exc:
+                raise ConfigError(f"{path}: stage {s.name!r}: {exc}") from None
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 
 
