@@ -118,6 +118,18 @@ def test_a_fusion_source_no_stage_of_the_config_makes_is_refused(section, messag
     assert "(this config makes: fake/v)" in str(exc.value)
 
 
+@pytest.mark.parametrize("options,message", [
+    ({"lines_source": "fake/w"}, "transcription.lines_source: 'fake/w' matches no source"),  # read whole regions
+    ({"block_text_sources": ["fake/v", "fake/w"]}, "transcription.block_text_sources: 'fake/w' matches no source"),
+])
+def test_a_transcription_source_no_stage_of_the_config_makes_is_refused(options, message):
+    raw = _config()
+    raw["stages"].append({"name": "tr", "kind": "transcription", **options})
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, "c.json")
+    assert str(exc.value) == f"c.json: stage 'tr': {message} (this config makes: fake/v)"
+
+
 @pytest.mark.parametrize("section,model_stages", [
     ({}, True),                                 # the shipped operator variants (Dell, MinerU...) are defaults
     ({"variants": {"u": {"sources": ["other/*"], "method": "consensus"}}}, False),  # re-fusing an earlier run

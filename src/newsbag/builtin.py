@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from . import rundir
 
-__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "check_sources", "run_stage"]
+__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "unmatched_source", "run_stage"]
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,9 @@ class BuiltinKind:
     # names ``anchor(options, folder) -> options`` for a kind whose options hold paths: it
     # anchors them at the config file's folder (`config.anchor_path`); "" = no paths
     anchor: str = ""
-    # names ``check(options, sources) -> None`` for a kind whose options name sources: a one-line
-    # ValueError for a name none of `sources` (what the config's model stages make) matches
-    check: str = ""
+    # names ``sources(options) -> [(key, source name or glob)]`` for a kind whose options name
+    # sources ("<stage>/<variant>"): the config refuses one that none of its model stages makes
+    sources: str = ""
 
     def function(self, attr: str) -> Callable:
         return getattr(importlib.import_module(self.module), attr)
@@ -40,11 +41,11 @@ class BuiltinKind:
 # One line per builtin stage kind, in no particular order.
 REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion",
-                          check="check_fusion_sources"),
+                          sources="fusion_source_names"),
     "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
     "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export"),
     "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription",
-                                 "anchor_transcription_paths"),
+                                 "anchor_transcription_paths", "transcription_source_names"),
 }
 
 
@@ -71,11 +72,14 @@ def anchor_options(kind: str, options: Mapping[str, Any], folder: str | None) ->
     return entry.function(entry.anchor)(options, folder) if entry.anchor else dict(options)
 
 
-def check_sources(kind: str, options: Mapping[str, Any], sources: list[str]) -> None:
-    """Refuse (one-line ValueError) a source that valid `options` name and none of `sources` makes."""
+def unmatched_source(kind: str, options: Mapping[str, Any], sources: list[str]) -> str | None:
+    """The first source name or glob that valid `options` write and none of `sources` (a
+    config's "<stage>/<variant>"s) matches, as "key: 'name' matches no source (...)"; else None."""
     entry = get(kind)
-    if entry.check:
-        entry.function(entry.check)(options, sources)
+    for key, pattern in entry.function(entry.sources)(options) if entry.sources else ():
+        if not any(fnmatch.fnmatchcase(s, pattern) for s in sources):
+            return f"{key}: {pattern!r} matches no source (this config makes: {', '.join(sources)})"
+    return None
 
 
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,

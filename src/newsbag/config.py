@@ -463,11 +463,8 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
         ))
     sources = [f"{s.name}/{v}" for s in stages if isinstance(s, ModelStage) for v in s.variants]
     for s in stages if sources else ():  # a config of builtin stages only works on what an earlier one made
-        if isinstance(s, BuiltinStage):
-            try:
-                builtin.check_sources(s.kind, to_jsonable(s.options), sources)
-            except ValueError as exc:
-                raise ConfigError(f"{path}: stage {s.name!r}: {exc}") from None
+        if isinstance(s, BuiltinStage) and (unmatched := builtin.unmatched_source(s.kind, to_jsonable(s.options), sources)):
+            raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 
 

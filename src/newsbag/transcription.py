@@ -29,7 +29,8 @@ from .pages import read_pages
 from .resources import runners_dir
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths", "run_transcription"]
+__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
+           "transcription_source_names", "run_transcription"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,13 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     if not isinstance(opts["recognizer"], Mapping):
         raise ValueError("transcription stage: recognizer must be an object of recognize runner parameters")
     return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks)})
+
+
+def transcription_source_names(options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, source) of the sources valid `options` name (`builtin.unmatched_source`): a typo'd
+    ``lines_source`` read whole regions instead of lines on every page, with no error."""
+    lines = [("transcription.lines_source", options["lines_source"])] if options.get("lines_source") else []
+    return lines + [("transcription.block_text_sources", b) for b in options.get("block_text_sources", [])]
 
 
 def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:

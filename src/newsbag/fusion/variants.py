@@ -83,7 +83,7 @@ __all__ = [
     "RECIPE_DOC",
     "METHODS",
     "parse_fusion_config",
-    "check_fusion_sources",
+    "fusion_source_names",
     "match_sources",
     "needs_order",
     "with_order",
@@ -327,30 +327,22 @@ def parse_fusion_config(cfg: dict) -> FusionConfig:
     return FusionConfig(tuple(variants), recommended, line_source, exclude)
 
 
-def check_fusion_sources(cfg: dict, sources: list[str]) -> None:
-    """Refuse a source name or glob the section itself writes (a variant's ``sources``, a
-    ``granularity`` list, ``line_source``, ``exclude_from_variants``) that matches none of
-    `sources`, what the config's model stages make: a typo there ('tesseract/blokcs') left its
-    variant skipped at every fusion, or the page fused without its line evidence, with exit 0.
-    The default section's operator variants (Dell, MinerU...) are not the config's words and are
-    not checked. `cfg` is a section `parse_fusion_config` accepted.
-
-    Raises:
-        ValueError: one line naming the key, the pattern and the sources there are.
-    """
-    def check(where: str, patterns: Any) -> None:
-        for pattern in [patterns] if isinstance(patterns, str) else patterns:
-            if not any(fnmatch.fnmatchcase(s, pattern) for s in sources):
-                raise ValueError(f"{where}: {pattern!r} matches no source (this config makes: {', '.join(sources)})")
-
+def fusion_source_names(cfg: dict) -> list[tuple[str, str]]:
+    """(key, source name or glob) of every source the section itself writes: a variant's
+    ``sources``, a ``granularity`` list, ``line_source``, ``exclude_from_variants``. The config
+    refuses one that no model stage makes (`builtin.unmatched_source`): a typo there
+    ('tesseract/blokcs') left its variant skipped at every fusion, or the pages fused without
+    line evidence, with exit 0. The default section's operator variants (Dell, MinerU...) are
+    not the config's words and are not listed. `cfg`: a section `parse_fusion_config` accepted."""
+    named = []
     for name, spec in (cfg.get("variants") or {}).items():
-        check(f"fusion.variants.{name}.sources", spec["sources"])
+        named += [(f"fusion.variants.{name}.sources", p) for p in spec["sources"]]
         granularity = (spec.get("params") or {}).get("granularity", AUTO)
         if granularity != AUTO:
-            check(f"fusion.variants.{name}.params.granularity", granularity)
+            named += [(f"fusion.variants.{name}.params.granularity", p) for p in granularity]
     if cfg.get("line_source") is not None:
-        check("fusion.line_source", cfg["line_source"])
-    check("fusion.exclude_from_variants", cfg.get("exclude_from_variants", []))
+        named.append(("fusion.line_source", cfg["line_source"]))
+    return named + [("fusion.exclude_from_variants", p) for p in cfg.get("exclude_from_variants", [])]
 
 
 def match_sources(variant: Variant, available: list[str], exclude: tuple[str, ...] = ()) -> tuple[list[str], str | None]:
