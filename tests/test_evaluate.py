@@ -198,7 +198,7 @@ def test_a_malformed_annotation_is_skipped_with_its_reason_and_the_rest_is_evalu
     assert res["sources"][0]["iou_f1"] == 1.0
     code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
     assert code == 0   # an exception would leave run_cli with its traceback
-    assert out.splitlines()[0] == "1 page(s) matched ground truth; 1 ground-truth file(s) unreadable, skipped"
+    assert out.splitlines()[0] == "1 page(s) matched ground truth; 1 ground-truth file(s) unusable, skipped"
 
 
 def test_only_malformed_annotations_end_in_one_line_naming_them(tmp_path, capsys):
@@ -211,3 +211,49 @@ def test_only_malformed_annotations_end_in_one_line_naming_them(tmp_path, capsys
     code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
     assert code == 2
     assert err.splitlines()[-1].endswith("1 annotation(s) unreadable, e.g. bad.json: expected a JSON object, got list")
+
+
+def _source_page(run, page_id, boxes, folder="outputs/sources/x/y"):
+    (run / folder).mkdir(parents=True, exist_ok=True)
+    (run / folder / f"{page_id}.json").write_text(json.dumps(
+        {"page_id": page_id, "image": {"path": "in/p.png", "width": 100, "height": 100}, "source": {},
+         "regions": [{"bbox_xyxy": b, "label": "t", "class": "text"} for b in boxes]}))
+
+
+def test_two_annotations_of_one_page_leave_it_out_and_say_so(tmp_path, capsys):
+    """A copy of an annotation (a.json, a (1).json) scored its page twice in every mean."""
+    from nbtest import run_cli
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    _manifest(run, ["in/a.png", "in/b.png"])
+    for name, image in (("a", "images/a.png"), ("a_copy", "images/a.png"), ("b", "images/b.png")):
+        (gt / "annotations").mkdir(parents=True, exist_ok=True)
+        (gt / f"annotations/{name}.json").write_text(json.dumps({**_GOOD, "image": image}))
+    _source_page(run, "id0", [[0, 0, 5, 5]])          # misses a's region
+    _source_page(run, "id1", [[10, 10, 90, 90]])      # b's region exactly
+    res = run_evaluate(run, gt)
+    assert res["pages"] == 1 and res["sources"][0]["n_pages"] == 1 and res["sources"][0]["iou_f1"] == 1.0
+    assert sorted(res["bad_gt"]) == ["a.json", "a_copy.json"]
+    assert res["bad_gt"]["a.json"] == "matches run page id0 (in/a.png) as a_copy.json does; keep one of them"
+    code, out, _ = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
+    assert code == 0 and "2 ground-truth file(s) unusable, skipped" in out.splitlines()[0]
+
+
+def test_ground_truth_boxes_off_the_page_or_without_area_are_repaired_and_logged(tmp_path, caplog):
+    """A GT region outside the page, or 0 px wide, was a region no prediction can cover: it
+    lowered every source's recall with no word (region recall 1.0 -> 0.75 here, b1x 1.0 -> 0)."""
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    _manifest(run, ["in/good.png"])
+    regions = [*_GOOD["regions"], {"bbox_xyxy": [500, 500, 600, 600], "label": "text"},   # off the page
+               {"bbox_xyxy": [20, 20, 20, 80], "label": "text"},                          # no width
+               {"bbox_xyxy": [10, 10, 190, 90], "label": "text"}]                         # reaches off: clipped
+    (gt / "annotations").mkdir(parents=True)
+    (gt / "annotations/good.json").write_text(json.dumps({**_GOOD, "regions": regions}))
+    _source_page(run, "id0", [[10, 10, 90, 90], [10, 10, 100, 90]])
+    with caplog.at_level("WARNING", logger="newsbag.evaluate"):
+        res = run_evaluate(run, gt)
+    (row,) = res["sources"]
+    assert (row["n_gt"], row["region_recall"], row["b1x"]) == (2, 1.0, 1.0)
+    (line,) = [r.getMessage() for r in caplog.records if "good.json" in r.getMessage()]
+    assert line == (f"evaluate: ground truth {gt / 'annotations/good.json'}: repaired boxes: "
+                    "clipped_box 1, degenerate_box 1, outside_page_box 1")

@@ -364,7 +364,7 @@ def evaluate(run_dir, gt_dir):
     result = run_evaluate(run_dir, gt_dir)
     click.echo(f"{result['pages']} page(s) matched ground truth"
                + (f"; {len(result['unmatched_gt'])} ground-truth page(s) not in the run" if result["unmatched_gt"] else "")
-               + (f"; {len(result['bad_gt'])} ground-truth file(s) unreadable, skipped" if result["bad_gt"] else ""))
+               + (f"; {len(result['bad_gt'])} ground-truth file(s) unusable, skipped" if result["bad_gt"] else ""))
     click.echo(format_summary(result))
     for path in result["written"]:
         click.echo(path)

@@ -21,7 +21,7 @@ __all__ = [
     "SourcePage",
     "Region",
     "validate_source_page",
-    "repair_regions",
+    "repair_regions", "repairs_text",
     "boxes_from_page",
     "repaired_boxes",
     "region_corners",
@@ -349,6 +349,11 @@ def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
     if not keep.all():
         out = [out[i] for i in np.flatnonzero(keep).tolist()]
     return {**page, "regions": out, "warnings": warnings_with(page, counts)}, counts
+
+
+def repairs_text(counts: dict[str, int]) -> str:
+    """`repair_regions` counts as a log line's tail: "clipped_box 1, degenerate_box 2"."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def warnings_with(page: dict, counts: dict[str, int]) -> dict:

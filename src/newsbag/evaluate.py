@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import labels, rundir
+from .contract import repair_regions, repairs_text
 from .errors import InputError, first_line
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
@@ -164,7 +165,12 @@ def _read_annotation(path: Path) -> dict:
             raise ValueError(f"region {k}: order must be an integer or null, got {order!r}")
         if not isinstance(region.get("text"), (str, type(None))):
             raise ValueError(f"region {k}: text must be a string or null, got {region.get('text')!r}")
-    return ann
+    # The readers' rule (`contract.repair_regions`): a region off the page or without area is
+    # one no prediction can cover, and would lower every recall with no word.
+    page, repaired = repair_regions({"image": ann, "regions": ann["regions"]})
+    if repaired:
+        log.warning("evaluate: ground truth %s: repaired boxes: %s", path, repairs_text(repaired))
+    return {**ann, "regions": page["regions"]}
 
 
 def _parts(path: str) -> tuple[str, ...]:
@@ -218,7 +224,17 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
             if want[-n:] in by_tail:   # the longest common tail decides; a tie between pages matches none
                 rec = by_tail[want[-n:]]
                 break
-        (matched.append((rec, ann)) if rec else unmatched.append(ann_path.stem))
+        (matched.append((rec, ann, ann_path.name)) if rec else unmatched.append(ann_path.stem))
+    # Two annotations of one page would score it twice in every mean, and which one is right
+    # is not ours to guess: the page is left out and both are named.
+    names: dict[str, list[str]] = {}
+    for rec, _, name in matched:
+        names.setdefault(rec["page_id"], []).append(name)
+    for rec, _, name in matched:
+        if len(twins := names[rec["page_id"]]) > 1:
+            others = " and ".join(n for n in twins if n != name)
+            bad[name] = f"matches run page {rec['page_id']} ({rec['path']}) as {others} does; keep one of them"
+    matched = [(rec, ann) for rec, ann, name in matched if name not in bad]
     if not matched:
         first = next(iter(bad.items()), None)
         unreadable = f"; {len(bad)} annotation(s) unreadable, e.g. {first[0]}: {first[1]}" if first else ""

@@ -424,8 +424,9 @@ def _refuse_piles(path: str | os.PathLike, xyxy) -> None:
 
 
 def _log_repairs(page_id: str, path, repaired: dict[str, int]) -> None:
-    log.warning("page %s: %s: repaired boxes: %s", page_id, path,
-                ", ".join(f"{k} {v}" for k, v in sorted(repaired.items())))
+    from .contract import repairs_text
+
+    log.warning("page %s: %s: repaired boxes: %s", page_id, path, repairs_text(repaired))
 
 
 def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) -> dict:
