@@ -80,7 +80,7 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     out = CliRunner().invoke(cli, ["evaluate", "--run-dir", str(run), "--gt", str(gt)])
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[0] == "1 page(s) matched ground truth"
+    assert lines[0] == "1 of 1 run page(s) matched ground truth and are scored"
     assert lines[1].split() == ["kind", "name", "class", "pixel_f1", "b1x", "iou_f1", "over_merge", "xcol", "n_pred"]
     assert lines[2].split()[:6] == ["source", "x/y", "text", "1.0000", "1.0000", "1.0000"]
     assert lines[3].split()[:3] == ["variant", "C", "text"] and lines[3].split()[7] == "1.0000"   # xcol
@@ -198,7 +198,8 @@ def test_a_malformed_annotation_is_skipped_with_its_reason_and_the_rest_is_evalu
     assert res["sources"][0]["iou_f1"] == 1.0
     code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
     assert code == 0   # an exception would leave run_cli with its traceback
-    assert out.splitlines()[0] == "1 page(s) matched ground truth; 1 ground-truth file(s) unusable, skipped"
+    assert out.splitlines()[0] == ("1 of 2 run page(s) matched ground truth and are scored; 1 without it are not "
+                                   "scored; 1 ground-truth file(s) unusable, skipped")
 
 
 def test_only_malformed_annotations_end_in_one_line_naming_them(tmp_path, capsys):
@@ -257,3 +258,19 @@ def test_ground_truth_boxes_off_the_page_or_without_area_are_repaired_and_logged
     (line,) = [r.getMessage() for r in caplog.records if "good.json" in r.getMessage()]
     assert line == (f"evaluate: ground truth {gt / 'annotations/good.json'}: repaired boxes: "
                     "clipped_box 1, degenerate_box 1, outside_page_box 1")
+
+
+def test_run_pages_without_ground_truth_are_named_as_not_scored(tmp_path, capsys):
+    """'1 page(s) matched ground truth' on a run of 3 did not say the other 2 are not in the numbers."""
+    from nbtest import run_cli
+
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    _manifest(run, ["in/good.png", "in/b.png", "in/c.png"])
+    (gt / "annotations").mkdir(parents=True)
+    (gt / "annotations/good.json").write_text(json.dumps(_GOOD))
+    _source_page(run, "id0", [[10, 10, 90, 90]])
+    res = run_evaluate(run, gt)
+    assert res["pages"] == 1 and res["unscored"] == ["id1", "id2"]
+    code, out, _ = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
+    assert code == 0
+    assert out.splitlines()[0] == "1 of 3 run page(s) matched ground truth and are scored; 2 without it are not scored"

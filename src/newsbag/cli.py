@@ -362,7 +362,9 @@ def evaluate(run_dir, gt_dir):
     from .evaluate_text import evaluate_transcripts, format_transcripts
 
     result = run_evaluate(run_dir, gt_dir)
-    click.echo(f"{result['pages']} page(s) matched ground truth"
+    unscored = len(result["unscored"])
+    click.echo(f"{result['pages']} of {result['pages'] + unscored} run page(s) matched ground truth and are scored"
+               + (f"; {unscored} without it are not scored" if unscored else "")
                + (f"; {len(result['unmatched_gt'])} ground-truth page(s) not in the run" if result["unmatched_gt"] else "")
                + (f"; {len(result['bad_gt'])} ground-truth file(s) unusable, skipped" if result["bad_gt"] else ""))
     click.echo(format_summary(result))

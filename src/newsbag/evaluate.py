@@ -258,7 +258,8 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write the TSVs.
 
     Returns:
-        {"pages": matched page count, "unmatched_gt": [...], "bad_gt": {file name: why}, "sources":
+        {"pages": matched page count, "unscored": run page ids without ground truth (not in the
+        numbers), "unmatched_gt": [...], "bad_gt": {file name: why}, "sources":
         rows, "variants": rows, "written": [tsv paths]}
 
     Raises:
@@ -292,7 +293,9 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     written = [fusion / "eval_sources.tsv", fusion / "eval_variants.tsv"]
     atomic_write_text(written[0], tsv_text(rows["source"], cols))
     atomic_write_text(written[1], tsv_text(rows["variant"], cols))
-    return {"pages": len(matched), "unmatched_gt": unmatched, "bad_gt": bad, "sources": rows["source"], "variants": rows["variant"],
+    scored = {rec["page_id"] for rec, _ in matched}
+    return {"pages": len(matched), "unscored": [p for p in rundir.manifest_page_ids(run_dir) if p not in scored],
+            "unmatched_gt": unmatched, "bad_gt": bad, "sources": rows["source"], "variants": rows["variant"],
             "written": [str(p) for p in written]}
 
 
