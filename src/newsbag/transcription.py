@@ -241,6 +241,14 @@ def _take_blocks(region_xyxy: np.ndarray, crops: np.ndarray, region_of: np.ndarr
     return taken, per_region
 
 
+def _page_error(page_id: str, exc: Exception) -> str:
+    """The one-line failure of a page: a page file that cannot be read names itself; anything
+    else is an error nobody foresaw (`errors.page_failure`)."""
+    if isinstance(exc, (OSError, ValueError)):
+        return f"page {page_id}: {first_line(exc)}"
+    return page_failure(page_id, exc)
+
+
 def _is_current(path: Path, fingerprint: str) -> bool:
     try:
         return read_json(path).get("fingerprint") == fingerprint
@@ -306,7 +314,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         InputError: the stage reads the recommended variant and the run has none (fusion not
             run, or every variant skipped).
     """
-    from .orchestrator import run_source
+    from .orchestrator import PageOutcome, run_source
 
     t0 = time.monotonic()
     params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
@@ -326,6 +334,14 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     block_dirs = [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo, dropped = [], False
+
+    def settle(page_id: str, error: str | None) -> None:
+        summary["ok" if error is None else "failed"] += 1
+        if error is not None:
+            summary["failures"].append({"page_id": page_id, "error": error})
+        if progress:
+            progress(page_id, "ok" if error is None else "failed")
+
     for page_id in page_ids:
         fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
@@ -343,50 +359,44 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             page, idx, xyxy, rank, article, is_title, bbox = _read_regions(fused_path, page_id, lines)
             crops, region_of = plan_page(xyxy, rank, lines)
             taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(block_dirs, page_id))
-        except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
-            error = f"page {page_id}: {first_line(exc)}"
         except RunDirError:  # not this page's fault: stop the stage with one line
             raise
         except Exception as exc:  # noqa: BLE001 - the page boundary
-            error = page_failure(page_id, exc)
-        else:
-            error = None
-        if error:
             if fused_identity is None:   # fusion failed (or never ran): no text of an older layout passes as current
                 dropped = _drop_transcript(out_dir, page_id) or dropped
-            summary["failed"] += 1
-            summary["failures"].append({"page_id": page_id, "error": error})
-            if progress:
-                progress(page_id, "failed")
+            settle(page_id, _page_error(page_id, exc))
             continue
         read = ~taken[region_of]
         crops = crops[read]
         plan = _plan_record(page, idx, rank, article, is_title, region_of[read], fp, block_lines, bbox)
         if len(crops) == 0:   # nothing left to recognise: no runner call for this page
             _write_transcript(out_dir, page_id, plan, [], variant)
-            summary["ok"] += 1
-            if progress:
-                progress(page_id, "ok")
+            settle(page_id, None)
             continue
         # The runner reads "lines"; the rest waits here for its answer.
         write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist(), "transcript": plan},
                    compact=True)
         todo.append(records[page_id])
     if todo:
+        def on_read(o: PageOutcome) -> None:
+            """A page's transcript is written as soon as the recogniser settles it, so a call
+            killed midway (Slurm's time limit) keeps every page read so far for its rerun."""
+            if o.status != "ok":
+                settle(o.page_id, o.error or o.status)
+                return
+            try:
+                lines = read_page(out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"]
+                plan = read_json(plan_dir / f"{o.page_id}.json")["transcript"]
+                _write_transcript(out_dir, o.page_id, plan, lines, variant)
+            except RunDirError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the page boundary
+                settle(o.page_id, _page_error(o.page_id, exc))
+            else:
+                settle(o.page_id, None)
+
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
-                             out_dir=out_dir / "_lines")
-        for page_id, result in outcome.pages.items():
-            if result.status != "ok":
-                summary["failed"] += 1
-                summary["failures"].append({"page_id": page_id, "error": result.error or result.status})
-                if progress:
-                    progress(page_id, "failed")
-                continue
-            lines = read_page(out_dir / "_lines" / f"{page_id}.json", page_id)["regions"]
-            _write_transcript(out_dir, page_id, read_json(plan_dir / f"{page_id}.json")["transcript"], lines, variant)
-            summary["ok"] += 1
-            if progress:
-                progress(page_id, "ok")
+                             out_dir=out_dir / "_lines", on_page=on_read)
         summary["device_used"] = outcome.device_used
     rundir.record_failures(run_dir, "transcription", summary["failures"])
     # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change

@@ -350,3 +350,48 @@ def test_a_forced_transcription_that_reads_the_same_text_leaves_its_files_as_the
     stamps = {name: (os.stat(out / name).st_mtime_ns, os.stat(out / name).st_ino) for name in ("p1.json", "p1.txt")}
     assert run_transcription(run, ["p1"], {}, force=True)["ok"] == 1
     assert {name: (os.stat(out / name).st_mtime_ns, os.stat(out / name).st_ino) for name in stamps} == stamps
+
+
+def test_a_call_interrupted_midway_keeps_the_pages_already_read_and_its_rerun_reads_only_the_rest(tmp_path, monkeypatch):
+    # Slurm's time limit (SIGTERM, which unwinds like Ctrl-C) hits while the recogniser is at the
+    # third of five pages: the two pages it read must not be lost (they were kept only until the
+    # whole batch was read), and the rerun must read only the three it had not read.
+    from newsbag import orchestrator
+
+    pids = ("p1", "p2", "p3", "p4", "p5")
+    run = _write_run(tmp_path, pids=pids)
+    real = orchestrator.run_source
+    given = []
+
+    def interrupted_after_two(*args, on_page=lambda o: None, **kwargs):
+        settled = []
+
+        def on_page_then_stop(o):
+            on_page(o)
+            settled.append(o.page_id)
+            if len(settled) == 2:
+                raise KeyboardInterrupt
+
+        given.append([p.page_id for p in args[3]])
+        return real(*args, on_page=on_page_then_stop, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(orchestrator, "run_source", interrupted_after_two)
+        with pytest.raises(KeyboardInterrupt):
+            run_transcription(run, list(pids), {})
+    out = rundir.transcript_dir(run, "C")
+    kept = sorted(p.stem for p in out.glob("p*.json"))
+    assert kept == ["p1", "p2"]
+    for pid in kept:   # whole transcripts, as an uninterrupted call writes them
+        record = json.loads((out / f"{pid}.json").read_text())
+        assert [len(r["lines"]) for r in record["regions"]] == [1, 3, 3]
+        assert (out / f"{pid}.txt").read_text().strip() == record["text"]
+    before = {pid: os.stat(out / f"{pid}.json").st_mtime_ns for pid in kept}
+
+    monkeypatch.setattr(orchestrator, "run_source", lambda *a, **k: given.append([p.page_id for p in a[3]]) or real(*a, **k))
+    result = run_transcription(run, list(pids), {})
+    assert (result["ok"], result["skipped"], result["failed"]) == (3, 2, 0)
+    assert given == [list(pids), ["p3", "p4", "p5"]]
+    assert {pid: os.stat(out / f"{pid}.json").st_mtime_ns for pid in kept} == before
+    index = [json.loads(line)["page_id"] for line in (out / "transcripts.jsonl").read_text().splitlines()]
+    assert index == list(pids)
