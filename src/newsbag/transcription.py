@@ -183,7 +183,10 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
     Pieces that took block text have no recognised lines. A region read as column parts
     appears once per part (same `region`, the part's `bbox_xyxy`).
     """
-    pieces, region_of = plan["pieces"], plan["region_of"]
+    pieces = plan["pieces"]
+    # A line's `order` is its crop's index in the plan: the runner drops a crop under 1 px (its
+    # output cleaning), so pairing by position would move every later line one region back.
+    region_of = [plan["region_of"][line["order"]] for line in line_regions]
     texts = assemble(len(pieces), np.asarray(region_of, dtype=np.intp), [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in pieces]
     for r, line in zip(region_of, line_regions):
