@@ -2,9 +2,9 @@
 
 The transcription stage (src/newsbag/transcription.py) decides which line boxes to read and
 writes them to ``<plan_dir>/<page_id>.json`` as ``{"lines": [[x0, y0, x1, y1], ...]}`` in
-original page pixels (other keys are the stage's own); this runner crops, recognises and
-returns one region per line, in the plan's order, with ``text`` and a score (mean
-probability of the decoded characters).
+original page pixels, and ``"size_wh": [W, H]``, the page size they are in (other keys are
+the stage's own); this runner crops, recognises and returns one region per line, in the
+plan's order, with ``text`` and a score (mean probability of the decoded characters).
 
 Default model: PP-OCRv4 rec (``ch_PP-OCRv4_rec_infer.onnx``, 6,623 characters: Chinese plus
 Latin with some accents) shipped inside the rapidocr-onnxruntime wheel. Any PP-OCR rec ONNX
@@ -95,10 +95,17 @@ class Recognizer:
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         with open(os.path.join(self.plan_dir, f"{page['page_id']}.json"), encoding="utf-8") as fh:
-            lines = json.load(fh)["lines"]
+            plan = json.load(fh)
+        lines = plan["lines"]
         if not lines:
             return []
         image = load_page_array(image_path)
+        # Crops of a replaced scan at its old layout's boxes are other words, or none at all.
+        height, width = image.shape[:2]
+        if [width, height] != plan["size_wh"]:
+            raise ValueError(f"the page image is {width}x{height} px but its layout was made on "
+                             f"{plan['size_wh'][0]}x{plan['size_wh'][1]} px: the image changed after its layout; "
+                             "rerun its layout stages and fusion")
         boxes = np.asarray(lines, dtype=np.float64).reshape(-1, 4)
         ratio = (boxes[:, 2] - boxes[:, 0]) / np.maximum(boxes[:, 3] - boxes[:, 1], 1.0)
         texts: list[tuple[str, float]] = [("", 0.0)] * len(boxes)

@@ -376,9 +376,10 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             _write_transcript(out_dir, page_id, plan, [], variant)
             settle(page_id, None)
             continue
-        # The runner reads "lines"; the rest waits here for its answer.
-        write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist(), "transcript": plan},
-                   compact=True)
+        # The runner reads "lines" and the page size they are in ("size_wh"); the rest waits here for its answer.
+        size_wh = [page["image"]["width"], page["image"]["height"]]
+        write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist(), "size_wh": size_wh,
+                                                  "transcript": plan}, compact=True)
         todo.append(records[page_id])
     if todo:
         def on_read(o: PageOutcome) -> None:

@@ -417,3 +417,20 @@ def test_a_crop_the_recogniser_drops_as_degenerate_shifts_no_line_into_another_r
         for line, box, want in zip(got, region["lines"], expected):
             assert len(_words(line) & _words(want)) >= len(want.split()) - 1, (line, want)
             assert region["bbox_xyxy"][0] <= box["bbox_xyxy"][0] < box["bbox_xyxy"][2] <= region["bbox_xyxy"][2]
+
+
+def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tmp_path):
+    # p2's scan was replaced by a half-size one after fusion (its layout and lines are in the
+    # old pixels): the recogniser cut its crops out of the new image at the old boxes (an
+    # IndexError on the crops off the image, garbage text from those on it). It fails, naming
+    # both sizes and the fix; p1 goes on.
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    image = run / "img" / "p2.png"
+    with Image.open(image) as im:
+        im.resize((500, 260)).save(image)
+    result = run_transcription(run, ["p1", "p2"], {})
+    assert (result["ok"], result["failed"]) == (1, 1)
+    assert result["failures"] == [{"page_id": "p2", "error": (
+        "ValueError: the page image is 500x260 px but its layout was made on 1000x520 px: the image changed "
+        "after its layout; rerun its layout stages and fusion")}]
+    assert not (rundir.transcript_dir(run, "C") / "p2.json").exists()
