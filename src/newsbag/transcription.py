@@ -259,21 +259,45 @@ def _is_current(path: Path, fingerprint: str) -> bool:
         return False
 
 
-def _write_search_index(run_dir: Path, variant: str) -> int:
+def _articles(path: Path) -> list[dict]:
+    """The articles of a transcript file.
+
+    Raises:
+        OSError; ValueError: not JSON, or no transcript (no list of articles with text).
+    """
+    record = read_json(path)
+    arts = record.get("articles") if isinstance(record, dict) else None
+    if not isinstance(arts, list) or not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in arts):
+        raise ValueError("not a transcript (no list of articles with text)")
+    return arts
+
+
+def _write_search_index(run_dir: Path, variant: str) -> tuple[int, list[dict]]:
     """transcripts.jsonl: one line per article of every transcribed page of the manifest, written
-    as the transcripts are read (over 100k pages it is GBs of text)."""
+    as the transcripts are read (over 100k pages it is GBs of text).
+
+    Returns:
+        the number of articles, and a failure record for each transcript file that cannot be
+        read (left out: one bad file must not keep every other page's text out of the index).
+    """
     out_dir = rundir.transcript_dir(run_dir, variant)
-    n = 0
+    n, left_out = 0, []
     with atomic_text_file(out_dir / "transcripts.jsonl") as fh:
         for page_id in rundir.members(run_dir, []):
             path = out_dir / f"{page_id}.json"
             if not path.exists():
                 continue
-            for art in read_json(path).get("articles", []):
+            try:
+                arts = _articles(path)
+            except (OSError, ValueError) as exc:
+                left_out.append({"page_id": page_id, "error": f"page {page_id}: {path}: {first_line(exc)}; left out "
+                                                              "of transcripts.jsonl until newsbag transcribe reads it again"})
+                continue
+            for art in arts:
                 if art["text"]:
                     fh.write(json.dumps({"page_id": page_id, "variant": variant, **art}, ensure_ascii=False) + "\n")
                     n += 1
-    return n
+    return n, left_out
 
 
 def _index_is_current(out_dir: Path, page_ids: Iterable[str]) -> bool:
@@ -402,10 +426,15 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
                              out_dir=out_dir / "_lines", on_page=on_read)
         summary["device_used"] = outcome.device_used
-    rundir.record_failures(run_dir, "transcription", summary["failures"])
     # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
     # rerun over 100k pages must not reread every transcript).
     if summary["ok"] or dropped or not _index_is_current(out_dir, records):
-        summary["articles"] = _write_search_index(run_dir, variant)
+        summary["articles"], left_out = _write_search_index(run_dir, variant)
+        failed = {f["page_id"] for f in summary["failures"]}
+        for failure in left_out:   # pages this call may not have selected: no progress line
+            if failure["page_id"] not in failed:
+                summary["failed"] += 1
+                summary["failures"].append(failure)
+    rundir.record_failures(run_dir, "transcription", summary["failures"])
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary

@@ -274,7 +274,7 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
                 {"article": 0, "regions": [0], "headline": "", "text": text}]}))
         tracemalloc.start()
         try:
-            assert _write_search_index(run, "C") == n
+            assert _write_search_index(run, "C") == (n, [])
             return tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -434,3 +434,30 @@ def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tm
         "ValueError: the page image is 500x260 px but its layout was made on 1000x520 px: the image changed "
         "after its layout; rerun its layout stages and fusion")}]
     assert not (rundir.transcript_dir(run, "C") / "p2.json").exists()
+
+
+@pytest.mark.parametrize("content, reason", [
+    ('{"page_id": "p1", "articles": [', "Expecting value: line 1 column 32 (char 31)"),   # torn by a copy
+    ('[]', "not a transcript (no list of articles with text)"),
+    ('{"articles": [{"article": 0}]}', "not a transcript (no list of articles with text)"),
+])
+def test_an_unreadable_transcript_is_left_out_of_the_index_and_named_and_the_rest_goes_on(tmp_path, content, reason):
+    # One transcript file that is no transcript (a run copied with a torn file, an edit) made
+    # every call's index rebuild raise: the stage died with a bare JSONDecodeError (or
+    # AttributeError, KeyError) after its pages, the other pages' new articles never reached
+    # transcripts.jsonl, and so on every call until someone found the file.
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    out = rundir.transcript_dir(run, "C")
+    (out / "p1.json").write_text(content)
+    result = run_transcription(run, ["p2"], {})
+    assert (result["ok"], result["failed"]) == (1, 1)
+    assert result["failures"] == [{"page_id": "p1", "error": f"page p1: {out / 'p1.json'}: {reason}; "
+                                                             "left out of transcripts.jsonl until "
+                                                             "newsbag transcribe reads it again"}]
+    index = out / "transcripts.jsonl"
+    assert [json.loads(line)["page_id"] for line in index.read_text().splitlines()] == ["p2"]
+    # the rerun the message names reads p1 again (its file is not current), and the index holds both
+    again = run_transcription(run, ["p1", "p2"], {})
+    assert (again["ok"], again["skipped"], again["failed"]) == (1, 1, 0)
+    assert [json.loads(line)["page_id"] for line in index.read_text().splitlines()] == ["p1", "p2"]
