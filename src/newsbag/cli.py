@@ -239,6 +239,8 @@ def status(run_dir, as_json):
         click.echo(_counts_line(f"fusion/{f['variant']}", f, mark))
     if selected is None or "review" in selected:
         click.echo(_counts_line("review boards", info["review"], f"  gallery {'yes' if info['gallery'] else 'no'}"))
+    if info["transcription"] and (selected is None or "transcription" in selected):
+        click.echo(_counts_line(f"transcription/{info['transcription']['variant']}", info["transcription"], ""))
     for line in format_job_lines(jobs):
         click.echo(f"  {line}")
     for line in info["way_out"]:
@@ -246,7 +248,7 @@ def status(run_dir, as_json):
 
 
 def _counts_line(label: str, counts: dict, tail: str) -> str:
-    """A status line of a builtin stage's outputs (a fused variant, the review boards): done,
+    """A status line of a builtin stage's outputs (a fused variant, the review boards, transcripts): done,
     failed, stale when any, pending."""
     stale = f"  stale {counts['stale']:>5}" if counts["stale"] else ""
     return (f"  {label:<36} done {counts['done']:>6}  failed {counts['failed']:>5}{stale}  "

@@ -14,6 +14,7 @@ from .fusion.stage import fused_status
 from .io import read_json
 from . import rundir
 from .review.stage import board_status
+from .transcription import transcript_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages, read_rejected
 
@@ -89,23 +90,23 @@ def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
 
 
 def collect_status(run_dir: Path) -> dict:
-    """Counts per source, fusion variant and review board; failures with their one-line errors;
-    the runners a source's reports say are running, alive or died (`rundir.runners_said_running`).
+    """Counts per source, fusion variant, review board and transcript; failures with their one-line
+    errors; the runners a source's reports say are running, alive or died (`rundir.runners_said_running`).
 
-    Source pages, fused pages and boards count as done only while a run, `newsbag fuse` /
-    `review` would skip them (their stages' own rules, with the config the run recorded);
-    the others are stale."""
+    Source pages, fused pages, boards and transcripts count as done only while a run, `newsbag
+    fuse` / `review` / `transcribe` would skip them (their stages' own rules, with the config the
+    run recorded); the others are stale."""
     run_dir = Path(run_dir)
     records = read_pages(run_dir)
     ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    # The options `newsbag fuse` / `review` run with: the first stage of the kind in the recorded
+    # The options `newsbag fuse` / `review` / `transcribe` run with: the first stage of the kind in the recorded
     # config (`PipelineConfig.builtin`), the kind's defaults without one.
     options: dict[str, dict] = {}
     record = rundir.config_record(run_dir)
     for stage in _recorded_stages(record):
-        if stage.get("kind") in ("fusion", "review") and stage["kind"] not in options:
+        if stage.get("kind") in ("fusion", "review", "transcription") and stage["kind"] not in options:
             options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
@@ -153,4 +154,5 @@ def collect_status(run_dir: Path) -> dict:
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
+            "transcription": transcript_status(run_dir, sorted(ids), options.get("transcription", {})),
             "gallery": rundir.gallery_path(run_dir).exists()}

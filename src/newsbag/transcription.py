@@ -30,7 +30,7 @@ from .resources import runners_dir
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
 __all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
-           "transcription_source_names", "run_transcription"]
+           "transcription_source_names", "run_transcription", "transcript_status"]
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +252,63 @@ def _page_error(page_id: str, exc: Exception) -> str:
     return page_failure(page_id, exc)
 
 
+def _block_dirs(run_dir: Path, params: TranscriptionParams) -> list[tuple[str, Path]]:
+    """(name, folder) of each block text source."""
+    return [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
+
+
+def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage: ModelStage
+                 ) -> Callable[[str], tuple[Path, Path | None, list[int] | None, str]]:
+    """What a page's transcript is read from: by page id, its fused page, its lines page (None
+    without a lines source), the fused page's identity and the transcript's fingerprint. The one
+    rule `run_transcription` skips pages by and `transcript_status` judges them by."""
+    params_rec = {"lines_source": params.lines_source,
+                  "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
+    if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
+        params_rec["block_text_sources"] = list(params.block_text_sources)
+    fused_dir = rundir.fused_dir(run_dir, variant)
+    lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
+    block_dirs = _block_dirs(run_dir, params)
+
+    def inputs(page_id: str) -> tuple[Path, Path | None, list[int] | None, str]:
+        fused_path = fused_dir / f"{page_id}.json"
+        lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
+        block_ids = [rundir.file_identity(folder / f"{page_id}.json") for _, folder in block_dirs]
+        fused_identity = rundir.file_identity(fused_path)
+        fp = rundir.fingerprint("transcription", params_rec, fused_identity,
+                                rundir.file_identity(lines_path) if lines_path else None, *block_ids)
+        return fused_path, lines_path, fused_identity, fp
+
+    return inputs
+
+
+def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[str, Any]) -> dict | None:
+    """Transcripts that are current, stale, failed or not read yet (pending), by the rule
+    `run_transcription` skips pages by (what it counts stale is what the next call reads again).
+
+    Returns:
+        {"variant", "done", "stale", "failed", "pending"}, or None when the stage has no
+        transcript folder (it is opt-in and never ran) or no variant to read.
+
+    Raises:
+        ValueError: bad transcription options (one line).
+    """
+    params = parse_transcription_options(options)
+    variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
+    out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
+    if out_dir is None or not out_dir.is_dir():
+        return None
+    inputs = _page_inputs(run_dir, variant, params, _recognizer_stage(params, out_dir / "_plan"))
+    written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
+    counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
+    for page_id in page_ids:
+        if page_id in written and _is_current(out_dir / f"{page_id}.json", inputs(page_id)[3]):
+            counts["done"] += 1
+        else:
+            counts["failed" if page_id in failed else "stale" if page_id in written else "pending"] += 1
+    return {"variant": variant, **counts}
+
+
 def _is_current(path: Path, fingerprint: str) -> bool:
     try:
         return read_json(path).get("fingerprint") == fingerprint
@@ -353,29 +410,24 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     out_dir = rundir.transcript_dir(run_dir, variant)
     plan_dir = out_dir / "_plan"
     stage = _recognizer_stage(params, plan_dir)
-    params_rec = {"lines_source": params.lines_source,
-                  "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
-    if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
-        params_rec["block_text_sources"] = list(params.block_text_sources)
-    lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
-    block_dirs = [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
+    inputs = _page_inputs(run_dir, variant, params, stage)
+    block_dirs = _block_dirs(run_dir, params)
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo, dropped = [], False
 
-    def settle(page_id: str, error: str | None) -> None:
+    def settle(page_id: str, error: str | None, shown: bool = True) -> None:
+        """Count a page's outcome; a failed page keeps a failure record (`transcript_status`) until it is read."""
         summary["ok" if error is None else "failed"] += 1
-        if error is not None:
+        if error is None:
+            rundir.failure_path(out_dir, page_id).unlink(missing_ok=True)
+        else:
             summary["failures"].append({"page_id": page_id, "error": error})
-        if progress:
+            write_json(rundir.failure_path(out_dir, page_id), {"page_id": page_id, "error": error})
+        if progress and shown:
             progress(page_id, "ok" if error is None else "failed")
 
     for page_id in page_ids:
-        fused_path = rundir.fused_dir(run_dir, variant) / f"{page_id}.json"
-        lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
-        block_ids = [rundir.file_identity(folder / f"{page_id}.json") for _, folder in block_dirs]
-        fused_identity = rundir.file_identity(fused_path)
-        fp = rundir.fingerprint("transcription", params_rec, fused_identity,
-                                rundir.file_identity(lines_path) if lines_path else None, *block_ids)
+        fused_path, lines_path, fused_identity, fp = inputs(page_id)
         if not force and _is_current(out_dir / f"{page_id}.json", fp):
             summary["skipped"] += 1
             if progress:
@@ -433,8 +485,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         failed = {f["page_id"] for f in summary["failures"]}
         for failure in left_out:   # pages this call may not have selected: no progress line
             if failure["page_id"] not in failed:
-                summary["failed"] += 1
-                summary["failures"].append(failure)
+                settle(failure["page_id"], failure["error"], shown=False)
     rundir.record_failures(run_dir, "transcription", summary["failures"])
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary

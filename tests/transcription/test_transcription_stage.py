@@ -461,3 +461,32 @@ def test_an_unreadable_transcript_is_left_out_of_the_index_and_named_and_the_res
     again = run_transcription(run, ["p1", "p2"], {})
     assert (again["ok"], again["skipped"], again["failed"]) == (1, 1, 0)
     assert [json.loads(line)["page_id"] for line in index.read_text().splitlines()] == ["p1", "p2"]
+
+
+def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsys):
+    # `newsbag transcribe` ends a call with a failed page by sending the user to `newsbag status`,
+    # which said nothing of transcription at all.
+    run = _write_run(tmp_path, pids=("p1", "p2", "p3", "p4"))
+    (rundir.fused_dir(run, "C") / "p2.json").unlink()   # its fusion failed: the page fails here
+    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
+    assert code == 4 and "`newsbag status --run-dir" in err
+    lines_path = rundir.source_dir(run, "text_lines", "lines") / "p3.json"   # new lines: p3 is stale
+    later = os.stat(rundir.transcript_dir(run, "C") / "p3.json").st_mtime_ns + 10**9
+    os.utime(lines_path, ns=(later, later))
+    (rundir.transcript_dir(run, "C") / "p4.json").unlink()   # never read: pending
+    code, out, err = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0
+    assert "  transcription/C                      done      1  failed     1  stale     1  pending      1" in out
+    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["transcription"] == {"variant": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1}
+    # read again, the failed page's failure is no more
+    (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(_page("p2", [([30, 140, 480, 340], "text", "text")])))
+    assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
+    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["transcription"] == {"variant": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0}
+
+
+def test_status_says_nothing_of_transcription_before_the_opt_in_stage_ran(tmp_path, capsys):
+    run = _write_run(tmp_path)
+    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["transcription"] is None
