@@ -4,7 +4,9 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from nbtest import run_cli, write_fake_config, write_image
 
@@ -162,7 +164,6 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
 
 def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page_dir, capsys, monkeypatch):
     """status decides from file identities and info.json, as review's own skip check does."""
-    from PIL import Image
 
     from newsbag.status import collect_status
 
@@ -722,3 +723,89 @@ def test_a_touched_scan_redoes_nothing_and_a_replaced_one_redoes_its_page_only(t
     assert _counts(run) == {"fake/v": 1, "fake/w": 1, "fusion": 1, "review": 1, "export": 1}
     after = _identities(run, "review/pages")
     assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [_pid(run, "issue1/p2")]
+
+
+def _converted_run(tmp_path, capsys):
+    """A run over three pages: an 8-bit PNG passed to the runners as it is, and two that get an
+    8-bit copy (12-bit data in a 16-bit TIFF, a CMYK TIFF); the args of its `newsbag run`."""
+
+    from nbtest import write_image
+
+    root = tmp_path / "pages"
+    write_image(root / "plain.png")
+    write_image(root / "cmyk.tif", mode="CMYK")
+    Image.fromarray(np.tile(np.linspace(0, 4095, 64).astype(np.uint16), (48, 1))).save(root / "deep.tif")
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}, "w": {}}, extra_stages=[FUSION, REVIEW])
+    return tmp_path / "run", ("run", "--input-dir", root, "--run-dir", tmp_path / "run", "--config", cfg)
+
+
+def _page_files(run) -> dict:
+    """Identity of every file of the run but the calls' reports."""
+    return {p.relative_to(run).as_posix(): (p.stat().st_mtime_ns, p.stat().st_ino)
+            for p in run.rglob("*") if p.is_file() and not p.relative_to(run).as_posix().startswith("reports/")}
+
+
+def _pages_changed(run, before: dict, ids: dict) -> dict:
+    """name -> the files of that page (copy, source pages, fused pages, board) that changed since `before`."""
+    after = _page_files(run)
+    changed = [k for k in after.keys() | before.keys() if before.get(k) != after.get(k)]
+    return {name: sorted(k for k in changed if pid in k) for name, pid in ids.items()
+            if any(pid in k for k in changed)}
+
+
+def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outputs_only(tmp_path, capsys, monkeypatch):
+    """Source fingerprints held the scan's hash, not the 8-bit copy's: a run made before 12-bit data
+    was scaled by 4095 kept its nearly black copy, and the pages made from it stayed current after
+    an upgrade. The manifest now records the conversion revision that made a copy and the copy's
+    pixel hash: a rerun remakes the copies an older revision made, and only a page whose copy
+    changed gets its sources, fused pages and board redone."""
+    from newsbag import pages
+
+    run, args = _converted_run(tmp_path, capsys)
+    with monkeypatch.context() as m:   # the rule before: 16-bit samples always scaled by 65535
+        m.setattr(pages, "_white_point", lambda peak, declared: (65535, ""))
+        m.setattr(pages, "CONVERSION_REVISION", getattr(pages, "CONVERSION_REVISION", 1) - 1, raising=False)
+        code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif")}
+    copy = run / "cache/images" / f"{ids['deep.tif']}.png"
+    assert np.asarray(Image.open(copy)).max() == 4095 * 255 // 65535   # nearly black
+    before = _page_files(run)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert np.asarray(Image.open(copy)).max() == 255
+    changed = _pages_changed(run, before, ids)
+    assert list(changed) == ["deep.tif"], changed
+    deep = ids["deep.tif"]
+    assert {f"cache/images/{deep}.png", f"outputs/sources/fake/v/{deep}.json", f"outputs/sources/fake/w/{deep}.json",
+            f"outputs/fusion/C/{deep}.json", f"outputs/fusion/S/{deep}.json",
+            f"review/pages/{deep}/board.png"} <= set(changed["deep.tif"])
+
+
+def test_a_manifest_without_conversion_revisions_redoes_its_converted_pages_once(tmp_path, capsys, monkeypatch):
+    """A run an older newsbag made records no conversion revision in its manifest, and its outputs
+    are fingerprinted by the scan's hash: its copies are taken as made by the oldest rule, remade
+    once with their outputs; pages passed as they are stay."""
+    from newsbag import pages
+
+    run, args = _converted_run(tmp_path, capsys)
+    with monkeypatch.context() as m:   # the older newsbag's fingerprint input
+        m.setattr(pages.PageRecord, "image_sha256", property(lambda record: record.sha256))
+        code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif")}
+    manifest = run / "manifests/pages.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert {r["page_id"] for r in rows if r.get("conversion") is not None} == {ids["cmyk.tif"], ids["deep.tif"]}
+    manifest.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("conversion", "copy_sha256")})
+                                + "\n" for r in rows))
+    before = _page_files(run)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    changed = _pages_changed(run, before, ids)
+    assert sorted(changed) == ["cmyk.tif", "deep.tif"], changed
+    assert all(f"outputs/sources/fake/v/{ids[n]}.json" in changed[n] for n in changed)
+    before = _page_files(run)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert _pages_changed(run, before, ids) == {}

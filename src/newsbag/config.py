@@ -90,10 +90,10 @@ class ModelStage:
     # the family's output revision, from its tool.json "revision" (0 when it declares none)
     revision: int = 0
 
-    def page_fingerprint(self, variant: str, page_sha256: str) -> str:
+    def page_fingerprint(self, variant: str, image_sha256: str) -> str:
         """The fingerprint a current page of `variant` records (`rundir.source_fingerprinter`): what
         the orchestrator hands the runner, and what its skip, status and the Slurm plan compare."""
-        return self._fingerprinters[variant](page_sha256)
+        return self._fingerprinters[variant](image_sha256)
 
     @functools.cached_property
     def _fingerprinters(self) -> dict[str, rundir.Fingerprint]:

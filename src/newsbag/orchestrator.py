@@ -426,7 +426,7 @@ def run_source(
     fraction = stage.max_failed_fraction if max_failed_fraction is None else max_failed_fraction
     t0 = time.monotonic()
     label_map = dict(stage.label_map)
-    prints = {p.page_id: stage.page_fingerprint(variant, p.sha256) for p in pages}
+    prints = {p.page_id: stage.page_fingerprint(variant, p.image_sha256) for p in pages}
     judged = rundir.page_identities(out_dir, prints)
     current = rundir.current_source_pages(out_dir, prints, first=report_name, now=judged)
     fresh, retried, held = [], [], []

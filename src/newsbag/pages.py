@@ -83,6 +83,11 @@ CACHE = Path("cache") / "images"
 # (an uncompressed TIFF at the 400 MP limit is 1.2 GB) is decoded from the file and hashed by a
 # second, streaming read, so its bytes are never held whole beside its pixels.
 READ_ONCE_MAX_BYTES = 64 << 20
+# The revision of the rules that make a page's 8-bit copy (scaling, colour, orientation): bump it
+# whenever one changes. A manifest page whose copy an older revision made (or none recorded: an
+# older newsbag, taken as revision 0) is inspected again, and its outputs are redone only if the
+# copy's pixels changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095.
+CONVERSION_REVISION = 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,15 @@ class PageRecord:
     note: str = ""     # e.g. "multi-page TIFF (3 frames): first page used"
     identity: list | None = None  # [size, mtime_ns] of the original when sha256 was taken
     orientation: int = 1  # the original's EXIF/TIFF Orientation; not 1: image_path is the upright copy boxes fit
+    conversion: int | None = None  # the CONVERSION_REVISION that made the copy at image_path (None: no copy)
+    copy_sha256: str | None = None  # sha256 of that copy's pixels (`_pixels_sha256`)
+
+    @property
+    def image_sha256(self) -> str:
+        """The hash of what the runners read, which every output of the page is fingerprinted by:
+        the copy's pixels when the page has one, else the file's content. A copy remade under a new
+        rule with the same pixels leaves the outputs current; one with other pixels makes them stale."""
+        return self.copy_sha256 or self.sha256
 
 
 @dataclass(frozen=True)
@@ -318,6 +332,15 @@ def _sha256(path: Path) -> str:
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
+    return h.hexdigest()
+
+
+def _pixels_sha256(page: Image.Image) -> str:
+    """sha256 of an 8-bit copy's mode, size and pixels, a band of rows at a time: the same for the
+    same pixels whatever PNG encoder (Pillow, zlib version) wrote the copy."""
+    h = hashlib.sha256(f"{page.mode} {page.width}x{page.height}".encode())
+    for row in range(0, page.height, _BAND_ROWS):
+        h.update(page.crop((0, row, page.width, min(row + _BAND_ROWS, page.height))).tobytes())
     return h.hexdigest()
 
 
@@ -574,14 +597,15 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             if orientation >= 5:
                 width, height = height, width
         note = "; ".join(filter(None, [note, f"EXIF orientation {orientation}: stored upright as {width}x{height}"]))
-    image_path = str(path)
+    image_path, copy = str(path), {}
     if not passthrough:
         cached = (Path(run_dir) / CACHE / f"{page_id}.png").resolve()
         buf = BytesIO()
         save = {"dpi": tuple(float(v) for v in dpi)} if _valid_dpi(dpi) else {}
         page.save(buf, format="PNG", **save)
-        atomic_write_bytes(cached, buf.getvalue(), keep_same=True)   # a scan touched: the copy is as it was
+        atomic_write_bytes(cached, buf.getvalue(), keep_same=True)  # the same copy again: its board stays current
         image_path = str(cached)
+        copy = {"conversion": CONVERSION_REVISION, "copy_sha256": _pixels_sha256(page)}
         if not (fmt in _PASS_FORMATS and mode in _PASS_MODES and orientation != 1):
             converted = f"{fmt} {mode} converted to 8-bit {page.mode}" + (f": {depth}" if depth else "")
             note = "; ".join(filter(None, [note, converted]))
@@ -589,7 +613,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), note=note, identity=identity,
         sha256=_sha256(path) if data is None else hashlib.sha256(data).hexdigest(),
-        orientation=orientation,
+        orientation=orientation, **copy,
     )
 
 
@@ -840,7 +864,8 @@ def _no_images_message(input_dirs: list[Path], manifest: Path | None, recursive:
 
 def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = False) -> bool:
     """`record` still describes the image at `path`: the same file, unchanged since it was
-    hashed, and its 8-bit copy (if any) not older; with `gone_ok`, also when the file is gone.
+    hashed, and its 8-bit copy (if any) made by this CONVERSION_REVISION and not older; with
+    `gone_ok`, also when the file is gone (its copy cannot be made again).
     One or two stat calls when the paths are spelt alike: every job of a 100k-page run asks
     this of each of its pages."""
     original = Path(os.path.abspath(Path(run_dir) / record.path))
@@ -853,6 +878,8 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return False  # the image changed in place: hash it again, so its outputs become stale
     if record.image_path == str(original):
         return True
+    if record.conversion != CONVERSION_REVISION:
+        return False  # made by an older rule: make it again (`PageRecord.image_sha256`)
     cached = rundir.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
 

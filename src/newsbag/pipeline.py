@@ -85,7 +85,7 @@ def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> 
     a run skips pages by (`rundir.current_source_pages`: an upgrade that bumped a runner's
     revision shows its pages to do); a page not yet in the manifest has nothing done."""
     rows = []
-    sha = {p.page_id: p.sha256 for p in read_pages(run_dir)}
+    sha = {p.page_id: p.image_sha256 for p in read_pages(run_dir)}
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:

@@ -440,7 +440,7 @@ def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[
     for stage in stages:
         for v in stage.variants:
             out_dir = rundir.source_dir(run_dir, stage.name, v)
-            prints = {p.page_id: stage.page_fingerprint(v, p.sha256) for p in pages}
+            prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
             lacking |= {page_id for page_id in prints.keys() - rundir.current_source_pages(out_dir, prints)
                         if not rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
     return lacking

@@ -113,7 +113,7 @@ def collect_status(run_dir: Path) -> dict:
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
     found = set(discover_sources(run_dir))
     judged = _recorded_sources(record)
-    sha = {p.page_id: p.sha256 for p in records}
+    sha = {p.page_id: p.image_sha256 for p in records}
     now = time.time()
     sources = []
     for name in sorted(set(expected) | found):
