@@ -135,6 +135,19 @@ def test_a_16bit_rgb_page_with_12bit_values_keeps_its_range(tmp_path):
     assert "12-bit" in rec.note
 
 
+def test_a_uint32_tiff_keeps_its_upper_half(tmp_path):
+    """Pillow reads a 32-bit unsigned TIFF as signed int32: values >= 2**31 came back negative and
+    were clipped to black, so the brightest half of the page was black in its copy."""
+    tifffile = pytest.importorskip("tifffile")
+    src = tmp_path / "in" / "u32.tif"
+    src.parent.mkdir()
+    ramp = np.tile(np.linspace(0, 2**32 - 1, 64).astype(np.uint64), (48, 1)).astype(np.uint32)
+    tifffile.imwrite(src, ramp)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    expected = (ramp[0].astype(np.float64) * 255 // (2**32 - 1)).astype(int)
+    assert _first_row(rec).tolist() == expected.tolist() and expected[-1] == 255
+
+
 @pytest.mark.parametrize("top", [65535, 20000])  # a full page, and a genuinely dark one (stays dark)
 def test_an_ordinary_16bit_page_is_scaled_by_its_depth_not_its_content(tmp_path, top):
     src = tmp_path / "in" / "p16.tif"

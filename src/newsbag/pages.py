@@ -86,8 +86,9 @@ READ_ONCE_MAX_BYTES = 64 << 20
 # The revision of the rules that make a page's 8-bit copy (scaling, colour, orientation): bump it
 # whenever one changes. A manifest page whose copy an older revision made (or none recorded: an
 # older newsbag, taken as revision 0) is inspected again, and its outputs are redone only if the
-# copy's pixels changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095.
-CONVERSION_REVISION = 1
+# copy's pixels changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095;
+# 2: unsigned 32-bit TIFFs read as unsigned.
+CONVERSION_REVISION = 2
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,11 @@ def _to_8bit(im: Image.Image) -> tuple[Image.Image, str]:
     """8-bit L or RGB rendering of any Pillow mode (16/32-bit and float scaled by `_scaled_8bit`,
     CMYK/P/1/LA converted), and what the scaling did when the manifest should say so."""
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        arr, how = _scaled_8bit(np.asarray(im), _declared_max(getattr(im, "tag_v2", {}).get))
+        tags = getattr(im, "tag_v2", {})
+        arr = np.asarray(im)
+        if arr.dtype == np.int32 and _tag_values(tags.get(258)) == [32] and _tag_values(tags.get(339, 1)) == [1]:
+            arr = arr.view(np.uint32)  # Pillow holds an unsigned 32-bit TIFF's samples as int32: >= 2**31 negative
+        arr, how = _scaled_8bit(arr, _declared_max(tags.get))
         return Image.fromarray(arr, "L"), how
     if im.mode in ("1", "L", "LA"):
         return im.convert("L"), ""
@@ -360,12 +365,17 @@ def _declared_max(tag_value) -> int | None:
     integer; None when absent or not a positive number. `tag_value` looks a tag's value up by its
     code (None when absent), from Pillow's or tifffile's tags."""
     value = tag_value(281)
-    value = tag_value(341) if value is None else value
+    values = _tag_values(tag_value(341) if value is None else value)
+    return max(values) if values and min(values) > 0 else None
+
+
+def _tag_values(value) -> list[int] | None:
+    """A TIFF tag's value, one integer or one per sample, as a list of integers; None when absent
+    or not integers."""
     try:
-        values = [int(v) for v in (value if isinstance(value, (tuple, list)) else [value])]
+        return [int(v) for v in (value if isinstance(value, (tuple, list)) else [value])]
     except (TypeError, ValueError, OverflowError):
         return None
-    return max(values) if values and min(values) > 0 else None
 
 
 def _white_point(peak: int, declared: int | None) -> tuple[int, str]:
@@ -440,8 +450,7 @@ def _deep_colour_bits(im: Image.Image) -> int:
     black; without tifffile (the `embedded` extra) it stays Pillow's."""
     if im.format != "TIFF" or im.mode not in ("RGB", "RGBA"):
         return 0
-    bits = im.tag_v2.get(258, (8,))
-    bits = max(bits if isinstance(bits, tuple) else (bits,))
+    bits = max(_tag_values(im.tag_v2.get(258, 8)) or [8])
     return bits if bits > 8 and importlib.util.find_spec("tifffile") is not None else 0
 
 
