@@ -14,6 +14,7 @@ import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from functools import partial
 from io import BytesIO
 from itertools import islice
 from pathlib import Path
@@ -87,8 +88,8 @@ READ_ONCE_MAX_BYTES = 64 << 20
 # whenever one changes. A manifest page whose copy an older revision made (or none recorded: an
 # older newsbag, taken as revision 0) is inspected again, and its outputs are redone only if the
 # copy's pixels changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095;
-# 2: unsigned 32-bit TIFFs read as unsigned.
-CONVERSION_REVISION = 2
+# 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits.
+CONVERSION_REVISION = 3
 
 
 @dataclass(frozen=True)
@@ -445,13 +446,37 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
 
 
 def _deep_colour_bits(im: Image.Image) -> int:
-    """The bits a sample of a colour TIFF with more than 8 that tifffile can read, else 0. Pillow
-    opens it as 8-bit RGB (each sample's top byte), which makes 12-bit data in 16-bit samples nearly
-    black; without tifffile (the `embedded` extra) it stays Pillow's."""
-    if im.format != "TIFF" or im.mode not in ("RGB", "RGBA"):
+    """The bits a sample of a colour page with more than 8 holds, else 0: a 16-bit PNG, or a TIFF
+    that tifffile can read. Pillow opens them as 8-bit RGB (each sample's top byte), which makes
+    12-bit data in 16-bit samples nearly black; without tifffile (the `embedded` extra) a TIFF
+    stays Pillow's."""
+    if im.mode not in ("RGB", "RGBA"):
+        return 0
+    if im.format == "PNG":
+        return 16 if any(str(t.args).endswith(";16B") for t in im.tile) else 0
+    if im.format != "TIFF":
         return 0
     bits = max(_tag_values(im.tag_v2.get(258, 8)) or [8])
     return bits if bits > 8 and importlib.util.find_spec("tifffile") is not None else 0
+
+
+def _read_deep_png(path: Path, data: bytes | None) -> tuple[Image.Image, str]:
+    """A 16-bit colour PNG at its full depth, scaled to 8-bit RGB as `_to_8bit` scales Pillow's deep
+    pages (with what the scaling did). Pillow has no 16-bit colour mode, so its PNG decoder runs
+    twice: unpacking each sample's high byte (``RGB;16B``, its default), then its low byte
+    (``RGB;16L`` takes the big-endian pair the other way round). It decodes `data` when
+    `inspect_page` read the file once, else the file."""
+    halves = []
+    for order in ("B", "L"):
+        with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
+            im.tile = [t._replace(args=f"{im.mode};16{order}") for t in im.tile]
+            im.load()
+            halves.append(np.asarray(im)[..., :3])
+    arr = halves[0].astype(np.uint16)
+    arr <<= 8
+    arr |= halves.pop()
+    out, how = _scaled_8bit(arr)
+    return Image.fromarray(out, "RGB"), how
 
 
 def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
@@ -563,17 +588,18 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             fmt, mode = im.format, im.mode
             _check_declared_size(path, im.width, im.height, limits)
             frames = getattr(im, "n_frames", 1)
+            deep_colour = _deep_colour_bits(im)  # before the EXIF look-up: on a PNG it decodes the page
             orientation = _orientation(im)
             width, height = im.size
             dpi = im.info.get("dpi")
-            deep_colour = _deep_colour_bits(im)
             passthrough = (fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1 and orientation == 1
                            and not deep_colour)
             if frames > 1:
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if deep_colour:
                 mode = f"{mode} {deep_colour}-bit"
-                page, depth = _read_tiff_with_tifffile(path, data, limits)
+                read = _read_deep_png if fmt == "PNG" else partial(_read_tiff_with_tifffile, limits=limits)
+                page, depth = read(path, data)
             elif not passthrough:
                 im.seek(0)
                 im.load()
