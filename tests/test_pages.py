@@ -478,3 +478,71 @@ def test_a_page_that_grew_past_the_read_once_size_since_its_stat_is_not_read_who
     rec = inspect_page(src, tmp_path / "in", tmp_path / "run")
     assert reads[0] == size // 2 + 1   # the read meant to be the only one stops one byte past the limit
     assert rec.sha256 == hashlib.sha256(src.read_bytes()).hexdigest() and (rec.width, rec.height) == (64, 48)
+
+
+NFC, NFD = "Z\u00fcrich/Ausgabe-\u00e9t\u00e9.png", "Zu\u0308rich/Ausgabe-e\u0301te\u0301.png"  # one visible name
+
+
+def test_a_name_gets_one_page_id_whether_spelt_nfc_or_nfd(tmp_path):
+    """A folder copied from a Mac holds NFD names, the same visible names NFC elsewhere: they gave
+    two page ids, so the same scan was a new page in each copy."""
+    assert NFC != NFD
+    assert page_id_for(tmp_path / NFC, tmp_path) == page_id_for(tmp_path / NFD, tmp_path)
+
+
+@pytest.mark.parametrize("before,after", [(NFD, NFC), (NFC, NFD)])
+def test_a_run_resumes_after_its_scans_come_back_in_the_other_normalisation(tmp_path, monkeypatch, before, after):
+    """rsync from a Mac turns NFD names NFC (or back): the rerun found every page new, redid them
+    all and kept the old ones in the manifest beside them. The page keeps its id and hash, the
+    manifest its path as it is now, once."""
+    import os
+
+    write_image(tmp_path / "in" / before)
+    run = tmp_path / "run"
+    (first,), _ = build_pages(run, [tmp_path / "in"], None, True, None)
+    os.rename(tmp_path / "in" / before.split("/")[0], tmp_path / "in" / after.split("/")[0])
+    os.rename(tmp_path / "in" / after.split("/")[0] / before.split("/")[1],
+              tmp_path / "in" / after.split("/")[0] / after.split("/")[1])
+    (again,), rejected = build_pages(run, [tmp_path / "in"], None, True, None)
+    assert not rejected
+    assert (again.page_id, again.image_sha256) == (first.page_id, first.image_sha256)
+    assert [(p.page_id, p.path) for p in read_pages(run)] == [(first.page_id, os.path.join("..", "in", after))]
+
+
+def test_a_page_an_older_newsbag_named_from_its_nfd_spelling_keeps_its_id(tmp_path, monkeypatch):
+    """Ids were made from the name as spelt: a run holding an NFD-named scan keeps that page's id
+    (its outputs are filed under it), whichever spelling the scan has now."""
+    import os
+    import unicodedata
+
+    from newsbag import pages as pages_mod
+
+    write_image(tmp_path / "in" / NFD)
+    run = tmp_path / "run"
+    real = pages_mod.page_id_for
+    with monkeypatch.context() as m:   # an older newsbag: no normalisation
+        m.setattr(unicodedata, "normalize", lambda form, text: text)
+        (old,), _ = build_pages(run, [tmp_path / "in"], None, True, None)
+    assert old.page_id != real(tmp_path / "in" / NFC, tmp_path / "in")
+    (again,), rejected = build_pages(run, [tmp_path / "in"], None, True, None)
+    assert not rejected and again == old
+    os.rename(tmp_path / "in" / NFD.split("/")[0], tmp_path / "in" / NFC.split("/")[0])
+    os.rename(tmp_path / "in" / NFC.split("/")[0] / NFD.split("/")[1], tmp_path / "in" / NFC)
+    (moved,), rejected = build_pages(run, [tmp_path / "in"], None, True, None)
+    assert not rejected and moved.page_id == old.page_id
+    assert [p.page_id for p in read_pages(run)] == [old.page_id]
+
+
+def test_two_scans_whose_names_differ_only_in_normalisation_are_refused_naming_both(tmp_path):
+    """Linux keeps an NFC and an NFD name side by side as two files: they are not merged into one
+    page; both are refused, each naming the other and the fix, and the other pages go on."""
+    write_image(tmp_path / "in" / "Z\u00fcrich" / "p\u00e9.png", size=(40, 30))
+    write_image(tmp_path / "in" / "Z\u00fcrich" / "pe\u0301.png", size=(50, 30))
+    write_image(tmp_path / "in" / "Z\u00fcrich" / "other.png")
+    found, rejected = build_pages(tmp_path / "run", [tmp_path / "in"], None, True, None)
+    assert [p.path.rsplit("/", 1)[-1] for p in found] == ["other.png"]
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in rejected) == sorted(["p\u00e9.png", "pe\u0301.png"])
+    for r in rejected:
+        twin = next(o.path for o in rejected if o is not r)
+        assert r.kind == "bad_name" and r.error.startswith(f"{r.path}: ") and twin in r.error
+        assert "Unicode normalisation" in r.error and "rename one" in r.error

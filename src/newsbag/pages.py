@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import threading
+import unicodedata
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -196,12 +197,12 @@ def page_id_for(path: Path, root: Path) -> str:
     path with its extension, so ``issue1/p1.png`` and ``issue2/p1.png`` differ, as do
     ``p1.png`` and ``p1.tif``), predictable (readable folders + stem, then the hash), and
     stable (the same path relative to the named root gives the same id on any machine, in
-    any rerun, whatever other roots the same call names). Symlinks are not resolved for
+    any rerun, whatever other roots the same call names, spelt in Unicode NFC or NFD). Symlinks are not resolved for
     naming: a link is named by where it is, not where it points. A file outside the root
     (a manifest entry elsewhere) is named by its file stem plus the hash of its path, so
     no id carries parts of an absolute path.
     """
-    rel = Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root))).as_posix()
+    rel = unicodedata.normalize("NFC", Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root))).as_posix())
     stem = rel.rsplit(".", 1)[0] if "." in Path(rel).name else rel
     if rel.startswith("../"):
         stem = Path(stem).name
@@ -698,28 +699,73 @@ def list_inputs(
     return candidates[:max_pages] if max_pages is not None else candidates
 
 
-def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None = None) -> list[str]:
-    """The page id of each (image path, id root) of `candidates`, each computed once.
+def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None = None,
+           rejected: list[Rejected] | None = None) -> tuple[list[tuple[Path, Path]], list[str]]:
+    """The (image path, id root) pairs of `candidates` that get a page id, and their ids, each computed once.
 
-    Two paths under one id (`known`: page id -> absolute path of the run's pages) are resolved
-    to see whether they are one file; the same path again is one file without asking the file
-    system (a realpath is a stat per path part, three per page on every rerun over 100k scans).
+    Ids come from names in Unicode NFC (`page_id_for`), so a folder that comes back from a Mac in
+    NFD (or goes there) keeps its ids; a page of the run (`known`: page id -> absolute path)
+    whose id an older newsbag made from an NFD spelling keeps that id. Two files whose names
+    differ only in normalisation (Linux keeps both side by side) show as one name: they are not
+    merged into one page, but both go to `rejected`, each naming the other.
+
+    Two paths under one id are resolved to see whether they are one file; the same path again is
+    one file without asking the file system (a realpath is a stat per path part, three per page
+    on every rerun over 100k scans).
 
     Raises:
         InputError: two different files would get one page id (the same path under two named
             roots), naming both and the fix, before anything is written.
     """
-    seen: dict[str, str] = dict(known or {})
-    ids = []
-    for path, root in candidates:
-        page_id, where = page_id_for(path, root), os.path.abspath(path)
-        other = seen.setdefault(page_id, where)
-        if other != where and os.path.realpath(other) != os.path.realpath(where):
+    known = known or {}
+    legacy = {name: page_id for page_id, where in known.items() if (name := _nfc(where)) != where}
+    spelt: dict[str, str] = {}       # NFC name -> its first spelling listed
+    twins: dict[str, set[str]] = {}  # NFC name -> its spellings, when they are different files
+    named = []
+    for path, _ in candidates:
+        where = os.path.abspath(path)
+        name = _nfc(where)
+        first = spelt.setdefault(name, where)
+        if first != where and not _same_file(first, where):
+            twins.setdefault(name, {first}).add(where)
+        named.append((where, name))
+    seen: dict[str, str] = dict(known)
+    kept, ids, refused = [], [], set()
+    for (path, root), (where, name) in zip(candidates, named):
+        twin = twins.get(name, set()) - {where}
+        page_id = None if twin else legacy.get(name) or page_id_for(path, root)
+        other = seen.setdefault(page_id, where) if page_id else where
+        if other != where and _nfc(other) == name:   # the run's page, its name spelt otherwise
+            if os.path.lexists(other) and not _same_file(other, where):
+                twin = {other}
+            else:   # renamed to this spelling (rsync from a Mac), or one file that answers to both
+                seen[page_id] = where
+        elif other != where and os.path.realpath(other) != os.path.realpath(where):
             raise InputError(
                 f"{os.path.realpath(where)} and {os.path.realpath(other)} both get page id {page_id} (the same "
                 f"path under two input roots); name their common parent with --recursive, or use separate run dirs")
+        if twin:
+            if rejected is not None and where not in refused:
+                refused.add(where)
+                rejected.append(Rejected(where, f"{where}: its name differs from {', '.join(sorted(twin))} only in "
+                                         "Unicode normalisation (NFC/NFD), so both show as one name and would be "
+                                         "one page; rename one of them", "bad_name"))
+            continue
+        kept.append((path, root))
         ids.append(page_id)
-    return ids
+    return kept, ids
+
+
+def _nfc(path: str) -> str:
+    return unicodedata.normalize("NFC", path)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """`a` and `b` are one file (a file system that ignores normalisation, as macOS's, shows one file under both names)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def build_pages(
@@ -774,8 +820,8 @@ def planned_ids(run_dir: Path, input_dirs: list[Path], manifest: Path | None, re
 
 def _inputs(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recursive: bool, max_pages: int | None,
             known: dict[str, str] | None = None) -> tuple[list[tuple[Path, Path]], list[str], list[Rejected]]:
-    """`list_inputs` of a call naming inputs, their ids (`_named`, against the run's `known`
-    pages) and the entries skipped while listing them.
+    """`list_inputs` of a call naming inputs that get an id, their ids (`_named`, against the run's
+    `known` pages) and the entries skipped while listing and naming them.
 
     Raises:
         InputError: no input at all and no page in the run either: nothing to do, nothing
@@ -785,7 +831,7 @@ def _inputs(run_dir: Path, input_dirs: list[Path], manifest: Path | None, recurs
     candidates = list_inputs(input_dirs, manifest, recursive, max_pages, rejected)
     if not candidates and not rejected and not read_pages(run_dir):
         raise InputError(_no_images_message(input_dirs, manifest, recursive))
-    return candidates, _named(candidates, known), rejected
+    return *_named(candidates, known, rejected), rejected
 
 
 def manifest_pages(run_dir: Path, max_pages: int | None, shard: tuple[int, int] | None = None) -> list[PageRecord]:
