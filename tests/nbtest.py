@@ -56,6 +56,26 @@ def write_image(path: Path, size=(64, 48), mode="L", fmt=None, **save) -> Path:
     return path
 
 
+def write_png16(path: Path, arr: np.ndarray) -> Path:
+    """A 16-bit colour PNG (RGB or RGBA, colour type 2 or 6) of `arr` (H, W, 3|4 uint16), written
+    by hand: Pillow writes none. Rows filtered with Sub, as encoders do, so unfiltering counts."""
+    import struct
+    import zlib
+
+    h, w, c = arr.shape
+    big = arr.astype(">u2").view(np.uint8).reshape(h, w * c * 2).astype(np.int16)
+    sub = np.concatenate([big[:, :c * 2], big[:, c * 2:] - big[:, :-c * 2]], axis=1) % 256
+    raw = b"".join(b"\x01" + row.astype(np.uint8).tobytes() for row in sub)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2 if c == 3 else 6, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return path
+
+
 def write_fake_config(path: Path, variants: dict, *, page_timeout_s=60, env=None, python=None,
                       extra_stages=(), device="auto", allow_cpu_fallback=True, max_restarts=3,
                       runners_dir: Path = FAKE_RUNNERS) -> Path:

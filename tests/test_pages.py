@@ -9,7 +9,7 @@ from PIL import Image
 from newsbag.errors import InputError
 from newsbag.pages import build_pages, inspect_page, page_id_for, read_manifest_list, read_pages, select_shard
 
-from nbtest import write_image
+from nbtest import write_image, write_png16
 
 
 def test_page_ids_are_unique_across_folders_and_extensions(tmp_path):
@@ -148,26 +148,6 @@ def test_a_uint32_tiff_keeps_its_upper_half(tmp_path):
     assert _first_row(rec).tolist() == expected.tolist() and expected[-1] == 255
 
 
-def _write_png16(path: Path, arr: np.ndarray) -> Path:
-    """A 16-bit colour PNG (RGB or RGBA, colour type 2 or 6) of `arr` (H, W, 3|4 uint16), written
-    by hand: Pillow writes none. Rows filtered with Sub, as encoders do, so unfiltering counts."""
-    import struct
-    import zlib
-
-    h, w, c = arr.shape
-    big = arr.astype(">u2").view(np.uint8).reshape(h, w * c * 2).astype(np.int16)
-    sub = np.concatenate([big[:, :c * 2], big[:, c * 2:] - big[:, :-c * 2]], axis=1) % 256
-    raw = b"".join(b"\x01" + row.astype(np.uint8).tobytes() for row in sub)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 2 if c == 3 else 6, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-    return path
-
-
 @pytest.mark.parametrize("channels", [3, 4])   # RGB; RGBA (alpha dropped)
 def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels):
     """Pillow reads a 16-bit colour PNG as 8-bit RGB by each sample's high byte: 12-bit scanner data
@@ -175,7 +155,7 @@ def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels
     bits and scaled as other deep pages are."""
     ramp = _ramp(4095)
     arr = np.stack([ramp, ramp[:, ::-1], np.full_like(ramp, 2000), np.full_like(ramp, 65535)][:channels], -1)
-    src = _write_png16(tmp_path / "in" / "rgb12.png", arr)
+    src = write_png16(tmp_path / "in" / "rgb12.png", arr)
     rec = inspect_page(src, src.parent, tmp_path / "run")
     assert Path(rec.image_path) != src
     with Image.open(rec.image_path) as im:

@@ -796,7 +796,8 @@ def test_a_manifest_without_conversion_revisions_redoes_its_converted_pages_once
     ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif")}
     manifest = run / "manifests/pages.jsonl"
     rows = [json.loads(line) for line in manifest.read_text().splitlines()]
-    assert {r["page_id"] for r in rows if r.get("conversion") is not None} == {ids["cmyk.tif"], ids["deep.tif"]}
+    assert {r["page_id"] for r in rows if r.get("copy_sha256")} == {ids["cmyk.tif"], ids["deep.tif"]}
+    assert all(r.get("conversion") is not None for r in rows)
     manifest.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("conversion", "copy_sha256")})
                                 + "\n" for r in rows))
     before = _page_files(run)
@@ -805,7 +806,38 @@ def test_a_manifest_without_conversion_revisions_redoes_its_converted_pages_once
     changed = _pages_changed(run, before, ids)
     assert sorted(changed) == ["cmyk.tif", "deep.tif"], changed
     assert all(f"outputs/sources/fake/v/{ids[n]}.json" in changed[n] for n in changed)
+    assert all(json.loads(line).get("conversion") is not None for line in manifest.read_text().splitlines())
     before = _page_files(run)
     code, _, err = run_cli(capsys, *args)
     assert code == 0, err
     assert _pages_changed(run, before, ids) == {}
+
+
+def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsys, monkeypatch):
+    """A 16-bit colour PNG was passed to the runners as it was (read nearly black) until its rule
+    changed; a page passed as is records no copy, so nothing made it be looked at again. Every
+    page now records the revision that judged it: one an older revision passed as is is read
+    again (its header, no hash), and gets its copy and new outputs only if the rule now makes one."""
+    from newsbag import pages
+
+    from nbtest import write_png16
+
+    run, args = _converted_run(tmp_path, capsys)
+    ramp = np.tile(np.linspace(0, 4095, 64).astype(np.uint16), (48, 1))
+    write_png16(tmp_path / "pages" / "rgb16.png", np.stack([ramp] * 3, -1))
+    with monkeypatch.context() as m:   # the rule before: 16-bit colour PNGs passed as they are
+        m.setattr(pages, "_deep_colour_bits", lambda im: 0)
+        m.setattr(pages, "CONVERSION_REVISION", getattr(pages, "CONVERSION_REVISION", 1) - 1, raising=False)
+        code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif", "rgb16.png")}
+    assert not (run / "cache/images" / f"{ids['rgb16.png']}.png").exists()
+    before = _page_files(run)
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    changed = _pages_changed(run, before, ids)
+    assert list(changed) == ["rgb16.png"], changed
+    rgb16 = ids["rgb16.png"]
+    assert {f"cache/images/{rgb16}.png", f"outputs/sources/fake/v/{rgb16}.json",
+            f"review/pages/{rgb16}/board.png"} <= set(changed["rgb16.png"])
+    assert np.asarray(Image.open(run / "cache/images" / f"{rgb16}.png")).max() == 255

@@ -14,7 +14,7 @@ import stat
 import threading
 import unicodedata
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from io import BytesIO
 from itertools import islice
@@ -85,10 +85,11 @@ CACHE = Path("cache") / "images"
 # (an uncompressed TIFF at the 400 MP limit is 1.2 GB) is decoded from the file and hashed by a
 # second, streaming read, so its bytes are never held whole beside its pixels.
 READ_ONCE_MAX_BYTES = 64 << 20
-# The revision of the rules that make a page's 8-bit copy (scaling, colour, orientation): bump it
-# whenever one changes. A manifest page whose copy an older revision made (or none recorded: an
-# older newsbag, taken as revision 0) is inspected again, and its outputs are redone only if the
-# copy's pixels changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095;
+# The revision of the rules that pass a page as it is or make its 8-bit copy (formats, scaling,
+# colour, orientation): bump it whenever one changes. A manifest page an older revision judged (or
+# none recorded: an older newsbag, taken as revision 0) is judged again: a copy is made again, a
+# page passed as it is has its header read (`_still_passes`); its outputs are redone only if what
+# the runners read changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095;
 # 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits.
 CONVERSION_REVISION = 3
 
@@ -104,7 +105,7 @@ class PageRecord:
     note: str = ""     # e.g. "multi-page TIFF (3 frames): first page used"
     identity: list | None = None  # [size, mtime_ns] of the original when sha256 was taken
     orientation: int = 1  # the original's EXIF/TIFF Orientation; not 1: image_path is the upright copy boxes fit
-    conversion: int | None = None  # the CONVERSION_REVISION that made the copy at image_path (None: no copy)
+    conversion: int | None = None  # the CONVERSION_REVISION that judged it: made its copy, or passed it as is
     copy_sha256: str | None = None  # sha256 of that copy's pixels (`_pixels_sha256`)
 
     @property
@@ -547,6 +548,31 @@ def _orientation(im: Image.Image) -> int:
         return 1
 
 
+def _judged(im: Image.Image) -> tuple[int, int, int, bool]:
+    """(frames, deep colour bits, orientation, passed as it is) of an open page, from its header:
+    every model library reads a page as it is when it has one frame, upright, in a format and mode
+    they all read at 8 bits; any other gets an 8-bit copy."""
+    frames = getattr(im, "n_frames", 1)
+    deep_colour = _deep_colour_bits(im)  # before the EXIF look-up: on a PNG it decodes the page
+    orientation = _orientation(im)
+    passes = (im.format in _PASS_FORMATS and im.mode in _PASS_MODES and frames == 1 and orientation == 1
+              and not deep_colour)
+    return frames, deep_colour, orientation, passes
+
+
+def _still_passes(path: Path, record: PageRecord) -> bool:
+    """`record`, a page an older conversion revision passed to the runners as it is, would be passed
+    as it is today: its header read again (`_judged`), with no hash and no decode but a PNG's EXIF
+    look-up. False for a page with a copy (made again by `inspect_page`) or one that cannot be read."""
+    if record.copy_sha256 is not None or record.image_path != os.path.abspath(path):
+        return False
+    try:
+        with open_accepted_image(path) as im:
+            return _judged(im)[3]
+    except (OSError, SyntaxError, ValueError, UnidentifiedImageError, Image.DecompressionBombError):
+        return False
+
+
 def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimits = InputLimits(),
                  page_id: str | None = None) -> PageRecord:
     """Record one page; odd formats and rotated pages get an 8-bit PNG copy under RUN/cache/images.
@@ -588,13 +614,9 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
             fmt, mode = im.format, im.mode
             _check_declared_size(path, im.width, im.height, limits)
-            frames = getattr(im, "n_frames", 1)
-            deep_colour = _deep_colour_bits(im)  # before the EXIF look-up: on a PNG it decodes the page
-            orientation = _orientation(im)
+            frames, deep_colour, orientation, passthrough = _judged(im)
             width, height = im.size
             dpi = im.info.get("dpi")
-            passthrough = (fmt in _PASS_FORMATS and mode in _PASS_MODES and frames == 1 and orientation == 1
-                           and not deep_colour)
             if frames > 1:
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if deep_colour:
@@ -633,7 +655,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             if orientation >= 5:
                 width, height = height, width
         note = "; ".join(filter(None, [note, f"EXIF orientation {orientation}: stored upright as {width}x{height}"]))
-    image_path, copy = str(path), {}
+    image_path, copy = str(path), {"conversion": CONVERSION_REVISION}
     if not passthrough:
         cached = (Path(run_dir) / CACHE / f"{page_id}.png").resolve()
         buf = BytesIO()
@@ -641,7 +663,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         page.save(buf, format="PNG", **save)
         atomic_write_bytes(cached, buf.getvalue(), keep_same=True)  # the same copy again: its board stays current
         image_path = str(cached)
-        copy = {"conversion": CONVERSION_REVISION, "copy_sha256": _pixels_sha256(page)}
+        copy["copy_sha256"] = _pixels_sha256(page)
         if not (fmt in _PASS_FORMATS and mode in _PASS_MODES and orientation != 1):
             converted = f"{fmt} {mode} converted to 8-bit {page.mode}" + (f": {depth}" if depth else "")
             note = "; ".join(filter(None, [note, converted]))
@@ -882,6 +904,10 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
+        rejudged = None if old is None else replace(old, conversion=CONVERSION_REVISION)
+        if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
+            pages.append(rejudged)  # only its revision was old, and it still passes as it is
+            continue
         try:
             record = inspect_page(path, None, run_dir, limits, page_id=page_id)
         except InputError as exc:
@@ -945,8 +971,8 @@ def _no_images_message(input_dirs: list[Path], manifest: Path | None, recursive:
 
 def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = False) -> bool:
     """`record` still describes the image at `path`: the same file, unchanged since it was
-    hashed, and its 8-bit copy (if any) made by this CONVERSION_REVISION and not older; with
-    `gone_ok`, also when the file is gone (its copy cannot be made again).
+    hashed, judged by this CONVERSION_REVISION, and its 8-bit copy (if any) not older; with
+    `gone_ok`, also when the file is gone (it cannot be judged again).
     One or two stat calls when the paths are spelt alike: every job of a 100k-page run asks
     this of each of its pages."""
     original = Path(os.path.abspath(Path(run_dir) / record.path))
@@ -957,10 +983,10 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return gone_ok
     if record.identity is not None and record.identity != identity:
         return False  # the image changed in place: hash it again, so its outputs become stale
+    if record.conversion != CONVERSION_REVISION:
+        return False  # judged by an older rule: judge it again (`_still_passes`, `PageRecord.image_sha256`)
     if record.image_path == str(original):
         return True
-    if record.conversion != CONVERSION_REVISION:
-        return False  # made by an older rule: make it again (`PageRecord.image_sha256`)
     cached = rundir.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
 
