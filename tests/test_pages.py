@@ -525,4 +525,6 @@ def test_two_scans_whose_names_differ_only_in_normalisation_are_refused_naming_b
     for r in rejected:
         twin = next(o.path for o in rejected if o is not r)
         assert r.kind == "bad_name" and r.error.startswith(f"{r.path}: ") and twin in r.error
-        assert "Unicode normalisation" in r.error and "rename one" in r.error
+        assert "two Unicode normalisations" in r.error and "rename or remove one" in r.error
+        assert r.error.count("(NFC)") + r.error.count("(NFD)") == 1
+        assert ("NFC spelling" in r.error) != ("(NFC)" in r.error)

@@ -769,9 +769,10 @@ def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None = N
         if twin:
             if rejected is not None and where not in refused:
                 refused.add(where)
-                rejected.append(Rejected(where, f"{where}: its name differs from {', '.join(sorted(twin))} only in "
-                                         "Unicode normalisation (NFC/NFD), so both show as one name and would be "
-                                         "one page; rename one of them", "bad_name"))
+                others = ", ".join(f"{t} ({_form(t, where)})" for t in sorted(twin))
+                rejected.append(Rejected(where, f"{where}: this {_form(where, min(twin))} spelling and {others} are "
+                                         "one name in two Unicode normalisations, two files that would be one page; "
+                                         "rename or remove one of them", "bad_name"))
             continue
         kept.append((path, root))
         ids.append(page_id)
@@ -782,8 +783,16 @@ def _nfc(path: str) -> str:
     return unicodedata.normalize("NFC", path)
 
 
+def _form(path: str, other: str) -> str:
+    """The Unicode form (NFC, NFD or mixed-form) of the first part of `path` that `other` spells otherwise,
+    for a message naming two paths that look alike."""
+    part = next((a for a, b in zip(Path(path).parts, Path(other).parts) if a != b), path)
+    return "NFC" if _nfc(part) == part else "NFD" if unicodedata.normalize("NFD", part) == part else "mixed-form"
+
+
 def _same_file(a: str, b: str) -> bool:
-    """`a` and `b` are one file (a file system that ignores normalisation, as macOS's, shows one file under both names)."""
+    """`a` and `b` are one file (a file system that ignores normalisation, as macOS's, shows one
+    file under both names)."""
     try:
         return os.path.samefile(a, b)
     except OSError:
