@@ -198,12 +198,12 @@ def page_id_for(path: Path, root: Path) -> str:
     path with its extension, so ``issue1/p1.png`` and ``issue2/p1.png`` differ, as do
     ``p1.png`` and ``p1.tif``), predictable (readable folders + stem, then the hash), and
     stable (the same path relative to the named root gives the same id on any machine, in
-    any rerun, whatever other roots the same call names, spelt in Unicode NFC or NFD). Symlinks are not resolved for
-    naming: a link is named by where it is, not where it points. A file outside the root
-    (a manifest entry elsewhere) is named by its file stem plus the hash of its path, so
-    no id carries parts of an absolute path.
+    any rerun, whatever other roots the same call names, spelt in Unicode NFC or NFD). Symlinks
+    are not resolved for naming: a link is named by where it is, not where it points. A file
+    outside the root (a manifest entry elsewhere) is named by its file stem plus the hash of its
+    path, so no id carries parts of an absolute path.
     """
-    rel = unicodedata.normalize("NFC", Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root))).as_posix())
+    rel = _nfc(Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root))).as_posix())
     stem = rel.rsplit(".", 1)[0] if "." in Path(rel).name else rel
     if rel.startswith("../"):
         stem = Path(stem).name
@@ -721,8 +721,8 @@ def list_inputs(
     return candidates[:max_pages] if max_pages is not None else candidates
 
 
-def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None = None,
-           rejected: list[Rejected] | None = None) -> tuple[list[tuple[Path, Path]], list[str]]:
+def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None,
+           rejected: list[Rejected]) -> tuple[list[tuple[Path, Path]], list[str]]:
     """The (image path, id root) pairs of `candidates` that get a page id, and their ids, each computed once.
 
     Ids come from names in Unicode NFC (`page_id_for`), so a folder that comes back from a Mac in
@@ -767,7 +767,7 @@ def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None = N
                 f"{os.path.realpath(where)} and {os.path.realpath(other)} both get page id {page_id} (the same "
                 f"path under two input roots); name their common parent with --recursive, or use separate run dirs")
         if twin:
-            if rejected is not None and where not in refused:
+            if where not in refused:
                 refused.add(where)
                 others = ", ".join(f"{t} ({_form(t, where)})" for t in sorted(twin))
                 rejected.append(Rejected(where, f"{where}: this {_form(where, min(twin))} spelling and {others} are "
