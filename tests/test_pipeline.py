@@ -841,3 +841,25 @@ def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsy
     assert {f"cache/images/{rgb16}.png", f"outputs/sources/fake/v/{rgb16}.json",
             f"review/pages/{rgb16}/board.png"} <= set(changed["rgb16.png"])
     assert np.asarray(Image.open(run / "cache/images" / f"{rgb16}.png")).max() == 255
+
+
+def test_status_counts_the_pages_an_older_conversion_rule_judged(tmp_path, capsys, monkeypatch):
+    """After an upgrade that changed how pages are converted, status (and so a Slurm resubmit's
+    reader) said every source page done, though the next run redoes the pages whose copy changes:
+    it now counts the pages an older rule judged, with what the next call does about them."""
+    from newsbag import pages
+
+    run, args = _converted_run(tmp_path, capsys)
+    with monkeypatch.context() as m:
+        m.setattr(pages, "CONVERSION_REVISION", getattr(pages, "CONVERSION_REVISION", 1) - 1, raising=False)
+        code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out).get("judged_by_older_rule") == 3
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert "3 page(s) judged by an older conversion rule" in out
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["judged_by_older_rule"] == 0
+    assert "older conversion rule" not in run_cli(capsys, "status", "--run-dir", run)[1]

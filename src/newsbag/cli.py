@@ -215,6 +215,9 @@ def status(run_dir, as_json):
         click.echo(f"  rejected inputs {len(info['rejected'])} ({kinds}); see manifests/rejected.jsonl")
         for r in info["rejected"][:20]:
             click.echo(f"      {r['error']}")
+    if info["judged_by_older_rule"]:
+        click.echo(f"  {info['judged_by_older_rule']} page(s) judged by an older conversion rule (newsbag upgraded): "
+                   "the next `newsbag run` or `newsbag pages` judges them again and redoes those whose image changed")
     for s in info["sources"]:
         note = job_note(s["source"].split("/")[0], jobs, run_dir, work) if s["pending"] or s["stale"] or s["failed"] else ""
         share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"

@@ -115,6 +115,12 @@ class PageRecord:
         rule with the same pixels leaves the outputs current; one with other pixels makes them stale."""
         return self.copy_sha256 or self.sha256
 
+    @property
+    def judged_by_older_rule(self) -> bool:
+        """An older CONVERSION_REVISION (or an older newsbag, none) judged the page: the next call
+        naming it judges it again (`_unchanged`), and only then is it known whether its outputs stay."""
+        return self.conversion != CONVERSION_REVISION
+
 
 @dataclass(frozen=True)
 class Rejected:
@@ -992,7 +998,7 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return gone_ok
     if record.identity is not None and record.identity != identity:
         return False  # the image changed in place: hash it again, so its outputs become stale
-    if record.conversion != CONVERSION_REVISION:
+    if record.judged_by_older_rule:
         return False  # judged by an older rule: judge it again (`_still_passes`, `PageRecord.image_sha256`)
     if record.image_path == str(original):
         return True

@@ -152,6 +152,7 @@ def collect_status(run_dir: Path) -> dict:
     for r in rejected:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
+            "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
             "transcription": transcript_status(run_dir, sorted(ids), options.get("transcription", {})),
