@@ -215,8 +215,8 @@ def _inputs(run_dir: Path, record, plan: _Plan) -> _Inputs:
     # sources are, so a scan touched or copied without its mtime redraws nothing (one gone
     # still fails its board).
     scan = rundir.file_identity(image_path)
-    if scan is not None and record.sha256:
-        scan = [record.sha256, record.note]
+    if scan is not None and record.sha256:   # what is drawn: the 8-bit copy's pixels where there is one
+        scan = [record.image_sha256, record.note]
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
                                      scan, {**source_ids, **fused_ids})
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint)
