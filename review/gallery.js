@@ -190,7 +190,7 @@
       svg.style.display = on ? "" : "none";
       stage.appendChild(svg);
       const label = document.createElement("label");
-      label.className = `toggle ${layer.kind}` + (layer.failed ? " bad" : "");
+      label.className = `toggle ${layer.kind}` + (layer.failed || layer.pending ? " bad" : "");
       const box = document.createElement("input");
       box.type = "checkbox";
       box.checked = on;
@@ -202,7 +202,7 @@
       });
       label.appendChild(box);
       const n = layer.boxes.length;
-      label.append(` ${layer.name}${layer.recommended ? " ★" : ""} (${layer.failed ? "FAILED" : n})`);
+      label.append(` ${layer.name}${layer.recommended ? " ★" : ""} (${layer.failed ? "FAILED" : layer.pending ? "not fused yet" : n})`);
       layersBox.appendChild(label);
     });
     stage.classList.toggle("no-order", !$("show-order").checked);

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from cdp import CHROMIUM, Browser
-from review_kit import build_run
+from review_kit import build_run, run_kit  # noqa: F401  (fixture)
 
 from newsbag.review.stage import run_review
 
@@ -118,3 +118,68 @@ def test_screenshot_shows_boxes_over_the_scan(browser, gallery, tmp_path):
     red = (region[..., 0] > 170) & (region[..., 1] < 90) & (region[..., 2] < 90)
     half = region.shape[1] // 2
     assert red[:, :half].sum() > 500 and red[:, half:].sum() > 200
+
+
+def _cells(browser):
+    return browser.eval("Object.fromEntries(Array.from(document.querySelectorAll('#page-list tbody tr')).map("
+                        "r => [r.dataset.page, r.cells[r.cells.length - 1].textContent]))")
+
+
+def test_a_page_not_fused_yet_or_whose_fusion_failed_says_so_in_the_list_and_page_view(browser, run_kit):
+    """Reviewed while fusion was partial (p2) or after it failed on a page (p3): the list read 'no
+    threshold crossed' and p2's page view had no fused layer at all, so neither looked wrong."""
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": [a], "fusion/v1": [a]},
+                               "p2": {"a/x": [a], "b/y": [a]}, "p3": {"a/x": [a], "b/y": [a]}}, summary=SUMMARY)
+    failed = run / "outputs" / "fusion" / "v1" / "_failed" / "p3.json"
+    failed.parent.mkdir(parents=True)
+    failed.write_text(json.dumps({"page_id": "p3", "error": "boom"}))
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 20})
+    gallery = run / "review" / "index.html"
+    browser.goto(gallery.as_uri())
+    assert _cells(browser) == {"p1": "no threshold crossed; ranked by total score",
+                               "p2": "fused v1 not made yet for this page (fusion pending): scored without it",
+                               "p3": "fused v1 failed on this page: scored without it"}
+    for page_id, state in (("p2", "not fused yet"), ("p3", "FAILED")):
+        browser.click(*_center(browser, f"#page-list tr[data-page={page_id}]"))
+        browser.wait_for(f"document.getElementById('viewer').dataset.page === '{page_id}'")
+        labels = browser.eval("Array.from(document.querySelectorAll('#layers label')).map("
+                              "l => [l.textContent.trim(), l.classList.contains('bad')])")
+        assert labels == [["a/x (1)", False], ["b/y (1)", False], [f"fusion/v1 ★ ({state})", True]]
+    assert browser.console_errors() == []
+
+
+HOSTILE = "O'Brien \"q\" <b>&amp;</b> </script><script>window.PWNED=1</script> é 中 \u2028 %2F"
+
+
+def test_hostile_paths_labels_and_names_are_shown_as_text_and_run_no_script(browser, tmp_path):
+    """Quotes, <, &, </script>, unicode and a line separator in a page's file path, a box's raw
+    label, a leaderboard name, an error and the run folder's name: shown verbatim, nothing runs."""
+    summary = {"recommended_variant": "v1", "variant_leaderboard": [
+        {"rank": 1, "name": "v1" + HOSTILE, "method": "m", "n_pages": 3, "score": 0.5}]}
+    run = build_run(tmp_path / HOSTILE.replace("/", "_"), summary=summary)
+    manifest = run / "manifests" / "pages.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    manifest.write_text("".join(json.dumps(r | {"path": f"{HOSTILE}/{r['page_id']}.png"}) + "\n" for r in rows))
+    fused = run / "outputs" / "fusion" / "v1" / "p1.json"
+    fused.write_text(json.dumps(json.loads(fused.read_text()) | {"regions": [
+        {"bbox_xyxy": [10, 10, 110, 150], "label": HOSTILE, "class": "text", "score": 0.9, "order": 0, "text": None}]}))
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 20})
+    gallery = run / "review" / "index.html"
+    _open_page(browser, gallery, "p1")
+    assert browser.eval("window.PWNED") is None
+    assert browser.eval("document.title") == "newsbag review: run"
+    assert browser.eval("document.querySelector(\"table.sortable[data-board='1'] tbody tr\").cells[1].textContent") \
+        == "v1" + HOSTILE
+    assert HOSTILE.replace("/", "_") in browser.eval(
+        "document.querySelector('tr.failed-page[data-page=p3]').cells[1].textContent")  # the run folder's name
+    # the path is searchable as typed
+    browser.eval("(() => { const f = document.getElementById('filter'); f.value = \"o'brien \\\"q\\\" <b>\";"
+                 " f.dispatchEvent(new Event('input')); })()")
+    assert browser.eval("document.getElementById('shown').textContent") == "1–2 of 2 pages"
+    x, y = _center(browser, "svg.layer[data-layer='fusion/v1'] rect")
+    browser.mouse("mouseMoved", x, y)
+    browser.wait_for("!document.getElementById('tip').hidden")
+    assert browser.eval("document.querySelector('#tip .tip-label .v').textContent") == f"text ({HOSTILE})"
+    assert browser.eval("document.querySelectorAll('script').length") == 2  # the data block and the gallery's
+    assert browser.console_errors() == []

@@ -342,7 +342,53 @@ def test_sources_whose_boxes_cross_in_too_many_pairs_are_drawn_unscored_in_bound
     assert got["max_rss_mb"] < 1000, got
     score = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())["score"]
     assert (score["source_disagreement"], score["fused_disagreement"], score["line_coverage"]) == (None, None, None)
-    assert score["reasons"] == [f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs, "
+    assert score["reasons"] == ["fused v1 not made yet for this page (fusion pending): scored without it",
+                                f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs, "
                                 f"too many to compare (boxes per source: a/x {n:,}, b/y {n:,})"]
     assert f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs" in done.stderr
     assert json.loads((run / "review" / "pages" / "p2" / "info.json").read_text())["score"]["source_disagreement"] == 0
+
+
+def test_a_page_whose_fused_page_failed_or_is_not_made_yet_says_so_in_its_row_board_and_page_view(run_kit):
+    """A run reviewed while fusion was partial (p2 not fused yet) or after fusion failed on a page
+    (p3): the row read 'no threshold crossed; ranked by total score', the board and page view had
+    no fused panel and nothing said why, so the page passed as a quiet, good one. Its reasons, its
+    board panel and its page-view layer now say so; fusing the page later redraws it."""
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": [a], "fusion/v1": [a]},
+                               "p2": {"a/x": [a], "b/y": [a]}, "p3": {"a/x": [a], "b/y": [a]}})
+    failed = run / "outputs" / "fusion" / "v1" / "_failed" / "p3.json"
+    failed.parent.mkdir(parents=True)
+    failed.write_text(json.dumps({"page_id": "p3", "error": "boom"}))
+    result = run_review(run, IDS, CFG)
+    assert (result["ok"], result["failed"]) == (3, 0)
+
+    review = run / "review"
+    expected = {"p1": (None, {"name": "fusion/v1", "regions": 1, "failed": False}, (False, False)),
+                "p2": ("fused v1 not made yet for this page (fusion pending): scored without it",
+                       {"name": "fusion/v1", "regions": 0, "failed": False, "pending": True}, (False, True)),
+                "p3": ("fused v1 failed on this page: scored without it",
+                       {"name": "fusion/v1", "regions": 0, "failed": True}, (True, False))}
+    html = (review / "index.html").read_text()
+    data = json.loads(re.search(r'<script id="gallery-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+    rows = {r[0]: dict(zip(data["fields"], r)) for r in data["rows"]}
+    for page_id, (reason, panel, (layer_failed, layer_pending)) in expected.items():
+        info = json.loads((review / "pages" / page_id / "info.json").read_text())
+        assert info["panels"][-1] == panel
+        if reason is None:
+            assert info["score"]["reasons"] == ["no threshold crossed; ranked by total score"]
+        else:
+            assert info["score"]["reasons"] == [reason]
+            assert rows[page_id]["reasons"] == reason
+        page = json.loads(re.fullmatch(r"newsbagPage\((.*)\);\n", (review / "pages" / page_id / "data.js").read_text(),
+                                       re.S).group(1))
+        fused = page["layers"][-1]
+        assert (fused["name"], fused["failed"], fused["pending"]) == ("fusion/v1", layer_failed, layer_pending)
+
+    folder = run / "outputs" / "fusion" / "v1"
+    (folder / "p2.json").write_text(json.dumps(run_kit.page_json("p2", "fusion", "v1", [a])))  # fusion catches up
+    again = run_review(run, IDS, CFG)
+    assert (again["ok"], again["skipped"]) == (1, 2)
+    info = json.loads((review / "pages" / "p2" / "info.json").read_text())
+    assert info["score"]["reasons"] == ["no threshold crossed; ranked by total score"]
+    assert info["panels"][-1] == {"name": "fusion/v1", "regions": 1, "failed": False}

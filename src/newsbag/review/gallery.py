@@ -94,8 +94,10 @@ def _members_text(members: tuple[dict, ...]) -> list[str]:
     return out
 
 
-def page_layer(name: str, kind: str, page: dict | None, *, failed: bool = False, recommended: bool = False) -> dict:
-    """One overlay of a page's data file: its boxes as compact rows.
+def page_layer(name: str, kind: str, page: dict | None, *, failed: bool = False, pending: bool = False,
+               recommended: bool = False) -> dict:
+    """One overlay of a page's data file: its boxes as compact rows; `failed` or `pending` (a fused
+    variant not made for the page yet) when it has none for that reason.
 
     Each box is ``[x0, y0, x1, y1, label_code, score|null, order|null, raw_label, support,
     members]`` in original image pixels; `label_code` indexes `labels.LABELS`; `support` and
@@ -105,7 +107,8 @@ def page_layer(name: str, kind: str, page: dict | None, *, failed: bool = False,
     for r in page_regions(page) if page is not None else []:
         boxes.append([*r.xyxy, LABELS.index(r.cls), None if r.score is None else round(r.score, 3), r.order,
                       r.raw_label, list(r.support), _members_text(r.members)])
-    return {"name": name, "kind": kind, "failed": failed, "recommended": recommended, "boxes": boxes}
+    return {"name": name, "kind": kind, "failed": failed, "pending": pending, "recommended": recommended,
+            "boxes": boxes}
 
 
 def write_page_data(path: Path, page_id: str, width: int, height: int, layers: list[dict]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
+from typing import Sequence
 
 import numpy as np
 
@@ -83,8 +84,13 @@ def _blocks(boxes: Boxes) -> Boxes:
     return boxes[boxes.coarse != "line"]
 
 
-def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: list[str]) -> PageScore:
+def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: list[str],
+               fused_failed: Sequence[str] = (), fused_pending: Sequence[str] = ()) -> PageScore:
     """Score one page from its source boxes (name -> Boxes), the reference fused boxes and failures.
+
+    `fused_failed` / `fused_pending` name the fused variants the page should have been checked
+    against that failed on it or are not made yet: they lead its reasons, so a page scored without
+    its fused layout never reads as one with nothing to look at.
 
     Block sources are those with any non-line box; text lines of every source are the
     evidence for coverage, measured against `fused` or, without it, all source blocks.
@@ -122,7 +128,8 @@ def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: l
     parts = [v for v in (src_dis, fused_dis, None if coverage is None else 1.0 - coverage) if v is not None]
     score = float(sum(parts) + failed_share)
 
-    reasons = []
+    reasons = [f"fused {name} failed on this page: scored without it" for name in fused_failed]
+    reasons += [f"fused {name} not made yet for this page (fusion pending): scored without it" for name in fused_pending]
     if failed_sources:
         reasons.append(f"{len(failed_sources)}/{n_expected} sources failed ({', '.join(sorted(failed_sources))})")
     if src_dis is not None and src_dis >= _DISAGREE_REASON:

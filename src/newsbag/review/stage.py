@@ -263,20 +263,22 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         else:
             continue
         panel_rows.append({"name": name, "regions": len(panels[-1][1]), "failed": name in unusable})
+    pending = [name for name in fused_dirs if name not in fused_boxes and name not in failed_fused]
     for name in fused_dirs:
         tag = " (recommended)" if name == recommended else ""
         if name in fused_boxes:
             panels.append((f"fused {name}{tag}", fused_boxes[name]))
-        elif name in failed_fused:
-            panels.append((f"fused {name}{tag} (FAILED)", Boxes.empty(meta)))
         else:
-            continue
-        panel_rows.append({"name": f"fusion/{name}", "regions": len(panels[-1][1]), "failed": name in failed_fused})
+            state = "FAILED" if name in failed_fused else "NOT FUSED YET"
+            panels.append((f"fused {name}{tag} ({state})", Boxes.empty(meta)))
+        panel_rows.append({"name": f"fusion/{name}", "regions": len(panels[-1][1]), "failed": name in failed_fused}
+                          | ({"pending": True} if name in pending else {}))
 
     reference = fused_boxes.get(recommended) if recommended else None
     if reference is None and fused_boxes:
         reference = fused_boxes[sorted(fused_boxes)[0]]
-    score = score_page(source_boxes, reference, sorted(unusable))
+    score = score_page(source_boxes, reference, sorted(unusable),
+                       fused_failed=[name for name in fused_dirs if name in failed_fused], fused_pending=pending)
     if score.unscored:
         log.warning("review: page %s: %s", page_id, score.unscored)
 
@@ -289,8 +291,8 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     layers = [page_layer(name, "source", source_pages.get(name), failed=name in unusable)
               for name in source_dirs if name in sources or name in failed_sources]
     layers += [page_layer(f"fusion/{name}", "fused", fused_pages.get(name), failed=name in failed_fused,
-                          recommended=name == recommended)
-               for name in sorted(gallery_dirs) if name in fused or name in failed_fused]
+                          pending=name not in fused and name not in failed_fused, recommended=name == recommended)
+               for name in sorted(gallery_dirs)]
     write_page_data(page_dir / DATA_JS, page_id, record.width, record.height, layers)
     info = {
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
