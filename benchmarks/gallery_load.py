@@ -58,7 +58,7 @@ def build(root: Path, n_pages: int, n_boxes: int, n_data: int) -> Path:
         outcomes.append(_Outcome(page_id, "ok", info={"score": score, "path": f"scans/{page_id}.tif"}))
     ranked = sorted(outcomes, key=lambda o: -o.info["score"]["score"])
     ctx = _gallery_context(root, ranked, [], {"a/x": None, "b/y": None, "text_lines/lines": None},
-                           {"v1": None, "v2": None}, "v1", "top20_informative")
+                           {"v1": None, "v2": None}, "v1", "top20_informative", absent=0)
     ctx["leaderboards"] = [("Fusion variants", {"columns": ["rank", "name", "score"],
                                                 "rows": [[1, "v1", 0.7], [2, "v2", 0.6]]}),
                            ("Sources", {"columns": ["rank", "name", "score"], "rows": [[1, "a/x", 0.6]]})]

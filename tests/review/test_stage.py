@@ -392,3 +392,23 @@ def test_a_page_whose_fused_page_failed_or_is_not_made_yet_says_so_in_its_row_bo
     info = json.loads((review / "pages" / "p2" / "info.json").read_text())
     assert info["score"]["reasons"] == ["no threshold crossed; ranked by total score"]
     assert info["panels"][-1] == {"name": "fusion/v1", "regions": 1, "failed": False}
+
+
+def test_the_gallery_counts_the_pages_it_leaves_out_because_their_board_is_out_of_date_or_not_drawn(review_run):
+    """A call that draws some pages lists the others from their current boards; a page whose
+    board is out of date (its fused page changed) or not drawn yet was left out of index.html
+    without a word, so a sharded or partial review's gallery read as the whole run."""
+    run_review(review_run, IDS, CFG)
+    fused = review_run / "outputs" / "fusion" / "v1" / "p1.json"
+    fused.write_text(json.dumps(review_kit.page_json("p1", "fusion", "v1", [[0, 0, 50, 50]])))  # p1's board is stale
+    with (review_run / "manifests" / "pages.jsonl").open("a") as fh:  # a page added to the run, never reviewed
+        fh.write(json.dumps({"page_id": "p4", "path": "images/p4.png", "image_path": str(review_run / "images" / "p1.png"),
+                             "width": review_kit.W, "height": review_kit.H, "sha256": ""}) + "\n")
+    run_review(review_run, ["p2"], CFG)
+    html = (review_run / "review" / "index.html").read_text()
+    stats = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(r'<p class="stats">(.*?)</p>', html, re.S).group(1)))
+    assert [part.strip() for part in stats.split(" · ")][:3] == ["1 reviewed pages", "1 failed",
+                         "2 not in this gallery: board not drawn yet or out of date (rerun newsbag review)"]
+    run_review(review_run, IDS + ["p4"], CFG)
+    html = (review_run / "review" / "index.html").read_text()
+    assert "not in this gallery" not in html

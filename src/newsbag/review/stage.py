@@ -405,8 +405,10 @@ def _leaderboard(rows: Any, kind_key: str) -> dict:
 
 
 def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dict, gallery_dirs: dict,
-                     recommended: str | None, top_name: str) -> dict:
-    """What index.html shows: leaderboards, one metrics row per reviewed page, failed pages."""
+                     recommended: str | None, top_name: str, *, absent: int) -> dict:
+    """What index.html shows: leaderboards, one metrics row per reviewed page, failed pages, and
+    how many pages of the run it leaves out (`absent`: board not drawn yet or out of date), so a
+    partial or sharded review never reads as the whole run."""
     summary: dict = {}
     try:
         summary = read_json(rundir.fusion_dir(run_dir) / "summary.json")
@@ -429,6 +431,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
     return {
         "run": {
             "name": run_dir.resolve().name, "pages_ok": len(ranked), "pages_failed": len(failed),
+            "pages_absent": absent,
             "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
             "reference": reference,
         },
@@ -574,7 +577,7 @@ def run_review(
     atomic_write_text(scores_path, "\n".join(lines) + "\n", keep_same=True)
 
     context = _gallery_context(run_dir, ranked, failed, plan.source_dirs, plan.gallery_dirs, plan.recommended,
-                               top_name)
+                               top_name, absent=len(everyone) - len(outcomes))
     index = write_gallery(review_dir / "index.html", context)
     failures = [{"page_id": o.page_id, "error": o.error} for o in computed if o.status == "failed"]
     rundir.record_failures(run_dir, "review", failures)
