@@ -293,6 +293,11 @@
   refresh();
   document.body.dataset.readyMs = String(Math.round(performance.now()));
   document.body.dataset.ready = "1";
-  // index.html#page=<page_id> opens that page (a link a reviewer can share).
-  if (location.hash.startsWith("#page=")) openPage(decodeURIComponent(location.hash.slice(6)));
+  // index.html#page=<page_id> opens that page (a link a reviewer can share), on load and when
+  // pasted into a tab already showing the gallery (only the fragment changes: no reload).
+  function openFromHash() {
+    if (location.hash.startsWith("#page=")) openPage(decodeURIComponent(location.hash.slice(6)));
+  }
+  window.addEventListener("hashchange", openFromHash);
+  openFromHash();
 })();

@@ -183,3 +183,16 @@ def test_hostile_paths_labels_and_names_are_shown_as_text_and_run_no_script(brow
     assert browser.eval("document.querySelector('#tip .tip-label .v').textContent") == f"text ({HOSTILE})"
     assert browser.eval("document.querySelectorAll('script').length") == 2  # the data block and the gallery's
     assert browser.console_errors() == []
+
+
+def test_a_shared_page_link_pasted_into_an_open_gallery_opens_that_page(browser, gallery):
+    """index.html#page=<id> opened the page only on a fresh load: pasted into the tab already
+    showing the gallery (same document, only the fragment changes) it did nothing."""
+    browser.goto(gallery.as_uri())
+    assert browser.eval("document.getElementById('viewer').hidden") is True
+    browser.eval("location.hash = '#page=p2'")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+    assert browser.eval("document.getElementById('viewer-title').textContent") == "p2"
+    browser.eval("location.hash = '#page=p1'")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+    assert browser.console_errors() == []
