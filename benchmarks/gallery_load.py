@@ -4,9 +4,12 @@ Writes a synthetic RUN/review (index.html with N page rows and both leaderboards
 and a scan for a few pages, each with `--boxes` fused boxes, as many source boxes and 1,500
 text lines), then measures in a real Chromium (DevTools protocol over a pipe, as the tests do):
 
+- paint: navigation start -> first contentful paint (the header and leaderboards);
 - ready: navigation start -> page list drawn (performance.now() at the end of gallery.js);
 - sort: one click on a metric header -> list redrawn;
-- open: a click on a row -> that page's data.js loaded and its overlays drawn.
+- filter: typing a 5-character needle, one input event per character -> list redrawn (summed);
+- open: a click on a row -> that page's data.js loaded and its overlays drawn;
+- memory: the page's JS heap after all that, and the memory of all Chromium's processes (PSS).
 
     PYTHONPATH=src python benchmarks/gallery_load.py --pages 5000 [--runs 3] [--keep DIR]
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -25,7 +29,9 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "review"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdp import CHROMIUM, Browser  # noqa: E402
+from _machine import machine_line  # noqa: E402
 
 from newsbag.review.gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data  # noqa: E402
 from newsbag.review.stage import _gallery_context, _Outcome  # noqa: E402
@@ -82,14 +88,46 @@ def build(root: Path, n_pages: int, n_boxes: int, n_data: int) -> Path:
     return review / "index.html"
 
 
+def _tree_pss_mb(pid: int) -> float:
+    """Proportional set size (shared pages split between sharers) of `pid` and its descendants
+    (Chromium's browser, renderer, GPU and zygote processes), MB."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            total += next(int(line.split()[1]) for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines()
+                          if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
+    return round(total / 1024, 1)
+
+
+_TYPE = """(() => { const f = document.getElementById('filter'); let total = 0; f.value = '';
+  for (const ch of %s) { const t = performance.now(); f.value += ch; f.dispatchEvent(new Event('input'));
+    total += performance.now() - t; }
+  return total; })()"""
+
+
 def measure(index: Path, runs: int) -> dict:
-    times: dict[str, list[float]] = {"ready_ms": [], "sort_ms": [], "open_ms": []}
+    times: dict[str, list[float]] = {"paint_ms": [], "ready_ms": [], "sort_ms": [], "filter_ms": [], "open_ms": [],
+                                     "js_heap_mb": [], "chromium_pss_mb": []}
     with tempfile.TemporaryDirectory() as profile:
         for _ in range(runs):
             b = Browser(Path(profile) / "p", width=1400, height=1000)
             try:
                 b.goto(index.as_uri())
                 times["ready_ms"].append(float(b.eval("document.body.dataset.readyMs")))
+                paint = b.eval("(performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime")
+                times["paint_ms"].append(float("nan") if paint is None else paint)  # none when nothing painted yet
                 b.eval("window.__t0 = performance.now(); document.querySelector('#page-list tbody tr').click()")
                 b.wait_for("document.getElementById('viewer').dataset.page && "
                            "document.getElementById('viewer').dataset.page !== 'error'")
@@ -99,13 +137,20 @@ def measure(index: Path, runs: int) -> dict:
                            " document.querySelector(\"#page-list th[data-key='source_disagreement']\").click();"
                            " return performance.now() - t; })()")
                 times["sort_ms"].append(t)
+                times["filter_ms"].append(b.eval(_TYPE % json.dumps("ue0001")))
+                filtered = b.eval("document.getElementById('shown').textContent")
+                b.eval("(() => { const f = document.getElementById('filter'); f.value = '';"
+                       " f.dispatchEvent(new Event('input')); })()")
+                b.send("HeapProfiler.collectGarbage")
+                times["js_heap_mb"].append(round(b.send("Runtime.getHeapUsage")["usedSize"] / 2**20, 1))
+                times["chromium_pss_mb"].append(_tree_pss_mb(b.proc.pid))
                 rows = b.eval("document.querySelectorAll('#page-list tbody tr').length")
                 total = b.eval("document.getElementById('shown').textContent")
                 errors = b.console_errors()
             finally:
                 b.close()
-    return {k: round(statistics.median(v), 1) for k, v in times.items()} | {
-        "rows_in_dom": rows, "shown": total, "errors": errors}
+    return {k: round(statistics.median([x for x in v if x == x] or [float("nan")]), 1) for k, v in times.items()} | {
+        "rows_in_dom": rows, "shown": total, "filtered": filtered, "errors": errors}
 
 
 def main() -> None:
@@ -118,6 +163,7 @@ def main() -> None:
     args = ap.parse_args()
     if CHROMIUM is None:
         sys.exit("chromium not found")
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         t0 = time.perf_counter()
