@@ -412,3 +412,32 @@ def test_the_gallery_counts_the_pages_it_leaves_out_because_their_board_is_out_o
     run_review(review_run, IDS + ["p4"], CFG)
     html = (review_run / "review" / "index.html").read_text()
     assert "not in this gallery" not in html
+
+
+def test_the_recommended_variants_page_metrics_are_read_without_holding_the_whole_table(tmp_path):
+    """per_page_variant_metrics.tsv has one row per page and variant (1.2 M rows, ~130 MB at 100k
+    pages and the Torch config's 12 variants); review read it whole and split it into lines to keep
+    one variant's rows: ~5x the memory it keeps (56 MB peak for 11.5 MB kept at 20k pages)."""
+    import tracemalloc
+
+    from newsbag.review.stage import _variant_metrics
+
+    fusion = tmp_path / "outputs" / "fusion"
+    fusion.mkdir(parents=True)
+    n_pages, n_variants = 2_000, 12
+    with (fusion / "per_page_variant_metrics.tsv").open("w") as fh:
+        fh.write("page_id\tname\tn_regions\tline_coverage\tscore\n")
+        for p in range(n_pages):
+            fh.writelines(f"page{p:05d}-0123abcd\tv{v}\t{p % 50}\t0.{p % 10}\t{'' if p % 7 else 'nan'}\n"
+                          for v in range(n_variants))
+    tracemalloc.start()
+    try:
+        metrics = _variant_metrics(tmp_path, "v3")
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(metrics) == n_pages
+    assert metrics["page00007-0123abcd"] == {"n_regions": 7.0, "line_coverage": 0.7, "score": None}
+    assert metrics["page00008-0123abcd"] == {"n_regions": 8.0, "line_coverage": 0.8, "score": None}
+    assert metrics["page00009-0123abcd"]["score"] is None and metrics["page00014-0123abcd"]["score"] is None
+    assert peak < 1.5 * kept, (peak, kept)
