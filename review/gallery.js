@@ -16,12 +16,13 @@
     const n = parseFloat(v);
     return v !== "" && !isNaN(n) && isFinite(v) ? n : v;
   }
-  function compare(a, b) {
-    const an = typeof a === "number", bn = typeof b === "number";
-    if (a === "" || a === null || a === undefined) return (b === "" || b === null || b === undefined) ? 0 : 1;
-    if (b === "" || b === null || b === undefined) return -1;
-    if (an && bn) return a - b;
-    return String(a).localeCompare(String(b));
+  const blank = (v) => v === "" || v === null || v === undefined;
+  // Blank cells (not fused, not scored) sort last in both directions: a high-first sort must
+  // not open on thousands of them.
+  function compare(a, b, dir) {
+    if (blank(a) || blank(b)) return blank(a) ? (blank(b) ? 0 : 1) : -1;
+    const c = typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
+    return dir === "asc" ? c : -c;
   }
   document.querySelectorAll("table.sortable").forEach((table) => {
     table.querySelectorAll("th").forEach((th) => th.addEventListener("click", () => {
@@ -31,10 +32,7 @@
       th.dataset.dir = dir;
       const body = table.tBodies[0];
       const rows = Array.from(body.rows);
-      rows.sort((r1, r2) => {
-        const c = compare(cellValue(r1.cells[col]), cellValue(r2.cells[col]));
-        return dir === "asc" ? c : -c;
-      });
+      rows.sort((r1, r2) => compare(cellValue(r1.cells[col]), cellValue(r2.cells[col]), dir));
       rows.forEach((r) => body.appendChild(r));
     }));
   });
@@ -59,10 +57,7 @@
       return [r[F.page_id], r[F.reasons], r[F.failed_sources], r[F.path]].join(" ").toLowerCase().includes(needle);
     });
     const i = F[sortKey];
-    visible = visible.slice().sort((a, b) => {
-      const c = compare(a[i], b[i]);
-      return (sortDir === "asc" ? c : -c) || a[F.rank] - b[F.rank];
-    });
+    visible = visible.slice().sort((a, b) => compare(a[i], b[i], sortDir) || a[F.rank] - b[F.rank]);
     offset = Math.max(0, Math.min(offset, Math.max(0, visible.length - 1)));
     offset -= offset % ROWS_PER_VIEW;
     draw();

@@ -196,3 +196,31 @@ def test_a_shared_page_link_pasted_into_an_open_gallery_opens_that_page(browser,
     browser.eval("location.hash = '#page=p1'")
     browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
     assert browser.console_errors() == []
+
+
+def test_blank_cells_sort_last_both_ways_in_the_page_list_and_the_leaderboards(browser, run_kit):
+    """Sorting high-first (the default for scores and disagreements) put every blank cell first:
+    pages not fused or not scored, thousands at collection scale, filled the first views."""
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": [a], "fusion/v1": [a]},
+                               "p2": {"a/x": [a], "b/y": [a]}, "p3": {"a/x": [a], "b/y": [run_kit.box_b_far]}},
+                        summary={"recommended_variant": "v1", "variant_leaderboard": [
+                            {"rank": 1, "name": "v1", "method": "m", "n_pages": 3, "score": 0.7},
+                            {"rank": 2, "name": "v0", "method": "m", "n_pages": 0, "score": None},
+                            {"rank": 3, "name": "v2", "method": "m", "n_pages": 3, "score": 0.5}]})
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 20})
+    browser.goto((run / "review" / "index.html").as_uri())
+    pages = "Array.from(document.querySelectorAll('#page-list tbody tr')).map(r => r.dataset.page)"
+    for key, high_first, low_first in (("fused_disagreement", ["p1", "p3", "p2"], ["p1", "p3", "p2"]),
+                                       ("source_disagreement", ["p3", "p1", "p2"], ["p1", "p2", "p3"])):
+        browser.click(*_center(browser, f"#page-list th[data-key='{key}']"))
+        assert browser.eval(pages) == high_first, key
+        browser.click(*_center(browser, f"#page-list th[data-key='{key}']"))
+        assert browser.eval(pages) == low_first, key
+    names = "Array.from(document.querySelectorAll(\"table.sortable[data-board='1'] tbody tr\")).map(r => r.cells[1].textContent)"
+    score_th = "table.sortable[data-board='1'] th[data-col='4']"
+    browser.click(*_center(browser, score_th))
+    assert browser.eval(names) == ["v2", "v1", "v0"]
+    browser.click(*_center(browser, score_th))
+    assert browser.eval(names) == ["v1", "v2", "v0"]
+    assert browser.console_errors() == []
