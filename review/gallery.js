@@ -142,7 +142,8 @@
   function defaultOn(layer, page) {
     if (hidden.has(layer.name)) return false;
     if (shownByUser.has(layer.name)) return true;
-    const fused = page.layers.filter((l) => l.kind === "fused");
+    // The recommended fused layer, else (it failed on this page, or is not made yet) the first one with boxes.
+    const fused = page.layers.filter((l) => l.kind === "fused" && !l.failed && !l.pending);
     const ref = fused.find((l) => l.recommended) || fused[0];
     return ref ? layer.name === ref.name : layer === page.layers[0];
   }

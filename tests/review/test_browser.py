@@ -224,3 +224,25 @@ def test_blank_cells_sort_last_both_ways_in_the_page_list_and_the_leaderboards(b
     browser.click(*_center(browser, score_th))
     assert browser.eval(names) == ["v1", "v2", "v0"]
     assert browser.console_errors() == []
+
+
+def test_a_page_whose_recommended_fused_layer_failed_or_is_pending_opens_on_a_fused_layer_with_boxes(browser, run_kit):
+    """The page view starts with the recommended fused layer on; when that one failed on the page
+    or is not made yet it has no boxes, so the page opened with no overlay at all."""
+    a = run_kit.box_a
+    run = run_kit.build(pages={"p1": {"a/x": [a], "b/y": [a], "fusion/v1": [a], "fusion/v2": [a]},
+                               "p2": {"a/x": [a], "b/y": [a], "fusion/v2": [a]},
+                               "p3": {"a/x": [a], "b/y": [a], "fusion/v2": [a]}}, summary=SUMMARY)
+    failed = run / "outputs" / "fusion" / "v1" / "_failed" / "p3.json"
+    failed.parent.mkdir(parents=True)
+    failed.write_text(json.dumps({"page_id": "p3", "error": "boom"}))
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 20})
+    gallery = run / "review" / "index.html"
+    on = "Array.from(document.querySelectorAll('#layers input')).filter(i => i.checked).map(i => i.dataset.layer)"
+    browser.goto(gallery.as_uri())
+    for page_id, expected in (("p1", ["fusion/v1"]), ("p2", ["fusion/v2"]), ("p3", ["fusion/v2"])):
+        browser.click(*_center(browser, f"#page-list tr[data-page={page_id}]"))
+        browser.wait_for(f"document.getElementById('viewer').dataset.page === '{page_id}'")
+        assert browser.eval(on) == expected, page_id
+        browser.click(*_center(browser, "#viewer-close"))
+    assert browser.console_errors() == []
