@@ -122,8 +122,16 @@
     cache[page.page_id] = page;
     if (current === page.page_id) render(page);
   };
+  // The list moves to the rows holding the page open (j/k and links reach past the rows in view).
+  function follow(pageId) {
+    const k = visible.findIndex((r) => r[F.page_id] === pageId);
+    if (k < 0 || (k >= offset && k < offset + ROWS_PER_VIEW)) return;
+    offset = k - k % ROWS_PER_VIEW;
+    draw();
+  }
   function openPage(pageId) {
     current = pageId;
+    follow(pageId);
     viewer.hidden = false;
     viewer.dataset.page = "";
     $("viewer-title").textContent = pageId;

@@ -246,3 +246,49 @@ def test_a_page_whose_recommended_fused_layer_failed_or_is_pending_opens_on_a_fu
         assert browser.eval(on) == expected, page_id
         browser.click(*_center(browser, "#viewer-close"))
     assert browser.console_errors() == []
+
+
+def _long_gallery(root, n_pages):
+    """index.html listing `n_pages` pages (ranked p0000 first) and the page data of each, without boards."""
+    from newsbag.review.gallery import DATA_JS, page_layer, write_gallery, write_page_data
+    from newsbag.review.stage import _gallery_context, _Outcome
+
+    review = root / "review"
+    score = {"score": 1.0, "source_disagreement": 0.5, "fused_disagreement": 0.5, "line_coverage": None,
+             "failed_share": 0.0, "failed_sources": [], "reasons": []}
+    ranked = [_Outcome(f"p{k:04d}", "ok", info={"score": score, "path": f"p{k:04d}.png"}) for k in range(n_pages)]
+    write_gallery(review / "index.html", _gallery_context(root, ranked, [], {"a/x": None}, {}, None, "top",
+                                                          absent=0))
+    for o in ranked:
+        page = {"page_id": o.page_id, "image": {"path": "", "width": 100, "height": 100},
+                "regions": [{"bbox_xyxy": [10, 10, 50, 50], "label": "text", "class": "text", "score": 0.9}]}
+        (review / "pages" / o.page_id).mkdir(parents=True)
+        write_page_data(review / "pages" / o.page_id / DATA_JS, o.page_id, 100, 100,
+                        [page_layer("a/x", "source", page)])
+    return review / "index.html"
+
+
+def test_stepping_past_the_last_row_in_view_moves_the_list_with_the_page(browser, tmp_path):
+    """j/k and a shared link open pages beyond the 100 rows in view; the list stayed on its view,
+    so after the 100th page it no longer showed the page open (nor, once closed, where the
+    reviewer was)."""
+    gallery = _long_gallery(tmp_path, 150)
+    browser.goto(gallery.as_uri())
+    shown = "document.getElementById('shown').textContent"
+    in_view = "Array.from(document.querySelectorAll('#page-list tbody tr')).map(r => r.dataset.page)"
+    browser.click(*_center(browser, "#next-rows"))
+    assert browser.eval(shown) == "101–150 of 150 pages"
+    browser.click(*_center(browser, "#prev-rows"))
+    browser.eval("document.querySelector('#page-list tr[data-page=p0099]').click()")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p0099'")
+    browser.send("Input.dispatchKeyEvent", type="keyDown", key="j", text="j")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p0100'", timeout=10)
+    assert browser.eval(shown) == "101–150 of 150 pages"
+    assert "p0100" in browser.eval(in_view)
+    browser.send("Input.dispatchKeyEvent", type="keyDown", key="k", text="k")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p0099'", timeout=10)
+    assert browser.eval(shown) == "1–100 of 150 pages"
+    browser.eval("location.hash = '#page=p0120'")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p0120'", timeout=10)
+    assert browser.eval(shown) == "101–150 of 150 pages"
+    assert browser.console_errors() == []
