@@ -441,3 +441,31 @@ def test_the_recommended_variants_page_metrics_are_read_without_holding_the_whol
     assert metrics["page00008-0123abcd"] == {"n_regions": 8.0, "line_coverage": 0.8, "score": None}
     assert metrics["page00009-0123abcd"]["score"] is None and metrics["page00014-0123abcd"]["score"] is None
     assert peak < 1.5 * kept, (peak, kept)
+
+
+def test_a_call_keeps_only_what_the_listing_needs_of_each_page_not_its_whole_info(review_run, monkeypatch):
+    """The ranking, scores.tsv and gallery need a page's score and path; the call kept each
+    page's whole info.json (panels, params, fingerprint, sizes: ~5.7 KB a page parsed, ~0.6 GB at
+    100k pages) until the end. Here each current page's info.json carries ~3 MB more (once
+    parsed): when the listing is built, none of it is held."""
+    import tracemalloc
+
+    from newsbag.review import stage
+
+    run_review(review_run, IDS, CFG)
+    bloat = ["x" * 100] * 20_000  # ~3 MB of strings once parsed, like a page with very many panels
+    for page_id in ("p1", "p2"):
+        info_path = review_run / "review" / "pages" / page_id / "info.json"
+        info_path.write_text(json.dumps(json.loads(info_path.read_text()) | {"bloat": bloat}))
+    held = []
+    listing = stage._gallery_context
+    monkeypatch.setattr(stage, "_gallery_context",
+                        lambda *a, **kw: held.append(tracemalloc.get_traced_memory()[0]) or listing(*a, **kw))
+    tracemalloc.start()
+    try:
+        again = run_review(review_run, IDS, CFG)
+    finally:
+        tracemalloc.stop()
+    assert (again["ok"], again["skipped"], again["top"]) == (0, 2, ["p2", "p1"])
+    one_page = 20_000 * (100 + 49 + 8)  # the strings and the list's pointers
+    assert held[0] < one_page / 4, (held, one_page)
