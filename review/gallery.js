@@ -142,7 +142,12 @@
     if (cache[pageId]) { render(cache[pageId]); return; }
     const s = document.createElement("script");
     s.src = pagePath(pageId, "data.js");
-    s.onerror = () => { viewer.dataset.page = "error"; $("viewer-title").textContent = pageId + " (no page data; rerun newsbag review)"; };
+    s.onerror = () => {
+      viewer.dataset.page = "error";
+      const failed = Array.from(document.querySelectorAll("tr.failed-page")).find((tr) => tr.dataset.page === pageId);
+      $("viewer-title").textContent = pageId + (failed ? ": review failed: " + failed.cells[1].textContent
+                                                        : ": no page data (board not drawn yet or out of date: rerun newsbag review)");
+    };
     s.onload = () => s.remove();
     document.head.appendChild(s);
     viewer.scrollIntoView({block: "start"});

@@ -292,3 +292,17 @@ def test_stepping_past_the_last_row_in_view_moves_the_list_with_the_page(browser
     browser.wait_for("document.getElementById('viewer').dataset.page === 'p0120'", timeout=10)
     assert browser.eval(shown) == "101–150 of 150 pages"
     assert browser.console_errors() == []
+
+
+def test_a_link_to_a_page_whose_review_failed_shows_why_not_rerun_advice(browser, gallery):
+    """A shared link to a page whose review failed (p3: its fused page is broken) said 'no page
+    data; rerun newsbag review', which fails the same way again; it now shows the page's error."""
+    browser.goto(gallery.as_uri() + "#page=p3")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'error'", timeout=10)
+    title = browser.eval("document.getElementById('viewer-title').textContent")
+    assert title.startswith("p3: review failed: unreadable page ") and title.endswith(
+        "p3.json: Expecting value: line 1 column 31 (char 30)"), title
+    browser.eval("location.hash = '#page=nope'")
+    browser.wait_for("document.getElementById('viewer-title').textContent.startsWith('nope: ')", timeout=10)
+    assert browser.eval("document.getElementById('viewer-title').textContent") == \
+        "nope: no page data (board not drawn yet or out of date: rerun newsbag review)"
