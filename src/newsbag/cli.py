@@ -34,7 +34,9 @@ def _setup_logging(level: str) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"))
-    root.handlers[:] = [handler]
+    # Added, not put in place of the root's handlers: a program that calls `main` keeps its own
+    # (pytest's log capture was dropped by the first call in a process, so tests passed or failed by order).
+    root.addHandler(handler)
     root.setLevel(level.upper())
     root._newsbag_configured = True  # type: ignore[attr-defined]
 
