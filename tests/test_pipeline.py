@@ -24,6 +24,14 @@ def _run(tmp_path, page_dir, capsys, *extra):
     return run, cfg, code, err
 
 
+def _redo_with_other_boxes(path: Path) -> None:
+    """A source page as its model redone with other settings leaves it: other boxes (the same
+    bytes under a new mtime are the same page)."""
+    page = json.loads(path.read_text())
+    page["regions"] = [dict(page["regions"][0], bbox_xyxy=[1, 1, 20, 15])]
+    path.write_text(json.dumps(page))
+
+
 def _pid(run, needle):
     return next(json.loads(line)["page_id"] for line in (run / "manifests/pages.jsonl").read_text().splitlines()
                 if needle in line)
@@ -56,8 +64,7 @@ def test_a_fusion_failure_reaches_exit_code_report_ledger_and_status(tmp_path, p
 def test_status_does_not_count_stale_fused_pages_as_done(tmp_path, page_dir, capsys):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err
-    page = run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json"
-    page.write_text(page.read_text())  # the source page was redone since it was fused
+    _redo_with_other_boxes(run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json")  # since it was fused
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]} == {"C": (4, 1), "S": (4, 1)}
 
@@ -145,8 +152,7 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     assert code == 0 and json.loads(out)["ok"] == 5, err
     assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
 
-    page = run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json"
-    page.write_text(page.read_text())
+    _redo_with_other_boxes(run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json")
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
     assert code == 0, err
     assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0}
@@ -863,3 +869,64 @@ def test_status_counts_the_pages_an_older_conversion_rule_judged(tmp_path, capsy
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["judged_by_older_rule"] == 0
     assert "older conversion rule" not in run_cli(capsys, "status", "--run-dir", run)[1]
+
+
+def _copied_without_mtimes(run: Path) -> Path:
+    """The run as `cp -r` / `scp -r` / zip leave it: the same bytes, every file a new mtime."""
+    import shutil
+
+    copy = run.with_name("copy")
+    shutil.copytree(run, copy, copy_function=shutil.copyfile)
+    for path in copy.rglob("*"):
+        if path.is_file():
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 7 * 10**9))
+    return copy
+
+
+def _contents(run: Path, under: str) -> dict:
+    """Bytes of each file under `under` but the stages' own records (fusion's _metrics, a board's
+    info.json), which may take a copy's new mtimes."""
+    return {p.relative_to(run).as_posix(): p.read_bytes() for p in (run / under).rglob("*")
+            if p.is_file() and p.name != "info.json" and p.parent.name != "_metrics"}
+
+
+def test_a_run_copied_without_its_mtimes_redoes_nothing_and_status_says_done(tmp_path, page_dir, capsys, monkeypatch):
+    """A run copied with `cp -r` (new mtimes, same bytes) is the same run: a rerun skips every page
+    of every stage and leaves fused pages, boards and exports as they are, and status counts them
+    done. Each stage's own records may take the new mtimes, so the next rerun stats, not reads."""
+    from newsbag import rundir
+    from newsbag.status import collect_status
+
+    run, _ = _finished_run(tmp_path, page_dir, capsys)
+    copy = _copied_without_mtimes(run)
+    kept = ("outputs/fusion", "review/pages", "exports")
+    before = {d: _contents(copy, d) for d in kept}
+    status = collect_status(copy)
+    assert [s["done"] for s in status["fusion"]] == [5, 5] and status["review"]["done"] == 5, status
+    code, _, err = run_cli(capsys, "run", "--run-dir", copy)
+    assert code == 0, err
+    assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
+    outputs = {d: _identities(copy, d) for d in kept}
+    assert {d: _contents(copy, d) for d in kept} == before
+    hashed = []
+    real = rundir.file_digest
+    monkeypatch.setattr(rundir, "file_digest", lambda path: hashed.append(path) or real(path))
+    code, _, err = run_cli(capsys, "run", "--run-dir", copy)
+    assert code == 0, err
+    assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
+    assert {d: _identities(copy, d) for d in kept} == outputs and hashed == []
+
+
+def test_a_copied_run_whose_source_page_changed_redoes_that_page_only(tmp_path, page_dir, capsys):
+    """The other side: in a copy, a source page with other boxes (same page id, a new mtime as
+    every file) is redone by fusion, review and export, and no other page is."""
+    run, _ = _finished_run(tmp_path, page_dir, capsys)
+    copy = _copied_without_mtimes(run)
+    pid = _pid(copy, "issue2/p3")
+    _redo_with_other_boxes(copy / f"outputs/sources/fake/v/{pid}.json")
+    boards = _contents(copy, "review/pages")
+    code, _, err = run_cli(capsys, "run", "--run-dir", copy)
+    assert code == 0, err
+    assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 1, "review": 1, "export": 1}
+    after = _contents(copy, "review/pages")
+    assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [pid]

@@ -136,3 +136,50 @@ def test_a_runner_of_another_host_is_judged_by_its_last_report_write(host, hours
     assert rundir.runners_said_running(reports, now) == [
         {"report": "run_report.shard-1-of-2.json", "state": state, "pid": 4242, "host": host,
          "started": stamp, "updated": stamp}]
+
+
+@pytest.mark.parametrize("change, judged_as, hashed", [
+    (None, "recorded", False),           # the stat recorded: judged by it, not read
+    ("touch", "recorded", True),         # the same bytes under a new mtime (a copy): read once, the same input
+    ("rewrite", "now", True),            # other bytes of the same size: a new input
+    ("grow", "now", False),              # another size: a new input, not read
+])
+def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monkeypatch, change, judged_as, hashed):
+    path = tmp_path / "p.json"
+    path.write_text('{"regions": [1]}')
+    made = rundir.file_identity(path)
+    recorded = rundir.input_record({"p": str(path)}, {"p": made})
+    stamp = made[1] + 10**9
+    if change in ("rewrite", "grow"):
+        path.write_text('{"regions": [2]}' if change == "rewrite" else '{"regions": [1, 2]}')
+    if change:
+        os.utime(path, ns=(stamp, stamp))
+    reads = []
+    real = rundir.file_digest
+    monkeypatch.setattr(rundir, "file_digest", lambda p: reads.append(p) or real(p))
+    judged = rundir.judged_identities({"p": str(path), "gone": str(tmp_path / "gone.json")}, recorded)
+    assert judged == {"p": made if judged_as == "recorded" else rundir.file_identity(path)}
+    assert bool(reads) == hashed
+    # What the stage records now: the stat the file has, still judged as before (no read when unchanged).
+    reads.clear()
+    again = rundir.input_record({"p": str(path)}, judged, recorded)
+    assert again["p"][:2] == rundir.file_identity(path) and [again["p"][0], again["p"][3]] == judged["p"]
+    assert bool(reads) == (change is not None)
+
+
+@pytest.mark.parametrize("recorded", [None, {"p": "junk"}, {"p": [1, 2, 3]}, {"p": [1, 2, None, 4]}, "junk"])
+def test_a_record_that_is_not_one_is_no_reason_to_trust_a_file(tmp_path, recorded):
+    path = tmp_path / "p.json"
+    path.write_text("{}")
+    assert rundir.judged_identities({"p": str(path)}, recorded) == {"p": rundir.file_identity(path)}
+
+
+def test_an_input_replaced_after_it_was_judged_is_left_out_of_the_record(tmp_path):
+    """Judged by one file, another there when the stage records: recording its digest under the
+    judged identity would let that other content pass as the input the output was made from."""
+    path = tmp_path / "p.json"
+    path.write_text('{"regions": [1]}')
+    judged = rundir.judged_identities({"p": str(path)}, None)
+    path.write_text('{"regions": [2]}')
+    os.utime(path, ns=(judged["p"][1] + 10**9,) * 2)
+    assert rundir.input_record({"p": str(path)}, judged) == {}

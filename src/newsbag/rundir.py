@@ -11,6 +11,7 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
     RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
+    RUN/outputs/_export_inputs/<layer>/<page_id>.json   what a page's exports were made from
     RUN/logs/failures.jsonl             one line per page failure of any stage
     RUN/reports/run_<stages>.json       one report per kind of call
     RUN/cache/images/                   8-bit copies of pages the models cannot read as they are
@@ -43,9 +44,10 @@ __all__ = [
     "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "reviewed_pages",
-    "exports_dir", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
+    "exports_dir", "export_inputs_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
-    "file_identity", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
+    "file_identity", "file_digest", "judged_identity", "judged_identities", "input_record",
+    "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
     "page_is_current", "source_reports", "runners_said_running", "runner_folders", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
@@ -200,6 +202,11 @@ def exports_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "exports"
 
 
+def export_inputs_path(run_dir: Path, layer: str, page_id: str) -> Path:
+    """What a page's exports of one layer were made from (`input_record`), outside exports/ (it is handed on)."""
+    return Path(run_dir) / "outputs" / "_export_inputs" / layer / f"{page_id}.json"
+
+
 def logs_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "logs"
 
@@ -294,6 +301,69 @@ def file_identity(path: str | os.PathLike) -> list[int] | None:
     except OSError:
         return None
     return [st.st_size, st.st_mtime_ns]
+
+
+def file_digest(path: str | os.PathLike) -> str | None:
+    """A content hash of a file (blake2b, 32 hex digits), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+    except OSError:
+        return None
+
+
+def _entry_ok(entry: Any) -> bool:
+    return (isinstance(entry, list) and len(entry) == 4 and isinstance(entry[2], str)
+            and all(isinstance(entry[k], int) for k in (0, 1, 3)))
+
+
+def judged_identity(path: str | os.PathLike, now: list[int], entry: Any) -> list[int]:
+    """The identity a stage judges an input by: its `file_identity` `now`, or the one its
+    `input_record` `entry` says the stage judged it by while the file holds the content recorded.
+
+    A run copied without its mtimes (``cp -r``, ``scp -r``, zip, GNU tar's whole seconds) holds
+    the same bytes under new mtimes: judged by stat alone, fusion, review and export would redo
+    every page. Same stat as recorded: no read; other stat, same size: one hash of the file.
+    """
+    if not _entry_ok(entry) or now[0] != entry[0]:
+        return now
+    if now[1] == entry[1] or file_digest(path) == entry[2]:
+        return [entry[0], entry[3]]
+    return now
+
+
+def judged_identities(paths: dict[str, str], recorded: Any) -> dict[str, list[int]]:
+    """key -> `judged_identity` of each path that exists; ``recorded``: the stage's `input_record`
+    of these inputs when it made its output (anything else counts as none)."""
+    recorded = recorded if isinstance(recorded, dict) else {}
+    out = {}
+    for key, path in paths.items():
+        if (now := file_identity(path)) is not None:
+            out[key] = judged_identity(path, now, recorded.get(key))
+    return out
+
+
+def input_record(paths: dict[str, str], judged: dict[str, list[int]], recorded: Any = None) -> dict[str, list]:
+    """What a stage records beside its output of each input it judged by ``judged[key]``
+    (`judged_identities`), for `judged_identity` to recognise the file under another mtime:
+    ``[size, mtime_ns now, content digest, the judged mtime_ns]``.
+
+    An entry of ``recorded`` (the stage's record so far) whose stat the file still has is kept
+    as it is (no read); any other input is hashed (one read of a file the stage has just read).
+    An input that changed since it was judged is left out: the next run judges it anew.
+    """
+    recorded = recorded if isinstance(recorded, dict) else {}
+    out = {}
+    for key, path in paths.items():
+        want, old, now = judged.get(key), recorded.get(key), file_identity(path)
+        if want is None or now is None:
+            continue
+        if _entry_ok(old) and now == old[:2] and [old[0], old[3]] == want:
+            out[key] = old
+        elif (digest := file_digest(path)) is not None and file_identity(path) == now and (
+                now == want or (_entry_ok(old) and [old[0], old[3]] == want and digest == old[2])):
+            out[key] = [*now, digest, want[1]]
+    return out
 
 
 def _encode(value: Any) -> str:

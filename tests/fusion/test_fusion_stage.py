@@ -77,7 +77,13 @@ def test_resume_skips_finished_pages_and_force_redoes(tmp_path):
     assert seen == ["skipped", "skipped"] and again["counts"]["skipped"] == 2
     assert again["variant_leaderboard"]        # recomputed from the stored per-page metrics
     src = run / "outputs/sources/tesseract/blocks/p1.json"
-    os.utime(src, (src.stat().st_mtime + 10, src.stat().st_mtime + 10))
+    os.utime(src, (src.stat().st_mtime + 10, src.stat().st_mtime + 10))   # the same bytes: the same page
+    seen.clear()
+    run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
+    assert sorted(seen) == [("p1", "skipped"), ("p2", "skipped")]
+    page = json.loads(src.read_text())
+    page["regions"][0]["bbox_xyxy"] = [10, 10, 380, 290]
+    src.write_text(json.dumps(page))
     seen.clear()
     run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append((pid, st)))
     assert sorted(seen) == [("p1", "ok"), ("p2", "skipped")]

@@ -134,7 +134,11 @@ def test_resume_skips_fresh_boards_and_redraws_changed_inputs(review_run):
     assert again["top"] == ["p2", "p1"]  # scores come back from info.json
 
     source = review_run / "outputs" / "sources" / "a" / "x" / "p1.json"
-    os.utime(source, ns=(stamp + 10**9, stamp + 10**9))
+    os.utime(source, ns=(stamp + 10**9, stamp + 10**9))   # the same bytes: the same board
+    assert run_review(review_run, IDS, CFG)["skipped"] == 2 and board.stat().st_mtime_ns == stamp
+    page = json.loads(source.read_text())
+    page["regions"][0]["bbox_xyxy"] = [1, 1, 9, 9]
+    source.write_text(json.dumps(page))
     changed = run_review(review_run, IDS, CFG)
     assert (changed["ok"], changed["skipped"]) == (1, 1)
     assert board.stat().st_mtime_ns > stamp

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from .. import rundir
 from ..errors import RunDirError, first_line, page_failure
-from ..io import atomic_write_bytes, read_json, read_page
+from ..io import atomic_write_bytes, read_json, read_page, write_json
 from ..pages import read_pages
 from ..parallel import page_map
 from . import FORMATS, REVISIONS
@@ -131,40 +131,75 @@ def _image_name(run_dir: Path, page: dict, out_dir: Path, upright: str | None = 
     return Path(os.path.relpath(os.path.abspath(image), os.path.abspath(out_dir))).as_posix()
 
 
+def _read_inputs(path: Path) -> dict | None:
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _recorded_page(run_dir: Path, layer: _Layer, page_id: str):
+    """The entry of the layer's page in its exports' record (`rundir.input_record`), or None."""
+    recorded = _read_inputs(rundir.export_inputs_path(run_dir, layer.name, page_id))
+    return recorded.get("page") if isinstance(recorded, dict) else None
+
+
+def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None) -> str:
+    return rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, judged["page"], judged.get("text"),
+                              *([upright] if upright else []))
+
+
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
-    """Write one page of one layer in every per-page format: (page_id, layer, {fmt: status}, error)."""
+    """Write one page of one layer in every per-page format: (page_id, layer, {fmt: status}, error).
+
+    A file stale by its inputs' stats is judged again by the inputs as the page's record
+    (`rundir.export_inputs_path`) knows them: a run copied without its mtimes (the same bytes)
+    rewrites nothing, and the record takes the new stats.
+    """
     run_dir, exports, layer, page_id, formats, force, upright = task
     src = layer.folder / f"{page_id}.json"
-    identity = rundir.file_identity(src)
     transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
-    text_identity = rundir.file_identity(transcript_path) if transcript_path else None
+    paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
+    record_path = rundir.export_inputs_path(run_dir, layer.name, page_id)
+    judged = rundir.judged_identities(paths, None)
+    outs = {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
     statuses: dict[str, str] = {}
-    if identity is None:
+    if "page" not in judged:
         # The layer has no page here (never made, or removed when it failed): an export left
         # from an earlier page would pass that old layout off as current.
-        for fmt in formats:
-            (exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}").unlink(missing_ok=True)
+        for out in (*outs.values(), record_path):
+            out.unlink(missing_ok=True)
         return page_id, layer.name, statuses, ""
+
+    def stale(fmts, judged: dict) -> list[str]:
+        return list(fmts) if force else [f for f in fmts
+                                         if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))]
+
+    todo = stale(formats, judged)
+    recording = bool(todo) or not record_path.exists()
+    if recording:
+        recorded = _read_inputs(record_path)
+        judged = rundir.judged_identities(paths, recorded)
+        todo = stale(todo, judged)
+    statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
     try:
         page = None
-        for fmt in formats:
-            out = exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}"
-            fingerprint = rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, identity, text_identity,
-                                             *([upright] if upright else []))
-            if not force and _is_fresh(out, fingerprint):
-                statuses[fmt] = "skipped"
-                continue
+        for fmt in todo:
             if page is None:
                 page = read_page(src, page_id)
-                transcript = read_json(transcript_path) if text_identity else None
+                transcript = read_json(transcript_path) if "text" in judged else None
                 if transcript is not None and not transcript_fits(page, transcript):
                     log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
                     transcript = None
+            fingerprint = _page_fingerprint(fmt, layer, judged, upright)
             info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
-                              fingerprint=fingerprint, image_filename=_image_name(run_dir, page, out.parent, upright))
-            atomic_write_bytes(out, _WRITERS[fmt](page, info, transcript))
+                              fingerprint=fingerprint,
+                              image_filename=_image_name(run_dir, page, outs[fmt].parent, upright))
+            atomic_write_bytes(outs[fmt], _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
+        if recording:
+            write_json(record_path, rundir.input_record(paths, judged, recorded), durable=False, keep_same=True)
     except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
         return page_id, layer.name, statuses, first_line(exc)
     except RunDirError:  # not this page's fault: stop the stage with one line
@@ -194,6 +229,11 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
             present.append((page_id, src, identity))
     if not present:
         return "empty", []
+    if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+        return "skipped", []
+    # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
+    present = [(page_id, src, rundir.judged_identity(src, identity, _recorded_page(run_dir, layer, page_id)))
+               for page_id, src, identity in present]
     if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
         return "skipped", []
     left_out: list[dict] = []

@@ -213,16 +213,16 @@ def _jsonable(obj):
     return obj
 
 
-def _inputs(run_dir: Path, page_id: str, needed: list[str]) -> tuple[dict[str, str], dict[str, list[int]]]:
-    """(path, `rundir.file_identity`) of each source output of one page that exists, by source
-    name: one stat each, and no Path built per page and source (status judges 100k pages)."""
+def _inputs(run_dir: Path, page_id: str, needed: list[str], record: dict | None
+            ) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """(path, `rundir.judged_identities` by the page's stored `record`) of each source output of
+    one page that exists, by source name: one stat each while the files keep the stat recorded,
+    and no Path built per page and source (status judges 100k pages)."""
     root, name = rundir.sources_root(run_dir), f"{page_id}.json"
-    inputs, idents = {}, {}
-    for s in needed:   # "<stage>/<variant>", relative to the sources root (`rundir.discover_sources`)
-        path = os.path.join(root, s, name)
-        if (identity := rundir.file_identity(path)) is not None:
-            inputs[s], idents[s] = path, identity
-    return inputs, idents
+    # "<stage>/<variant>", relative to the sources root (`rundir.discover_sources`)
+    paths = {s: os.path.join(root, s, name) for s in needed}
+    idents = rundir.judged_identities(paths, (record or {}).get("identities"))
+    return {s: paths[s] for s in idents}, idents
 
 
 def _load_inputs(inputs: dict[str, str], page_id: str) -> tuple[dict[str, Boxes], dict | None, dict[str, str]]:
@@ -270,9 +270,10 @@ def _stored_record(run_dir: Path, page_id: str) -> dict | None:
 
 def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints):
     """(inputs, their identities, expected metrics fingerprint, expected variant fingerprints, stored record)."""
-    inputs, idents = _inputs(run_dir, page_id, needed)
+    record = _stored_record(run_dir, page_id)
+    inputs, idents = _inputs(run_dir, page_id, needed, record)
     metrics_fp, variant_fps = prints.page(idents)
-    return inputs, idents, metrics_fp, variant_fps, _stored_record(run_dir, page_id)
+    return inputs, idents, metrics_fp, variant_fps, record
 
 
 def _current_metrics(record: dict | None, metrics_fp: str, variant_fps: dict[str, str]) -> dict | None:
@@ -339,6 +340,7 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
             "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
+            "identities": rundir.input_record(inputs, idents),
         }, compact=True, durable=False)
         return metrics
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
@@ -407,6 +409,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     current = None if force else _current_metrics(record, metrics_fp, variant_fps)
     stale, table_ok = _stale_outputs(run_dir, page_id, active, variant_fps, current, idents)
     if not stale:
+        _refresh_record(run_dir, page_id, record, inputs, idents, active)
         return page_id, "skipped", None
     table_path = rundir.members_table_path(run_dir, page_id)
     try:
@@ -453,12 +456,27 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
             "inputs": idents, "dropped": dropped, "outputs": outputs,
             "members_table": rundir.file_identity(table_path),
+            "identities": rundir.input_record(inputs, idents, (record or {}).get("identities")),
         }, compact=True, durable=False, keep_same=True)
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
     except Exception as exc:  # the page boundary: record and go on
         return _fail_page(run_dir, page_id, active, page_failure(page_id, exc))
     return page_id, "ok", None
+
+
+def _refresh_record(run_dir: Path, page_id: str, record: dict, inputs: dict[str, str], idents: dict,
+                    active: dict[str, list[str]]) -> None:
+    """Give a skipped page's record the stats its files have now, where they differ (a copied run):
+    its inputs' (`rundir.input_record`), its member table's and its fused pages' (of the `active`
+    variants, all judged current just now). Only the record is rewritten, never a file review or
+    export judge, and the next rerun stats instead of reading."""
+    fresh = {**record, "identities": rundir.input_record(inputs, idents, record.get("identities")),
+             "outputs": {v: rundir.file_identity(rundir.fused_dir(run_dir, v) / f"{page_id}.json")
+                         for v in record.get("outputs") or {} if v in active},
+             "members_table": rundir.file_identity(rundir.members_table_path(run_dir, page_id))}
+    if fresh != record:
+        write_json(rundir.metrics_path(run_dir, page_id), fresh, compact=True, durable=False)
 
 
 def _nan_for_none(metrics: dict[str, dict]) -> dict[str, dict]:

@@ -157,19 +157,22 @@ def _load_image(path: str, panel_width: int) -> Image.Image:
         raise _PageError(f"unreadable image {path}: {exc}") from None
 
 
-def _page_files(page_id: str, dirs: dict[str, Path], kind: str) -> tuple[dict[str, str], dict[str, str], dict]:
+def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
+                ) -> tuple[dict[str, str], dict[str, str], dict, dict[str, str]]:
     """(outputs, failure records) per name for one page, absent names did not run it, and the
-    `rundir.file_identity` of each by ``"<kind>:<name>"`` / ``"failed_<kind>:<name>"``: one stat
-    a file, no Path built (status judges 100k boards)."""
-    done, failed, identities = {}, {}, {}
+    `rundir.judged_identity` (by the ``recorded`` `rundir.input_record` of the board) and path of
+    each by ``"<kind>:<name>"`` / ``"failed_<kind>:<name>"``: one stat a file while it keeps its
+    recorded stat, no Path built (status judges 100k boards)."""
+    done, failed, identities, paths = {}, {}, {}, {}
     file = f"{page_id}.json"
     for name, folder in dirs.items():
-        out = os.path.join(folder, file)
-        if (identity := rundir.file_identity(out)) is not None:
-            done[name], identities[f"{kind}:{name}"] = out, identity
-        elif (identity := rundir.file_identity(out := os.path.join(folder, rundir.FAILED_DIR, file))) is not None:
-            failed[name], identities[f"failed_{kind}:{name}"] = out, identity
-    return done, failed, identities
+        for key, found, out in ((f"{kind}:{name}", done, os.path.join(folder, file)),
+                                (f"failed_{kind}:{name}", failed, os.path.join(folder, rundir.FAILED_DIR, file))):
+            if (now := rundir.file_identity(out)) is not None:
+                found[name], paths[key] = out, out
+                identities[key] = rundir.judged_identity(out, now, recorded.get(key))
+                break
+    return done, failed, identities, paths
 
 
 def _panel_width(n_cells: int, max_board_width: int) -> int:
@@ -177,18 +180,17 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
     return max(_PANEL_MIN, min(_PANEL_MAX, one_row))
 
 
-def _fresh_info(page_dir: Path, fingerprint: str) -> dict | None:
-    """The page's info.json when board, scan and gallery data exist and it says they were made,
-    successfully, from exactly these inputs; else None. Read once: a rerun with every board
-    current skips each page on it, and lists it from it."""
+def _recorded_info(page_dir: Path) -> dict:
+    """The page's info.json when board, scan and gallery data exist and it says they were made
+    successfully; else {}. Read once: a rerun with every board current skips each page on it,
+    and lists it from it."""
     if not all((page_dir / name).is_file() for name in ("board.png", SCAN, DATA_JS)):
-        return None
+        return {}
     try:
         recorded = read_json(page_dir / "info.json")
     except (OSError, ValueError):
-        return None
-    fresh = isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("fingerprint") == fingerprint
-    return recorded if fresh else None
+        return {}
+    return recorded if isinstance(recorded, dict) and recorded.get("status") == "ok" else {}
 
 
 @dataclass(frozen=True)
@@ -201,13 +203,18 @@ class _Inputs:
     failed_fused: dict[str, str]
     image_path: Path
     fingerprint: str
+    paths: dict[str, str]          # each input file by its key in `identities`
+    identities: dict[str, list[int]]
 
 
-def _inputs(run_dir: Path, record, plan: _Plan) -> _Inputs:
-    """What the board of `record`'s page is drawn from, found by stat calls only (no file is opened)."""
+def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict | None = None) -> _Inputs:
+    """What the board of `record`'s page is drawn from, found by stat calls only (no file is
+    opened while each keeps the stat its board's ``recorded`` info.json has for it)."""
     page_id = record.page_id
-    sources, failed_sources, source_ids = _page_files(page_id, plan.source_dirs, "source")
-    fused, failed_fused, fused_ids = _page_files(page_id, plan.gallery_dirs, "fused")
+    known = (recorded or {}).get("inputs")
+    known = known if isinstance(known, dict) else {}
+    sources, failed_sources, source_ids, source_paths = _page_files(page_id, plan.source_dirs, "source", known)
+    fused, failed_fused, fused_ids, fused_paths = _page_files(page_id, plan.gallery_dirs, "fused", known)
     image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options; the scan
@@ -217,19 +224,31 @@ def _inputs(run_dir: Path, record, plan: _Plan) -> _Inputs:
     scan = rundir.file_identity(image_path)
     if scan is not None and record.sha256:   # what is drawn: the 8-bit copy's pixels where there is one
         scan = [record.image_sha256, record.note]
+    identities = {**source_ids, **fused_ids}
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
-                                     scan, {**source_ids, **fused_ids})
-    return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint)
+                                     scan, identities)
+    return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
+                   {**source_paths, **fused_paths}, identities)
+
+
+def _judged(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
+    """(the board's inputs, its `_recorded_info`, whether the board is current: made from exactly them)."""
+    recorded = _recorded_info(rundir.review_page_dir(run_dir, record.page_id))
+    inputs = _inputs(run_dir, record, plan, recorded)
+    return inputs, recorded, bool(recorded) and recorded.get("fingerprint") == inputs.fingerprint
 
 
 def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force: bool,
                  compute: bool = True) -> _Outcome:
     page_id = record.page_id
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    inputs = _inputs(run_dir, record, plan)
-    fresh = None if force else _fresh_info(page_dir, inputs.fingerprint)
-    if fresh is not None:
-        return _Outcome(page_id, "skipped", info=_listing(fresh))
+    inputs, recorded, fresh = _judged(run_dir, record, plan)
+    if fresh and not force:
+        known = rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs"))
+        if known != recorded.get("inputs"):   # a copied run: the stats its inputs have now, read no more
+            recorded = {**recorded, "inputs": known}
+            write_json(page_dir / "info.json", recorded)
+        return _Outcome(page_id, "skipped", info=_listing(recorded))
     if not compute:
         # Not drawn by this call: a page whose last review failed stays listed as failed.
         try:
@@ -299,6 +318,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
         "panels": panel_rows, "dropped_sources": dropped, "reference_fused": None if reference is None else reference.meta.source,
         "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint,
+        "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
@@ -482,7 +502,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
             counts["pending"] += 1
             continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        if _fresh_info(page_dir, _inputs(run_dir, record, plan).fingerprint) is not None:
+        if _judged(run_dir, record, plan)[2]:
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
