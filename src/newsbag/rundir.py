@@ -11,7 +11,7 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
     RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
-    RUN/outputs/_export_inputs/<layer>/<page_id>.json   what a page's exports were made from
+    RUN/outputs/_inputs/{export,transcription}/<layer>/<page_id>.json   what those outputs were made from
     RUN/logs/failures.jsonl             one line per page failure of any stage
     RUN/reports/run_<stages>.json       one report per kind of call
     RUN/cache/images/                   8-bit copies of pages the models cannot read as they are
@@ -44,9 +44,10 @@ __all__ = [
     "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "reviewed_pages",
-    "exports_dir", "export_inputs_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
+    "exports_dir", "inputs_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
-    "file_identity", "file_digest", "judged_identity", "judged_identities", "input_record",
+    "file_identity", "file_digest", "judged_identity", "judged_identities", "recorded_inputs", "input_record",
+    "judge_by_record",
     "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
     "page_is_current", "source_reports", "runners_said_running", "runner_folders", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
@@ -202,9 +203,10 @@ def exports_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "exports"
 
 
-def export_inputs_path(run_dir: Path, layer: str, page_id: str) -> Path:
-    """What a page's exports of one layer were made from (`input_record`), outside exports/ (it is handed on)."""
-    return Path(run_dir) / "outputs" / "_export_inputs" / layer / f"{page_id}.json"
+def inputs_record_path(run_dir: Path, stage: str, layer: str, page_id: str) -> Path:
+    """The `input_record` of one page's outputs of a stage whose outputs cannot hold it (export's
+    files are handed on as they are; a transcript rewritten would redo its export)."""
+    return Path(run_dir) / "outputs" / "_inputs" / stage / layer / f"{page_id}.json"
 
 
 def logs_dir(run_dir: Path) -> Path:
@@ -343,6 +345,15 @@ def judged_identities(paths: dict[str, str], recorded: Any) -> dict[str, list[in
     return out
 
 
+def recorded_inputs(path: str | os.PathLike) -> dict:
+    """The `input_record` stored at `path` ({} when there is none or it cannot be read)."""
+    try:
+        recorded = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
 def input_record(paths: dict[str, str], judged: dict[str, list[int]], recorded: Any = None) -> dict[str, list]:
     """What a stage records beside its output of each input it judged by ``judged[key]``
     (`judged_identities`), for `judged_identity` to recognise the file under another mtime:
@@ -364,6 +375,27 @@ def input_record(paths: dict[str, str], judged: dict[str, list[int]], recorded: 
                 now == want or (_entry_ok(old) and [old[0], old[3]] == want and digest == old[2])):
             out[key] = [*now, digest, want[1]]
     return out
+
+
+def judge_by_record(paths: dict[str, str], record: Path, stale: Callable[[dict[str, list[int]]], Any],
+                    write: bool = True) -> tuple[dict[str, list[int]], Any]:
+    """(identities, ``stale(identities)``) of one page's inputs for a stage that keeps their
+    `input_record` in a file of its own (`inputs_record_path`).
+
+    Judged by stat calls while ``stale`` finds nothing (falsy) and the record exists: the common
+    rerun reads no record. Otherwise judged again by the record (a run copied without its
+    mtimes holds the same bytes), which then takes the inputs' stats now.
+    """
+    judged = judged_identities(paths, None)
+    left = stale(judged)
+    if not left and os.path.exists(record):
+        return judged, left
+    recorded = recorded_inputs(record)
+    judged = judged_identities(paths, recorded)
+    left = stale(judged)
+    if write:   # `status` judges and records nothing
+        write_json(record, input_record(paths, judged, recorded), durable=False, keep_same=True)
+    return judged, left
 
 
 def _encode(value: Any) -> str:

@@ -258,26 +258,39 @@ def _block_dirs(run_dir: Path, params: TranscriptionParams) -> list[tuple[str, P
 
 
 def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage: ModelStage
-                 ) -> Callable[[str], tuple[Path, Path | None, list[int] | None, str]]:
-    """What a page's transcript is read from: by page id, its fused page, its lines page (None
-    without a lines source), the fused page's identity and the transcript's fingerprint. The one
-    rule `run_transcription` skips pages by and `transcript_status` judges them by."""
+                 ) -> Callable[..., tuple[Path, Path | None, list[int] | None, str, bool]]:
+    """What a page's transcript is read from, by page id: its fused page, its lines page (None
+    without a lines source), the fused page's identity, the transcript's fingerprint, and
+    whether the transcript is current (never with ``force``). The one rule `run_transcription`
+    skips pages by and `transcript_status` judges them by (``write=False``: it records nothing).
+
+    Inputs are judged by `rundir.judge_by_record`: by their stats, or, where those changed (a run
+    copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
+    """
     params_rec = {"lines_source": params.lines_source,
                   "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
     fused_dir = rundir.fused_dir(run_dir, variant)
+    out_dir = rundir.transcript_dir(run_dir, variant)
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
     block_dirs = _block_dirs(run_dir, params)
 
-    def inputs(page_id: str) -> tuple[Path, Path | None, list[int] | None, str]:
+    def made_from(judged: dict) -> str:
+        """The fingerprint of a transcript made from inputs of these (`rundir.judged_identities`)."""
+        return rundir.fingerprint("transcription", params_rec, judged.get("fused"), judged.get("lines"),
+                                  *(judged.get(f"block:{name}") for name, _ in block_dirs))
+
+    def inputs(page_id: str, *, force: bool = False, write: bool = True
+               ) -> tuple[Path, Path | None, list[int] | None, str, bool]:
         fused_path = fused_dir / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
-        block_ids = [rundir.file_identity(folder / f"{page_id}.json") for _, folder in block_dirs]
-        fused_identity = rundir.file_identity(fused_path)
-        fp = rundir.fingerprint("transcription", params_rec, fused_identity,
-                                rundir.file_identity(lines_path) if lines_path else None, *block_ids)
-        return fused_path, lines_path, fused_identity, fp
+        paths = {"fused": str(fused_path), **({"lines": str(lines_path)} if lines_path else {}),
+                 **{f"block:{name}": str(folder / f"{page_id}.json") for name, folder in block_dirs}}
+        judged, stale = rundir.judge_by_record(
+            paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id),
+            lambda judged: force or not _is_current(out_dir / f"{page_id}.json", made_from(judged)), write=write)
+        return fused_path, lines_path, judged.get("fused"), made_from(judged), not stale
 
     return inputs
 
@@ -302,7 +315,7 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     for page_id in page_ids:
-        if page_id in written and _is_current(out_dir / f"{page_id}.json", inputs(page_id)[3]):
+        if page_id in written and inputs(page_id, write=False)[4]:
             counts["done"] += 1
         else:
             counts["failed" if page_id in failed else "stale" if page_id in written else "pending"] += 1
@@ -427,8 +440,8 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             progress(page_id, "ok" if error is None else "failed")
 
     for page_id in page_ids:
-        fused_path, lines_path, fused_identity, fp = inputs(page_id)
-        if not force and _is_current(out_dir / f"{page_id}.json", fp):
+        fused_path, lines_path, fused_identity, fp, current = inputs(page_id, force=force)
+        if current:
             summary["skipped"] += 1
             if progress:
                 progress(page_id, "skipped")

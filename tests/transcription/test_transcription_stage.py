@@ -66,6 +66,14 @@ def _write_run(tmp_path, pids=("p1",)):
     return run
 
 
+def _move_first_box(path):
+    """A page as a rerun of its detector leaves it: its first box a pixel lower."""
+    page = json.loads(path.read_text())
+    x0, y0, x1, y1 = page["regions"][0]["bbox_xyxy"]
+    page["regions"][0]["bbox_xyxy"] = [x0, y0 + 1, x1, y1 + 1]
+    path.write_text(json.dumps(page))
+
+
 def _words(text):
     return set(text.lower().split())
 
@@ -98,10 +106,12 @@ def test_transcribes_in_reading_order_as_one_article_and_resumes(tmp_path):
     again = run_transcription(run, ["p1"], {})
     assert (again["ok"], again["skipped"]) == (0, 1)
     assert os.stat(out / "p1.json").st_mtime_ns == before
-    # new line boxes (a rerun of the line detector) make the page stale
+    # the same line boxes under a new mtime (a copy) leave it current; new ones (a rerun of the
+    # line detector) make it stale
     lines_path = rundir.source_dir(run, "text_lines", "lines") / "p1.json"
-    lines_path.write_text(lines_path.read_text())
     os.utime(lines_path, ns=(before + 10**9, before + 10**9))
+    assert run_transcription(run, ["p1"], {})["skipped"] == 1
+    _move_first_box(lines_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
 
 
@@ -172,9 +182,7 @@ def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
     left = record["regions"][1]["text"].splitlines()
     assert len(left) == 3 and len(_words(left[0]) & _words(LEFT[0])) >= 3
     # a new answer of the page reader makes the page stale
-    before = os.stat(out / "p1.json").st_mtime_ns
-    vl_path.write_text(vl_path.read_text())
-    os.utime(vl_path, ns=(before + 10**9, before + 10**9))
+    _move_first_box(vl_path)
     assert run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})["ok"] == 1
 
 
@@ -297,6 +305,29 @@ def test_a_moved_run_dir_keeps_its_transcripts_current(tmp_path):
     os.rename(run, moved)
     again = run_transcription(moved, ["p1"], {})
     assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
+
+
+def test_a_run_copied_without_its_mtimes_keeps_its_transcripts_current(tmp_path, monkeypatch):
+    """`cp -r` (the same bytes, new mtimes): a rerun skips every page, rewrites no transcript
+    (export judges them), and after it judges the copy by stat calls again."""
+    import shutil
+
+    run = _write_run(tmp_path)
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy, copy_function=shutil.copyfile)
+    for path in copy.rglob("*"):
+        if path.is_file():
+            os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 7 * 10**9))
+    out = rundir.transcript_dir(copy, "C")
+    stamps = {name: os.stat(out / name).st_mtime_ns for name in ("p1.json", "p1.txt")}
+    again = run_transcription(copy, ["p1"], {})
+    assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
+    assert {name: os.stat(out / name).st_mtime_ns for name in stamps} == stamps
+    hashed = []
+    real = rundir.file_digest
+    monkeypatch.setattr(rundir, "file_digest", lambda path: hashed.append(path) or real(path))
+    assert run_transcription(copy, ["p1"], {})["skipped"] == 1 and hashed == []
 
 
 def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_rerun(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from .. import rundir
 from ..errors import RunDirError, first_line, page_failure
-from ..io import atomic_write_bytes, read_json, read_page, write_json
+from ..io import atomic_write_bytes, read_json, read_page
 from ..pages import read_pages
 from ..parallel import page_map
 from . import FORMATS, REVISIONS
@@ -131,17 +131,8 @@ def _image_name(run_dir: Path, page: dict, out_dir: Path, upright: str | None = 
     return Path(os.path.relpath(os.path.abspath(image), os.path.abspath(out_dir))).as_posix()
 
 
-def _read_inputs(path: Path) -> dict | None:
-    try:
-        return read_json(path)
-    except (OSError, ValueError):
-        return None
-
-
-def _recorded_page(run_dir: Path, layer: _Layer, page_id: str):
-    """The entry of the layer's page in its exports' record (`rundir.input_record`), or None."""
-    recorded = _read_inputs(rundir.export_inputs_path(run_dir, layer.name, page_id))
-    return recorded.get("page") if isinstance(recorded, dict) else None
+def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
+    return rundir.inputs_record_path(run_dir, "export", layer.name, page_id)
 
 
 def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None) -> str:
@@ -153,36 +144,26 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     """Write one page of one layer in every per-page format: (page_id, layer, {fmt: status}, error).
 
     A file stale by its inputs' stats is judged again by the inputs as the page's record
-    (`rundir.export_inputs_path`) knows them: a run copied without its mtimes (the same bytes)
+    (`rundir.inputs_record_path`) knows them: a run copied without its mtimes (the same bytes)
     rewrites nothing, and the record takes the new stats.
     """
     run_dir, exports, layer, page_id, formats, force, upright = task
     src = layer.folder / f"{page_id}.json"
     transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
     paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
-    record_path = rundir.export_inputs_path(run_dir, layer.name, page_id)
-    judged = rundir.judged_identities(paths, None)
+    record_path = _record_path(run_dir, layer, page_id)
     outs = {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
     statuses: dict[str, str] = {}
-    if "page" not in judged:
+    if not src.exists():
         # The layer has no page here (never made, or removed when it failed): an export left
         # from an earlier page would pass that old layout off as current.
         for out in (*outs.values(), record_path):
             out.unlink(missing_ok=True)
         return page_id, layer.name, statuses, ""
-
-    def stale(fmts, judged: dict) -> list[str]:
-        return list(fmts) if force else [f for f in fmts
-                                         if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))]
-
-    todo = stale(formats, judged)
-    recording = bool(todo) or not record_path.exists()
-    if recording:
-        recorded = _read_inputs(record_path)
-        judged = rundir.judged_identities(paths, recorded)
-        todo = stale(todo, judged)
-    statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
     try:
+        judged, todo = rundir.judge_by_record(paths, record_path, lambda judged: list(formats) if force else [
+            f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))])
+        statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
         for fmt in todo:
             if page is None:
@@ -198,8 +179,6 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
                               image_filename=_image_name(run_dir, page, outs[fmt].parent, upright))
             atomic_write_bytes(outs[fmt], _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
-        if recording:
-            write_json(record_path, rundir.input_record(paths, judged, recorded), durable=False, keep_same=True)
     except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
         return page_id, layer.name, statuses, first_line(exc)
     except RunDirError:  # not this page's fault: stop the stage with one line
@@ -232,7 +211,8 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
     if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
         return "skipped", []
     # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
-    present = [(page_id, src, rundir.judged_identity(src, identity, _recorded_page(run_dir, layer, page_id)))
+    present = [(page_id, src, rundir.judged_identity(
+        src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
                for page_id, src, identity in present]
     if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
         return "skipped", []
