@@ -467,16 +467,19 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
 
 def _refresh_record(run_dir: Path, page_id: str, record: dict, inputs: dict[str, str], idents: dict,
                     active: dict[str, list[str]]) -> None:
-    """Give a skipped page's record the stats its files have now, where they differ (a copied run):
-    its inputs' (`rundir.input_record`), its member table's and its fused pages' (of the `active`
-    variants, all judged current just now). Only the record is rewritten, never a file review or
-    export judge, and the next rerun stats instead of reading."""
-    fresh = {**record, "identities": rundir.input_record(inputs, idents, record.get("identities")),
-             "outputs": {v: rundir.file_identity(rundir.fused_dir(run_dir, v) / f"{page_id}.json")
-                         for v in record.get("outputs") or {} if v in active},
-             "members_table": rundir.file_identity(rundir.members_table_path(run_dir, page_id))}
-    if fresh != record:
-        write_json(rundir.metrics_path(run_dir, page_id), fresh, compact=True, durable=False)
+    """Give a skipped page's record the stats its files have now once its inputs' differ from
+    the ones recorded (a copied run): its inputs' (`rundir.input_record`), its member table's and
+    its fused pages' (of the `active` variants, all judged current just now). Only the record is
+    rewritten, never a file review or export judge, and the next rerun stats instead of reading."""
+    identities = rundir.input_record(inputs, idents, record.get("identities"))
+    if identities == record.get("identities"):   # the common rerun: no more stat calls
+        return
+    write_json(rundir.metrics_path(run_dir, page_id), {
+        **record, "identities": identities,
+        "outputs": {v: rundir.file_identity(rundir.fused_dir(run_dir, v) / f"{page_id}.json")
+                    for v in record.get("outputs") or {} if v in active},
+        "members_table": rundir.file_identity(rundir.members_table_path(run_dir, page_id))},
+        compact=True, durable=False)
 
 
 def _nan_for_none(metrics: dict[str, dict]) -> dict[str, dict]:
