@@ -10,8 +10,8 @@ runs each step over the first N pages of its manifest (the manifest cut to N lin
 describe every manifest page), as its own process pinned to one core
 (`fuse_stage_bench.timed`: CPU, wall, peak RSS from `os.wait4`). The review step measures the
 whole-run part (ranking, scores.tsv, gallery): page 1's board is drawn once, and every other
-page gets links to its files and an info.json whose fingerprint is the one `newsbag review`
-computes for that page, so every board is current and none is drawn.
+page gets links to its files and an info.json whose fingerprint and input record are the ones
+`newsbag review` writes for that page, so every board is current and none is drawn.
 """
 
 from __future__ import annotations
@@ -83,8 +83,9 @@ def current_boards(run: Path, config: Path) -> None:
         page_dir.mkdir(parents=True, exist_ok=True)
         for name in ("board.png", SCAN, DATA_JS):
             os.link(first / name, page_dir / name)
+        inputs = _inputs(run, record, plan)
         info = {**template, "page_id": record.page_id, "path": record.path, "image_path": record.image_path,
-                "fingerprint": _inputs(run, record, plan).fingerprint}
+                "fingerprint": inputs.fingerprint, "inputs": rundir.input_record(inputs.paths, inputs.identities)}
         (page_dir / "info.json").write_text(json.dumps(info, indent=1))
 
 
