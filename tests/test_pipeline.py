@@ -930,3 +930,21 @@ def test_a_copied_run_whose_source_page_changed_redoes_that_page_only(tmp_path, 
     assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 1, "review": 1, "export": 1}
     after = _contents(copy, "review/pages")
     assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [pid]
+
+
+def test_a_moved_run_dir_still_reads_the_8_bit_copies_it_made(tmp_path, capsys):
+    """A 16-bit scan is read through its 8-bit copy in RUN/cache/images. A run moved (or copied
+    and the original purged from scratch) still finds that copy: the manifest named it by the
+    old run's absolute path, and the board of that page failed as an unreadable image."""
+    pages = tmp_path / "pages"
+    write_image(pages / "deep.tif", size=(40, 30), mode="I;16")
+    write_image(pages / "flat.png", size=(40, 30))
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[FUSION, REVIEW])
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", pages, "--run-dir", run, "--config", cfg)
+    assert code == 0, err
+    moved = tmp_path / "moved"
+    os.rename(run, moved)
+    code, out, err = run_cli(capsys, "review", "--run-dir", moved, "--force")
+    assert code == 0, err
+    assert (json.loads(out)["ok"], json.loads(out)["failed"]) == (2, 0)

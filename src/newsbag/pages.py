@@ -98,7 +98,7 @@ CONVERSION_REVISION = 3
 class PageRecord:
     page_id: str
     path: str          # the original image, relative to the run dir (moves with the run)
-    image_path: str    # absolute path runners read: the original or an 8-bit cached copy
+    image_path: str    # absolute path runners read: the original or an 8-bit cached copy (stored run-relative)
     width: int
     height: int
     sha256: str
@@ -691,21 +691,36 @@ def _valid_dpi(dpi) -> bool:
 def read_pages(run_dir: Path) -> list[PageRecord]:
     """Every page of RUN/manifests/pages.jsonl, in order ([] when there is none)."""
     path = Path(run_dir) / MANIFEST
-    return _parse_lines(path, jsonl_lines(path))
+    return _parse_lines(run_dir, jsonl_lines(path))
 
 
-def _parse_lines(path: Path, lines: Iterable[tuple[int, str]]) -> list[PageRecord]:
+def _parse_lines(run_dir: Path, lines: Iterable[tuple[int, str]]) -> list[PageRecord]:
+    """The records of manifest lines, a run-relative ``image_path`` (`write_pages`) made absolute."""
+    root = os.path.abspath(run_dir)
     out = []
     for n, line in lines:
         try:
-            out.append(PageRecord(**json.loads(line)))
-        except (ValueError, TypeError) as exc:
-            raise InputError(f"{path}:{n}: bad manifest line: {exc}") from None
+            fields = json.loads(line)
+            if isinstance(fields.get("image_path"), str) and not os.path.isabs(fields["image_path"]):
+                fields["image_path"] = os.path.join(root, fields["image_path"])
+            out.append(PageRecord(**fields))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise InputError(f"{Path(run_dir) / MANIFEST}:{n}: bad manifest line: {exc}") from None
     return out
 
 
 def write_pages(run_dir: Path, pages: Iterable[PageRecord]) -> None:
-    atomic_write_text(Path(run_dir) / MANIFEST, "".join(dumps_strict(asdict(p)) + "\n" for p in pages))
+    """Replace the manifest. An 8-bit copy in the run's own cache is named relative to the run
+    dir, so a run moved or copied (the original purged) still reads it."""
+    cache = os.path.join(Path(run_dir).resolve(), CACHE, "")
+
+    def stored(p: PageRecord) -> dict:
+        fields = asdict(p)
+        if p.image_path.startswith(cache):
+            fields["image_path"] = os.path.join(str(CACHE), p.image_path[len(cache):])
+        return fields
+
+    atomic_write_text(Path(run_dir) / MANIFEST, "".join(dumps_strict(stored(p)) + "\n" for p in pages))
 
 
 def list_inputs(
@@ -882,7 +897,7 @@ def manifest_pages(run_dir: Path, max_pages: int | None, shard: tuple[int, int] 
         InputError: the run dir has no manifest, or an empty one.
     """
     path = Path(run_dir) / MANIFEST
-    pages = _parse_lines(path, select_shard(islice(jsonl_lines(path), max_pages), shard))
+    pages = _parse_lines(run_dir, select_shard(islice(jsonl_lines(path), max_pages), shard))
     if not pages and not any(islice(jsonl_lines(path), max_pages)):
         raise InputError(f"no pages: give --input-dir or --manifest (no manifest in {Path(run_dir) / 'manifests'})")
     return pages

@@ -215,7 +215,7 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict | None = None) ->
     known = known if isinstance(known, dict) else {}
     sources, failed_sources, source_ids, source_paths = _page_files(page_id, plan.source_dirs, "source", known)
     fused, failed_fused, fused_ids, fused_paths = _page_files(page_id, plan.gallery_dirs, "fused", known)
-    image_path = run_dir / record.image_path  # absolute in the manifest; a relative one is run-relative
+    image_path = Path(record.image_path)
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options; the scan
     # by its content as the manifest records it (and how it was read: the note), as the
