@@ -210,12 +210,13 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
         return "empty", []
     if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
         return "skipped", []
-    # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
-    present = [(page_id, src, rundir.judged_identity(
-        src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
-               for page_id, src, identity in present]
-    if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
-        return "skipped", []
+    if not force and out.exists():
+        # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
+        present = [(page_id, src, rundir.judged_identity(
+            src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
+            for page_id, src, identity in present]
+        if _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+            return "skipped", []
     left_out: list[dict] = []
 
     def pages():  # read one at a time, as the file is written
