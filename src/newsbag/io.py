@@ -25,7 +25,7 @@ except ImportError:  # a venv made before orjson became a dependency: the stdlib
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
            "read_valid_page",
-           "append_jsonl", "jsonl_lines", "run_dir_error", "remove_dead_temps", "writer_gone", "DISK_ERRNOS"]
+           "append_jsonl", "jsonl_lines", "hash_file", "run_dir_error", "remove_dead_temps", "writer_gone", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
 # one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
@@ -295,6 +295,18 @@ def dumps_compact(obj: Any) -> bytes:
             except TypeError:
                 pass
     return dumps_strict(obj, separators=(",", ":")).encode("utf-8")
+
+
+def hash_file(path: str | os.PathLike, h: Any) -> str:
+    """The hex digest of `h` over the file's bytes, read in 1 MiB pieces (never held whole).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, durable: bool = True,

@@ -27,7 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from . import rundir
 from .config import anchor_path
 from .errors import InputError, first_line
-from .io import atomic_write_bytes, atomic_write_text, dumps_strict, jsonl_lines
+from .io import atomic_write_bytes, atomic_write_text, dumps_strict, hash_file, jsonl_lines
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -338,11 +338,7 @@ def read_manifest_list(path: Path) -> list[Path]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return hash_file(path, hashlib.sha256())
 
 
 def _pixels_sha256(page: Image.Image) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from . import __version__
-from .io import append_jsonl, jsonl_lines, read_json, read_valid_page, write_json, writer_gone
+from .io import append_jsonl, hash_file, jsonl_lines, read_json, read_valid_page, write_json, writer_gone
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
@@ -308,8 +308,7 @@ def file_identity(path: str | os.PathLike) -> list[int] | None:
 def file_digest(path: str | os.PathLike) -> str | None:
     """A content hash of a file (blake2b, 32 hex digits), or None when it cannot be read."""
     try:
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+        return hash_file(path, hashlib.blake2b(digest_size=16))
     except OSError:
         return None
 
