@@ -948,3 +948,22 @@ def test_a_moved_run_dir_still_reads_the_8_bit_copies_it_made(tmp_path, capsys):
     code, out, err = run_cli(capsys, "review", "--run-dir", moved, "--force")
     assert code == 0, err
     assert (json.loads(out)["ok"], json.loads(out)["failed"]) == (2, 0)
+
+
+def test_status_counts_the_scans_replaced_on_disk_since_they_were_inspected(tmp_path, page_dir, capsys):
+    """A scan replaced in place after `newsbag run` recorded it: status said its sources were done,
+    though the next run hashes it again and redoes the page. Status now counts it from one stat a
+    page (no hashing), and the count clears once a run has inspected it again."""
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    scan = page_dir / "issue1/p2.png"
+    write_image(scan, size=(40, 30), mode="RGB")   # a rescan under the same name
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert code == 0 and json.loads(out)["scans_changed"] == 1
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert "scans changed since inspected: 1 (rerun newsbag run / newsbag pages)" in out
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg)
+    assert code == 0, err
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["scans_changed"] == 0
+    assert "scans changed" not in run_cli(capsys, "status", "--run-dir", run)[1]

@@ -220,6 +220,8 @@ def status(run_dir, as_json):
     if info["judged_by_older_rule"]:
         click.echo(f"  {info['judged_by_older_rule']} page(s) judged by an older conversion rule (newsbag upgraded): "
                    "the next `newsbag run` or `newsbag pages` judges them again and redoes those whose image changed")
+    if info["scans_changed"]:
+        click.echo(f"  scans changed since inspected: {info['scans_changed']} (rerun newsbag run / newsbag pages)")
     for s in info["sources"]:
         note = job_note(s["source"].split("/")[0], jobs, run_dir, work) if s["pending"] or s["stale"] or s["failed"] else ""
         share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"

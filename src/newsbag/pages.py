@@ -37,6 +37,7 @@ __all__ = [
     "Rejected",
     "open_accepted_image",
     "read_rejected",
+    "changed_scans",
     "page_id_for",
     "discover_images",
     "read_manifest_list",
@@ -1007,14 +1008,28 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
     identity = rundir.file_identity(original)
     if identity is None:
         return gone_ok
-    if record.identity is not None and record.identity != identity:
-        return False  # the image changed in place: hash it again, so its outputs become stale
+    if _changed_in_place(record, identity):
+        return False  # hash it again, so its outputs become stale
     if record.judged_by_older_rule:
         return False  # judged by an older rule: judge it again (`_still_passes`, `PageRecord.image_sha256`)
     if record.image_path == str(original):
         return True
     cached = rundir.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
+
+
+def _changed_in_place(record: PageRecord, identity: list[int] | None) -> bool:
+    """The original's [size, mtime_ns] `identity` is not the one its hash was taken at (a record of
+    an older newsbag has none: not known to have changed; a file gone has none: not changed)."""
+    return None not in (record.identity, identity) and record.identity != identity
+
+
+def changed_scans(run_dir: Path, records: Iterable[PageRecord]) -> list[str]:
+    """Ids of the pages whose original was replaced on disk since it was inspected: the next call
+    naming them hashes them again (`_unchanged`) and redoes their outputs if what runners read changed.
+    One stat a page and no hashing: `status` asks it of every page of a 100k-page run."""
+    return [p.page_id for p in records
+            if _changed_in_place(p, rundir.file_identity(os.path.abspath(Path(run_dir) / p.path)))]
 
 
 def select_ids(ids: list[str], wanted: Iterable[str]) -> list[str]:

@@ -16,7 +16,7 @@ from . import rundir
 from .review.stage import board_status
 from .transcription import transcript_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
-from .pages import read_pages, read_rejected
+from .pages import changed_scans, read_pages, read_rejected
 
 __all__ = ["collect_status"]
 
@@ -153,6 +153,7 @@ def collect_status(run_dir: Path) -> dict:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
+            "scans_changed": len(changed_scans(run_dir, records)),
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
             "transcription": transcript_status(run_dir, sorted(ids), options.get("transcription", {})),
