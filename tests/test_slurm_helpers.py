@@ -324,5 +324,6 @@ def test_status_does_not_ask_to_resubmit_for_pages_a_resubmit_would_not_retry(tm
     record_job(run, {"job_id": "70", "kind": "infer-l40s", "partition": "l40s_public", "stages": "fake"})
     out = run_cli(capsys, "status", "--run-dir", run)[1]
     assert "resubmit to retry" not in out and "see below" not in out
-    assert (f"(job 70 infer-l40s {state}; a page that crashed the runner is not retried by a resubmit: "
-            f"newsbag run --run-dir {run} --stages fake --retry-failed)") in out
+    # a cluster user resubmits through the script: the hint names its --retry-failed, not a login-node run
+    assert (f"(job 70 infer-l40s {state}; a page that crashed the runner is not retried by a resubmit unless "
+            f"asked: bash torch/slurm/submit_newsbag_from_dir.sh --run-dir {run} --retry-failed)") in out

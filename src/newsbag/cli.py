@@ -491,7 +491,9 @@ def slurm_record(run_dir, job_id, kind, partition, gres, stages, array, dependen
               help="Refuse requests no node of the partition can ever satisfy (asks sinfo/scontrol).")
 @click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
               help="Inference jobs are arrays over N manifest slices (with --run-dir: only slices with pending pages).")
-def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, shards):
+@click.option("--retry-failed", is_flag=True,
+              help="With --run-dir: pages that crashed or hung their runner count as pending (the jobs run with --retry-failed).")
+def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, shards, retry_failed):
     """Print one line per job: kind, partition, gres, mem, time, cpus, extra, script, device, stages, array.
 
     Resources come from the environment the submit script exports (L40S_PARTITION, L40S_GRES,
@@ -508,7 +510,7 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, sha
     jobs, notes = plan_jobs(config, names, mode, _csv(split_h200))
     if run_dir is not None:
         selected = [n for job in jobs for n in job.stages]
-        pending = set(pending_stages(config, selected, run_dir))
+        pending = set(pending_stages(config, selected, run_dir, retry_failed=retry_failed))
         done = [n for n in selected if n not in pending]
         if done:
             notes.append(f"no job for finished stage(s) {','.join(done)}")
@@ -525,7 +527,7 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, sha
         if not res[0] or not cpus.isdigit():
             raise ConfigError(f"{p}_PARTITION and a numeric {p}_CPUS must be set for the {job.kind} job")
         rows.append([job.kind, *res, job.script, job.device, ",".join(job.stages),
-                     job_array(config, job, shards, run_dir)])
+                     job_array(config, job, shards, run_dir, retry_failed)])
         requests.append(Request(job.kind, p, res[0], gres, int(cpus), res[2], res[3]))
     if check_limits and requests:
         cluster = read_cluster()

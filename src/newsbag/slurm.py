@@ -383,7 +383,7 @@ def plan_jobs(config: PipelineConfig, stage_names: Sequence[str], mode: str,
 
 
 def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path,
-                   status: dict | None = None) -> list[str]:
+                   status: dict | None = None, retry_failed: bool = False) -> list[str]:
     """Selected stages that still have work in `run_dir`, in config order.
 
     A model stage is pending while any of its sources lacks a current page of the manifest
@@ -391,7 +391,8 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     when a variant has pages not done (missing, failed or stale) or none exists; review when
     fusion is, or a board is not done (missing, failed or stale) or the gallery is missing.
     Other builtin stages have no cheap check and always count as pending. ``status``: the
-    run's `collect_status` when the caller has it.
+    run's `collect_status` when the caller has it; ``retry_failed``: pages that crashed the
+    runner count too (`_lacking_pages`).
     """
     from .pages import read_pages
     from .status import collect_status
@@ -403,7 +404,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     model_pending = fusion_pending = False
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
-            todo = bool(_lacking_pages(run_dir, [stage], pages))
+            todo = bool(_lacking_pages(run_dir, [stage], pages, retry_failed))
             model_pending |= todo
         elif stage.kind == "fusion":
             todo = fusion_pending = (model_pending or not status["fusion"]
@@ -430,28 +431,31 @@ def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
     return set(pending_stages(config, [], run_dir, status))
 
 
-def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord]) -> set[str]:
+def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord],
+                   retry_failed: bool = False) -> set[str]:
     """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
     pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
     (its run reports are read once), whatever the caller then slices. A page the run would
-    leave failed (`rundir.is_held`: it crashed the runner, --retry-failed is no submit option)
-    is no work: its job would only fail it again."""
+    leave failed (`rundir.is_held`: it crashed the runner) is no work, its job would only fail
+    it again, unless the submit passes --retry-failed on (`retry_failed`)."""
     lacking: set[str] = set()
     for stage in stages:
         for v in stage.variants:
             out_dir = rundir.source_dir(run_dir, stage.name, v)
             prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
             lacking |= {page_id for page_id in prints.keys() - rundir.current_source_pages(out_dir, prints)
-                        if not rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
+                        if retry_failed
+                        or not rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
     return lacking
 
 
-def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None) -> str:
+def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None,
+              retry_failed: bool = False) -> str:
     """The ``--array`` of an inference job over `shards` manifest slices ("" for no array).
 
     Task K runs ``--shard K/N``. With `run_dir`, only the slices where one of the job's
     sources lacks a finished page get a task, so a resubmit after one task of 16 failed
-    queues one GPU allocation, not 16.
+    queues one GPU allocation, not 16 (`retry_failed`: as in `_lacking_pages`).
     """
     if job.slot == "post" or shards < 2:
         return ""
@@ -461,7 +465,7 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
 
         pages = read_pages(run_dir)
         stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
-        lacking = _lacking_pages(run_dir, stages, pages)
+        lacking = _lacking_pages(run_dir, stages, pages, retry_failed)
         tasks = [k for k in tasks if any(p.page_id in lacking for p in select_shard(pages, (k, shards)))]
     spans: list[list[int]] = []
     for k in tasks:
@@ -816,8 +820,12 @@ def _failures(row: dict, states: Mapping[str, str]) -> list[tuple[str, str | Non
     return [(job_id, None, first_bad.split(" ")[0])]
 
 
+# How status tells a cluster user to resubmit a run (from the checkout's root).
+SUBMIT_CMD = "bash torch/slurm/submit_newsbag_from_dir.sh"
+
+
 def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | None = None,
-            submit_cmd: str = "bash torch/slurm/submit_newsbag_from_dir.sh",
+            submit_cmd: str = SUBMIT_CMD,
             pending: Callable[[], set[str] | None] | None = None) -> list[str]:
     """Lines for `newsbag status`: each failed job's log and last error line, stale jobs, and the commands to go on.
 
@@ -909,7 +917,7 @@ def job_note(stage: str, rows: Sequence[dict], run_dir: Path | None = None,
     ended = state == "COMPLETED" or _failed(state)
     if ended and pending is not None and (work := pending()) is not None and stage not in work:
         return (f"job {r['job_id']} {r.get('kind', '?')} {state}; a page that crashed the runner is not retried "
-                f"by a resubmit: newsbag run --run-dir {shlex.quote(str(run_dir))} --stages {stage} --retry-failed")
+                f"by a resubmit unless asked: {SUBMIT_CMD} --run-dir {shlex.quote(str(run_dir))} --retry-failed")
     if _failed(state):
         return f"job {r['job_id']} {r.get('kind', '?')} {state}: see below"
     if state == "COMPLETED":

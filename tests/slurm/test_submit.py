@@ -361,3 +361,33 @@ def test_a_config_with_relative_paths_submitted_from_another_folder(tmp_path, sa
     assert rec["JobState"] == "COMPLETED", log
     assert f"{python} {proj / 'runners' / 'text_lines.py'} " in (run_dir / "logs" / "dell.lines.log").read_text()
     assert len(list((run_dir / "outputs" / "sources" / "dell" / "lines").glob("*-*.json"))) == 3
+
+
+def test_a_resubmit_with_retry_failed_retries_the_page_that_crashed_the_runner(tmp_path, slurm_env, cancel_jobs):
+    """A page that crashed its runner is held back on reruns; status named `newsbag run --retry-failed`,
+    but a cluster user resubmits through the script, which had no such option: the resubmit planned
+    no job ("nothing to submit"). --retry-failed now plans the job and the job passes it on."""
+    from nbtest import write_fake_config, write_image
+
+    for k in range(2):
+        write_image(tmp_path / "in" / f"p{k}.png")
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": ["p1"]}})
+    env = dict(slurm_env, NEWSBAG_CONFIG=str(cfg))
+    run_dir = tmp_path / "run"
+    args = ["--run-dir", str(run_dir), "--gpu", "cpu", "--stages", "fake"]
+    res = submit(["--input-dir", str(tmp_path / "in"), *args], env)
+    assert res.returncode == 0, res.stderr
+    cancel_jobs.extend(_jobs(run_dir).values())
+    wait_for(list(_jobs(run_dir).values()), all_terminal)
+    report = json.loads((run_dir / "reports" / "run_fake.json").read_text())["sources"][0]
+    assert report["counts"]["failed"] == 1 and "SIGSEGV" in next(iter(report["failures"].values()))
+    res = submit(["--run-dir", str(run_dir)], env)
+    assert res.returncode == 0 and "nothing to submit" in res.stdout, res.stderr   # held back
+    res = submit(["--run-dir", str(run_dir), "--retry-failed"], env)
+    assert res.returncode == 0, res.stderr
+    (job,) = [j["job_id"] for j in read_jobs(run_dir)][1:]
+    cancel_jobs.append(job)
+    wait_for([job], all_terminal)
+    report = json.loads((run_dir / "reports" / "run_fake.json").read_text())["sources"][0]
+    error = next(iter(report["failures"].values()))   # p1 tried again (not "not retried"), crashed again
+    assert report["counts"]["failed"] == 1 and error.startswith("runner killed by SIGSEGV"), error

@@ -13,6 +13,7 @@
 #                     dependent fusion job still runs; the failures stay in the run's ledger.
 #   NEWSBAG_DEVICE    cpu: run every model stage with --device cpu (jobs on the CPU partition)
 #   NEWSBAG_DOCTOR=1  run `newsbag doctor` for the job's stages on this node first (canary jobs)
+#   NEWSBAG_RETRY_FAILED=1  also retry pages that crashed or hung their runner (`newsbag run --retry-failed`)
 # A requeued or preempted job simply runs this again: `newsbag run` skips finished pages.
 set -euo pipefail
 
@@ -66,6 +67,8 @@ config_args=()
 
 device_args=()
 [ -n "${NEWSBAG_DEVICE:-}" ] && device_args=(--device "$NEWSBAG_DEVICE")
+retry_args=()
+[ "${NEWSBAG_RETRY_FAILED:-0}" = 1 ] && retry_args=(--retry-failed)
 echo "newsbag job ${job}${task} ($kind) on $(hostname -s) partition ${SLURM_JOB_PARTITION:-none}" \
      "restart ${SLURM_RESTART_COUNT:-0} at $(date -Is)"
 echo "  run dir ${NEWSBAG_RUN_DIR}; stages ${NEWSBAG_STAGES}; device ${NEWSBAG_DEVICE:-as configured}; config ${NEWSBAG_CONFIG:-<the run's recorded one, else newsbag's default>}"
@@ -95,7 +98,7 @@ fi
 
 # Fusion and review use every CPU the job holds (model stages ignore --workers).
 run_cmd=("$NEWSBAG_PY" -m newsbag run --run-dir "$NEWSBAG_RUN_DIR" "${config_args[@]}" --stages "$NEWSBAG_STAGES"
-         "${shard_args[@]}" "${device_args[@]}" --workers "${NEWSBAG_WORKERS:-${SLURM_CPUS_PER_TASK:-1}}")
+         "${shard_args[@]}" "${device_args[@]}" "${retry_args[@]}" --workers "${NEWSBAG_WORKERS:-${SLURM_CPUS_PER_TASK:-1}}")
 printf '+'; printf ' %q' "${run_cmd[@]}"; printf '\n'
 set +e
 "${run_cmd[@]}"

@@ -9,7 +9,7 @@ usage() {
   cat <<EOF
 usage: $PROG --input-dir DIR [--input-dir DIR ...] [--recursive] [--gpu l40s|h200|split|cpu]
                    [--stages CSV] [--max-pages N] [--run-dir D] [--shards N] [--canary] [--dry-run]
-       $PROG --run-dir D   (resubmit: D's manifest and the settings of its first submit)
+       $PROG --run-dir D [--retry-failed]   (resubmit: D's manifest and the settings of its first submit)
 
 Modes (--gpu, default split):
   l40s | h200  one GPU inference job with every selected model stage, then fusion/review on CPU;
@@ -27,6 +27,9 @@ the job or task that failed, its log and last error line. --dry-run prints the c
 writes nothing. A job with no selected stage, or whose stages are all finished, is not submitted.
 --canary sends the first page through every selected stage into D/canary on short jobs
 (CANARY_TIME, default 00:30:00); each GPU job runs 'newsbag doctor' on its node first.
+A page that crashed or hung its runner is held back by a resubmit (no job is planned for it);
+--retry-failed plans jobs for such pages too and runs them with 'newsbag run --retry-failed'
+(this submit only: it is not remembered for later ones).
 
 The run dir remembers how it was first submitted (D/slurm/submit.json: config, --gpu, --stages,
 --shards, resources, NEWSBAG_ALLOW_PARTIAL); a later submit into D reuses every setting that
@@ -58,6 +61,7 @@ run_dir=""
 shards=""
 dry_run=0
 canary=0
+retry_failed=0
 while [ $# -gt 0 ]; do
   opt=$1
   case "$opt" in
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
     --recursive) recursive=1; shift; continue ;;
     --dry-run) dry_run=1; shift; continue ;;
     --canary) canary=1; shift; continue ;;
+    --retry-failed) retry_failed=1; shift; continue ;;
     --input-dir|--gpu|--stages|--max-pages|--run-dir|--shards)
       [ $# -ge 2 ] || die "$opt needs a value" ;;
     *) die "unknown option '$opt' (see --help)" ;;
@@ -139,9 +144,11 @@ if [ "${CHECK_LIMITS:-1}" = 0 ] || [ "$dry_run" = 1 ] || ! command -v sinfo >/de
 fi
 
 # The plan (partition rules, limits) is checked before anything is written.
+retry_args=()
+[ "$retry_failed" = 1 ] && retry_args=(--retry-failed)
 plan() {  # extra args for `newsbag slurm plan`; prints the job table
   "$NEWSBAG_PY" -m newsbag slurm plan "${config_args[@]}" --stages "$stages" --gpu "$gpu" \
-    --split-h200 "$SPLIT_H200_STAGES" --shards "$shards" "${limit_args[@]}" "$@"
+    --split-h200 "$SPLIT_H200_STAGES" --shards "$shards" "${limit_args[@]}" "${retry_args[@]}" "$@"
 }
 plan_err=$(mktemp)
 trap 'rm -f "$plan_err"' EXIT
@@ -243,7 +250,7 @@ submit() {  # kind partition gres mem time cpus extra script device stages depen
   local cmd=(env "NEWSBAG_RUN_DIR=$run_dir" "NEWSBAG_STAGES=$st" "NEWSBAG_SHARDS=$n_shards"
              "NEWSBAG_CONFIG=$NEWSBAG_CONFIG" "NEWSBAG_PY=$NEWSBAG_PY" "NEWSBAG_SLURM_DIR=$SLURM_DIR"
              "BASE=$BASE" "PROJECT_ROOT=$PROJECT_ROOT" "NEWSBAG_ALLOW_PARTIAL=${NEWSBAG_ALLOW_PARTIAL:-0}"
-             "NEWSBAG_DEVICE=$device" "NEWSBAG_DOCTOR=$doctor"
+             "NEWSBAG_DEVICE=$device" "NEWSBAG_DOCTOR=$doctor" "NEWSBAG_RETRY_FAILED=$retry_failed"
              sbatch --parsable -A "$ACCOUNT" -p "$part")
   [ -n "$gres" ] && cmd+=("--gres=$gres")
   cmd+=("--cpus-per-task=$cpus" "--mem=$mem" "--time=$time" "--job-name=newsbag-$kind"
