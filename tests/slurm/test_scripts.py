@@ -167,3 +167,33 @@ def test_a_run_dir_made_without_the_scripts_is_submitted_with_its_recorded_confi
     assert [(j["NEWSBAG_CONFIG"], j["NEWSBAG_STAGES"]) for j in map(_opts, _sbatch_lines(res.stdout))] == [
         (str(record), "dell"), (str(record), "fusion")]
     assert f"reusing the settings recorded in {run_dir}: NEWSBAG_CONFIG={record}" in res.stderr
+
+
+def test_a_resubmit_with_only_run_dir_finds_the_interpreter_its_first_submit_recorded(tmp_path, slurm_env, in_dir):
+    """NEWSBAG_PY is a saved setting, but reading the settings needs Python: a resubmit without
+    NEWSBAG_PY (a new login shell) failed unless $BASE/venv existed. The script now reads the
+    recorded interpreter from RUN/slurm/submit.json itself; one that is gone is named with the fix."""
+    import sys
+
+    from nbtest import write_image
+
+    write_image(in_dir / "a.png")
+    run_dir = tmp_path / "run dir"
+    py = tmp_path / "env ü" / "bin" / "python"   # a space and a non-ASCII letter, as JSON keeps them
+    py.parent.mkdir(parents=True)
+    py.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    py.chmod(0o755)
+    for cmd in (["pages", "--run-dir", str(run_dir), "--input-dir", str(in_dir)],
+                ["slurm", "remember", "--run-dir", str(run_dir), f"NEWSBAG_PY={py}", "GPU_MODE=cpu"]):
+        subprocess.run([sys.executable, "-m", "newsbag", *cmd], env=slurm_env, check=True, capture_output=True)
+    bare = {k: v for k, v in slurm_env.items() if k != "NEWSBAG_PY"}   # $BASE/venv does not exist
+    res = submit(["--run-dir", str(run_dir), "--dry-run"], bare)
+    assert res.returncode == 0, res.stderr
+    jobs = [_opts(a) for a in _sbatch_lines(res.stdout)]
+    assert jobs and {j["NEWSBAG_PY"] for j in jobs} == {str(py)}
+    py.unlink()
+    res = submit(["--run-dir", str(run_dir), "--dry-run"], bare)
+    assert res.returncode == 2
+    assert res.stderr.strip() == (f"submit_newsbag_from_dir.sh: error: NEWSBAG_PY={py} (recorded in "
+                                  f"{run_dir}/slurm/submit.json) is missing or not executable; set NEWSBAG_PY "
+                                  "or VENV_DIR to the env where newsbag is installed")

@@ -43,7 +43,7 @@ Environment overrides: ACCOUNT (torch_pr_609_general), L40S_PARTITION (l40s_publ
 H200_PARTITION (h200_public), CPU_PARTITION (cs), L40S_GRES, H200_GRES, {L40S,H200,CPU}_MEM,
 {L40S,H200,CPU}_TIME, {L40S,H200,CPU}_CPUS, {L40S,H200,CPU}_EXTRA (more sbatch options),
 BASE (/scratch/\$USER/newsbag), PROJECT_ROOT, VENV_DIR (\$BASE/venv), NEWSBAG_PY
-(\$VENV_DIR/bin/python), NEWSBAG_CONFIG (D's recorded config, else
+(\$VENV_DIR/bin/python; a resubmit: D's recorded one), NEWSBAG_CONFIG (D's recorded config, else
 \$PROJECT_ROOT/configs/pipeline.torch.json if present),
 SPLIT_H200_STAGES (dell,mineru), NEWSBAG_ALLOW_PARTIAL=1 (fusion runs even if some pages failed),
 CANARY_TIME (00:30:00), CHECK_LIMITS=0 (skip the partition limit check).
@@ -105,8 +105,16 @@ fi
 # `newsbag run --config F` recorded) applies wherever this call gives none.
 recalled=()
 if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
-  py=${NEWSBAG_PY:-${VENV_DIR:-${BASE:-/scratch/${USER:-$(id -un)}/newsbag}/venv}/bin/python}
-  [ -x "$py" ] || die "NEWSBAG_PY=$py is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"
+  # Reading the settings needs Python: without NEWSBAG_PY or VENV_DIR, the interpreter the first
+  # submit recorded (read here without Python: `slurm.save_settings` writes one "KEY": "value" a line;
+  # a value with JSON escapes is not read, and the default below is named instead).
+  settings_file=$run_dir/slurm/submit.json
+  recorded_py=""
+  if [ -z "${NEWSBAG_PY:-}" ] && [ -z "${VENV_DIR:-}" ] && [ -f "$settings_file" ]; then
+    recorded_py=$(sed -n 's/^ *"NEWSBAG_PY": "\([^"\\]*\)",\{0,1\}$/\1/p' "$settings_file" | head -n 1)
+  fi
+  py=${NEWSBAG_PY:-${recorded_py:-${VENV_DIR:-${BASE:-/scratch/${USER:-$(id -un)}/newsbag}/venv}/bin/python}}
+  [ -x "$py" ] || die "NEWSBAG_PY=$py${recorded_py:+ (recorded in $settings_file)} is missing or not executable; set NEWSBAG_PY or VENV_DIR to the env where newsbag is installed"
   settings=$("$py" -m newsbag slurm recall --run-dir "$run_dir" 2>&1) || die "${settings#newsbag: error: }"
   while IFS=$'\t' read -r key value; do
     case "$key" in
