@@ -26,8 +26,8 @@ def _config(top=None, stage=None, env=None) -> dict:
     (_config(env={"python": 3}), "envs.e.python must be a string"),                           # a version, not a path
     (_config(top={"allow_cpu_fallback": "false"}), "allow_cpu_fallback must be true or false"),  # quoted bool
     (_config(stage={"allow_cpu_fallback": "no"}), "stage 'fake': allow_cpu_fallback must be true or false"),
-    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a number > 0"),     # a duration string
-    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a number > 0"),  # would never wait
+    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a finite number > 0"),     # a duration string
+    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a finite number > 0"),  # would never wait
     (_config(stage={"max_restarts": "3"}), "stage 'fake': max_restarts must be a whole number >= 0"),
     (_config(stage={"max_restarts": 1.5}), "stage 'fake': max_restarts must be a whole number >= 0"),
     (_config(top={"runners_dir": 5}), "runners_dir must be a string"),                        # not a path
@@ -242,3 +242,44 @@ def test_a_symlinked_config_resolves_against_the_folder_of_the_file_it_names(tmp
         config = load_config(path)
         assert (config.stage("dell").env.python, config.stage("dell").variants["rel"]["model_path"]) == (
             str(real / "envs/e/bin/python"), str(real / "models/dell.onnx")), path
+
+
+@pytest.mark.parametrize("raw,message", [
+    (_config(top={"version": 2}), "version 2 is not one this newsbag reads (it reads version 1)"),  # a newer config
+    (_config(top={"version": "1"}), "version '1' is not one this newsbag reads"),                   # quoted
+    (_config(stage={"timeout_s": float("inf")}), "stage 'fake': timeout_s must be a finite number > 0"),  # Infinity
+    (_config(stage={"page_timeout_s": float("inf")}), "stage 'fake': page_timeout_s must be a finite number > 0"),
+])
+def test_an_unknown_version_or_an_endless_limit_is_refused_in_one_line(raw, message):
+    """`version` was read by nothing (a config written for another newsbag ran as this one's), and
+    JSON's Infinity passed as a timeout: a hung page then holds its job to the Slurm time limit."""
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, "c.json")
+    assert str(exc.value).startswith("c.json: ") and message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_config_without_a_version_is_read_as_the_current_one():
+    assert parse_config(_config(), "c.json").stages[0].name == "fake"
+    assert parse_config(_config(top={"version": 1}), "c.json").stages[0].name == "fake"
+
+
+@pytest.mark.parametrize("export,fusion,message", [
+    ({"variants": ["U", "P4x"]}, {"variants": {"U": {"sources": ["fake/v"], "method": "consensus"}}},
+     "export.variants: 'P4x' is no fused variant (this config fuses: U)"),          # a typo: nothing exported
+    ({"variants": ["U"]}, {"variants": {"U": {"sources": ["fake/v"], "method": "consensus"}}}, None),
+    ({"variants": ["all"]}, {"variants": {"U": {"sources": ["fake/v"], "method": "consensus"}}}, None),
+    ({"variants": ["Q"]}, None, None),                 # no fusion stage here: the run's earlier one made the variants
+])
+def test_an_export_variant_the_configs_fusion_does_not_make_is_refused(export, fusion, message):
+    """Export skipped a typo'd variant with a warning and exit 0, found only by the missing files."""
+    raw = _config()
+    if fusion is not None:
+        raw["stages"].append({"name": "fusion", "kind": "fusion", **fusion})
+    raw["stages"].append({"name": "export", "kind": "export", **export})
+    if message is None:
+        parse_config(raw, "c.json")
+        return
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, "c.json")
+    assert str(exc.value) == f"c.json: stage 'export': {message}"

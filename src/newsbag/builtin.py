@@ -10,7 +10,8 @@ from typing import Any, Callable, Mapping
 
 from . import rundir
 
-__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "unmatched_source", "run_stage"]
+__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "unmatched_source",
+           "fused_variant_names", "unmatched_variant", "run_stage"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class BuiltinKind:
     # names ``sources(options) -> [(key, source name or glob)]`` for a kind whose options name
     # sources ("<stage>/<variant>"): the config refuses one that none of its model stages makes
     sources: str = ""
+    # names ``variants(options) -> [(key, fused variant name)]`` for a kind whose options name
+    # fused variants: the config refuses one that its fusion stage does not make
+    variants: str = ""
 
     def function(self, attr: str) -> Callable:
         return getattr(importlib.import_module(self.module), attr)
@@ -43,7 +47,8 @@ REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion",
                           sources="fusion_source_names"),
     "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
-    "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export"),
+    "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export",
+                          variants="export_variant_names"),
     "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription",
                                  "anchor_transcription_paths", "transcription_source_names"),
 }
@@ -79,6 +84,22 @@ def unmatched_source(kind: str, options: Mapping[str, Any], sources: list[str]) 
     for key, pattern in entry.function(entry.sources)(options) if entry.sources else ():
         if not any(fnmatch.fnmatchcase(s, pattern) for s in sources):
             return f"{key}: {pattern!r} matches no source (this config makes: {', '.join(sources)})"
+    return None
+
+
+def fused_variant_names(fusion_options: Mapping[str, Any]) -> list[str]:
+    """The names of the variants a fusion stage with valid `fusion_options` makes (its kind's defaults
+    when it names none)."""
+    return [v.name for v in parse_options("fusion", fusion_options).variants]
+
+
+def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -> str | None:
+    """The first fused variant valid `options` name that is not among `fused` (the variants the
+    config's fusion stage makes), as "key: 'name' is no fused variant (...)"; else None."""
+    entry = get(kind)
+    for key, name in entry.function(entry.variants)(options) if entry.variants else ():
+        if name not in fused:
+            return f"{key}: {name!r} is no fused variant (this config fuses: {', '.join(fused)})"
     return None
 
 

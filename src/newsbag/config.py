@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -51,6 +52,8 @@ _MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "t
 # OCRD_MAX_MISSING_OUTPUTS). 0.5: a run with a few bad pages finishes them all, a member
 # that fails on most pages stops early instead of paying a model restart per crash.
 DEFAULT_MAX_FAILED_FRACTION = 0.5
+# The config format this newsbag reads; a config without "version" is taken as this one.
+CONFIG_VERSION = 1
 DEFAULT_MAX_EMPTY_SHARE = 0.2
 _TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
           "object": dict, "array": list}
@@ -336,10 +339,12 @@ def _typed(where: str, value: Any, kind: type, what: str) -> Any:
 
 
 def _number(where: str, value: Any, *, whole: bool = False) -> int | float:
-    """A timeout (> 0) or, with `whole`, a count (an integer >= 0); JSON's true/false are neither."""
-    ok = isinstance(value, int) and value >= 0 if whole else isinstance(value, (int, float)) and value > 0
+    """A timeout (> 0) or, with `whole`, a count (an integer >= 0); JSON's true/false are neither,
+    nor is Python's JSON reader's Infinity a limit (NaN fails > 0 already)."""
+    ok = (isinstance(value, int) and value >= 0 if whole
+          else isinstance(value, (int, float)) and value > 0 and math.isfinite(value))
     if isinstance(value, bool) or not ok:
-        raise ConfigError(f"{where} must be {'a whole number >= 0' if whole else 'a number > 0'}, got {value!r}")
+        raise ConfigError(f"{where} must be {'a whole number >= 0' if whole else 'a finite number > 0'}, got {value!r}")
     return value
 
 
@@ -364,6 +369,10 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
     unknown = sorted(set(raw) - _TOP_KEYS)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP_KEYS))})")
+    version = raw.get("version", CONFIG_VERSION)
+    if isinstance(version, bool) or version != CONFIG_VERSION:
+        raise ConfigError(f"{path}: version {version!r} is not one this newsbag reads (it reads version "
+                          f"{CONFIG_VERSION}); write the config for this newsbag, or run the newsbag it was written for")
     declared = _typed(f"{path}: vars", raw.get("vars", {}), dict, "an object")
     for key, value in declared.items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -464,6 +473,11 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
     sources = [f"{s.name}/{v}" for s in stages if isinstance(s, ModelStage) for v in s.variants]
     for s in stages if sources else ():  # a config of builtin stages only works on what an earlier one made
         if isinstance(s, BuiltinStage) and (unmatched := builtin.unmatched_source(s.kind, to_jsonable(s.options), sources)):
+            raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
+    fusion = next((s for s in stages if isinstance(s, BuiltinStage) and s.kind == "fusion"), None)
+    fused = builtin.fused_variant_names(to_jsonable(fusion.options)) if fusion else None
+    for s in stages if fused is not None else ():  # without a fusion stage, an earlier config's made the variants
+        if isinstance(s, BuiltinStage) and (unmatched := builtin.unmatched_variant(s.kind, to_jsonable(s.options), fused)):
             raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 

@@ -20,7 +20,7 @@ from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
 from .pagexml import page_xml
 
-__all__ = ["ExportParams", "parse_export_cfg", "run_export", "export_layers"]
+__all__ = ["ExportParams", "parse_export_cfg", "export_variant_names", "run_export", "export_layers"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,12 @@ def parse_export_cfg(cfg: Mapping[str, Any]) -> ExportParams:
     if not isinstance(opts["sources"], bool):
         raise ValueError(f"export stage: sources must be true or false, got {opts['sources']!r}")
     return ExportParams(formats=tuple(dict.fromkeys(formats)), variants=variants, sources=opts["sources"])
+
+
+def export_variant_names(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, name) of the fused variants valid export options name (`builtin.unmatched_variant`):
+    a typo'd one was skipped with a warning, exit 0, and nothing of it exported."""
+    return [("export.variants", v) for v in cfg.get("variants") or () if v != "all"]
 
 
 @dataclass(frozen=True)
