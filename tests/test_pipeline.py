@@ -967,3 +967,33 @@ def test_status_counts_the_scans_replaced_on_disk_since_they_were_inspected(tmp_
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["scans_changed"] == 0
     assert "scans changed" not in run_cli(capsys, "status", "--run-dir", run)[1]
+
+
+def test_status_says_how_many_pages_of_the_run_the_gallery_holds(tmp_path, page_dir, capsys):
+    """A gallery written by a review of some pages (`run --pages`, or a shard's review before the
+    others drew their boards) leaves pages out, and its header says so; status said "gallery yes",
+    and a resubmit planned no review to complete it once every board was drawn. Status now counts
+    the pages the gallery holds, and a gallery short of the run leaves review pending."""
+    from newsbag.config import load_config
+    from newsbag.slurm import pending_stages
+
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
+    assert code == 0, err
+    two = [_pid(run, "issue1/p1"), _pid(run, "issue1/p2")]
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "review", "--pages", ",".join(two))
+    assert code == 0, err
+    short = (run / "review/index.html").read_text()
+    assert "3 not in this gallery" in short
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["gallery_pages"] == 2
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert "gallery 2 of 5 pages" in out and "gallery yes" not in out
+    code, _, err = run_cli(capsys, "review", "--run-dir", run)
+    assert code == 0, err
+    assert json.loads(run_cli(capsys, "status", "--run-dir", run, "--json")[1])["gallery_pages"] == 5
+    assert "gallery yes" in run_cli(capsys, "status", "--run-dir", run)[1]
+    assert pending_stages(load_config(cfg), ["review"], run) == []
+    # every board drawn, but the gallery is the short one (a shard's, written before the others drew
+    # theirs): review has work left, so a resubmit completes it
+    (run / "review/index.html").write_text(short)
+    assert pending_stages(load_config(cfg), ["review"], run) == ["review"]

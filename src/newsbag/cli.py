@@ -245,7 +245,10 @@ def status(run_dir, as_json):
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
         click.echo(_counts_line(f"fusion/{f['variant']}", f, mark))
     if selected is None or "review" in selected:
-        click.echo(_counts_line("review boards", info["review"], f"  gallery {'yes' if info['gallery'] else 'no'}"))
+        held = info["gallery_pages"]
+        gallery = ("no" if not info["gallery"] else "yes" if held is None or held >= info["pages"]
+                   else f"{held} of {info['pages']} pages (rerun newsbag review)")
+        click.echo(_counts_line("review boards", info["review"], f"  gallery {gallery}"))
     if info["transcription"] and (selected is None or "transcription" in selected):
         click.echo(_counts_line(f"transcription/{info['transcription']['variant']}", info["transcription"], ""))
     for line in format_job_lines(jobs):

@@ -389,7 +389,8 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     A model stage is pending while any of its sources lacks a current page of the manifest
     (failed and stale pages count: a resubmit redoes them). Fusion is pending when a model stage is, or
     when a variant has pages not done (missing, failed or stale) or none exists; review when
-    fusion is, or a board is not done (missing, failed or stale) or the gallery is missing.
+    fusion is, or a board is not done (missing, failed or stale) or the gallery is missing or
+    leaves pages out (`status["gallery_pages"]`: a shard's review wrote it before others drew boards).
     Other builtin stages have no cheap check and always count as pending. ``status``: the
     run's `collect_status` when the caller has it; ``retry_failed``: pages that crashed the
     runner count too (`_lacking_pages`).
@@ -410,7 +411,8 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
             todo = fusion_pending = (model_pending or not status["fusion"]
                                      or any(f["done"] < len(ids) for f in status["fusion"]))
         elif stage.kind == "review":
-            todo = model_pending or fusion_pending or not status["gallery"] or status["review"]["done"] < len(ids)
+            todo = (model_pending or fusion_pending or not status["gallery"] or status["review"]["done"] < len(ids)
+                    or status["gallery_pages"] is not None and status["gallery_pages"] < len(ids))
         else:
             todo = True
         if todo:

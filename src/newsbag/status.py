@@ -13,6 +13,7 @@ from .errors import ConfigError
 from .fusion.stage import fused_status
 from .io import read_json
 from . import rundir
+from .review.gallery import gallery_pages
 from .review.stage import board_status
 from .transcription import transcript_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
@@ -157,4 +158,5 @@ def collect_status(run_dir: Path) -> dict:
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
             "transcription": transcript_status(run_dir, sorted(ids), options.get("transcription", {})),
-            "gallery": rundir.gallery_path(run_dir).exists()}
+            "gallery": rundir.gallery_path(run_dir).exists(),
+            "gallery_pages": gallery_pages(rundir.gallery_path(run_dir))}

@@ -9,6 +9,7 @@ server (browsers refuse fetch() of local files, not <script src>).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -18,12 +19,16 @@ from ..io import atomic_write_text
 from ..labels import CANONICAL, LABELS
 from ..resources import review_dir
 
-__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCAN", "render_gallery", "write_gallery", "page_layer", "write_page_data"]
+__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCAN", "render_gallery", "write_gallery", "gallery_pages", "page_layer",
+           "write_page_data"]
 
 TEMPLATE = "gallery.html.j2"
 ASSETS = ("gallery.css", "gallery.js")
 DATA_JS = "data.js"
 SCAN = "scan.jpg"
+# The template's first lines say how many pages the gallery holds (reviewed + failed): `gallery_pages`.
+_PAGES_META = re.compile(rb'<meta name="newsbag-pages" content="(\d+)">')
+_HEAD_BYTES = 1024
 # Members listed one by one up to this many per source; more (text lines) are counted.
 _MEMBERS_LISTED = 3
 
@@ -70,6 +75,18 @@ def render_gallery(context: dict) -> str:
     # CSS and JS are read as plain text (not templates) so their braces never meet jinja.
     css, js = ((folder / name).read_text(encoding="utf-8") for name in ASSETS)
     return env.get_template(TEMPLATE).render(**context, css=css, js=js)
+
+
+def gallery_pages(path: Path) -> int | None:
+    """How many pages the gallery at `path` holds (reviewed or failed; the rest of the run's pages
+    it leaves out), from its first KB; None when there is none, or it comes from a newsbag that did
+    not say. Cheap for `status` at 100k pages: the page rows are never parsed."""
+    try:
+        with open(path, "rb") as f:
+            found = _PAGES_META.search(f.read(_HEAD_BYTES))
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
 
 
 def write_gallery(path: Path, context: dict) -> Path:
