@@ -16,7 +16,7 @@ def line_crops(region_xyxy: np.ndarray, line_xyxy: np.ndarray, min_cover: float 
     """Cut every text line to the regions that hold it.
 
     A line belongs to a region holding at least `min_cover` of its height and half of
-    min(its height, its width) in width. Its main crop is the region it overlaps most; it
+    min(its height, its width) in width, and at least 1 px of each. Its main crop is the region it overlaps most; it
     is read again in another region only side by side with the main crop (a line the
     detector ran across a column gutter is read once per column), never stacked (two
     overlapping regions do not read the same words twice).
@@ -38,7 +38,10 @@ def line_crops(region_xyxy: np.ndarray, line_xyxy: np.ndarray, min_cover: float 
     line_h = line_xyxy[li, 3] - line_xyxy[li, 1]
     line_w = line_xyxy[li, 2] - line_xyxy[li, 0]
     crop_w, crop_h = crop[:, 2] - crop[:, 0], crop[:, 3] - crop[:, 1]
-    keep = (crop_h >= min_cover * line_h) & (crop_w >= 0.5 * np.minimum(line_h, line_w))
+    # A crop under 1 px holds nothing to read (the recogniser drops such boxes as degenerate):
+    # a page whose only crop is a speck cut at a region edge gets an empty transcript, not a failure.
+    keep = (crop_h >= min_cover * line_h) & (crop_w >= 0.5 * np.minimum(line_h, line_w)) \
+        & (crop_w >= 1) & (crop_h >= 1)
     li, ri, crop, inter = li[keep], ri[keep], crop[keep], pairs.inter[keep]
     # Main crop of each line: its largest overlap (lexsort's last key is the primary one).
     by_line = np.lexsort((-inter, li))

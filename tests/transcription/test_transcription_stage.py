@@ -450,6 +450,25 @@ def test_a_crop_the_recogniser_drops_as_degenerate_shifts_no_line_into_another_r
             assert region["bbox_xyxy"][0] <= box["bbox_xyxy"][0] < box["bbox_xyxy"][2] <= region["bbox_xyxy"][2]
 
 
+def test_a_page_whose_only_crop_is_a_speck_gets_an_empty_transcript_not_a_failure_on_every_rerun(tmp_path):
+    # The line detector's only box on the page is a speck (1.5 x 1 px) at the left column's
+    # edge, cut to a crop 0.5 px wide. The runner dropped it as degenerate, so the page had no
+    # line at all and failed ("all 1 regions the model returned were dropped"), again on
+    # every rerun. Nothing of it can be read: the page gets an empty transcript and is done.
+    run = _write_run(tmp_path)
+    lines_path = rundir.source_dir(run, "text_lines", "lines") / "p1.json"
+    page = json.loads(lines_path.read_text())
+    page["regions"] = [{"bbox_xyxy": [479.5, 150, 481, 151], "label": "text_line", "class": "text_line",
+                        "score": 0.9, "order": None, "text": None}]
+    lines_path.write_text(json.dumps(page))
+    result = run_transcription(run, ["p1"], {})
+    assert (result["ok"], result["failed"], result["failures"]) == (1, 0, [])
+    record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
+    assert record["text"] == "" and all(r["lines"] == [] for r in record["regions"])
+    again = run_transcription(run, ["p1"], {})
+    assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
+
+
 def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tmp_path):
     # p2's scan was replaced by a half-size one after fusion (its layout and lines are in the
     # old pixels): the recogniser cut its crops out of the new image at the old boxes (an
