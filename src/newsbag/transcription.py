@@ -474,8 +474,8 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         def on_read(o: PageOutcome) -> None:
             """A page's transcript is written as soon as the recogniser settles it, so a call
             killed midway (Slurm's time limit) keeps every page read so far for its rerun."""
-            if o.status != "ok":
-                settle(o.page_id, o.error or o.status)
+            if o.status != "ok":   # the runner's error says why, not which page: the summary names it
+                settle(o.page_id, f"page {o.page_id}: {o.error or o.status}")
                 return
             try:
                 lines = read_page(out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"]

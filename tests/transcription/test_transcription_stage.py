@@ -480,8 +480,9 @@ def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tm
         im.resize((500, 260)).save(image)
     result = run_transcription(run, ["p1", "p2"], {})
     assert (result["ok"], result["failed"]) == (1, 1)
+    # the summary names the page, as the stage's other failures do (a recogniser failure did not)
     assert result["failures"] == [{"page_id": "p2", "error": (
-        "ValueError: the page image is 500x260 px but its layout was made on 1000x520 px: the image changed "
+        "page p2: ValueError: the page image is 500x260 px but its layout was made on 1000x520 px: the image changed "
         "after its layout; rerun its layout stages and fusion")}]
     assert not (rundir.transcript_dir(run, "C") / "p2.json").exists()
 
