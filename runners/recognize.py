@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 import numpy as np
 
@@ -51,6 +52,29 @@ def ctc_greedy(probs: np.ndarray, characters: list[str]) -> list[tuple[str, floa
         text = "".join(characters[c] for c in chars if c < len(characters))
         out.append((text, float(p[keep].mean()) if keep.any() else 0.0))
     return out
+
+
+# Full-width ASCII forms (U+FF01-FF5E) and the scripts that use them: Han, kana, hangul and CJK punctuation.
+_FULLWIDTH = re.compile("[\uff01-\uff5e]+")
+_CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf"
+                  "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_TO_ASCII = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
+
+
+def halfwidth_latin(text: str) -> str:
+    """`text` with its full-width forms as ASCII where they stand in Latin text.
+
+    PP-OCR's Chinese character set reads a Latin colon, comma or semicolon as its full-width
+    form ("month：that"), which search and CER count as another character. A run of full-width
+    forms is kept where the nearest character on either side (past spaces) is CJK, kana or
+    hangul, the text that uses them; a spurious CJK glyph elsewhere in the line (a smudged
+    letter) does not keep the rest of the line full-width.
+    """
+    def to_ascii(m: re.Match) -> str:
+        left, right = text[:m.start()].rstrip()[-1:], text[m.end():].lstrip()[:1]
+        return m.group() if _CJK.match(left) or _CJK.match(right) else m.group().translate(_TO_ASCII)
+
+    return _FULLWIDTH.sub(to_ascii, text)
 
 
 def crop_tensor(page: np.ndarray, xyxy, width: int) -> np.ndarray:
@@ -115,8 +139,8 @@ class Recognizer:
             width = int(math.ceil(REC_HEIGHT * min(max(ratio[chunk].max(), 320 / REC_HEIGHT), self.max_ratio)))
             batch = np.stack([crop_tensor(image, boxes[i], width) for i in chunk])
             probs = self.session.run(None, {self.input_name: batch})[0]
-            for i, result in zip(chunk, ctc_greedy(probs, self.characters)):
-                texts[i] = result
+            for i, (text, score) in zip(chunk, ctc_greedy(probs, self.characters)):
+                texts[i] = (halfwidth_latin(text), score)
         return [{"bbox_xyxy": box.tolist(), "label": "text_line", "score": score, "order": k, "text": text}
                 for k, (box, (text, score)) in enumerate(zip(boxes, texts))]
 

@@ -267,7 +267,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     Inputs are judged by `rundir.judge_by_record`: by their stats, or, where those changed (a run
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
-    params_rec = {"lines_source": params.lines_source,
+    # The runner's revision too: a recogniser whose output changed for the same crops reads them again.
+    params_rec = {"lines_source": params.lines_source, "revision": stage.revision,
                   "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)

@@ -469,6 +469,20 @@ def test_a_page_whose_only_crop_is_a_speck_gets_an_empty_transcript_not_a_failur
     assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
 
 
+def test_a_new_revision_of_the_recogniser_reads_the_transcripts_again(tmp_path, monkeypatch):
+    # The recogniser's output changed for the same crops (revision 2: full-width punctuation
+    # in Latin text as ASCII), but a transcript's fingerprint held only its parameters: every
+    # transcript made before stayed current, with its old text, on every rerun.
+    import newsbag.transcription as transcription
+
+    run = _write_run(tmp_path)
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    load = transcription.load_tool_spec
+    monkeypatch.setattr(transcription, "load_tool_spec", lambda *a: {**load(*a), "revision": load(*a)["revision"] + 1})
+    again = run_transcription(run, ["p1"], {})
+    assert (again["ok"], again["skipped"]) == (1, 0)
+
+
 def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tmp_path):
     # p2's scan was replaced by a half-size one after fusion (its layout and lines are in the
     # old pixels): the recogniser cut its crops out of the new image at the old boxes (an
