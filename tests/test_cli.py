@@ -22,6 +22,11 @@ def test_every_command_has_help(capsys, command):
     assert code == 0 and "Usage: newsbag " + command in out
 
 
+def test_transcribe_help_says_its_workers_option_is_not_for_processes(capsys):
+    code, out, _ = run_cli(capsys, "transcribe", "--help")
+    assert code == 0 and "one recogniser process" in " ".join(out.split())
+
+
 def test_top_level_help_lists_commands(capsys):
     code, out, _ = run_cli(capsys, "--help")
     assert code == 0
@@ -46,6 +51,9 @@ def test_top_level_help_lists_commands(capsys):
      "--pages: unknown page id(s) nosuch"),
     (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/pages", "--pages", "nosuch", "--dry-run"], 2,
      "--pages: unknown page id(s) nosuch"),
+    # --workers did nothing for transcription (one recogniser process reads every page): refused, saying why
+    (["transcribe", "--run-dir", "{run}", "--workers", "4"], 2,
+     "Invalid value for --workers: 4: transcription reads the pages in one recogniser process"),
 ])
 def test_usage_errors(tmp_path, capsys, args, code, message):
     (tmp_path / "empty").mkdir()

@@ -265,16 +265,19 @@ def _counts_line(label: str, counts: dict, tail: str) -> str:
             f"pending {counts['pending']:>6}{tail}")
 
 
-def _builtin_options(func):
-    @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                  help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there).")
-    @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
-    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes.")
-    @wraps(func)
-    def wrapper(*args, **kwargs):
-        return func(*args, **kwargs)
+def _builtin_options(workers_help: str = "Processes."):
+    def decorate(func):
+        @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                      help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there).")
+        @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
+        @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help=workers_help)
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            return func(*args, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
 def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int,
@@ -305,7 +308,7 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
 
 @cli.command()
 @_common
-@_builtin_options
+@_builtin_options()
 def fuse(run_dir, config_path, force, workers):
     """Fuse the source boxes of a run (CPU only)."""
     _run_builtin_command("fusion", run_dir, config_path, force, workers)
@@ -313,7 +316,7 @@ def fuse(run_dir, config_path, force, workers):
 
 @cli.command()
 @_common
-@_builtin_options
+@_builtin_options()
 def review(run_dir, config_path, force, workers):
     """Draw review boards and the HTML gallery."""
     _run_builtin_command("review", run_dir, config_path, force, workers)
@@ -336,7 +339,7 @@ class _FormatsType(click.ParamType):
 
 @cli.command()
 @_common
-@_builtin_options
+@_builtin_options()
 @click.option("--format", "formats", type=_FormatsType(),
               help="page-xml, alto and/or coco, comma-separated (default: the config's export stage, else all).")
 @click.option("--variant", "variants", multiple=True,
@@ -356,11 +359,17 @@ def export(run_dir, config_path, force, workers, formats, variants, sources):
     _run_builtin_command("export", run_dir, config_path, force, workers, overrides)
 
 
+_ONE_RECOGNISER = ("transcription reads the pages in one recogniser process, which already uses every core "
+                   "(onnxruntime threads) or the GPU; more would each load the model onto the same cores")
+
+
 @cli.command()
 @_common
-@_builtin_options
+@_builtin_options(f"Only 1: {_ONE_RECOGNISER}.")
 def transcribe(run_dir, config_path, force, workers):
     """Read the text of the recommended variant's regions in reading order, as articles."""
+    if workers != 1:   # accepted and silently unused before: a user waited for a speed-up that never came
+        raise click.BadParameter(f"{workers}: {_ONE_RECOGNISER}; leave it at 1", param_hint="--workers")
     _run_builtin_command("transcription", run_dir, config_path, force, workers)
 
 
