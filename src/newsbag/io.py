@@ -87,7 +87,7 @@ _SWEPT: set[str] = set()  # the folders this process has removed dead writers' t
 
 
 def writer_gone(host: str | None, pid: int, last_write: float, now: float) -> bool:
-    """Whether the process `pid` of `host` (None: another one), which last wrote a file at
+    """Whether the process `pid` of `host` (its name; None: another one), which last wrote a file at
     `last_write` (epoch s), has ended: on this host, its pid is not alive (a pid reused since
     counts as alive); on another, that write is `FOREIGN_TEMP_AGE_S` old."""
     if host == _HOST:

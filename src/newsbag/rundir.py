@@ -514,7 +514,7 @@ def runners_said_running(reports: dict[str, dict], now: float) -> list[dict]:
         if report.get("state") != "running" or not isinstance(pid, int) or not isinstance(host, str):
             continue
         updated = report.get("updated") or report.get("started")
-        gone = writer_gone(host if host == socket.gethostname() else None, pid, _report_time(updated), now)
+        gone = writer_gone(host, pid, _report_time(updated), now)
         found.append({"report": name, "state": "died" if gone else "running", "pid": pid, "host": host,
                       "started": report.get("started"), "updated": updated})
     return found
