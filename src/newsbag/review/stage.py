@@ -207,11 +207,11 @@ class _Inputs:
     identities: dict[str, list[int]]
 
 
-def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict | None = None) -> _Inputs:
+def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     """What the board of `record`'s page is drawn from, found by stat calls only (no file is
     opened while each keeps the stat its board's ``recorded`` info.json has for it)."""
     page_id = record.page_id
-    known = (recorded or {}).get("inputs")
+    known = recorded.get("inputs")
     known = known if isinstance(known, dict) else {}
     sources, failed_sources, source_ids, source_paths = _page_files(page_id, plan.source_dirs, "source", known)
     fused, failed_fused, fused_ids, fused_paths = _page_files(page_id, plan.gallery_dirs, "fused", known)
