@@ -46,7 +46,7 @@ __all__ = [
     "reviewed_pages",
     "exports_dir", "inputs_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record",
-    "file_identity", "file_digest", "judged_identity", "judged_identities", "recorded_inputs", "input_record",
+    "file_identity", "file_digest", "judged_identity", "Judged", "judged_identities", "record_holds", "recorded_inputs", "input_record",
     "judge_by_record",
     "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
     "page_is_current", "source_reports", "runners_said_running", "runner_folders", "mark_runner_killed", "page_identities", "remove_stale_page",
@@ -333,14 +333,31 @@ def judged_identity(path: str | os.PathLike, now: list[int], entry: Any) -> list
     return now
 
 
-def judged_identities(paths: dict[str, str], recorded: Any) -> dict[str, list[int]]:
+class Judged(dict):
+    """`judged_identities`: key -> identity, and ``holds``: whether the record they were judged
+    by is still the `input_record` of these inputs (`record_holds`), so a stage that skips the
+    page need not stat its inputs again to find that out."""
+
+    holds: bool = False
+
+
+def record_holds(stats: dict[str, list[int]], recorded: Any) -> bool:
+    """Whether the `input_record` ``recorded`` names exactly these inputs, each with the
+    `file_identity` it has now (``stats``): `input_record` would give it back as it is."""
+    return (isinstance(recorded, dict) and recorded.keys() == stats.keys()
+            and all(_entry_ok(e := recorded[k]) and stats[k] == e[:2] for k in stats))
+
+
+def judged_identities(paths: dict[str, str], recorded: Any) -> Judged:
     """key -> `judged_identity` of each path that exists; ``recorded``: the stage's `input_record`
     of these inputs when it made its output (anything else counts as none)."""
     recorded = recorded if isinstance(recorded, dict) else {}
-    out = {}
+    out, stats = Judged(), {}
     for key, path in paths.items():
         if (now := file_identity(path)) is not None:
+            stats[key] = now
             out[key] = judged_identity(path, now, recorded.get(key))
+    out.holds = record_holds(stats, recorded)
     return out
 
 

@@ -214,7 +214,7 @@ def _jsonable(obj):
 
 
 def _inputs(run_dir: Path, page_id: str, needed: list[str], record: dict | None
-            ) -> tuple[dict[str, str], dict[str, list[int]]]:
+            ) -> tuple[dict[str, str], rundir.Judged]:
     """(path, `rundir.judged_identities` by the page's stored `record`) of each source output of
     one page that exists, by source name: one stat each while the files keep the stat recorded,
     and no Path built per page and source (status judges 100k pages)."""
@@ -465,14 +465,16 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
     return page_id, "ok", None
 
 
-def _refresh_record(run_dir: Path, page_id: str, record: dict, inputs: dict[str, str], idents: dict,
+def _refresh_record(run_dir: Path, page_id: str, record: dict, inputs: dict[str, str], idents: rundir.Judged,
                     active: dict[str, list[str]]) -> None:
     """Give a skipped page's record the stats its files have now once its inputs' differ from
     the ones recorded (a copied run): its inputs' (`rundir.input_record`), its member table's and
     its fused pages' (of the `active` variants, all judged current just now). Only the record is
     rewritten, never a file review or export judge, and the next rerun stats instead of reading."""
+    if idents.holds:   # the common rerun: its inputs have the stats recorded, no stat again
+        return
     identities = rundir.input_record(inputs, idents, record.get("identities"))
-    if identities == record.get("identities"):   # the common rerun: no more stat calls
+    if identities == record.get("identities"):
         return
     write_json(rundir.metrics_path(run_dir, page_id), {
         **record, "identities": identities,

@@ -158,21 +158,21 @@ def _load_image(path: str, panel_width: int) -> Image.Image:
 
 
 def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
-                ) -> tuple[dict[str, str], dict[str, str], dict, dict[str, str]]:
+                ) -> tuple[dict[str, str], dict[str, str], dict, dict[str, str], dict[str, list[int]]]:
     """(outputs, failure records) per name for one page, absent names did not run it, and the
-    `rundir.judged_identity` (by the ``recorded`` `rundir.input_record` of the board) and path of
+    `rundir.judged_identity` (by the ``recorded`` `rundir.input_record` of the board), path and stat of
     each by ``"<kind>:<name>"`` / ``"failed_<kind>:<name>"``: one stat a file while it keeps its
     recorded stat, no Path built (status judges 100k boards)."""
-    done, failed, identities, paths = {}, {}, {}, {}
+    done, failed, identities, paths, stats = {}, {}, {}, {}, {}
     file = f"{page_id}.json"
     for name, folder in dirs.items():
         for key, found, out in ((f"{kind}:{name}", done, os.path.join(folder, file)),
                                 (f"failed_{kind}:{name}", failed, os.path.join(folder, rundir.FAILED_DIR, file))):
             if (now := rundir.file_identity(out)) is not None:
-                found[name], paths[key] = out, out
+                found[name], paths[key], stats[key] = out, out, now
                 identities[key] = rundir.judged_identity(out, now, recorded.get(key))
                 break
-    return done, failed, identities, paths
+    return done, failed, identities, paths, stats
 
 
 def _panel_width(n_cells: int, max_board_width: int) -> int:
@@ -205,6 +205,7 @@ class _Inputs:
     fingerprint: str
     paths: dict[str, str]          # each input file by its key in `identities`
     identities: dict[str, list[int]]
+    record_holds: bool             # the board's input record is still theirs (`rundir.record_holds`)
 
 
 def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
@@ -213,8 +214,9 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     page_id = record.page_id
     known = recorded.get("inputs")
     known = known if isinstance(known, dict) else {}
-    sources, failed_sources, source_ids, source_paths = _page_files(page_id, plan.source_dirs, "source", known)
-    fused, failed_fused, fused_ids, fused_paths = _page_files(page_id, plan.gallery_dirs, "fused", known)
+    sources, failed_sources, source_ids, source_paths, source_stats = _page_files(
+        page_id, plan.source_dirs, "source", known)
+    fused, failed_fused, fused_ids, fused_paths, fused_stats = _page_files(page_id, plan.gallery_dirs, "fused", known)
     image_path = Path(record.image_path)
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options; the scan
@@ -228,7 +230,8 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
                                      scan, identities)
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
-                   {**source_paths, **fused_paths}, identities)
+                   {**source_paths, **fused_paths}, identities,
+                   rundir.record_holds({**source_stats, **fused_stats}, known))
 
 
 def _judged(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
@@ -244,8 +247,11 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     page_dir = rundir.review_page_dir(run_dir, page_id)
     inputs, recorded, fresh = _judged(run_dir, record, plan)
     if fresh and not force:
-        known = rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs"))
-        if known != recorded.get("inputs"):   # a copied run: the stats its inputs have now, read no more
+        # The common rerun: its inputs have the stats recorded (no stat again). Else a copied
+        # run: the stats its inputs have now go into the record, so the next rerun reads no more.
+        known = recorded.get("inputs") if inputs.record_holds else rundir.input_record(
+            inputs.paths, inputs.identities, recorded.get("inputs"))
+        if known != recorded.get("inputs"):
             recorded = {**recorded, "inputs": known}
             write_json(page_dir / "info.json", recorded)
         return _Outcome(page_id, "skipped", info=_listing(recorded))
