@@ -826,6 +826,11 @@ def _failures(row: dict, states: Mapping[str, str]) -> list[tuple[str, str | Non
 SUBMIT_CMD = "bash torch/slurm/submit_newsbag_from_dir.sh"
 
 
+def _resubmit(run_dir: Path, submit_cmd: str = SUBMIT_CMD) -> str:
+    """The submit script's resubmit of `run_dir`, quoted to paste as printed (a collection folder may hold spaces)."""
+    return f"{submit_cmd} --run-dir {shlex.quote(str(run_dir))}"
+
+
 def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | None = None,
             submit_cmd: str = SUBMIT_CMD,
             pending: Callable[[], set[str] | None] | None = None) -> list[str]:
@@ -850,7 +855,6 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     if work is not None:
         failed, unrun = ([r for r in group if _stage_set(r.get("stages")) & work] for group in (failed, unrun))
     live, stale = live_and_stale_jobs(rows)
-    run_arg = shlex.quote(str(run_dir))  # pasted as it is printed: a collection folder may hold spaces
     pages_only = False
     for r in failed:
         for label, task, state in _failures(r, states):
@@ -869,12 +873,12 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
         if cancel:
             lines.append(f"cancel what is left of this run: scancel {' '.join(cancel)}")
         lines.append(f"after fixing the cause, resubmit (same settings, only stages with pending pages; "
-                     f"stale jobs are cancelled): {submit_cmd} --run-dir {run_arg}")
+                     f"stale jobs are cancelled): {_resubmit(run_dir, submit_cmd)}")
     if pages_only:
         # A resubmit alone fails the same pages again (one that crashed the runner is not even
         # retried) and Slurm cancels fusion again: the job script forgives exit 4 only when asked.
         lines.append(f"to fuse the pages that did not fail (the failed ones stay listed): "
-                     f"NEWSBAG_ALLOW_PARTIAL=1 {submit_cmd} --run-dir {run_arg}")
+                     f"NEWSBAG_ALLOW_PARTIAL=1 {_resubmit(run_dir, submit_cmd)}")
     return lines
 
 
@@ -919,7 +923,7 @@ def job_note(stage: str, rows: Sequence[dict], run_dir: Path | None = None,
     ended = state == "COMPLETED" or _failed(state)
     if ended and pending is not None and (work := pending()) is not None and stage not in work:
         return (f"job {r['job_id']} {r.get('kind', '?')} {state}; a page that crashed the runner is not retried "
-                f"by a resubmit unless asked: {SUBMIT_CMD} --run-dir {shlex.quote(str(run_dir))} --retry-failed")
+                f"by a resubmit unless asked: {_resubmit(run_dir)} --retry-failed")
     if _failed(state):
         return f"job {r['job_id']} {r.get('kind', '?')} {state}: see below"
     if state == "COMPLETED":
