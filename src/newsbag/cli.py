@@ -189,7 +189,7 @@ def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels):
 def status(run_dir, as_json):
     """Pages done / failed / pending per stage and source."""
     from .rundir import has_run_state
-    from .status import collect_status
+    from .status import collect_status, gallery_leaves_pages_out
 
     if not has_run_state(run_dir):
         raise click.BadParameter(f"{run_dir} is not a run directory (no manifests, outputs or slurm jobs in it); "
@@ -245,9 +245,8 @@ def status(run_dir, as_json):
         mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
         click.echo(_counts_line(f"fusion/{f['variant']}", f, mark))
     if selected is None or "review" in selected:
-        held = info["gallery_pages"]
-        gallery = ("no" if not info["gallery"] else "yes" if held is None or held >= info["pages"]
-                   else f"{held} of {info['pages']} pages (rerun newsbag review)")
+        gallery = ("no" if not info["gallery"] else "yes" if not gallery_leaves_pages_out(info)
+                   else f"{info['gallery_pages']} of {info['pages']} pages (rerun newsbag review)")
         click.echo(_counts_line("review boards", info["review"], f"  gallery {gallery}"))
     if info["transcription"] and (selected is None or "transcription" in selected):
         click.echo(_counts_line(f"transcription/{info['transcription']['variant']}", info["transcription"], ""))

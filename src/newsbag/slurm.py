@@ -390,13 +390,13 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     (failed and stale pages count: a resubmit redoes them). Fusion is pending when a model stage is, or
     when a variant has pages not done (missing, failed or stale) or none exists; review when
     fusion is, or a board is not done (missing, failed or stale) or the gallery is missing or
-    leaves pages out (`status["gallery_pages"]`: a shard's review wrote it before others drew boards).
+    leaves pages out (`status.gallery_leaves_pages_out`).
     Other builtin stages have no cheap check and always count as pending. ``status``: the
     run's `collect_status` when the caller has it; ``retry_failed``: pages that crashed the
     runner count too (`_lacking_pages`).
     """
     from .pages import read_pages
-    from .status import collect_status
+    from .status import collect_status, gallery_leaves_pages_out
 
     pages = read_pages(run_dir)
     ids = [p.page_id for p in pages]
@@ -412,7 +412,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
                                      or any(f["done"] < len(ids) for f in status["fusion"]))
         elif stage.kind == "review":
             todo = (model_pending or fusion_pending or not status["gallery"] or status["review"]["done"] < len(ids)
-                    or status["gallery_pages"] is not None and status["gallery_pages"] < len(ids))
+                    or gallery_leaves_pages_out(status))
         else:
             todo = True
         if todo:

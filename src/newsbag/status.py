@@ -19,7 +19,7 @@ from .transcription import transcript_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import changed_scans, read_pages, read_rejected
 
-__all__ = ["collect_status"]
+__all__ = ["collect_status", "gallery_leaves_pages_out"]
 
 log = logging.getLogger(__name__)
 
@@ -160,3 +160,10 @@ def collect_status(run_dir: Path) -> dict:
             "transcription": transcript_status(run_dir, sorted(ids), options.get("transcription", {})),
             "gallery": rundir.gallery_path(run_dir).exists(),
             "gallery_pages": gallery_pages(rundir.gallery_path(run_dir))}
+
+
+def gallery_leaves_pages_out(info: dict) -> bool:
+    """The gallery of a `collect_status` leaves pages of the run out (a review of some pages, or a
+    shard's review written before the other shards drew their boards): a rerun of review is due.
+    A gallery that does not say how many pages it holds (an older newsbag) is taken as whole."""
+    return info["gallery_pages"] is not None and info["gallery_pages"] < info["pages"]
