@@ -471,13 +471,14 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
             max_empty_share=float(max_empty), revision=spec["revision"],
         ))
     sources = [f"{s.name}/{v}" for s in stages if isinstance(s, ModelStage) for v in s.variants]
-    for s in stages if sources else ():  # a config of builtin stages only works on what an earlier one made
-        if isinstance(s, BuiltinStage) and (unmatched := builtin.unmatched_source(s.kind, to_jsonable(s.options), sources)):
-            raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
     fusion = next((s for s in stages if isinstance(s, BuiltinStage) and s.kind == "fusion"), None)
     fused = builtin.fused_variant_names(to_jsonable(fusion.options)) if fusion else None
-    for s in stages if fused is not None else ():  # without a fusion stage, an earlier config's made the variants
-        if isinstance(s, BuiltinStage) and (unmatched := builtin.unmatched_variant(s.kind, to_jsonable(s.options), fused)):
+    for s in (s for s in stages if isinstance(s, BuiltinStage)):
+        # Not checked without model stages (a config of builtin stages works on what an earlier
+        # one made), nor variants without a fusion stage (an earlier config's made them).
+        options = to_jsonable(s.options)
+        if unmatched := ((sources and builtin.unmatched_source(s.kind, options, sources))
+                         or (fused is not None and builtin.unmatched_variant(s.kind, options, fused))):
             raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 
