@@ -931,7 +931,7 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
-        rejudged = None if old is None else replace(old, conversion=CONVERSION_REVISION)
+        rejudged = replace(old, conversion=CONVERSION_REVISION) if old is not None and old.judged_by_older_rule else None
         if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
             pages.append(rejudged)  # only its revision was old, and it still passes as it is
             continue
