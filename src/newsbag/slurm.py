@@ -445,9 +445,11 @@ def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[
         for v in stage.variants:
             out_dir = rundir.source_dir(run_dir, stage.name, v)
             prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
-            lacking |= {page_id for page_id in prints.keys() - rundir.current_source_pages(out_dir, prints)
-                        if retry_failed
-                        or not rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
+            missing = prints.keys() - rundir.current_source_pages(out_dir, prints)
+            # Only the pages with a failure record are read: one listing, not an open per missing page.
+            failed = set() if retry_failed else rundir.page_files(out_dir / rundir.FAILED_DIR) & missing
+            lacking |= missing - {page_id for page_id in failed
+                                  if rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
     return lacking
 
 
