@@ -401,11 +401,14 @@ def run_source(
     on_page: Callable[[PageOutcome], None] = lambda o: None,
     report_name: str = "run_report.json",
     out_dir: Path | None = None,
+    ledger: bool = True,
 ) -> SourceOutcome:
     """Run one source (stage × variant) over `pages`, resuming finished pages.
 
     Pages go to the source folder, or to `out_dir` for a runner whose pages are no layout
-    source (the transcription stage's recogniser).
+    source (the transcription stage's recogniser). Failed pages go into logs/failures.jsonl;
+    ``ledger=False`` for a caller that writes its own rows of them (transcription: one row a
+    page, naming it).
 
     Crash isolation: the runner reports the page (or batch of pages) in flight. A page alone
     in flight when the runner dies or stalls is failed and not retried in this call; when a
@@ -632,6 +635,7 @@ def run_source(
                 rundir.remove_stale_page(out_dir, o.page_id, judged.get(o.page_id))
         # Held pages did not run: their failure is in the ledger since the call it happened in.
         not_run = {page.page_id for page, _ in held}
-        rundir.record_failures(run_dir, stage.name, [asdict(o) for o in failed if o.page_id not in not_run],
-                               variant=variant)
+        if ledger:
+            rundir.record_failures(run_dir, stage.name, [asdict(o) for o in failed if o.page_id not in not_run],
+                                   variant=variant)
     return outcome

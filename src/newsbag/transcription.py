@@ -490,7 +490,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                 settle(o.page_id, None)
 
         outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
-                             out_dir=out_dir / "_lines", on_page=on_read)
+                             out_dir=out_dir / "_lines", on_page=on_read, ledger=False)
         summary["device_used"] = outcome.device_used
     # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
     # rerun over 100k pages must not reread every transcript).

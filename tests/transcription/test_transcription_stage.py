@@ -499,6 +499,9 @@ def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tm
         "page p2: ValueError: the page image is 500x260 px but its layout was made on 1000x520 px: the image changed "
         "after its layout; rerun its layout stages and fusion")}]
     assert not (rundir.transcript_dir(run, "C") / "p2.json").exists()
+    # one row in the ledger, the stage's (the recogniser's own row, without the page's name, was a second)
+    rows = [json.loads(line) for line in rundir.failures_ledger(run).read_text().splitlines()]
+    assert [(r["stage"], r["page_id"], r["error"]) for r in rows] == [("transcription", "p2", result["failures"][0]["error"])]
 
 
 @pytest.mark.parametrize("content, reason", [
