@@ -658,7 +658,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             if orientation >= 5:
                 width, height = height, width
         note = "; ".join(filter(None, [note, f"EXIF orientation {orientation}: stored upright as {width}x{height}"]))
-    image_path, copy = str(path), {"conversion": CONVERSION_REVISION}
+    image_path, copy_sha256 = str(path), None
     if not passthrough:
         cached = (Path(run_dir) / CACHE / f"{page_id}.png").resolve()
         buf = BytesIO()
@@ -666,7 +666,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         page.save(buf, format="PNG", **save)
         atomic_write_bytes(cached, buf.getvalue(), keep_same=True)  # the same copy again: its board stays current
         image_path = str(cached)
-        copy["copy_sha256"] = _pixels_sha256(page)
+        copy_sha256 = _pixels_sha256(page)
         if not (fmt in _PASS_FORMATS and mode in _PASS_MODES and orientation != 1):
             converted = f"{fmt} {mode} converted to 8-bit {page.mode}" + (f": {depth}" if depth else "")
             note = "; ".join(filter(None, [note, converted]))
@@ -674,7 +674,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), note=note, identity=identity,
         sha256=_sha256(path) if data is None else hashlib.sha256(data).hexdigest(),
-        orientation=orientation, **copy,
+        orientation=orientation, conversion=CONVERSION_REVISION, copy_sha256=copy_sha256,
     )
 
 
