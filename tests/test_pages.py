@@ -528,3 +528,19 @@ def test_two_scans_whose_names_differ_only_in_normalisation_are_refused_naming_b
         assert "two Unicode normalisations" in r.error and "rename or remove one" in r.error
         assert r.error.count("(NFC)") + r.error.count("(NFD)") == 1
         assert ("NFC spelling" in r.error) != ("(NFC)" in r.error)
+
+
+def test_a_manifest_rewritten_through_a_linked_run_dir_still_names_the_copy_run_relative(tmp_path):
+    """A run dir named through a symlink (a scratch link to the real disk): the manifest read back
+    and written again (every merge does) keeps its 8-bit copies run-relative, so the run can still
+    be moved. It wrote them absolute, by the link's path, once a merge had read them back."""
+    from newsbag.pages import write_pages
+
+    src = write_image(tmp_path / "in" / "e.tif", size=(64, 48), mode="I;16", fmt="TIFF")
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "real")
+    build_pages(link, [tmp_path / "in"], None, False, None)
+    write_pages(link, read_pages(link))
+    stored = json.loads((link / "manifests" / "pages.jsonl").read_text())["image_path"]
+    assert stored == str(Path("cache") / "images" / f"{page_id_for(src, tmp_path / 'in')}.png")

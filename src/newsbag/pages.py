@@ -692,8 +692,9 @@ def read_pages(run_dir: Path) -> list[PageRecord]:
 
 
 def _parse_lines(run_dir: Path, lines: Iterable[tuple[int, str]]) -> list[PageRecord]:
-    """The records of manifest lines, a run-relative ``image_path`` (`write_pages`) made absolute."""
-    root = os.path.abspath(run_dir)
+    """The records of manifest lines, a run-relative ``image_path`` (`write_pages`) made absolute
+    from the run dir resolved, as `inspect_page` names a copy and `write_pages` recognises one."""
+    root = Path(run_dir).resolve()
     out = []
     for n, line in lines:
         try:
