@@ -338,10 +338,6 @@ def read_manifest_list(path: Path) -> list[Path]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    return hash_file(path, hashlib.sha256())
-
-
 def _pixels_sha256(page: Image.Image) -> str:
     """sha256 of an 8-bit copy's mode, size and pixels, a band of rows at a time: the same for the
     same pixels whatever PNG encoder (Pillow, zlib version) wrote the copy."""
@@ -673,7 +669,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
     return PageRecord(
         page_id=page_id, path=os.path.relpath(path, os.path.abspath(run_dir)), image_path=image_path,
         width=int(width), height=int(height), note=note, identity=identity,
-        sha256=_sha256(path) if data is None else hashlib.sha256(data).hexdigest(),
+        sha256=hash_file(path, hashlib.sha256()) if data is None else hashlib.sha256(data).hexdigest(),
         orientation=orientation, conversion=CONVERSION_REVISION, copy_sha256=copy_sha256,
     )
 
