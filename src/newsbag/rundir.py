@@ -385,10 +385,11 @@ def input_record(paths: dict[str, str], judged: dict[str, list[int]], recorded: 
         want, old, now = judged.get(key), recorded.get(key), file_identity(path)
         if want is None or now is None:
             continue
-        if _entry_ok(old) and now == old[:2] and [old[0], old[3]] == want:
+        judged_as_recorded = _entry_ok(old) and [old[0], old[3]] == want
+        if judged_as_recorded and now == old[:2]:
             out[key] = old
         elif (digest := file_digest(path)) is not None and file_identity(path) == now and (
-                now == want or (_entry_ok(old) and [old[0], old[3]] == want and digest == old[2])):
+                now == want or (judged_as_recorded and digest == old[2])):
             out[key] = [*now, digest, want[1]]
     return out
 
