@@ -146,8 +146,10 @@ def collect_status(run_dir: Path) -> dict:
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
                         "runners": rundir.runners_said_running(by_name, now)})
-    fusion = fused_status(run_dir, sorted(ids), options.get("fusion", {}))
+    page_ids = sorted(ids)
+    fusion = fused_status(run_dir, page_ids, options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)
+    gallery = rundir.gallery_path(run_dir)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     by_kind: dict[str, int] = {}
     for r in rejected:
@@ -157,9 +159,8 @@ def collect_status(run_dir: Path) -> dict:
             "scans_changed": len(changed_scans(run_dir, records)),
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
-            "transcription": transcript_status(run_dir, sorted(ids), options.get("transcription", {})),
-            "gallery": rundir.gallery_path(run_dir).exists(),
-            "gallery_pages": gallery_pages(rundir.gallery_path(run_dir))}
+            "transcription": transcript_status(run_dir, page_ids, options.get("transcription", {})),
+            "gallery": gallery.exists(), "gallery_pages": gallery_pages(gallery)}
 
 
 def gallery_leaves_pages_out(info: dict) -> bool:
