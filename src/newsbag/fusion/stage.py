@@ -340,7 +340,7 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
             "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
-            "identities": rundir.input_record(inputs, idents),
+            "identities": rundir.input_record(inputs, idents, (record or {}).get("identities")),
         }, compact=True, durable=False)
         return metrics
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
