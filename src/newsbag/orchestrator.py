@@ -381,6 +381,13 @@ def _report_record(o: PageOutcome) -> dict:
     return {"status": o.status, "seconds": o.seconds, **({key: o.error} if o.error else {})}
 
 
+def _remove_dead_runner_temps(out_dir: Path, *, again: bool = False) -> None:
+    """`io.remove_dead_temps` over every folder a runner of `out_dir` writes into (`again`: for
+    one that died since the first sweep)."""
+    for folder in rundir.runner_folders(out_dir):
+        remove_dead_temps(folder, again=again)
+
+
 def _blame(reason: str, exit_code: int, stage: ModelStage) -> tuple[str, str]:
     """Error and error class for the one page a runner was on when it died or stalled."""
     if reason == "page_timeout":
@@ -463,8 +470,7 @@ def run_source(
                     "rerun with --retry-failed to try them again", stage.name, variant, len(held))
     todo = fresh + retried  # pages that failed before go last
     if todo:  # the runner writes there: what killed runners left goes first
-        for folder in rundir.runner_folders(out_dir):
-            remove_dead_temps(folder)
+        _remove_dead_runner_temps(out_dir)
     by_id = {p.page_id: p for p in todo}
     deadline = time.monotonic() + stage.timeout_s
     log_path = rundir.logs_dir(run_dir) / f"{stage.name}.{variant}.log"
@@ -564,8 +570,7 @@ def run_source(
                     settle(written)
             if result.end is None:  # killed before its last report write: its last records may be lost
                 unrecorded.update({k: o for k, o in reported.items() if o.status != "skipped"})
-                for folder in rundir.runner_folders(out_dir):  # and it may have died mid-write
-                    remove_dead_temps(folder, again=True)
+                _remove_dead_runner_temps(out_dir, again=True)  # and it may have died mid-write
             else:
                 for page_id in job["settled"]:
                     del unrecorded[page_id]
