@@ -910,8 +910,7 @@ def selected_stage_names(run_dir: Path) -> set[str] | None:
     return _stage_set(load_settings(run_dir).get("STAGES")) or None
 
 
-def job_note(stage: str, rows: Sequence[dict], run_dir: Path | None = None,
-             pending: Callable[[], set[str] | None] | None = None) -> str:
+def job_note(stage: str, rows: Sequence[dict], run_dir: Path, pending: Callable[[], set[str] | None]) -> str:
     """What the latest job of `stage` is doing, for a source row with pending, stale or failed pages.
 
     ``pending``: the stages with work left (`stages_with_work`), asked only once the job ended: a
@@ -923,7 +922,7 @@ def job_note(stage: str, rows: Sequence[dict], run_dir: Path | None = None,
     r = mine[-1]
     state = str(r.get("state", "unknown"))
     ended = state == "COMPLETED" or _failed(state)
-    if ended and pending is not None and (work := pending()) is not None and stage not in work:
+    if ended and (work := pending()) is not None and stage not in work:
         return (f"job {r['job_id']} {r.get('kind', '?')} {state}; a page that crashed the runner is not retried "
                 f"by a resubmit unless asked: {_resubmit(run_dir)} --retry-failed")
     if _failed(state):
