@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -257,12 +257,20 @@ def _block_dirs(run_dir: Path, params: TranscriptionParams) -> list[tuple[str, P
     return [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
 
 
+class _PageInputs(NamedTuple):
+    """What a page's transcript is read from, and whether the one it has is current."""
+
+    fused_path: Path
+    lines_path: Path | None          # None without a lines source
+    fused_identity: list[int] | None  # None: fusion failed on the page or never ran
+    fingerprint: str
+    current: bool                    # never with ``force``
+
+
 def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage: ModelStage
-                 ) -> Callable[..., tuple[Path, Path | None, list[int] | None, str, bool]]:
-    """What a page's transcript is read from, by page id: its fused page, its lines page (None
-    without a lines source), the fused page's identity, the transcript's fingerprint, and
-    whether the transcript is current (never with ``force``). The one rule `run_transcription`
-    skips pages by and `transcript_status` judges them by (``write=False``: it records nothing).
+                 ) -> Callable[..., _PageInputs]:
+    """A page's `_PageInputs` by page id: the one rule `run_transcription` skips pages by and
+    `transcript_status` judges them by (``write=False``: it records nothing).
 
     Inputs are judged by `rundir.judge_by_record`: by their stats, or, where those changed (a run
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
@@ -282,8 +290,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         return rundir.fingerprint("transcription", params_rec, judged.get("fused"), judged.get("lines"),
                                   *(judged.get(f"block:{name}") for name, _ in block_dirs))
 
-    def inputs(page_id: str, *, force: bool = False, write: bool = True
-               ) -> tuple[Path, Path | None, list[int] | None, str, bool]:
+    def inputs(page_id: str, *, force: bool = False, write: bool = True) -> _PageInputs:
         fused_path = fused_dir / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
         paths = {"fused": str(fused_path), **({"lines": str(lines_path)} if lines_path else {}),
@@ -291,7 +298,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         judged, stale = rundir.judge_by_record(
             paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id),
             lambda judged: force or not _is_current(out_dir / f"{page_id}.json", made_from(judged)), write=write)
-        return fused_path, lines_path, judged.get("fused"), made_from(judged), not stale
+        return _PageInputs(fused_path, lines_path, judged.get("fused"), made_from(judged), not stale)
 
     return inputs
 
@@ -316,7 +323,7 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     for page_id in page_ids:
-        if page_id in written and inputs(page_id, write=False)[4]:
+        if page_id in written and inputs(page_id, write=False).current:
             counts["done"] += 1
         else:
             counts["failed" if page_id in failed else "stale" if page_id in written else "pending"] += 1
