@@ -40,7 +40,7 @@ from scipy.stats import spearmanr
 from newsbag import labels
 from newsbag.contract import Boxes
 from newsbag.evaluate import evaluate_page_class, match_pages
-from newsbag.fusion.stage import _Board, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source, fuse_all
+from newsbag.fusion.stage import _Board, _has_lines, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source, fuse_all
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
 from newsbag.rundir import discover_sources, source_dir
 
@@ -94,7 +94,8 @@ def source_order(loaded: dict, cfg) -> list[str]:
     """The "auto" granularity order: the no-GT source leaderboard over all pages (no GT used)."""
     board = _Board("sources", _SOURCE_KEYS)
     for pages, _, _ in loaded.values():
-        board.add(_measure_sources(pages, cfg)[4])
+        metrics = _measure_sources(pages, cfg)[4]
+        board.add(metrics, _has_lines(metrics))
     rows = board.rows()
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 

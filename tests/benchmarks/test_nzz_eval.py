@@ -78,3 +78,13 @@ def test_descent_moves_one_threshold_at_a_time_to_a_better_point_and_stops(nzz_e
     # one threshold moved at a time, each point scored once, and a second pass that changes nothing ends it
     assert seen == [{"a": 0, "b": 1}, {"a": 1, "b": 1}, {"a": 2, "b": 1}, {"a": 2, "b": 0}, {"a": 0, "b": 0},
                     {"a": 1, "b": 0}]
+
+
+def test_source_order_ranks_the_sources_by_the_no_ground_truth_score(nzz_eval):
+    """The "auto" order nzz_eval fuses with when no order is given (it once called the
+    leaderboard with a signature fusion no longer had, and the script died before any table)."""
+    from newsbag.fusion.variants import parse_fusion_config
+
+    order = nzz_eval.source_order({"p": _page()}, parse_fusion_config(DEFAULT_FUSION_CFG))
+    # tesseract boxes each column (no cross-column region); the block crosses the gutter
+    assert order == ["tesseract/paragraphs", "text_lines/blocks"]
