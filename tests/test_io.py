@@ -68,9 +68,38 @@ def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_
     assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)
     zombie.wait()
     assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)   # reaped: no such pid
-    assert not nb_io.writer_gone(nb_io._HOST, os.getpid(), 0.0, now)   # alive, whatever its last write
+    assert not nb_io.writer_gone(nb_io._HOST, os.getpid(), None, now)   # alive, last write unknown
     assert not nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S + 60, now)   # another host: recent
     assert nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S - 60, now)
+
+
+def test_a_pid_taken_by_a_process_that_started_after_the_last_write_is_a_gone_writer(tmp_path):
+    """A runner that died long ago, whose pid a later process took, left a report saying
+    running and temp files: its pid answers, but the process holding it started after the
+    dead runner's last write, so it is another process (status said 'running' forever and
+    the sweep kept the temp files)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from newsbag import io as nb_io
+
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        now = time.time()
+        assert not nb_io.writer_gone(nb_io._HOST, later.pid, now, now)          # wrote after it started
+        assert nb_io.writer_gone(nb_io._HOST, later.pid, now - 3600, now)       # last wrote an hour before it started
+        temp = tmp_path / f".p1.json.{nb_io._HOST}-{later.pid}-3.tmp"
+        temp.write_bytes(b"half")
+        assert not nb_io._temp_writer_gone(temp.name, str(tmp_path), now)
+        os.utime(temp, (now - 3600, now - 3600))
+        assert nb_io._temp_writer_gone(temp.name, str(tmp_path), now)
+        nb_io.remove_dead_temps(tmp_path)
+        assert not temp.exists()
+    finally:
+        later.kill()
+        later.wait()
 
 
 @pytest.mark.parametrize("compact", [True, False])

@@ -86,10 +86,12 @@ FOREIGN_TEMP_AGE_S = 86400
 _SWEPT: set[str] = set()  # the folders this process has removed dead writers' temp files from
 
 
-def writer_gone(host: str | None, pid: int, last_write: float, now: float) -> bool:
+def writer_gone(host: str | None, pid: int, last_write: float | None, now: float) -> bool:
     """Whether the process `pid` of `host` (its name; None: another one), which last wrote a file at
-    `last_write` (epoch s), has ended: on this host, its pid is not alive (a pid reused since
-    counts as alive); on another, that write is `FOREIGN_TEMP_AGE_S` old."""
+    `last_write` (epoch s; None: not known), has ended: on this host, its pid is not alive, or is
+    held by a process that started after that write (the pid was reused: a runner killed
+    long ago on a busy node); on another, that write is `FOREIGN_TEMP_AGE_S` old or not known
+    (nothing will ever tell more)."""
     if host == _HOST:
         try:
             os.kill(pid, 0)  # this process included: alive
@@ -97,18 +99,44 @@ def writer_gone(host: str | None, pid: int, last_write: float, now: float) -> bo
             return True
         except OSError:  # alive, another user's
             pass
-        return _zombie(pid)
-    return now - last_write > FOREIGN_TEMP_AGE_S
+        if _zombie(pid):
+            return True
+        started = _started_at(pid)
+        return last_write is not None and started is not None and started > last_write + _START_SLACK_S
+    return last_write is None or now - last_write > FOREIGN_TEMP_AGE_S
+
+
+# A process's start time from /proc is in whole seconds of boot time plus clock ticks.
+_START_SLACK_S = 2.0
+
+
+def _proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (Linux; elsewhere None)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+
+
+def _started_at(pid: int) -> float | None:
+    """Epoch seconds `pid` started (Linux: field 22 of its stat, ticks since boot; elsewhere None)."""
+    stat = _proc_stat(pid)
+    if stat is None:
+        return None
+    try:
+        with open("/proc/stat", "rb") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        return boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
 
 
 def _zombie(pid: int) -> bool:
     """Whether `pid` has ended but is not reaped yet (Linux; elsewhere False): a runner killed with
     its newsbag stays one until init gets to it, and os.kill still finds it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rpartition(b")")[2].split()[:1] in ([b"Z"], [b"X"])
-    except OSError:
-        return False
+    stat = _proc_stat(pid)
+    return stat is not None and stat[:1] in ([b"Z"], [b"X"])
 
 
 def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
@@ -117,12 +145,11 @@ def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
     head, _, pid = head.rpartition("-")
     if not (name.startswith(".") and name.endswith(".tmp") and sep and pid.isdigit() and tail.isdigit()):
         return False
-    if head.endswith(f".{_HOST}"):
-        return writer_gone(_HOST, int(pid), 0.0, now)
     try:
-        return writer_gone(None, int(pid), os.stat(os.path.join(folder, name)).st_mtime, now)
-    except OSError:
-        return False
+        last_write = os.stat(os.path.join(folder, name)).st_mtime
+    except OSError:  # renamed into place or removed meanwhile
+        last_write = None
+    return writer_gone(_HOST if head.endswith(f".{_HOST}") else None, int(pid), last_write, now)
 
 
 def remove_dead_temps(folder: Path, *, again: bool = False) -> None:
@@ -132,7 +159,7 @@ def remove_dead_temps(folder: Path, *, again: bool = False) -> None:
     Called on a process's first write into a folder, and by the orchestrator on a source
     folder its runner is to write into (runners name their temps alike): only folders a call
     writes into are listed, each once (a folder of 100k pages costs one listing per call).
-    A pid reused since is taken for alive: its temp stays until a later call. Best effort:
+    A pid reused since by a process that started after the temp's last write is gone too. Best effort:
     a folder that cannot be listed is left as it is.
     """
     key = str(folder)

@@ -509,12 +509,12 @@ def _read_report(path: Path) -> dict | None:
     return {**report, "pages": report["pages"] if isinstance(report.get("pages"), dict) else {}}
 
 
-def _report_time(stamp: object) -> float:
-    """A run report's ``%Y-%m-%dT%H:%M:%S%z`` time as epoch seconds (0 when it is none)."""
+def _report_time(stamp: object) -> float | None:
+    """A run report's ``%Y-%m-%dT%H:%M:%S%z`` time as epoch seconds (None when it is none)."""
     try:
         return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp()
     except ValueError:
-        return 0.0
+        return None
 
 
 def runners_said_running(reports: dict[str, dict], now: float) -> list[dict]:
