@@ -210,9 +210,14 @@ def _sweep_self(xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 _COUNT_STEP = 1_000_000
 
 
-def _narrow_sweep(xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The `_sweep` along the axis where fewer ranges overlap: the smaller superset of the pairs."""
-    return min((_sweep(xyxy, axis) for axis in (1, 0)), key=lambda sweep: sweep[1].sum())
+def _narrow_sweep(xyxy: np.ndarray, enough: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The `_sweep` along the axis where fewer ranges overlap: the smaller superset of the pairs.
+    With `enough`, the sweep along y as soon as it has no more than `enough` candidates (the
+    x sweep is not made: `pairs_exceed` is settled either way, and real pages settle there)."""
+    along_y = _sweep(xyxy, 1)
+    if enough is not None and along_y[1].sum() <= enough:
+        return along_y
+    return min((along_y, _sweep(xyxy, 0)), key=lambda sweep: sweep[1].sum())
 
 
 def _count_swept(xyxy: np.ndarray, o: np.ndarray, count: np.ndarray, limit: int) -> int:
@@ -253,7 +258,7 @@ def pairs_exceed(xyxy: np.ndarray, limit: int) -> bool:
     page's ~45; only a page with over `limit` candidates is counted, over the same sweep.
     """
     xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    o, count = _narrow_sweep(xyxy)
+    o, count = _narrow_sweep(xyxy, limit)
     return int(count.sum()) > limit and _count_swept(xyxy, o, count, limit) > limit
 
 
