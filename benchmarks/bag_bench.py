@@ -244,7 +244,7 @@ def fresh_run(args) -> None:
     if run.exists():
         shutil.rmtree(run)
     config = json.loads(args.config.read_text())
-    models = [s["name"] for s in config["stages"] if s.get("kind") not in ("fusion", "review", "export")]
+    models = [s["name"] for s in _model_stages(config)]   # not transcription: it needs fusion first
     base = ["--run-dir", str(run), "--config", str(args.config)]
     select = ["--input-dir", str(args.input_dir)] + (["--max-pages", str(args.limit)] if args.limit else [])
     timings = {"models": newsbag(["run", *select, *base, "--stages", ",".join(models)])}
