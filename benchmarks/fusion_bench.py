@@ -16,6 +16,8 @@ from newsbag.contract import Boxes, PageMeta
 from newsbag.fusion.stage import fuse_all, fuse_page
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, parse_fusion_config
 
+from _machine import machine_line
+
 
 def synthetic_page(n_sources: int, n_boxes: int, seed: int, width: int = 4000) -> dict[str, Boxes]:
     """A grid of `n_boxes` paragraphs seen by every source with jitter, drops and splits, plus lines."""
@@ -88,6 +90,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="passes; the fastest is reported")
     ap.add_argument("--scaling", action="store_true", help="time 1k, 2k, 5k, 10k, 20k boxes per page")
     args = ap.parse_args()
+    print(machine_line(), flush=True)
     if args.scaling:
         for total in (1000, 2000, 5000, 10000, 20000):
             per = total // args.sources

@@ -95,15 +95,15 @@ def bench(n: int, shards: int, todo: int, steps: list[str]) -> None:
         cli = [sys.executable, "-m", "newsbag"]
         pages = [*cli, "pages", "--run-dir", str(run), "--input-dir", str(root / "images"), "--recursive"]
         shard = [*cli, "run", "--run-dir", str(run), "--config", str(config), "--stages", STAGE]
-        k = shards // 2
+        k, other = shards // 2, (shards // 2 + 1) % shards   # a done shard, and another one to do
         commands = {"pages": pages, "pages-again": pages,
                     "task-done": [*shard, "--shard", f"{k}/{shards}"],
-                    "task-todo": [*shard, "--shard", f"{k + 1}/{shards}"],
+                    "task-todo": [*shard, "--shard", f"{other}/{shards}"],
                     "run-done": shard,
                     "status": [*cli, "status", "--run-dir", str(run)]}
         for step in steps:
             if step == "task-todo":
-                subprocess.run([sys.executable, __file__, "--drop-pages", str(run), f"{k + 1}/{shards}",
+                subprocess.run([sys.executable, __file__, "--drop-pages", str(run), f"{other}/{shards}",
                                 "--todo", str(todo)], env=env, check=True)
             cpu, wall, rss = timed(commands[step], env)
             print(f"pages {n:>6}  {step:<11} {cpu:6.2f} s CPU ({wall:.2f} wall)  peak RSS {rss:5.0f} MB", flush=True)
@@ -133,6 +133,8 @@ def main() -> None:
     unknown = sorted(set(steps) - set(STEPS))
     if unknown:
         ap.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}")
+    if args.shards < 2:
+        ap.error("--shards must be at least 2 (one shard done, another with pages to do)")
     print(machine_line(), flush=True)
     bench(args.pages, args.shards, args.todo, steps)
 

@@ -1,0 +1,45 @@
+"""Every speed benchmark, run as its README command is, at the smallest size: each prints its
+rows against today's code. Three of them had died on a private signature or a new stage of the
+package while nothing ran them (nzz_eval, collection_bench, bag_bench), and run_overhead_bench
+on an even `--shards 2`; a benchmark is read only when someone needs its number."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from nbtest import REPO
+
+ROW = r"[\d.]+"
+SCRIPTS = [
+    (["fuse_stage_bench.py", "--pages", "2"],
+     [rf"pages +2 +boxes/page +1800 +newsbag fuse +{ROW} ms/page CPU .* fused JSON {ROW} KB/page +rerun \(nothing changed\)"]),
+    (["fusion_bench.py", "--sources", "3", "--boxes", "50", "--pages", "2"],
+     [rf"3 sources x 50 boxes x 2 pages, best of \d+: {ROW} ms/page fusion \+ metrics"]),
+    (["postproc_bench.py", "--sizes", "200", "--repeat", "1"],
+     [rf"{name} +200 +{ROW} +{ROW}" for name in ("_db.group_lines", "_picodet.nms_per_class", "order.reading_order")]),
+    (["run_overhead_bench.py", "--pages", "20", "--shards", "2"],
+     [rf"pages +20 +{step} +{ROW} s CPU" for step in ("pages", "pages-again", "task-done", "task-todo", "run-done",
+                                                        "status")]),
+    (["collection_bench.py", "--pages", "3"],
+     [rf"pages +3 +{step} +{ROW} s CPU" for step in ("export", "review", "status")]),
+]
+
+
+@pytest.mark.parametrize("command, rows", SCRIPTS, ids=[c[0] for c, _ in SCRIPTS])
+def test_each_benchmark_prints_its_rows(command, rows):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / command[0]), *command[1:]], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("# machine: "), done.stdout[:200]
+    for row in rows:
+        assert re.search(row, done.stdout), f"no row {row!r} in:\n{done.stdout}"
+
+
+def test_run_overhead_bench_refuses_a_single_shard():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_overhead_bench.py"), "--shards", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--shards must be at least 2" in done.stderr
