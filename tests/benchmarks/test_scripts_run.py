@@ -43,3 +43,33 @@ def test_run_overhead_bench_refuses_a_single_shard():
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "run_overhead_bench.py"), "--shards", "1"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--shards must be at least 2" in done.stderr
+
+
+def test_nzz_eval_prints_both_halves_of_a_run_with_ground_truth(tmp_path):
+    """The quality benchmark end to end (`nzz_eval.py RUN --gt DIR --no-tune`) on four tiny pages
+    the fake runner laid out, with ground truth in the nzz format."""
+    import json
+
+    from nbtest import write_fake_config, write_image
+
+    gt = tmp_path / "gt"
+    (gt / "annotations").mkdir(parents=True)
+    for k in range(4):
+        write_image(gt / "images" / f"p{k}.png", size=(200, 150))
+        regions = [{"bbox_xyxy": [10, 10, 90, 140], "label": "text"}, {"bbox_xyxy": [110, 10, 190, 140], "label": "text"}]
+        (gt / "annotations" / f"p{k}.json").write_text(json.dumps(
+            {"page_id": f"gt{k}", "image": f"images/p{k}.png", "width": 200, "height": 150, "regions": regions}))
+    config = write_fake_config(tmp_path / "c.json", {"a": {}, "b": {}})
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run([sys.executable, "-m", "newsbag", "run", "--input-dir", str(gt / "images"), "--run-dir",
+                    str(tmp_path / "run"), "--config", str(config)], env=env, check=True, capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "nzz_eval.py"), str(tmp_path / "run"), "--gt",
+                           str(gt), "--no-tune"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert out.startswith("4 pages, fused in memory")
+    for half in ("B", "A"):
+        assert f"## held-out half {half} (2 pages)" in out
+    assert re.search(rf"\| fake/a \| {ROW} \| {ROW} \| {ROW} \| {ROW} \|", out)
+    assert re.search(rf"\| paragraphs \| {ROW} \| {ROW} \| {ROW} \| {ROW} \|", out)
+    assert out.count("bars: pixel F1 >= ") == 2 and out.count("no-GT score vs GT IoU F1, Spearman") == 2
