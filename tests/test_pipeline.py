@@ -969,6 +969,26 @@ def test_status_counts_the_scans_replaced_on_disk_since_they_were_inspected(tmp_
     assert "scans changed" not in run_cli(capsys, "status", "--run-dir", run)[1]
 
 
+def test_status_counts_the_scans_gone_since_they_were_inspected(tmp_path, page_dir, capsys):
+    """A run moved or copied without its scans (or scans deleted after the run): status said every
+    stage done, though a review board, a transcript or a model run of those pages can no longer be
+    made and an export's image links point nowhere. Status now counts them from the same one stat a
+    page, and the count clears once they are back."""
+    run, cfg, code, err = _run(tmp_path, page_dir, capsys)
+    assert code == 0, err
+    away = tmp_path / "away"
+    os.rename(page_dir / "issue2", away)
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    info = json.loads(out)
+    assert code == 0 and (info["scans_missing"], info["scans_changed"]) == (3, 0)
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert "scans missing since inspected: 3" in out and "scans changed" not in out
+    os.rename(away, page_dir / "issue2")
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert json.loads(out)["scans_missing"] == 0
+    assert "scans missing" not in run_cli(capsys, "status", "--run-dir", run)[1]
+
+
 def test_status_says_how_many_pages_of_the_run_the_gallery_holds(tmp_path, page_dir, capsys):
     """A gallery written by a review of some pages (`run --pages`, or a shard's review before the
     others drew their boards) leaves pages out, and its header says so; status said "gallery yes",

@@ -222,6 +222,9 @@ def status(run_dir, as_json):
                    "the next `newsbag run` or `newsbag pages` judges them again and redoes those whose image changed")
     if info["scans_changed"]:
         click.echo(f"  scans changed since inspected: {info['scans_changed']} (rerun newsbag run / newsbag pages)")
+    if info["scans_missing"]:
+        click.echo(f"  scans missing since inspected: {info['scans_missing']} (outputs kept; boards, transcripts, "
+                   "model passes and exports' image links need them: put them back where the manifest says)")
     for s in info["sources"]:
         note = job_note(s["source"].split("/")[0], jobs, run_dir, work) if s["pending"] or s["stale"] or s["failed"] else ""
         share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"

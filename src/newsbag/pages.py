@@ -37,7 +37,7 @@ __all__ = [
     "Rejected",
     "open_accepted_image",
     "read_rejected",
-    "changed_scans",
+    "scan_changes",
     "page_id_for",
     "discover_images",
     "read_manifest_list",
@@ -1021,12 +1021,20 @@ def _changed_in_place(record: PageRecord, identity: list[int] | None) -> bool:
     return None not in (record.identity, identity) and record.identity != identity
 
 
-def changed_scans(run_dir: Path, records: Iterable[PageRecord]) -> list[str]:
-    """Ids of the pages whose original was replaced on disk since it was inspected: the next call
-    naming them hashes them again (`_unchanged`) and redoes their outputs if what runners read changed.
+def scan_changes(run_dir: Path, records: Iterable[PageRecord]) -> tuple[list[str], list[str]]:
+    """Ids of the pages whose original was replaced on disk since it was inspected (the next call
+    naming them hashes them again (`_unchanged`) and redoes their outputs if what runners read
+    changed), and of those whose original is gone (a run moved or copied without its scans: its
+    outputs stay, but no board, transcript or model pass can be made of them again).
     One stat a page and no hashing: `status` asks it of every page of a 100k-page run."""
-    return [p.page_id for p in records
-            if _changed_in_place(p, rundir.file_identity(os.path.abspath(Path(run_dir) / p.path)))]
+    changed, missing = [], []
+    for p in records:
+        identity = rundir.file_identity(os.path.abspath(Path(run_dir) / p.path))
+        if identity is None:
+            missing.append(p.page_id)
+        elif _changed_in_place(p, identity):
+            changed.append(p.page_id)
+    return changed, missing
 
 
 def select_ids(ids: list[str], wanted: Iterable[str]) -> list[str]:

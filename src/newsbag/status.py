@@ -17,7 +17,7 @@ from .review.gallery import gallery_pages
 from .review.stage import board_status
 from .transcription import transcript_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
-from .pages import changed_scans, read_pages, read_rejected
+from .pages import read_pages, read_rejected, scan_changes
 
 __all__ = ["collect_status", "gallery_leaves_pages_out"]
 
@@ -151,12 +151,13 @@ def collect_status(run_dir: Path) -> dict:
     recommended = rundir.recommended_variant(run_dir)
     gallery = rundir.gallery_path(run_dir)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
+    changed, missing = scan_changes(run_dir, records)
     by_kind: dict[str, int] = {}
     for r in rejected:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
-            "scans_changed": len(changed_scans(run_dir, records)),
+            "scans_changed": len(changed), "scans_missing": len(missing),
             "sources": sources, "fusion": fusion,
             "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
             "transcription": transcript_status(run_dir, page_ids, options.get("transcription", {})),
