@@ -57,8 +57,8 @@ def write_image(path: Path, size=(64, 48), mode="L", fmt=None, **save) -> Path:
 
 
 def write_png16(path: Path, arr: np.ndarray) -> Path:
-    """A 16-bit colour PNG (RGB or RGBA, colour type 2 or 6) of `arr` (H, W, 3|4 uint16), written
-    by hand: Pillow writes none. Rows filtered with Sub, as encoders do, so unfiltering counts."""
+    """A 16-bit PNG with more than one sample a pixel (grey+alpha, RGB or RGBA: colour type 4, 2 or
+    6) of `arr` (H, W, 2|3|4 uint16), written by hand: Pillow writes none. Rows filtered with Sub, as encoders do, so unfiltering counts."""
     import struct
     import zlib
 
@@ -71,7 +71,7 @@ def write_png16(path: Path, arr: np.ndarray) -> Path:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = struct.pack(">IIBBBBB", w, h, 16, 2 if c == 3 else 6, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", w, h, 16, {2: 4, 3: 2, 4: 6}[c], 0, 0, 0)
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
                      + chunk(b"IEND", b""))
     return path

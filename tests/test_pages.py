@@ -164,6 +164,20 @@ def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels
     assert "PNG" in rec.note and "16-bit" in rec.note and "12-bit values (0..4095)" in rec.note
 
 
+def test_a_16bit_grey_and_alpha_png_is_read_at_its_depth_not_refused_as_corrupt(tmp_path):
+    """A 16-bit grey+alpha PNG (colour type 4) is a valid scan: Pillow opens it as RGBA of each
+    sample's high byte, and newsbag refused it as corrupt ('unrecognized data stream contents')
+    while decoding its low bytes as 16-bit RGBA. Its grey is read at 16 bits and scaled as other
+    deep pages are; the alpha is dropped, as for an 8-bit grey+alpha page."""
+    ramp = _ramp(4095)
+    src = write_png16(tmp_path / "in" / "la12.png", np.stack([ramp, np.full_like(ramp, 65535)], -1))
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        assert im.mode == "L"
+        assert np.asarray(im).tolist() == (ramp.astype(int) * 255 // 4095).tolist()
+    assert "PNG LA 16-bit" in rec.note and "12-bit values (0..4095)" in rec.note
+
+
 @pytest.mark.parametrize("top", [65535, 20000])  # a full page, and a genuinely dark one (stays dark)
 def test_an_ordinary_16bit_page_is_scaled_by_its_depth_not_its_content(tmp_path, top):
     src = tmp_path / "in" / "p16.tif"

@@ -447,8 +447,9 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
 
 
 def _deep_colour_bits(im: Image.Image) -> int:
-    """The bits a sample of a colour page with more than 8 holds, else 0: a 16-bit PNG, or a TIFF
-    that tifffile can read. Pillow opens them as 8-bit RGB (each sample's top byte), which makes
+    """The bits a sample of a colour page with more than 8 holds, else 0: a 16-bit PNG (RGB, RGBA,
+    or grey+alpha, which Pillow opens as RGBA), or a TIFF that tifffile can read. Pillow opens them
+    as 8-bit RGB (each sample's top byte), which makes
     12-bit data in 16-bit samples nearly black; without tifffile (the `embedded` extra) a TIFF
     stays Pillow's."""
     if im.mode not in ("RGB", "RGBA"):
@@ -462,22 +463,36 @@ def _deep_colour_bits(im: Image.Image) -> int:
 
 
 def _read_deep_png(path: Path, data: bytes | None) -> tuple[Image.Image, str]:
-    """A 16-bit colour PNG at its full depth, scaled to 8-bit RGB as `_to_8bit` scales Pillow's deep
-    pages (with what the scaling did). Pillow has no 16-bit colour mode, so its PNG decoder runs
-    twice: unpacking each sample's high byte (``RGB;16B``, its default), then its low byte
-    (``RGB;16L`` takes the big-endian pair the other way round). It decodes `data` when
-    `inspect_page` read the file once, else the file."""
-    halves = []
-    for order in ("B", "L"):
-        with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
-            im.tile = [t._replace(args=f"{im.mode};16{order}") for t in im.tile]
+    """A 16-bit PNG with more than one sample a pixel at its full depth, scaled to 8 bits as
+    `_to_8bit` scales Pillow's deep pages (with what the scaling did): RGB for colour, L for grey
+    and alpha (the alpha dropped, as for an 8-bit one). Pillow has no such 16-bit mode, so its PNG
+    decoder runs twice for colour: unpacking each sample's high byte (``RGB;16B``, its default),
+    then its low byte (``RGB;16L`` takes the big-endian pair the other way round). Grey+alpha
+    (``LA;16B``, which has no low-byte twin) is unpacked once as 8-bit RGBA: the same 4 bytes a
+    pixel, so the same unfiltering, giving grey high, grey low, alpha high, alpha low. It decodes
+    `data` when `inspect_page` read the file once, else the file."""
+    def opened():
+        return Image.open(path if data is None else BytesIO(data))
+
+    def decoded(rawmode: str) -> np.ndarray:
+        with _pillow_guard_lifted(), opened() as im:
+            im.tile = [t._replace(args=rawmode) for t in im.tile]
             im.load()
-            halves.append(np.asarray(im)[..., :3])
-    arr = halves[0].astype(np.uint16)
+            return np.asarray(im)
+
+    with _pillow_guard_lifted(), opened() as im:
+        rawmode = im.tile[0].args
+    grey = rawmode == "LA;16B"
+    if grey:
+        planes = decoded("RGBA")
+        high, low = planes[..., 0], planes[..., 1]
+    else:
+        high, low = decoded(rawmode)[..., :3], decoded(rawmode.replace(";16B", ";16L"))[..., :3]
+    arr = high.astype(np.uint16)
     arr <<= 8
-    arr |= halves.pop()
+    arr |= low
     out, how = _scaled_8bit(arr)
-    return Image.fromarray(out, "RGB"), how
+    return Image.fromarray(out, "L" if grey else "RGB"), how
 
 
 def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
@@ -612,6 +627,8 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
                 data = None
         with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
             fmt, mode = im.format, im.mode
+            # A PNG's samples by its raw mode, before `_judged` decodes it (Pillow calls grey+alpha RGBA).
+            samples = str(im.tile[0].args).split(";")[0] if fmt == "PNG" and im.tile else mode
             _check_declared_size(path, im.width, im.height, limits)
             frames, deep_colour, orientation, passthrough = _judged(im)
             width, height = im.size
@@ -619,7 +636,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
             if frames > 1:
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if deep_colour:
-                mode = f"{mode} {deep_colour}-bit"
+                mode = f"{samples} {deep_colour}-bit"
                 read = _read_deep_png if fmt == "PNG" else partial(_read_tiff_with_tifffile, limits=limits)
                 page, depth = read(path, data)
             elif not passthrough:
