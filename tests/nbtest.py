@@ -56,22 +56,29 @@ def write_image(path: Path, size=(64, 48), mode="L", fmt=None, **save) -> Path:
     return path
 
 
-def write_png16(path: Path, arr: np.ndarray) -> Path:
+def write_png16(path: Path, arr: np.ndarray, interlaced: bool = False) -> Path:
     """A 16-bit PNG with more than one sample a pixel (grey+alpha, RGB or RGBA: colour type 4, 2 or
-    6) of `arr` (H, W, 2|3|4 uint16), written by hand: Pillow writes none. Rows filtered with Sub, as encoders do, so unfiltering counts."""
+    6) of `arr` (H, W, 2|3|4 uint16), written by hand: Pillow writes none. Rows filtered with Sub,
+    as encoders do, so unfiltering counts; `interlaced`: Adam7, each pass's rows filtered alike."""
     import struct
     import zlib
 
     h, w, c = arr.shape
-    big = arr.astype(">u2").view(np.uint8).reshape(h, w * c * 2).astype(np.int16)
-    sub = np.concatenate([big[:, :c * 2], big[:, c * 2:] - big[:, :-c * 2]], axis=1) % 256
-    raw = b"".join(b"\x01" + row.astype(np.uint8).tobytes() for row in sub)
+
+    def filtered(part: np.ndarray) -> bytes:
+        big = part.astype(">u2").view(np.uint8).reshape(part.shape[0], -1).astype(np.int16)
+        sub = np.concatenate([big[:, :c * 2], big[:, c * 2:] - big[:, :-c * 2]], axis=1) % 256
+        return b"".join(b"\x01" + row.astype(np.uint8).tobytes() for row in sub)
+
+    passes = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+    parts = [arr[y0::dy, x0::dx] for x0, y0, dx, dy in passes] if interlaced else [arr]
+    raw = b"".join(filtered(part) for part in parts if part.size)
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = struct.pack(">IIBBBBB", w, h, 16, {2: 4, 3: 2, 4: 6}[c], 0, 0, 0)
+    header = struct.pack(">IIBBBBB", w, h, 16, {2: 4, 3: 2, 4: 6}[c], 0, 0, int(interlaced))
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
                      + chunk(b"IEND", b""))
     return path

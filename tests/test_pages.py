@@ -148,14 +148,15 @@ def test_a_uint32_tiff_keeps_its_upper_half(tmp_path):
     assert _first_row(rec).tolist() == expected.tolist() and expected[-1] == 255
 
 
+@pytest.mark.parametrize("interlaced", [False, True])
 @pytest.mark.parametrize("channels", [3, 4])   # RGB; RGBA (alpha dropped)
-def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels):
+def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels, interlaced):
     """Pillow reads a 16-bit colour PNG as 8-bit RGB by each sample's high byte: 12-bit scanner data
     lay in 0..15, and the page passed to the runners as it was, nearly black. It is decoded at 16
     bits and scaled as other deep pages are."""
-    ramp = _ramp(4095)
+    ramp = (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096   # rows differ: Adam7 places them
     arr = np.stack([ramp, ramp[:, ::-1], np.full_like(ramp, 2000), np.full_like(ramp, 65535)][:channels], -1)
-    src = write_png16(tmp_path / "in" / "rgb12.png", arr)
+    src = write_png16(tmp_path / "in" / "rgb12.png", arr, interlaced)
     rec = inspect_page(src, src.parent, tmp_path / "run")
     assert Path(rec.image_path) != src
     with Image.open(rec.image_path) as im:
@@ -164,13 +165,14 @@ def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels
     assert "PNG" in rec.note and "16-bit" in rec.note and "12-bit values (0..4095)" in rec.note
 
 
-def test_a_16bit_grey_and_alpha_png_is_read_at_its_depth_not_refused_as_corrupt(tmp_path):
+@pytest.mark.parametrize("interlaced", [False, True])
+def test_a_16bit_grey_and_alpha_png_is_read_at_its_depth_not_refused_as_corrupt(tmp_path, interlaced):
     """A 16-bit grey+alpha PNG (colour type 4) is a valid scan: Pillow opens it as RGBA of each
     sample's high byte, and newsbag refused it as corrupt ('unrecognized data stream contents')
     while decoding its low bytes as 16-bit RGBA. Its grey is read at 16 bits and scaled as other
     deep pages are; the alpha is dropped, as for an 8-bit grey+alpha page."""
-    ramp = _ramp(4095)
-    src = write_png16(tmp_path / "in" / "la12.png", np.stack([ramp, np.full_like(ramp, 65535)], -1))
+    ramp = (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096   # rows differ: Adam7 places them
+    src = write_png16(tmp_path / "in" / "la12.png", np.stack([ramp, np.full_like(ramp, 65535)], -1), interlaced)
     rec = inspect_page(src, src.parent, tmp_path / "run")
     with Image.open(rec.image_path) as im:
         assert im.mode == "L"
