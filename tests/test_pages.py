@@ -180,6 +180,36 @@ def test_a_16bit_grey_and_alpha_png_is_read_at_its_depth_not_refused_as_corrupt(
     assert "PNG LA 16-bit" in rec.note and "12-bit values (0..4095)" in rec.note
 
 
+def _write_ppm16(path: Path, rgb: np.ndarray, maxval: int = 65535) -> Path:
+    """A binary 16-bit PPM (P6): big-endian samples after a text header, as SANE's scanimage writes."""
+    h, w, _ = rgb.shape
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"P6\n%d %d\n%d\n" % (w, h, maxval) + rgb.astype(">u2").tobytes())
+    return path
+
+
+def test_a_16bit_ppm_with_12bit_values_keeps_its_range(tmp_path):
+    """Pillow scales a 16-bit PPM (maxval 65535) to 8 bits by its maxval: 12-bit scanner data lay in
+    0..15 and the page went to the runners nearly black, its note saying only 'converted'. It is read
+    at 16 bits and scaled as other deep pages are."""
+    ramp = (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096
+    rgb = np.stack([ramp, ramp[:, ::-1], np.full_like(ramp, 2000)], -1)
+    src = _write_ppm16(tmp_path / "in" / "scan.ppm", rgb)
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        assert im.mode == "RGB"
+        assert np.asarray(im).tolist() == (rgb.astype(int) * 255 // 4095).tolist()
+    assert "PPM RGB 16-bit" in rec.note and "12-bit values (0..4095)" in rec.note
+
+
+def test_a_truncated_16bit_ppm_is_refused_in_one_line(tmp_path):
+    src = _write_ppm16(tmp_path / "in" / "cut.ppm", np.full((48, 64, 3), 4000, np.uint16))
+    src.write_bytes(src.read_bytes()[:-100])
+    with pytest.raises(Exception) as err:
+        inspect_page(src, src.parent, tmp_path / "run")
+    assert str(src) in str(err.value) and "truncated" in str(err.value) and "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("top", [65535, 20000])  # a full page, and a genuinely dark one (stays dark)
 def test_an_ordinary_16bit_page_is_scaled_by_its_depth_not_its_content(tmp_path, top):
     src = tmp_path / "in" / "p16.tif"

@@ -91,8 +91,9 @@ READ_ONCE_MAX_BYTES = 64 << 20
 # none recorded: an older newsbag, taken as revision 0) is judged again: a copy is made again, a
 # page passed as it is has its header read (`_still_passes`); its outputs are redone only if what
 # the runners read changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095;
-# 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits.
-CONVERSION_REVISION = 3
+# 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits; 4: 16-bit
+# binary PPMs read at 16 bits.
+CONVERSION_REVISION = 4
 
 
 @dataclass(frozen=True)
@@ -448,12 +449,14 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
 
 def _deep_colour_bits(im: Image.Image) -> int:
     """The bits a sample of a colour page with more than 8 holds, else 0: a 16-bit PNG (RGB, RGBA,
-    or grey+alpha, which Pillow opens as RGBA), or a TIFF that tifffile can read. Pillow opens them
+    or grey+alpha, which Pillow opens as RGBA), a binary 16-bit PPM, or a TIFF that tifffile can read. Pillow opens them
     as 8-bit RGB (each sample's top byte), which makes
     12-bit data in 16-bit samples nearly black; without tifffile (the `embedded` extra) a TIFF
     stays Pillow's."""
     if im.mode not in ("RGB", "RGBA"):
         return 0
+    if im.format == "PPM":   # binary, 16-bit: Pillow's decoder scales by maxval 65535, its top byte
+        return 16 if im.tile and im.tile[0].codec_name == "ppm" and im.tile[0].args == ("RGB", 65535) else 0
     if im.format == "PNG":
         return 16 if any(str(t.args).endswith(";16B") for t in im.tile) else 0
     if im.format != "TIFF":
@@ -493,6 +496,23 @@ def _read_deep_png(path: Path, data: bytes | None) -> tuple[Image.Image, str]:
     arr |= low
     out, how = _scaled_8bit(arr)
     return Image.fromarray(out, "L" if grey else "RGB"), how
+
+
+def _read_deep_ppm(path: Path, data: bytes | None) -> tuple[Image.Image, str]:
+    """A binary 16-bit PPM (P6, maxval 65535) at its full depth, scaled to 8-bit RGB as `_to_8bit`
+    scales Pillow's deep pages (with what the scaling did): its samples are big-endian after the
+    header, read in place (`data`, the file's bytes when `inspect_page` read them once, else the file)."""
+    with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
+        (width, height), offset = im.size, im.tile[0].offset
+    count = width * height * 3
+    if data is not None:
+        arr = np.frombuffer(data, ">u2", count=min(count, max(len(data) - offset, 0) // 2), offset=offset)
+    else:
+        arr = np.fromfile(path, ">u2", count=count, offset=offset)
+    if arr.size < count:
+        raise OSError(f"image file is truncated ({arr.size} of {count} 16-bit samples)")
+    out, how = _scaled_8bit(arr.reshape(height, width, 3))
+    return Image.fromarray(out, "RGB"), how
 
 
 def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
@@ -637,7 +657,8 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
                 note = f"multi-page {fmt} ({frames} frames): first page used"
             if deep_colour:
                 mode = f"{samples} {deep_colour}-bit"
-                read = _read_deep_png if fmt == "PNG" else partial(_read_tiff_with_tifffile, limits=limits)
+                read = {"PNG": _read_deep_png, "PPM": _read_deep_ppm}.get(fmt) or partial(_read_tiff_with_tifffile,
+                                                                                        limits=limits)
                 page, depth = read(path, data)
             elif not passthrough:
                 im.seek(0)
