@@ -180,6 +180,27 @@ def test_a_16bit_grey_and_alpha_png_is_read_at_its_depth_not_refused_as_corrupt(
     assert "PNG LA 16-bit" in rec.note and "12-bit values (0..4095)" in rec.note
 
 
+@pytest.mark.parametrize("dtype, top", [(np.uint16, 65535), (np.uint16, 4095), (np.float32, 1.0),
+                                        (np.float64, 1.0)])   # float64: read by tifffile
+def test_a_deep_white_is_zero_tiff_is_not_turned_into_its_negative(tmp_path, dtype, top):
+    """A TIFF whose PhotometricInterpretation is WhiteIsZero stores black as its largest value.
+    Pillow inverts 1- and 8-bit ones but reads deeper ones as stored, so their copy was the page's
+    negative (ink white on black) with nothing said. They are inverted after scaling, like the
+    8-bit ones Pillow inverts, and the note says so."""
+    tifffile = pytest.importorskip("tifffile")
+    ink = np.zeros((48, 64), dtype)
+    ink[10:20, 10:50] = top          # black ink on a white (zero) ground
+    ink[30:40, 10:50] = top / 2 if np.dtype(dtype).kind == "f" else top // 2
+    src = tmp_path / "in" / "mw.tif"
+    src.parent.mkdir()
+    tifffile.imwrite(src, ink, photometric="miniswhite")
+    rec = inspect_page(src, src.parent, tmp_path / "run")
+    with Image.open(rec.image_path) as im:
+        page = np.asarray(im)
+    assert page[0, 0] == 255 and page[15, 20] == 0 and 120 <= page[35, 20] <= 135
+    assert "WhiteIsZero" in rec.note
+
+
 def _write_ppm16(path: Path, rgb: np.ndarray, maxval: int = 65535) -> Path:
     """A binary 16-bit PPM (P6): big-endian samples after a text header, as SANE's scanimage writes."""
     h, w, _ = rgb.shape

@@ -92,7 +92,7 @@ READ_ONCE_MAX_BYTES = 64 << 20
 # page passed as it is has its header read (`_still_passes`); its outputs are redone only if what
 # the runners read changed (`PageRecord.image_sha256`). 1: 12-bit data in 16-bit samples scaled by 4095;
 # 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits; 4: 16-bit
-# binary PPMs read at 16 bits.
+# binary PPMs read at 16 bits, and deep WhiteIsZero TIFFs no longer copied as their negative.
 CONVERSION_REVISION = 4
 
 
@@ -356,11 +356,22 @@ def _to_8bit(im: Image.Image) -> tuple[Image.Image, str]:
         arr = np.asarray(im)
         if arr.dtype == np.int32 and _tag_values(tags.get(258)) == [32] and _tag_values(tags.get(339, 1)) == [1]:
             arr = arr.view(np.uint32)  # Pillow holds an unsigned 32-bit TIFF's samples as int32: >= 2**31 negative
-        arr, how = _scaled_8bit(arr, _declared_max(tags.get))
+        arr, how = _shown_as_stored(*_scaled_8bit(arr, _declared_max(tags.get)), tags.get(262))
         return Image.fromarray(arr, "L"), how
     if im.mode in ("1", "L", "LA"):
         return im.convert("L"), ""
     return im.convert("RGB"), ""
+
+
+def _shown_as_stored(grey: np.ndarray, how: str, photometric) -> tuple[np.ndarray, str]:
+    """An 8-bit grey page (`_scaled_8bit`'s result) with black where its TIFF's PhotometricInterpretation
+    (`photometric`, tag 262) puts it: WhiteIsZero (0) stores black as the largest value. Pillow inverts
+    1- and 8-bit such pages on load but reads deeper ones as stored, as tifffile does: their copy was
+    the page's negative, with nothing said."""
+    if _tag_values(photometric) != [0]:
+        return grey, how
+    np.subtract(255, grey, out=grey)
+    return grey, "; ".join(filter(None, [how, "WhiteIsZero: inverted"]))
 
 
 def _declared_max(tag_value) -> int | None:
@@ -530,7 +541,12 @@ def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits
             planar = len(shape) == 3 and shape[0] in (3, 4) and shape[-1] not in (3, 4)
             height, width = (shape[1], shape[2]) if planar else (shape[0], shape[1])
             _check_declared_size(path, int(width), int(height), limits)
-            declared = _declared_max(lambda code: getattr(tif.pages[0].tags.get(code), "value", None))
+            tags = tif.pages[0].tags
+
+            def tag(code: int):
+                return getattr(tags.get(code), "value", None)
+
+            declared = _declared_max(tag)
             try:
                 arr = tif.pages[0].asarray()
             except Exception as exc:  # noqa: BLE001 - its decoders raise anything on a cut file (zlib.error...)
@@ -541,8 +557,11 @@ def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits
             arr = arr[..., 0]  # grey + alpha
         if arr.ndim not in (2, 3):
             raise ValueError(f"pixel array of shape {arr.shape}")
-        out, how = _scaled_8bit(arr if arr.ndim == 2 else arr[..., :3], declared)
-        return Image.fromarray(out, "L" if arr.ndim == 2 else "RGB"), how
+        if arr.ndim == 2:
+            out, how = _shown_as_stored(*_scaled_8bit(arr, declared), tag(262))
+            return Image.fromarray(out, "L"), how
+        out, how = _scaled_8bit(arr[..., :3], declared)
+        return Image.fromarray(out, "RGB"), how
     except (tifffile.TiffFileError, ValueError, TypeError, IndexError, OSError) as exc:
         raise _Reject(f"{path}: not a readable image ({first_line(exc)})", "not_an_image") from None
 
