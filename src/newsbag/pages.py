@@ -19,7 +19,7 @@ from functools import partial
 from io import BytesIO
 from itertools import islice
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -460,10 +460,9 @@ def _finite_range(arr: np.ndarray) -> tuple[float, float]:
 
 def _deep_colour_bits(im: Image.Image) -> int:
     """The bits a sample of a colour page with more than 8 holds, else 0: a 16-bit PNG (RGB, RGBA,
-    or grey+alpha, which Pillow opens as RGBA), a binary 16-bit PPM, or a TIFF that tifffile can read. Pillow opens them
-    as 8-bit RGB (each sample's top byte), which makes
-    12-bit data in 16-bit samples nearly black; without tifffile (the `embedded` extra) a TIFF
-    stays Pillow's."""
+    or grey+alpha, which Pillow opens as RGBA), a binary 16-bit PPM, or a TIFF that tifffile can
+    read. Pillow opens them as 8-bit RGB (each sample's top byte), which makes 12-bit data in
+    16-bit samples nearly black; without tifffile (the `embedded` extra) a TIFF stays Pillow's."""
     if im.mode not in ("RGB", "RGBA"):
         return 0
     if im.format == "PPM":   # binary, 16-bit: Pillow's decoder scales by maxval 65535, its top byte
@@ -485,23 +484,20 @@ def _read_deep_png(path: Path, data: bytes | None) -> tuple[Image.Image, str]:
     (``LA;16B``, which has no low-byte twin) is unpacked once as 8-bit RGBA: the same 4 bytes a
     pixel, so the same unfiltering, giving grey high, grey low, alpha high, alpha low. It decodes
     `data` when `inspect_page` read the file once, else the file."""
-    def opened():
-        return Image.open(path if data is None else BytesIO(data))
-
-    def decoded(rawmode: str) -> np.ndarray:
-        with _pillow_guard_lifted(), opened() as im:
-            im.tile = [t._replace(args=rawmode) for t in im.tile]
+    def decoded(rawmode: Callable[[str], str]) -> tuple[str, np.ndarray]:
+        """(the page's own raw mode, its pixels unpacked with ``rawmode(own)``)."""
+        with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
+            own = im.tile[0].args
+            im.tile = [t._replace(args=rawmode(own)) for t in im.tile]
             im.load()
-            return np.asarray(im)
+            return own, np.asarray(im)
 
-    with _pillow_guard_lifted(), opened() as im:
-        rawmode = im.tile[0].args
-    grey = rawmode == "LA;16B"
+    own, first = decoded(lambda own: "RGBA" if own == "LA;16B" else own)
+    grey = own == "LA;16B"
     if grey:
-        planes = decoded("RGBA")
-        high, low = planes[..., 0], planes[..., 1]
+        high, low = first[..., 0], first[..., 1]
     else:
-        high, low = decoded(rawmode)[..., :3], decoded(rawmode.replace(";16B", ";16L"))[..., :3]
+        high, low = first[..., :3], decoded(lambda own: own.replace(";16B", ";16L"))[1][..., :3]
     arr = high.astype(np.uint16)
     arr <<= 8
     arr |= low
