@@ -62,7 +62,7 @@ def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_
 
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
-    while nb_io._zombie(zombie.pid) is False and time.monotonic() < deadline:   # ended, not reaped (no wait())
+    while not nb_io._ended(nb_io._proc_stat(zombie.pid)) and time.monotonic() < deadline:   # ended, not reaped (no wait())
         time.sleep(0.02)
     now = time.time()
     assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)

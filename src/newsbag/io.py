@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import filecmp
+import functools
 import itertools
 import json
 import logging
@@ -99,9 +100,10 @@ def writer_gone(host: str | None, pid: int, last_write: float | None, now: float
             return True
         except OSError:  # alive, another user's
             pass
-        if _zombie(pid):
+        stat = _proc_stat(pid)
+        if _ended(stat):
             return True
-        started = _started_at(pid)
+        started = _started_at(stat)
         return last_write is not None and started is not None and started > last_write + _START_SLACK_S
     return last_write is None or now - last_write > FOREIGN_TEMP_AGE_S
 
@@ -119,24 +121,29 @@ def _proc_stat(pid: int) -> list[bytes] | None:
         return None
 
 
-def _started_at(pid: int) -> float | None:
-    """Epoch seconds `pid` started (Linux: field 22 of its stat, ticks since boot; elsewhere None)."""
-    stat = _proc_stat(pid)
-    if stat is None:
-        return None
+def _ended(stat: list[bytes] | None) -> bool:
+    """Whether the process of `_proc_stat` fields has ended but is not reaped yet (elsewhere False):
+    a runner killed with its newsbag stays a zombie until init gets to it, and os.kill still finds it."""
+    return stat is not None and stat[:1] in ([b"Z"], [b"X"])
+
+
+@functools.cache
+def _boot_time() -> float | None:
+    """Epoch seconds this machine booted (/proc/stat ``btime``; elsewhere None)."""
     try:
         with open("/proc/stat", "rb") as fh:
-            boot = next(float(line.split()[1]) for line in fh if line.startswith(b"btime "))
-        return boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
+            return next(float(line.split()[1]) for line in fh if line.startswith(b"btime "))
     except (OSError, StopIteration, IndexError, ValueError):
         return None
 
 
-def _zombie(pid: int) -> bool:
-    """Whether `pid` has ended but is not reaped yet (Linux; elsewhere False): a runner killed with
-    its newsbag stays one until init gets to it, and os.kill still finds it."""
-    stat = _proc_stat(pid)
-    return stat is not None and stat[:1] in ([b"Z"], [b"X"])
+def _started_at(stat: list[bytes] | None) -> float | None:
+    """Epoch seconds the process of `_proc_stat` fields started (field 22, ticks since boot)."""
+    boot = _boot_time()
+    try:
+        return None if stat is None or boot is None else boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError):
+        return None
 
 
 def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
