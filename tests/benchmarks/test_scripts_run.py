@@ -3,6 +3,7 @@ rows against today's code. Three of them had died on a private signature or a ne
 package while nothing ran them (nzz_eval, collection_bench, bag_bench), and run_overhead_bench
 on an even `--shards 2`; a benchmark is read only when someone needs its number."""
 
+import json
 import os
 import re
 import subprocess
@@ -10,7 +11,9 @@ import sys
 
 import pytest
 
-from nbtest import REPO
+from nbtest import REPO, write_fake_config, write_image
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}   # this checkout's newsbag
 
 ROW = r"[\d.]+"
 SCRIPTS = [
@@ -30,8 +33,7 @@ SCRIPTS = [
 
 @pytest.mark.parametrize("command, rows", SCRIPTS, ids=[c[0] for c, _ in SCRIPTS])
 def test_each_benchmark_prints_its_rows(command, rows):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / command[0]), *command[1:]], env=env,
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / command[0]), *command[1:]], env=ENV,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("# machine: "), done.stdout[:200]
@@ -48,10 +50,6 @@ def test_run_overhead_bench_refuses_a_single_shard():
 def test_nzz_eval_prints_both_halves_of_a_run_with_ground_truth(tmp_path):
     """The quality benchmark end to end (`nzz_eval.py RUN --gt DIR --no-tune`) on four tiny pages
     the fake runner laid out, with ground truth in the nzz format."""
-    import json
-
-    from nbtest import write_fake_config, write_image
-
     gt = tmp_path / "gt"
     (gt / "annotations").mkdir(parents=True)
     for k in range(4):
@@ -60,11 +58,10 @@ def test_nzz_eval_prints_both_halves_of_a_run_with_ground_truth(tmp_path):
         (gt / "annotations" / f"p{k}.json").write_text(json.dumps(
             {"page_id": f"gt{k}", "image": f"images/p{k}.png", "width": 200, "height": 150, "regions": regions}))
     config = write_fake_config(tmp_path / "c.json", {"a": {}, "b": {}})
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     subprocess.run([sys.executable, "-m", "newsbag", "run", "--input-dir", str(gt / "images"), "--run-dir",
-                    str(tmp_path / "run"), "--config", str(config)], env=env, check=True, capture_output=True, timeout=120)
+                    str(tmp_path / "run"), "--config", str(config)], env=ENV, check=True, capture_output=True, timeout=120)
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "nzz_eval.py"), str(tmp_path / "run"), "--gt",
-                           str(gt), "--no-tune"], env=env, capture_output=True, text=True, timeout=120)
+                           str(gt), "--no-tune"], env=ENV, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert out.startswith("4 pages, fused in memory")
