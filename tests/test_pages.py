@@ -80,6 +80,11 @@ def _ramp(top: int, width: int = 64) -> np.ndarray:
     return np.tile(np.round(np.linspace(0, top, width)).astype(np.uint16), (48, 1))
 
 
+def _ramp12() -> np.ndarray:
+    """`_ramp(4095)` whose rows differ too: 12-bit values, and a misplaced row (Adam7) shows."""
+    return (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096
+
+
 def _first_row(rec) -> np.ndarray:
     with Image.open(rec.image_path) as im:
         return np.asarray(im.convert("L"))[0].astype(int)
@@ -154,7 +159,7 @@ def test_a_16bit_colour_png_with_12bit_values_keeps_its_range(tmp_path, channels
     """Pillow reads a 16-bit colour PNG as 8-bit RGB by each sample's high byte: 12-bit scanner data
     lay in 0..15, and the page passed to the runners as it was, nearly black. It is decoded at 16
     bits and scaled as other deep pages are."""
-    ramp = (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096   # rows differ: Adam7 places them
+    ramp = _ramp12()
     arr = np.stack([ramp, ramp[:, ::-1], np.full_like(ramp, 2000), np.full_like(ramp, 65535)][:channels], -1)
     src = write_png16(tmp_path / "in" / "rgb12.png", arr, interlaced)
     rec = inspect_page(src, src.parent, tmp_path / "run")
@@ -171,7 +176,7 @@ def test_a_16bit_grey_and_alpha_png_is_read_at_its_depth_not_refused_as_corrupt(
     sample's high byte, and newsbag refused it as corrupt ('unrecognized data stream contents')
     while decoding its low bytes as 16-bit RGBA. Its grey is read at 16 bits and scaled as other
     deep pages are; the alpha is dropped, as for an 8-bit grey+alpha page."""
-    ramp = (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096   # rows differ: Adam7 places them
+    ramp = _ramp12()
     src = write_png16(tmp_path / "in" / "la12.png", np.stack([ramp, np.full_like(ramp, 65535)], -1), interlaced)
     rec = inspect_page(src, src.parent, tmp_path / "run")
     with Image.open(rec.image_path) as im:
@@ -213,7 +218,7 @@ def test_a_16bit_ppm_with_12bit_values_keeps_its_range(tmp_path):
     """Pillow scales a 16-bit PPM (maxval 65535) to 8 bits by its maxval: 12-bit scanner data lay in
     0..15 and the page went to the runners nearly black, its note saying only 'converted'. It is read
     at 16 bits and scaled as other deep pages are."""
-    ramp = (_ramp(4095) + np.arange(48, dtype=np.uint16)[:, None] * 37) % 4096
+    ramp = _ramp12()
     rgb = np.stack([ramp, ramp[:, ::-1], np.full_like(ramp, 2000)], -1)
     src = _write_ppm16(tmp_path / "in" / "scan.ppm", rgb)
     rec = inspect_page(src, src.parent, tmp_path / "run")
