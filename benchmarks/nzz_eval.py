@@ -40,7 +40,8 @@ from scipy.stats import spearmanr
 from newsbag import labels
 from newsbag.contract import Boxes
 from newsbag.evaluate import evaluate_page_class, match_pages
-from newsbag.fusion.stage import _Board, _has_lines, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source, fuse_all
+from newsbag.fusion.stage import (_Board, _has_lines, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source,
+                                  fuse_all)
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
 from newsbag.rundir import discover_sources, source_dir
 

@@ -18,7 +18,8 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}   # this checkout's newsba
 ROW = r"[\d.]+"
 SCRIPTS = [
     (["fuse_stage_bench.py", "--pages", "2"],
-     [rf"pages +2 +boxes/page +1800 +newsbag fuse +{ROW} ms/page CPU .* fused JSON {ROW} KB/page +rerun \(nothing changed\)"]),
+     [rf"pages +2 +boxes/page +1800 +newsbag fuse +{ROW} ms/page CPU .* fused JSON {ROW} KB/page "
+      r"+rerun \(nothing changed\)"]),
     (["fusion_bench.py", "--sources", "3", "--boxes", "50", "--pages", "2"],
      [rf"3 sources x 50 boxes x 2 pages, best of \d+: {ROW} ms/page fusion \+ metrics"]),
     (["postproc_bench.py", "--sizes", "200", "--repeat", "1"],
