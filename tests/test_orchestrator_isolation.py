@@ -545,3 +545,32 @@ def test_a_gpu_that_loses_its_context_on_every_page_stops_after_max_restarts(tmp
     lost = sorted(p for p, e in failed.items() if "illegal memory access" in e)
     assert len(lost) == 2  # max_restarts 1: two launches in a row that lost the context, then stop
     assert all("exited 8 (its CUDA context was lost) 2 times in a row" in failed[p] for p in failed if p not in lost)
+
+
+def test_a_hang_is_not_reported_as_out_of_memory(tmp_path, eight_pages, capsys, caplog, monkeypatch):
+    """newsbag kills a runner that stalls; the restart line said the kernel had (``killed by SIGKILL (out of
+    memory?)``), which on Slurm sends users to raise --mem for a hang."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "hang", "on": ["page01"]}}, page_timeout_s=2)
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
+    with caplog.at_level("WARNING", logger="newsbag.orchestrator"):
+        code, _, err = _run(capsys, eight_pages, tmp_path / "run", cfg)
+    assert code == 4, err
+    restart = [m for m in caplog.messages if "restarting for" in m]
+    assert restart == ["fake/v: newsbag stopped the runner after no progress for 2s on a page (page_timeout_s); "
+                       "restarting for 6 remaining page(s)"], caplog.messages
+    assert not [m for m in caplog.messages if "out of memory" in m]
+
+
+def test_pages_not_run_when_a_source_stopped_run_before_the_failed_ones(tmp_path, eight_pages, capsys):
+    """8 pages, 5 raise: the first run stops at the 5th failure with 3 healthy pages not run. A rerun
+    retried the 5 failing pages first and stopped again before the 3 (ok 0, failed 8, every time)."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "raise", "on": [f"page0{i}" for i in range(5)]}})
+    run = tmp_path / "run"
+    assert _run(capsys, eight_pages, run, cfg, "--max-failed-fraction", "0.5")[0] == 4
+    assert done_pages(run) == set()
+    assert {k for k, r in failed_records(run).items() if r["error_class"] == "NotRun"} == {"page05", "page06", "page07"}
+    code, _, err = _run(capsys, eight_pages, run, cfg, "--max-failed-fraction", "0.5")
+    assert code == 4, err
+    assert done_pages(run) == {"page05", "page06", "page07"}
+    assert summary(run)["counts"] == {"ok": 3, "empty": 0, "failed": 5, "skipped": 0}
+    assert set(failed_records(run)) == _first(5)

@@ -271,6 +271,14 @@ def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners:
         return result
 
 
+def _ended(result: _Launch, stage: ModelStage) -> str:
+    """How a runner ended, for a log line: a runner newsbag killed for a stall is not said to have
+    been killed by the kernel (``out of memory?`` sends Slurm users to raise --mem for a hang)."""
+    if result.reason == "page_timeout":
+        return f"newsbag stopped the runner after no progress for {stage.page_timeout_s:g}s on a page (page_timeout_s)"
+    return f"runner {_describe_exit(result.exit_code)}"
+
+
 def _why_stopped(result: _Launch, stage: ModelStage) -> str:
     """Why a runner ended without its ``end`` event, as its run report records it."""
     if result.reason == "page_timeout":
@@ -279,7 +287,7 @@ def _why_stopped(result: _Launch, stage: ModelStage) -> str:
         return f"newsbag stopped it: stage timeout {stage.timeout_s:g}s reached"
     if result.reason == "aborted":
         return "newsbag stopped it: too many pages failed (--max-failed-fraction)"
-    return f"runner {_describe_exit(result.exit_code)}"
+    return _ended(result, stage)
 
 
 def _note_killed(job: dict, pid: int, how: str) -> None:
@@ -454,7 +462,7 @@ def run_source(
         if page.page_id not in current:
             rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
         before = None if force else rundir.previous_failure(out_dir, page.page_id)
-        if before is None:
+        if before is None or before.get("error_class") == "NotRun":  # never tried: new
             fresh.append(page)
         elif not retry_failed and rundir.is_held(before, prints[page.page_id]):
             held.append((page, before))
@@ -618,12 +626,12 @@ def run_source(
                                       f"see {log_path}")
             remaining = [p for p in remaining if p.page_id not in outcome.pages]
             if remaining and fruitless > stage.max_restarts:
-                fail(remaining, f"not run: runner {_describe_exit(result.exit_code)} {fruitless} times in a row "
+                fail(remaining, f"not run: {_ended(result, stage)} {fruitless} times in a row "
                                 "before finishing a page", "NotRun")
                 break
             if remaining:
-                log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
-                            stage.name, variant, _describe_exit(result.exit_code), len(remaining))
+                log.warning("%s/%s: %s; restarting for %d remaining page(s)",
+                            stage.name, variant, _ended(result, stage), len(remaining))
         if unrecorded:  # the last runner died, or pages failed after it: no runner
             # is left to write them down, so one more writes only the report (no page, no model load).
             result = _launch(stage, variant, job_for([]), log_path, runners, lambda o: None,
