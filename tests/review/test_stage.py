@@ -473,3 +473,24 @@ def test_a_call_keeps_only_what_the_listing_needs_of_each_page_not_its_whole_inf
     assert (again["ok"], again["skipped"], again["top"]) == (0, 2, ["p2", "p1"])
     one_page = 20_000 * (100 + 49 + 8)  # the strings and the list's pointers
     assert held[0] < one_page / 4, (held, one_page)
+
+
+def test_a_thumbnail_is_judged_by_the_board_it_was_made_from_not_by_its_mtime(review_run):
+    """A thumbnail stamped an hour ahead (written on a node whose clock runs ahead) was taken for
+    newer than its redrawn board and kept showing the old one."""
+    cfg = {**CFG, "top_n": 1}
+    run_review(review_run, IDS, cfg)
+    thumb = review_run / "review" / "top1_informative" / "pages" / "p2.png"
+    board = review_run / "review" / "pages" / "p2" / "board.png"
+    old = thumb.read_bytes()
+    ahead = board.stat().st_mtime_ns + 3600 * 10**9
+    os.utime(thumb, ns=(ahead, ahead))
+    source = review_run / "outputs" / "sources" / "a" / "x" / "p2.json"
+    page = json.loads(source.read_text())
+    page["regions"][0]["bbox_xyxy"] = [1, 1, 9, 9]
+    source.write_text(json.dumps(page))
+    assert run_review(review_run, IDS, cfg)["ok"] == 1  # p2's board redrawn
+    assert thumb.read_bytes() != old
+    stamp = thumb.stat().st_mtime_ns
+    run_review(review_run, IDS, cfg)   # nothing changed: the thumbnail stays as it is
+    assert thumb.stat().st_mtime_ns == stamp

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
@@ -376,9 +376,20 @@ def _write_scan(image: Image.Image, out: Path) -> None:
     atomic_write_bytes(out, buf.getvalue())
 
 
+_THUMB_OF = "newsbag-board"  # a thumbnail's PNG text key: the digest of the board it was made from
+
+
 def _write_thumb(board: Path, out: Path) -> None:
-    if out.exists() and out.stat().st_mtime_ns > board.stat().st_mtime_ns:
-        return
+    """A top-N thumbnail of `board`, unless `out` already is one: judged by the board content it
+    records, as every output is by its inputs, not by mtimes (a node whose clock runs ahead
+    stamps a thumbnail newer than the board redrawn after it)."""
+    made_from = rundir.file_digest(board)
+    try:
+        with Image.open(out) as old:
+            if made_from is not None and old.text.get(_THUMB_OF) == made_from:
+                return
+    except (OSError, ValueError, SyntaxError):  # none yet, or not a PNG it can read: made again
+        pass
     with Image.open(board) as im:
         im.load()
         if im.width > _THUMB_WIDTH:
@@ -387,7 +398,9 @@ def _write_thumb(board: Path, out: Path) -> None:
         # of the size (0.48 vs 1.6 MB on a 1200 px NZZ board), so the gallery loads fast.
         small = im.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
         buf = io.BytesIO()
-        small.save(buf, format="PNG", compress_level=_PNG_LEVEL)
+        note = PngImagePlugin.PngInfo()
+        note.add_text(_THUMB_OF, made_from or "")
+        small.save(buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
     atomic_write_bytes(out, buf.getvalue())
 
 
