@@ -574,3 +574,33 @@ def test_pages_not_run_when_a_source_stopped_run_before_the_failed_ones(tmp_path
     assert done_pages(run) == {"page05", "page06", "page07"}
     assert summary(run)["counts"] == {"ok": 3, "empty": 0, "failed": 5, "skipped": 0}
     assert set(failed_records(run)) == _first(5)
+
+
+@pytest.mark.parametrize("body,timeout", [("exit 1", 60), ("sleep 30", 1)])  # dies / hangs before its first event
+def test_a_source_that_never_started_is_named_by_status_with_its_error_and_log(tmp_path, eight_pages, capsys, body,
+                                                                              timeout):
+    """`run` exits 6 with a good line, but a day later `status` showed the source as one nobody ran
+    (done 0, failed 0, pending 8), and logs/failures.jsonl had no row."""
+    interpreter = tmp_path / "x.sh"
+    interpreter.write_text(f"#!/bin/bash\n{body}\n")
+    interpreter.chmod(0o755)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, python=str(interpreter), page_timeout_s=timeout)
+    run = tmp_path / "run"
+    code, _, err = _run(capsys, eight_pages, run, cfg)
+    assert code == 6, err
+    log_path = run / "logs" / "fake.v.log"
+    (source,) = collect_status(run)["sources"]
+    assert (source["done"], source["failed"], source["pending"]) == (0, 0, 8)
+    stopped = source["not_started"]
+    assert stopped["error"].startswith("stage fake variant v: runner ") and "before processing any page" in stopped["error"]
+    assert stopped["log"] == str(log_path) and stopped["started"] is False
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0
+    line = next(line for line in out.splitlines() if "not started" in line)
+    assert line.strip().startswith("fake/v: not started") and stopped["error"] in line and str(log_path) in line
+    (row,) = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert row["stage"] == "fake" and row["variant"] == "v" and row["page_id"] is None
+    assert (row["status"], row["error_class"], row["error"]) == ("not started", "RunnerError", stopped["error"])
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    assert _run(capsys, eight_pages, run, ok)[0] == 0
+    assert collect_status(run)["sources"][0]["not_started"] is None

@@ -355,6 +355,22 @@ def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: st
     })
 
 
+def _record_not_started(run_dir: Path, out_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
+                        started: bool, ledger: bool) -> None:
+    """Keep why the source could not run where `status` finds it (`rundir.not_started`) and in the
+    ledger: the run's own line is gone with its terminal or Slurm log a day later. A disk that
+    refuses the write must not hide the error being raised."""
+    record = {"page_id": None, "status": "stopped" if started else "not started", "error": str(exc),
+              "error_class": type(exc).__name__, "log": os.path.relpath(log_path, run_dir),
+              "started": started, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    try:
+        write_json(out_dir / rundir.NOT_STARTED, record)
+        if ledger:
+            rundir.record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
+    except (OSError, RunDirError) as err:
+        log.warning("%s/%s: why it did not run is not recorded: %s", stage, variant, err)
+
+
 def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     """None when the page's output is valid; else the reason, after moving the bad file aside.
 
@@ -640,6 +656,11 @@ def run_source(
                 log.warning("%s/%s: %d page outcome(s) not written into %s: runner %s; see %s",
                             stage.name, variant, len(unrecorded), report_name,
                             _describe_exit(result.exit_code), log_path)
+    except (EnvError, GpuPreflightError, RunnerError) as exc:
+        _record_not_started(run_dir, out_dir, stage.name, variant, exc, log_path, started, ledger)
+        raise
+    else:
+        (out_dir / rundir.NOT_STARTED).unlink(missing_ok=True)
     finally:
         outcome.seconds = time.monotonic() - t0
         failed = [o for o in outcome.pages.values() if o.status == "failed"]
