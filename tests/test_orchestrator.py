@@ -327,3 +327,21 @@ def test_a_runner_names_its_temp_files_by_host_and_pid(tmp_path, monkeypatch):
     (name,) = names
     assert name.startswith(".p1.json.") and not io._temp_writer_gone(name, str(tmp_path), time.time())
     assert io._temp_writer_gone(name.replace(f"-{os.getpid()}-", "-999999999-"), str(tmp_path), time.time())
+
+
+def test_a_scan_gone_after_a_finished_run_keeps_its_outputs_and_the_rerun_exits_0(tmp_path, page_dir, capsys):
+    """`rm` of one scan after a finished run, then `newsbag run --run-dir R`: exit 4 ("unreadable
+    image ... No such file"), and that page's board, scan.jpg and data.js deleted."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[{"name": "fusion", "kind": "fusion"},
+                                                                           {"name": "review", "kind": "review"}])
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 0, err
+    (gone,) = ids_with(run, "issue1__p1")
+    board = run / "review" / "pages" / gone
+    drawn = {p.name: p.read_bytes() for p in board.iterdir()}
+    (page_dir / "issue1" / "p1.png").unlink()
+    code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert {p.name: p.read_bytes() for p in board.iterdir()} == drawn
+    assert err.count("scan is gone") == 1 and "No such file" not in err
