@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import threading
+import time
 import unicodedata
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -94,6 +95,11 @@ READ_ONCE_MAX_BYTES = 64 << 20
 # 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits; 4: 16-bit
 # binary PPMs read at 16 bits, and deep WhiteIsZero TIFFs no longer copied as their negative.
 CONVERSION_REVISION = 4
+# Inspected pages go into the manifest every this many pages or seconds, whichever comes first,
+# so a call killed mid-inspection (a job's time limit, a preemption) keeps them: 100k scans on
+# a network file system take hours to hash and decode. Each checkpoint rewrites the manifest.
+CHECKPOINT_PAGES = 1000
+CHECKPOINT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -898,7 +904,7 @@ def build_pages(
     todo: dict[str, tuple] = {}
     for (path, _), page_id in zip(candidates, ids):
         todo.setdefault(page_id, (path, known.get(page_id), page_id))
-    pages = _records(run_dir, list(todo.values()), limits, rejected)
+    pages = _records(run_dir, list(todo.values()), limits, rejected, save=partial(_checkpoint, run_dir))
     _merge(run_dir, [p for p in pages if p is not known.get(p.page_id)], rejected,
            {_shown(str(p)) for p, _ in candidates})
     return [p for p in pages if p.page_id in selected], rejected
@@ -962,7 +968,7 @@ def refresh_pages(run_dir: Path, pages: list[PageRecord],
     """
     todo = [(Path(os.path.abspath(Path(run_dir) / p.path)), p, p.page_id) for p in pages]
     rejected: list[Rejected] = []
-    fresh = _records(run_dir, todo, limits, rejected, gone_ok=True)
+    fresh = _records(run_dir, todo, limits, rejected, gone_ok=True, save=partial(_checkpoint, run_dir))
     known = {p.page_id: p for p in pages}
     changed = [p for p in fresh if p is not known[p.page_id]]
     if changed or rejected:  # else no lock and no manifest write: every job of an array does this
@@ -971,13 +977,20 @@ def refresh_pages(run_dir: Path, pages: list[PageRecord],
 
 
 def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: list[Rejected],
-             gone_ok: bool = False) -> list[PageRecord]:
+             gone_ok: bool = False, save: Callable[[list[PageRecord]], None] | None = None) -> list[PageRecord]:
     """The record of each (image path, known record or None, page id) of `todo`: the
     known one while its image is unchanged (`_unchanged`, with `gone_ok`), else a new
     inspection; an image that cannot be read goes to `rejected` with its one line, and the
-    rest go on."""
+    rest go on. ``save`` gets the new inspections every `CHECKPOINT_PAGES` or `CHECKPOINT_S`
+    (`_checkpoint`): a rerun after a kill finds them unchanged and inspects only the rest."""
     pages: list[PageRecord] = []
+    unsaved: list[PageRecord] = []
+    saved_at = time.monotonic()
     for path, old, page_id in todo:
+        if save is not None and unsaved and (len(unsaved) >= CHECKPOINT_PAGES
+                                             or time.monotonic() - saved_at >= CHECKPOINT_S):
+            save(unsaved)
+            unsaved, saved_at = [], time.monotonic()
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
@@ -994,6 +1007,7 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
         if record.note:
             log.warning("page %s (%s): %s", record.page_id, record.path, record.note)
         pages.append(record)
+        unsaved.append(record)
     return pages
 
 
@@ -1003,11 +1017,22 @@ def _merge(run_dir: Path, pages: list[PageRecord], rejected: list[Rejected], lis
     have added pages while this one inspected its images, and a merge from an earlier read would
     drop them."""
     with rundir.manifest_lock(run_dir):
-        if pages:  # none (nothing new or changed, or every input rejected): the manifest stays as it is
-            merged = {p.page_id: p for p in read_pages(run_dir)}
-            merged.update({p.page_id: p for p in pages})
-            write_pages(run_dir, merged.values())
+        _merge_pages(run_dir, pages)
         _merge_rejected(run_dir, rejected, listed)
+
+
+def _checkpoint(run_dir: Path, pages: list[PageRecord]) -> None:
+    """`pages` inspected so far into the manifest, as `_merge` puts them there at the end."""
+    with rundir.manifest_lock(run_dir):
+        _merge_pages(run_dir, pages)
+
+
+def _merge_pages(run_dir: Path, pages: list[PageRecord]) -> None:
+    """`pages` into the manifest read again (the caller holds the manifest lock): a page it has keeps its place."""
+    if pages:  # none (nothing new or changed, or every input rejected): the manifest stays as it is
+        merged = {p.page_id: p for p in read_pages(run_dir)}
+        merged.update({p.page_id: p for p in pages})
+        write_pages(run_dir, merged.values())
 
 
 def read_rejected(run_dir: Path) -> list[Rejected]:
