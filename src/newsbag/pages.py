@@ -836,6 +836,11 @@ def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None,
                 twin = {other}
             else:   # renamed to this spelling (rsync from a Mac), or one file that answers to both
                 seen[page_id] = where
+        elif other != where and known.get(page_id) == other and not os.path.lexists(other):
+            # The run's page, gone from where its manifest says: the run was moved or copied and its
+            # relative path points elsewhere now. This input takes the id; `_reanchored` tells
+            # whether it is the same file, else it is inspected as a changed page.
+            seen[page_id] = where
         elif other != where and os.path.realpath(other) != os.path.realpath(where):
             raise InputError(
                 f"{os.path.realpath(where)} and {os.path.realpath(other)} both get page id {page_id} (the same "
@@ -994,6 +999,9 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
+        if old is not None and (moved := _reanchored(run_dir, old, path)) is not None:
+            pages.append(moved)
+            continue
         rejudged = replace(old, conversion=CONVERSION_REVISION) if old is not None and old.judged_by_older_rule else None
         if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
             pages.append(rejudged)  # only its revision was old, and it still passes as it is
@@ -1091,6 +1099,27 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return True
     cached = rundir.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
+
+
+def _reanchored(run_dir: Path, record: PageRecord, path: Path) -> PageRecord | None:
+    """`record` anchored at `path` when its original is gone from where the manifest says (a run
+    moved or copied elsewhere: its run-relative path points nowhere now) and `path`, the input of
+    this call with its page id, is that file: the same [size, mtime_ns] identity and content hash.
+    None otherwise (inspected as a changed page). One hash, no decode: its outputs stay current."""
+    if record.identity is None or record.judged_by_older_rule:
+        return None
+    if rundir.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
+        return None
+    if rundir.file_identity(path) != record.identity:
+        return None
+    try:
+        if hash_file(path, hashlib.sha256()) != record.sha256:
+            return None
+    except OSError:
+        return None
+    where = os.path.abspath(path)
+    return replace(record, path=os.path.relpath(where, os.path.abspath(run_dir)),
+                   image_path=record.image_path if record.copy_sha256 else where)
 
 
 def _changed_in_place(record: PageRecord, identity: list[int] | None) -> bool:
