@@ -58,8 +58,9 @@ def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = No
         usage = os.statvfs(probe)
         free = _size_text(usage.f_bavail * usage.f_frsize)
         # A file system can run out of inodes with bytes to spare (many small files): freeing
-        # space there means removing files, not making room.
-        no_inodes = exc.errno == errno.ENOSPC and usage.f_files > 0 and usage.f_favail == 0
+        # space there means removing files, not making room. Under 0.1 % free counts as none:
+        # by the time this is asked, the failed call may have removed its scratch files.
+        no_inodes = exc.errno == errno.ENOSPC and usage.f_files > 0 and usage.f_favail <= usage.f_files // 1000
     except OSError:
         free, no_inodes = "unknown", False
     if limit is not None:
