@@ -909,7 +909,7 @@ def build_pages(
     todo: dict[str, tuple] = {}
     for (path, _), page_id in zip(candidates, ids):
         todo.setdefault(page_id, (path, known.get(page_id), page_id))
-    pages = _records(run_dir, list(todo.values()), limits, rejected, save=partial(_checkpoint, run_dir))
+    pages = _records(run_dir, list(todo.values()), limits, rejected)
     _merge(run_dir, [p for p in pages if p is not known.get(p.page_id)], rejected,
            {_shown(str(p)) for p, _ in candidates})
     return [p for p in pages if p.page_id in selected], rejected
@@ -973,7 +973,7 @@ def refresh_pages(run_dir: Path, pages: list[PageRecord],
     """
     todo = [(Path(os.path.abspath(Path(run_dir) / p.path)), p, p.page_id) for p in pages]
     rejected: list[Rejected] = []
-    fresh = _records(run_dir, todo, limits, rejected, gone_ok=True, save=partial(_checkpoint, run_dir))
+    fresh = _records(run_dir, todo, limits, rejected, gone_ok=True)
     known = {p.page_id: p for p in pages}
     changed = [p for p in fresh if p is not known[p.page_id]]
     if changed or rejected:  # else no lock and no manifest write: every job of an array does this
@@ -982,25 +982,25 @@ def refresh_pages(run_dir: Path, pages: list[PageRecord],
 
 
 def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: list[Rejected],
-             gone_ok: bool = False, save: Callable[[list[PageRecord]], None] | None = None) -> list[PageRecord]:
+             gone_ok: bool = False) -> list[PageRecord]:
     """The record of each (image path, known record or None, page id) of `todo`: the
     known one while its image is unchanged (`_unchanged`, with `gone_ok`), else a new
     inspection; an image that cannot be read goes to `rejected` with its one line, and the
-    rest go on. ``save`` gets the new inspections every `CHECKPOINT_PAGES` or `CHECKPOINT_S`
+    rest go on. New inspections go into the manifest every `CHECKPOINT_PAGES` or `CHECKPOINT_S`
     (`_checkpoint`): a rerun after a kill finds them unchanged and inspects only the rest."""
     pages: list[PageRecord] = []
     unsaved: list[PageRecord] = []
     saved_at = time.monotonic()
     for path, old, page_id in todo:
-        if save is not None and unsaved and (len(unsaved) >= CHECKPOINT_PAGES
-                                             or time.monotonic() - saved_at >= CHECKPOINT_S):
-            save(unsaved)
+        if unsaved and (len(unsaved) >= CHECKPOINT_PAGES or time.monotonic() - saved_at >= CHECKPOINT_S):
+            _checkpoint(run_dir, unsaved)
             unsaved, saved_at = [], time.monotonic()
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
             continue
         if old is not None and (moved := _reanchored(run_dir, old, path)) is not None:
             pages.append(moved)
+            unsaved.append(moved)
             continue
         rejudged = replace(old, conversion=CONVERSION_REVISION) if old is not None and old.judged_by_older_rule else None
         if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
