@@ -113,7 +113,7 @@ _config_option = click.option("--config", "config_path", type=click.Path(exists=
 
 
 def _input_options(func):
-    @click.argument("inputs", nargs=-1, type=click.Path(exists=True, path_type=Path))
+    @click.argument("inputs", nargs=-1, metavar="[INPUT]...", type=click.Path(exists=True, path_type=Path))
     @click.option("--input", "input_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
                   help="A page image or a folder of them (repeatable); the same as naming it after the command.")
     @click.option("--input-dir", "input_dirs", multiple=True,
@@ -162,7 +162,8 @@ class _SectionedCommand(click.Command):
         self.sections = sections
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        records = {p.name: rec for p in self.get_params(ctx) if (rec := p.get_help_record(ctx)) is not None}
+        records = {p.name: rec for p in self.get_params(ctx)
+                   if isinstance(p, click.Option) and (rec := p.get_help_record(ctx)) is not None}
         headings = list(self.sections)
         for heading in headings:
             rows = [records.pop(name) for name in self.sections[heading] if name in records]
@@ -188,7 +189,7 @@ def cli() -> None:
 
 
 @cli.command(cls=_SectionedCommand, sections={
-    "Input": ("inputs", "input_paths", "input_dirs", "recursive", "manifest", "max_megapixels"),
+    "Input": ("input_paths", "input_dirs", "recursive", "manifest", "max_megapixels"),
     "Run": ("run_dir", "config_path", "device", "workers", "force", "retry_failed", "max_failed_fraction"),
     "Selection": ("stages", "page_ids", "shard", "max_pages"),
     "Output": ("dry_run", "as_json", "log_level")})
