@@ -177,3 +177,11 @@ def test_evaluate_says_how_far_it_is(tmp_path, caplog):
         assert run_evaluate(run, gt)["pages"] == 1
     assert [r.getMessage().split(" failed")[0] for r in caplog.records if r.name == "newsbag.progress"] == [
         "evaluate: done 2/2"]
+
+
+def test_a_mistyped_source_in_the_config_gets_did_you_mean(tmp_path, page_dir, capsys):
+    fusion = {"name": "fusion", "kind": "fusion", "variants": {"S": {"sources": ["fake/vv"], "method": "best_single"}}}
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[fusion])
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--run-dir", tmp_path / "run", "--config", cfg)
+    assert (code, out, err.count("\n")) == (2, "", 1)
+    assert "'fake/vv' matches no source; did you mean 'fake/v'? (this config makes: fake/v)" in err
