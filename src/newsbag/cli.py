@@ -408,7 +408,7 @@ def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Pa
     started = time.monotonic()
     with _ends_with_summary(command, run_dir, summary, as_json):
         result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers),
-                                         record, summary))
+                                         summary, record))
         summary.builtin[stage.name] = result
         summary.seconds, summary.finished = time.monotonic() - started, True
     if result.get("failed"):

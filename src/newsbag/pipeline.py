@@ -203,8 +203,7 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
             rundir.drop_shared_passes(run_dir, stage.name, page_ids)
         else:
             summary.builtin[stage.name] = run_builtin(
-                stage, run_dir, page_ids, opts, record=lambda now: record_builtin_run(now, config, stage.kind),
-                summary=summary)
+                stage, run_dir, page_ids, opts, summary, record=lambda now: record_builtin_run(now, config, stage.kind))
     summary.seconds = time.monotonic() - t0
     summary.finished = True
     _write_summary(run_dir, opts, summary)
@@ -225,14 +224,13 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     return summary
 
 
-def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions,
-                record: Callable[[dict | None], dict] | None = None, summary: RunSummary | None = None) -> dict:
-    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`; `record`:
-    the change to the run's config record it makes once it holds the stage lock (`builtin.run_stage`);
-    `summary` gets each page's status and the stage's time."""
+def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions, summary: RunSummary,
+                record: Callable[[dict | None], dict] | None = None) -> dict:
+    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`; `summary` gets
+    each page's status and the stage's time; `record`: the change to the run's config record it
+    makes once it holds the stage lock (`builtin.run_stage`)."""
     from . import builtin
 
-    summary = summary if summary is not None else RunSummary(pages=len(page_ids))
     started = time.monotonic()
 
     def progress(page_id: str, status: str) -> None:
