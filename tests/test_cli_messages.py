@@ -120,6 +120,10 @@ def test_a_single_image_is_an_input_with_the_id_its_folder_gives_it(tmp_path, ca
     write_image(tmp_path / "scans" / "p2.png")
     cfg = write_fake_config(tmp_path / "c.json", {"v": {}})
     run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "pages", page, "--run-dir", run, "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"command": "pages", "pages": 1, "manifest": str(run / "manifests" / "pages.jsonl"),
+                               "rejected": 0}
     code, _, err = run_cli(capsys, "run", page, "--run-dir", run, "--config", cfg)
     assert code == 0, err
     assert [p.page_id for p in read_pages(run)] == [page_id_for(page, tmp_path / "scans")]
