@@ -189,3 +189,10 @@ def test_a_mistyped_source_in_the_config_gets_did_you_mean(tmp_path, page_dir, c
     code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--run-dir", tmp_path / "run", "--config", cfg)
     assert (code, out, err.count("\n")) == (2, "", 1)
     assert "'fake/vv' matches no source; did you mean 'fake/v'? (this config makes: fake/v)" in err
+
+
+@pytest.mark.parametrize("args", [[], ["slurm"]])
+def test_a_group_named_alone_shows_its_help_not_an_error(capsys, args):
+    code, out, err = run_cli(capsys, *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"Usage: newsbag {' '.join(args)}".rstrip() + " [OPTIONS] COMMAND") and "newsbag: error" not in err

@@ -139,7 +139,17 @@ _COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "ev
 
 
 class _Group(click.Group):
-    """The top-level group: commands in `_COMMAND_ORDER`, and the nearest command for a typo."""
+    """A group whose commands list in `_COMMAND_ORDER`, that names the nearest command for a typo,
+    and that answers being named alone with its help (exit 2), in the click versions that raise
+    an error for it and those that do not."""
+
+    group_class = type   # its sub-groups (slurm) are one too
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), err=True)
+            ctx.exit(2)
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         rank = {name: i for i, name in enumerate(_COMMAND_ORDER)}
