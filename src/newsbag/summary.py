@@ -36,7 +36,8 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
         "best_source": None if best is None else {"name": best.get("name"), "score": best.get("score")},
         "look_at": {k: str(p) for k, p in look_at.items() if _has_files(p)},
         "sources": [o.to_json() for o in summary.sources],
-        "builtin": {k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list)} for k, v in summary.builtin.items()},
+        "builtin": {k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list)}
+                    for k, v in summary.builtin.items()},
         "errors": summary.errors,
     }
 
