@@ -224,3 +224,19 @@ def test_boxes_indexing_by_take_keeps_every_column_aligned_and_refuses_a_mask_of
         assert np.array_equal(got.data["order"], boxes.data["order"][want])
     with pytest.raises(IndexError):
         boxes[np.ones(n - 1, bool)]
+
+
+@pytest.mark.parametrize("column, names, codes", [
+    ([], [], []),                                              # empty (0,4)
+    (["a/x"] * 3, ["a/x"], [0, 0, 0]),                         # one source
+    (["b/y", "b/y", "a/x", "a/x", "b/y"], ["a/x", "b/y"], [1, 1, 0, 0, 1]),   # runs; a source comes back
+])
+def test_column_codes_are_sorted_names_and_indices_into_them(column, names, codes):
+    from nbtest import make_boxes
+
+    from newsbag.contract import column_codes
+
+    boxes = make_boxes([[0, 0, 1, 1]] * len(column), source=list(column))
+    got_names, got_codes = column_codes(boxes, "source")
+    assert got_names.tolist() == names
+    assert got_codes.tolist() == codes

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from ..contract import Boxes, PageMeta, take_rows
-from .geometry import Pairs, area, cross_pairs
+from ..contract import Boxes, PageMeta, column_codes, take_rows
+from ..labels import COARSE, coarse_codes
+from .geometry import Pairs, area, cross_pairs, self_pairs
+from .match import pair_scores
 from .memo import ArrayKey, Recent, read_only
 from .order import column_segments
 
@@ -109,16 +111,12 @@ def iou_f1(pred: np.ndarray, gt: np.ndarray, t: float = 0.5) -> float:
 
 
 def _textlike(boxes: Boxes) -> np.ndarray:
-    from .fuse import COARSE, coarse_codes
-
-    c = coarse_codes(boxes)
+    c = coarse_codes(boxes.label)
     return (c == COARSE["text"]) | (c == COARSE["title"])
 
 
 def _lines(boxes: Boxes) -> np.ndarray:
-    from .fuse import COARSE, coarse_codes
-
-    return take_rows(boxes.xyxy, coarse_codes(boxes) == COARSE["line"])
+    return take_rows(boxes.xyxy, coarse_codes(boxes.label) == COARSE["line"])
 
 
 def page_score(m: dict) -> float:
@@ -243,10 +241,8 @@ def text_line_pairs(pool: Boxes, pairs: Pairs, line_mask: np.ndarray, sources: d
 
 def best_source(boxes: Boxes) -> str:
     """Name of the region source of `boxes` with the highest `page_score` (ties: name)."""
-    from .fuse import COARSE, coarse_codes
-
     lines = _lines(boxes)
-    region = coarse_codes(boxes) != COARSE["line"]
+    region = coarse_codes(boxes.label) != COARSE["line"]
     names = sorted(set(boxes.data["source"][region].tolist()))
     scores = [page_metrics(boxes[region & (boxes.data["source"] == s)], lines)["score"] for s in names]
     scores = [-1.0 if np.isnan(s) else s for s in scores]
@@ -265,15 +261,13 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
       intersection over the smaller >= 0.8).
     Both NaN when no other family ran on the page.
     """
-    from .fuse import COARSE, _codes, coarse_codes
-    from .match import pair_scores
 
     meta = boxes.meta
-    coarse = coarse_codes(boxes)
+    coarse = coarse_codes(boxes.label)
     is_line = coarse == COARSE["line"]
     text = _textlike(boxes)
-    fam_names, fam = _codes(boxes, "family")
-    src_names, src = _codes(boxes, "source")
+    fam_names, fam = column_codes(boxes, "family")
+    src_names, src = column_codes(boxes, "source")
     # Each source's text raster once; a family's is the union of its sources' (a box's raster
     # footprint does not depend on the other boxes), instead of rasterising every box twice.
     evidence = text | is_line
@@ -285,7 +279,6 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
                       for f in range(len(fam_names))]) if len(boxes) else np.zeros((0, 1, 1), bool)
     votes = np.count_nonzero(masks, axis=0)
     if pairs is None:
-        from .geometry import self_pairs
         pairs = self_pairs(boxes.xyxy)
     iou, ioa_i, ioa_j = pair_scores(boxes.xyxy, pairs)
     ci, cj = coarse[pairs.i], coarse[pairs.j]

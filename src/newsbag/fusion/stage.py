@@ -15,13 +15,13 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
-from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
+from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
 from . import handover
-from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
+from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
@@ -60,12 +60,12 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
 
     def choose(boxes: Boxes) -> str:
         # best_single reuses the source scores computed above (same `page_score`).
-        names = sorted(set(_codes(boxes, "source")[0].tolist()) & set(source_metrics) - set(line_source))
+        names = sorted(set(column_codes(boxes, "source")[0].tolist()) & set(source_metrics) - set(line_source))
         scores = [source_metrics[n]["score"] for n in names]
         return names[int(np.argmax([-1.0 if x is None or np.isnan(x) else x for x in scores]))]
 
     # Source codes, so each variant's selection is an integer isin, not one over strings.
-    src_names, src_code = _codes(pool, "source")
+    src_names, src_code = column_codes(pool, "source")
     fused_all, variant_metrics, chosen = {}, {}, {}
     taken: dict[tuple, tuple] = {}   # variants over the same sources (half of them: "*") take the same rows
     done: dict[tuple, Boxes] = {}    # variants that compute the same thing (union and P4): fused once
