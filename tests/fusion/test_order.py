@@ -362,38 +362,6 @@ def test_a_short_box_touching_text_cut_at_the_same_gutter_is_cut_too():
     assert np.argsort(reading_order(boxes, 200, 900, lines=lines, text=np.ones(6, bool))).tolist() == [0, 2, 3, 4, 1, 5]
 
 
-def test_cached_orders_equal_fresh_ones_and_different_inputs_do_not_share_one():
-    # reading_order keeps its last results (variants of a page often give the same regions),
-    # and the column grid of each page's lines: a repeated call returns what a computation
-    # with empty caches gives, an input that differs in one coordinate, in its lines, in which
-    # boxes are text or in the page width gets its own, and a caller editing a result does
-    # not change the next one.
-    from newsbag.fusion import order
-
-    def fresh(xyxy, lines, text, width):
-        order._ORDERS.clear()
-        order._LINE_GRIDS.clear()
-        return reading_order(xyxy, width, 1000, lines=lines, text=text)
-
-    rng = np.random.default_rng(11)
-    for _ in range(60):
-        boxes = _random_boxes(rng, int(rng.integers(1, 120)))
-        lines = _random_boxes(rng, int(rng.integers(8, 60))) if rng.random() < 0.7 else None
-        text = rng.random(len(boxes)) < 0.7
-        other = boxes.copy()
-        other[rng.integers(0, len(boxes)), rng.integers(0, 4)] += 400
-        calls = [(boxes, lines, text, 1000), (other, lines, text, 1000), (boxes, None, text, 1000),
-                 (boxes, lines, None, 1000), (boxes, lines, ~text, 1000), (boxes, lines, text, 1500),
-                 (boxes, lines, text, 1000), (other, lines, text, 1000)]
-        want = [fresh(*c) for c in calls]
-        order._ORDERS.clear()
-        order._LINE_GRIDS.clear()
-        for (xyxy, ls, tx, width), w in zip(calls, want):
-            got = reading_order(xyxy, width, 1000, lines=ls, text=tx)
-            np.testing.assert_array_equal(got, w)
-            got[:] = -1
-
-
 def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
     # `_xycut` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
     # ties, touching edges, infinite and NaN coordinates too.

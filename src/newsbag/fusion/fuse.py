@@ -22,7 +22,6 @@ from ..labels import COARSE, coarse_codes
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .metrics import best_source
-from .memo import Recent
 from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
@@ -87,12 +86,7 @@ class _Resolved:
 
 
 class _Prepared:
-    """What `fuse_consensus` derives from its boxes and pairs alone, whatever the params.
-
-    Kept per (boxes, pairs) object (`_prepare`): the variants over the same sources (P4,
-    union, vote and ranked take the page's whole pool) share one, and the boxes of a variant
-    over fewer sources (`take_sources`) take their rows and columns of the pool's.
-    """
+    """What `fuse_consensus` derives from its boxes and pairs alone, whatever the params."""
 
     def __init__(self, boxes: Boxes, pairs: Pairs):
         self.boxes, self.pairs = boxes, pairs
@@ -117,23 +111,6 @@ class _Prepared:
         self.cov = cov.reshape(n, n_src) / np.maximum(area(boxes.xyxy), _EPS)[:, None]
         self._support: dict[float, tuple[np.ndarray, np.ndarray]] = {}
 
-    def take(self, mask: np.ndarray, boxes: Boxes, pairs: Pairs) -> _Prepared:
-        """`_Prepared(boxes, pairs)` for ``boxes = self.boxes[mask]`` and its pairs, where `mask`
-        takes every box of the sources it takes: a box's coverage by such a source sums the
-        same pair areas in the same order, so the floats are the same."""
-        sub = object.__new__(_Prepared)
-        sub.boxes, sub.pairs = boxes, pairs
-        sub.coarse, sub.is_line, sub.textlike = self.coarse[mask], self.is_line[mask], self.textlike[mask]
-        present = np.flatnonzero(np.bincount(self.src[mask], minlength=len(self.src_names)))
-        sub.src_names, sub.src = self.src_names[present], np.searchsorted(present, self.src[mask])
-        fams = np.flatnonzero(np.bincount(self.fam[mask], minlength=len(self.fam_names)))
-        sub.fam_names, sub.fam = self.fam_names[fams], np.searchsorted(fams, self.fam[mask])
-        keep = mask[self.pairs.i] & mask[self.pairs.j]
-        sub.iou, sub.matchable = self.iou[keep], self.matchable[keep]
-        sub.cov = self.cov[mask][:, present]
-        sub._support = {}
-        return sub
-
     def support(self, t_cover: float) -> tuple[np.ndarray, np.ndarray]:
         """(n_fam (N,) families that cover `t_cover` of each box, its own included; sup_bits (N,)
         int64 bit set of such sources, bit k for `src_names` entry k)."""
@@ -153,33 +130,13 @@ class _Prepared:
         return self._support[t_cover]
 
 
-def _prepare(boxes: Boxes, pairs: Pairs) -> _Prepared:
-    """`_Prepared` of these objects, from the last few made or promised by `take_sources` (an
-    entry holds its objects, so their ids cannot be reused while it is kept)."""
-    key = (id(boxes), id(pairs))
-    hit = _PREPARED.take(key)
-    if hit is None or hit[0] is not boxes or hit[1] is not pairs:
-        pre = _Prepared(boxes, pairs)
-    else:
-        pre = hit[2]() if callable(hit[2]) else hit[2]
-    _PREPARED.put(key, (boxes, pairs, pre))
-    return pre
-
-
-_PREPARED = Recent(16)
-
-
 def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pairs]:
     """``pool[mask]`` and its overlapping pairs, for a variant over whole sources (`mask` takes
-    every box of each source it takes). `fuse_consensus` on them takes its per-box work from
-    the pool's (computed once per page, on the first such call) instead of redoing it. A mask
-    that takes every box gives the pool itself (P4 and the "*" recipes: no copy to make)."""
+    every box of each source it takes). A mask that takes every box gives the pool itself (P4
+    and the "*" recipes: no copy to make)."""
     if mask.all():
         return pool, pairs
-    boxes, sub_pairs = pool[mask], subset_pairs(pairs, mask)
-    _PREPARED.put((id(boxes), id(sub_pairs)),
-                  (boxes, sub_pairs, lambda: _prepare(pool, pairs).take(mask, boxes, sub_pairs)))
-    return boxes, sub_pairs
+    return pool[mask], subset_pairs(pairs, mask)
 
 
 def _resolve(
@@ -491,7 +448,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
             out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized))
             members = np.fromiter((sel[m].tolist() for m in out.data["member_idx"]), dtype=object, count=len(out))
             return Boxes(out.xyxy, out.score, out.label, out.meta, {**out.data, "member_idx": members})
-    pre = _prepare(boxes, pairs)
+    pre = _Prepared(boxes, pairs)
     coarse, is_line, textlike, src_names = pre.coarse, pre.is_line, pre.textlike, pre.src_names
     # (1) support: families whose compatible boxes cover each box.
     n_fam, sup_bits = pre.support(params.t_cover)

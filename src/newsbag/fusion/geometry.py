@@ -8,7 +8,6 @@ import numpy as np
 import shapely
 
 from ..sweep import pair_intersection, pairs_exceed, sweep, sweep_pairs
-from .memo import ArrayKey, Recent
 
 __all__ = [
     "Pairs",
@@ -73,25 +72,14 @@ def group_extent(xyxy: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
 
 
 def _diagonals(xyxy: np.ndarray) -> np.ndarray:
-    """Each box as its diagonal segment (its envelope is the box). The last few sets are kept:
-    half of a page's queries repeat a box set (a variant's regions against its text lines,
-    then its titles...), and making the geometries costs more than querying them."""
+    """Each box as its diagonal segment (its envelope is the box)."""
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    return _DIAGONALS.get(ArrayKey(xyxy), lambda: shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1)))
+    return shapely.linestrings(np.stack([xyxy[:, 0:2], xyxy[:, 2:4]], axis=1))
 
 
 def box_tree(xyxy: np.ndarray) -> shapely.STRtree:
-    """STRtree of boxes for `candidate_pairs` (build once when `b` is queried many times).
-
-    The trees of the last few box sets are kept: every variant of a page queries its text
-    lines (15 builds of the same tree per 6 x 300-box page).
-    """
-    xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    return _TREES.get(ArrayKey(xyxy), lambda: shapely.STRtree(_diagonals(xyxy)))
-
-
-_TREES = Recent(8)
-_DIAGONALS = Recent(16)
+    """STRtree of boxes for `candidate_pairs` (build once when `b` is queried many times)."""
+    return shapely.STRtree(_diagonals(xyxy))
 
 
 def candidate_pairs(a: np.ndarray, b: np.ndarray, tree_b: shapely.STRtree | None = None) -> np.ndarray:

@@ -9,7 +9,6 @@ from ..contract import Boxes, PageMeta, column_codes, take_rows
 from ..labels import COARSE, coarse_codes
 from .geometry import Pairs, area, cross_pairs, self_pairs
 from .match import pair_scores
-from .memo import ArrayKey, Recent, read_only
 from .order import column_segments
 
 __all__ = [
@@ -43,19 +42,9 @@ def cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -
     """(h, w) int32 raster: how many boxes cover each pixel (long side `long_side`).
 
     Box edges are rounded to the nearest raster pixel; a 2-D difference array makes this
-    O(N + h*w) with no loop over boxes. The last few rasters are kept (callers must not
-    change one): a page's sources are rasterised for their metrics and again, the same
-    boxes, for leave-one-out agreement.
+    O(N + h*w) with no loop over boxes.
     """
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    key = (ArrayKey(xyxy), float(width), float(height), int(long_side))
-    return _RASTERS.get(key, lambda: read_only(_cover_count(xyxy, width, height, long_side))[0])
-
-
-_RASTERS = Recent(8)
-
-
-def _cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
     s = long_side / max(width, height)
     h, w = max(1, round(height * s)), max(1, round(width * s))
     if len(xyxy) == 0:
@@ -158,15 +147,8 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
         single_line_share and empty_share (text regions with <= 1 / 0 lines),
         lonely_line_share (lines that are the only line of a text region), score.
     """
-    meta = regions.meta
     lines = np.ascontiguousarray(lines, dtype=np.float64).reshape(-1, 4)
-    xyxy = np.ascontiguousarray(regions.xyxy, dtype=np.float64)
-    # Variants of one page often give the same regions (union and P4): measured once.
-    key = (ArrayKey(xyxy), ArrayKey(regions.label), float(meta.width), float(meta.height), ArrayKey(lines))
-    return dict(_MEASURED.get(key, lambda: _page_metrics(regions, lines, line_tree, line_pairs)))
-
-
-_MEASURED = Recent(16)
+    return _page_metrics(regions, lines, line_tree, line_pairs)
 
 
 def empty_page_metrics(has_lines: bool) -> dict:
