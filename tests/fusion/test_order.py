@@ -95,14 +95,14 @@ def _random_boxes(rng, n: int) -> np.ndarray:
 def test_column_xycut_equals_the_recursive_xycut():
     # Inside one column the plain XY-cut still orders the boxes: the iterative one equals
     # the recursive one it replaced.
-    from newsbag.fusion.order import _xycut
+    from newsbag.fusion.order import _xycutter
     from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(2)
     for _ in range(300):
         boxes = _random_boxes(rng, int(rng.integers(0, 300)))
         rank = np.empty(len(boxes), np.int64)
-        rank[np.asarray(_xycut(boxes, 5.0, 5.0), np.intp)] = np.arange(len(boxes))
+        rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))
 
 
@@ -363,9 +363,9 @@ def test_a_short_box_touching_text_cut_at_the_same_gutter_is_cut_too():
 
 
 def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
-    # `_xycut` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
+    # `_xycutter` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
     # ties, touching edges, infinite and NaN coordinates too.
-    from newsbag.fusion.order import _xycut
+    from newsbag.fusion.order import _xycutter
     from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(7)
@@ -374,5 +374,5 @@ def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
         if len(boxes) and rng.random() < 0.3:
             boxes[rng.integers(0, len(boxes), 3), rng.integers(0, 4, 3)] = rng.choice([np.nan, np.inf, -np.inf, -0.0])
         rank = np.empty(len(boxes), np.int64)
-        rank[np.asarray(_xycut(boxes, 5.0, 5.0), np.intp)] = np.arange(len(boxes))
+        rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))

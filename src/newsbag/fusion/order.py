@@ -58,23 +58,17 @@ def _sort_key(v: float) -> tuple:
     return (True, 0.0) if v != v else (False, v)
 
 
-def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
-    """Box indices in XY-cut reading order: depth first, left part / upper band first.
+def _xycutter(xyxy: np.ndarray, tol_x: float, tol_y: float) -> Callable[[list[int]], list[int]]:
+    """The XY-cut reading order of any set of `xyxy`'s boxes, given and returned as indices into
+    `xyxy`: depth first, left part / upper band first.
 
     Columns first: a gutter that runs through the whole block splits it left to right; only
     when there is none is it cut into horizontal bands (masthead, headline, body). On Python
     floats, with `_cuts`' rules (stable sorts with NaN last, a running maximum NaN sticks to):
     a column's block is tens of boxes, where numpy's per-call overhead was most of the time,
-    and a 20,000-line page of columns cuts ~5x faster than with numpy.
-    """
-    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
-    return _xycutter(xyxy, tol_x, tol_y)(list(range(len(xyxy))))
-
-
-def _xycutter(xyxy: np.ndarray, tol_x: float, tol_y: float) -> Callable[[list[int]], list[int]]:
-    """`_xycut` of any set of `xyxy`'s boxes, given and returned as indices into `xyxy`: a
-    page's coordinates become Python floats once, not once per column block (a quarter of
-    `_grid_cut`'s time on a page of 8 columns)."""
+    and a 20,000-line page of columns cuts ~5x faster than with numpy. A page's coordinates
+    become Python floats once, not once per column block (a quarter of `_grid_cut`'s time on
+    a page of 8 columns)."""
     x0, y0, x1, y1 = xyxy.T.tolist()
     nan = bool(np.isnan(xyxy).any())
     if nan:
