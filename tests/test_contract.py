@@ -240,3 +240,33 @@ def test_column_codes_are_sorted_names_and_indices_into_them(column, names, code
     got_names, got_codes = column_codes(boxes, "source")
     assert got_names.tolist() == names
     assert got_codes.tolist() == codes
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"article": np.array([0])}, "cannot concat boxes with different data columns: ['article'] not in every part"),
+    ({"article": np.array([0]), "zone": np.array(["a"], object)},
+     "cannot concat boxes with different data columns: ['article', 'zone'] not in every part"),
+])
+def test_concat_refuses_parts_with_different_data_columns(extra, message):
+    from nbtest import make_boxes
+
+    from newsbag.contract import Boxes
+
+    plain = make_boxes([[0, 0, 1, 1]])
+    more = Boxes(plain.xyxy, plain.score, plain.label, plain.meta, {**plain.data, **extra})
+    for parts in ([plain, more], [more, plain]):
+        with pytest.raises(ValueError) as exc:
+            Boxes.concat(parts)
+        assert str(exc.value) == message
+
+
+def test_concat_keeps_every_column_of_parts_that_share_them():
+    from nbtest import make_boxes
+
+    from newsbag.contract import Boxes
+
+    a, b = make_boxes([[0, 0, 1, 1]], source="a/x"), make_boxes([[2, 2, 3, 3], [4, 4, 5, 5]], source="b/y")
+    both = Boxes.concat([a, b])
+    assert sorted(both.data) == sorted(a.data)
+    assert both.data["source"].tolist() == ["a/x", "b/y", "b/y"]
+    assert both.xyxy.tolist() == [[0, 0, 1, 1], [2, 2, 3, 3], [4, 4, 5, 5]]

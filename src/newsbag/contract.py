@@ -188,7 +188,8 @@ class Boxes:
 
     @classmethod
     def concat(cls, parts: list[Boxes], meta: PageMeta | None = None) -> Boxes:
-        """Stack boxes of one page. Raises ValueError when page ids differ."""
+        """Stack boxes of one page. Raises ValueError when page ids or data columns differ
+        (a column missing from one part has no values for its boxes)."""
         if not parts:
             if meta is None:
                 raise ValueError("concat of no Boxes needs meta")
@@ -196,9 +197,10 @@ class Boxes:
         ids = {p.meta.page_id for p in parts}
         if len(ids) > 1:
             raise ValueError(f"cannot concat boxes of different pages: {sorted(ids)}")
-        keys = set(parts[0].data)
-        for p in parts[1:]:
-            keys &= set(p.data)
+        columns = [set(p.data) for p in parts]
+        keys = set.intersection(*columns)
+        if odd := set.union(*columns) - keys:
+            raise ValueError(f"cannot concat boxes with different data columns: {sorted(odd)} not in every part")
         return cls(
             xyxy=np.concatenate([p.xyxy for p in parts]).reshape(-1, 4),
             score=np.concatenate([p.score for p in parts]),
