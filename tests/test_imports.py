@@ -147,3 +147,14 @@ def test_no_import_cycle():
 def test_no_import_from_a_higher_layer(name):
     upward = sorted(f"{m} ({LAYERS[_layer(m)][0]})" for m in GRAPH[name] if _layer(m) > _layer(name))
     assert upward == [], f"{name} ({LAYERS[_layer(name)][0]}) imports from above"
+
+
+def test_runners_import_nothing_of_newsbag():
+    # A runner runs in its model's env, where newsbag is not installed (DESIGN §2).
+    offenders = []
+    for path in sorted((SRC.parent / "runners").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{path.name}: {n}" for n in names if n == "newsbag" or n.startswith("newsbag.")]
+    assert offenders == []
