@@ -99,8 +99,7 @@ def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
     pool = Boxes.concat(list(pages.values()))
     # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
     # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
-    if (crowded := sources_crowded({s: b.xyxy for s, b in pages.items()},
-                                                     MAX_OVERLAPPING_PAIRS, "fuse")):
+    if crowded := sources_crowded({s: b.xyxy for s, b in pages.items()}, MAX_OVERLAPPING_PAIRS, "fuse"):
         raise ValueError(f"{crowded}; remove or redo the source page that piles up boxes")
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
