@@ -485,7 +485,7 @@ def _refuse_piles(path: str | os.PathLike, xyxy) -> None:
     every reader that pairs them up (fusion, review, evaluation) needs memory for each pair,
     and 30,000 boxes piled on one spot (3 MB) are 450 million pairs, > 6 GB."""
     from .contract import MAX_OVERLAPPING_PAIRS
-    from .fusion.geometry import pairs_exceed
+    from .sweep import pairs_exceed
 
     if pairs_exceed(xyxy, MAX_OVERLAPPING_PAIRS):
         raise ValueError(f"{path}: over {MAX_OVERLAPPING_PAIRS:,} pairs of overlapping boxes "
