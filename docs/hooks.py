@@ -4,7 +4,7 @@ A page asks for a table with an HTML comment on a line of its own, so the Markdo
 readable where it is not built (GitHub):
 
     <!-- newsbag:runner-options -->     every runners/<family>.tool.json, one table per family
-    <!-- newsbag:stage-options -->      every builtin stage's options, from newsbag.stages
+    <!-- newsbag:stage-options -->      every builtin stage's options, from their declarations
     <!-- newsbag:leaderboard-legend --> the leaderboard columns, from newsbag.columns
 
 The tables are generated, never written by hand, so they cannot drift from what the config
@@ -63,17 +63,19 @@ def runner_options_markdown(runners_dir: Path = RUNNERS) -> str:
     return "\n".join(parts)
 
 
-def _optional(module: str, attr: str):
-    """The function `module.attr`, or None while the code base does not provide it."""
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
-        return None
+def _optional(attr: str, *modules: str):
+    """The function `attr` of the first of `modules` that has it, or None while none does."""
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 def stage_options_markdown() -> str:
     """The builtin stages' option tables, from the stages' own declarations."""
-    render = _optional("newsbag.stages", "options_markdown")
+    render = _optional("options_markdown", "newsbag.builtin", "newsbag.stages")
     from newsbag.builtin import kinds
 
     if render is None:
@@ -83,7 +85,7 @@ def stage_options_markdown() -> str:
 
 
 def leaderboard_legend_markdown() -> str:
-    render = _optional("newsbag.columns", "legend_markdown")
+    render = _optional("legend_markdown", "newsbag.columns")
     if render is None:
         return ("!!! note\n    This build of newsbag has no column legend module; the columns are "
                 "described in the text above.\n")
