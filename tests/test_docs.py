@@ -177,3 +177,9 @@ def test_code_cites_design_sections_that_exist():
             f"{path.relative_to(REPO)} cites a design document that is not in the repository"
         cited |= set(re.findall(r"docs/design\.md, ([A-Z][A-Za-z -]*[a-z])", text))
     assert cited and cited <= headings, sorted(cited - headings)
+
+
+def test_the_manual_asks_for_every_generated_table():
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md"))
+    for name in _hooks().GENERATORS:
+        assert f"<!-- newsbag:{name} -->" in pages, name
