@@ -16,7 +16,6 @@ OVER = frozenset({
     "src/newsbag/config.py::parse_config",
     "src/newsbag/export/stage.py::run_export",
     "src/newsbag/fusion/fuse.py::_resolve",
-    "src/newsbag/fusion/fuse.py::fuse_consensus",
     "src/newsbag/fusion/fuse.py::fuse_paragraphs",
     "src/newsbag/fusion/order.py::column_segments",
     "src/newsbag/fusion/stage.py::run_fusion",

@@ -406,6 +406,33 @@ def effective_params(params: ConsensusParams | BestSingleParams | ParagraphParam
     return params
 
 
+def _voted(boxes: Boxes, n_fam: np.ndarray, lines: np.ndarray, params: ConsensusParams) -> np.ndarray:
+    """(N,) bool, step (2) of `fuse_consensus`: boxes with `vote` families, or a score of
+    `solo_score`, or at least `solo_min_size` text-line heights wide and tall."""
+    keep = n_fam >= params.vote
+    if params.solo_score is not None:
+        keep |= np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score
+    if params.solo_min_size is not None and len(lines):
+        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
+        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
+        keep |= (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
+    return keep
+
+
+def _split_at_gutters(res: _Resolved, lines: np.ndarray, params: ConsensusParams, width: float) -> _Resolved:
+    """Text regions cut at the column gutters their text lines show (`order.column_segments`)."""
+    t = np.flatnonzero(_textlike_of(res.label))
+    t_xyxy = take_rows(res.xyxy, t)
+    mb, ml = inside_pairs(t_xyxy, lines)
+    n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, width)
+    if not len(parent):
+        return res
+    stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
+    pieces = res.take(t[parent])
+    pieces.xyxy = seg
+    return res.take(stay).extend(pieces)
+
+
 def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
     """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
 
@@ -453,16 +480,9 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     # (1) support: families whose compatible boxes cover each box.
     n_fam, sup_bits = pre.support(params.t_cover)
 
-    # (2) vote.
     region = ~is_line
     lines = take_rows(boxes.xyxy, is_line)
-    keep = region & (n_fam >= params.vote)
-    if params.solo_score is not None:
-        keep |= region & (np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score)
-    if params.solo_min_size is not None and len(lines):
-        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
-        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
-        keep |= region & (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
+    keep = region & _voted(boxes, n_fam, lines, params)
 
     rank = _glob_rank(src_names, params.granularity)
     sw = _glob_weight(src_names, params.weights)[pre.src]
@@ -476,16 +496,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.t_shadow < 1:
         res = _drop_shadowed(res, params.t_shadow)
     if len(lines) and params.split_columns:
-        res = _line_blocks(res, res.replaced, lines)
-        t = np.flatnonzero(_textlike_of(res.label))
-        t_xyxy = take_rows(res.xyxy, t)
-        mb, ml = inside_pairs(t_xyxy, lines)
-        n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, meta.width)
-        if len(parent):
-            stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
-            pieces = res.take(t[parent])
-            pieces.xyxy = seg
-            res = res.take(stay).extend(pieces)
+        res = _split_at_gutters(_line_blocks(res, res.replaced, lines), lines, params, meta.width)
     xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
     if params.titles:
         label = _titles(xyxy, label, take_rows(boxes.xyxy, region & (coarse == COARSE["title"])), lines)
