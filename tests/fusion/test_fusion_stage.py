@@ -64,7 +64,7 @@ def test_run_fusion_writes_pages_tsvs_and_summary(tmp_path):
                  "per_page_source_metrics.tsv", "summary.json"):
         assert (run / "outputs/fusion" / name).is_file()
     header, *rows = (run / "outputs/fusion/source_leaderboard.tsv").read_text().splitlines()
-    assert header.split("\t")[:3] == ["rank", "name", "family"]
+    assert header.split("\t")[:4] == ["rank", "name", "recommended", "score"]
     assert rows[0].split("\t")[1] == "paddle_layout/cdla"      # the column-true source ranks first
     assert not (run / "outputs/fusion/S2").exists()
 
@@ -724,3 +724,26 @@ def test_a_page_where_no_variant_is_current_still_counts_as_an_empty_page_with_t
     assert c["n_pages"] == 1 and list(own) == [("p1", "C")]
     assert c["score"] == pytest.approx(float(own[("p1", "C")]["score"]) / 3)
     assert c["n_regions"] == pytest.approx(float(own[("p1", "C")]["n_regions"]) / 3)
+
+
+def _tsv(path):
+    header, *lines = path.read_text().splitlines()
+    return header.split("\t"), [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+
+
+@pytest.mark.parametrize("pinned, mark", [(None, "chosen"), ("S1", "pinned")])   # by the score / by the config
+def test_leaderboards_lead_with_rank_name_recommended_score(tmp_path, pinned, mark):
+    run = _write_run(tmp_path)
+    summary = run_fusion(run, ["p1", "p2"], {**CFG, **({"recommended": pinned} if pinned else {})})
+    header, rows = _tsv(run / "outputs/fusion/variant_leaderboard.tsv")
+    assert header[:5] == ["rank", "name", "recommended", "score", "line_coverage"]
+    assert [r["recommended"] for r in rows if r["recommended"]] == [mark]
+    assert next(r["name"] for r in rows if r["recommended"]) == summary["recommended_variant"]
+    assert [r["rank"] for r in rows] == [str(k) for k in range(1, len(rows) + 1)]
+    header, rows = _tsv(run / "outputs/fusion/source_leaderboard.tsv")
+    assert header[:4] == ["rank", "name", "recommended", "score"] and "degenerate_pages" in header
+    # the best region source is marked; the text-line evidence is no candidate
+    assert [r["name"] for r in rows if r["recommended"] == "yes"] == ["paddle_layout/cdla"]
+    assert summary["best_source"] == "paddle_layout/cdla"
+    # summary rows carry the mark too, in the table's column order
+    assert list(summary["variant_leaderboard"][0])[:4] == ["rank", "name", "recommended", "score"]

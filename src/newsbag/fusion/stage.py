@@ -19,6 +19,7 @@ from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
+from ..columns import SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
@@ -715,18 +716,12 @@ def run_fusion(
     for r in vrows:
         r["method"] = method.get(r["name"], "")
         r["what"] = RECIPE_DOC.get(r["name"], r["method"])
-    atomic_write_text(fusion / "variant_leaderboard.tsv",
-                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys, "what"]), keep_same=True)
-    atomic_write_text(fusion / "source_leaderboard.tsv",
-                      tsv_text(srows, ["rank", "name", "family", "n_pages", *skeys]), keep_same=True)
-
-    if cfg.recommended is not None and cfg.recommended in active:
-        recommended, by = cfg.recommended, "config"
-    else:
-        scored = [r for r in vrows if r["score"] is not None]
-        recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
-        if cfg.recommended is not None:
-            by = f"score (pinned {cfg.recommended!r} was skipped)"
+    recommended, by = _recommend(cfg, active, vrows)
+    best_source = next((r["name"] for r in srows if r["score"] is not None and _is_region_source(r["name"], cfg)), None)
+    vrows = _marked(vrows, recommended, "pinned" if by == "config" else "chosen", VARIANT_COLUMNS)
+    srows = _marked(srows, best_source, "yes", SOURCE_COLUMNS)
+    atomic_write_text(fusion / "variant_leaderboard.tsv", tsv_text(vrows, list(VARIANT_COLUMNS)), keep_same=True)
+    atomic_write_text(fusion / "source_leaderboard.tsv", tsv_text(srows, list(SOURCE_COLUMNS)), keep_same=True)
     summary = {
         "tool": f"newsbag {__version__}",
         "n_pages": n_records,
@@ -740,6 +735,7 @@ def run_fusion(
         "source_order": source_order,
         "recommended_variant": recommended,
         "recommended_by": by,
+        "best_source": best_source,
         "score": SCORE_DOC,
         "variant_leaderboard": vrows,
         "source_leaderboard": srows,
@@ -747,6 +743,24 @@ def run_fusion(
     summary = _jsonable(summary)
     write_json(fusion / "summary.json", summary, keep_same=True)
     return {**summary, "counts": counts, **counts, "failures": failures}
+
+
+def _recommend(cfg: FusionConfig, active: dict[str, list[str]], vrows: list[dict]) -> tuple[str | None, str]:
+    """(the recommended variant, why: "config", "score", or the pinned one skipped)."""
+    if cfg.recommended is not None and cfg.recommended in active:
+        return cfg.recommended, "config"
+    scored = [r for r in vrows if r["score"] is not None]
+    recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
+    if cfg.recommended is not None:
+        by = f"score (pinned {cfg.recommended!r} was skipped)"
+    return recommended, by
+
+
+def _marked(rows: list[dict], name: str | None, mark: str, columns: tuple[str, ...]) -> list[dict]:
+    """Rows with the ``recommended`` mark on `name`, keys in the table's column order (the
+    gallery shows summary.json's rows in that order)."""
+    return [{c: (mark if r["name"] == name else "") if c == "recommended" else r.get(c) for c in columns}
+            for r in rows]
 
 
 def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:
