@@ -22,6 +22,7 @@ from ..parallel import page_map
 from ..columns import SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..tables import tsv_text, tsv_writer
 from . import handover
+from .degenerate import degenerate_reasons, largest_box_share
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
@@ -143,6 +144,12 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
         m = page_metrics(own, lines, line_tree, line_pairs[s])
         metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
                       "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
+    names = region_sources + line_source
+    reasons = degenerate_reasons([metrics[s]["n_regions"] for s in names], [metrics[s]["n_text"] for s in names],
+                                 [largest_box_share(pages[s].xyxy, pool.meta.width, pool.meta.height) for s in names],
+                                 [s in region_sources for s in names])
+    for s, why in zip(names, reasons):
+        metrics[s]["degenerate"] = why
     return pool, pairs, line_mask, line_tree, metrics
 
 
@@ -511,8 +518,9 @@ class _Board:
         self.kind, self.keys = kind, keys
         self.names: dict[str, dict] = {}
         self.pages = {True: 0, False: 0}   # pages added, by whether they have text lines
+        self.degenerate: dict[str, dict] = {}   # source -> {"pages", "example"} (`fusion.degenerate`)
 
-    def add(self, metrics_by_name: dict[str, dict], lined: bool) -> None:
+    def add(self, metrics_by_name: dict[str, dict], lined: bool, page_id: str = "") -> None:
         self.pages[lined] += 1
         for name, m in metrics_by_name.items():
             acc = self.names.get(name)
@@ -520,6 +528,9 @@ class _Board:
                 acc = self.names[name] = {"n": {True: 0, False: 0}, "family": m.get("family", ""),
                                           "sum": dict.fromkeys(self.keys, 0.0), "count": dict.fromkeys(self.keys, 0)}
             acc["n"][lined] += 1
+            if m.get("degenerate"):
+                seen = self.degenerate.setdefault(name, {"pages": 0, "example": f"page {page_id}: {m['degenerate']}"})
+                seen["pages"] += 1
             for k in self.keys:
                 v = m.get(k)
                 if v is not None:
@@ -544,6 +555,7 @@ class _Board:
             row.update({k: total[k] / count[k] if count[k] else None for k in self.keys})
             if self.kind == "sources":
                 row["family"] = acc["family"]
+                row["degenerate_pages"] = self.degenerate.get(name, {}).get("pages", 0)
             rows.append(row)
         return _ranked(rows)
 
@@ -699,7 +711,7 @@ def run_fusion(
                 continue
             lined = _has_lines(current["sources"])
             boards["variants"].add(current["variants"], lined)
-            boards["sources"].add(current["sources"], lined)
+            boards["sources"].add(current["sources"], lined, pid)
             yield current
 
     with atomic_text_file(fusion / "per_page_variant_metrics.tsv", keep_same=True) as vt, \
@@ -736,6 +748,7 @@ def run_fusion(
         "recommended_variant": recommended,
         "recommended_by": by,
         "best_source": best_source,
+        "degenerate_sources": dict(sorted(boards["sources"].degenerate.items())),
         "score": SCORE_DOC,
         "variant_leaderboard": vrows,
         "source_leaderboard": srows,
