@@ -45,7 +45,8 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("rank", "position in the table, 1 = best: by `score` (ties: `loo_pixel_f1`, then name) in the fusion "
            f"leaderboards, by `{EVAL_MEASURE}` within its class in the evaluation ones", LOWER, False, FUSION + EVAL),
-    Column("name", "the fusion variant, or the source (<stage>/<variant>)", NEUTRAL, False, FUSION + EVAL + (PER_PAGE,)),
+    Column("name", "the fusion variant, or the source (<stage>/<variant>)", NEUTRAL, False,
+           FUSION + EVAL + (PER_PAGE,)),
     Column("recommended", "variants: `pinned` when the config names the recommended variant, `chosen` when "
            "the highest `score` picked it; sources: `yes` on the region source with the highest `score` "
            "(the text-line evidence is no candidate)", NEUTRAL, False, FUSION),
