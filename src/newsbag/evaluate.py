@@ -40,8 +40,8 @@ from .io import atomic_text_file, atomic_write_text, jsonl_lines, read_json, rea
 from .progress import track
 from .tables import aligned_lines, tsv_text, tsv_writer
 
-__all__ = ["evaluate_page_class", "gt_layer", "match_pages", "page_metrics_by_class", "run_evaluate", "format_summary",
-           "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
+__all__ = ["evaluate_page_class", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class", "run_evaluate",
+           "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
 
 LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
@@ -248,7 +248,7 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
     return matched, unmatched, bad
 
 
-def _scale(rec: dict, ann: dict) -> tuple[float, float]:
+def gt_scale(rec: dict, ann: dict) -> tuple[float, float]:
     """(x, y) factors from the run page's pixels to the annotation's."""
     w, h = float(ann["width"]), float(ann["height"])
     return w / float(rec.get("width") or w), h / float(rec.get("height") or h)
@@ -259,7 +259,7 @@ def page_metrics_by_class(folder: Path, rec: dict, ann: dict) -> tuple[dict[str,
     its ground truth; and whether the folder had no output for that page."""
     page = _read_page(Path(folder) / f"{rec['page_id']}.json", rec["page_id"])
     w, h = float(ann["width"]), float(ann["height"])
-    pred, gt = _pred_by_class(page, *_scale(rec, ann)), _gt_by_class(ann)
+    pred, gt = _pred_by_class(page, *gt_scale(rec, ann)), _gt_by_class(ann)
     return {c: evaluate_page_class(pred[c], gt[c], w, h) for c in CLASSES if len(gt[c])}, page is None
 
 
@@ -267,7 +267,7 @@ def gt_layer(rec: dict, ann: dict) -> dict:
     """The page's ground-truth regions in the run page's pixels, for the gallery to draw: each
     with its coarse ``class`` (text, image, table; other for the rest, e.g. separators) and the
     annotation's own ``label``."""
-    sx, sy = _scale(rec, ann)
+    sx, sy = gt_scale(rec, ann)
     return {"page_id": rec["page_id"], "image": {"width": rec.get("width") or ann["width"],
                                                   "height": rec.get("height") or ann["height"]},
             "regions": [{"bbox_xyxy": [round(v, 2) for v in (x0 / sx, y0 / sy, x1 / sx, y1 / sy)],
