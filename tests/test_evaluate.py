@@ -71,7 +71,7 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     assert (src["name"], src["class"], src["iou_f1"]) == ("x/y", "text", 1.0)
     assert (var["name"], var["xcol"], var["b1x"]) == ("C", 1.0, 0.0)
     text = (run / "outputs/evaluation/variant_leaderboard.tsv").read_text().splitlines()
-    assert text[0].startswith("rank\tname\tbest\tiou_f1\tclass") and text[1].startswith("1\tC\tyes\t0.0000\ttext")
+    assert text[0].startswith("rank\tname\tbest\tiou_f1\tclass") and text[1].startswith("1\tC\t\t0.0000\ttext")   # IoU F1 0: no best
 
     from click.testing import CliRunner
 
@@ -85,7 +85,7 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     assert lines[2].split() == ["rank", "name", "best", "iou_f1", "class", "pixel_f1", "b1x", "xcol", "over_merge",
                                 "n_pred"]
     g = (round(409.6) + 1024 - round(614.4)) / 1024     # the GT columns' share at the 1024-px raster
-    assert lines[3].split() == ["1", "C", "yes", "0.0000", "text", f"{2 * g / (1 + g):.4f}", "0.0000", "1.0000",
+    assert lines[3].split() == ["1", "C", "-", "0.0000", "text", f"{2 * g / (1 + g):.4f}", "0.0000", "1.0000",
                                 "2.0000", "1.0000"]
     assert lines[4] == "sources, ranked by text iou_f1 (higher is better; best marked yes):"
     assert lines[6].split()[:5] == ["1", "x/y", "yes", "1.0000", "text"]
@@ -348,3 +348,22 @@ def test_evaluate_writes_ranked_boards_the_gt_layer_per_page_measures_and_a_summ
     assert run_evaluate(run, gt)["unscored"] == ["p2"]
     assert sorted(p.name for p in (out / "gt").iterdir()) == ["p1.json"]
     assert {line.split("\t")[0] for line in (out / "per_page.tsv").read_text().splitlines()[1:]} == {"p1"}
+
+
+def test_best_marks_every_name_tied_at_the_top_and_none_when_all_score_zero(tmp_path):
+    """Two sources with the same boxes tie for best; a class where every name scores 0 has no best."""
+    run, gt = _two_page_run(tmp_path)
+    (run / "outputs/sources/x/z").mkdir(parents=True)
+    for k in (1, 2):
+        (run / f"outputs/sources/x/z/p{k}.json").write_text((run / f"outputs/sources/x/y/p{k}.json").read_text())
+    for k in (1, 2):   # a table the fused variants miss
+        path = gt / f"annotations/p{k}.json"
+        ann = json.loads(path.read_text())
+        ann["regions"].append({"bbox_xyxy": [450, 450, 550, 550], "label": "table"})
+        path.write_text(json.dumps(ann))
+    res = run_evaluate(run, gt)
+    assert [(r["rank"], r["name"], r["best"]) for r in res["sources"] if r["class"] == "text"] == [
+        (1, "x/y", "yes"), (2, "x/z", "yes")]
+    assert [(r["name"], r["iou_f1"], r["best"]) for r in res["variants"] if r["class"] == "table"] == [
+        ("V", 0.0, ""), ("W", 0.0, "")]
+    assert res["best_source"] == "x/y"

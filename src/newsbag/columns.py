@@ -78,12 +78,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("method", "the fusion method of the variant", NEUTRAL, False, (VARIANT,)),
     Column("family", "the detector family of the source", NEUTRAL, False, (SOURCE,)),
     Column("what", "the variant's recipe in words", NEUTRAL, False, (VARIANT,)),
-    Column("best", f"`yes` on the best `{EVAL_MEASURE}` of its class", NEUTRAL, True, EVAL),
+    Column("best", f"`yes` on the best `{EVAL_MEASURE}` of its class (every name tied there; none when it is 0)",
+           NEUTRAL, True, EVAL),
     Column("class", "the ground-truth class scored: text (text, title and line predictions vs GT text), image "
            "(vs GT graphic), table", NEUTRAL, True, EVAL),
-    Column("iou_f1", "one-to-one F1 of predicted vs ground-truth regions at IoU >= 0.5: one box per GT region "
-           f"(the measure evaluation ranks by, class {EVAL_MEASURE_CLASS} in summary.json)", HIGHER, True,
-           EVAL + (PER_PAGE,)),
+    Column("iou_f1", "one-to-one F1 of predicted vs ground-truth regions at IoU >= 0.5 (one box per GT region); "
+           "evaluation ranks by it", HIGHER, True, EVAL + (PER_PAGE,)),
     Column("pixel_f1", "pixel F1 of the union of predicted vs ground-truth regions (completeness; a page-sized "
            "box scores well)", HIGHER, True, EVAL),
     Column("pixel_p", "pixel precision of that union", HIGHER, True, EVAL),

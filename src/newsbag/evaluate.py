@@ -277,14 +277,16 @@ def gt_layer(rec: dict, ann: dict) -> dict:
 
 def _ranked(rows: list[dict]) -> list[dict]:
     """Rows of one kind ranked by `EVAL_MEASURE` within each class (classes in `CLASSES`
-    order; ties: pixel_f1, then name), the first of each class marked best."""
+    order; ties: pixel_f1, then name). Every name at the class's top value is marked best,
+    none where that value is 0: a class nobody finds has no best."""
     out = []
     for c in CLASSES:
         mine = sorted((r for r in rows if r["class"] == c),
                       key=lambda r: tuple(-(r[k] if r[k] is not None else -1.0) for k in (EVAL_MEASURE, "pixel_f1"))
                       + (r["name"],))
+        top = mine[0][EVAL_MEASURE] if mine else None
         for k, r in enumerate(mine, 1):
-            out.append({"rank": k, "best": "yes" if k == 1 and r[EVAL_MEASURE] is not None else "", **r})
+            out.append({"rank": k, "best": "yes" if top and r[EVAL_MEASURE] == top else "", **r})
     return out
 
 
