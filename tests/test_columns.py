@@ -40,3 +40,10 @@ def test_legend_is_json_and_markdown_and_says_score_uses_no_ground_truth():
     row = next(line for line in md.splitlines() if line.startswith("| `xcol` |"))
     assert row.split(" | ")[2:4] == ["lower is better", "yes"]
     assert len([line for line in md.splitlines() if line.startswith("| `")]) == len(columns.COLUMNS)
+
+
+def test_the_readme_holds_the_legend_as_declared():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert columns.legend_markdown() in readme

@@ -45,14 +45,15 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("rank", "position in the table, 1 = best: by `score` (ties: `loo_pixel_f1`, then name) in the fusion "
            f"leaderboards, by `{EVAL_MEASURE}` within its class in the evaluation ones", LOWER, False, FUSION + EVAL),
-    Column("name", "the fusion variant, or the source (<stage>/<variant>)", NEUTRAL, False,
+    Column("name", "the fusion variant, or the source (`stage/variant`)", NEUTRAL, False,
            FUSION + EVAL + (PER_PAGE,)),
     Column("recommended", "variants: `pinned` when the config names the recommended variant, `chosen` when "
            "the highest `score` picked it; sources: `yes` on the region source with the highest `score` "
            "(the text-line evidence is no candidate)", NEUTRAL, False, FUSION),
     Column("score", "layout quality without ground truth, in [0, 1]: line_coverage x (1 - cross_share) x "
            "(1 - lonely_line_share/2) x (1 - empty_share/2) x (1 - overlap_share), averaged over the run's "
-           "pages (a page without output counts as empty). " + SCORE_NOTE, HIGHER, False, FUSION),
+           "pages (a page without output counts as empty). It uses no ground truth: `newsbag evaluate --gt DIR` "
+           "is the real check", HIGHER, False, FUSION),
     Column("line_coverage", "share of text lines at least half inside one text region (completeness)",
            HIGHER, False, FUSION),
     Column("cross_share", "share of text regions whose lines show a column gutter (regions across columns)",
@@ -118,10 +119,13 @@ EVAL_COLUMNS = ("rank", "name", "best", EVAL_MEASURE, "class", "pixel_f1", "b1x"
 EVAL_PER_PAGE_COLUMNS = ("page_id", "name", "kind", EVAL_MEASURE)
 
 
+_SHORT = {VARIANT: "FV", SOURCE: "FS", EVAL[0]: "EV", EVAL[1]: "ES", PER_PAGE: "EP"}
+
+
 def legend_markdown() -> str:
-    """The legend as Markdown: the note on `score`, then one table row per column."""
-    arrow = {HIGHER: "higher is better", LOWER: "lower is better", NEUTRAL: "-"}
-    rows = [f"| `{c.name}` | {c.meaning} | {arrow[c.direction]} | {'yes' if c.uses_gt else 'no'} | "
-            + ", ".join(f"`{t.split('/')[-2]}/{t.split('/')[-1]}`" for t in c.tables) + " |" for c in COLUMNS]
-    return "\n".join([SCORE_NOTE, "", "| column | meaning | direction | ground truth | in |",
+    """The legend as Markdown: the note on `score`, the tables, then one row per column."""
+    tables = "; ".join(f"{short} `{path}`" for path, short in _SHORT.items())
+    rows = [f"| `{c.name}` | {c.meaning} | {c.direction or '-'} | {'yes' if c.uses_gt else 'no'} | "
+            + " ".join(_SHORT[t] for t in c.tables) + " |" for c in COLUMNS]
+    return "\n".join([SCORE_NOTE, "", f"Tables: {tables}.", "", "| column | meaning | direction | ground truth | in |",
                       "|---|---|---|---|---|", *rows]) + "\n"
