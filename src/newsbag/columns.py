@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["Column", "COLUMNS", "LEGEND", "SCORE_NOTE", "VARIANT_COLUMNS", "SOURCE_COLUMNS", "EVAL_COLUMNS",
+__all__ = ["Column", "COLUMN", "COLUMNS", "LEGEND", "SCORE_NOTE", "VARIANT_COLUMNS", "SOURCE_COLUMNS", "EVAL_COLUMNS",
            "EVAL_PER_PAGE_COLUMNS", "EVAL_MEASURE", "EVAL_MEASURE_CLASS", "legend_markdown"]
 
 HIGHER = "higher is better"
@@ -106,6 +106,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("kind", "`variant` or `source`", NEUTRAL, False, (PER_PAGE,)),
 )
 
+COLUMN: dict[str, Column] = {c.name: c for c in COLUMNS}
 LEGEND: list[dict] = [{**asdict(c), "tables": list(c.tables)} for c in COLUMNS]
 
 # Table layouts: rank, name, the mark, the ranking number first; then its parts; then context.

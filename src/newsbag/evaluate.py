@@ -35,7 +35,7 @@ from .contract import repair_regions, repairs_text
 from .errors import InputError, first_line
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
-from .columns import COLUMNS, EVAL_COLUMNS, EVAL_MEASURE, EVAL_MEASURE_CLASS, EVAL_PER_PAGE_COLUMNS
+from .columns import COLUMN, COLUMNS, EVAL_COLUMNS, EVAL_MEASURE, EVAL_MEASURE_CLASS, EVAL_PER_PAGE_COLUMNS
 from .io import atomic_text_file, atomic_write_text, jsonl_lines, read_json, read_page, write_json
 from .progress import track
 from .tables import aligned_lines, tsv_text, tsv_writer
@@ -360,6 +360,10 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
 SUMMARY_KEYS = ("pixel_f1", "b1x", "xcol", "over_merge", "n_pred")
 
 
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def format_summary(result: dict) -> str:
     """The ranked rows of `run_evaluate` as aligned tables, variants then sources, and what
     each printed column means (`columns.COLUMNS`)."""
@@ -368,15 +372,11 @@ def format_summary(result: dict) -> str:
     for kind in ("variants", "sources"):
         if not result[kind]:
             continue
-        lines.append(f"{kind}, ranked by {EVAL_MEASURE_CLASS} {EVAL_MEASURE} ({_DIRECTION[EVAL_MEASURE]}; "
+        lines.append(f"{kind}, ranked by {EVAL_MEASURE_CLASS} {EVAL_MEASURE} ({COLUMN[EVAL_MEASURE].direction}; "
                      "best marked yes):")
-        lines += aligned_lines([head, *([str(r["rank"]), r["name"], r["best"] or "-",
-                                         *("-" if r[k] is None else f"{r[k]:.4f}" for k in (EVAL_MEASURE,)),
-                                         r["class"], *("-" if r[k] is None else f"{r[k]:.4f}" for k in SUMMARY_KEYS)]
-                                        for r in result[kind])])
+        lines += aligned_lines([head, *([str(r["rank"]), r["name"], r["best"] or "-", _cell(r[EVAL_MEASURE]),
+                                         r["class"], *(_cell(r[k]) for k in SUMMARY_KEYS)] for r in result[kind])])
     lines += [f"  {c.name}: {c.meaning}" + (f" ({c.direction})" if c.direction else "")
               for c in COLUMNS if c.name in (EVAL_MEASURE, *SUMMARY_KEYS)]
     return "\n".join(lines)
 
-
-_DIRECTION = {c.name: c.direction for c in COLUMNS}

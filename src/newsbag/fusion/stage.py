@@ -19,7 +19,7 @@ from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
-from ..columns import SOURCE_COLUMNS, VARIANT_COLUMNS
+from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .degenerate import degenerate_reasons, largest_box_share
@@ -29,13 +29,10 @@ from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metric
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 from .variants import fusion_source_names  # noqa: F401  (the fusion kind's entry in builtin.REGISTRY)
 
-__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "SCORE_DOC"]
+__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page"]
 
 log = logging.getLogger(__name__)
 
-SCORE_DOC = ("score = mean over the pages fused (a page without output counts as empty) of line_coverage "
-             "* (1 - cross_share) * (1 - lonely_line_share/2) * (1 - empty_share/2) * (1 - overlap_share); "
-             "see newsbag.fusion.metrics.page_score")
 _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
@@ -749,7 +746,7 @@ def run_fusion(
         "recommended_by": by,
         "best_source": best_source,
         "degenerate_sources": dict(sorted(boards["sources"].degenerate.items())),
-        "score": SCORE_DOC,
+        "score": COLUMN["score"].meaning,
         "variant_leaderboard": vrows,
         "source_leaderboard": srows,
     }
