@@ -367,3 +367,15 @@ def test_best_marks_every_name_tied_at_the_top_and_none_when_all_score_zero(tmp_
     assert [(r["name"], r["iou_f1"], r["best"]) for r in res["variants"] if r["class"] == "table"] == [
         ("V", 0.0, ""), ("W", 0.0, "")]
     assert res["best_source"] == "x/y"
+
+
+def test_evaluate_says_where_ground_truth_ranks_the_recommended_variant(tmp_path):
+    run, gt = _two_page_run(tmp_path)
+    assert run_evaluate(run, gt)["recommended_rank"] is None      # no fusion summary: nothing recommended
+    (run / "outputs/fusion/summary.json").write_text(json.dumps({"recommended_variant": "W"}))
+    res = run_evaluate(run, gt)
+    summary = json.loads((run / "outputs/evaluation/summary.json").read_text())
+    assert (summary["recommended_variant"], summary["recommended_rank"]) == ("W", 2)
+    from newsbag.evaluate import format_summary
+
+    assert "recommended variant W: rank 2 of 2 by text iou_f1 (best: V)" in format_summary(res).splitlines()

@@ -303,7 +303,8 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     Returns:
         {"pages": matched page count, "unscored": run page ids without ground truth (not in the
         numbers), "unmatched_gt": [...], "bad_gt": {file name: why}, "sources": ranked rows,
-        "variants": ranked rows, "best_variant", "best_source", "written": [paths]}
+        "variants": ranked rows, "best_variant", "best_source", "recommended_variant" (fusion's),
+        "recommended_rank" (its text rank here, None when not evaluated), "written": [paths]}
 
     Raises:
         InputError: missing manifest or ground truth, or no page matches.
@@ -349,8 +350,12 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     for layer in (out / "gt").glob("*.json"):   # pages an earlier call had ground truth for
         if layer.name[:-len(".json")] not in scored:
             layer.unlink()
+    recommended = rundir.recommended_variant(run_dir)
     result = {"pages": len(matched), "unscored": [p for p in rundir.manifest_page_ids(run_dir) if p not in scored],
-              "unmatched_gt": unmatched, "bad_gt": bad, "best_variant": _best(variants), "best_source": _best(sources)}
+              "unmatched_gt": unmatched, "bad_gt": bad, "best_variant": _best(variants), "best_source": _best(sources),
+              "recommended_variant": recommended,
+              "recommended_rank": next((r["rank"] for r in variants if r["name"] == recommended
+                                        and r["class"] == EVAL_MEASURE_CLASS), None)}
     write_json(written[3], {"tool": f"newsbag {__version__}", "gt_dir": str(gt_dir.resolve()), **result,
                             "measure": EVAL_MEASURE, "measure_class": EVAL_MEASURE_CLASS,
                             "unscored": len(result["unscored"])})
@@ -376,6 +381,10 @@ def format_summary(result: dict) -> str:
                      "best marked yes):")
         lines += aligned_lines([head, *([str(r["rank"]), r["name"], r["best"] or "-", _cell(r[EVAL_MEASURE]),
                                          r["class"], *(_cell(r[k]) for k in SUMMARY_KEYS)] for r in result[kind])])
+    if result.get("recommended_rank"):
+        n = sum(r["class"] == EVAL_MEASURE_CLASS for r in result["variants"])
+        lines.append(f"recommended variant {result['recommended_variant']}: rank {result['recommended_rank']} of {n} "
+                     f"by {EVAL_MEASURE_CLASS} {EVAL_MEASURE} (best: {result['best_variant']})")
     lines += [f"  {c.name}: {c.meaning}" + (f" ({c.direction})" if c.direction else "")
               for c in COLUMNS if c.name in (EVAL_MEASURE, *SUMMARY_KEYS)]
     return "\n".join(lines)
