@@ -15,11 +15,11 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
+from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
-from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .degenerate import degenerate_reasons, largest_box_share
@@ -509,6 +509,7 @@ class _Board:
     so a source that ran on 10 of 100 pages cannot top the board with its mean over those
     10. ``n_pages`` is the pages where the name has metrics. Whether a page has text lines
     comes from its source metrics (`_has_lines`): a page where no variant is current still has them.
+    Pages a source was degenerate on (`fusion.degenerate`) are counted, with the first one's reason.
     """
 
     def __init__(self, kind: str, keys: tuple[str, ...]):
