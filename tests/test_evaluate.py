@@ -50,7 +50,7 @@ def test_stacked_regions_are_not_cross_column():
     assert m["xcol"] == 0.0 and m["over_merge"] == 2.0 and m["b1x"] == 1.0
 
 
-def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
+def test_run_evaluate_matches_pages_by_image_stem(tmp_path, capsys):
     run, gt = tmp_path / "run", tmp_path / "gt"
     (run / "manifests").mkdir(parents=True)
     (run / "manifests/pages.jsonl").write_text(json.dumps(
@@ -73,13 +73,11 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     text = (run / "outputs/evaluation/variant_leaderboard.tsv").read_text().splitlines()
     assert text[0].startswith("rank\tname\tbest\tiou_f1\tclass") and text[1].startswith("1\tC\t\t0.0000\ttext")   # IoU F1 0: no best
 
-    from click.testing import CliRunner
+    from nbtest import run_cli   # the real entry point: a CliRunner's log handler would outlive the test
 
-    from newsbag.cli import cli
-
-    out = CliRunner().invoke(cli, ["evaluate", "--run-dir", str(run), "--gt", str(gt)])
-    assert out.exit_code == 0, out.output
-    lines = out.stdout.splitlines()   # progress and logs go to stderr
+    code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
+    assert code == 0, err
+    lines = out.splitlines()   # progress and logs go to stderr
     assert lines[0] == "1 of 1 run page(s) matched ground truth and are scored"
     assert lines[1] == "variants, ranked by text iou_f1 (higher is better; best marked yes):"
     assert lines[2].split() == ["rank", "name", "best", "iou_f1", "class", "pixel_f1", "b1x", "xcol", "over_merge",

@@ -700,7 +700,7 @@ def _write_degenerate_run(tmp_path, pids=("p1", "p2")):
     return run
 
 
-def test_a_source_answering_one_page_sized_box_is_flagged_per_page_on_the_board_and_in_status(tmp_path):
+def test_a_source_answering_one_page_sized_box_is_flagged_per_page_on_the_board_and_in_status(tmp_path, capsys):
     from newsbag.status import collect_status
 
     run = _write_degenerate_run(tmp_path)
@@ -719,10 +719,8 @@ def test_a_source_answering_one_page_sized_box_is_flagged_per_page_on_the_board_
     assert (status["paddle_layout/cdla"]["degenerate"], status["paddle_layout/cdla"]["degenerate_example"]) == (
         1, f"page p1: {reason}")
     assert (status["tesseract/blocks"]["degenerate"], status["tesseract/blocks"]["degenerate_example"]) == (0, None)
-    from click.testing import CliRunner
+    from nbtest import run_cli   # the real entry point: a CliRunner's log handler would outlive the test
 
-    from newsbag.cli import cli
-
-    out = CliRunner().invoke(cli, ["status", "--run-dir", str(run)])
-    assert out.exit_code == 0, out.output
-    assert f"      degenerate on 1 page(s), e.g. page p1: {reason}" in out.output.splitlines()
+    code, out, err = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0, err
+    assert f"      degenerate on 1 page(s), e.g. page p1: {reason}" in out.splitlines()
