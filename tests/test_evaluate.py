@@ -339,7 +339,7 @@ def test_evaluate_writes_ranked_boards_the_gt_layer_per_page_measures_and_a_summ
     # progress: what it is about to do, then the periodic line at the end
     said = [r.getMessage() for r in caplog.records]
     assert "evaluate: 2 page(s) x 3 source(s)/variant(s) against ground truth" in said
-    assert any(m.startswith("evaluate: done 2/2 failed 0") for m in said)
+    assert any(m.startswith("evaluate: done 6/6 failed 0") for m in said)   # pages x names
     assert not (run / "outputs/fusion/eval_variants.tsv").exists()
     # ground truth of p2 gone: its layer goes too, and the page is no longer in the numbers
     (gt / "annotations/p2.json").unlink()

@@ -319,7 +319,8 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     acc: dict[tuple, list[dict]] = {(kind, name, c): [] for kind, name, _ in targets for c in CLASSES}
     missing = dict.fromkeys(((kind, name) for kind, name, _ in targets), 0)
     log.info("evaluate: %d page(s) x %d source(s)/variant(s) against ground truth", len(matched), len(targets))
-    with track("evaluate", len(matched)) as tracker, atomic_text_file(out / "per_page.tsv") as fh:
+    # One step per page and name: a plain line every 50 of them or 60 s (a page alone is ~10 names).
+    with track("evaluate", len(matched) * len(targets)) as tracker, atomic_text_file(out / "per_page.tsv") as fh:
         write = tsv_writer(fh, list(EVAL_PER_PAGE_COLUMNS))
         for rec, ann in matched:
             write_json(out / "gt" / f"{rec['page_id']}.json", gt_layer(rec, ann), durable=False)
@@ -331,7 +332,7 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
                 value = by_class.get(EVAL_MEASURE_CLASS, {}).get(EVAL_MEASURE)
                 write({"page_id": rec["page_id"], "name": name, "kind": kind,
                        EVAL_MEASURE: None if value is None or math.isnan(value) else value})
-            tracker.advance("ok")
+                tracker.advance("ok")
     rows = {"source": [], "variant": []}
     for (kind, name, c), measured in acc.items():
         if not measured:
