@@ -607,4 +607,4 @@ def test_a_source_that_never_started_is_named_by_status_with_its_error_and_log(t
     assert (row["status"], row["error_class"], row["error"]) == ("not started", "RunnerError", stopped["error"])
     ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
     assert _run(capsys, eight_pages, run, ok)[0] == 0
-    assert "not_started" not in collect_status(run)["sources"][0]
+    assert collect_status(run)["sources"][0]["not_started"] is None

@@ -90,16 +90,26 @@ def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
     return {f"{s.name}/{v}": (s, v) for s in config.stages if isinstance(s, ModelStage) for v in s.variants}
 
 
-def _not_started(run_dir: Path, source: str) -> dict:
-    """``{"not_started": ...}`` while the source's last call could not run its runner
-    (`rundir.not_started`, its log named from this run dir: a run may move), else {}."""
+def _degenerate_sources(run_dir: Path) -> dict[str, dict]:
+    """source -> {"pages", "example"} where the last fusion found it degenerate
+    (`fusion.degenerate`), from its summary: one file, not every page's metrics."""
+    try:
+        found = read_json(rundir.fusion_dir(run_dir) / "summary.json").get("degenerate_sources")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _not_started(run_dir: Path, source: str) -> dict | None:
+    """`rundir.not_started` of a source ("<stage>/<variant>"), its log named from this run dir
+    (a run may move); None while its last call ran it."""
     record = rundir.not_started(run_dir, *source.split("/"))
     if record is None:
-        return {}
+        return None
     log_path = record.get("log")
-    return {"not_started": {"error": str(record.get("error")), "error_class": record.get("error_class"),
-                            "log": str(run_dir / log_path) if isinstance(log_path, str) else None,
-                            "started": bool(record.get("started")), "at": record.get("at")}}
+    return {"error": str(record.get("error")), "error_class": record.get("error_class"),
+            "log": str(run_dir / log_path) if isinstance(log_path, str) else None,
+            "started": bool(record.get("started")), "at": record.get("at")}
 
 
 def collect_status(run_dir: Path) -> dict:
@@ -127,6 +137,7 @@ def collect_status(run_dir: Path) -> dict:
     found = set(discover_sources(run_dir))
     judged = _recorded_sources(record)
     sha = {p.page_id: p.image_sha256 for p in records}
+    degenerate = _degenerate_sources(run_dir)
     now = time.time()
     sources = []
     for name in sorted(set(expected) | found):
@@ -157,8 +168,10 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
-                        "runners": rundir.runners_said_running(by_name, now)}
-                       | _not_started(run_dir, name))
+                        "runners": rundir.runners_said_running(by_name, now),
+                        "not_started": _not_started(run_dir, name),
+                        "degenerate": degenerate.get(name, {}).get("pages", 0),
+                        "degenerate_example": degenerate.get(name, {}).get("example")})
     page_ids = sorted(ids)
     fusion = fused_status(run_dir, page_ids, options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)
