@@ -68,7 +68,19 @@ def build_run(root: Path, pages: dict = PAGES, summary: dict | None = None) -> P
     summary = {"recommended_variant": "v1"} if summary is None else summary
     if summary:
         (run / "outputs" / "fusion" / "summary.json").write_text(json.dumps(summary))
+    for kind in ("variant", "source"):
+        write_tsv(run / "outputs" / "fusion" / f"{kind}_leaderboard.tsv", summary.get(f"{kind}_leaderboard", []))
     return run
+
+
+def write_tsv(path: Path, rows: list[dict]) -> None:
+    """`rows` as a TSV with the union of their keys as header (nothing when there are none)."""
+    if not rows:
+        return
+    header = list(dict.fromkeys(k for r in rows for k in r))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\t".join(header) + "\n" + "".join(
+        "\t".join("" if r.get(k) is None else str(r[k]) for k in header) + "\n" for r in rows))
 
 
 @pytest.fixture
