@@ -526,7 +526,8 @@
     li.append("dotted: ground truth (page view)");
     legend.appendChild(li);
     document.body.dataset.evaluation = "1";
-    if (current && cache[current]) { pageInfo(current); render(cache[current]); }
+    if (current) pageInfo(current);
+    if (current && cache[current]) render(cache[current]);
   };
 
   refresh();

@@ -308,3 +308,121 @@ def test_a_link_to_a_page_whose_review_failed_shows_why_not_rerun_advice(browser
     browser.wait_for("document.getElementById('viewer-title').textContent.startsWith('nope: ')", timeout=10)
     assert browser.eval("document.getElementById('viewer-title').textContent") == \
         "nope: no page data (not reviewed yet or out of date: rerun newsbag review)"
+
+
+# ---- screens, plots, evaluation ----
+
+_BOXES = ("(() => { const r = (id) => document.getElementById(id).getBoundingClientRect();"
+          " const a = r('pages'), b = r('viewer'); return [a.left, a.top, a.right, b.left, b.top, b.right]; })()")
+
+
+def _evaluated_gallery(run_kit):
+    """A reviewed run with fusion's per-page scores, then `newsbag evaluate`'s files and evaluation.js."""
+    from newsbag.review.evaluation import write_evaluation_data
+
+    run = run_kit.build(summary=SUMMARY)
+    scores = {"p1": {"v1": 0.9, "a/x": 0.7, "b/y": 0.6}, "p2": {"v1": 0.5, "a/x": 0.75, "b/y": 0.2}}
+    run_kit.write_evaluation(run, {}, scores, {})   # fusion's tables; no evaluation yet
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 1})
+    gallery = run / "review" / "index.html"
+    before = gallery.read_bytes()
+    run_kit.write_evaluation(run, {"p1": {"v1": 0.8, "a/x": 0.5, "b/y": 0.3}, "p2": {"v1": 0.4, "a/x": 0.6, "b/y": 0.1}},
+                             scores, {"p2": [[20, 20, 220, 300, "text"], [260, 20, 460, 300, "graphic"]]})
+    write_evaluation_data(run)        # what `newsbag evaluate` does
+    assert gallery.read_bytes() == before
+    return gallery
+
+
+@pytest.mark.parametrize("width, height, side_by_side", [(1400, 1000, True), (390, 844, False)])
+def test_the_gallery_fits_the_screen_list_beside_the_page_on_desktop_stacked_on_a_phone(tmp_path, run_kit, width,
+                                                                                          height, side_by_side):
+    """The page list was 3,189 px wide: the whole document scrolled sideways on desktop and phone,
+    and a row opened the page under the list (the window jumped). Now nothing overflows, the list
+    and page view sit side by side on a wide screen (a click opens the page beside the list, the
+    window stays), they stack on a phone, and the strip plots are drawn."""
+    gallery = _evaluated_gallery(run_kit)
+    browser = Browser(tmp_path / "profile", width=width, height=height)
+    try:
+        browser.goto(gallery.as_uri())
+        if not side_by_side:
+            browser.eval("document.querySelector('#page-list tr[data-page=p2]').click()")
+        browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+        browser.wait_for("document.body.dataset.evaluation === '1'", timeout=10)
+        assert browser.eval("document.documentElement.scrollWidth <= innerWidth"), \
+            browser.eval("[document.documentElement.scrollWidth, innerWidth]")
+        a_left, a_top, a_right, b_left, b_top, b_right = browser.eval(_BOXES)
+        if side_by_side:
+            assert a_right <= b_left + 1 and abs(a_top - b_top) < 2 and b_right <= width
+            y = browser.eval("scrollY")
+            browser.click(*_center(browser, "#page-list tr[data-page=p1]"))
+            browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+            assert browser.eval("scrollY") == y
+        else:
+            assert b_top >= a_top and abs(a_left - b_left) < 2
+        # a dot a page per variant and source, the open page's in red; more columns on demand
+        assert browser.eval("document.querySelectorAll('#strip-all svg circle').length") == 6
+        assert browser.eval("document.querySelectorAll('#strip-page svg circle.here').length") == 3
+        hidden = "getComputedStyle(document.querySelector('#page-list th.extra')).display"
+        assert browser.eval(hidden) == "none"
+        browser.eval("document.getElementById('more-columns').click()")
+        assert browser.eval(hidden) != "none"
+        assert browser.eval("document.documentElement.scrollWidth <= innerWidth")
+        # the column definitions are text on the page, not tooltips
+        browser.eval("document.getElementById('definitions').open = true")
+        assert "higher = look first" in browser.eval("document.getElementById('definitions').innerText")
+        assert browser.console_errors() == []
+        shot = tmp_path / "shot.png"
+        browser.screenshot(shot)
+        with Image.open(shot) as im:
+            assert im.size == (width, height)
+    finally:
+        browser.close()
+
+
+def test_after_evaluate_the_gallery_plots_score_against_ground_truth_and_draws_the_ground_truth(browser, run_kit):
+    gallery = _evaluated_gallery(run_kit)
+    browser.goto(gallery.as_uri() + "#page=p2")
+    browser.wait_for("document.body.dataset.evaluation === '1' && "
+                     "document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+    assert browser.eval("document.getElementById('evaluation').hidden") is False
+    # one dot per (page, name) with both numbers; ranked by the mean GT measure, the best marked
+    assert browser.eval("document.querySelectorAll('#evaluation-plot circle').length") == 6
+    names = browser.eval("Array.from(document.querySelectorAll('#evaluation-table tbody tr')).map(r => r.dataset.name)")
+    assert names == ["v1", "a/x", "b/y"]                    # means 0.6, 0.55, 0.2
+    assert browser.eval("document.querySelector('#evaluation-table tbody tr').className") == "best"
+    assert "Rank correlation" in browser.eval("document.getElementById('evaluation-note').textContent")
+    # the ground-truth layer of p2, on by default, its boxes in the GT image's pixels
+    layer = "svg.layer[data-layer='ground truth']"
+    assert browser.eval(f"document.querySelectorAll(\"{layer} rect\").length") == 2
+    assert browser.eval(f"document.querySelector(\"{layer}\").getAttribute('viewBox')") == \
+        f"0 0 {2 * run_kit.width} {2 * run_kit.height}"
+    assert browser.eval("document.querySelector('#layers input[data-layer=\"ground truth\"]').checked") is True
+    scores = browser.eval("document.getElementById('page-scores').innerText")
+    assert "v1 iou_f1 (GT)" in scores and "best iou_f1 (GT)" in scores
+    # p1 has no ground truth: no GT layer
+    browser.eval("location.hash = '#page=p1'")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+    assert browser.eval(f"document.querySelectorAll(\"{layer}\").length") == 0
+    assert browser.console_errors() == []
+
+
+def test_a_page_with_a_transcript_offers_it_and_a_top_page_links_its_board(browser, run_kit):
+    run = run_kit.build(summary=SUMMARY)
+    text = run / "outputs" / "transcripts" / "v1" / "p2.txt"
+    text.parent.mkdir(parents=True)
+    text.write_text("Headline\n\nBody text of p2.\n")
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 1})
+    browser.goto((run / "review" / "index.html").as_uri() + "#page=p2")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+    assert browser.eval("document.getElementById('transcript').hidden") is False
+    browser.eval("document.getElementById('transcript').open = true")
+    browser.wait_for("document.getElementById('transcript-frame').getAttribute('src') !== null", timeout=10)
+    assert browser.eval("document.getElementById('transcript-frame').getAttribute('src')") == \
+        "../outputs/transcripts/v1/p2.txt"
+    assert browser.eval("document.getElementById('viewer-board').hidden") is False
+    assert browser.eval("document.getElementById('viewer-board').getAttribute('href')") == "top1_informative/pages/p2.png"
+    browser.eval("location.hash = '#page=p1'")   # not a top page, no transcript
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+    assert browser.eval("document.getElementById('transcript').hidden") is True
+    assert browser.eval("document.getElementById('viewer-board').hidden") is True
+    assert browser.console_errors() == []

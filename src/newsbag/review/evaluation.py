@@ -73,9 +73,16 @@ def evaluation_data(run_dir: Path) -> dict | None:
             "gt": gt, "gt_classes": sorted({r[4] for g in gt.values() for r in g["regions"]})}
 
 
-def write_evaluation_data(run_dir: Path) -> Path:
+def write_evaluation_data(run_dir: Path) -> Path | None:
     """Write RUN/review/evaluation.js from RUN/outputs/evaluation, or remove it when there is none
-    (an evaluation deleted must not live on in the gallery)."""
+    (an evaluation deleted must not live on in the gallery). Nothing while the run has no
+    review folder: `newsbag review` writes it with the gallery.
+
+    Returns:
+        The path written, None when nothing was.
+    """
+    if not rundir.review_dir(run_dir).is_dir():
+        return None
     out = rundir.review_dir(run_dir) / EVALUATION_JS
     data = evaluation_data(run_dir)
     if data is None:
@@ -83,7 +90,7 @@ def write_evaluation_data(run_dir: Path) -> Path:
             os.remove(out)
         except FileNotFoundError:
             pass
-        return out
+        return None
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     atomic_write_text(out, f"newsbagEvaluation({text});\n", keep_same=True)
     return out
