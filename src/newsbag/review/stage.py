@@ -1,4 +1,5 @@
-"""The review stage: one board PNG per page, the top-N most informative pages and the HTML gallery."""
+"""The review stage: each page's scan, thumbnail and box data, its review priority, full boards of the
+top-N pages and the HTML gallery."""
 
 from __future__ import annotations
 
@@ -608,9 +609,10 @@ def run_review(
     workers: int = 1,
     progress: Callable[[str, str], None] | None = None,
 ) -> dict:
-    """Draw boards for `page_ids`, rank them and write RUN/review/{pages,top<N>_informative,index.html}.
+    """Review `page_ids`, rank the run's pages by review priority and write RUN/review/{pages,
+    top<N>_informative (full boards of the top N), index.html, scores.tsv, evaluation.js}.
 
-    A page whose board is newer than all its inputs (and drawn with the same options) is
+    A page whose review was made from its current inputs (and with the same options) is
     skipped unless `force`. An unreadable source page (broken, or refused by the contract) is
     dropped from its board, named there and in info.json; a page with an unreadable image or
     fused page is logged in one line, recorded as failed and the rest goes on.
