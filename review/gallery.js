@@ -439,7 +439,7 @@
   function gtLayer(gt) {
     return {name: "ground truth", kind: "gt", failed: false, pending: false, recommended: false,
             width: gt.width, height: gt.height,
-            boxes: gt.regions.map(([x0, y0, x1, y1, cls]) => [x0, y0, x1, y1, -1, null, null, cls, [], [], GT_COARSE[cls] || "other"])};
+            boxes: gt.regions.map(([x0, y0, x1, y1, cls, label]) => [x0, y0, x1, y1, -1, null, null, label, [], [], GT_COARSE[cls] || "other"])};
   }
   function ranks(values) {
     const order = values.map((v, i) => [v, i]).sort((a, b) => a[0] - b[0]);

@@ -36,8 +36,8 @@ def test_evaluate_s_files_become_the_gallery_s_evaluation_js_without_a_redraw(re
     assert data["kinds"] == {"v1": "variant", "a/x": "source", "b/y": "source"}
     assert data["scores"] == SCORES
     assert data["gt"]["p1"] == {"width": 2 * review_kit.W, "height": 2 * review_kit.H,
-                                "regions": [[20.0, 20.0, 220.0, 300.0, "text"], [240.0, 20.0, 460.0, 300.0, "graphic"]]}
-    assert data["gt_classes"] == ["graphic", "separator", "text"]
+                                "regions": [[20.0, 20.0, 220.0, 300.0, "text", "text"],
+                                            [240.0, 20.0, 460.0, 300.0, "graphic", "graphic"]]}
     assert (review_run / "review" / "index.html").read_bytes() == index   # nothing else rewritten
 
     (review_run / "outputs" / "evaluation" / "per_page.tsv").unlink()     # an evaluation removed

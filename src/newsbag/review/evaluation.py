@@ -28,11 +28,14 @@ def evaluation_dir(run_dir: Path) -> Path:
 
 
 def _gt_page(path: Path) -> dict | None:
-    """One page's ground truth as {"width", "height", "regions": [[x0, y0, x1, y1, class]]}; None when unreadable."""
+    """One page's ground truth as {"width", "height", "regions": [[x0, y0, x1, y1, class, label]]} in the
+    pixels of its "image" size (the label is the annotation's own where evaluate kept it, else the
+    class); None when unreadable."""
     try:
         gt = read_json(path)
         return {"width": gt["image"]["width"], "height": gt["image"]["height"],
-                "regions": [[*map(float, r["bbox_xyxy"]), str(r["class"])] for r in gt["regions"]]}
+                "regions": [[*map(float, r["bbox_xyxy"]), str(r["class"]), str(r.get("label", r["class"]))]
+                            for r in gt["regions"]]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -70,7 +73,7 @@ def evaluation_data(run_dir: Path) -> dict | None:
         if found is not None:
             gt[page_id] = found
     return {"measure": measure, "kinds": kinds, "pages": pages, "scores": _layout_scores(run_dir, set(pages)),
-            "gt": gt, "gt_classes": sorted({r[4] for g in gt.values() for r in g["regions"]})}
+            "gt": gt}
 
 
 def write_evaluation_data(run_dir: Path) -> Path | None:
