@@ -499,3 +499,20 @@ def test_a_grey_page_gets_a_jpeg_scan_and_board_a_black_and_white_one_a_1_bit_pn
     with Image.open(pages / "p1" / "scan.png") as scan:
         assert scan.mode == "1"
     assert [f.name for f in (review_run / "review" / "top1_informative" / "pages").iterdir()] == ["p2.jpg"]
+
+
+def test_a_top_board_is_drawn_again_only_when_its_page_is_reviewed_again(review_run):
+    run_review(review_run, IDS, CFG)
+    board = review_run / "review" / "top20_informative" / "pages" / "p1.png"
+    stamp = board.stat().st_mtime_ns
+    run_review(review_run, IDS, CFG)
+    assert board.stat().st_mtime_ns == stamp                  # nothing changed: not drawn again
+    source = review_run / "outputs" / "sources" / "a" / "x" / "p1.json"
+    page = json.loads(source.read_text())
+    page["regions"][0]["bbox_xyxy"] = [1, 1, 9, 9]
+    source.write_text(json.dumps(page))
+    run_review(review_run, IDS, CFG)
+    assert board.stat().st_mtime_ns > stamp                   # its page changed: drawn again
+    stamp = board.stat().st_mtime_ns
+    run_review(review_run, ["p1"], CFG, force=True)
+    assert board.stat().st_mtime_ns > stamp                   # --force draws it again
