@@ -40,6 +40,7 @@ _MIN_BOARD_WIDTH = 960
 # for seven NZZ panels, where a JPEG of the sharp edges is ~2 MB), a grey page's as JPEG. zlib
 # level 3 encodes ~2.7x faster than the default 6, and smaller.
 _BOARD_EXTS = (".png", ".jpg")
+_PAGE_BOARD = "board.png"   # what an earlier newsbag kept in every page's folder
 _BOARD_COLOURS = 64
 _BOARD_QUALITY = 70
 _PNG_LEVEL = 3
@@ -292,6 +293,9 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
+    # A run reviewed by an earlier newsbag holds a 1.5 MB board in every page's folder: boards
+    # belong to the top pages only (top<N>_informative), and these would keep most of the disk.
+    (page_dir / _PAGE_BOARD).unlink(missing_ok=True)
     return _Outcome(page_id, "ok", info=_listing(info))
 
 
@@ -437,7 +441,7 @@ def _review_task(task: tuple) -> _Outcome:
 def _fail_page(run_dir: Path, page_id: str, error: str) -> _Outcome:
     """A failed page keeps no board or gallery files that could pass as current, and a failure record."""
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    for stale in ("info.json", *SCANS, THUMB, DATA_JS):
+    for stale in ("info.json", *SCANS, THUMB, DATA_JS, _PAGE_BOARD):
         (page_dir / stale).unlink(missing_ok=True)
     write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": error})
     return _Outcome(page_id, "failed", error=error)
