@@ -21,7 +21,7 @@ def _read(path):
     return json.loads(re.fullmatch(r"newsbagEvaluation\((.*)\);\n", path.read_text(), re.S).group(1))
 
 
-def test_evaluate_s_files_become_the_gallery_s_evaluation_js_without_a_redraw(review_run):
+def test_evaluate_s_files_become_the_gallery_s_evaluation_js_without_a_redraw(review_run):  # noqa: F811
     """After `newsbag evaluate` the gallery showed nothing of it until every board was redrawn;
     evaluation.js is the one file evaluate (and review) rewrite, read by header name."""
     run_review(review_run, IDS, {"top_n": 2})
@@ -44,7 +44,7 @@ def test_evaluate_s_files_become_the_gallery_s_evaluation_js_without_a_redraw(re
     assert write_evaluation_data(review_run) is None and not out.exists()
 
 
-def test_no_review_folder_no_evaluation_js(review_run):
+def test_no_review_folder_no_evaluation_js(review_run):  # noqa: F811
     review_kit.write_evaluation(review_run, MEASURES, SCORES, GT)
     assert write_evaluation_data(review_run) is None
     assert not (review_run / "review").exists()

@@ -12,7 +12,8 @@ from PIL import Image
 import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
-from newsbag.review.stage import parse_review_cfg, run_review
+from newsbag.pages import read_pages
+from newsbag.review.stage import board_status, parse_review_cfg, run_review
 
 CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400, "variants": None}
 IDS = ["p1", "p2", "p3"]
@@ -504,17 +505,42 @@ def test_a_grey_page_gets_a_jpeg_scan_and_board_a_black_and_white_one_a_1_bit_pn
 
 
 def test_a_top_board_is_drawn_again_only_when_its_page_is_reviewed_again(review_run):
+    """A top page's board is judged by the page review it records, not by mtimes: one stamped an
+    hour ahead (a node whose clock runs ahead) is still drawn again when its page changes."""
     run_review(review_run, IDS, CFG)
     board = review_run / "review" / "top20_informative" / "pages" / "p1.png"
     stamp = board.stat().st_mtime_ns
     run_review(review_run, IDS, CFG)
     assert board.stat().st_mtime_ns == stamp                  # nothing changed: not drawn again
+    ahead = stamp + 3600 * 10**9
+    os.utime(board, ns=(ahead, ahead))
+    old = board.read_bytes()
     source = review_run / "outputs" / "sources" / "a" / "x" / "p1.json"
     page = json.loads(source.read_text())
     page["regions"][0]["bbox_xyxy"] = [1, 1, 9, 9]
     source.write_text(json.dumps(page))
     run_review(review_run, IDS, CFG)
-    assert board.stat().st_mtime_ns > stamp                   # its page changed: drawn again
+    assert board.read_bytes() != old                          # its page changed: drawn again
     stamp = board.stat().st_mtime_ns
     run_review(review_run, ["p1"], CFG, force=True)
     assert board.stat().st_mtime_ns > stamp                   # --force draws it again
+
+def test_a_scan_gone_keeps_its_current_board_with_one_warning(review_run, caplog):
+    """A scan removed after its board was drawn (scratch purge, archiving): the board, its scan.jpg
+    and data.js were deleted and the page failed, though nothing it was drawn from had changed."""
+    manifest = review_run / "manifests" / "pages.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    manifest.write_text("".join(json.dumps({**r, "sha256": "ab" * 32}) + "\n" for r in rows))  # hashed when inspected
+    run_review(review_run, IDS, CFG)
+    page_dir = review_run / "review" / "pages" / "p1"
+    drawn = {p.name: p.read_bytes() for p in page_dir.iterdir()}
+    image = review_run / "images" / "p1.png"
+    image.unlink()
+    with caplog.at_level("WARNING", logger="newsbag.review.stage"):
+        again = run_review(review_run, IDS, CFG)
+    assert (again["ok"], again["skipped"], again["failed"]) == (0, 2, 1)   # p3 fails for its broken fused page
+    assert {p.name: p.read_bytes() for p in page_dir.iterdir()} == drawn
+    assert [m for m in caplog.messages if "scan is gone" in m] == [
+        f"review: 1 board(s) kept as drawn though their scan is gone (p1: {image}); put the scans back "
+        "where the manifest says to redraw them"]
+    assert board_status(review_run, read_pages(review_run), CFG)["done"] == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
@@ -41,6 +41,7 @@ _MIN_BOARD_WIDTH = 960
 # level 3 encodes ~2.7x faster than the default 6, and smaller.
 _BOARD_EXTS = (".png", ".jpg")
 _PAGE_BOARD = "board.png"   # what an earlier newsbag kept in every page's folder
+_BOARD_OF = "newsbag-review"   # a board's PNG text key: the fingerprint of the page review it shows
 _BOARD_COLOURS = 64
 _BOARD_QUALITY = 70
 _PNG_LEVEL = 3
@@ -94,6 +95,7 @@ class _Outcome:
     status: str  # done | skipped | failed
     error: str = ""
     info: dict = field(default_factory=dict)
+    scan_gone: bool = False  # skipped: its board is kept, its scan is gone
 
 
 def _variant_dirs(root: Path, depth: int) -> dict[str, Path]:
@@ -221,6 +223,7 @@ class _Inputs:
     paths: dict[str, str]          # each input file by its key in `identities`
     identities: dict[str, list[int]]
     record_holds: bool             # the board's input record is still theirs (`rundir.record_holds`)
+    scan_gone: bool                # the page image is not on disk (the board can be kept, not drawn)
 
 
 def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
@@ -236,17 +239,16 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options; the scan
     # by its content as the manifest records it (and how it was read: the note), as the
-    # sources are, so a scan touched or copied without its mtime redraws nothing (one gone
-    # still fails its board).
-    scan = rundir.file_identity(image_path)
-    if scan is not None and record.sha256:   # what is drawn: the 8-bit copy's pixels where there is one
-        scan = [record.image_sha256, record.note]
+    # sources are, so a scan touched, copied without its mtime or gone (purged from scratch,
+    # archived) redraws nothing: its board is still of that scan.
+    on_disk = rundir.file_identity(image_path)
+    scan = [record.image_sha256, record.note] if record.sha256 else on_disk  # the copy's pixels where there is one
     identities = {**source_ids, **fused_ids}
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
                                      scan, identities)
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
                    {**source_paths, **fused_paths}, identities,
-                   rundir.record_holds({**source_stats, **fused_stats}, known))
+                   rundir.record_holds({**source_stats, **fused_stats}, known), on_disk is None)
 
 
 def _judged(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
@@ -269,7 +271,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         if known != recorded.get("inputs"):
             recorded = {**recorded, "inputs": known}
             write_json(page_dir / "info.json", recorded)
-        return _Outcome(page_id, "skipped", info=_listing(recorded))
+        return _Outcome(page_id, "skipped", info=_listing(recorded), scan_gone=inputs.scan_gone)
     if not compute:
         # Not drawn by this call: a page whose last review failed stays listed as failed.
         try:
@@ -367,11 +369,11 @@ def _page_content(record, plan: _Plan, params: ReviewParams, inputs: _Inputs) ->
                     None if reference is None else reference.meta.source, score)
 
 
-def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, reasons: list[str],
-                 top_dir: Path) -> str:
+def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome: _Outcome, top_dir: Path) -> str:
     """The full board of one of the top pages: a panel per source and shown fused variant, and why
     it is worth a look (the page view draws the same boxes for every page from data.js). Returns
-    its file name in `top_dir`: a palette PNG of a black-and-white page, else a JPEG."""
+    its file name in `top_dir`: a palette PNG of a black-and-white page, else a JPEG; either
+    records the page review's fingerprint (`_board_made_from`)."""
     inputs = _inputs(run_dir, record, plan, {})
     content = _page_content(record, plan, params, inputs)
     image = content.image
@@ -380,13 +382,16 @@ def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, reaso
         image = _one_bit(_fit_width(image, content.panel_width)).convert("L")
     board = render_board(image, content.panels, max_panel_width=content.panel_width,
                          max_board_width=params.max_board_width, title=record.page_id,
-                         note="why look: " + "; ".join(reasons))
+                         note="why look: " + "; ".join(outcome.info["priority"]["reasons"]))
+    made_from = outcome.info["fingerprint"]
     buf = io.BytesIO()
     if one_bit:
-        board.quantize(_BOARD_COLOURS, method=Image.Quantize.FASTOCTREE).save(buf, format="PNG",
-                                                                              compress_level=_PNG_LEVEL)
+        note = PngImagePlugin.PngInfo()
+        note.add_text(_BOARD_OF, made_from)
+        board.quantize(_BOARD_COLOURS, method=Image.Quantize.FASTOCTREE).save(
+            buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
     else:
-        board.save(buf, format="JPEG", quality=_BOARD_QUALITY)
+        board.save(buf, format="JPEG", quality=_BOARD_QUALITY, comment=made_from)
     names = [f"{record.page_id}{ext}" for ext in _BOARD_EXTS]
     name = names[0] if one_bit else names[1]
     atomic_write_bytes(top_dir / name, buf.getvalue())
@@ -396,21 +401,31 @@ def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, reaso
     return name
 
 
+def _board_made_from(path: Path) -> str | None:
+    """The page-review fingerprint a board records (PNG text chunk or JPEG comment); None when
+    there is no board or it records none. Read from the header: no pixel is decoded."""
+    try:
+        with Image.open(path) as im:
+            found = im.text.get(_BOARD_OF) if im.format == "PNG" else im.info.get("comment")
+    except (OSError, ValueError, SyntaxError):
+        return None
+    return found.decode("ascii", "replace") if isinstance(found, bytes) else found
+
+
 def _top_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome: _Outcome, top_dir: Path,
                force: bool) -> str | None:
-    """A top page's board file name in `top_dir`, drawn unless one is newer than the page's info.json
-    (rewritten whenever the page is reviewed again); None, with one log line, when it cannot be drawn."""
-    info = rundir.review_page_dir(run_dir, outcome.page_id) / "info.json"
+    """A top page's board file name in `top_dir`, drawn unless one records the page's current review
+    (judged by that fingerprint, as every output is by its inputs, not by mtimes: a node whose
+    clock runs ahead would stamp an old board newer); None, with one log line, when it cannot
+    be drawn (its scan gone, say)."""
     for ext in _BOARD_EXTS:
-        try:
-            if not force and (top_dir / f"{outcome.page_id}{ext}").stat().st_mtime_ns >= info.stat().st_mtime_ns:
-                return f"{outcome.page_id}{ext}"
-        except OSError:
-            pass
+        name = f"{outcome.page_id}{ext}"
+        if not force and _board_made_from(top_dir / name) == outcome.info["fingerprint"]:
+            return name
     try:
         if record is None:
             raise _PageError(f"not in {run_dir / rundir.MANIFEST}")
-        return _write_board(run_dir, record, plan, params, outcome.info["priority"]["reasons"], top_dir)
+        return _write_board(run_dir, record, plan, params, outcome, top_dir)
     except _PageError as exc:
         log.error("review: page %s: board not drawn: %s", outcome.page_id, exc)
         return None
@@ -419,7 +434,7 @@ def _top_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome
 def _listing(info: dict) -> dict:
     """What the ranking, scores.tsv and gallery read of a page's info.json: a call holds it for
     every page of the run, so not the whole record (~5.7 KB a page parsed, ~0.6 GB at 100k pages)."""
-    return {"priority": info["priority"], "path": info.get("path", "")}
+    return {"priority": info["priority"], "path": info.get("path", ""), "fingerprint": info.get("fingerprint")}
 
 
 def _review_task(task: tuple) -> _Outcome:
@@ -666,6 +681,10 @@ def run_review(
     order = {p: k for k, p in enumerate(everyone)}
     outcomes.sort(key=lambda o: order[o.page_id])
     computed = [o for o in outcomes if o.page_id in selected]
+    kept = [o.page_id for o in computed if o.scan_gone]
+    if kept:
+        log.warning("review: %d board(s) kept as drawn though their scan is gone (%s: %s); put the scans back "
+                    "where the manifest says to redraw them", len(kept), kept[0], records[kept[0]].image_path)
 
     ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]
