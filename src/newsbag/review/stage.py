@@ -391,7 +391,7 @@ def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outco
         board.quantize(_BOARD_COLOURS, method=Image.Quantize.FASTOCTREE).save(
             buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
     else:
-        board.save(buf, format="JPEG", quality=_BOARD_QUALITY, comment=made_from)
+        _fit_width(board, board.width).save(buf, format="JPEG", quality=_BOARD_QUALITY, comment=made_from)
     names = [f"{record.page_id}{ext}" for ext in _BOARD_EXTS]
     name = names[0] if one_bit else names[1]
     atomic_write_bytes(top_dir / name, buf.getvalue())
@@ -426,8 +426,11 @@ def _top_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome
         if record is None:
             raise _PageError(f"not in {run_dir / rundir.MANIFEST}")
         return _write_board(run_dir, record, plan, params, outcome, top_dir)
-    except _PageError as exc:
-        log.error("review: page %s: board not drawn: %s", outcome.page_id, exc)
+    except RunDirError:   # not the page's fault: stop the stage with one line
+        raise
+    except Exception as exc:  # noqa: BLE001 - a board is one page's extra, not worth the stage
+        log.error("review: page %s: board not drawn: %s", outcome.page_id,
+                  exc if isinstance(exc, _PageError) else f"{type(exc).__name__}: {first_line(exc)}")
         return None
 
 
