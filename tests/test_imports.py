@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review", "newsbag.review.stage", "newsbag.export.stage",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
-        "newsbag.status", "newsbag.slurm", "newsbag.doctor", "newsbag.pipeline"})),
+        "newsbag.status", "newsbag.slurm", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary"})),
     ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),
 )
 
