@@ -16,15 +16,10 @@ from .. import rundir
 from ..io import atomic_write_text, read_json
 from .reading import number, tsv_rows
 
-__all__ = ["EVALUATION_JS", "evaluation_dir", "write_evaluation_data"]
+__all__ = ["EVALUATION_JS", "evaluation_data", "write_evaluation_data"]
 
 EVALUATION_JS = "evaluation.js"
 _KEYS = ("page_id", "name", "kind")
-
-
-def evaluation_dir(run_dir: Path) -> Path:
-    """RUN/outputs/evaluation: summary.json, per_page.tsv, gt/<page_id>.json (written by evaluate)."""
-    return Path(run_dir) / "outputs" / "evaluation"
 
 
 def _gt_page(path: Path) -> dict | None:
@@ -58,7 +53,7 @@ def evaluation_data(run_dir: Path) -> dict | None:
         {"measure": the GT measure's column name, "kinds": {name: variant|source}, "pages": {page_id:
         {name: GT measure}}, "scores": {page_id: {name: no-GT score}}, "gt": {page_id: ground truth}}.
     """
-    folder = evaluation_dir(run_dir)
+    folder = rundir.evaluation_dir(run_dir)
     measure, pages, kinds = None, {}, {}
     for row in tsv_rows(folder / "per_page.tsv"):
         measure = measure or next((k for k in row if k not in _KEYS), None)
