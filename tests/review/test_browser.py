@@ -370,6 +370,9 @@ def test_the_gallery_fits_the_screen_list_beside_the_page_on_desktop_stacked_on_
         # the column definitions are text on the page, not tooltips
         browser.eval("document.getElementById('definitions').open = true")
         assert "higher = look first" in browser.eval("document.getElementById('definitions').innerText")
+        browser.eval("document.getElementById('leaderboard-legend').open = true")
+        legend = browser.eval("document.getElementById('leaderboard-legend').innerText")
+        assert "score\n" in legend and "higher is better" in legend and "uses no ground truth" in legend
         assert browser.console_errors() == []
         shot = tmp_path / "shot.png"
         browser.screenshot(shot)

@@ -15,6 +15,7 @@ from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
+from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
@@ -549,6 +550,8 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
                  else f"fusion/{reference} per-page metric {k} (see the leaderboard legend)",
                  "extra": k != "score"} for k in metric_keys]
     transcripts = sorted(_variant_dirs(rundir.transcript_dir(run_dir, "x").parent, 1))
+    leaderboards = [("Fusion variants", reading.leaderboard(rundir.fusion_dir(run_dir) / "variant_leaderboard.tsv")),
+                    ("Sources", reading.leaderboard(rundir.fusion_dir(run_dir) / "source_leaderboard.tsv"))]
     strip_names, strip = reading.layout_scores(run_dir, {o.page_id for o in ranked[:_STRIP_PAGES]})
     rows = []
     for rank, o in enumerate(ranked, 1):
@@ -566,8 +569,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
             "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
             "reference": reference,
         },
-        "leaderboards": [("Fusion variants", reading.leaderboard(rundir.fusion_dir(run_dir) / "variant_leaderboard.tsv")),
-                         ("Sources", reading.leaderboard(rundir.fusion_dir(run_dir) / "source_leaderboard.tsv"))],
+        "leaderboards": leaderboards,
         "data": {"columns": columns, "rows": rows, "pages_dir": "pages", "top_dir": f"{top_name}/pages",
                  "thumb": THUMB, "transcripts_dir": "../outputs/transcripts",
                  "strip": strip_names, "recommended": recommended, "reference": reference,
@@ -575,6 +577,9 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
                             "board", "transcripts", "layout"],
                  "colors": {k: f"rgb{v}" for k, v in CLASS_COLORS.items()}},
         "columns": columns,
+        "leaderboard_legend": [c for c in LEGEND
+                               if any(c["name"] in board["columns"] for _, board in leaderboards)],
+        "score_note": SCORE_NOTE,
         "failed": [{"page_id": o.page_id, "error": o.error} for o in failed[:_FAILED_LISTED]],
         "colors": CLASS_COLORS,
         "article_color": ARTICLE_COLOR,
