@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.rundir", "newsbag.builtin", "newsbag.config", "newsbag.pages"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
-        "newsbag.review.score", "newsbag.review.gallery"})),
+        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review", "newsbag.review.stage", "newsbag.export.stage",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",

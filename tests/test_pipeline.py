@@ -549,7 +549,7 @@ def _mixed_run(tmp_path, page_dir, capsys):
     (run / "outputs/fusion/C/_failed").mkdir(exist_ok=True)
     (run / "outputs/fusion/C/_failed" / f"{pid['issue2/p3']}.json").write_text(json.dumps({"page_id": pid["issue2/p3"],
                                                                                            "error": "fusion broke"}))
-    (run / "review/pages" / pid["issue2/p3"] / "board.png").unlink()
+    (run / "review/pages" / pid["issue2/p3"] / "data.js").unlink()
     (run / "review/pages" / pid["issue2/p3"] / "failed.json").write_text(json.dumps({"page_id": pid["issue2/p3"],
                                                                                     "error": "unreadable image"}))
     return run, pid
@@ -788,7 +788,7 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
     deep = ids["deep.tif"]
     assert {f"cache/images/{deep}.png", f"outputs/sources/fake/v/{deep}.json", f"outputs/sources/fake/w/{deep}.json",
             f"outputs/fusion/C/{deep}.json", f"outputs/fusion/S/{deep}.json",
-            f"review/pages/{deep}/board.png"} <= set(changed["deep.tif"])
+            f"review/pages/{deep}/data.js"} <= set(changed["deep.tif"])
 
 
 def test_a_manifest_without_conversion_revisions_redoes_its_converted_pages_once(tmp_path, capsys, monkeypatch):
@@ -848,7 +848,7 @@ def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsy
     assert list(changed) == ["rgb16.png"], changed
     rgb16 = ids["rgb16.png"]
     assert {f"cache/images/{rgb16}.png", f"outputs/sources/fake/v/{rgb16}.json",
-            f"review/pages/{rgb16}/board.png"} <= set(changed["rgb16.png"])
+            f"review/pages/{rgb16}/data.js"} <= set(changed["rgb16.png"])
     assert np.asarray(Image.open(run / "cache/images" / f"{rgb16}.png")).max() == 255
 
 
