@@ -127,7 +127,7 @@ def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsy
     assert code == 4 and "review: 1 page(s) failed" in err
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     info = json.loads(out)
-    assert info["review"] == {"done": 4, "stale": 0, "failed": 1, "pending": 0}
+    assert info["review"] == {"done": 4, "stale": 0, "failed": 1, "pending": 0, "reasons": {}}
 
 
 def _review_counts(capsys, run):
@@ -141,28 +141,30 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     makes the boards drawn from them stale until review redraws exactly those."""
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err
-    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
     changed = json.loads(cfg.read_text())
     changed["stages"][1]["variants"]["C"]["params"]["vote"] = 2
     cfg.write_text(json.dumps(changed))
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fusion")
     assert code == 0, err
-    assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0,
+                                           "reasons": {"its inputs or options changed": 5}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run)
     assert code == 0 and json.loads(out)["ok"] == 5, err
-    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
 
     _redo_with_other_boxes(run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json")
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
     assert code == 0, err
-    assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0,
+                                           "reasons": {"its inputs or options changed": 1}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run)
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (1, 4), err
 
     import shutil
 
     shutil.rmtree(run / "review/pages" / _pid(run, "issue2/p3"))  # never drawn, as far as status can tell
-    assert _review_counts(capsys, run) == {"done": 4, "stale": 0, "failed": 0, "pending": 1}
+    assert _review_counts(capsys, run) == {"done": 4, "stale": 0, "failed": 0, "pending": 1, "reasons": {}}
     code, out, _ = run_cli(capsys, "status", "--run-dir", run)
     line = next(line for line in out.splitlines() if "review boards" in line)
     assert "done      4  failed     0  pending      1  gallery yes" in line, out
@@ -182,7 +184,7 @@ def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page
 
     monkeypatch.setattr(Image, "open", refuse)
     monkeypatch.setattr(Image.Image, "save", refuse)
-    assert collect_status(run)["review"] == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert collect_status(run)["review"] == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
     assert {p: p.stat().st_mtime_ns for p in (run / "review").rglob("*") if p.is_file()} == before
 
 
@@ -208,7 +210,7 @@ def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, 
 
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--config", other_path)
     assert code == 0 and json.loads(out)["ok"] == 5, err
-    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run)
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
@@ -571,9 +573,12 @@ def test_status_of_a_run_with_stale_failed_empty_and_pending_pages(tmp_path, pag
          "runners": []}]
     # S (fake/*) and C (every source) read the sources of issue1/p1, issue1/p2 and issue2/p2 as
     # they were when fused: stale; C's page of issue2/p2 is gone and issue2/p3's failed.
-    assert status["fusion"] == [{"variant": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1},
-                                {"variant": "S", "done": 2, "stale": 3, "failed": 0, "pending": 0}]
-    assert status["review"] == {"done": 1, "stale": 2, "failed": 1, "pending": 1}
+    assert status["fusion"] == [{"variant": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1,
+                                 "reasons": {"its inputs or options changed": 2}},
+                                {"variant": "S", "done": 2, "stale": 3, "failed": 0, "pending": 0,
+                                 "reasons": {"its inputs or options changed": 3}}]
+    assert status["review"] == {"done": 1, "stale": 2, "failed": 1, "pending": 1,
+                                "reasons": {"its inputs or options changed": 2}}
     assert (status["pages"], status["gallery"], status["rejected"]) == (5, True, [])
 
 

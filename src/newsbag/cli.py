@@ -261,10 +261,12 @@ def status(run_dir, as_json):
 
 def _counts_line(label: str, counts: dict, tail: str) -> str:
     """A status line of a builtin stage's outputs (a fused variant, the review boards, transcripts): done,
-    failed, stale when any, pending."""
+    failed, stale when any, pending; then one line per reason its stale outputs are stale."""
     stale = f"  stale {counts['stale']:>5}" if counts["stale"] else ""
+    why = "".join(f"\n      stale: {reason} ({n} page{'s' * (n != 1)})"
+                  for reason, n in (counts.get("reasons") or {}).items())
     return (f"  {label:<36} done {counts['done']:>6}  failed {counts['failed']:>5}{stale}  "
-            f"pending {counts['pending']:>6}{tail}")
+            f"pending {counts['pending']:>6}{tail}{why}")
 
 
 def _builtin_options(workers_help: str = "Processes."):

@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
@@ -27,6 +28,7 @@ from .fusion.fuse import articles
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
+from .revisions import revision, why_stale
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
 __all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
@@ -173,7 +175,7 @@ def _plan_record(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndar
                        "class": region.get("class"), "order": region.get("order"), "article": int(article[k]),
                        "is_title": bool(is_title[k]), "rank": rank[k].item(), "blocks": block_lines[k]})
     return {"page_id": page["page_id"], "image": page["image"], "fingerprint": fingerprint,
-            "region_of": np.asarray(region_of).tolist(), "pieces": pieces}
+            "revision": revision("transcription"), "region_of": np.asarray(region_of).tolist(), "pieces": pieces}
 
 
 def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
@@ -213,7 +215,7 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
              "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
     return {"page_id": plan["page_id"], "image": plan["image"], "variant": variant, "fingerprint": plan["fingerprint"],
-            "regions": regions, "articles": arts,
+            "revision": plan.get("revision"), "regions": regions, "articles": arts,
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
 
 
@@ -287,7 +289,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
 
     def made_from(judged: dict) -> str:
         """The fingerprint of a transcript made from inputs of these (`rundir.judged_identities`)."""
-        return rundir.fingerprint("transcription", params_rec, judged.get("fused"), judged.get("lines"),
+        return rundir.fingerprint("transcription", revision("transcription"), params_rec, judged.get("fused"),
+                                  judged.get("lines"),
                                   *(judged.get(f"block:{name}") for name, _ in block_dirs))
 
     def inputs(page_id: str, *, force: bool = False, write: bool = True) -> _PageInputs:
@@ -308,7 +311,7 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     `run_transcription` skips pages by (what it counts stale is what the next call reads again).
 
     Returns:
-        {"variant", "done", "stale", "failed", "pending"}, or None when the stage has no
+        {"variant", "done", "stale", "failed", "pending", "reasons": {why stale: pages}}, or None when the stage has no
         transcript folder (it is opt-in and never ran) or no variant to read.
 
     Raises:
@@ -322,12 +325,27 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     inputs = _page_inputs(run_dir, variant, params, _recognizer_stage(params, out_dir / "_plan"))
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
+    reasons: Counter = Counter()
     for page_id in page_ids:
         if page_id in written and inputs(page_id, write=False).current:
             counts["done"] += 1
+        elif page_id in failed:
+            counts["failed"] += 1
+        elif page_id in written:
+            counts["stale"] += 1
+            reasons[_why_stale(out_dir / f"{page_id}.json")] += 1
         else:
-            counts["failed" if page_id in failed else "stale" if page_id in written else "pending"] += 1
-    return {"variant": variant, **counts}
+            counts["pending"] += 1
+    return {"variant": variant, **counts, "reasons": dict(reasons.most_common())}
+
+
+def _why_stale(path: Path) -> str:
+    """Why a transcript judged not current is stale: the assembly code revision it records, else what changed."""
+    try:
+        made = read_json(path).get("revision")
+    except (OSError, ValueError, AttributeError):
+        return "its transcript file is unreadable"
+    return why_stale("transcription", made) or "its fused page, lines or recogniser changed"
 
 
 def _is_current(path: Path, fingerprint: str) -> bool:

@@ -16,7 +16,7 @@ from xsd import ALTO_XSD, PAGE_XSD, validation_errors  # noqa: E402
 
 from newsbag.config import parse_config  # noqa: E402
 from newsbag.errors import ConfigError  # noqa: E402
-from newsbag.export import REVISIONS  # noqa: E402
+from newsbag import revisions  # noqa: E402
 from newsbag.export.coco import CATEGORIES, image_id_for  # noqa: E402
 from newsbag.export.stage import parse_export_cfg, run_export  # noqa: E402
 from newsbag.labels import LABELS  # noqa: E402
@@ -517,7 +517,8 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
     stamps = {f: f.stat().st_mtime_ns for f in files}
     for fmt, expected in (("alto", {"alto/fusion/V1/p1.xml", "alto/fusion/V1/p2.xml"}),
                           ("coco", {"coco/fusion/V1.json"})):
-        monkeypatch.setitem(REVISIONS, fmt, REVISIONS[fmt] + 1)
+        now = revisions.REVISIONS[f"export/{fmt}"]
+        monkeypatch.setitem(revisions.REVISIONS, f"export/{fmt}", revisions.Revision(now.number + 1, now.code))
         result = _export(run)
         changed = {f.relative_to(run / "exports").as_posix() for f in files if f.stat().st_mtime_ns != stamps[f]}
         assert changed == expected

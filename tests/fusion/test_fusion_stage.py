@@ -724,3 +724,39 @@ def test_a_page_where_no_variant_is_current_still_counts_as_an_empty_page_with_t
     assert c["n_pages"] == 1 and list(own) == [("p1", "C")]
     assert c["score"] == pytest.approx(float(own[("p1", "C")]["score"]) / 3)
     assert c["n_regions"] == pytest.approx(float(own[("p1", "C")]["n_regions"]) / 3)
+
+
+def test_a_new_fusion_method_revision_redoes_exactly_its_variants_and_status_says_why(tmp_path, monkeypatch):
+    """A finished run after an upgrade whose consensus code makes other boxes: status shows the
+    consensus variant stale with the code revision as the reason, and `newsbag fuse` redoes its
+    pages only (the best_single variant's files are left as they are)."""
+    from click.testing import CliRunner
+
+    from newsbag import revisions
+    from newsbag.cli import cli
+
+    run = _write_run(tmp_path)
+    _write_manifest(run, ["p1", "p2"])
+    (run / "config.resolved.json").write_text(json.dumps({"stages": [{"name": "fusion", "kind": "fusion", **CFG}]}))
+    run_fusion(run, ["p1", "p2"], CFG)
+    fused = run / "outputs/fusion"
+    before = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("[!_]*/p*.json")}
+    now = revisions.REVISIONS["fusion/consensus"]
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+
+    shown = CliRunner().invoke(cli, ["status", "--run-dir", str(run), "--json"])
+    assert shown.exit_code == 0, shown.output
+    by_variant = {f["variant"]: f for f in json.loads(shown.output)["fusion"]}
+    reason = f"made by fusion/consensus code revision {now.number}, now {now.number + 1}"
+    assert by_variant["C"]["stale"] == 2 and by_variant["C"]["reasons"] == {reason: 2}
+    assert by_variant["S1"]["done"] == 2 and by_variant["S1"]["reasons"] == {}
+    text = CliRunner().invoke(cli, ["status", "--run-dir", str(run)]).output
+    assert f"stale: {reason} (2 pages)" in text
+
+    fuse = CliRunner().invoke(cli, ["fuse", "--run-dir", str(run)])
+    assert fuse.exit_code == 0, fuse.output
+    after = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("[!_]*/p*.json")}
+    assert sorted(k for k in after if after[k] != before[k]) == ["C/p1.json", "C/p2.json"]
+    again = {f["variant"]: f for f in json.loads(CliRunner().invoke(
+        cli, ["status", "--run-dir", str(run), "--json"]).output)["fusion"]}
+    assert again["C"]["done"] == 2 and again["C"]["stale"] == 0

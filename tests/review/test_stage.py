@@ -473,3 +473,24 @@ def test_a_call_keeps_only_what_the_listing_needs_of_each_page_not_its_whole_inf
     assert (again["ok"], again["skipped"], again["top"]) == (0, 2, ["p2", "p1"])
     one_page = 20_000 * (100 + 49 + 8)  # the strings and the list's pointers
     assert held[0] < one_page / 4, (held, one_page)
+
+
+def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_run, monkeypatch):
+    """An upgrade whose drawing code makes other boards: status shows the boards stale with the
+    code revision as the reason, and the next review redraws them (the fingerprint held no code)."""
+    from newsbag import revisions
+    from newsbag.pages import read_pages
+    from newsbag.review.stage import board_status
+
+    run_review(review_run, IDS, CFG)
+    board = review_run / "review" / "pages" / "p1" / "board.png"
+    stamp = board.stat().st_mtime_ns
+    now = revisions.REVISIONS["review"]
+    monkeypatch.setitem(revisions.REVISIONS, "review", revisions.Revision(now.number + 1, now.code))
+    counts = board_status(review_run, read_pages(review_run), CFG)
+    assert (counts["done"], counts["stale"]) == (0, 2)
+    assert counts["reasons"] == {f"made by review code revision {now.number}, now {now.number + 1}": 2}
+    again = run_review(review_run, IDS, CFG)
+    assert (again["ok"], again["skipped"]) == (2, 0) and board.stat().st_mtime_ns > stamp
+    assert json.loads((board.parent / "info.json").read_text())["revision"] == now.number + 1
+    assert board_status(review_run, read_pages(review_run), CFG)["done"] == 2

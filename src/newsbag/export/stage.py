@@ -14,7 +14,8 @@ from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
 from ..pages import read_pages
 from ..parallel import page_map
-from . import FORMATS, REVISIONS
+from ..revisions import revision
+from . import FORMATS
 from .alto import alto_xml
 from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
@@ -142,7 +143,7 @@ def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
 
 
 def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None) -> str:
-    return rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, judged["page"], judged.get("text"),
+    return rundir.fingerprint("export", fmt, revision(f"export/{fmt}"), layer.name, judged["page"], judged.get("text"),
                               *([upright] if upright else []))
 
 
@@ -196,7 +197,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
 
 def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], upright: dict[str, str]) -> str:
     turned = {p: upright[p] for p, _, _ in pages if p in upright}
-    return rundir.fingerprint("export", "coco", REVISIONS["coco"], layer.name, [[p, i] for p, _, i in pages],
+    return rundir.fingerprint("export", "coco", revision("export/coco"), layer.name, [[p, i] for p, _, i in pages],
                               *([turned] if turned else []))
 
 
@@ -261,8 +262,8 @@ def run_export(
 
     PAGE-XML and ALTO: one file per page and layer (``<page_id>.xml``); COCO: one
     ``exports/coco/<layer>.json`` over every manifest page that has the layer. A file whose
-    recorded fingerprint (input file identity, format and its writer's revision, layer, tool
-    version) matches is skipped unless `force`; every write is atomic. A page JSON that fails
+    recorded fingerprint (input file identity, format and its writer's code revision, layer)
+    matches is skipped unless `force`; every write is atomic. A page JSON that fails
     the contract fails that page of that layer (logged in one line); the rest goes on.
 
     Args:

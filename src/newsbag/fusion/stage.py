@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -19,6 +20,7 @@ from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
+from ..revisions import revision, why_stale
 from ..tables import tsv_text, tsv_writer
 from . import handover
 from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
@@ -251,11 +253,26 @@ class _Prints:
 
 
 def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) -> _Prints:
-    metrics = rundir.fingerprint("fusion-metrics", cfg.line_source, list(cfg.exclude_from_variants), needed)
-    variants = {v.name: rundir.Fingerprint(rundir.fingerprint("fusion-variant", v.method, asdict(v.params),
-                                                              active[v.name], cfg.line_source, metrics))
+    """Every variant's fingerprint holds the metrics one (so the shared fusion code's revision)
+    and its method's code revision: a method's new revision redoes the variants using it only."""
+    metrics = rundir.fingerprint("fusion-metrics", revision("fusion"), cfg.line_source,
+                                 list(cfg.exclude_from_variants), needed)
+    variants = {v.name: rundir.Fingerprint(rundir.fingerprint("fusion-variant", v.method, revision(_method_key(v.method)),
+                                                              asdict(v.params), active[v.name], cfg.line_source,
+                                                              metrics))
                 for v in cfg.variants if v.name in active}
     return _Prints(rundir.Fingerprint(metrics), variants)
+
+
+def _method_key(method: str) -> str:
+    """The `revisions` entry of a fusion method's code."""
+    return f"fusion/{method}"
+
+
+def _revisions(cfg: FusionConfig, names) -> dict[str, int]:
+    """The code revision of each named variant's method now, as a page's record keeps them."""
+    method = {v.name: v.method for v in cfg.variants}
+    return {name: revision(_method_key(method[name])) for name in names}
 
 
 def _stored_record(run_dir: Path, page_id: str) -> dict | None:
@@ -339,7 +356,8 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
             return metrics
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
-            "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
+            "fingerprint": metrics_fp, "variant_fingerprints": {}, "revision": revision("fusion"),
+            "variant_revisions": {}, "inputs": idents, "dropped": dropped,
             "identities": rundir.input_record(inputs, idents, (record or {}).get("identities")),
         }, compact=True, durable=False)
         return metrics
@@ -454,6 +472,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             **new, "variants": {**kept, **new["variants"]},
             "best_single_choice": {**choice, **new["best_single_choice"]},
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
+            "revision": revision("fusion"), "variant_revisions": _revisions(cfg, active),
             "inputs": idents, "dropped": dropped, "outputs": outputs,
             "members_table": rundir.file_identity(table_path),
             "identities": rundir.input_record(inputs, idents, (record or {}).get("identities")),
@@ -589,7 +608,7 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
         fusion_cfg: the config's "fusion" section.
 
     Returns:
-        [{"variant", "done", "failed", "stale", "pending"}], by variant name.
+        [{"variant", "done", "failed", "stale", "pending", "reasons": {why stale: pages}}], by variant name.
 
     Raises:
         ValueError: bad fusion config (one line).
@@ -608,6 +627,7 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
     written = {v: rundir.page_files(rundir.fused_dir(run_dir, v)) for v in variants}   # one listing a folder
     done = dict.fromkeys(variants, 0)
     stale = dict.fromkeys(variants, 0)
+    reasons: dict[str, Counter] = {v: Counter() for v in variants}
     for page_id in page_ids:
         present = [v for v in variants if page_id in written[v]]
         if not present:   # pending or failed in every variant: nothing of the page to judge
@@ -621,11 +641,25 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
                 done[v] += 1
             else:
                 stale[v] += 1
+                reasons[v][_why_stale(v, record, cfg, active)] += 1
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
     return [{"variant": v, "done": done[v], "stale": stale[v], "failed": failed[v],
-             "pending": len(wanted) - done[v] - stale[v] - failed[v]} for v in variants]
+             "pending": len(wanted) - done[v] - stale[v] - failed[v], "reasons": dict(reasons[v].most_common())}
+            for v in variants]
+
+
+def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
+    """Why a fused page judged not current is stale: the code revision it was made by, else what changed."""
+    if variant not in active:
+        return "this config no longer makes the variant (dropped, or its sources did not run)"
+    if not record:
+        return "its page record (outputs/fusion/_metrics) is missing or unreadable"
+    method = next(v.method for v in cfg.variants if v.name == variant)
+    return (why_stale("fusion", record.get("revision"))
+            or why_stale(_method_key(method), (record.get("variant_revisions") or {}).get(variant))
+            or "its inputs or options changed")
 
 
 def run_fusion(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import logging
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -17,6 +18,7 @@ from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
+from ..revisions import revision, why_stale
 from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
 from .render import CLASS_COLORS, render_board
 from .score import score_page
@@ -227,8 +229,8 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     if scan is not None and record.sha256:   # what is drawn: the 8-bit copy's pixels where there is one
         scan = [record.image_sha256, record.note]
     identities = {**source_ids, **fused_ids}
-    fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
-                                     scan, identities)
+    fingerprint = rundir.fingerprint("review", revision("review"), plan.options, plan.recommended,
+                                     sorted(plan.source_dirs), scan, identities)
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
                    {**source_paths, **fused_paths}, identities,
                    rundir.record_holds({**source_stats, **fused_stats}, known))
@@ -323,7 +325,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
         "panels": panel_rows, "dropped_sources": dropped, "reference_fused": None if reference is None else reference.meta.source,
-        "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint,
+        "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint, "revision": revision("review"),
         "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
     }
     write_json(page_dir / "info.json", info)
@@ -493,7 +495,8 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         review_cfg: the review options the next review runs with.
 
     Returns:
-        {"done", "stale", "failed", "pending"}: they part the pages (a failed page keeps no board).
+        {"done", "stale", "failed", "pending"}: they part the pages (a failed page keeps no board);
+        "reasons": {why stale: boards}.
 
     Raises:
         ValueError: bad review options (one line).
@@ -502,21 +505,25 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     run_dir = Path(run_dir)
     plan = _plan(run_dir, params)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
+    reasons: Counter = Counter()
     reviewed = rundir.reviewed_pages(run_dir)
     for record in records:
         if record.page_id not in reviewed:   # no board, no failure: nothing to judge
             counts["pending"] += 1
             continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        if _judged(run_dir, record, plan)[2]:
+        _, recorded, current = _judged(run_dir, record, plan)
+        if current:
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
         elif (page_dir / "board.png").is_file():
             counts["stale"] += 1
+            reasons[(why_stale("review", recorded.get("revision")) if recorded
+                     else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
-    return counts
+    return {**counts, "reasons": dict(reasons.most_common())}
 
 
 def run_review(
