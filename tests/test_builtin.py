@@ -14,11 +14,33 @@ from newsbag.errors import ConfigError
 from nbtest import run_cli, write_fake_config
 
 
-def test_config_module_imports_no_stage_module():
-    code = ("import sys, newsbag.config; "
-            "print(sorted(m for m in sys.modules if m.startswith(('newsbag.fusion', 'newsbag.review'))))")
+def test_loading_the_default_config_imports_no_stage_nor_array_or_image_library():
+    """What `newsbag run` does before any stage starts: each builtin stage's options come from its
+    light options module; fusion, review, export and transcription code (and numpy, shapely,
+    PIL) load only when a stage runs."""
+    code = ("import sys, newsbag.config; newsbag.config.load_config(None); "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('newsbag', 'numpy', 'shapely', 'PIL'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    loaded = set(out.split())
+    options_only = {"newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options",
+                    "newsbag.export", "newsbag.export.options", "newsbag.transcription_options"}
+    stage_code = {m for m in loaded if m.startswith(("newsbag.fusion", "newsbag.review", "newsbag.export",
+                                                     "newsbag.transcription"))} - options_only
+    assert stage_code == set()
+    assert {m for m in loaded if not m.startswith("newsbag")} == set()
+    assert {"newsbag.builtin", "newsbag.review.options"} <= loaded   # the registry and the options it checks
+
+
+def test_every_builtin_stage_renders_its_declared_options_as_a_markdown_table():
+    """What the docs show is made from the declarations the config validates by."""
+    for kind in builtin.kinds():
+        table = builtin.options_markdown(kind)
+        assert table.count("| option | default | value | what it does |") >= 1, kind
+    review = builtin.options_markdown("review")
+    assert "| `max_board_width` | `2400` | a whole number >= 960 (px) | widest a board is drawn |" in review
+    fusion = builtin.options_markdown("fusion")
+    assert "**paragraphs params**" in fusion
+    assert "| `nest_max_h` | `4.0` | a number >= 0 (text-line heights) | highest such a nesting block is |" in fusion
 
 
 def test_registry_lists_fusion_and_review():
@@ -44,7 +66,9 @@ def echo_kind(tmp_path, monkeypatch):
             return {"ok": len(page_ids), "skipped": 0, "failed": 0, "failures": [], "word": options.get("word")}
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(builtin.REGISTRY, "echo", builtin.BuiltinKind("extra_stage", "parse", "run"))
+    import extra_stage
+
+    monkeypatch.setitem(builtin.REGISTRY, "echo", builtin.BuiltinKind(extra_stage.parse, "extra_stage:run"))
     return "echo"
 
 

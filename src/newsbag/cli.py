@@ -354,7 +354,7 @@ def export(run_dir, config_path, force, workers, formats, variants, sources):
     overrides = {k: v for k, v in (("formats", list(formats) if formats else None),
                                    ("variants", list(variants) if variants else None),
                                    ("sources", sources)) if v is not None}
-    from .export.stage import parse_export_cfg
+    from .export.options import parse_export_cfg
 
     try:
         parse_export_cfg(overrides)

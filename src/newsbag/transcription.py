@@ -14,7 +14,6 @@ import logging
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
@@ -22,98 +21,21 @@ import numpy as np
 
 from . import rundir
 from .errors import InputError, RunDirError, first_line, page_failure
-from .config import EnvSpec, ModelStage, anchor_command, anchor_params, load_tool_spec, validate_params, volatile_params
+from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
 from .fusion.fuse import articles
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
 from .revisions import revision, why_stale
+from .transcription_options import TranscriptionParams, parse_transcription_options
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
-           "transcription_source_names", "run_transcription", "transcript_status"]
+__all__ = ["run_transcription", "transcript_status"]
 
 log = logging.getLogger(__name__)
 
 _READ_CLASSES = ("text", "title")
-_STAGE_KEYS = {"name", "kind", "description"}
-
-
-@dataclass(frozen=True)
-class TranscriptionParams:
-    """Which layout is read, with which lines, by which recogniser in which env.
-
-    variant: a fused variant name, or "recommended" (the run's recommendation).
-    lines_source: the text-line source whose boxes are read ("" = read whole regions).
-    block_text_sources: sources whose regions carry text a page-reading model produced
-        (PaddleOCR-VL's blocks, MinerU in two_step mode): a fused region whose lines lie in
-        such blocks takes their text instead of being recognised (`transcript.take_block_text`).
-    python: interpreter of the recogniser's env ("" = the one running newsbag).
-    recognizer: parameters of runners/recognize.tool.json (model_path, dict_path, ...).
-    """
-
-    variant: str = "recommended"
-    lines_source: str = "text_lines/lines"
-    block_text_sources: tuple[str, ...] = ()
-    python: str = ""
-    device: str = "auto"
-    allow_cpu_fallback: bool = True
-    timeout_s: float = 86400.0
-    page_timeout_s: float = 600.0
-    max_restarts: int = 3
-    recognizer: Mapping[str, Any] = field(default_factory=dict)
-
-
-_DEFAULTS = asdict(TranscriptionParams())
-
-
-def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
-    """Validated options; a one-line ValueError on unknown keys or bad values."""
-    unknown = sorted(set(options) - set(_DEFAULTS) - _STAGE_KEYS)
-    if unknown:
-        raise ValueError(f"transcription stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
-    opts = {**_DEFAULTS, **{k: v for k, v in options.items() if k in _DEFAULTS}}
-    for key in ("variant", "lines_source", "python", "device"):
-        if not isinstance(opts[key], str):
-            raise ValueError(f"transcription stage: {key} must be a string, got {opts[key]!r}")
-    if opts["device"] not in ("auto", "gpu", "cpu"):
-        raise ValueError(f"transcription stage: device must be auto, gpu or cpu, got {opts['device']!r}")
-    if opts["lines_source"] and opts["lines_source"].count("/") != 1:
-        raise ValueError(f"transcription stage: lines_source must be 'stage/variant' or '', got {opts['lines_source']!r}")
-    for key in ("timeout_s", "page_timeout_s"):
-        if isinstance(opts[key], bool) or not isinstance(opts[key], (int, float)) or opts[key] <= 0:
-            raise ValueError(f"transcription stage: {key} must be a positive number, got {opts[key]!r}")
-    if not isinstance(opts["allow_cpu_fallback"], bool):
-        raise ValueError(f"transcription stage: allow_cpu_fallback must be true or false, got {opts['allow_cpu_fallback']!r}")
-    restarts = opts["max_restarts"]
-    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
-        raise ValueError(f"transcription stage: max_restarts must be a whole number >= 0, got {restarts!r}")
-    blocks = opts["block_text_sources"]
-    if isinstance(blocks, str) or not isinstance(blocks, (list, tuple)) \
-            or not all(isinstance(b, str) and b.count("/") == 1 for b in blocks):
-        raise ValueError(f"transcription stage: block_text_sources must be a list of 'stage/variant' names, got {blocks!r}")
-    if not isinstance(opts["recognizer"], Mapping):
-        raise ValueError("transcription stage: recognizer must be an object of recognize runner parameters")
-    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks)})
-
-
-def transcription_source_names(options: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, source) of the sources valid `options` name (`builtin.unmatched_source`): a typo'd
-    ``lines_source`` read whole regions instead of lines on every page, with no error."""
-    lines = [("transcription.lines_source", options["lines_source"])] if options.get("lines_source") else []
-    return lines + [("transcription.block_text_sources", b) for b in options.get("block_text_sources", [])]
-
-
-def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:
-    """Valid options with `python` and the recognizer's path parameters (model_path, dict_path)
-    anchored at the config file's folder, as a model stage's are."""
-    out = dict(options)
-    if "python" in out:
-        out["python"] = anchor_command(out["python"], folder)
-    if "recognizer" in out:
-        out["recognizer"] = anchor_params(out["recognizer"], load_tool_spec("recognize", runners_dir()), folder)
-    return out
 
 
 def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:

@@ -18,7 +18,8 @@ from newsbag.config import parse_config  # noqa: E402
 from newsbag.errors import ConfigError  # noqa: E402
 from newsbag import revisions  # noqa: E402
 from newsbag.export.coco import CATEGORIES, image_id_for  # noqa: E402
-from newsbag.export.stage import parse_export_cfg, run_export  # noqa: E402
+from newsbag.export.options import parse_export_cfg  # noqa: E402
+from newsbag.export.stage import run_export  # noqa: E402
 from newsbag.labels import LABELS  # noqa: E402
 
 W, H = 300, 400
@@ -244,8 +245,9 @@ def test_sources_and_variant_choice(run):
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"formats": ["pdf"]}, "unknown format(s) pdf; choose from page-xml, alto, coco"),
-    ({"formats": "coco"}, "formats must be a non-empty list"),
+    ({"formats": ["pdf"]}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got ['pdf']"),
+    ({"formats": "coco"}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got 'coco'"),
+    ({"formats": []}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got []"),
     ({"sources": "yes"}, "sources must be true or false"),
     ({"variant": ["V1"]}, "unknown key(s) variant"),
 ])
@@ -258,7 +260,7 @@ def test_bad_options_are_refused(cfg, message):
 def test_config_validates_export_stage():
     base = {"stages": [{"name": "export", "kind": "export", "formats": ["coco"]}]}
     assert parse_config(base).stages[0].kind == "export"
-    with pytest.raises(ConfigError, match="unknown format"):
+    with pytest.raises(ConfigError, match="formats must be a list of page-xml, alto, coco"):
         parse_config({"stages": [{"name": "export", "kind": "export", "formats": ["tei"]}]})
 
 

@@ -12,7 +12,8 @@ from PIL import Image
 import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
-from newsbag.review.stage import parse_review_cfg, run_review
+from newsbag.review.options import parse_review_cfg
+from newsbag.review.stage import run_review
 
 CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400, "variants": None}
 IDS = ["p1", "p2", "p3"]
@@ -205,10 +206,10 @@ def test_which_fused_variants_are_shown(run_kit, summary, variants, expected_pan
 
 @pytest.mark.parametrize("cfg, message", [
     ({"top_n": 5, "colour": "red"}, "review stage: unknown key(s) colour; allowed: max_board_width, top_n, variants"),
-    ({"top_n": 0}, "review stage: top_n must be an integer >= 1, got 0"),
-    ({"top_n": True}, "review stage: top_n must be an integer >= 1, got True"),
-    ({"max_board_width": 100}, "review stage: max_board_width must be an integer >= 960, got 100"),
-    ({"variants": "v1"}, "review stage: variants must be null or a list of fused variant names, got 'v1'"),
+    ({"top_n": 0}, "review stage: top_n must be a whole number >= 1, got 0"),
+    ({"top_n": True}, "review stage: top_n must be a whole number >= 1, got True"),
+    ({"max_board_width": 100}, "review stage: max_board_width must be a whole number >= 960 (px), got 100"),
+    ({"variants": "v1"}, "review stage: variants must be a list of strings, or null, got 'v1'"),
 ])
 def test_bad_review_config_is_one_line_value_error(cfg, message):
     with pytest.raises(ValueError) as info:

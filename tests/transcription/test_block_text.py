@@ -10,7 +10,8 @@ from nbtest import SHARED
 
 from newsbag import rundir
 from newsbag.transcript import take_block_text
-from newsbag.transcription import parse_transcription_options, run_transcription
+from newsbag.transcription import run_transcription
+from newsbag.transcription_options import parse_transcription_options
 
 RUNNERS = Path(__file__).resolve().parents[2] / "runners"
 SAMPLE = SHARED / "formats" / "paddleocr_vl.res.json"  # PaddleOCR-VL's own output (see its README)

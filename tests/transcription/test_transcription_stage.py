@@ -7,7 +7,8 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from newsbag import rundir
-from newsbag.transcription import parse_transcription_options, run_transcription
+from newsbag.transcription import run_transcription
+from newsbag.transcription_options import parse_transcription_options
 from nbtest import run_cli
 
 pytest.importorskip("onnxruntime")
@@ -150,9 +151,9 @@ def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path
 
 @pytest.mark.parametrize("options, message", [
     ({"colour": 1}, "unknown key(s) colour"),
-    ({"device": "tpu"}, "device must be auto, gpu or cpu"),
-    ({"lines_source": "text_lines"}, "lines_source must be 'stage/variant'"),
-    ({"page_timeout_s": 0}, "page_timeout_s must be a positive number"),
+    ({"device": "tpu"}, "device must be one of auto, gpu, cpu, got 'tpu'"),
+    ({"lines_source": "text_lines"}, "lines_source must be a string 'stage/variant' or '', got 'text_lines'"),
+    ({"page_timeout_s": 0}, "page_timeout_s must be a number > 0 (s), got 0"),
 ])
 def test_bad_options_are_refused_in_one_line(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

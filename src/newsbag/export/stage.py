@@ -19,56 +19,17 @@ from . import FORMATS
 from .alto import alto_xml
 from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
+from .options import ExportParams, parse_export_cfg
 from .pagexml import page_xml
 
-__all__ = ["ExportParams", "parse_export_cfg", "export_variant_names", "run_export", "export_layers"]
+__all__ = ["run_export", "export_layers"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {"formats": ["page-xml", "alto", "coco"], "variants": None, "sources": False}
-_STAGE_KEYS = {"name", "kind", "description"}
 _WRITERS = {"page-xml": page_xml, "alto": alto_xml}
 # The fingerprint sits in the first lines of every file (PAGE pcGtsId, ALTO Description,
 # COCO info), so a freshness check reads this many bytes, never the whole file.
 _HEAD_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class ExportParams:
-    """Export options: formats, fused variants (None = the recommended one, or all when the
-    run has no recommendation; ("all",) = every fused variant) and whether source layouts go too."""
-
-    formats: tuple[str, ...] = ("page-xml", "alto", "coco")
-    variants: tuple[str, ...] | None = None
-    sources: bool = False
-
-
-def parse_export_cfg(cfg: Mapping[str, Any]) -> ExportParams:
-    """Validated export options; raises a one-line ValueError on unknown keys or bad values."""
-    unknown = sorted(set(cfg) - set(_DEFAULTS) - _STAGE_KEYS)
-    if unknown:
-        raise ValueError(f"export stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
-    opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
-    formats = opts["formats"]
-    if isinstance(formats, str) or not isinstance(formats, (list, tuple)) or not formats:
-        raise ValueError(f"export stage: formats must be a non-empty list of {', '.join(FORMATS)}, got {formats!r}")
-    bad = [f for f in formats if f not in FORMATS]
-    if bad:
-        raise ValueError(f"export stage: unknown format(s) {', '.join(map(str, bad))}; choose from {', '.join(FORMATS)}")
-    variants = opts["variants"]
-    if variants is not None:
-        if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
-            raise ValueError(f"export stage: variants must be null or a list of fused variant names, got {variants!r}")
-        variants = tuple(variants)
-    if not isinstance(opts["sources"], bool):
-        raise ValueError(f"export stage: sources must be true or false, got {opts['sources']!r}")
-    return ExportParams(formats=tuple(dict.fromkeys(formats)), variants=variants, sources=opts["sources"])
-
-
-def export_variant_names(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, name) of the fused variants valid export options name (`builtin.unmatched_variant`):
-    a typo'd one was skipped with a warning, exit 0, and nothing of it exported."""
-    return [("export.variants", v) for v in cfg.get("variants") or () if v != "all"]
 
 
 @dataclass(frozen=True)

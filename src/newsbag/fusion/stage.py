@@ -27,7 +27,6 @@ from .fuse import VARIANTS, _codes, describe, effective_params, member_table, ta
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
-from .variants import fusion_source_names  # noqa: F401  (the fusion kind's entry in builtin.REGISTRY)
 
 __all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "SCORE_DOC"]
 

@@ -19,19 +19,18 @@ from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, wr
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
 from ..revisions import revision, why_stale
+from .options import PANEL_MIN, ReviewParams, parse_review_cfg
 from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
 from .render import CLASS_COLORS, render_board
 from .score import score_page
 
-__all__ = ["ReviewParams", "parse_review_cfg", "run_review", "board_status"]
+__all__ = ["run_review", "board_status"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {"top_n": 20, "max_board_width": 2400, "variants": None}
-_STAGE_KEYS = {"name", "kind", "description"}
 # Panels are as wide as one row allows, but never below 480 px (text must stay legible) nor
 # above 800 px (the full-size page is one click away in the gallery).
-_PANEL_MIN, _PANEL_MAX = 480, 800
+_PANEL_MAX = 800
 _THUMB_WIDTH = 1200
 # The gallery's page view shows the scan at most this wide (a JPEG beside data.js): enough to
 # read a headline, ~0.3 MB for an NZZ page.
@@ -42,33 +41,6 @@ _JPEG_MAX_SIDE = 65500  # libjpeg refuses a longer side (a 1 x 70000 strip stopp
 # on an NZZ board): the encode was 70 % of the stage time.
 _PNG_LEVEL = 3
 _FAILED_LISTED = 200
-
-
-@dataclass(frozen=True)
-class ReviewParams:
-    """Review options: pages in the gallery, board width cap, fused variants shown (None = auto)."""
-
-    top_n: int = 20
-    max_board_width: int = 2400
-    variants: tuple[str, ...] | None = None
-
-
-def parse_review_cfg(cfg: Mapping[str, Any]) -> ReviewParams:
-    """Validated review options; raises a one-line ValueError on unknown keys or bad values."""
-    unknown = sorted(set(cfg) - set(_DEFAULTS) - _STAGE_KEYS)
-    if unknown:
-        raise ValueError(f"review stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
-    opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
-    for key, low in (("top_n", 1), ("max_board_width", 2 * _PANEL_MIN)):
-        value = opts[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"review stage: {key} must be an integer >= {low}, got {value!r}")
-    variants = opts["variants"]
-    if variants is not None:
-        if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
-            raise ValueError(f"review stage: variants must be null or a list of fused variant names, got {variants!r}")
-        variants = tuple(variants)
-    return ReviewParams(top_n=opts["top_n"], max_board_width=opts["max_board_width"], variants=variants)
 
 
 class _PageError(Exception):
@@ -179,7 +151,7 @@ def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
 
 def _panel_width(n_cells: int, max_board_width: int) -> int:
     one_row = (max_board_width - (n_cells + 1) * 10) // max(1, n_cells)
-    return max(_PANEL_MIN, min(_PANEL_MAX, one_row))
+    return max(PANEL_MIN, min(_PANEL_MAX, one_row))
 
 
 def _recorded_info(page_dir: Path) -> dict:
