@@ -1,10 +1,10 @@
-"""Builtin stages as a registry: kind -> (parse options, run); a new builtin stage is one module plus one line."""
+"""Builtin stages as a registry: kind -> (options, run, status); a new builtin stage is one module plus one line."""
 
 from __future__ import annotations
 
 import fnmatch
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -16,7 +16,7 @@ from .review.options import ReviewParams, parse_review_cfg
 from .transcription_options import (TranscriptionParams, anchor_transcription_paths, parse_transcription_options,
                                     transcription_source_names)
 
-__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "options_markdown", "anchor_options",
+__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "stage_status", "has_work", "kinds", "get", "parse_options", "options_markdown", "anchor_options",
            "unmatched_source",
            "fused_variant_names", "unmatched_variant", "run_stage"]
 
@@ -30,12 +30,16 @@ class BuiltinKind:
     names ``"module:function"``, a function
     ``run(run_dir, page_ids, options, *, force, workers, progress) -> dict`` whose result
     carries at least ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4)
-    and ``failures`` [{page_id, error}]. ``schemas``: the options dataclasses whose fields
-    declare the options (`options.option`), by the heading their table goes under.
+    and ``failures`` [{page_id, error}]. ``status`` names a function
+    ``status(run_dir, records, options) -> [Outputs]``: the stage's outputs over the run's pages
+    (`pages.PageRecord`) judged by the rule its ``run`` skips pages by, which `newsbag status`,
+    ``run --dry-run`` and the Slurm resubmit plan read. ``schemas``: the options dataclasses
+    whose fields declare the options (`options.option`), by the heading their table goes under.
     """
 
     parse: Callable[[Mapping[str, Any]], Any]
     run: str
+    status: str
     schemas: Mapping[str, type] = field(default_factory=dict)
     # ``anchor(options, folder) -> options`` for a kind whose options hold paths: it anchors them
     # at the config file's folder (`config.anchor_path`)
@@ -53,16 +57,34 @@ class BuiltinKind:
         return getattr(importlib.import_module(module), name)
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """One line of a builtin stage's status: its outputs of one kind (a fused variant, the boards)
+    by state, as the stage's next call would judge them; done, stale, failed and pending part the
+    run's pages."""
+
+    name: str
+    done: int
+    stale: int
+    failed: int
+    pending: int
+    reasons: Mapping[str, int] = field(default_factory=dict)   # why the stale ones are stale: pages
+    note: str = ""       # said after the counts ("recommended", "gallery yes")
+    whole: bool = True   # its run-level outputs (gallery, COCO file) hold every page as it is now
+
+
 # One line per builtin stage kind, in no particular order.
 REGISTRY: dict[str, BuiltinKind] = {
-    "fusion": BuiltinKind(parse_fusion_config, "newsbag.fusion.stage:run_fusion",
+    "fusion": BuiltinKind(parse_fusion_config, "newsbag.fusion.stage:run_fusion", "newsbag.fusion.stage:fused_status",
                           {"consensus params": ConsensusParams, "paragraphs params": ParagraphParams},
                           sources=fusion_source_names),
-    "review": BuiltinKind(parse_review_cfg, "newsbag.review.stage:run_review", {"": ReviewParams}),
-    "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", {"": ExportParams},
-                          variants=export_variant_names),
+    "review": BuiltinKind(parse_review_cfg, "newsbag.review.stage:run_review", "newsbag.review.stage:board_status",
+                          {"": ReviewParams}),
+    "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", "newsbag.export.stage:export_status",
+                          {"": ExportParams}, variants=export_variant_names),
     "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
-                                 {"": TranscriptionParams}, anchor_transcription_paths, transcription_source_names),
+                                 "newsbag.transcription:transcript_status", {"": TranscriptionParams},
+                                 anchor_transcription_paths, transcription_source_names),
 }
 
 
@@ -119,6 +141,18 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
         if name not in fused:
             return f"{key}: {name!r} is no fused variant (this config fuses: {', '.join(fused)})"
     return None
+
+
+def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
+    """The `Outputs` of one builtin stage over `records` (the run's pages) as JSON-able dicts."""
+    entry = get(kind)
+    return [asdict(o) for o in entry.function(entry.status)(Path(run_dir), records, options)]
+
+
+def has_work(outputs: list[dict], pages: int) -> bool:
+    """Whether a call of the stage whose `stage_status` is `outputs` has work on a run of `pages`
+    pages: it made nothing yet, a page is not current, or a run-level output leaves pages out."""
+    return not outputs or any(o["done"] < pages or not o["whole"] for o in outputs)
 
 
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,

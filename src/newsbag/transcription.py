@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 import numpy as np
 
 from . import rundir
+from .builtin import Outputs
 from .errors import InputError, RunDirError, first_line, page_failure
 from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
@@ -228,13 +229,13 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     return inputs
 
 
-def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[str, Any]) -> dict | None:
+def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
     """Transcripts that are current, stale, failed or not read yet (pending), by the rule
     `run_transcription` skips pages by (what it counts stale is what the next call reads again).
 
     Returns:
-        {"variant", "done", "stale", "failed", "pending", "reasons": {why stale: pages}}, or None when the stage has no
-        transcript folder (it is opt-in and never ran) or no variant to read.
+        One `builtin.Outputs`, named by the variant read; none when the stage has no transcript
+        folder (it is opt-in and never ran) or no variant to read.
 
     Raises:
         ValueError: bad transcription options (one line).
@@ -243,12 +244,12 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
-        return None
+        return []
     inputs = _page_inputs(run_dir, variant, params, _recognizer_stage(params, out_dir / "_plan"))
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
-    for page_id in page_ids:
+    for page_id in (r.page_id for r in records):
         if page_id in written and inputs(page_id, write=False).current:
             counts["done"] += 1
         elif page_id in failed:
@@ -258,7 +259,7 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
             reasons[_why_stale(out_dir / f"{page_id}.json")] += 1
         else:
             counts["pending"] += 1
-    return {"variant": variant, **counts, "reasons": dict(reasons.most_common())}
+    return [Outputs(variant, **counts, reasons=dict(reasons.most_common()))]
 
 
 def _why_stale(path: Path) -> str:

@@ -529,6 +529,28 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
         assert _export(run)["skipped"] == 2
 
 
+def test_status_counts_exports_and_says_a_new_writer_revision_makes_them_stale(run, monkeypatch, capsys):
+    """Export had no status: now each exported layer's pages are counted as `newsbag export`
+    judges them, and a writer's new code revision is named as the reason they are stale."""
+    from newsbag.export.stage import export_status
+    from newsbag.pages import read_pages
+
+    assert export_status(run, read_pages(run), {}) == []          # never exported
+    assert _export(run)["ok"] == 2
+    (layer,) = export_status(run, read_pages(run), {})
+    assert (layer.name, layer.done, layer.stale, layer.pending, layer.whole) == ("fusion/V1", 2, 0, 0, True)
+    now = revisions.REVISIONS["export/alto"]
+    monkeypatch.setitem(revisions.REVISIONS, "export/alto", revisions.Revision(now.number + 1, now.code))
+    (layer,) = export_status(run, read_pages(run), {})
+    assert (layer.done, layer.stale) == (0, 2)
+    assert layer.reasons == {f"made by export/alto code revision {now.number}, now {now.number + 1}": 2}
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert f"      stale: made by export/alto code revision {now.number}, now {now.number + 1} (2 pages)" in out
+    assert _export(run)["ok"] == 2
+    (layer,) = export_status(run, read_pages(run), {})
+    assert (layer.done, layer.stale) == (2, 0)
+
+
 def test_a_thin_box_keeps_at_least_one_pixel_in_every_format(run):
     """Round-half-even took a 1 px box from 1.5 to 2.5 to [2, 2] (zero width; boxes under 1 px
     are dropped on read): exported boxes cover their float box (start floored, end ceiled,

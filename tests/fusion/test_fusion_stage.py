@@ -746,7 +746,7 @@ def test_a_new_fusion_method_revision_redoes_exactly_its_variants_and_status_say
 
     shown = CliRunner().invoke(cli, ["status", "--run-dir", str(run), "--json"])
     assert shown.exit_code == 0, shown.output
-    by_variant = {f["variant"]: f for f in json.loads(shown.output)["fusion"]}
+    by_variant = {f["name"]: f for f in json.loads(shown.output)["builtin"]["fusion"]}
     reason = f"made by fusion/consensus code revision {now.number}, now {now.number + 1}"
     assert by_variant["C"]["stale"] == 2 and by_variant["C"]["reasons"] == {reason: 2}
     assert by_variant["S1"]["done"] == 2 and by_variant["S1"]["reasons"] == {}
@@ -757,6 +757,6 @@ def test_a_new_fusion_method_revision_redoes_exactly_its_variants_and_status_say
     assert fuse.exit_code == 0, fuse.output
     after = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("[!_]*/p*.json")}
     assert sorted(k for k in after if after[k] != before[k]) == ["C/p1.json", "C/p2.json"]
-    again = {f["variant"]: f for f in json.loads(CliRunner().invoke(
-        cli, ["status", "--run-dir", str(run), "--json"]).output)["fusion"]}
+    again = {f["name"]: f for f in json.loads(CliRunner().invoke(
+        cli, ["status", "--run-dir", str(run), "--json"]).output)["builtin"]["fusion"]}
     assert again["C"]["done"] == 2 and again["C"]["stale"] == 0

@@ -488,10 +488,10 @@ def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_ru
     stamp = board.stat().st_mtime_ns
     now = revisions.REVISIONS["review"]
     monkeypatch.setitem(revisions.REVISIONS, "review", revisions.Revision(now.number + 1, now.code))
-    counts = board_status(review_run, read_pages(review_run), CFG)
-    assert (counts["done"], counts["stale"]) == (0, 2)
-    assert counts["reasons"] == {f"made by review code revision {now.number}, now {now.number + 1}": 2}
+    (boards,) = board_status(review_run, read_pages(review_run), CFG)
+    assert (boards.done, boards.stale) == (0, 2)
+    assert boards.reasons == {f"made by review code revision {now.number}, now {now.number + 1}": 2}
     again = run_review(review_run, IDS, CFG)
     assert (again["ok"], again["skipped"]) == (2, 0) and board.stat().st_mtime_ns > stamp
     assert json.loads((board.parent / "info.json").read_text())["revision"] == now.number + 1
-    assert board_status(review_run, read_pages(review_run), CFG)["done"] == 2
+    assert board_status(review_run, read_pages(review_run), CFG)[0].done == 2

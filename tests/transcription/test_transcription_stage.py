@@ -488,19 +488,21 @@ def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_stat
     """An upgrade whose assembly code (transcript.py) makes other transcripts: status shows them
     stale with the code revision as the reason, and the next call makes them again."""
     from newsbag import revisions
+    from newsbag.builtin import Outputs
+    from newsbag.pages import read_pages
     from newsbag.transcription import transcript_status
 
     run = _write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
     now = revisions.REVISIONS["transcription"]
     monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.code))
-    assert transcript_status(run, ["p1", "p2"], {}) == {
-        "variant": "C", "done": 0, "stale": 2, "failed": 0, "pending": 0,
-        "reasons": {f"made by transcription code revision {now.number}, now {now.number + 1}": 2}}
+    assert transcript_status(run, read_pages(run), {}) == [Outputs(
+        "C", done=0, stale=2, failed=0, pending=0,
+        reasons={f"made by transcription code revision {now.number}, now {now.number + 1}": 2})]
     again = run_transcription(run, ["p1", "p2"], {})
     assert (again["ok"], again["skipped"]) == (2, 0)
     assert json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())["revision"] == now.number + 1
-    assert transcript_status(run, ["p1", "p2"], {})["done"] == 2
+    assert transcript_status(run, read_pages(run), {})[0].done == 2
 
 
 def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tmp_path):
@@ -567,17 +569,18 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     assert code == 0
     assert "  transcription/C                      done      1  failed     1  stale     1  pending      1" in out
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["transcription"] == {"variant": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1,
-                                                  "reasons": {"its fused page, lines or recogniser changed": 1}}
+    assert json.loads(out)["builtin"]["transcription"] == [{
+        "name": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1, "note": "", "whole": True,
+        "reasons": {"its fused page, lines or recogniser changed": 1}}]
     # read again, the failed page's failure is no more
     (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(_page("p2", [([30, 140, 480, 340], "text", "text")])))
     assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["transcription"] == {"variant": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0,
-                                                  "reasons": {}}
+    assert json.loads(out)["builtin"]["transcription"] == [{
+        "name": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0, "note": "", "whole": True, "reasons": {}}]
 
 
 def test_status_says_nothing_of_transcription_before_the_opt_in_stage_ran(tmp_path, capsys):
     run = _write_run(tmp_path)
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["transcription"] is None
+    assert json.loads(out)["builtin"]["transcription"] == []

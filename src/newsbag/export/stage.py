@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -14,7 +15,8 @@ from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
 from ..pages import read_pages
 from ..parallel import page_map
-from ..revisions import revision
+from ..builtin import Outputs
+from ..revisions import revision, why_stale
 from . import FORMATS
 from .alto import alto_xml
 from .coco import write_coco
@@ -22,7 +24,7 @@ from .layout import ExportInfo, transcript_fits
 from .options import ExportParams, parse_export_cfg
 from .pagexml import page_xml
 
-__all__ = ["run_export", "export_layers"]
+__all__ = ["run_export", "export_layers", "export_status"]
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +105,24 @@ def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
     return rundir.inputs_record_path(run_dir, "export", layer.name, page_id)
 
 
-def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None) -> str:
-    return rundir.fingerprint("export", fmt, revision(f"export/{fmt}"), layer.name, judged["page"], judged.get("text"),
+def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None, made_by: int | None = None) -> str:
+    """What a file of `fmt` made from these inputs records; ``made_by``: by that code revision (else the one now)."""
+    code = revision(f"export/{fmt}") if made_by is None else made_by
+    return rundir.fingerprint("export", fmt, code, layer.name, judged["page"], judged.get("text"),
                               *([upright] if upright else []))
+
+
+def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tuple[Path, dict[str, str], dict]:
+    """(one page's layer page, the inputs its exports are judged by, its export file of each format)."""
+    src = layer.folder / f"{page_id}.json"
+    transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
+    paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
+    return src, paths, {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
+
+
+def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, upright: str | None) -> Callable:
+    """``stale(judged) -> [the formats whose file is not current]``, as `rundir.judge_by_record` asks."""
+    return lambda judged: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))]
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
@@ -116,11 +133,8 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     rewrites nothing, and the record takes the new stats.
     """
     run_dir, exports, layer, page_id, formats, force, upright = task
-    src = layer.folder / f"{page_id}.json"
-    transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
-    paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
+    src, paths, outs = _files(exports, layer, page_id, formats)
     record_path = _record_path(run_dir, layer, page_id)
-    outs = {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
     statuses: dict[str, str] = {}
     if not src.exists():
         # The layer has no page here (never made, or removed when it failed): an export left
@@ -129,14 +143,14 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
             out.unlink(missing_ok=True)
         return page_id, layer.name, statuses, ""
     try:
-        judged, todo = rundir.judge_by_record(paths, record_path, lambda judged: list(formats) if force else [
-            f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))])
+        stale = _stale_formats(outs, formats, layer, upright)
+        judged, todo = rundir.judge_by_record(paths, record_path, lambda judged: list(formats) if force else stale(judged))
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
         for fmt in todo:
             if page is None:
                 page = read_page(src, page_id)
-                transcript = read_json(transcript_path) if "text" in judged else None
+                transcript = read_json(paths["text"]) if "text" in judged else None
                 if transcript is not None and not transcript_fits(page, transcript):
                     log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
@@ -162,29 +176,95 @@ def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], u
                               *([turned] if turned else []))
 
 
-def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
-                failed: set[str], upright: dict[str, str]) -> tuple[str, list[dict]]:
-    """One COCO JSON of `layer` over the run's pages that have it: (ok | skipped | empty, the
-    failures of pages it could not read, which it leaves out). ``upright``: page id -> the
-    upright copy a turned page names."""
-    out = exports / "coco" / f"{layer.name}.json"
+def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tuple[str, Path, list[int]]]:
+    """(page id, layer page, its `rundir.file_identity`) of the pages a COCO file of `layer` holds."""
     present = []
     for page_id in page_ids:
         src = layer.folder / f"{page_id}.json"
         identity = rundir.file_identity(src)
         if page_id not in failed and identity is not None:
             present.append((page_id, src, identity))
+    return present
+
+
+def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, upright: dict[str, str]) -> bool:
+    """Whether the COCO file `out` holds exactly the `present` pages (`_coco_pages`) as they are."""
+    if _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+        return True
+    if not out.exists():
+        return False
+    # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
+    present = [(page_id, src, rundir.judged_identity(
+        src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
+        for page_id, src, identity in present]
+    return _is_fresh(out, _coco_fingerprint(layer, present, upright))
+
+
+def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -> list[Outputs]:
+    """Per layer the options export, its pages whose files are current, stale or not written yet
+    (pending), by the rule `run_export` skips files by; none before the first export.
+
+    A page counts done when every per-page format's file is current (with COCO alone: when the
+    layer's COCO file is); a layer whose COCO file does not hold its pages as they are is not
+    ``whole``. Failures live in the ledger only, so none is counted failed. Stat calls and the
+    first bytes of each file; nothing is written.
+    """
+    params = parse_export_cfg(export_cfg)
+    run_dir = Path(run_dir)
+    exports = rundir.exports_dir(run_dir)
+    if not exports.is_dir():
+        return []
+    per_page = [f for f in params.formats if f in _WRITERS]
+    upright = {p.page_id: p.image_path for p in records if p.orientation != 1}
+    ids = [r.page_id for r in records]
+    rows = []
+    for layer in export_layers(run_dir, params):
+        present = _coco_pages(layer, ids, set())
+        coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
+                                                                   layer, present, upright)
+        counts, reasons = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter()
+        for page_id in ids:
+            state, why = _export_state(run_dir, exports, layer, page_id, per_page, upright.get(page_id), coco)
+            counts[state] += 1
+            if why:
+                reasons[why] += 1
+        rows.append(Outputs(layer.name, **counts, reasons=dict(reasons.most_common()), whole=coco,
+                            note="" if coco else "COCO file out of date"))
+    return rows
+
+
+def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],
+                  upright: str | None, coco: bool) -> tuple[str, str | None]:
+    """(done | stale | pending, why stale) of one page of one layer, as `_page_task` judges it."""
+    src, paths, outs = _files(exports, layer, page_id, formats)
+    if not src.exists() or formats and not any(o.exists() for o in outs.values()):
+        return "pending", None
+    if not formats:
+        return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
+    judged, todo = rundir.judge_by_record(paths, _record_path(run_dir, layer, page_id),
+                                          _stale_formats(outs, formats, layer, upright), write=False)
+    if not todo:
+        return "done", None
+    for fmt in todo:
+        now = revision(f"export/{fmt}")
+        made = next((r for r in range(now - 1, 0, -1)
+                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, judged, upright, made_by=r))), None)
+        if made is not None:
+            return "stale", why_stale(f"export/{fmt}", made)
+    return "stale", "its layout or transcript changed, or a format's file is missing"
+
+
+def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
+                failed: set[str], upright: dict[str, str]) -> tuple[str, list[dict]]:
+    """One COCO JSON of `layer` over the run's pages that have it: (ok | skipped | empty, the
+    failures of pages it could not read, which it leaves out). ``upright``: page id -> the
+    upright copy a turned page names."""
+    out = exports / "coco" / f"{layer.name}.json"
+    present = _coco_pages(layer, page_ids, failed)
     if not present:
         return "empty", []
-    if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+    if not force and _coco_is_current(run_dir, out, layer, present, upright):
         return "skipped", []
-    if not force and out.exists():
-        # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
-        present = [(page_id, src, rundir.judged_identity(
-            src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
-            for page_id, src, identity in present]
-        if _is_fresh(out, _coco_fingerprint(layer, present, upright)):
-            return "skipped", []
     left_out: list[dict] = []
 
     def pages():  # read one at a time, as the file is written

@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
+from ..builtin import Outputs
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
@@ -592,7 +593,7 @@ def _plan(run_dir: Path, cfg: FusionConfig) -> tuple[list[str], dict[str, list[s
     return available, active, skipped, line_source, needed
 
 
-def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[dict]:
+def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs]:
     """Per fused variant folder: pages whose fused page is current, stale, failed or not made
     yet (pending), by the rule `run_fusion` skips pages by (so what it counts stale is what the
     next fusion redoes).
@@ -603,16 +604,17 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
 
     Args:
         run_dir: the run directory.
-        page_ids: the run's pages (the manifest).
+        records: the run's pages (`pages.read_pages`).
         fusion_cfg: the config's "fusion" section.
 
     Returns:
-        [{"variant", "done", "failed", "stale", "pending", "reasons": {why stale: pages}}], by variant name.
+        One `builtin.Outputs` per variant folder, by name; the recommended one's note says so.
 
     Raises:
         ValueError: bad fusion config (one line).
     """
     run_dir = Path(run_dir)
+    page_ids = [r.page_id for r in records]
     cfg = parse_fusion_config(fusion_cfg)
     _, active, _, _, needed = _plan(run_dir, cfg)
     if needs_order(cfg):
@@ -644,9 +646,9 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
-    return [{"variant": v, "done": done[v], "stale": stale[v], "failed": failed[v],
-             "pending": len(wanted) - done[v] - stale[v] - failed[v], "reasons": dict(reasons[v].most_common())}
-            for v in variants]
+    recommended = rundir.recommended_variant(run_dir)
+    return [Outputs(v, done[v], stale[v], failed[v], len(wanted) - done[v] - stale[v] - failed[v],
+                    dict(reasons[v].most_common()), "recommended" if v == recommended else "") for v in variants]
 
 
 def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:

@@ -14,13 +14,14 @@ from PIL import Image
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
+from ..builtin import Outputs
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from .options import PANEL_MIN, ReviewParams, parse_review_cfg
-from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
+from .gallery import DATA_JS, SCAN, gallery_pages, page_layer, write_gallery, write_page_data
 from .render import CLASS_COLORS, render_board
 from .score import score_page
 
@@ -454,7 +455,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
     }
 
 
-def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) -> dict[str, int]:
+def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) -> list[Outputs]:
     """Boards that are current, stale, failed or not drawn yet (pending), by the rule `run_review`
     skips pages by (so what it counts stale is what the next review redraws).
 
@@ -467,8 +468,10 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         review_cfg: the review options the next review runs with.
 
     Returns:
-        {"done", "stale", "failed", "pending"}: they part the pages (a failed page keeps no board);
-        "reasons": {why stale: boards}.
+        One `builtin.Outputs`, "boards" (a failed page keeps no board), whose note says whether
+        the gallery holds every page: one of some pages, or a shard's written before the other
+        shards drew their boards, is not ``whole`` (a gallery that does not say how many pages
+        it holds, of an older newsbag, is taken as whole).
 
     Raises:
         ValueError: bad review options (one line).
@@ -495,7 +498,12 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
                      else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
-    return {**counts, "reasons": dict(reasons.most_common())}
+    gallery = rundir.gallery_path(run_dir)
+    shown = gallery_pages(gallery)
+    whole = gallery.exists() and (shown is None or shown >= len(records))
+    note = ("gallery no" if not gallery.exists() else "gallery yes" if whole
+            else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
+    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
 
 
 def run_review(
