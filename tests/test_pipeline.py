@@ -1056,3 +1056,31 @@ def test_a_rerun_with_nothing_changed_stats_each_input_no_more_than_it_judges_it
     assert json.loads(out)["skipped"] == 5
     sources = {p: n for p, n in seen.items() if f"{os.sep}outputs{os.sep}sources{os.sep}" in p}
     assert len(sources) == 10 and set(sources.values()) == {stats}, sources
+
+
+def test_a_new_fusion_method_revision_reruns_its_variants_and_the_boards_drawn_from_them(tmp_path, page_dir, capsys,
+                                                                                        monkeypatch):
+    """The upgrade experiment of issue 34 through `newsbag run` on a finished run: new consensus
+    code (its revision bumped) redoes the consensus variant's fused pages and, downstream, the
+    boards that show them; the best_single variant and the model outputs are left as they are."""
+    from newsbag import revisions
+
+    run, cfg = _finished_run(tmp_path, page_dir, capsys)
+    sources, fused_s, fused_c = (_identities(run, d) for d in ("outputs/sources", "outputs/fusion/S",
+                                                               "outputs/fusion/C"))
+    boards = _identities(run, "review/pages")
+    now = revisions.REVISIONS["fusion/consensus"]
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    fusion = {o["name"]: (o["done"], o["stale"], o["reasons"]) for o in json.loads(out)["builtin"]["fusion"]}
+    assert fusion == {"C": (0, 5, {f"made by fusion/consensus code revision {now.number}, now {now.number + 1}": 5}),
+                      "S": (5, 0, {})}
+    code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert _identities(run, "outputs/sources") == sources and _identities(run, "outputs/fusion/S") == fused_s
+    redone = _identities(run, "outputs/fusion/C")
+    assert all(redone[k] != fused_c[k] for k in fused_c)
+    after = _identities(run, "review/pages")
+    assert all(after[k] != boards[k] for k in boards if k.endswith("board.png"))
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert all(o["stale"] == 0 for outputs in json.loads(out)["builtin"].values() for o in outputs)
