@@ -16,9 +16,8 @@ from .review.options import ReviewParams, parse_review_cfg
 from .transcription_options import (TranscriptionParams, anchor_transcription_paths, parse_transcription_options,
                                     transcription_source_names)
 
-__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "stage_status", "has_work", "kinds", "get", "parse_options", "options_markdown", "anchor_options",
-           "unmatched_source",
-           "fused_variant_names", "unmatched_variant", "run_stage"]
+__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown", "anchor_options",
+           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "has_work", "run_stage"]
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def parse(cls: type, given: Mapping[str, Any], where: str, ignore: frozenset[str
     declared = {f.name: f.metadata["option"] for f in fields(cls)}
     unknown = sorted(set(given) - set(declared) - ignore)
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(declared)) or 'none'}")
+        allowed = ", ".join(sorted(declared)) or "none"
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
     return cls(**{k: declared[k].check(f"{where}: {k}", v) for k, v in given.items() if k in declared})
 
 

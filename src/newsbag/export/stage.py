@@ -144,7 +144,8 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         return page_id, layer.name, statuses, ""
     try:
         stale = _stale_formats(outs, formats, layer, upright)
-        judged, todo = rundir.judge_by_record(paths, record_path, lambda judged: list(formats) if force else stale(judged))
+        judged, todo = rundir.judge_by_record(paths, record_path,
+                                              lambda judged: list(formats) if force else stale(judged))
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
         for fmt in todo:

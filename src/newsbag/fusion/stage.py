@@ -257,10 +257,9 @@ def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) 
     and its method's code revision: a method's new revision redoes the variants using it only."""
     metrics = rundir.fingerprint("fusion-metrics", revision("fusion"), cfg.line_source,
                                  list(cfg.exclude_from_variants), needed)
-    variants = {v.name: rundir.Fingerprint(rundir.fingerprint("fusion-variant", v.method, revision(_method_key(v.method)),
-                                                              asdict(v.params), active[v.name], cfg.line_source,
-                                                              metrics))
-                for v in cfg.variants if v.name in active}
+    variants = {v.name: rundir.Fingerprint(rundir.fingerprint(
+        "fusion-variant", v.method, revision(_method_key(v.method)), asdict(v.params), active[v.name],
+        cfg.line_source, metrics)) for v in cfg.variants if v.name in active}
     return _Prints(rundir.Fingerprint(metrics), variants)
 
 

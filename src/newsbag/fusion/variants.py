@@ -106,7 +106,8 @@ class ConsensusParams:
     t_split: float = _share(0.6, "children must cover this share of a container to replace it")
     prefer: Literal["support", "fine", "coarse", "rank"] = option(
         "string", "support", "support: finer boxes win when at least as supported (ties by granularity); fine; "
-        "coarse; rank: the box whose source comes first in granularity wins", choices=("support", "fine", "coarse", "rank"))
+        "coarse; rank: the box whose source comes first in granularity wins",
+        choices=("support", "fine", "coarse", "rank"))
     granularity: tuple[str, ...] = _granularity()
     weights: tuple[tuple[str, float], ...] = option("weights", (), "{source glob: weight} for averaging coordinates")
     split_columns: bool = option("boolean", False, "cut text regions at column gutters seen in the text lines")

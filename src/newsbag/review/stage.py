@@ -298,7 +298,8 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
         "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
         "panels": panel_rows, "dropped_sources": dropped, "reference_fused": None if reference is None else reference.meta.source,
-        "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint, "revision": revision("review"),
+        "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint,
+        "revision": revision("review"),
         "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
     }
     write_json(page_dir / "info.json", info)
