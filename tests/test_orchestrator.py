@@ -1,6 +1,7 @@
 """The orchestrator against fault-injecting fake runners: ledger, exit codes, resume."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -327,3 +328,61 @@ def test_a_runner_names_its_temp_files_by_host_and_pid(tmp_path, monkeypatch):
     (name,) = names
     assert name.startswith(".p1.json.") and not io._temp_writer_gone(name, str(tmp_path), time.time())
     assert io._temp_writer_gone(name.replace(f"-{os.getpid()}-", "-999999999-"), str(tmp_path), time.time())
+
+
+def test_a_scan_gone_after_a_finished_run_keeps_its_outputs_and_the_rerun_exits_0(tmp_path, page_dir, capsys, caplog,
+                                                                                   monkeypatch):
+    """`rm` of one scan after a finished run, then `newsbag run --run-dir R`: exit 4 ("unreadable
+    image ... No such file"), and that page's board, scan.jpg and data.js deleted."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[{"name": "fusion", "kind": "fusion"},
+                                                                           {"name": "review", "kind": "review"}])
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 0, err
+    (gone,) = ids_with(run, "issue1__p1")
+    board = run / "review" / "pages" / gone
+    drawn = {p.name: p.read_bytes() for p in board.iterdir()}
+    (page_dir / "issue1" / "p1.png").unlink()
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
+    with caplog.at_level("INFO"):
+        code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert {p.name: p.read_bytes() for p in board.iterdir()} == drawn
+    assert len([m for m in caplog.messages if "scan is gone" in m]) == 1
+    assert not [m for m in caplog.messages if "No such file" in m]
+
+
+def test_a_run_moved_one_level_deeper_resumes_with_its_own_command(tmp_path, page_dir, capsys, monkeypatch):
+    """`mv a/r1 b/c/r1` (scans untouched): status called every scan missing, the run's own command
+    exited 2 ("... both get page id ...", the vanished relative path taken for a second file), and
+    exports written after the move linked to nothing. Naming the same inputs again re-anchors the
+    manifest: a file with the same identity and hash under the named input is the same page."""
+    import re
+    import shutil
+
+    from newsbag import pages as pages_mod
+    from newsbag.status import collect_status
+
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[
+        {"name": "fusion", "kind": "fusion"}, {"name": "export", "kind": "export", "formats": ["page-xml"]}])
+    first, moved = tmp_path / "a" / "r1", tmp_path / "b" / "c" / "r1"
+    assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", first, "--config", cfg)[0] == 0
+    moved.parent.mkdir(parents=True)
+    shutil.move(first, moved)
+    assert collect_status(moved)["scans_missing"] == 5
+    inspected = []
+    real_inspect = pages_mod.inspect_page
+    monkeypatch.setattr(pages_mod, "inspect_page", lambda *a, **k: inspected.append(a[0]) or real_inspect(*a, **k))
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", moved)
+    assert code == 0, err
+    assert inspected == []   # recognised by identity and hash, not decoded again
+    assert json.loads((moved / "reports" / "run_all.json").read_text())["sources"][0]["counts"]["skipped"] == 5
+    status = collect_status(moved)
+    assert (status["pages"], status["scans_missing"], status["scans_changed"]) == (5, 0, 0)
+    for page in read_pages(moved):
+        assert (moved / page.path).resolve() == (page_dir / Path(page.path).relative_to("../../../pages")).resolve()
+    exported = sorted((moved / "exports" / "page-xml").rglob("*.xml"))
+    assert len(exported) == 5
+    for xml in exported:
+        image = re.search(r'imageFilename="([^"]+)"', xml.read_text()).group(1)
+        assert (xml.parent / image).is_file(), image

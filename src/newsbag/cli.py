@@ -239,6 +239,11 @@ def status(run_dir, as_json):
                 f"at work since {r['started']} ({r['report']})" if r["state"] == "running" else
                 f"died without finishing ({r['report']} last written {r['updated']}; killed with newsbag?): "
                 "its unfinished pages are pending; rerun to do them"))
+        if s.get("not_started"):   # the source could not run: say why, and where its log is
+            n = s["not_started"]
+            seen = "" if not n["log"] or n["log"] in n["error"] else f"; log {n['log']}"
+            click.echo(f"      {s['source']}: {'stopped' if n['started'] else 'not started'} ({n['at']}): "
+                       f"{n['error']}{seen}")
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():

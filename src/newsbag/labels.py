@@ -8,13 +8,20 @@ table maps to ``unknown`` and is reported, never silently to text.
 
 from __future__ import annotations
 
+import functools
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "CANONICAL",
     "LABELS",
     "COARSE_CLASSES",
+    "COARSE",
     "coarse_for",
+    "coarse_codes",
     "label_code",
 ]
 
@@ -41,9 +48,25 @@ CANONICAL: MappingProxyType[str, str] = MappingProxyType({
 })
 LABELS: tuple[str, ...] = tuple(CANONICAL)
 COARSE_CLASSES: tuple[str, ...] = ("text", "title", "image", "table", "other", "line")
+# coarse class -> its int code, the index into COARSE_CLASSES (what `coarse_codes` returns).
+COARSE: MappingProxyType[str, int] = MappingProxyType({name: k for k, name in enumerate(COARSE_CLASSES)})
 
 def coarse_for(canonical: str) -> str:
     return CANONICAL.get(canonical, "other")
+
+
+def coarse_codes(label: np.ndarray) -> np.ndarray:
+    """(N,) int8 coarse codes (`COARSE`) of (N,) label codes into `LABELS` (`Boxes.label`)."""
+    return _coarse_of_label()[label.astype("intp")]
+
+
+@functools.cache
+def _coarse_of_label() -> np.ndarray:
+    # numpy imported here, not with the module: the config reads the label tables above, and
+    # loading a config imports no array library (tests/test_builtin.py).
+    import numpy as np
+
+    return np.array([COARSE[coarse_for(name)] for name in LABELS], np.int8)
 
 
 def label_code(canonical: str) -> int:

@@ -86,17 +86,19 @@ def _created(path: Path) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(path.stat().st_mtime))
 
 
-def _upright_images(run_dir: Path) -> dict[str, str]:
-    """page id -> the upright copy of each page whose original is stored turned (EXIF/TIFF
-    Orientation): its boxes fit that copy, and an export naming the original would have every
-    box turned for a reader of its pixels (OCR-D checks imageWidth against them)."""
-    return {p.page_id: p.image_path for p in read_pages(run_dir) if p.orientation != 1}
+def _linked_images(records: list) -> dict[str, str]:
+    """page id -> the image an export names, as the manifest (`records`) has it now: the upright
+    copy of a page whose original is stored turned (EXIF/TIFF Orientation: its boxes fit that copy,
+    and an export naming the original would have every box turned for a reader of its pixels;
+    OCR-D checks imageWidth against them), else the original (run-relative), which may have moved
+    since the page was made (`pages._reanchored`: a run moved or copied elsewhere)."""
+    return {p.page_id: p.image_path if p.orientation != 1 else p.path for p in records}
 
 
-def _image_name(run_dir: Path, page: dict, out_dir: Path, upright: str | None = None) -> str:
+def _image_name(run_dir: Path, page: dict, out_dir: Path, linked: str | None = None) -> str:
     """The page image's path relative to the exported file's folder (how PAGE and COCO tools resolve
-    it): the original, or its `upright` copy (`_upright_images`)."""
-    image = Path(upright or page["image"]["path"])
+    it): the one `_linked_images` names, or the page's own."""
+    image = Path(linked or page["image"]["path"])
     image = image if image.is_absolute() else run_dir / image
     return Path(os.path.relpath(os.path.abspath(image), os.path.abspath(out_dir))).as_posix()
 
@@ -105,11 +107,12 @@ def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
     return rundir.inputs_record_path(run_dir, "export", layer.name, page_id)
 
 
-def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None, made_by: int | None = None) -> str:
+def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, linked: str | None,
+                      made_by: int | None = None) -> str:
     """What a file of `fmt` made from these inputs records; ``made_by``: by that code revision (else the one now)."""
     code = revision(f"export/{fmt}") if made_by is None else made_by
     return rundir.fingerprint("export", fmt, code, layer.name, judged["page"], judged.get("text"),
-                              *([upright] if upright else []))
+                              *([linked] if linked else []))
 
 
 def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tuple[Path, dict[str, str], dict]:
@@ -120,9 +123,9 @@ def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tu
     return src, paths, {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
 
 
-def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, upright: str | None) -> Callable:
+def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, linked: str | None) -> Callable:
     """``stale(judged) -> [the formats whose file is not current]``, as `rundir.judge_by_record` asks."""
-    return lambda judged: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))]
+    return lambda judged: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, linked))]
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
@@ -132,7 +135,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     (`rundir.inputs_record_path`) knows them: a run copied without its mtimes (the same bytes)
     rewrites nothing, and the record takes the new stats.
     """
-    run_dir, exports, layer, page_id, formats, force, upright = task
+    run_dir, exports, layer, page_id, formats, force, linked = task
     src, paths, outs = _files(exports, layer, page_id, formats)
     record_path = _record_path(run_dir, layer, page_id)
     statuses: dict[str, str] = {}
@@ -143,7 +146,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
             out.unlink(missing_ok=True)
         return page_id, layer.name, statuses, ""
     try:
-        stale = _stale_formats(outs, formats, layer, upright)
+        stale = _stale_formats(outs, formats, layer, linked)
         judged, todo = rundir.judge_by_record(paths, record_path,
                                               lambda judged: list(formats) if force else stale(judged))
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
@@ -156,10 +159,10 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
                     log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
                     transcript = None
-            fingerprint = _page_fingerprint(fmt, layer, judged, upright)
+            fingerprint = _page_fingerprint(fmt, layer, judged, linked)
             info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
                               fingerprint=fingerprint,
-                              image_filename=_image_name(run_dir, page, outs[fmt].parent, upright))
+                              image_filename=_image_name(run_dir, page, outs[fmt].parent, linked))
             atomic_write_bytes(outs[fmt], _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
     except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
@@ -171,10 +174,10 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     return page_id, layer.name, statuses, ""
 
 
-def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], upright: dict[str, str]) -> str:
-    turned = {p: upright[p] for p, _, _ in pages if p in upright}
+def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], linked: dict[str, str]) -> str:
+    named = {p: linked[p] for p, _, _ in pages if p in linked}
     return rundir.fingerprint("export", "coco", revision("export/coco"), layer.name, [[p, i] for p, _, i in pages],
-                              *([turned] if turned else []))
+                              *([named] if named else []))
 
 
 def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tuple[str, Path, list[int]]]:
@@ -188,9 +191,9 @@ def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tu
     return present
 
 
-def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, upright: dict[str, str]) -> bool:
+def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, linked: dict[str, str]) -> bool:
     """Whether the COCO file `out` holds exactly the `present` pages (`_coco_pages`) as they are."""
-    if _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+    if _is_fresh(out, _coco_fingerprint(layer, present, linked)):
         return True
     if not out.exists():
         return False
@@ -198,7 +201,7 @@ def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, upr
     present = [(page_id, src, rundir.judged_identity(
         src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
         for page_id, src, identity in present]
-    return _is_fresh(out, _coco_fingerprint(layer, present, upright))
+    return _is_fresh(out, _coco_fingerprint(layer, present, linked))
 
 
 def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -> list[Outputs]:
@@ -216,16 +219,16 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
     if not exports.is_dir():
         return []
     per_page = [f for f in params.formats if f in _WRITERS]
-    upright = {p.page_id: p.image_path for p in records if p.orientation != 1}
+    linked = _linked_images(records)
     ids = [r.page_id for r in records]
     rows = []
     for layer in export_layers(run_dir, params):
         present = _coco_pages(layer, ids, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
-                                                                   layer, present, upright)
+                                                                   layer, present, linked)
         counts, reasons = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter()
         for page_id in ids:
-            state, why = _export_state(run_dir, exports, layer, page_id, per_page, upright.get(page_id), coco)
+            state, why = _export_state(run_dir, exports, layer, page_id, per_page, linked.get(page_id), coco)
             counts[state] += 1
             if why:
                 reasons[why] += 1
@@ -235,7 +238,7 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
 
 
 def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],
-                  upright: str | None, coco: bool) -> tuple[str, str | None]:
+                  linked: str | None, coco: bool) -> tuple[str, str | None]:
     """(done | stale | pending, why stale) of one page of one layer, as `_page_task` judges it."""
     src, paths, outs = _files(exports, layer, page_id, formats)
     if not src.exists() or formats and not any(o.exists() for o in outs.values()):
@@ -243,28 +246,28 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
     if not formats:
         return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
     judged, todo = rundir.judge_by_record(paths, _record_path(run_dir, layer, page_id),
-                                          _stale_formats(outs, formats, layer, upright), write=False)
+                                          _stale_formats(outs, formats, layer, linked), write=False)
     if not todo:
         return "done", None
     for fmt in todo:
         now = revision(f"export/{fmt}")
         made = next((r for r in range(now - 1, 0, -1)
-                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, judged, upright, made_by=r))), None)
+                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, judged, linked, made_by=r))), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
     return "stale", "its layout or transcript changed, or a format's file is missing"
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
-                failed: set[str], upright: dict[str, str]) -> tuple[str, list[dict]]:
+                failed: set[str], linked: dict[str, str]) -> tuple[str, list[dict]]:
     """One COCO JSON of `layer` over the run's pages that have it: (ok | skipped | empty, the
-    failures of pages it could not read, which it leaves out). ``upright``: page id -> the
-    upright copy a turned page names."""
+    failures of pages it could not read, which it leaves out). ``linked``: page id -> the
+    image an export names (`_linked_images`)."""
     out = exports / "coco" / f"{layer.name}.json"
     present = _coco_pages(layer, page_ids, failed)
     if not present:
         return "empty", []
-    if not force and _coco_is_current(run_dir, out, layer, present, upright):
+    if not force and _coco_is_current(run_dir, out, layer, present, linked):
         return "skipped", []
     left_out: list[dict] = []
 
@@ -275,7 +278,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
             except ValueError as exc:
                 left_out.append({"page_id": page_id, "layer": layer.name, "error": f"coco: left out: {first_line(exc)}"})
                 continue
-            yield page, _image_name(run_dir, page, out.parent, upright.get(page_id))
+            yield page, _image_name(run_dir, page, out.parent, linked.get(page_id))
 
     def info() -> ExportInfo:
         # The pages left out are no part of the fingerprint: the next run finds the file stale
@@ -285,7 +288,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
         newest = max(identity[1] for _, _, identity in kept or present) / 1e9
         return ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
                           created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
-                          fingerprint=_coco_fingerprint(layer, kept, upright), image_filename="")
+                          fingerprint=_coco_fingerprint(layer, kept, linked), image_filename="")
 
     write_coco(out, pages(), info)
     return "ok", left_out
@@ -334,9 +337,9 @@ def run_export(
     page_status: dict[str, str] = {p: "skipped" for p in page_ids}
     failures: list[dict] = []
     failed_by_layer: dict[str, set[str]] = {layer.name: set() for layer in layers}
-    upright = _upright_images(run_dir)
+    linked = _linked_images(read_pages(run_dir))
     if per_page:
-        tasks = ((run_dir, exports, layer, page_id, per_page, force, upright.get(page_id))
+        tasks = ((run_dir, exports, layer, page_id, per_page, force, linked.get(page_id))
                  for page_id in page_ids for layer in layers)
         remaining = {p: len(layers) for p in page_ids}
         with page_map(workers) as run_map:
@@ -362,7 +365,7 @@ def run_export(
         for layer in layers:
             try:
                 coco[layer.name], left_out = _write_coco(run_dir, exports, layer, everyone, force,
-                                                         failed_by_layer[layer.name], upright)
+                                                         failed_by_layer[layer.name], linked)
             except (OSError, ValueError) as exc:
                 error = first_line(exc)
                 log.error("export: coco %s: %s", layer.name, error)
