@@ -9,7 +9,7 @@ from PIL import Image
 
 from newsbag.cli import main
 
-from nbtest import SHARED
+from nbtest import EXAMPLE_PAGE, shared_path
 
 SOURCES = {"tesseract/blocks", "tesseract/paragraphs", "paddle_layout/cdla", "text_lines/lines", "text_lines/blocks"}
 
@@ -23,10 +23,8 @@ def run_cli(capsys, *args):
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("inputs")
-    sample = SHARED / "samples" / "port_gibson_reveille_1921-03-03_p1.png"
-    nzz = SHARED / "eval" / "nzz" / "images" / "0002_nzz_17810901_0_0_a1_p1_1.tif"
-    if not sample.exists() or not nzz.exists():
-        pytest.skip("../shared sample pages are not beside the repository")
+    sample = EXAMPLE_PAGE
+    nzz = shared_path("eval", "nzz", "images", "0002_nzz_17810901_0_0_a1_p1_1.tif")
     for src, rel, scale in ((sample, "us/front.png", 0.8), (nzz, "nzz/p1.tif", 0.5)):
         with Image.open(src) as im:
             out = root / rel

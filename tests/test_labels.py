@@ -3,7 +3,7 @@ import pytest
 from newsbag import labels
 from newsbag.config import label_table
 
-# Label sets read from the models' metadata and code (DESIGN §4).
+# Label sets read from the models' metadata and code (docs/design.md, Labels).
 PP_V2V3 = ["abstract", "algorithm", "aside_text", "chart", "content", "display_formula", "doc_title",
            "figure_title", "footer", "footer_image", "footnote", "formula_number", "header", "header_image",
            "image", "inline_formula", "number", "paragraph_title", "reference", "reference_content", "seal",

@@ -496,8 +496,9 @@ def _mineru_on_a_fake_gpu(tmp_path, colours: dict, batch: int) -> tuple[Path, Pa
     fake GPU; a red page makes the model hit an illegal memory access (sticky, as CUDA's)."""
     from PIL import Image
 
-    from nbtest import write_hf_model
+    from nbtest import shared_path, write_hf_model
 
+    shared_path("formats")  # the fake MinerU replays the library's own answers
     fakes = Path(__file__).resolve().parent / "runners" / "fakes"
     hub = tmp_path / "hf" / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
     write_hf_model(hub / "snapshots" / "abc")

@@ -506,7 +506,7 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
     A fused page stores its regions' ``members`` as indices into the page's member table,
     written once per page for all variants (``source.members_file``, relative to the page's
     folder). With ``members`` (the default) they are resolved here into the member dicts,
-    so every reader sees the DESIGN §3 shape; ``members=False`` leaves the indices.
+    so every reader sees the shape of docs/design.md, Contracts; ``members=False`` leaves the indices.
 
     Raises:
         ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page,

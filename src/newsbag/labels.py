@@ -1,4 +1,4 @@
-"""Label vocabularies: canonical label -> coarse class (DESIGN §4).
+"""Label vocabularies: canonical label -> coarse class (docs/design.md, Labels).
 
 The raw -> canonical table of each family lives in its own ``runners/<family>.tool.json``
 under ``labels`` (read by ``config.label_table``), so a new family is one script plus one

@@ -139,6 +139,69 @@ def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pa
     return pool[mask], subset_pairs(pairs, mask)
 
 
+def _nesting(xyxy: np.ndarray, coarse: np.ndarray, group_rank: np.ndarray, own_n: np.ndarray,
+             params: ConsensusParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where fused groups nest (a child inside a container, IoA >= `t_ioa`, without matching it
+    on IoU), which granularity stays (`ConsensusParams.prefer`; children side by side always win).
+
+    Args:
+        xyxy: (G, 4) the groups' boxes; coarse, group_rank, own_n: (G,) their coarse class,
+            best granularity rank and number of families.
+
+    Returns:
+        keep (G,) bool; absorber (G,) the kept coarser group that takes each swallowed group's
+        members (itself otherwise); splits (G,) bool, containers that gave way to their children.
+    """
+    g = len(xyxy)
+    keep = np.ones(g, bool)
+    absorber = np.arange(g)
+    splits = np.zeros(g, bool)
+    if g > 1:
+        nest = self_pairs(xyxy)
+        nest_iou, ioa_i, ioa_j = pair_scores(xyxy, nest)
+        group_area = area(xyxy)
+        same = (coarse[nest.i] == coarse[nest.j]) & (nest_iou < params.t_iou)
+        i_in_j = same & (ioa_i >= params.t_ioa) & (group_area[nest.i] <= group_area[nest.j])
+        j_in_i = same & (ioa_j >= params.t_ioa) & (group_area[nest.j] < group_area[nest.i]) & ~i_in_j
+        child = np.concatenate([nest.i[i_in_j], nest.j[j_in_i]])
+        cont = np.concatenate([nest.j[i_in_j], nest.i[j_in_i]])
+        inter = np.concatenate([nest.inter[i_in_j], nest.inter[j_in_i]])
+        if len(child):
+            n_c = np.bincount(cont, minlength=g)
+            cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(group_area, _EPS)
+            splits = (n_c >= 2) & (cov_c >= params.t_split)
+            gutter = _side_by_side(xyxy, child, cont, g) if params.split_columns else np.zeros(g, bool)
+            child_rank = np.full(g, np.iinfo(np.int64).max)
+            np.minimum.at(child_rank, cont, group_rank[child])
+            coexist = np.zeros(g, bool)
+            if params.prefer == "coarse":
+                splits[:] = False
+            elif params.prefer == "support":
+                mean_own = np.bincount(cont, own_n[child], minlength=g) / np.maximum(n_c, 1)
+                splits &= (mean_own > own_n + 1e-9) | ((np.abs(mean_own - own_n) <= 1e-9) & (child_rank <= group_rank))
+            elif params.prefer == "rank":
+                # Better-ranked children covering the container replace it; covering less,
+                # both stay (the shadow step decides); a better-ranked container absorbs.
+                coexist = (child_rank < group_rank) & ~splits
+                splits &= child_rank <= group_rank
+            # Children side by side (x-disjoint, overlapping in y) mean the container spans
+            # a column gutter: the finer boxes win whatever their coverage or rank.
+            splits |= gutter
+            parent_ok = ~splits[cont] & ~coexist[cont]
+            keep = ~splits & (np.bincount(child, parent_ok, minlength=g) == 0)
+            # Boxes swallowed by a kept coarser box hand it their members.
+            ok = np.flatnonzero(parent_ok)
+            o = ok[np.lexsort((group_area[cont[ok]], child[ok]))]
+            firsto = np.r_[True, child[o][1:] != child[o][:-1]] if len(o) else np.zeros(0, bool)
+            absorber[child[o][firsto]] = cont[o][firsto]
+            for _ in range(64):
+                nxt = absorber[absorber]
+                if np.array_equal(nxt, absorber):
+                    break
+                absorber = nxt
+    return keep, absorber, splits
+
+
 def _resolve(
     idx: np.ndarray,
     pre: _Prepared,
@@ -176,57 +239,10 @@ def _resolve(
     seen = np.zeros(g * n_fam, bool)   # families per group (a bool table: np.unique sorted them)
     seen[gid * n_fam + fam[idx]] = True
     own_n = np.count_nonzero(seen.reshape(g, n_fam), axis=1).astype(np.float64)
-    grank = np.full(g, np.iinfo(np.int64).max)
-    np.minimum.at(grank, gid, rank[src[idx]])
-    gcoarse = coarse_codes(label)
+    group_rank = np.full(g, np.iinfo(np.int64).max)
+    np.minimum.at(group_rank, gid, rank[src[idx]])
 
-    # Nesting: child lies inside container (IoA >= t_ioa) without matching it on IoU.
-    keep = np.ones(g, bool)
-    absorber = np.arange(g)
-    splits = np.zeros(g, bool)
-    if g > 1:
-        gp = self_pairs(xyxy)
-        giou, ioa_i, ioa_j = pair_scores(xyxy, gp)
-        ga = area(xyxy)
-        same = (gcoarse[gp.i] == gcoarse[gp.j]) & (giou < params.t_iou)
-        i_in_j = same & (ioa_i >= params.t_ioa) & (ga[gp.i] <= ga[gp.j])
-        j_in_i = same & (ioa_j >= params.t_ioa) & (ga[gp.j] < ga[gp.i]) & ~i_in_j
-        child = np.concatenate([gp.i[i_in_j], gp.j[j_in_i]])
-        cont = np.concatenate([gp.j[i_in_j], gp.i[j_in_i]])
-        inter = np.concatenate([gp.inter[i_in_j], gp.inter[j_in_i]])
-        if len(child):
-            n_c = np.bincount(cont, minlength=g)
-            cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(ga, _EPS)
-            splits = (n_c >= 2) & (cov_c >= params.t_split)
-            gutter = _side_by_side(xyxy, child, cont, g) if params.split_columns else np.zeros(g, bool)
-            crank = np.full(g, np.iinfo(np.int64).max)
-            np.minimum.at(crank, cont, grank[child])
-            coexist = np.zeros(g, bool)
-            if params.prefer == "coarse":
-                splits[:] = False
-            elif params.prefer == "support":
-                mean_own = np.bincount(cont, own_n[child], minlength=g) / np.maximum(n_c, 1)
-                splits &= (mean_own > own_n + 1e-9) | ((np.abs(mean_own - own_n) <= 1e-9) & (crank <= grank))
-            elif params.prefer == "rank":
-                # Better-ranked children covering the container replace it; covering less,
-                # both stay (the shadow step decides); a better-ranked container absorbs.
-                coexist = (crank < grank) & ~splits
-                splits &= crank <= grank
-            # Children side by side (x-disjoint, overlapping in y) mean the container spans
-            # a column gutter: the finer boxes win whatever their coverage or rank.
-            splits |= gutter
-            parent_ok = ~splits[cont] & ~coexist[cont]
-            keep = ~splits & (np.bincount(child, parent_ok, minlength=g) == 0)
-            # Boxes swallowed by a kept coarser box hand it their members.
-            ok = np.flatnonzero(parent_ok)
-            o = ok[np.lexsort((ga[cont[ok]], child[ok]))]
-            firsto = np.r_[True, child[o][1:] != child[o][:-1]] if len(o) else np.zeros(0, bool)
-            absorber[child[o][firsto]] = cont[o][firsto]
-            for _ in range(64):
-                nxt = absorber[absorber]
-                if np.array_equal(nxt, absorber):
-                    break
-                absorber = nxt
+    keep, absorber, splits = _nesting(xyxy, coarse_codes(label), group_rank, own_n, params)
     kept = np.flatnonzero(keep)
     # Each group's members go to the kept box that holds them: itself or its absorber.
     pos = np.full(g, -1, np.intp)
@@ -239,9 +255,9 @@ def _resolve(
     spos = np.full(g, -1, np.intp)
     spos[gone] = np.arange(len(gone))
     replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
-                         support[gone], grank[gone])
+                         support[gone], group_rank[gone])
     return _Resolved(take_rows(xyxy, kept), score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
-                     kept_support, grank[kept], replaced)
+                     kept_support, group_rank[kept], replaced)
 
 
 def _heaviest(gid: np.ndarray, w: np.ndarray, g: int) -> np.ndarray:
@@ -406,6 +422,33 @@ def effective_params(params: ConsensusParams | BestSingleParams | ParagraphParam
     return params
 
 
+def _voted(boxes: Boxes, n_fam: np.ndarray, lines: np.ndarray, params: ConsensusParams) -> np.ndarray:
+    """(N,) bool, step (2) of `fuse_consensus`: boxes with `vote` families, or a score of
+    `solo_score`, or at least `solo_min_size` text-line heights wide and tall."""
+    keep = n_fam >= params.vote
+    if params.solo_score is not None:
+        keep |= np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score
+    if params.solo_min_size is not None and len(lines):
+        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
+        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
+        keep |= (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
+    return keep
+
+
+def _split_at_gutters(res: _Resolved, lines: np.ndarray, params: ConsensusParams, width: float) -> _Resolved:
+    """Text regions cut at the column gutters their text lines show (`order.column_segments`)."""
+    t = np.flatnonzero(_textlike_of(res.label))
+    t_xyxy = take_rows(res.xyxy, t)
+    mb, ml = inside_pairs(t_xyxy, lines)
+    n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, width)
+    if not len(parent):
+        return res
+    stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
+    pieces = res.take(t[parent])
+    pieces.xyxy = seg
+    return res.take(stay).extend(pieces)
+
+
 def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
     """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
 
@@ -453,16 +496,9 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     # (1) support: families whose compatible boxes cover each box.
     n_fam, sup_bits = pre.support(params.t_cover)
 
-    # (2) vote.
     region = ~is_line
     lines = take_rows(boxes.xyxy, is_line)
-    keep = region & (n_fam >= params.vote)
-    if params.solo_score is not None:
-        keep |= region & (np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score)
-    if params.solo_min_size is not None and len(lines):
-        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
-        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
-        keep |= region & (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
+    keep = region & _voted(boxes, n_fam, lines, params)
 
     rank = _glob_rank(src_names, params.granularity)
     sw = _glob_weight(src_names, params.weights)[pre.src]
@@ -476,16 +512,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.t_shadow < 1:
         res = _drop_shadowed(res, params.t_shadow)
     if len(lines) and params.split_columns:
-        res = _line_blocks(res, res.replaced, lines)
-        t = np.flatnonzero(_textlike_of(res.label))
-        t_xyxy = take_rows(res.xyxy, t)
-        mb, ml = inside_pairs(t_xyxy, lines)
-        n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, meta.width)
-        if len(parent):
-            stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
-            pieces = res.take(t[parent])
-            pieces.xyxy = seg
-            res = res.take(stay).extend(pieces)
+        res = _split_at_gutters(_line_blocks(res, res.replaced, lines), lines, params, meta.width)
     xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
     if params.titles:
         label = _titles(xyxy, label, take_rows(boxes.xyxy, region & (coarse == COARSE["title"])), lines)

@@ -141,7 +141,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]],
               source_metrics: dict[str, dict] | None = None, members_file: str | None = None
               ) -> tuple[dict, dict, dict]:
-    """`fuse_all` plus the fused page dicts (DESIGN §3).
+    """`fuse_all` plus the fused page dicts (docs/design.md, Contracts).
 
     Regions' ``members`` are indices into the page's member table (every source box once,
     shared by all variants: 11 variants repeated them 11 times, 3.7 MB per page) and their
@@ -619,7 +619,7 @@ def run_fusion(
     """Fuse every page of the run for every variant whose sources ran; write leaderboards.
 
     Args:
-        run_dir: the run directory (DESIGN §6).
+        run_dir: the run directory (docs/design.md, Run directory).
         page_ids: pages to compute; the leaderboards and summary always cover every page of
             the manifest (`rundir.members`), using the stored per-page records that are current.
         fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
