@@ -572,10 +572,10 @@ def test_status_of_a_run_with_stale_failed_empty_and_pending_pages(tmp_path, pag
     assert status["sources"] == [
         {"source": "fake/v", "done": 4, "stale": 1, "failed": 0, "pending": 0, "errors": {},
          "empty": 1, "empty_share": 0.25, "flagged": True, "empty_reasons": {pid["issue2/p1"]: "blank page"},
-         "devices": {"cpu": 4}, "runners": []},
+         "devices": {"cpu": 4}, "runners": [], "not_started": None},
         {"source": "fake/w", "done": 3, "stale": 0, "failed": 1, "pending": 1, "errors": {pid["issue1/p2"]: "boom"},
          "empty": 0, "empty_share": 0.0, "flagged": False, "empty_reasons": {}, "devices": {"cpu": 3},
-         "runners": []}]
+         "runners": [], "not_started": None}]
     # S (fake/*) and C (every source) read the sources of issue1/p1, issue1/p2 and issue2/p2 as
     # they were when fused: stale; C's page of issue2/p2 is gone and issue2/p3's failed.
     fusion = [{k: o[k] for k in ("name", "done", "stale", "failed", "pending", "reasons")}
@@ -617,7 +617,9 @@ def test_status_reads_run_level_records_once_and_at_most_one_record_a_page_and_s
     for path, n in opened.items():
         parts = path.split("/")
         if path.startswith("outputs/sources/"):
-            assert parts[-1].startswith("run_report") and n == 1, (path, n)   # no source page
+            # no source page: the run reports and the not-started record, once each
+            assert parts[-1].startswith("run_report") or parts[-1] == "not_started.json", path
+            assert n == 1, (path, n)
         elif path.startswith("outputs/fusion/_metrics/") or (path.startswith("review/pages/")
                                                              and parts[-1] == "info.json"):
             per_page[parts[-1] if parts[-1] == "info.json" else "_metrics"] += n
