@@ -69,8 +69,9 @@ def test_rerun_skips_finished_pages_and_force_redoes(tmp_path, page_dir, capsys)
     args = ["run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg]
     assert run_cli(capsys, *args)[0] == 0
     before = {p: (tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns for p in outputs(tmp_path / "run")}
-    assert run_cli(capsys, *args)[0] == 0
-    summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())
+    code, out, _ = run_cli(capsys, *args, "--json")   # this call's counts (the report keeps the call that ran)
+    assert code == 0
+    summary = json.loads(out)
     assert summary["sources"][0]["counts"]["skipped"] == 5
     assert summary["sources"][0]["launches"] == 0  # nothing to do: no model load at all
     after = {p: (tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns for p in before}
@@ -174,9 +175,10 @@ def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
 
     def counts(variants):
         cfg = write_fake_config(tmp_path / "c.json", variants)
-        code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+        code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                                 "--config", cfg, "--json")
         assert code == 0, err
-        return json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"]
+        return json.loads(out)["sources"][0]["counts"]
 
     assert counts({"v": {}}) == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     assert all(o["source"]["fingerprint"] for o in outputs(run).values())
@@ -205,10 +207,9 @@ def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, caps
     args = ["run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg]
 
     def counts():
-        code, _, err = run_cli(capsys, *args)
+        code, out, err = run_cli(capsys, *args, "--json")
         assert code == 0, err
-        report = json.loads((run / "reports/run_all.json").read_text())
-        return {s["source"]: (s["counts"]["ok"], s["counts"]["skipped"]) for s in report["sources"]}
+        return {s["source"]: (s["counts"]["ok"], s["counts"]["skipped"]) for s in json.loads(out)["sources"]}
 
     def status():
         code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
@@ -259,8 +260,8 @@ def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path,
     assert code == 0, err
 
     def counts(*extra):
-        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, *extra)
-        return code, json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"], err
+        code, out, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--json", *extra)
+        return code, json.loads(out)["sources"][0]["counts"], err
 
     assert counts()[1] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     (replaced,) = ids_with(run, "issue1__p2")
@@ -373,10 +374,10 @@ def test_a_run_moved_one_level_deeper_resumes_with_its_own_command(tmp_path, pag
     inspected = []
     real_inspect = pages_mod.inspect_page
     monkeypatch.setattr(pages_mod, "inspect_page", lambda *a, **k: inspected.append(a[0]) or real_inspect(*a, **k))
-    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", moved)
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", moved, "--json")
     assert code == 0, err
     assert inspected == []   # recognised by identity and hash, not decoded again
-    assert json.loads((moved / "reports" / "run_all.json").read_text())["sources"][0]["counts"]["skipped"] == 5
+    assert json.loads(out)["sources"][0]["counts"]["skipped"] == 5   # this call's counts
     status = collect_status(moved)
     assert (status["pages"], status["scans_missing"], status["scans_changed"]) == (5, 0, 0)
     for page in read_pages(moved):

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import rundir
+from .errors import did_you_mean
 from .export.options import ExportParams, export_variant_names, parse_export_cfg
 from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
 from .options import markdown_table
 from .review.options import ReviewParams, parse_review_cfg
-from .transcription_options import (TranscriptionParams, anchor_transcription_paths, parse_transcription_options,
-                                    transcription_source_names)
+from .transcription_options import TranscriptionParams, parse_transcription_options, transcription_source_names
 
-__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown", "anchor_options",
+__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
            "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "has_work", "run_stage"]
 
 
@@ -40,9 +40,11 @@ class BuiltinKind:
     run: str
     status: str
     schemas: Mapping[str, type] = field(default_factory=dict)
-    # ``anchor(options, folder) -> options`` for a kind whose options hold paths: it anchors them
-    # at the config file's folder (`config.anchor_path`)
-    anchor: Callable[[Mapping[str, Any], str | None], dict] | None = None
+    # options that hold paths, which the config anchors at its file's folder: interpreters
+    # (`config.anchor_command`), and objects of a runner family's parameters by family (those its
+    # tool.json declares ``"path": true``, `config.anchor_params`)
+    commands: tuple[str, ...] = ()
+    runner_params: Mapping[str, str] = field(default_factory=dict)
     # ``sources(options) -> [(key, source name or glob)]`` for a kind whose options name sources
     # ("<stage>/<variant>"): the config refuses one that none of its model stages makes
     sources: Callable[[Mapping[str, Any]], list] | None = None
@@ -83,7 +85,7 @@ REGISTRY: dict[str, BuiltinKind] = {
                           {"": ExportParams}, variants=export_variant_names),
     "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
                                  "newsbag.transcription:transcript_status", {"": TranscriptionParams},
-                                 anchor_transcription_paths, transcription_source_names),
+                                 ("python",), {"recognizer": "recognize"}, transcription_source_names),
 }
 
 
@@ -110,19 +112,14 @@ def options_markdown(kind: str) -> str:
                      for heading, schema in get(kind).schemas.items())
 
 
-def anchor_options(kind: str, options: Mapping[str, Any], folder: str | None) -> dict:
-    """`options` (already valid) with the relative paths in them taken from the config file's `folder`."""
-    entry = get(kind)
-    return entry.anchor(options, folder) if entry.anchor else dict(options)
-
-
 def unmatched_source(kind: str, options: Mapping[str, Any], sources: list[str]) -> str | None:
     """The first source name or glob that valid `options` write and none of `sources` (a
     config's "<stage>/<variant>"s) matches, as "key: 'name' matches no source (...)"; else None."""
     entry = get(kind)
     for key, pattern in entry.sources(options) if entry.sources else ():
         if not any(fnmatch.fnmatchcase(s, pattern) for s in sources):
-            return f"{key}: {pattern!r} matches no source (this config makes: {', '.join(sources)})"
+            return (f"{key}: {pattern!r} matches no source{did_you_mean(pattern, sources)} "
+                    f"(this config makes: {', '.join(sources)})")
     return None
 
 
@@ -138,7 +135,8 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
     entry = get(kind)
     for key, name in entry.variants(options) if entry.variants else ():
         if name not in fused:
-            return f"{key}: {name!r} is no fused variant (this config fuses: {', '.join(fused)})"
+            return (f"{key}: {name!r} is no fused variant{did_you_mean(name, fused)} "
+                    f"(this config fuses: {', '.join(fused)})")
     return None
 
 

@@ -783,6 +783,8 @@ def list_inputs(
     """(image path, id root) of every input, in a stable order, without opening any file
     (`_named` gives their ids).
 
+    An input that is a file is one page whose id root is its folder: it gets the id naming
+    that folder would give it, so a later call over the folder finds it done.
     Entries skipped while listing folders (broken symlinks, loops, unsupported formats...)
     are appended to `rejected` when given.
     """
@@ -791,7 +793,8 @@ def list_inputs(
         root = Path(manifest).resolve().parent
         candidates += [(p, root) for p in read_manifest_list(manifest)]
     for root in (Path(os.path.abspath(d)) for d in input_dirs):
-        candidates += [(p, root) for p in discover_images(root, recursive, rejected)]
+        candidates += ([(root, root.parent)] if root.is_file()
+                       else [(p, root) for p in discover_images(root, recursive, rejected)])
     return candidates[:max_pages] if max_pages is not None else candidates
 
 
@@ -888,7 +891,7 @@ def build_pages(
     page_ids: Iterable[str] = (),
 ) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this invocation that `page_ids` (``--pages``) selects, all merged into
-    RUN/manifests/pages.jsonl.
+    RUN/manifests/pages.jsonl; `input_dirs` are folders or single page images (`list_inputs`).
 
     `page_ids` must all be ids of the inputs (`select_ids`), checked before anything is
     written (an id whose image then proves unreadable is a rejected input, not a typo); every

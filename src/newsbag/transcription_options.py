@@ -7,8 +7,7 @@ from typing import Any, Mapping
 
 from .options import option, parse
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
-           "transcription_source_names"]
+__all__ = ["TranscriptionParams", "parse_transcription_options", "transcription_source_names"]
 
 _SOURCE = r"[^/]+/[^/]+"   # "<stage>/<variant>"
 
@@ -44,18 +43,3 @@ def transcription_source_names(options: Mapping[str, Any]) -> list[tuple[str, st
     ``lines_source`` read whole regions instead of lines on every page, with no error."""
     lines = [("transcription.lines_source", options["lines_source"])] if options.get("lines_source") else []
     return lines + [("transcription.block_text_sources", b) for b in options.get("block_text_sources", [])]
-
-
-def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:
-    """Valid options with `python` and the recognizer's path parameters (model_path, dict_path)
-    anchored at the config file's folder, as a model stage's are."""
-    # Imported here: the config imports this module (through the registry) while it loads.
-    from .config import anchor_command, anchor_params, load_tool_spec
-    from .resources import runners_dir
-
-    out = dict(options)
-    if "python" in out:
-        out["python"] = anchor_command(out["python"], folder)
-    if "recognizer" in out:
-        out["recognizer"] = anchor_params(out["recognizer"], load_tool_spec("recognize", runners_dir()), folder)
-    return out
