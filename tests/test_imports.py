@@ -16,8 +16,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
-        "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.options", "newsbag.revisions",
-        "newsbag.columns"})),
+        "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
+        "newsbag.revisions"})),
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk", frozenset({"newsbag.io"})),
     ("run directory, inputs and configuration", frozenset({

@@ -121,8 +121,8 @@ def test_status_counts_the_fused_pages_of_a_changed_variant_stale(tmp_path, page
 def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsys):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err
-    (page_dir / "issue1/p2.png").unlink()
-    code, _, err = run_cli(capsys, "review", "--run-dir", run)
+    (page_dir / "issue1/p2.png").unlink()   # a current board stays without its scan: redrawing it fails
+    code, _, err = run_cli(capsys, "review", "--run-dir", run, "--force")
     assert code == 4 and "review: 1 page(s) failed" in err
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     info = json.loads(out)

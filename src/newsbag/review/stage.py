@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import logging
 from collections import Counter
@@ -353,17 +354,18 @@ def _write_scan(image: Image.Image, out: Path) -> None:
     atomic_write_bytes(out, buf.getvalue())
 
 
-_THUMB_OF = "newsbag-board"  # a thumbnail's PNG text key: the digest of the board it was made from
+_THUMB_OF = "newsbag-board"  # a thumbnail's PNG text key: the `rundir.file_identity` of the board it shows
 
 
 def _write_thumb(board: Path, out: Path) -> None:
-    """A top-N thumbnail of `board`, unless `out` already is one: judged by the board content it
-    records, as every output is by its inputs, not by mtimes (a node whose clock runs ahead
-    stamps a thumbnail newer than the board redrawn after it)."""
-    made_from = rundir.file_digest(board)
+    """A top-N thumbnail of `board`, unless `out` already is one: judged by the board identity it
+    records, as every output is by its inputs, not by comparing mtimes (a node whose clock runs
+    ahead stamps a thumbnail newer than the board redrawn after it). One stat, no read of the
+    board; a run copied without its mtimes remakes its few thumbnails once."""
+    made_from = json.dumps(rundir.file_identity(board))
     try:
         with Image.open(out) as old:
-            if made_from is not None and old.text.get(_THUMB_OF) == made_from:
+            if old.text.get(_THUMB_OF) == made_from:
                 return
     except (OSError, ValueError, SyntaxError):  # none yet, or not a PNG it can read: made again
         pass
@@ -376,7 +378,7 @@ def _write_thumb(board: Path, out: Path) -> None:
         small = im.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
         buf = io.BytesIO()
         note = PngImagePlugin.PngInfo()
-        note.add_text(_THUMB_OF, made_from or "")
+        note.add_text(_THUMB_OF, made_from)
         small.save(buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
     atomic_write_bytes(out, buf.getvalue())
 
