@@ -69,7 +69,8 @@ def current_boards(run: Path, config: Path) -> None:
     from newsbag import rundir
     from newsbag.pages import read_pages
     from newsbag.review.gallery import DATA_JS, THUMB
-    from newsbag.review.stage import _inputs, _plan, parse_review_cfg, run_review
+    from newsbag.review.options import parse_review_cfg
+    from newsbag.review.stage import _inputs, _plan, run_review
 
     records = read_pages(run)
     Image.new("1", (records[0].width, records[0].height), 1).save(run / records[0].image_path)

@@ -51,7 +51,7 @@ def test_a_fusion_failure_reaches_exit_code_report_ledger_and_status(tmp_path, p
     rows = [json.loads(line) for line in (run / "logs/failures.jsonl").read_text().splitlines()]
     assert [(r["stage"], r["page_id"]) for r in rows] == [("fusion", bad)]
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
-    fused = {f["variant"]: f for f in json.loads(out)["fusion"]}
+    fused = {f["name"]: f for f in json.loads(out)["builtin"]["fusion"]}
     assert {v: (f["done"], f["failed"]) for v, f in fused.items()} == {"C": (4, 1), "S": (4, 1)}
     # `newsbag fuse` says so too
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
@@ -65,13 +65,12 @@ def test_status_does_not_count_stale_fused_pages_as_done(tmp_path, page_dir, cap
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err
     _redo_with_other_boxes(run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json")  # since it was fused
-    _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]} == {"C": (4, 1), "S": (4, 1)}
+    assert _fusion_counts(capsys, run) == {"C": (4, 1), "S": (4, 1)}
 
 
 def _fusion_counts(capsys, run):
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
-    return {f["variant"]: (f["done"], f["stale"]) for f in json.loads(out)["fusion"]}
+    return {f["name"]: (f["done"], f["stale"]) for f in json.loads(out)["builtin"]["fusion"]}
 
 
 def test_status_counts_the_pages_fusion_has_not_reached_pending(tmp_path, page_dir, capsys):
@@ -80,8 +79,8 @@ def test_status_counts_the_pages_fusion_has_not_reached_pending(tmp_path, page_d
     run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion", "--shard", "0/2")
     assert code == 0, err
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert {f["variant"]: (f["done"], f["failed"], f["stale"], f["pending"]) for f in json.loads(out)["fusion"]} == {
-        "C": (3, 0, 0, 2), "S": (3, 0, 0, 2)}
+    assert {f["name"]: (f["done"], f["failed"], f["stale"], f["pending"])
+            for f in json.loads(out)["builtin"]["fusion"]} == {"C": (3, 0, 0, 2), "S": (3, 0, 0, 2)}
     _, out, _ = run_cli(capsys, "status", "--run-dir", run)
     assert [line.split()[-2:] for line in out.splitlines() if "fusion/" in line] == [["pending", "2"]] * 2
 
@@ -127,12 +126,18 @@ def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsy
     assert code == 4 and "review: 1 page(s) failed" in err
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     info = json.loads(out)
-    assert info["review"] == {"done": 4, "stale": 0, "failed": 1, "pending": 0}
+    assert _boards(info) == {"done": 4, "stale": 0, "failed": 1, "pending": 0, "reasons": {}}
+
+
+def _boards(info: dict) -> dict:
+    """The counts and reasons of the review boards in a status."""
+    (boards,) = info["builtin"]["review"]
+    return {k: boards[k] for k in ("done", "stale", "failed", "pending", "reasons")}
 
 
 def _review_counts(capsys, run):
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
-    return json.loads(out)["review"]
+    return _boards(json.loads(out))
 
 
 def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_dir, capsys):
@@ -141,31 +146,33 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     makes the boards drawn from them stale until review redraws exactly those."""
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err
-    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
     changed = json.loads(cfg.read_text())
     changed["stages"][1]["variants"]["C"]["params"]["vote"] = 2
     cfg.write_text(json.dumps(changed))
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fusion")
     assert code == 0, err
-    assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0,
+                                           "reasons": {"its inputs or options changed": 5}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and json.loads(out)["ok"] == 5, err
-    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
 
     _redo_with_other_boxes(run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json")
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
     assert code == 0, err
-    assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0,
+                                           "reasons": {"its inputs or options changed": 1}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (1, 4), err
 
     import shutil
 
     shutil.rmtree(run / "review/pages" / _pid(run, "issue2/p3"))  # never drawn, as far as status can tell
-    assert _review_counts(capsys, run) == {"done": 4, "stale": 0, "failed": 0, "pending": 1}
+    assert _review_counts(capsys, run) == {"done": 4, "stale": 0, "failed": 0, "pending": 1, "reasons": {}}
     code, out, _ = run_cli(capsys, "status", "--run-dir", run)
-    line = next(line for line in out.splitlines() if "review boards" in line)
-    assert "done      4  failed     0  pending      1  gallery yes" in line, out
+    line = next(line for line in out.splitlines() if "review/boards" in line)
+    assert "done      4  failed     0  pending      1  (gallery yes)" in line, out
 
 
 def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page_dir, capsys, monkeypatch):
@@ -182,7 +189,7 @@ def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page
 
     monkeypatch.setattr(Image, "open", refuse)
     monkeypatch.setattr(Image.Image, "save", refuse)
-    assert collect_status(run)["review"] == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _boards(collect_status(run)) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
     assert {p: p.stat().st_mtime_ns for p in (run / "review").rglob("*") if p.is_file()} == before
 
 
@@ -208,7 +215,7 @@ def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, 
 
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--config", other_path, "--json")
     assert code == 0 and json.loads(out)["ok"] == 5, err
-    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
+    assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
@@ -274,7 +281,7 @@ def test_a_run_without_config_resumes_with_the_config_its_run_dir_recorded(tmp_p
     code, out, err = run_cli(capsys, "run", "--run-dir", run, "--dry-run", "--json")
     assert code == 0, err
     assert [(r["source"], r["todo"]) for r in json.loads(out)["plan"]] == [
-        ("fake/v", 1), ("fake/w", 0), ("fusion", None), ("review", None)]
+        ("fake/v", 1), ("fake/w", 0), ("fusion/C", 1), ("fusion/S", 1), ("review/boards", 5)]   # p1's sources changed
     code, out, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "fake", "--device", "cpu", "--json")
     assert code == 0, err
     assert json.loads(out)["config"] == str(run / "config.resolved.json")
@@ -303,7 +310,7 @@ def _bad_top_n(text):
 @pytest.mark.parametrize("breaking,reason", [
     (lambda _: "{broken", "invalid JSON at line 1 column 2"),  # a write cut short by hand, a merge conflict
     (lambda _: "[1]", "not a newsbag config record"),          # valid JSON of the wrong shape
-    (_bad_top_n, "stage 'review': review stage: top_n must be an integer >= 1, got 0"),  # an option refused now
+    (_bad_top_n, "stage 'review': review stage: top_n must be a whole number >= 1, got 0"),  # an option refused now
 ])
 def test_status_and_a_plain_builtin_command_name_a_broken_config_record_in_one_line(tmp_path, page_dir, capsys,
                                                                                    breaking, reason):
@@ -573,10 +580,15 @@ def test_status_of_a_run_with_stale_failed_empty_and_pending_pages(tmp_path, pag
          "degenerate_example": None}]
     # S (fake/*) and C (every source) read the sources of issue1/p1, issue1/p2 and issue2/p2 as
     # they were when fused: stale; C's page of issue2/p2 is gone and issue2/p3's failed.
-    assert status["fusion"] == [{"variant": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1},
-                                {"variant": "S", "done": 2, "stale": 3, "failed": 0, "pending": 0}]
-    assert status["review"] == {"done": 1, "stale": 2, "failed": 1, "pending": 1}
-    assert (status["pages"], status["gallery"], status["rejected"]) == (5, True, [])
+    fusion = [{k: o[k] for k in ("name", "done", "stale", "failed", "pending", "reasons")}
+              for o in status["builtin"]["fusion"]]
+    assert fusion == [{"name": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1,
+                                 "reasons": {"its inputs or options changed": 2}},
+                      {"name": "S", "done": 2, "stale": 3, "failed": 0, "pending": 0,
+                                 "reasons": {"its inputs or options changed": 3}}]
+    assert _boards(status) == {"done": 1, "stale": 2, "failed": 1, "pending": 1,
+                                "reasons": {"its inputs or options changed": 2}}
+    assert (status["pages"], status["builtin"]["review"][0]["note"], status["rejected"]) == (5, "gallery yes", [])
 
 
 @pytest.mark.parametrize("stages", [["--stages", "fake"], []])
@@ -607,7 +619,9 @@ def test_status_reads_run_level_records_once_and_at_most_one_record_a_page_and_s
     for path, n in opened.items():
         parts = path.split("/")
         if path.startswith("outputs/sources/"):
-            assert parts[-1].startswith("run_report") and n == 1, (path, n)   # no source page
+            # no source page: the run reports and the not-started record, once each
+            assert parts[-1].startswith("run_report") or parts[-1] == "not_started.json", path
+            assert n == 1, (path, n)
         elif path.startswith("outputs/fusion/_metrics/") or (path.startswith("review/pages/")
                                                              and parts[-1] == "info.json"):
             per_page[parts[-1] if parts[-1] == "info.json" else "_metrics"] += n
@@ -905,7 +919,7 @@ def test_a_run_copied_without_its_mtimes_redoes_nothing_and_status_says_done(tmp
     kept = ("outputs/fusion", "review/pages", "exports")
     before = {d: _contents(copy, d) for d in kept}
     status = collect_status(copy)
-    assert [s["done"] for s in status["fusion"]] == [5, 5] and status["review"]["done"] == 5, status
+    assert [s["done"] for s in status["builtin"]["fusion"]] == [5, 5] and _boards(status)["done"] == 5, status
     code, out, err = run_cli(capsys, "run", "--run-dir", copy, "--json")
     assert code == 0, err
     assert _counts(out) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
@@ -1008,12 +1022,13 @@ def test_status_says_how_many_pages_of_the_run_the_gallery_holds(tmp_path, page_
     short = (run / "review/index.html").read_text()
     assert "3 not in this gallery" in short
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["gallery_pages"] == 2
+    (boards,) = json.loads(out)["builtin"]["review"]
+    assert (boards["note"], boards["whole"]) == ("gallery 2 of 5 pages (rerun newsbag review)", False)
     code, out, _ = run_cli(capsys, "status", "--run-dir", run)
     assert "gallery 2 of 5 pages" in out and "gallery yes" not in out
     code, _, err = run_cli(capsys, "review", "--run-dir", run)
     assert code == 0, err
-    assert json.loads(run_cli(capsys, "status", "--run-dir", run, "--json")[1])["gallery_pages"] == 5
+    assert json.loads(run_cli(capsys, "status", "--run-dir", run, "--json")[1])["builtin"]["review"][0]["whole"]
     assert "gallery yes" in run_cli(capsys, "status", "--run-dir", run)[1]
     assert pending_stages(load_config(cfg), ["review"], run) == []
     # every board drawn, but the gallery is the short one (a shard's, written before the others drew
@@ -1046,3 +1061,31 @@ def test_a_rerun_with_nothing_changed_stats_each_input_no_more_than_it_judges_it
     assert json.loads(out)["skipped"] == 5
     sources = {p: n for p, n in seen.items() if f"{os.sep}outputs{os.sep}sources{os.sep}" in p}
     assert len(sources) == 10 and set(sources.values()) == {stats}, sources
+
+
+def test_a_new_fusion_method_revision_reruns_its_variants_and_the_boards_drawn_from_them(tmp_path, page_dir, capsys,
+                                                                                        monkeypatch):
+    """The upgrade experiment of issue 34 through `newsbag run` on a finished run: new consensus
+    code (its revision bumped) redoes the consensus variant's fused pages and, downstream, the
+    boards that show them; the best_single variant and the model outputs are left as they are."""
+    from newsbag import revisions
+
+    run, cfg = _finished_run(tmp_path, page_dir, capsys)
+    sources, fused_s, fused_c = (_identities(run, d) for d in ("outputs/sources", "outputs/fusion/S",
+                                                               "outputs/fusion/C"))
+    boards = _identities(run, "review/pages")
+    now = revisions.REVISIONS["fusion/consensus"]
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    fusion = {o["name"]: (o["done"], o["stale"], o["reasons"]) for o in json.loads(out)["builtin"]["fusion"]}
+    assert fusion == {"C": (0, 5, {f"made by fusion/consensus code revision {now.number}, now {now.number + 1}": 5}),
+                      "S": (5, 0, {})}
+    code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert _identities(run, "outputs/sources") == sources and _identities(run, "outputs/fusion/S") == fused_s
+    redone = _identities(run, "outputs/fusion/C")
+    assert all(redone[k] != fused_c[k] for k in fused_c)
+    after = _identities(run, "review/pages")
+    assert all(after[k] != boards[k] for k in boards if k.endswith("board.png"))
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert all(o["stale"] == 0 for outputs in json.loads(out)["builtin"].values() for o in outputs)

@@ -92,7 +92,7 @@ def test_a_fingerprint_encoded_once_per_head_equals_the_one_made_whole(head, las
     after this change would redo every page."""
     import hashlib
 
-    whole = hashlib.sha256(json.dumps([rundir.TOOL, *head, last], sort_keys=True, separators=(",", ":"),
+    whole = hashlib.sha256(json.dumps([rundir.FINGERPRINT_SCHEME, *head, last], sort_keys=True, separators=(",", ":"),
                                       default=str).encode("utf-8")).hexdigest()[:16]
     assert rundir.fingerprint(*head, last) == whole
     assert rundir.Fingerprint(*head)(last) == whole

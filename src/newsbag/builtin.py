@@ -1,57 +1,91 @@
-"""Builtin stages as a registry: kind -> (parse options, run); a new builtin stage is one module plus one line."""
+"""Builtin stages as a registry: kind -> (options, run, status); a new builtin stage is one module plus one line."""
 
 from __future__ import annotations
 
 import fnmatch
 import importlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import rundir
 from .errors import did_you_mean
+from .export.options import ExportParams, export_variant_names, parse_export_cfg
+from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
+from .options import markdown_table
+from .review.options import ReviewParams, parse_review_cfg
+from .transcription_options import TranscriptionParams, parse_transcription_options, transcription_source_names
 
-__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "unmatched_source",
-           "fused_variant_names", "unmatched_variant", "run_stage"]
+__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
+           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "has_work", "run_stage"]
 
 
 @dataclass(frozen=True)
 class BuiltinKind:
-    """Where a builtin stage lives; its module is imported only when the stage is used.
+    """One builtin stage kind: its declared options (light modules, imported with the config) and
+    where its work lives (imported only when the stage runs).
 
-    ``parse`` names a function ``parse(options: Mapping) -> object`` that raises a one-line
-    ValueError on bad options. ``run`` names a function
+    ``parse(options: Mapping) -> object`` raises a one-line ValueError on bad options. ``run``
+    names ``"module:function"``, a function
     ``run(run_dir, page_ids, options, *, force, workers, progress) -> dict`` whose result
     carries at least ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4)
-    and ``failures`` [{page_id, error}].
+    and ``failures`` [{page_id, error}]. ``status`` names a function
+    ``status(run_dir, records, options) -> [Outputs]``: the stage's outputs over the run's pages
+    (`pages.PageRecord`) judged by the rule its ``run`` skips pages by, which `newsbag status`,
+    ``run --dry-run`` and the Slurm resubmit plan read. ``schemas``: the options dataclasses
+    whose fields declare the options (`options.option`), by the heading their table goes under.
     """
 
-    module: str
-    parse: str
+    parse: Callable[[Mapping[str, Any]], Any]
     run: str
-    # names ``anchor(options, folder) -> options`` for a kind whose options hold paths: it
-    # anchors them at the config file's folder (`config.anchor_path`); "" = no paths
-    anchor: str = ""
-    # names ``sources(options) -> [(key, source name or glob)]`` for a kind whose options name
-    # sources ("<stage>/<variant>"): the config refuses one that none of its model stages makes
-    sources: str = ""
-    # names ``variants(options) -> [(key, fused variant name)]`` for a kind whose options name
-    # fused variants: the config refuses one that its fusion stage does not make
-    variants: str = ""
+    status: str
+    schemas: Mapping[str, type] = field(default_factory=dict)
+    # options that hold paths, which the config anchors at its file's folder: interpreters
+    # (`config.anchor_command`), and objects of a runner family's parameters by family (those its
+    # tool.json declares ``"path": true``, `config.anchor_params`)
+    commands: tuple[str, ...] = ()
+    runner_params: Mapping[str, str] = field(default_factory=dict)
+    # ``sources(options) -> [(key, source name or glob)]`` for a kind whose options name sources
+    # ("<stage>/<variant>"): the config refuses one that none of its model stages makes
+    sources: Callable[[Mapping[str, Any]], list] | None = None
+    # ``variants(options) -> [(key, fused variant name)]`` for a kind whose options name fused
+    # variants: the config refuses one that its fusion stage does not make
+    variants: Callable[[Mapping[str, Any]], list] | None = None
 
-    def function(self, attr: str) -> Callable:
-        return getattr(importlib.import_module(self.module), attr)
+    def function(self, ref: str) -> Callable:
+        """The function a ``"module:function"`` reference names, its module imported now."""
+        module, _, name = ref.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """One line of a builtin stage's status: its outputs of one kind (a fused variant, the boards)
+    by state, as the stage's next call would judge them; done, stale, failed and pending part the
+    run's pages."""
+
+    name: str
+    done: int
+    stale: int
+    failed: int
+    pending: int
+    reasons: Mapping[str, int] = field(default_factory=dict)   # why the stale ones are stale: pages
+    note: str = ""       # said after the counts ("recommended", "gallery yes")
+    whole: bool = True   # its run-level outputs (gallery, COCO file) hold every page as it is now
 
 
 # One line per builtin stage kind, in no particular order.
 REGISTRY: dict[str, BuiltinKind] = {
-    "fusion": BuiltinKind("newsbag.fusion.stage", "parse_fusion_config", "run_fusion",
-                          sources="fusion_source_names"),
-    "review": BuiltinKind("newsbag.review.stage", "parse_review_cfg", "run_review"),
-    "export": BuiltinKind("newsbag.export.stage", "parse_export_cfg", "run_export",
-                          variants="export_variant_names"),
-    "transcription": BuiltinKind("newsbag.transcription", "parse_transcription_options", "run_transcription",
-                                 "anchor_transcription_paths", "transcription_source_names"),
+    "fusion": BuiltinKind(parse_fusion_config, "newsbag.fusion.stage:run_fusion", "newsbag.fusion.stage:fused_status",
+                          {"consensus params": ConsensusParams, "paragraphs params": ParagraphParams},
+                          sources=fusion_source_names),
+    "review": BuiltinKind(parse_review_cfg, "newsbag.review.stage:run_review", "newsbag.review.stage:board_status",
+                          {"": ReviewParams}),
+    "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", "newsbag.export.stage:export_status",
+                          {"": ExportParams}, variants=export_variant_names),
+    "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
+                                 "newsbag.transcription:transcript_status", {"": TranscriptionParams},
+                                 ("python",), {"recognizer": "recognize"}, transcription_source_names),
 }
 
 
@@ -68,21 +102,21 @@ def get(kind: str) -> BuiltinKind:
 
 def parse_options(kind: str, options: Mapping[str, Any]) -> Any:
     """Validated options of one builtin stage; one-line ValueError when they are bad."""
-    entry = get(kind)
-    return entry.function(entry.parse)(options)
+    return get(kind).parse(options)
 
 
-def anchor_options(kind: str, options: Mapping[str, Any], folder: str | None) -> dict:
-    """`options` (already valid) with the relative paths in them taken from the config file's `folder`."""
-    entry = get(kind)
-    return entry.function(entry.anchor)(options, folder) if entry.anchor else dict(options)
+def options_markdown(kind: str) -> str:
+    """The declared options of a builtin stage kind as Markdown tables (one per options dataclass,
+    under its heading): what the docs show, made from the declarations the config validates by."""
+    return "\n".join((f"**{heading}**\n\n" if heading else "") + markdown_table(schema)
+                     for heading, schema in get(kind).schemas.items())
 
 
 def unmatched_source(kind: str, options: Mapping[str, Any], sources: list[str]) -> str | None:
     """The first source name or glob that valid `options` write and none of `sources` (a
     config's "<stage>/<variant>"s) matches, as "key: 'name' matches no source (...)"; else None."""
     entry = get(kind)
-    for key, pattern in entry.function(entry.sources)(options) if entry.sources else ():
+    for key, pattern in entry.sources(options) if entry.sources else ():
         if not any(fnmatch.fnmatchcase(s, pattern) for s in sources):
             return (f"{key}: {pattern!r} matches no source{did_you_mean(pattern, sources)} "
                     f"(this config makes: {', '.join(sources)})")
@@ -99,11 +133,23 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
     """The first fused variant valid `options` name that is not among `fused` (the variants the
     config's fusion stage makes), as "key: 'name' is no fused variant (...)"; else None."""
     entry = get(kind)
-    for key, name in entry.function(entry.variants)(options) if entry.variants else ():
+    for key, name in entry.variants(options) if entry.variants else ():
         if name not in fused:
             return (f"{key}: {name!r} is no fused variant{did_you_mean(name, fused)} "
                     f"(this config fuses: {', '.join(fused)})")
     return None
+
+
+def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
+    """The `Outputs` of one builtin stage over `records` (the run's pages) as JSON-able dicts."""
+    entry = get(kind)
+    return [asdict(o) for o in entry.function(entry.status)(Path(run_dir), records, options)]
+
+
+def has_work(outputs: list[dict], pages: int) -> bool:
+    """Whether a call of the stage whose `stage_status` is `outputs` has work on a run of `pages`
+    pages: it made nothing yet, a page is not current, or a run-level output leaves pages out."""
+    return not outputs or any(o["done"] < pages or not o["whole"] for o in outputs)
 
 
 def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,
@@ -121,4 +167,5 @@ def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[st
     with rundir.stage_lock(run_dir, kind):
         if record is not None:
             rundir.update_config_record(run_dir, record)
-        return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers, progress=progress)
+        return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers,
+                                         progress=progress)

@@ -301,7 +301,7 @@ def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, a
 def status(run_dir, as_json):
     """Pages done / failed / pending per stage and source."""
     from .rundir import has_run_state
-    from .status import collect_status, gallery_leaves_pages_out
+    from .status import collect_status
 
     if not has_run_state(run_dir):
         raise click.BadParameter(f"{run_dir} is not a run directory (no manifests, outputs or slurm jobs in it); "
@@ -316,8 +316,7 @@ def status(run_dir, as_json):
     selected = selected_stage_names(run_dir)
     if selected is not None:  # only what the submission selected; the rest is not "pending"
         info["sources"] = [s for s in info["sources"] if s["source"].split("/")[0] in selected]
-        if "fusion" not in selected:
-            info["fusion"] = []
+        info["builtin"] = {kind: outputs for kind, outputs in info["builtin"].items() if kind in selected}
     work = cache(lambda: stages_with_work(run_dir, whole))  # reads every page's state: once, if asked
     info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs), pending=work)
     if as_json:
@@ -363,27 +362,24 @@ def status(run_dir, as_json):
             click.echo(f"      degenerate on {s['degenerate']} page(s), e.g. {s['degenerate_example']}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():
             click.echo(f"      {page_id}: empty: {reason}")
-    for f in info["fusion"]:
-        mark = "  (recommended)" if f["variant"] == info["recommended_variant"] else ""
-        click.echo(_counts_line(f"fusion/{f['variant']}", f, mark))
-    if selected is None or "review" in selected:
-        gallery = ("no" if not info["gallery"] else "yes" if not gallery_leaves_pages_out(info)
-                   else f"{info['gallery_pages']} of {info['pages']} pages (rerun newsbag review)")
-        click.echo(_counts_line("review boards", info["review"], f"  gallery {gallery}"))
-    if info["transcription"] and (selected is None or "transcription" in selected):
-        click.echo(_counts_line(f"transcription/{info['transcription']['variant']}", info["transcription"], ""))
+    for kind, outputs in info["builtin"].items():
+        for o in outputs:
+            click.echo(_counts_line(f"{kind}/{o['name']}", o))
     for line in format_job_lines(jobs):
         click.echo(f"  {line}")
     for line in info["way_out"]:
         click.echo(f"  {line}")
 
 
-def _counts_line(label: str, counts: dict, tail: str) -> str:
-    """A status line of a builtin stage's outputs (a fused variant, the review boards, transcripts): done,
-    failed, stale when any, pending."""
-    stale = f"  stale {counts['stale']:>5}" if counts["stale"] else ""
-    return (f"  {label:<36} done {counts['done']:>6}  failed {counts['failed']:>5}{stale}  "
-            f"pending {counts['pending']:>6}{tail}")
+def _counts_line(label: str, outputs: dict) -> str:
+    """A status line of a builtin stage's outputs (`builtin.Outputs`: a fused variant, the review boards,
+    transcripts, an export layer): done, failed, stale when any, pending, its note; then one line
+    per reason its stale outputs are stale."""
+    stale = f"  stale {outputs['stale']:>5}" if outputs["stale"] else ""
+    note = f"  ({outputs['note']})" if outputs["note"] else ""
+    why = "".join(f"\n      stale: {reason} ({n} page{'s' * (n != 1)})" for reason, n in outputs["reasons"].items())
+    return (f"  {label:<36} done {outputs['done']:>6}  failed {outputs['failed']:>5}{stale}  "
+            f"pending {outputs['pending']:>6}{note}{why}")
 
 
 def _builtin_options(workers_help: str = "Processes."):
@@ -480,7 +476,7 @@ def export(run_dir, config_path, force, workers, as_json, formats, variants, sou
     overrides = {k: v for k, v in (("formats", list(formats) if formats else None),
                                    ("variants", list(variants) if variants else None),
                                    ("sources", sources)) if v is not None}
-    from .export.stage import parse_export_cfg
+    from .export.options import parse_export_cfg
     from .rundir import discover_fused
 
     try:

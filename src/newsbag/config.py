@@ -315,6 +315,20 @@ def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfi
     return {**recorded, "stages": stages}
 
 
+def _anchor_builtin(kind: str, options: Mapping[str, Any], folder: str | None) -> dict:
+    """A builtin stage's valid `options` with the paths its kind declares (`builtin.BuiltinKind`
+    ``commands``, ``runner_params``) anchored at the config file's `folder`, as a model stage's are.
+    The runners a builtin stage starts ship with newsbag (`resources.runners_dir`), whatever the
+    config's ``runners_dir``."""
+    entry = builtin.get(kind)
+    out = dict(options)
+    for key in (k for k in entry.commands if k in out):
+        out[key] = anchor_command(out[key], folder)
+    for key, family in ((k, f) for k, f in entry.runner_params.items() if k in out):
+        out[key] = anchor_params(out[key], load_tool_spec(family, runners_dir()), folder)
+    return out
+
+
 def checked_builtin_options(stage: Mapping[str, Any], where: str) -> dict:
     """A builtin stage entry's options, checked by its kind's parser (so a typo fails before any
     page runs); a refusal is one ConfigError line starting with `where`."""
@@ -425,7 +439,7 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
             raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
         if kind in builtin.REGISTRY:
             options = checked_builtin_options(sd, where)
-            options = builtin.anchor_options(kind, options, folder)
+            options = _anchor_builtin(kind, options, folder)
             sd.update(options)
             stages.append(BuiltinStage(name, kind, _freeze(options), run_default))
             continue

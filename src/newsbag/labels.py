@@ -8,9 +8,12 @@ table maps to ``unknown`` and is reported, never silently to text.
 
 from __future__ import annotations
 
+import functools
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "CANONICAL",
@@ -52,12 +55,18 @@ def coarse_for(canonical: str) -> str:
     return CANONICAL.get(canonical, "other")
 
 
-_COARSE_OF_LABEL = np.array([COARSE[coarse_for(name)] for name in LABELS], np.int8)
-
-
 def coarse_codes(label: np.ndarray) -> np.ndarray:
     """(N,) int8 coarse codes (`COARSE`) of (N,) label codes into `LABELS` (`Boxes.label`)."""
-    return _COARSE_OF_LABEL[np.asarray(label).astype(np.intp)]
+    return _coarse_of_label()[label.astype("intp")]
+
+
+@functools.cache
+def _coarse_of_label() -> np.ndarray:
+    # numpy imported here, not with the module: the config reads the label tables above, and
+    # loading a config imports no array library (tests/test_builtin.py).
+    import numpy as np
+
+    return np.array([COARSE[coarse_for(name)] for name in LABELS], np.int8)
 
 
 def label_code(canonical: str) -> int:

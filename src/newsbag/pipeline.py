@@ -108,11 +108,16 @@ def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
 
 
 def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> list[dict]:
-    """Rows of what a run would do: per source, pages to run and pages already done, by the rule
-    a run skips pages by (`rundir.current_source_pages`: an upgrade that bumped a runner's
-    revision shows its pages to do); a page not yet in the manifest has nothing done."""
+    """Rows of what a run would do: per source, and per output of a builtin stage (`builtin.stage_status`),
+    pages to run and pages already done, by the rule a run skips pages by (an upgrade that bumped
+    a runner's or a stage's code revision shows its pages to do); a page not yet in the manifest
+    has nothing done."""
+    from . import builtin
+
     rows = []
-    sha = {p.page_id: p.image_sha256 for p in read_pages(run_dir)}
+    records = read_pages(run_dir)
+    sha = {p.page_id: p.image_sha256 for p in records}
+    selected = set(page_ids)
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
@@ -122,8 +127,11 @@ def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> 
                              "env": stage.env.python, "device": stage.device,
                              "pages": len(page_ids), "done": done, "todo": len(page_ids) - done})
         else:
-            rows.append({"stage": stage.name, "source": stage.kind, "family": "(builtin)", "env": "",
-                         "device": "cpu", "pages": len(page_ids), "done": None, "todo": None})
+            outputs = builtin.stage_status(stage.kind, run_dir, [r for r in records if r.page_id in selected],
+                                           to_jsonable(stage.options)) or [{"name": stage.kind, "done": 0}]
+            rows += [{"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
+                      "device": "cpu", "pages": len(page_ids), "done": o["done"], "todo": len(page_ids) - o["done"]}
+                     for o in outputs]
     return rows
 
 

@@ -40,7 +40,7 @@ from . import __version__
 from .io import append_jsonl, hash_file, jsonl_lines, read_json, read_valid_page, write_json, writer_gone
 
 __all__ = [
-    "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL",
+    "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "TOOL", "FINGERPRINT_SCHEME",
     "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir", "fused_dir", "discover_fused",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "reviewed_pages",
@@ -60,7 +60,12 @@ log = logging.getLogger(__name__)
 FAILED_DIR = "_failed"
 REVIEW_FAILED = "failed.json"  # in review/pages/<page_id>/ while that page's last review failed
 MANIFEST = Path("manifests") / "pages.jsonl"
-TOOL = f"newsbag {__version__}"
+TOOL = f"newsbag {__version__}"   # provenance written into outputs; no part of any fingerprint
+# The head of every fingerprint: the version of the fingerprint scheme itself, not of the
+# package (a release alone redoes nothing; code changes redo their outputs through
+# `revisions`). It is the package version the scheme began with, so the source pages of runs
+# made since stay current; changing it redoes every output of every run.
+FINGERPRINT_SCHEME = "newsbag 0.1.0"
 
 
 # -- layout -------------------------------------------------------------------------------
@@ -446,8 +451,9 @@ def _digest(text: str) -> str:
 
 
 def fingerprint(*parts: Any) -> str:
-    """A short stable hash of JSON-able parts (sorted keys); always includes the tool version."""
-    return _digest(_encode([TOOL, *parts]))
+    """A short stable hash of JSON-able parts (sorted keys), headed by `FINGERPRINT_SCHEME`; a
+    stage's parts hold its code revision (`revisions.revision`)."""
+    return _digest(_encode([FINGERPRINT_SCHEME, *parts]))
 
 
 class Fingerprint:
@@ -459,7 +465,7 @@ class Fingerprint:
     """
 
     def __init__(self, *head: Any) -> None:
-        self._prefix = _encode([TOOL, *head])[:-1] + ","   # the list, open for its last item
+        self._prefix = _encode([FINGERPRINT_SCHEME, *head])[:-1] + ","   # the list, open for its last item
 
     def __call__(self, last: Any) -> str:
         return _digest(self._prefix + _encode(last) + "]")

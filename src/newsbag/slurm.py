@@ -387,34 +387,26 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     """Selected stages that still have work in `run_dir`, in config order.
 
     A model stage is pending while any of its sources lacks a current page of the manifest
-    (failed and stale pages count: a resubmit redoes them). Fusion is pending when a model stage is, or
-    when a variant has pages not done (missing, failed or stale) or none exists; review when
-    fusion is, or a board is not done (missing, failed or stale) or the gallery is missing or
-    leaves pages out (`status.gallery_leaves_pages_out`).
-    Other builtin stages have no cheap check and always count as pending. ``status``: the
-    run's `collect_status` when the caller has it; ``retry_failed``: pages that crashed the
-    runner count too (`_lacking_pages`).
+    (failed and stale pages count: a resubmit redoes them). A builtin stage is pending when a
+    stage before it is, or when its outputs in `collect_status` say a call of it has work
+    (`builtin.has_work`: nothing made yet, a page not done, a run-level output such as the
+    gallery leaving pages out). ``status``: the run's `collect_status` when the caller has it;
+    ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
     """
+    from . import builtin
     from .pages import read_pages
-    from .status import collect_status, gallery_leaves_pages_out
+    from .status import collect_status
 
     pages = read_pages(run_dir)
-    ids = [p.page_id for p in pages]
     status = status if status is not None else collect_status(run_dir)
     pending: list[str] = []
-    model_pending = fusion_pending = False
+    upstream = False   # a stage before this one has work: what it makes next is this one's input
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
             todo = bool(_lacking_pages(run_dir, [stage], pages, retry_failed))
-            model_pending |= todo
-        elif stage.kind == "fusion":
-            todo = fusion_pending = (model_pending or not status["fusion"]
-                                     or any(f["done"] < len(ids) for f in status["fusion"]))
-        elif stage.kind == "review":
-            todo = (model_pending or fusion_pending or not status["gallery"] or status["review"]["done"] < len(ids)
-                    or gallery_leaves_pages_out(status))
         else:
-            todo = True
+            todo = upstream or builtin.has_work(status["builtin"].get(stage.kind, []), len(pages))
+        upstream |= todo
         if todo:
             pending.append(stage.name)
     return pending

@@ -8,18 +8,14 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+from . import builtin, rundir
 from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, checked_builtin_options, load_config, read_config_json
 from .errors import ConfigError
-from .fusion.stage import fused_status
 from .io import read_json
-from . import rundir
-from .review.gallery import gallery_pages
-from .review.stage import board_status
-from .transcription import transcript_status
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages, read_rejected, scan_changes
 
-__all__ = ["collect_status", "gallery_leaves_pages_out"]
+__all__ = ["collect_status"]
 
 log = logging.getLogger(__name__)
 
@@ -113,23 +109,25 @@ def _not_started(run_dir: Path, source: str) -> dict | None:
 
 
 def collect_status(run_dir: Path) -> dict:
-    """Counts per source, fusion variant, review board and transcript; failures with their one-line
-    errors; the runners a source's reports say are running, alive or died (`rundir.runners_said_running`).
+    """Counts per source, and per builtin stage kind of the registry its outputs (`builtin.Outputs`:
+    fused variants, review boards, transcripts, exports) under ``builtin``; failures with their
+    one-line errors; the runners a source's reports say are running, alive or died
+    (`rundir.runners_said_running`).
 
-    Source pages, fused pages, boards and transcripts count as done only while a run, `newsbag
-    fuse` / `review` / `transcribe` would skip them (their stages' own rules, with the config the
-    run recorded); the others are stale."""
+    Outputs count as done only while a run, `newsbag fuse` / `review` / `transcribe` / `export`
+    would skip them (their stages' own rules, with the config the run recorded); the others are
+    stale, with the reasons."""
     run_dir = Path(run_dir)
     records = read_pages(run_dir)
     ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    # The options `newsbag fuse` / `review` / `transcribe` run with: the first stage of the kind in the recorded
-    # config (`PipelineConfig.builtin`), the kind's defaults without one.
+    # The options `newsbag fuse` / `review` / `transcribe` / `export` run with: the first stage of the kind in the
+    # recorded config (`PipelineConfig.builtin`), the kind's defaults without one.
     options: dict[str, dict] = {}
     record = rundir.config_record(run_dir)
     for stage in _recorded_stages(record):
-        if stage.get("kind") in ("fusion", "review", "transcription") and stage["kind"] not in options:
+        if stage.get("kind") in builtin.REGISTRY and stage["kind"] not in options:
             options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
@@ -172,10 +170,8 @@ def collect_status(run_dir: Path) -> dict:
                         "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
-    page_ids = sorted(ids)
-    fusion = fused_status(run_dir, page_ids, options.get("fusion", {}))
-    recommended = rundir.recommended_variant(run_dir)
-    gallery = rundir.gallery_path(run_dir)
+    in_order = sorted(records, key=lambda r: r.page_id)
+    stages = {kind: builtin.stage_status(kind, run_dir, in_order, options.get(kind, {})) for kind in builtin.kinds()}
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     changed, missing = scan_changes(run_dir, records)
     by_kind: dict[str, int] = {}
@@ -184,14 +180,4 @@ def collect_status(run_dir: Path) -> dict:
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
             "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
             "scans_changed": len(changed), "scans_missing": len(missing),
-            "sources": sources, "fusion": fusion,
-            "recommended_variant": recommended, "review": board_status(run_dir, records, options.get("review", {})),
-            "transcription": transcript_status(run_dir, page_ids, options.get("transcription", {})),
-            "gallery": gallery.exists(), "gallery_pages": gallery_pages(gallery)}
-
-
-def gallery_leaves_pages_out(info: dict) -> bool:
-    """The gallery of a `collect_status` leaves pages of the run out (a review of some pages, or a
-    shard's review written before the other shards drew their boards): a rerun of review is due.
-    A gallery that does not say how many pages it holds (an older newsbag) is taken as whole."""
-    return info["gallery_pages"] is not None and info["gallery_pages"] < info["pages"]
+            "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir)}

@@ -13,105 +13,30 @@ import json
 import logging
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
 from . import rundir
+from .builtin import Outputs
 from .errors import InputError, RunDirError, first_line, page_failure
-from .config import EnvSpec, ModelStage, anchor_command, anchor_params, load_tool_spec, validate_params, volatile_params
+from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
 from .fusion.fuse import articles
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
+from .revisions import revision, why_stale
+from .transcription_options import TranscriptionParams, parse_transcription_options
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
-           "transcription_source_names", "run_transcription", "transcript_status"]
+__all__ = ["run_transcription", "transcript_status"]
 
 log = logging.getLogger(__name__)
 
 _READ_CLASSES = ("text", "title")
-_STAGE_KEYS = {"name", "kind", "description"}
-
-
-@dataclass(frozen=True)
-class TranscriptionParams:
-    """Which layout is read, with which lines, by which recogniser in which env.
-
-    variant: a fused variant name, or "recommended" (the run's recommendation).
-    lines_source: the text-line source whose boxes are read ("" = read whole regions).
-    block_text_sources: sources whose regions carry text a page-reading model produced
-        (PaddleOCR-VL's blocks, MinerU in two_step mode): a fused region whose lines lie in
-        such blocks takes their text instead of being recognised (`transcript.take_block_text`).
-    python: interpreter of the recogniser's env ("" = the one running newsbag).
-    recognizer: parameters of runners/recognize.tool.json (model_path, dict_path, ...).
-    """
-
-    variant: str = "recommended"
-    lines_source: str = "text_lines/lines"
-    block_text_sources: tuple[str, ...] = ()
-    python: str = ""
-    device: str = "auto"
-    allow_cpu_fallback: bool = True
-    timeout_s: float = 86400.0
-    page_timeout_s: float = 600.0
-    max_restarts: int = 3
-    recognizer: Mapping[str, Any] = field(default_factory=dict)
-
-
-_DEFAULTS = asdict(TranscriptionParams())
-
-
-def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
-    """Validated options; a one-line ValueError on unknown keys or bad values."""
-    unknown = sorted(set(options) - set(_DEFAULTS) - _STAGE_KEYS)
-    if unknown:
-        raise ValueError(f"transcription stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
-    opts = {**_DEFAULTS, **{k: v for k, v in options.items() if k in _DEFAULTS}}
-    for key in ("variant", "lines_source", "python", "device"):
-        if not isinstance(opts[key], str):
-            raise ValueError(f"transcription stage: {key} must be a string, got {opts[key]!r}")
-    if opts["device"] not in ("auto", "gpu", "cpu"):
-        raise ValueError(f"transcription stage: device must be auto, gpu or cpu, got {opts['device']!r}")
-    if opts["lines_source"] and opts["lines_source"].count("/") != 1:
-        raise ValueError(f"transcription stage: lines_source must be 'stage/variant' or '', got {opts['lines_source']!r}")
-    for key in ("timeout_s", "page_timeout_s"):
-        if isinstance(opts[key], bool) or not isinstance(opts[key], (int, float)) or opts[key] <= 0:
-            raise ValueError(f"transcription stage: {key} must be a positive number, got {opts[key]!r}")
-    if not isinstance(opts["allow_cpu_fallback"], bool):
-        raise ValueError(f"transcription stage: allow_cpu_fallback must be true or false, got {opts['allow_cpu_fallback']!r}")
-    restarts = opts["max_restarts"]
-    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
-        raise ValueError(f"transcription stage: max_restarts must be a whole number >= 0, got {restarts!r}")
-    blocks = opts["block_text_sources"]
-    if isinstance(blocks, str) or not isinstance(blocks, (list, tuple)) \
-            or not all(isinstance(b, str) and b.count("/") == 1 for b in blocks):
-        raise ValueError(f"transcription stage: block_text_sources must be a list of 'stage/variant' names, got {blocks!r}")
-    if not isinstance(opts["recognizer"], Mapping):
-        raise ValueError("transcription stage: recognizer must be an object of recognize runner parameters")
-    return TranscriptionParams(**{**opts, "recognizer": dict(opts["recognizer"]), "block_text_sources": tuple(blocks)})
-
-
-def transcription_source_names(options: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, source) of the sources valid `options` name (`builtin.unmatched_source`): a typo'd
-    ``lines_source`` read whole regions instead of lines on every page, with no error."""
-    lines = [("transcription.lines_source", options["lines_source"])] if options.get("lines_source") else []
-    return lines + [("transcription.block_text_sources", b) for b in options.get("block_text_sources", [])]
-
-
-def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -> dict:
-    """Valid options with `python` and the recognizer's path parameters (model_path, dict_path)
-    anchored at the config file's folder, as a model stage's are."""
-    out = dict(options)
-    if "python" in out:
-        out["python"] = anchor_command(out["python"], folder)
-    if "recognizer" in out:
-        out["recognizer"] = anchor_params(out["recognizer"], load_tool_spec("recognize", runners_dir()), folder)
-    return out
 
 
 def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
@@ -173,7 +98,7 @@ def _plan_record(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndar
                        "class": region.get("class"), "order": region.get("order"), "article": int(article[k]),
                        "is_title": bool(is_title[k]), "rank": rank[k].item(), "blocks": block_lines[k]})
     return {"page_id": page["page_id"], "image": page["image"], "fingerprint": fingerprint,
-            "region_of": np.asarray(region_of).tolist(), "pieces": pieces}
+            "revision": revision("transcription"), "region_of": np.asarray(region_of).tolist(), "pieces": pieces}
 
 
 def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
@@ -213,7 +138,7 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
              "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
     return {"page_id": plan["page_id"], "image": plan["image"], "variant": variant, "fingerprint": plan["fingerprint"],
-            "regions": regions, "articles": arts,
+            "revision": plan.get("revision"), "regions": regions, "articles": arts,
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
 
 
@@ -287,7 +212,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
 
     def made_from(judged: dict) -> str:
         """The fingerprint of a transcript made from inputs of these (`rundir.judged_identities`)."""
-        return rundir.fingerprint("transcription", params_rec, judged.get("fused"), judged.get("lines"),
+        return rundir.fingerprint("transcription", revision("transcription"), params_rec, judged.get("fused"),
+                                  judged.get("lines"),
                                   *(judged.get(f"block:{name}") for name, _ in block_dirs))
 
     def inputs(page_id: str, *, force: bool = False, write: bool = True) -> _PageInputs:
@@ -303,13 +229,13 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     return inputs
 
 
-def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[str, Any]) -> dict | None:
+def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
     """Transcripts that are current, stale, failed or not read yet (pending), by the rule
     `run_transcription` skips pages by (what it counts stale is what the next call reads again).
 
     Returns:
-        {"variant", "done", "stale", "failed", "pending"}, or None when the stage has no
-        transcript folder (it is opt-in and never ran) or no variant to read.
+        One `builtin.Outputs`, named by the variant read; none when the stage has no transcript
+        folder (it is opt-in and never ran) or no variant to read.
 
     Raises:
         ValueError: bad transcription options (one line).
@@ -318,16 +244,31 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
-        return None
+        return []
     inputs = _page_inputs(run_dir, variant, params, _recognizer_stage(params, out_dir / "_plan"))
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
-    for page_id in page_ids:
+    reasons: Counter = Counter()
+    for page_id in (r.page_id for r in records):
         if page_id in written and inputs(page_id, write=False).current:
             counts["done"] += 1
+        elif page_id in failed:
+            counts["failed"] += 1
+        elif page_id in written:
+            counts["stale"] += 1
+            reasons[_why_stale(out_dir / f"{page_id}.json")] += 1
         else:
-            counts["failed" if page_id in failed else "stale" if page_id in written else "pending"] += 1
-    return {"variant": variant, **counts}
+            counts["pending"] += 1
+    return [Outputs(variant, **counts, reasons=dict(reasons.most_common()))]
+
+
+def _why_stale(path: Path) -> str:
+    """Why a transcript judged not current is stale: the assembly code revision it records, else what changed."""
+    try:
+        made = read_json(path).get("revision")
+    except (OSError, ValueError, AttributeError):
+        return "its transcript file is unreadable"
+    return why_stale("transcription", made) or "its fused page, lines or recogniser changed"
 
 
 def _is_current(path: Path, fingerprint: str) -> bool:

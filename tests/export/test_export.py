@@ -16,9 +16,10 @@ from xsd import ALTO_XSD, PAGE_XSD, validation_errors  # noqa: E402
 
 from newsbag.config import parse_config  # noqa: E402
 from newsbag.errors import ConfigError  # noqa: E402
-from newsbag.export import REVISIONS  # noqa: E402
+from newsbag import revisions  # noqa: E402
 from newsbag.export.coco import CATEGORIES, image_id_for  # noqa: E402
-from newsbag.export.stage import parse_export_cfg, run_export  # noqa: E402
+from newsbag.export.options import parse_export_cfg  # noqa: E402
+from newsbag.export.stage import run_export  # noqa: E402
 from newsbag.labels import LABELS  # noqa: E402
 
 W, H = 300, 400
@@ -244,8 +245,9 @@ def test_sources_and_variant_choice(run):
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"formats": ["pdf"]}, "unknown format(s) pdf; choose from page-xml, alto, coco"),
-    ({"formats": "coco"}, "formats must be a non-empty list"),
+    ({"formats": ["pdf"]}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got ['pdf']"),
+    ({"formats": "coco"}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got 'coco'"),
+    ({"formats": []}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got []"),
     ({"sources": "yes"}, "sources must be true or false"),
     ({"variant": ["V1"]}, "unknown key(s) variant"),
 ])
@@ -258,7 +260,7 @@ def test_bad_options_are_refused(cfg, message):
 def test_config_validates_export_stage():
     base = {"stages": [{"name": "export", "kind": "export", "formats": ["coco"]}]}
     assert parse_config(base).stages[0].kind == "export"
-    with pytest.raises(ConfigError, match="unknown format"):
+    with pytest.raises(ConfigError, match="formats must be a list of page-xml, alto, coco"):
         parse_config({"stages": [{"name": "export", "kind": "export", "formats": ["tei"]}]})
 
 
@@ -517,13 +519,36 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
     stamps = {f: f.stat().st_mtime_ns for f in files}
     for fmt, expected in (("alto", {"alto/fusion/V1/p1.xml", "alto/fusion/V1/p2.xml"}),
                           ("coco", {"coco/fusion/V1.json"})):
-        monkeypatch.setitem(REVISIONS, fmt, REVISIONS[fmt] + 1)
+        now = revisions.REVISIONS[f"export/{fmt}"]
+        monkeypatch.setitem(revisions.REVISIONS, f"export/{fmt}", revisions.Revision(now.number + 1, now.code))
         result = _export(run)
         changed = {f.relative_to(run / "exports").as_posix() for f in files if f.stat().st_mtime_ns != stamps[f]}
         assert changed == expected
         assert result["coco"] == {"fusion/V1": "ok" if fmt == "coco" else "skipped"}
         stamps = {f: f.stat().st_mtime_ns for f in files}
         assert _export(run)["skipped"] == 2
+
+
+def test_status_counts_exports_and_says_a_new_writer_revision_makes_them_stale(run, monkeypatch, capsys):
+    """Export had no status: now each exported layer's pages are counted as `newsbag export`
+    judges them, and a writer's new code revision is named as the reason they are stale."""
+    from newsbag.export.stage import export_status
+    from newsbag.pages import read_pages
+
+    assert export_status(run, read_pages(run), {}) == []          # never exported
+    assert _export(run)["ok"] == 2
+    (layer,) = export_status(run, read_pages(run), {})
+    assert (layer.name, layer.done, layer.stale, layer.pending, layer.whole) == ("fusion/V1", 2, 0, 0, True)
+    now = revisions.REVISIONS["export/alto"]
+    monkeypatch.setitem(revisions.REVISIONS, "export/alto", revisions.Revision(now.number + 1, now.code))
+    (layer,) = export_status(run, read_pages(run), {})
+    assert (layer.done, layer.stale) == (0, 2)
+    assert layer.reasons == {f"made by export/alto code revision {now.number}, now {now.number + 1}": 2}
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert f"      stale: made by export/alto code revision {now.number}, now {now.number + 1} (2 pages)" in out
+    assert _export(run)["ok"] == 2
+    (layer,) = export_status(run, read_pages(run), {})
+    assert (layer.done, layer.stale) == (2, 0)
 
 
 def test_a_thin_box_keeps_at_least_one_pixel_in_every_format(run):

@@ -9,6 +9,8 @@ from newsbag.fusion.stage import run_fusion
 from newsbag.io import read_page
 from newsbag.rundir import discover_sources
 
+from nbtest import run_cli
+
 CFG = {
     "variants": {
         "S1": {"sources": ["paddle_layout/*"], "method": "best_single"},
@@ -724,3 +726,35 @@ def test_a_source_answering_one_page_sized_box_is_flagged_per_page_on_the_board_
     code, out, err = run_cli(capsys, "status", "--run-dir", run)
     assert code == 0, err
     assert f"      degenerate on 1 page(s), e.g. page p1: {reason}" in out.splitlines()
+
+
+def test_a_new_fusion_method_revision_redoes_exactly_its_variants_and_status_says_why(tmp_path, monkeypatch, capsys):
+    """A finished run after an upgrade whose consensus code makes other boxes: status shows the
+    consensus variant stale with the code revision as the reason, and `newsbag fuse` redoes its
+    pages only (the best_single variant's files are left as they are)."""
+    from newsbag import revisions
+
+    run = _write_run(tmp_path)
+    _write_manifest(run, ["p1", "p2"])
+    (run / "config.resolved.json").write_text(json.dumps({"stages": [{"name": "fusion", "kind": "fusion", **CFG}]}))
+    run_fusion(run, ["p1", "p2"], CFG)
+    fused = run / "outputs/fusion"
+    before = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("[!_]*/p*.json")}
+    now = revisions.REVISIONS["fusion/consensus"]
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+
+    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert code == 0, err
+    by_variant = {f["name"]: f for f in json.loads(out)["builtin"]["fusion"]}
+    reason = f"made by fusion/consensus code revision {now.number}, now {now.number + 1}"
+    assert by_variant["C"]["stale"] == 2 and by_variant["C"]["reasons"] == {reason: 2}
+    assert by_variant["S1"]["done"] == 2 and by_variant["S1"]["reasons"] == {}
+    assert f"stale: {reason} (2 pages)" in run_cli(capsys, "status", "--run-dir", run)[1]
+
+    code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0, err
+    after = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("[!_]*/p*.json")}
+    assert sorted(k for k in after if after[k] != before[k]) == ["C/p1.json", "C/p2.json"]
+    again = json.loads(run_cli(capsys, "status", "--run-dir", run, "--json")[1])["builtin"]["fusion"]
+    again = {f["name"]: f for f in again}
+    assert again["C"]["done"] == 2 and again["C"]["stale"] == 0

@@ -35,17 +35,19 @@ def test_embedded_config_ships_the_recipes_as_defined():
 @pytest.mark.parametrize("cfg, message", [
     ({"variantz": {}}, "unknown key(s) ['variantz']"),
     ({"variants": {"A": {"sources": ["*"], "method": "vote"}}}, "method must be one of"),
-    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vot": 2}}}}, "unknown key(s) ['vot']"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vot": 2}}}},
+     "fusion.variants.A.params: unknown key(s) vot; allowed: col_gap, col_min_lines"),
     ({"variants": {"A": {"sources": "*", "method": "consensus"}}}, "sources must be a list of strings"),
-    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"t_iou": 2}}}}, "t_iou must be a number in [0, 1]"),
-    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vote": 0}}}}, "vote must be an integer >= 1"),
-    ({"variants": {"A": {"sources": ["*"], "method": "best_single", "params": {"vote": 1}}}}, "unknown key(s) ['vote']"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"t_iou": 2}}}}, "t_iou must be a number in [0, 1], got 2"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vote": 0}}}}, "vote must be a whole number >= 1, got 0"),
+    ({"variants": {"A": {"sources": ["*"], "method": "best_single", "params": {"vote": 1}}}},
+     "unknown key(s) vote; allowed: none"),
     ({"variants": {}, "recommended": "X"}, "fusion.recommended 'X' is not a variant"),
     ({"variants": {"a/b": {"sources": ["*"], "method": "consensus"}}}, "plain folder names"),
     ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"solo_min_size": 3}}}},
-     "solo_min_size must be [width, height] in text-line heights"),
+     "solo_min_size must be a [first, second] pair of numbers >= 0 (text-line heights), or null, got 3"),
     ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"prefer": "best"}}}},
-     "prefer must be support|fine|coarse|rank"),
+     "prefer must be one of support, fine, coarse, rank, got 'best'"),
 ])
 def test_bad_config_is_one_line_value_error(cfg, message):
     with pytest.raises(ValueError) as err:

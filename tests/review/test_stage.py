@@ -13,7 +13,8 @@ import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
 from newsbag.pages import read_pages
-from newsbag.review.stage import board_status, parse_review_cfg, run_review
+from newsbag.review.options import parse_review_cfg
+from newsbag.review.stage import board_status, run_review
 
 CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400, "variants": None}
 IDS = ["p1", "p2", "p3"]
@@ -214,10 +215,10 @@ def test_which_fused_variants_are_shown(run_kit, summary, variants, expected_pan
 
 @pytest.mark.parametrize("cfg, message", [
     ({"top_n": 5, "colour": "red"}, "review stage: unknown key(s) colour; allowed: max_board_width, top_n, variants"),
-    ({"top_n": 0}, "review stage: top_n must be an integer >= 1, got 0"),
-    ({"top_n": True}, "review stage: top_n must be an integer >= 1, got True"),
-    ({"max_board_width": 100}, "review stage: max_board_width must be an integer >= 960, got 100"),
-    ({"variants": "v1"}, "review stage: variants must be null or a list of fused variant names, got 'v1'"),
+    ({"top_n": 0}, "review stage: top_n must be a whole number >= 1, got 0"),
+    ({"top_n": True}, "review stage: top_n must be a whole number >= 1, got True"),
+    ({"max_board_width": 100}, "review stage: max_board_width must be a whole number >= 960 (px), got 100"),
+    ({"variants": "v1"}, "review stage: variants must be a list of strings, or null, got 'v1'"),
 ])
 def test_bad_review_config_is_one_line_value_error(cfg, message):
     with pytest.raises(ValueError) as info:
@@ -543,4 +544,23 @@ def test_a_scan_gone_keeps_its_current_board_with_one_warning(review_run, caplog
     assert [m for m in caplog.messages if "scan is gone" in m] == [
         f"review: 1 board(s) kept as drawn though their scan is gone (p1: {image}); put the scans back "
         "where the manifest says to redraw them"]
-    assert board_status(review_run, read_pages(review_run), CFG)["done"] == 2
+    assert board_status(review_run, read_pages(review_run), CFG)[0].done == 2
+
+
+def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_run, monkeypatch):
+    """An upgrade whose drawing code makes other boards: status shows the boards stale with the
+    code revision as the reason, and the next review redraws them (the fingerprint held no code)."""
+    from newsbag import revisions
+
+    run_review(review_run, IDS, CFG)
+    data = review_run / "review" / "pages" / "p1" / "data.js"
+    stamp = data.stat().st_mtime_ns
+    now = revisions.REVISIONS["review"]
+    monkeypatch.setitem(revisions.REVISIONS, "review", revisions.Revision(now.number + 1, now.code))
+    (boards,) = board_status(review_run, read_pages(review_run), CFG)
+    assert (boards.done, boards.stale) == (0, 2)
+    assert boards.reasons == {f"made by review code revision {now.number}, now {now.number + 1}": 2}
+    again = run_review(review_run, IDS, CFG)
+    assert (again["ok"], again["skipped"]) == (2, 0) and data.stat().st_mtime_ns > stamp
+    assert json.loads((data.parent / "info.json").read_text())["revision"] == now.number + 1
+    assert board_status(review_run, read_pages(review_run), CFG)[0].done == 2

@@ -10,7 +10,8 @@ from nbtest import shared_path
 
 from newsbag import rundir
 from newsbag.transcript import take_block_text
-from newsbag.transcription import parse_transcription_options, run_transcription
+from newsbag.transcription import run_transcription
+from newsbag.transcription_options import parse_transcription_options
 
 RUNNERS = Path(__file__).resolve().parents[2] / "runners"
 SAMPLE = ("formats", "paddleocr_vl.res.json")  # PaddleOCR-VL's own output, in ../shared (see its README)

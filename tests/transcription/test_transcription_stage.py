@@ -7,7 +7,8 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from newsbag import rundir
-from newsbag.transcription import parse_transcription_options, run_transcription
+from newsbag.transcription import run_transcription
+from newsbag.transcription_options import parse_transcription_options
 from nbtest import run_cli
 
 pytest.importorskip("onnxruntime")
@@ -150,9 +151,9 @@ def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path
 
 @pytest.mark.parametrize("options, message", [
     ({"colour": 1}, "unknown key(s) colour"),
-    ({"device": "tpu"}, "device must be auto, gpu or cpu"),
-    ({"lines_source": "text_lines"}, "lines_source must be 'stage/variant'"),
-    ({"page_timeout_s": 0}, "page_timeout_s must be a positive number"),
+    ({"device": "tpu"}, "device must be one of auto, gpu, cpu, got 'tpu'"),
+    ({"lines_source": "text_lines"}, "lines_source must be a string 'stage/variant' or '', got 'text_lines'"),
+    ({"page_timeout_s": 0}, "page_timeout_s must be a number > 0 (s), got 0"),
 ])
 def test_bad_options_are_refused_in_one_line(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -483,6 +484,27 @@ def test_a_new_revision_of_the_recogniser_reads_the_transcripts_again(tmp_path, 
     assert (again["ok"], again["skipped"]) == (1, 0)
 
 
+def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_status_says_why(tmp_path, monkeypatch):
+    """An upgrade whose assembly code (transcript.py) makes other transcripts: status shows them
+    stale with the code revision as the reason, and the next call makes them again."""
+    from newsbag import revisions
+    from newsbag.builtin import Outputs
+    from newsbag.pages import read_pages
+    from newsbag.transcription import transcript_status
+
+    run = _write_run(tmp_path, pids=("p1", "p2"))
+    assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
+    now = revisions.REVISIONS["transcription"]
+    monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.code))
+    assert transcript_status(run, read_pages(run), {}) == [Outputs(
+        "C", done=0, stale=2, failed=0, pending=0,
+        reasons={f"made by transcription code revision {now.number}, now {now.number + 1}": 2})]
+    again = run_transcription(run, ["p1", "p2"], {})
+    assert (again["ok"], again["skipped"]) == (2, 0)
+    assert json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())["revision"] == now.number + 1
+    assert transcript_status(run, read_pages(run), {})[0].done == 2
+
+
 def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tmp_path):
     # p2's scan was replaced by a half-size one after fusion (its layout and lines are in the
     # old pixels): the recogniser cut its crops out of the new image at the old boxes (an
@@ -547,15 +569,18 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     assert code == 0
     assert "  transcription/C                      done      1  failed     1  stale     1  pending      1" in out
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["transcription"] == {"variant": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1}
+    assert json.loads(out)["builtin"]["transcription"] == [{
+        "name": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1, "note": "", "whole": True,
+        "reasons": {"its fused page, lines or recogniser changed": 1}}]
     # read again, the failed page's failure is no more
     (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(_page("p2", [([30, 140, 480, 340], "text", "text")])))
     assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["transcription"] == {"variant": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0}
+    assert json.loads(out)["builtin"]["transcription"] == [{
+        "name": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0, "note": "", "whole": True, "reasons": {}}]
 
 
 def test_status_says_nothing_of_transcription_before_the_opt_in_stage_ran(tmp_path, capsys):
     run = _write_run(tmp_path)
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
-    assert json.loads(out)["transcription"] is None
+    assert json.loads(out)["builtin"]["transcription"] == []

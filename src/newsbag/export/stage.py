@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -14,60 +15,23 @@ from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
 from ..pages import read_pages
 from ..parallel import page_map
-from . import FORMATS, REVISIONS
+from ..builtin import Outputs
+from ..revisions import revision, why_stale
+from . import FORMATS
 from .alto import alto_xml
 from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
+from .options import ExportParams, parse_export_cfg
 from .pagexml import page_xml
 
-__all__ = ["ExportParams", "parse_export_cfg", "export_variant_names", "run_export", "export_layers"]
+__all__ = ["run_export", "export_layers", "export_status"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {"formats": ["page-xml", "alto", "coco"], "variants": None, "sources": False}
-_STAGE_KEYS = {"name", "kind", "description"}
 _WRITERS = {"page-xml": page_xml, "alto": alto_xml}
 # The fingerprint sits in the first lines of every file (PAGE pcGtsId, ALTO Description,
 # COCO info), so a freshness check reads this many bytes, never the whole file.
 _HEAD_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class ExportParams:
-    """Export options: formats, fused variants (None = the recommended one, or all when the
-    run has no recommendation; ("all",) = every fused variant) and whether source layouts go too."""
-
-    formats: tuple[str, ...] = ("page-xml", "alto", "coco")
-    variants: tuple[str, ...] | None = None
-    sources: bool = False
-
-
-def parse_export_cfg(cfg: Mapping[str, Any]) -> ExportParams:
-    """Validated export options; raises a one-line ValueError on unknown keys or bad values."""
-    unknown = sorted(set(cfg) - set(_DEFAULTS) - _STAGE_KEYS)
-    if unknown:
-        raise ValueError(f"export stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
-    opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
-    formats = opts["formats"]
-    if isinstance(formats, str) or not isinstance(formats, (list, tuple)) or not formats:
-        raise ValueError(f"export stage: formats must be a non-empty list of {', '.join(FORMATS)}, got {formats!r}")
-    bad = [f for f in formats if f not in FORMATS]
-    if bad:
-        raise ValueError(f"export stage: unknown format(s) {', '.join(map(str, bad))}; choose from {', '.join(FORMATS)}")
-    variants = opts["variants"]
-    if variants is not None:
-        if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
-            raise ValueError(f"export stage: variants must be null or a list of fused variant names, got {variants!r}")
-        variants = tuple(variants)
-    if not isinstance(opts["sources"], bool):
-        raise ValueError(f"export stage: sources must be true or false, got {opts['sources']!r}")
-    return ExportParams(formats=tuple(dict.fromkeys(formats)), variants=variants, sources=opts["sources"])
-
-
-def export_variant_names(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, name) of the fused variants valid export options name (`builtin.unmatched_variant`):
-    a typo'd one was skipped with a warning, exit 0, and nothing of it exported."""
-    return [("export.variants", v) for v in cfg.get("variants") or () if v != "all"]
 
 
 @dataclass(frozen=True)
@@ -122,13 +86,13 @@ def _created(path: Path) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(path.stat().st_mtime))
 
 
-def _linked_images(run_dir: Path) -> dict[str, str]:
-    """page id -> the image an export names, as the manifest has it now: the upright copy of a page
-    whose original is stored turned (EXIF/TIFF Orientation: its boxes fit that copy, and an export
-    naming the original would have every box turned for a reader of its pixels; OCR-D checks
-    imageWidth against them), else the original (run-relative), which may have moved since the
-    page was made (`pages._reanchored`: a run moved or copied elsewhere)."""
-    return {p.page_id: p.image_path if p.orientation != 1 else p.path for p in read_pages(run_dir)}
+def _linked_images(records: list) -> dict[str, str]:
+    """page id -> the image an export names, as the manifest (`records`) has it now: the upright
+    copy of a page whose original is stored turned (EXIF/TIFF Orientation: its boxes fit that copy,
+    and an export naming the original would have every box turned for a reader of its pixels;
+    OCR-D checks imageWidth against them), else the original (run-relative), which may have moved
+    since the page was made (`pages._reanchored`: a run moved or copied elsewhere)."""
+    return {p.page_id: p.image_path if p.orientation != 1 else p.path for p in records}
 
 
 def _image_name(run_dir: Path, page: dict, out_dir: Path, linked: str | None = None) -> str:
@@ -143,9 +107,25 @@ def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
     return rundir.inputs_record_path(run_dir, "export", layer.name, page_id)
 
 
-def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, linked: str | None) -> str:
-    return rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, judged["page"], judged.get("text"),
+def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, linked: str | None,
+                      made_by: int | None = None) -> str:
+    """What a file of `fmt` made from these inputs records; ``made_by``: by that code revision (else the one now)."""
+    code = revision(f"export/{fmt}") if made_by is None else made_by
+    return rundir.fingerprint("export", fmt, code, layer.name, judged["page"], judged.get("text"),
                               *([linked] if linked else []))
+
+
+def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tuple[Path, dict[str, str], dict]:
+    """(one page's layer page, the inputs its exports are judged by, its export file of each format)."""
+    src = layer.folder / f"{page_id}.json"
+    transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
+    paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
+    return src, paths, {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
+
+
+def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, linked: str | None) -> Callable:
+    """``stale(judged) -> [the formats whose file is not current]``, as `rundir.judge_by_record` asks."""
+    return lambda judged: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, linked))]
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
@@ -156,11 +136,8 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     rewrites nothing, and the record takes the new stats.
     """
     run_dir, exports, layer, page_id, formats, force, linked = task
-    src = layer.folder / f"{page_id}.json"
-    transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
-    paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
+    src, paths, outs = _files(exports, layer, page_id, formats)
     record_path = _record_path(run_dir, layer, page_id)
-    outs = {fmt: exports / fmt / layer.name / f"{page_id}{FORMATS[fmt]}" for fmt in formats}
     statuses: dict[str, str] = {}
     if not src.exists():
         # The layer has no page here (never made, or removed when it failed): an export left
@@ -169,14 +146,15 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
             out.unlink(missing_ok=True)
         return page_id, layer.name, statuses, ""
     try:
-        judged, todo = rundir.judge_by_record(paths, record_path, lambda judged: list(formats) if force else [
-            f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, linked))])
+        stale = _stale_formats(outs, formats, layer, linked)
+        judged, todo = rundir.judge_by_record(paths, record_path,
+                                              lambda judged: list(formats) if force else stale(judged))
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
         for fmt in todo:
             if page is None:
                 page = read_page(src, page_id)
-                transcript = read_json(transcript_path) if "text" in judged else None
+                transcript = read_json(paths["text"]) if "text" in judged else None
                 if transcript is not None and not transcript_fits(page, transcript):
                     log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
@@ -198,8 +176,86 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
 
 def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], linked: dict[str, str]) -> str:
     named = {p: linked[p] for p, _, _ in pages if p in linked}
-    return rundir.fingerprint("export", "coco", REVISIONS["coco"], layer.name, [[p, i] for p, _, i in pages],
+    return rundir.fingerprint("export", "coco", revision("export/coco"), layer.name, [[p, i] for p, _, i in pages],
                               *([named] if named else []))
+
+
+def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tuple[str, Path, list[int]]]:
+    """(page id, layer page, its `rundir.file_identity`) of the pages a COCO file of `layer` holds."""
+    present = []
+    for page_id in page_ids:
+        src = layer.folder / f"{page_id}.json"
+        identity = rundir.file_identity(src)
+        if page_id not in failed and identity is not None:
+            present.append((page_id, src, identity))
+    return present
+
+
+def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, linked: dict[str, str]) -> bool:
+    """Whether the COCO file `out` holds exactly the `present` pages (`_coco_pages`) as they are."""
+    if _is_fresh(out, _coco_fingerprint(layer, present, linked)):
+        return True
+    if not out.exists():
+        return False
+    # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
+    present = [(page_id, src, rundir.judged_identity(
+        src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
+        for page_id, src, identity in present]
+    return _is_fresh(out, _coco_fingerprint(layer, present, linked))
+
+
+def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -> list[Outputs]:
+    """Per layer the options export, its pages whose files are current, stale or not written yet
+    (pending), by the rule `run_export` skips files by; none before the first export.
+
+    A page counts done when every per-page format's file is current (with COCO alone: when the
+    layer's COCO file is); a layer whose COCO file does not hold its pages as they are is not
+    ``whole``. Failures live in the ledger only, so none is counted failed. Stat calls and the
+    first bytes of each file; nothing is written.
+    """
+    params = parse_export_cfg(export_cfg)
+    run_dir = Path(run_dir)
+    exports = rundir.exports_dir(run_dir)
+    if not exports.is_dir():
+        return []
+    per_page = [f for f in params.formats if f in _WRITERS]
+    linked = _linked_images(records)
+    ids = [r.page_id for r in records]
+    rows = []
+    for layer in export_layers(run_dir, params):
+        present = _coco_pages(layer, ids, set())
+        coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
+                                                                   layer, present, linked)
+        counts, reasons = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter()
+        for page_id in ids:
+            state, why = _export_state(run_dir, exports, layer, page_id, per_page, linked.get(page_id), coco)
+            counts[state] += 1
+            if why:
+                reasons[why] += 1
+        rows.append(Outputs(layer.name, **counts, reasons=dict(reasons.most_common()), whole=coco,
+                            note="" if coco else "COCO file out of date"))
+    return rows
+
+
+def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],
+                  linked: str | None, coco: bool) -> tuple[str, str | None]:
+    """(done | stale | pending, why stale) of one page of one layer, as `_page_task` judges it."""
+    src, paths, outs = _files(exports, layer, page_id, formats)
+    if not src.exists() or formats and not any(o.exists() for o in outs.values()):
+        return "pending", None
+    if not formats:
+        return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
+    judged, todo = rundir.judge_by_record(paths, _record_path(run_dir, layer, page_id),
+                                          _stale_formats(outs, formats, layer, linked), write=False)
+    if not todo:
+        return "done", None
+    for fmt in todo:
+        now = revision(f"export/{fmt}")
+        made = next((r for r in range(now - 1, 0, -1)
+                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, judged, linked, made_by=r))), None)
+        if made is not None:
+            return "stale", why_stale(f"export/{fmt}", made)
+    return "stale", "its layout or transcript changed, or a format's file is missing"
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
@@ -208,23 +264,11 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
     failures of pages it could not read, which it leaves out). ``linked``: page id -> the
     image an export names (`_linked_images`)."""
     out = exports / "coco" / f"{layer.name}.json"
-    present = []
-    for page_id in page_ids:
-        src = layer.folder / f"{page_id}.json"
-        identity = rundir.file_identity(src)
-        if page_id not in failed and identity is not None:
-            present.append((page_id, src, identity))
+    present = _coco_pages(layer, page_ids, failed)
     if not present:
         return "empty", []
-    if not force and _is_fresh(out, _coco_fingerprint(layer, present, linked)):
+    if not force and _coco_is_current(run_dir, out, layer, present, linked):
         return "skipped", []
-    if not force and out.exists():
-        # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
-        present = [(page_id, src, rundir.judged_identity(
-            src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
-            for page_id, src, identity in present]
-        if _is_fresh(out, _coco_fingerprint(layer, present, linked)):
-            return "skipped", []
     left_out: list[dict] = []
 
     def pages():  # read one at a time, as the file is written
@@ -263,8 +307,8 @@ def run_export(
 
     PAGE-XML and ALTO: one file per page and layer (``<page_id>.xml``); COCO: one
     ``exports/coco/<layer>.json`` over every manifest page that has the layer. A file whose
-    recorded fingerprint (input file identity, format and its writer's revision, layer, tool
-    version) matches is skipped unless `force`; every write is atomic. A page JSON that fails
+    recorded fingerprint (input file identity, format and its writer's code revision, layer)
+    matches is skipped unless `force`; every write is atomic. A page JSON that fails
     the contract fails that page of that layer (logged in one line); the rest goes on.
 
     Args:
@@ -293,7 +337,7 @@ def run_export(
     page_status: dict[str, str] = {p: "skipped" for p in page_ids}
     failures: list[dict] = []
     failed_by_layer: dict[str, set[str]] = {layer.name: set() for layer in layers}
-    linked = _linked_images(run_dir)
+    linked = _linked_images(read_pages(run_dir))
     if per_page:
         tasks = ((run_dir, exports, layer, page_id, per_page, force, linked.get(page_id))
                  for page_id in page_ids for layer in layers)

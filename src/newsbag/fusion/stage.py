@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -13,18 +14,19 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
+from ..builtin import Outputs
 from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
+from ..revisions import revision, why_stale
 from ..tables import tsv_text, tsv_writer
 from .degenerate import degenerate_reasons, largest_box_share
 from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
 from .geometry import box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
-from .variants import fusion_source_names  # noqa: F401  (the fusion kind's entry in builtin.REGISTRY)
 
 __all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page"]
 
@@ -247,11 +249,25 @@ class _Prints:
 
 
 def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) -> _Prints:
-    metrics = rundir.fingerprint("fusion-metrics", cfg.line_source, list(cfg.exclude_from_variants), needed)
-    variants = {v.name: rundir.Fingerprint(rundir.fingerprint("fusion-variant", v.method, asdict(v.params),
-                                                              active[v.name], cfg.line_source, metrics))
-                for v in cfg.variants if v.name in active}
+    """Every variant's fingerprint holds the metrics one (so the shared fusion code's revision)
+    and its method's code revision: a method's new revision redoes the variants using it only."""
+    metrics = rundir.fingerprint("fusion-metrics", revision("fusion"), cfg.line_source,
+                                 list(cfg.exclude_from_variants), needed)
+    variants = {v.name: rundir.Fingerprint(rundir.fingerprint(
+        "fusion-variant", v.method, revision(_method_key(v.method)), asdict(v.params), active[v.name],
+        cfg.line_source, metrics)) for v in cfg.variants if v.name in active}
     return _Prints(rundir.Fingerprint(metrics), variants)
+
+
+def _method_key(method: str) -> str:
+    """The `revisions` entry of a fusion method's code."""
+    return f"fusion/{method}"
+
+
+def _revisions(cfg: FusionConfig, names) -> dict[str, int]:
+    """The code revision of each named variant's method now, as a page's record keeps them."""
+    method = {v.name: v.method for v in cfg.variants}
+    return {name: revision(_method_key(method[name])) for name in names}
 
 
 def _stored_record(run_dir: Path, page_id: str) -> dict | None:
@@ -307,7 +323,8 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
         metrics = _jsonable(_measure_sources(pages, cfg)[4])
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
-            "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
+            "fingerprint": metrics_fp, "variant_fingerprints": {}, "revision": revision("fusion"),
+            "variant_revisions": {}, "inputs": idents, "dropped": dropped,
             "identities": rundir.input_record(inputs, idents, (record or {}).get("identities")),
         }, compact=True, durable=False)
         return metrics
@@ -404,6 +421,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
             **new, "variants": {**kept, **new["variants"]},
             "best_single_choice": {**choice, **new["best_single_choice"]},
             "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
+            "revision": revision("fusion"), "variant_revisions": _revisions(cfg, active),
             "inputs": idents, "dropped": dropped, "outputs": outputs,
             "members_table": rundir.file_identity(table_path),
             "identities": rundir.input_record(inputs, idents, (record or {}).get("identities")),
@@ -530,7 +548,7 @@ def _plan(run_dir: Path, cfg: FusionConfig) -> tuple[list[str], dict[str, list[s
     return available, active, skipped, line_source, needed
 
 
-def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[dict]:
+def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs]:
     """Per fused variant folder: pages whose fused page is current, stale, failed or not made
     yet (pending), by the rule `run_fusion` skips pages by (so what it counts stale is what the
     next fusion redoes).
@@ -541,16 +559,17 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
 
     Args:
         run_dir: the run directory.
-        page_ids: the run's pages (the manifest).
+        records: the run's pages (`pages.read_pages`).
         fusion_cfg: the config's "fusion" section.
 
     Returns:
-        [{"variant", "done", "failed", "stale", "pending"}], by variant name.
+        One `builtin.Outputs` per variant folder, by name; the recommended one's note says so.
 
     Raises:
         ValueError: bad fusion config (one line).
     """
     run_dir = Path(run_dir)
+    page_ids = [r.page_id for r in records]
     cfg = parse_fusion_config(fusion_cfg)
     _, active, _, _, needed = _plan(run_dir, cfg)
     if needs_order(cfg):
@@ -564,6 +583,7 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
     written = {v: rundir.page_files(rundir.fused_dir(run_dir, v)) for v in variants}   # one listing a folder
     done = dict.fromkeys(variants, 0)
     stale = dict.fromkeys(variants, 0)
+    reasons: dict[str, Counter] = {v: Counter() for v in variants}
     for page_id in page_ids:
         present = [v for v in variants if page_id in written[v]]
         if not present:   # pending or failed in every variant: nothing of the page to judge
@@ -577,11 +597,25 @@ def fused_status(run_dir: Path, page_ids: list[str], fusion_cfg: dict) -> list[d
                 done[v] += 1
             else:
                 stale[v] += 1
+                reasons[v][_why_stale(v, record, cfg, active)] += 1
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
-    return [{"variant": v, "done": done[v], "stale": stale[v], "failed": failed[v],
-             "pending": len(wanted) - done[v] - stale[v] - failed[v]} for v in variants]
+    recommended = rundir.recommended_variant(run_dir)
+    return [Outputs(v, done[v], stale[v], failed[v], len(wanted) - done[v] - stale[v] - failed[v],
+                    dict(reasons[v].most_common()), "recommended" if v == recommended else "") for v in variants]
+
+
+def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
+    """Why a fused page judged not current is stale: the code revision it was made by, else what changed."""
+    if variant not in active:
+        return "this config no longer makes the variant (dropped, or its sources did not run)"
+    if not record:
+        return "its page record (outputs/fusion/_metrics) is missing or unreadable"
+    method = next(v.method for v in cfg.variants if v.name == variant)
+    return (why_stale("fusion", record.get("revision"))
+            or why_stale(_method_key(method), (record.get("variant_revisions") or {}).get(variant))
+            or "its inputs or options changed")
 
 
 def run_fusion(

@@ -20,56 +20,20 @@ Keys left out take their value from `DEFAULT_FUSION_CFG` (so an empty section me
 shipped variants); an explicit ``"variants": {}`` means none. A variant is skipped (and reported) when one of its patterns matches no source that ran,
 so "P2 = Paddle + Dell" is never silently the same as "P1" on a run without Dell.
 
-Params of "consensus" (`ConsensusParams`): `vote` (source families that must agree),
-`t_iou`, `t_ioa` (matching thresholds), `t_cover` (share of a box a family's boxes must
-cover to count as agreeing), `solo_score` (a single source keeps a box at this score or
-more; null = never), `solo_min_size` ([width, height] in median text-line heights: a box of
-one family at least this large is kept; null = never), `t_split` (children must cover this
-share of a container to replace it), `prefer` ("support": finer boxes win when at least as
-supported, ties broken by `granularity`; "fine"; "coarse"; "rank": the box whose source
-comes first in `granularity` wins, ties as "fine"), `granularity` (source globs, preferred granularity
-first; "auto": the run's source leaderboard order, best first, measured on all pages before
-fusing, a page without a source's output counting as an empty page for it), `t_shadow`
-(drop a box when better-ranked kept boxes cover more than this share of it; 1 = never), `weights` ({glob: weight} for coordinate averaging), `split_columns` (cut text
-regions at column gutters seen in the text lines), `col_gap` (minimum gutter, share of
-page width), `col_slack` (share of page width trimmed from each line end before looking
-for gutters, since lines of neighbouring columns often overlap a little), `col_tol` (share
-of a region's lines that may cross a gutter, e.g. merged by OCR), `col_min_lines` (whole
-lines needed on each side of a gutter), `fill_lines` (add boxes that hold text lines no kept region covers),
-`fill_min_lines`, `max_page_share` (boxes covering this share of the page or more are left
-out, e.g. one page-sized "figure" from a member that failed on the page; 1 = keep all),
-`titles` (text regions that title boxes of the sources cover, or that hold 1-3 lines on average
-1.8 x the page's median line height, become "headline"). "best_single" takes no params: per page it keeps the one source with the
-best no-ground-truth score (`metrics.page_score`).
-
-Params of "paragraphs" (`ParagraphParams`; `fuse.fuse_paragraphs`, lengths in text-line
-heights): `granularity` (as above: the first source with text boxes on the page gives the
-blocks), `noise_h`, `noise_score`, `noise_cover`, `noise_tall` (a block lower than `noise_h`
-or scored below `noise_score` (only when lower than `noise_tall`, if > 0, and only for blocks of
-the text-line family, whose score is a text probability) that other families' text covers less
-than `noise_cover` of is dropped), `nest_share`, `nest_max_h`, `nest_poke` (a block lower
-than `nest_max_h` that holds `nest_share` of another block and reaches `nest_poke` past a
-column gutter of the text lines on both sides is replaced by its lines; 0 = never),
-`gutter_min_h` (side-by-side text boxes of
-another family at least this tall cut a block at the gap between them; 0 = never),
-`split_columns`, `col_gap`, `col_slack`, `col_tol`, `col_min_lines` (as above),
-`join`, `join_gap`, `join_indent`, `join_short` (blocks of one column are joined when the
-lower one's first row is indented less than `join_indent`, the upper one's last row ends less
-than `join_short` before the right edge and they are less than `join_gap` apart),
-`lines_back`, `lines_back_cover` (text lines no region holds come back as blocks where other
-families' text covers `lines_back_cover` of them; off: on nzz it cost 0.04 IoU F1 for no b1x),
-`lines_match` (a text line less than half inside the regions that another family's text box
-matches at this IoU comes back as a region; 0 = never),
-`t_cover` (support), `max_page_share`, `titles`.
+Params of each method are declared on `ConsensusParams` and `ParagraphParams` (type, unit,
+range, what each does; `builtin.options_markdown("fusion")` renders them as tables);
+"best_single" takes none: per page it keeps the one source with the best no-ground-truth score
+(`metrics.page_score`).
 """
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .. import rundir
+from ..options import option, parse
 
 __all__ = [
     "ConsensusParams",
@@ -91,28 +55,73 @@ __all__ = [
 ]
 
 
+_LINES = "text-line heights"
+_WIDTH = "share of the page width"
+
+
+def _share(default: float, doc: str, **declared) -> Any:
+    """An option that is a share in [0, 1]."""
+    return option("number", default, doc, minimum=0, maximum=1, **declared)
+
+
+def _lines(default: float, doc: str) -> Any:
+    """An option that is a length in text-line heights (the page's median line height)."""
+    return option("number", default, doc, unit=_LINES, minimum=0)
+
+
+def _granularity() -> Any:
+    return option("strings", (), 'source globs, preferred granularity first; "auto": the run\'s source leaderboard '
+                  "order, best first, measured on all pages before fusing", literal="auto")
+
+
+# The column-cut options both methods share (their col_tol and col_min_lines defaults differ).
+def _col_gap() -> Any:
+    return _share(0.006, "narrowest gutter between columns", unit=_WIDTH)
+
+
+def _col_slack() -> Any:
+    return _share(0.01, "trimmed from each line end before looking for gutters (lines of neighbouring columns "
+                  "often overlap a little)", unit=_WIDTH)
+
+
+def _col_tol(default: float) -> Any:
+    return _share(default, "share of a region's lines that may cross a gutter (merged by OCR)")
+
+
+def _col_min_lines(default: int) -> Any:
+    return option("integer", default, "whole lines needed on each side of a gutter", minimum=1)
+
+
 @dataclass(frozen=True)
 class ConsensusParams:
-    vote: int = 2
-    t_iou: float = 0.5
-    t_ioa: float = 0.8
-    t_cover: float = 0.5
-    solo_score: float | None = None
-    solo_min_size: tuple[float, float] | None = None
-    t_split: float = 0.6
-    prefer: Literal["support", "fine", "coarse", "rank"] = "support"
-    granularity: tuple[str, ...] = ()
-    weights: tuple[tuple[str, float], ...] = ()
-    split_columns: bool = False
-    col_gap: float = 0.006
-    col_slack: float = 0.01
-    col_tol: float = 0.1
-    col_min_lines: int = 2
-    fill_lines: bool = False
-    fill_min_lines: int = 2
-    t_shadow: float = 1.0
-    max_page_share: float = 1.0
-    titles: bool = False
+    vote: int = option("integer", 2, "source families that must agree on a box", minimum=1)
+    t_iou: float = _share(0.5, "IoU at which two boxes match")
+    t_ioa: float = _share(0.8, "share of the smaller box inside the larger at which two boxes match")
+    t_cover: float = _share(0.5, "share of a box a family's boxes must cover to count as agreeing")
+    solo_score: float | None = _share(None, "a box one source alone has is kept at this score or more; null: never",
+                                      nullable=True)
+    solo_min_size: tuple[float, float] | None = option(
+        "pair", None, "[width, height]: a box of one family at least this large is kept; null: never",
+        unit=_LINES, minimum=0, nullable=True)
+    t_split: float = _share(0.6, "children must cover this share of a container to replace it")
+    prefer: Literal["support", "fine", "coarse", "rank"] = option(
+        "string", "support", "support: finer boxes win when at least as supported (ties by granularity); fine; "
+        "coarse; rank: the box whose source comes first in granularity wins",
+        choices=("support", "fine", "coarse", "rank"))
+    granularity: tuple[str, ...] = _granularity()
+    weights: tuple[tuple[str, float], ...] = option("weights", (), "{source glob: weight} for averaging coordinates")
+    split_columns: bool = option("boolean", False, "cut text regions at column gutters seen in the text lines")
+    col_gap: float = _col_gap()
+    col_slack: float = _col_slack()
+    col_tol: float = _col_tol(0.1)
+    col_min_lines: int = _col_min_lines(2)
+    fill_lines: bool = option("boolean", False, "add boxes around text lines no kept region covers")
+    fill_min_lines: int = option("integer", 2, "fewest lines such a box holds", minimum=1)
+    t_shadow: float = _share(1.0, "drop a box when better-ranked kept boxes cover more than this share of it; 1: never")
+    max_page_share: float = _share(1.0, "boxes covering this share of the page or more are left out (one page-sized "
+                                   "figure of a member that failed); 1: keep all")
+    titles: bool = option("boolean", False, "text regions that title boxes cover, or holding 1-3 lines 1.8x the "
+                          "median height, become headlines")
 
 
 # `"granularity": "auto"`: the run's source leaderboard order, resolved before fusing.
@@ -126,36 +135,41 @@ class BestSingleParams:
 
 @dataclass(frozen=True)
 class ParagraphParams:
-    granularity: tuple[str, ...] = ()
-    noise_h: float = 0.7
-    noise_score: float = 0.96
-    noise_cover: float = 0.3
-    noise_tall: float = 1.0
-    nest_share: float = 0.8
-    nest_max_h: float = 4.0
-    nest_poke: float = 2.0
-    gutter_min_h: float = 4.0
-    split_columns: bool = True
-    col_gap: float = 0.006
-    col_slack: float = 0.01
-    col_tol: float = 0.2
-    col_min_lines: int = 4
-    join: bool = True
-    join_gap: float = 0.3
-    join_indent: float = 0.6
-    join_short: float = 1.0
-    lines_back: bool = False
-    lines_back_cover: float = 0.5
-    lines_match: float = 0.25
-    t_cover: float = 0.5
-    max_page_share: float = 0.5
-    titles: bool = True
+    granularity: tuple[str, ...] = _granularity()
+    noise_h: float = _lines(0.7, "a block lower than this that other families' text covers less than noise_cover "
+                            "of is dropped")
+    noise_score: float = _share(0.96, "a text-line family's block scored below this (and lower than noise_tall) "
+                                "that other families' text covers less than noise_cover of is dropped")
+    noise_cover: float = _share(0.3, "cover by other families' text that keeps a noise candidate")
+    noise_tall: float = _lines(1.0, "noise_score applies to blocks lower than this only; 0: to all")
+    nest_share: float = _share(0.8, "a low block holding this share of another block and reaching past a gutter "
+                               "on both sides is replaced by its lines")
+    nest_max_h: float = _lines(4.0, "highest such a nesting block is")
+    nest_poke: float = _lines(2.0, "how far past the gutter it reaches; 0: never")
+    gutter_min_h: float = _lines(4.0, "side-by-side text boxes of another family at least this tall cut a block at "
+                                 "the gap between them; 0: never")
+    split_columns: bool = option("boolean", True, "cut blocks at column gutters seen in the text lines")
+    col_gap: float = _col_gap()
+    col_slack: float = _col_slack()
+    col_tol: float = _col_tol(0.2)
+    col_min_lines: int = _col_min_lines(4)
+    join: bool = option("boolean", True, "join blocks of one column with no paragraph cue between them")
+    join_gap: float = _lines(0.3, "farthest apart two joined blocks are")
+    join_indent: float = _lines(0.6, "the lower block's first row is indented less than this")
+    join_short: float = _lines(1.0, "the upper block's last row ends less than this before the right edge")
+    lines_back: bool = option("boolean", False, "text lines no region holds come back as blocks where other "
+                              "families' text covers them (off: on nzz it cost 0.04 IoU F1)")
+    lines_back_cover: float = _share(0.5, "cover by other families' text that brings a line back")
+    lines_match: float = _share(0.25, "a text line less than half inside the regions another family's text box "
+                                "matches at this IoU comes back as a region; 0: never")
+    t_cover: float = _share(0.5, "share of a box a family's boxes must cover to count as support")
+    max_page_share: float = _share(0.5, "boxes covering this share of the page or more are left out")
+    titles: bool = option("boolean", True, "text regions that title boxes cover, or of few tall lines, become "
+                          "headlines")
 
 
 METHODS: dict[str, type] = {"consensus": ConsensusParams, "best_single": BestSingleParams,
                             "paragraphs": ParagraphParams}
-# Lengths in text-line heights: any number >= 0 (the other numbers are shares in [0, 1]).
-_LINE_UNITS = {"nest_max_h", "nest_poke", "noise_h", "gutter_min_h", "noise_tall", "join_gap", "join_indent", "join_short"}
 
 
 @dataclass(frozen=True)
@@ -251,46 +265,7 @@ def _str_list(value: Any, where: str) -> tuple[str, ...]:
 
 
 def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSingleParams | ParagraphParams:
-    cls = METHODS[method]
-    names = {f.name: f for f in fields(cls)}
-    raw = _check_keys(raw or {}, set(names), where)
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key == "granularity":
-            values[key] = (AUTO,) if value == AUTO else _str_list(value, f"{where}.granularity")
-        elif key == "weights":
-            if not isinstance(value, dict) or not all(isinstance(w, (int, float)) for w in value.values()):
-                raise ValueError(f"{where}.weights must map source globs to numbers")
-            values[key] = tuple((str(k), float(w)) for k, w in value.items())
-        elif key == "prefer":
-            if value not in ("support", "fine", "coarse", "rank"):
-                raise ValueError(f"{where}.prefer must be support|fine|coarse|rank, got {value!r}")
-            values[key] = value
-        elif key in ("split_columns", "fill_lines", "titles", "join", "lines_back"):
-            if not isinstance(value, bool):
-                raise ValueError(f"{where}.{key} must be true or false, got {value!r}")
-            values[key] = value
-        elif key in ("vote", "fill_min_lines", "col_min_lines"):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{where}.{key} must be an integer >= 1, got {value!r}")
-            values[key] = value
-        elif key in ("solo_score", "solo_min_size") and value is None:
-            values[key] = None
-        elif key == "solo_min_size":
-            if (not isinstance(value, list) or len(value) != 2
-                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in value)):
-                raise ValueError(f"{where}.solo_min_size must be [width, height] in text-line heights (>= 0), "
-                                 f"got {value!r}")
-            values[key] = (float(value[0]), float(value[1]))
-        elif key in _LINE_UNITS:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{where}.{key} must be a number >= 0 (text-line heights), got {value!r}")
-            values[key] = float(value)
-        else:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"{where}.{key} must be a number in [0, 1], got {value!r}")
-            values[key] = float(value)
-    return cls(**values)
+    return parse(METHODS[method], raw or {}, where)
 
 
 def parse_fusion_config(cfg: dict) -> FusionConfig:

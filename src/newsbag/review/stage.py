@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import logging
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -15,27 +16,27 @@ from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
+from ..builtin import Outputs
 from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
-from .gallery import DATA_JS, SCANS, THUMB, page_layer, write_gallery, write_page_data
+from ..revisions import revision, why_stale
+from .options import PANEL_MIN, ReviewParams, parse_review_cfg
+from .gallery import DATA_JS, SCANS, THUMB, gallery_pages, page_layer, write_gallery, write_page_data
 from . import reading
 from .evaluation import EVALUATION_JS, write_evaluation_data
 from .render import ARTICLE_COLOR, CLASS_COLORS, render_board
 from .score import PageScore, score_page
 
-__all__ = ["ReviewParams", "parse_review_cfg", "run_review", "board_status"]
+__all__ = ["run_review", "board_status"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {"top_n": 5, "max_board_width": 2400, "variants": None}
-_STAGE_KEYS = {"name", "kind", "description"}
-# Board panels are as wide as one row allows, but never below 760 px (a box and its label must be
+# Board panels are as wide as one row allows, but never below PANEL_MIN (a box and its label must be
 # checkable one by one) nor above 1000 px.
-_PANEL_MIN, _PANEL_MAX = 760, 1000
-_MIN_BOARD_WIDTH = 960
+_PANEL_MAX = 1000
 # Boards are drawn for the top pages only (every page has the scan and data.js, which the page
 # view draws its boxes from): a black-and-white page's as PNG of a 64-colour palette (0.4-0.7 MB
 # for seven NZZ panels, where a JPEG of the sharp edges is ~2 MB), a grey page's as JPEG. zlib
@@ -57,33 +58,6 @@ _SCAN_QUALITY = 60
 _GREY_LOW, _GREY_HIGH, _MAX_GREY_SHARE = 32, 224, 0.5
 _JPEG_MAX_SIDE = 65500  # libjpeg refuses a longer side (a 1 x 70000 strip stopped the whole run)
 _FAILED_LISTED = 200
-
-
-@dataclass(frozen=True)
-class ReviewParams:
-    """Review options: the top pages that get a full board, board width cap, fused variants shown (None = auto)."""
-
-    top_n: int = 5
-    max_board_width: int = 2400
-    variants: tuple[str, ...] | None = None
-
-
-def parse_review_cfg(cfg: Mapping[str, Any]) -> ReviewParams:
-    """Validated review options; raises a one-line ValueError on unknown keys or bad values."""
-    unknown = sorted(set(cfg) - set(_DEFAULTS) - _STAGE_KEYS)
-    if unknown:
-        raise ValueError(f"review stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
-    opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
-    for key, low in (("top_n", 1), ("max_board_width", _MIN_BOARD_WIDTH)):
-        value = opts[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"review stage: {key} must be an integer >= {low}, got {value!r}")
-    variants = opts["variants"]
-    if variants is not None:
-        if isinstance(variants, str) or not all(isinstance(v, str) for v in variants):
-            raise ValueError(f"review stage: variants must be null or a list of fused variant names, got {variants!r}")
-        variants = tuple(variants)
-    return ReviewParams(top_n=opts["top_n"], max_board_width=opts["max_board_width"], variants=variants)
 
 
 class _PageError(Exception):
@@ -194,7 +168,7 @@ def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
 
 def _panel_width(n_cells: int, max_board_width: int) -> int:
     one_row = (max_board_width - (n_cells + 1) * 10) // max(1, n_cells)
-    return max(_PANEL_MIN, min(_PANEL_MAX, one_row))
+    return max(PANEL_MIN, min(_PANEL_MAX, one_row))
 
 
 def _recorded_info(page_dir: Path) -> dict:
@@ -245,8 +219,8 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     on_disk = rundir.file_identity(image_path)
     scan = [record.image_sha256, record.note] if record.sha256 else on_disk  # the copy's pixels where there is one
     identities = {**source_ids, **fused_ids}
-    fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
-                                     scan, identities)
+    fingerprint = rundir.fingerprint("review", revision("review"), plan.options, plan.recommended,
+                                     sorted(plan.source_dirs), scan, identities)
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
                    {**source_paths, **fused_paths}, identities,
                    rundir.record_holds({**source_stats, **fused_stats}, known), on_disk is None)
@@ -291,7 +265,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "page_id": page_id, "status": "ok", "path": record.path, "scan": scan,
         "panels": content.panel_rows, "dropped_sources": content.dropped,
         "reference_fused": content.reference, "priority": content.priority.to_dict(), "params": plan.options,
-        "fingerprint": inputs.fingerprint,
+        "fingerprint": inputs.fingerprint, "revision": revision("review"),
         "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
     }
     write_json(page_dir / "info.json", info)
@@ -588,7 +562,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
     }
 
 
-def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) -> dict[str, int]:
+def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) -> list[Outputs]:
     """Boards that are current, stale, failed or not drawn yet (pending), by the rule `run_review`
     skips pages by (so what it counts stale is what the next review redraws).
 
@@ -601,7 +575,10 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         review_cfg: the review options the next review runs with.
 
     Returns:
-        {"done", "stale", "failed", "pending"}: they part the pages (a failed page keeps no board).
+        One `builtin.Outputs`, "boards" (a failed page keeps no board), whose note says whether
+        the gallery holds every page: one of some pages, or a shard's written before the other
+        shards drew their boards, is not ``whole`` (a gallery that does not say how many pages
+        it holds, of an older newsbag, is taken as whole).
 
     Raises:
         ValueError: bad review options (one line).
@@ -610,21 +587,30 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     run_dir = Path(run_dir)
     plan = _plan(run_dir, params)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
+    reasons: Counter = Counter()
     reviewed = rundir.reviewed_pages(run_dir)
     for record in records:
         if record.page_id not in reviewed:   # no board, no failure: nothing to judge
             counts["pending"] += 1
             continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        if _judged(run_dir, record, plan)[2]:
+        _, recorded, current = _judged(run_dir, record, plan)
+        if current:
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
         elif (page_dir / "info.json").is_file():
             counts["stale"] += 1
+            reasons[(why_stale("review", recorded.get("revision")) if recorded
+                     else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
-    return counts
+    gallery = rundir.gallery_path(run_dir)
+    shown = gallery_pages(gallery)
+    whole = gallery.exists() and (shown is None or shown >= len(records))
+    note = ("gallery no" if not gallery.exists() else "gallery yes" if whole
+            else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
+    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
 
 
 def run_review(

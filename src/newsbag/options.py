@@ -1,0 +1,187 @@
+"""Declared options of builtin stages: each a dataclass field with its type, unit and range, one validator for all.
+
+A builtin stage declares its options the way a runner's tool.json declares its parameters:
+every field of its options dataclass is made with `option`, which says what the value must be.
+`parse` checks a config's mapping against the declaration (unknown keys refused with the valid
+ones listed, defaults filled, one-line ValueError naming the key) and `markdown_table` renders
+the declaration for the docs. No key is special-cased by its name. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Mapping
+
+__all__ = ["Option", "option", "parse", "markdown_table"]
+
+# What each kind of value is, as error messages and the docs say it.
+_KINDS = {
+    "integer": "a whole number", "number": "a number", "boolean": "true or false", "string": "a string",
+    "strings": "a list of strings", "pair": "a [first, second] pair of numbers", "weights": "an object of numbers",
+    "object": "an object",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """What one option's value must be.
+
+    kind: one of `_KINDS`; unit: what a number counts ("px", "text-line heights", "share of
+    the page width"); minimum/maximum: its range (numbers, and each number of a pair or of
+    weights), ``above`` making the minimum exclusive; choices: the values a string (or each
+    string of a list) may take; pattern: a regular expression every string must match, and
+    shape: it in words ("'stage/variant'");
+    nullable: null is allowed; literal: a string a list option takes besides lists, kept as the
+    one-item list of it (granularity "auto" is ``("auto",)``); min_items: the fewest items of a list.
+    """
+
+    kind: str
+    doc: str
+    unit: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    above: bool = False
+    choices: tuple[str, ...] = ()
+    pattern: str = ""
+    shape: str = ""
+    nullable: bool = False
+    literal: str | None = None
+    min_items: int = 0
+
+    def check(self, where: str, value: Any) -> Any:
+        """`value` in its frozen form (tuples, floats); a one-line ValueError saying what it must be."""
+        if value is None and self.nullable or self.literal is not None and value == self.literal:
+            return value if value is None else (value,)
+        converted = _CONVERT[self.kind](self, value)
+        if converted is _BAD:
+            raise ValueError(f"{where} must be {self.describe()}, got {value!r}")
+        return converted
+
+    def describe(self) -> str:
+        """What a value must be, in words: "a whole number >= 1 (px)"."""
+        what = _KINDS[self.kind]
+        if self.choices:
+            what = (f"a list of {', '.join(self.choices)}" if self.kind == "strings"
+                    else f"one of {', '.join(self.choices)}")
+        if self.shape:
+            what += f" {self.shape}"
+        if self.minimum is not None and self.maximum is not None:
+            what += f" in [{_num(self.minimum)}, {_num(self.maximum)}]"
+        elif self.minimum is not None:
+            what += f" {'>' if self.above else '>='} {_num(self.minimum)}"
+        if self.min_items:
+            what = f"{what} (at least {self.min_items})"
+        if self.unit:
+            what += f" ({self.unit})"
+        if self.literal is not None:
+            what += f", or {self.literal!r}"
+        return what + (", or null" if self.nullable else "")
+
+
+def option(kind: str, default: Any, doc: str, **declared: Any) -> Any:
+    """A dataclass field declaring one option (`Option`); list and dict defaults are copied per instance."""
+    meta = {"option": Option(kind, doc, **declared)}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def parse(cls: type, given: Mapping[str, Any], where: str, ignore: frozenset[str] = frozenset()) -> Any:
+    """An instance of the options dataclass `cls` from a config's mapping.
+
+    Args:
+        cls: a dataclass whose fields are made with `option`.
+        given: the config's keys; those in `ignore` (a stage entry's name, kind...) are skipped.
+        where: how messages name the options ("review stage", "fusion.variants.C.params").
+
+    Raises:
+        ValueError: one line naming the key: unknown (the valid keys listed) or a bad value.
+    """
+    if not isinstance(given, Mapping):
+        raise ValueError(f"{where} must be an object, got {type(given).__name__}")
+    declared = {f.name: f.metadata["option"] for f in fields(cls)}
+    unknown = sorted(set(given) - set(declared) - ignore)
+    if unknown:
+        allowed = ", ".join(sorted(declared)) or "none"
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    return cls(**{k: declared[k].check(f"{where}: {k}", v) for k, v in given.items() if k in declared})
+
+
+def markdown_table(cls: type) -> str:
+    """The declared options of `cls` as a Markdown table: option, default, what it must be, what it does."""
+    rows = ["| option | default | value | what it does |", "|---|---|---|---|"]
+    for f in fields(cls):
+        opt = f.metadata["option"]
+        default = f.default if f.default is not MISSING else f.default_factory()
+        rows.append(f"| `{f.name}` | `{_shown(default)}` | {opt.describe()} | {opt.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+_BAD = object()
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return str(value) if not isinstance(value, str) else f'"{value}"'
+
+
+def _in_range(opt: Option, x: Any) -> bool:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return False
+    low = opt.minimum is None or (x > opt.minimum if opt.above else x >= opt.minimum)
+    return low and (opt.maximum is None or x <= opt.maximum)
+
+
+def _string_ok(opt: Option, s: Any) -> bool:
+    return (isinstance(s, str) and (not opt.choices or s in opt.choices)
+            and (not opt.pattern or re.fullmatch(opt.pattern, s) is not None))
+
+
+def _integer(opt: Option, v: Any) -> Any:
+    return v if isinstance(v, int) and _in_range(opt, v) else _BAD
+
+
+def _number(opt: Option, v: Any) -> Any:
+    return float(v) if _in_range(opt, v) else _BAD
+
+
+def _boolean(opt: Option, v: Any) -> Any:
+    return v if isinstance(v, bool) else _BAD
+
+
+def _string(opt: Option, v: Any) -> Any:
+    return v if _string_ok(opt, v) else _BAD
+
+
+def _strings(opt: Option, v: Any) -> Any:
+    ok = isinstance(v, (list, tuple)) and len(v) >= opt.min_items and all(_string_ok(opt, s) for s in v)
+    return tuple(v) if ok else _BAD
+
+
+def _pair(opt: Option, v: Any) -> Any:
+    ok = isinstance(v, (list, tuple)) and len(v) == 2 and all(_in_range(opt, x) for x in v)
+    return (float(v[0]), float(v[1])) if ok else _BAD
+
+
+def _weights(opt: Option, v: Any) -> Any:
+    ok = isinstance(v, Mapping) and all(isinstance(k, str) and _in_range(opt, w) for k, w in v.items())
+    return tuple((k, float(w)) for k, w in v.items()) if ok else _BAD
+
+
+def _object(opt: Option, v: Any) -> Any:
+    return dict(v) if isinstance(v, Mapping) else _BAD
+
+
+_CONVERT = {"integer": _integer, "number": _number, "boolean": _boolean, "string": _string, "strings": _strings,
+            "pair": _pair, "weights": _weights, "object": _object}
