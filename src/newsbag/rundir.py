@@ -9,7 +9,7 @@ is current, instead of re-deriving folder names and comparing mtimes.
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/_metrics/<page_id>.json, _members/<page_id>.json, summary.json, *.tsv
     RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
-    RUN/review/pages/<page_id>/{board.png, info.json | failed.json}, index.html, scores.tsv
+    RUN/review/pages/<page_id>/{scan.*, thumb.jpg, data.js, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
     RUN/outputs/_inputs/{export,transcription}/<layer>/<page_id>.json   what those outputs were made from
     RUN/logs/failures.jsonl             one line per page failure of any stage
