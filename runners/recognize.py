@@ -13,7 +13,6 @@ with its character list in the model metadata (``character``) or in ``dict_path`
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -23,6 +22,7 @@ import numpy as np
 import _loop
 import _picodet
 from _image import load_page_array
+from _plan import read_plan
 from _ort import make_session
 from _weights import packaged_file
 
@@ -118,18 +118,10 @@ class Recognizer:
         return chars + [" "]  # PP-OCR's use_space_char: the last class is a space
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        with open(os.path.join(self.plan_dir, f"{page['page_id']}.json"), encoding="utf-8") as fh:
-            plan = json.load(fh)
-        lines = plan["lines"]
+        image = load_page_array(image_path)
+        lines = read_plan(self.plan_dir, page["page_id"], image.shape[1], image.shape[0])
         if not lines:
             return []
-        image = load_page_array(image_path)
-        # Crops of a replaced scan at its old layout's boxes are other words, or none at all.
-        height, width = image.shape[:2]
-        if [width, height] != plan["size_wh"]:
-            raise ValueError(f"the page image is {width}x{height} px but its layout was made on "
-                             f"{plan['size_wh'][0]}x{plan['size_wh'][1]} px: the image changed after its layout; "
-                             "rerun its layout stages and fusion")
         boxes = np.asarray(lines, dtype=np.float64).reshape(-1, 4)
         ratio = (boxes[:, 2] - boxes[:, 0]) / np.maximum(boxes[:, 3] - boxes[:, 1], 1.0)
         texts: list[tuple[str, float]] = [("", 0.0)] * len(boxes)

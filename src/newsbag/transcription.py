@@ -35,6 +35,9 @@ __all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcr
 log = logging.getLogger(__name__)
 
 _READ_CLASSES = ("text", "title")
+# What a recogniser may tell of a line besides its text and score: word boxes with their
+# confidences, and the model that read it (the per-page choice between several).
+_LINE_EXTRAS = ("words", "model")
 _STAGE_KEYS = {"name", "kind", "description"}
 
 
@@ -48,7 +51,9 @@ class TranscriptionParams:
         (PaddleOCR-VL's blocks, MinerU in two_step mode): a fused region whose lines lie in
         such blocks takes their text instead of being recognised (`transcript.take_block_text`).
     python: interpreter of the recogniser's env ("" = the one running newsbag).
-    recognizer: parameters of runners/recognize.tool.json (model_path, dict_path, ...).
+    recognizer_family: the runner that reads the lines: "recognize" (PP-OCR rec, onnxruntime)
+        or "recognize_tesseract" (Tesseract LSTM with any traineddata, per-page model choice).
+    recognizer: parameters of that runner's tool.json (model_path, models, tessdata, ...).
     """
 
     variant: str = "recommended"
@@ -60,10 +65,12 @@ class TranscriptionParams:
     timeout_s: float = 86400.0
     page_timeout_s: float = 600.0
     max_restarts: int = 3
+    recognizer_family: str = "recognize"
     recognizer: Mapping[str, Any] = field(default_factory=dict)
 
 
 _DEFAULTS = asdict(TranscriptionParams())
+RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
 
 
 def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
@@ -75,6 +82,9 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     for key in ("variant", "lines_source", "python", "device"):
         if not isinstance(opts[key], str):
             raise ValueError(f"transcription stage: {key} must be a string, got {opts[key]!r}")
+    if opts["recognizer_family"] not in RECOGNIZER_FAMILIES:
+        raise ValueError(f"transcription stage: recognizer_family must be one of {', '.join(RECOGNIZER_FAMILIES)}, "
+                         f"got {opts['recognizer_family']!r}")
     if opts["device"] not in ("auto", "gpu", "cpu"):
         raise ValueError(f"transcription stage: device must be auto, gpu or cpu, got {opts['device']!r}")
     if opts["lines_source"] and opts["lines_source"].count("/") != 1:
@@ -110,16 +120,17 @@ def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -
     if "python" in out:
         out["python"] = anchor_command(out["python"], folder)
     if "recognizer" in out:
-        out["recognizer"] = anchor_params(out["recognizer"], load_tool_spec("recognize", runners_dir()), folder)
+        family = out.get("recognizer_family", _DEFAULTS["recognizer_family"])
+        out["recognizer"] = anchor_params(out["recognizer"], load_tool_spec(family, runners_dir()), folder)
     return out
 
 
 def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
-    """The recognize runner as a model stage, so it gets the orchestrator's launch, resume and crash handling."""
-    spec = load_tool_spec("recognize", runners_dir())
+    """The recogniser runner as a model stage, so it gets the orchestrator's launch, resume and crash handling."""
+    spec = load_tool_spec(params.recognizer_family, runners_dir())
     recognizer = validate_params("transcription stage: recognizer", dict(params.recognizer), spec)
     return ModelStage(
-        name="transcription", family="recognize",
+        name="transcription", family=params.recognizer_family,
         env=EnvSpec("transcription", params.python or sys.executable),
         device=params.device, allow_cpu_fallback=params.allow_cpu_fallback,
         timeout_s=params.timeout_s, page_timeout_s=params.page_timeout_s, max_restarts=params.max_restarts,
@@ -190,8 +201,8 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
     texts = assemble(len(pieces), np.asarray(region_of, dtype=np.intp), [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in pieces]
     for r, line in zip(region_of, line_regions):
-        by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
-                             "score": line.get("score")})
+        by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "", "score": line.get("score"),
+                             **{k: line[k] for k in _LINE_EXTRAS if k in line}})
     for k, piece in enumerate(pieces):
         if piece["blocks"]:
             by_region[k] = piece["blocks"]
@@ -212,8 +223,9 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
             entry["texts"].append(texts[k])
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
              "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
+    models = sorted({line["model"] for line in line_regions if "model" in line})
     return {"page_id": plan["page_id"], "image": plan["image"], "variant": variant, "fingerprint": plan["fingerprint"],
-            "regions": regions, "articles": arts,
+            **({"models": models} if models else {}), "regions": regions, "articles": arts,
             "text": "\n\n".join(r["text"] for r in regions if r["text"])}
 
 
@@ -280,6 +292,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
                   "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
+    if params.recognizer_family != _DEFAULTS["recognizer_family"]:   # likewise
+        params_rec["recognizer_family"] = params.recognizer_family
     fused_dir = rundir.fused_dir(run_dir, variant)
     out_dir = rundir.transcript_dir(run_dir, variant)
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
