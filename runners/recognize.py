@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import unicodedata
 
 import numpy as np
 
@@ -35,6 +36,31 @@ def default_rec_model() -> str:
     """The PP-OCRv4 rec model inside the installed rapidocr-onnxruntime package."""
     return packaged_file("rapidocr_onnxruntime", f"models/{REC_MODEL}",
                          "pip install rapidocr-onnxruntime==1.4.4 or set params.model_path to a PP-OCR rec .onnx file")
+
+
+SCRIPTS = ("latin", "any")
+
+
+def script_classes(characters: list[str], script: str) -> np.ndarray:
+    """(C + 1,) bool: the network's classes (blank first) a page in `script` may hold.
+
+    "latin" keeps every character whose letters are Latin (Fraktur is Latin script) and the
+    digits, punctuation and symbols outside the CJK blocks: the Chinese/English model's 6,600
+    classes are mostly Han, and on a Latin page a smudged word comes out as one ("... 美 ...").
+    Masking the classes, rather than deleting characters afterwards, lets such a frame fall to
+    its most probable Latin reading. "any" keeps them all.
+
+    >>> script_classes(["a", "美", "1", "，"], "latin").tolist()
+    [True, True, False, True, True]
+    """
+    if script == "any":
+        return np.ones(len(characters) + 1, dtype=bool)
+
+    def latin(char: str) -> bool:
+        return all(not unicodedata.category(c).startswith("L") or "LATIN" in unicodedata.name(c, "")
+                   for c in char) and not _CJK.search(char)
+
+    return np.array([True] + [latin(c) for c in characters], dtype=bool)
 
 
 def ctc_greedy(probs: np.ndarray, characters: list[str]) -> list[tuple[str, float]]:
@@ -102,6 +128,9 @@ class Recognizer:
         self.plan_dir = params["plan_dir"]
         self.batch_lines = int(params["batch_lines"])
         self.max_ratio = float(params["max_ratio"])
+        if params["script"] not in SCRIPTS:
+            raise ValueError(f"recognize: unknown script {params['script']!r}; choose one of {list(SCRIPTS)}")
+        self.allowed = script_classes(self.characters, params["script"])
         self.device_used = ort_info["device_used"]
         self.info = {"model": f"{os.path.basename(model_path)} (PP-OCR rec, onnxruntime)",
                      "model_path": os.path.abspath(model_path), "characters": len(self.characters), **ort_info}
@@ -131,6 +160,7 @@ class Recognizer:
             width = int(math.ceil(REC_HEIGHT * min(max(ratio[chunk].max(), 320 / REC_HEIGHT), self.max_ratio)))
             batch = np.stack([crop_tensor(image, boxes[i], width) for i in chunk])
             probs = self.session.run(None, {self.input_name: batch})[0]
+            probs[:, :, :self.allowed.size] *= self.allowed[:probs.shape[2]]
             for i, (text, score) in zip(chunk, ctc_greedy(probs, self.characters)):
                 texts[i] = (halfwidth_latin(text), score)
         return [{"bbox_xyxy": box.tolist(), "label": "text_line", "score": score, "order": k, "text": text}
