@@ -198,11 +198,12 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
     # A line's `order` is its crop's index in the plan: the runner drops a crop under 1 px (its
     # output cleaning), so pairing by position would move every later line one region back.
     region_of = [plan["region_of"][line["order"]] for line in line_regions]
-    texts = assemble(len(pieces), np.asarray(region_of, dtype=np.intp), [r.get("text") or "" for r in line_regions])
+    texts, joins = assemble(len(pieces), np.asarray(region_of, dtype=np.intp),
+                            [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in pieces]
-    for r, line in zip(region_of, line_regions):
+    for r, line, join in zip(region_of, line_regions, joins):
         by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "", "score": line.get("score"),
-                             **{k: line[k] for k in _LINE_EXTRAS if k in line}})
+                             **{k: line[k] for k in _LINE_EXTRAS if k in line}, **({"hyphen": join} if join else {})})
     for k, piece in enumerate(pieces):
         if piece["blocks"]:
             by_region[k] = piece["blocks"]
@@ -221,12 +222,15 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
             entry["headline"] = texts[k].replace("\n", " ")
         if texts[k]:
             entry["texts"].append(texts[k])
+    # An article is one paragraph per region (its headline first where it has one); the page
+    # text, the .txt, is its articles with a blank line between them.
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
-             "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
+             "text": "\n".join(t.replace("\n", " ") for t in a["texts"])}
+            for a in sorted(by_article.values(), key=lambda a: a["article"])]
     models = sorted({line["model"] for line in line_regions if "model" in line})
     return {"page_id": plan["page_id"], "image": plan["image"], "variant": variant, "fingerprint": plan["fingerprint"],
             **({"models": models} if models else {}), "regions": regions, "articles": arts,
-            "text": "\n\n".join(r["text"] for r in regions if r["text"])}
+            "text": "\n\n".join(a["text"] for a in arts if a["text"])}
 
 
 def _block_text(block_dirs: list[tuple[str, Path]], page_id: str) -> tuple[np.ndarray, list[dict]]:
