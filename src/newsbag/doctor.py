@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image
 
-from .config import ModelStage, PipelineConfig, parse_config, to_jsonable
+from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
 from .orchestrator import split_event
 from .tables import aligned_lines
 
@@ -26,6 +26,8 @@ _FAMILY_IMPORTS = {
     "dell": ["onnxruntime"],
     "mineru": ["torch", "transformers", "mineru_vl_utils"],
     "paddle_vl15": ["paddle", "paddleocr"],
+    "recognize": ["onnxruntime"],
+    "recognize_tesseract": ["tesserocr"],
     "tesseract": ["tesserocr"],
     "text_lines": ["onnxruntime", "scipy"],
 }
@@ -157,8 +159,23 @@ def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:
         problems.append(f"a GPU op failed: {fw.get('gpu_op_error')}")
 
 
+def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
+    """Each model stage, and the transcription stage's recogniser as one, with whether a one-page
+    run can check it (a recogniser reads the lines its stage plans: it has no page of its own)."""
+    out = []
+    for stage in cfg.stages:
+        if isinstance(stage, ModelStage):
+            out.append((stage, True))
+        elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
+            from .transcription import recognizer_stage
+
+            out.append((recognizer_stage(to_jsonable(stage.options)), False))
+    return out
+
+
 def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s: float = 900.0) -> list[dict]:
-    """One row per model stage variant: what is ready and what is not.
+    """One row per model stage variant, and the transcription stage's recogniser: what is ready
+    and what is not (for Tesseract, which traineddata files it found).
 
     Args:
         config: a raw config dict (as in the JSON file) or a parsed PipelineConfig.
@@ -175,9 +192,7 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
     runners = cfg.runners_dir
     probes: dict[tuple, dict] = {}
     rows = []
-    for stage in cfg.stages:
-        if not isinstance(stage, ModelStage):
-            continue
+    for stage, page_check in _model_stages(cfg):
         for variant, frozen in stage.variants.items():
             params = to_jsonable(frozen)
             row: dict[str, Any] = {"stage": stage.name, "variant": variant, "family": stage.family,
@@ -201,7 +216,7 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                 row["weights"] = weights.get("paths", [])
                 if not weights.get("ok"):
                     row["problems"].append(f"weights: {weights.get('error')}")
-            if run_page and row["imports_ok"]:
+            if run_page and page_check and row["imports_ok"]:
                 row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s))
                 # What the page ran on wins over the guess: onnxruntime-gpu lists CUDA where it cannot load it.
                 row["device"] = row.get("device_used") or row["device"]
@@ -224,5 +239,7 @@ def format_doctor_table(rows: list[dict]) -> str:
                       str(r.get("compute_capability") or "-"), mark[r.get("arch_supported")], mark[r.get("page_ok")]))
     lines = aligned_lines(table)
     for r in rows:
+        if r.get("weights_ok") and r.get("weights"):
+            lines.append(f"  {r['stage']}/{r['variant']}: found {', '.join(r['weights'])}")
         lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"])
     return "\n".join(lines)

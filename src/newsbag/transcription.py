@@ -29,7 +29,7 @@ from .pages import read_pages
 from .resources import runners_dir
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths",
+__all__ = ["TranscriptionParams", "parse_transcription_options", "anchor_transcription_paths", "recognizer_stage",
            "transcription_source_names", "run_transcription", "transcript_status"]
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,10 @@ def anchor_transcription_paths(options: Mapping[str, Any], folder: str | None) -
     return out
 
 
-def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
-    """The recogniser runner as a model stage, so it gets the orchestrator's launch, resume and crash handling."""
+def recognizer_stage(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> ModelStage:
+    """The recogniser runner as a model stage, so it gets the orchestrator's launch, resume and
+    crash handling (and `newsbag doctor`'s checks)."""
+    params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
     spec = load_tool_spec(params.recognizer_family, runners_dir())
     recognizer = validate_params("transcription stage: recognizer", dict(params.recognizer), spec)
     return ModelStage(
@@ -337,7 +339,7 @@ def transcript_status(run_dir: Path, page_ids: Iterable[str], options: Mapping[s
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
         return None
-    inputs = _page_inputs(run_dir, variant, params, _recognizer_stage(params, out_dir / "_plan"))
+    inputs = _page_inputs(run_dir, variant, params, recognizer_stage(params, out_dir / "_plan"))
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     for page_id in page_ids:
@@ -448,7 +450,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                          "or set the stage's variant")
     out_dir = rundir.transcript_dir(run_dir, variant)
     plan_dir = out_dir / "_plan"
-    stage = _recognizer_stage(params, plan_dir)
+    stage = recognizer_stage(params, plan_dir)
     inputs = _page_inputs(run_dir, variant, params, stage)
     block_dirs = _block_dirs(run_dir, params)
     records = {p.page_id: p for p in read_pages(run_dir)}

@@ -78,3 +78,24 @@ def test_a_missing_traineddata_is_one_line_naming_the_debian_package(tmp_path):
 ])
 def test_package_for(model, package):
     assert recognize_tesseract.package_for(model) == package
+
+
+def _doctor_config(recognizer):
+    return {"version": 1, "stages": [{"name": "transcription", "kind": "transcription",
+                                      "recognizer_family": "recognize_tesseract", "recognizer": recognizer}]}
+
+
+def test_doctor_says_which_traineddata_it_found_or_which_package_is_missing(tmp_path):
+    from newsbag.doctor import format_doctor_table, run_doctor
+
+    (tmp_path / "tessdata").mkdir()
+    (tmp_path / "tessdata" / "frk.traineddata").write_bytes(b"not empty")
+    (row,) = run_doctor(_doctor_config({"models": ["frk"], "tessdata": str(tmp_path / "tessdata")}), run_page=None)
+    assert (row["stage"], row["family"], row["ready"]) == ("transcription", "recognize_tesseract", True)
+    assert f"transcription/lines: found {tmp_path / 'tessdata' / 'frk.traineddata'}" in format_doctor_table([row])
+    (row,) = run_doctor(_doctor_config({"models": ["frk", "deu"], "tessdata": str(tmp_path / "tessdata")}),
+                        run_page=None)
+    assert not row["ready"]
+    assert row["problems"] == [f"weights: recognize_tesseract: deu.traineddata not found in {tmp_path / 'tessdata'}; "
+                               "apt-get install tesseract-ocr-deu, or set params.tessdata to a folder holding "
+                               "deu.traineddata"]
