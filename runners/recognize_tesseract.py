@@ -63,8 +63,8 @@ def locate_weights(params: dict) -> dict[str, Path]:
         path = folder / f"{model}.traineddata"
         if not path.is_file() or path.stat().st_size == 0:
             raise _loop.MissingDependency(
-                f"recognize_tesseract: {model}.traineddata not found in {folder}; apt-get install {package_for(model)}, "
-                f"or set params.tessdata to a folder holding {model}.traineddata")
+                f"recognize_tesseract: {model}.traineddata not found in {folder}; "
+                f"apt-get install {package_for(model)}, or set params.tessdata to a folder holding {model}.traineddata")
         found[model] = path
     return found
 

@@ -23,8 +23,8 @@ from .fusion.geometry import intersection_matrix
 from .io import atomic_write_text, read_json
 from .tables import aligned_lines, tsv_text
 
-__all__ = ["char_error_rate", "gt_conventions", "read_text", "order_agreement", "evaluate_transcripts",
-           "format_transcripts"]
+__all__ = ["char_error_rate", "gt_conventions", "gt_regions", "read_text", "reference_text", "order_agreement",
+           "evaluate_transcripts", "format_transcripts"]
 
 _SPACE = re.compile(r"\s+")
 _LINE_END_HYPHEN = re.compile(r"[¬⸗=](?=[ \t]*(?:\n|$))")
@@ -91,10 +91,21 @@ def order_agreement(gt_rank: np.ndarray, pred_rank: np.ndarray) -> tuple[float, 
     return float(credit.mean()), int(i.size)
 
 
-def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
+def gt_regions(ann: dict) -> list[dict]:
+    """The ground truth's text regions in its reading order (those outside it left out)."""
     regions = [r for r in ann["regions"] if r.get("label") == "text" and r.get("order") is not None]
-    regions.sort(key=lambda r: r["order"])
-    ref = "\n\n".join(r.get("text") or "" for r in regions)
+    return sorted(regions, key=lambda r: r["order"])
+
+
+def reference_text(ann: dict) -> str:
+    """The page text a transcript is scored against: the ground truth's text regions in its
+    reading order, apart by a blank line."""
+    return "\n\n".join(r.get("text") or "" for r in gt_regions(ann))
+
+
+def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
+    regions = gt_regions(ann)
+    ref = reference_text(ann)
     pred = read_text(transcript)
     edits, length = char_error_rate(pred, ref)
     edits_conv, _ = char_error_rate(gt_conventions(pred), gt_conventions(ref))
@@ -123,7 +134,8 @@ def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
             "regions_read": int(found.sum()), "gt_regions": len(regions)}
 
 
-_ROW_COLUMNS = ["page_id", "cer", "cer_conv", "cer_gt_order", "edits", "edits_conv", "edits_gt_order", "ref_chars", "order", "order_pairs", "regions_read", "gt_regions"]
+_ROW_COLUMNS = ["page_id", "cer", "cer_conv", "cer_gt_order", "edits", "edits_conv", "edits_gt_order", "ref_chars",
+                "order", "order_pairs", "regions_read", "gt_regions"]
 
 
 def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:

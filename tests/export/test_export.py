@@ -298,7 +298,8 @@ def test_alto_strings_carry_the_recogniser_s_word_boxes_and_confidences(run):
                                                        ALTO_NS)
     # each word its own covering integer box and its own confidence, not the line's
     assert [(s.get("CONTENT"), s.get("WC"), s.get("HPOS"), s.get("VPOS"), s.get("WIDTH"), s.get("HEIGHT"))
-            for s in strings] == [("Neue", "0.9300", "11", "11", "20", "6"), ("Zürcher", "0.4000", "33", "11", "26", "6")]
+            for s in strings] == [("Neue", "0.9300", "11", "11", "20", "6"),
+                                  ("Zürcher", "0.4000", "33", "11", "26", "6")]
 
 
 def test_transcribed_lines_go_into_page_xml_and_alto_and_make_files_stale(run):

@@ -4,8 +4,9 @@ from newsbag.transcription import _transcript
 
 
 def _piece(region, article, is_title, rank):
-    return {"region": region, "bbox_xyxy": [0, 10 * rank, 100, 10 * rank + 10], "class": "title" if is_title else "text",
-            "order": rank, "article": article, "is_title": is_title, "rank": rank, "blocks": []}
+    return {"region": region, "bbox_xyxy": [0, 10 * rank, 100, 10 * rank + 10],
+            "class": "title" if is_title else "text", "order": rank, "article": article, "is_title": is_title,
+            "rank": rank, "blocks": []}
 
 
 def _line(order, text, score, **extra):
