@@ -9,8 +9,8 @@ Its recommended variant is transcribed once per recogniser, in place (the last o
 transcripts stay in RUN/outputs/transcripts), with the options of the transcription entry of
 configs/pipeline.local.json (`recognize` with its own defaults: PP-OCRv4 rec, script latin).
 
-Per page and for each half (the matched pages sorted by ground-truth page id: A even
-positions, B odd; nothing here is tuned, so both halves are held out):
+Per page and for each half (the ground truth's pages sorted by page id: A even positions, B
+odd; nothing here is tuned, so both halves are held out):
   (a) ``tesseract IMAGE - -l MODEL``: Tesseract's own layout and text, as a user runs it;
   (b) Tesseract MODEL on the ground-truth line boxes (runners/recognize_tesseract.py): no
       layout errors, the recogniser alone;
@@ -128,7 +128,10 @@ def main() -> None:
     print(machine_line(), flush=True)
 
     matched = sorted(match_pages(args.run, args.gt)[0], key=lambda m: m[1]["page_id"])
-    halves = {rec["page_id"]: "AB"[k % 2] for k, (rec, _) in enumerate(matched)}
+    # The halves are fixed over the whole ground truth, whichever of its pages the run holds.
+    gt_ids = sorted(json.loads(p.read_text(encoding="utf-8"))["page_id"]
+                    for p in (args.gt / "annotations").glob("*.json"))
+    halves = {rec["page_id"]: "AB"[gt_ids.index(ann["page_id"]) % 2] for rec, ann in matched}
     if args.limit:
         matched = matched[:args.limit]
         halves = {rec["page_id"]: halves[rec["page_id"]] for rec, _ in matched}
