@@ -70,7 +70,7 @@ class TranscriptionParams:
 
 
 _DEFAULTS = asdict(TranscriptionParams())
-RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
+_RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
 
 
 def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
@@ -82,8 +82,8 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     for key in ("variant", "lines_source", "python", "device"):
         if not isinstance(opts[key], str):
             raise ValueError(f"transcription stage: {key} must be a string, got {opts[key]!r}")
-    if opts["recognizer_family"] not in RECOGNIZER_FAMILIES:
-        raise ValueError(f"transcription stage: recognizer_family must be one of {', '.join(RECOGNIZER_FAMILIES)}, "
+    if opts["recognizer_family"] not in _RECOGNIZER_FAMILIES:
+        raise ValueError(f"transcription stage: recognizer_family must be one of {', '.join(_RECOGNIZER_FAMILIES)}, "
                          f"got {opts['recognizer_family']!r}")
     if opts["device"] not in ("auto", "gpu", "cpu"):
         raise ValueError(f"transcription stage: device must be auto, gpu or cpu, got {opts['device']!r}")

@@ -101,6 +101,7 @@ def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path
     ({"device": "tpu"}, "device must be auto, gpu or cpu"),
     ({"lines_source": "text_lines"}, "lines_source must be 'stage/variant'"),
     ({"page_timeout_s": 0}, "page_timeout_s must be a positive number"),
+    ({"recognizer_family": "kraken"}, "recognizer_family must be one of recognize, recognize_tesseract, got 'kraken'"),
 ])
 def test_bad_options_are_refused_in_one_line(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
