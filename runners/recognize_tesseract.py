@@ -124,7 +124,10 @@ class TesseractRecognizer:
         level = tesserocr.RIL.WORD
         iterator = api.GetIterator()
         for word in tesserocr.iterate_level(iterator, level) if iterator is not None else ():
-            text = (word.GetUTF8Text(level) or "").strip()
+            try:
+                text = word.GetUTF8Text(level).strip()
+            except RuntimeError:   # tesserocr's answer for a word with no text (specks, a blank crop)
+                continue
             box = word.BoundingBox(level)
             if text and box is not None:
                 words.append({"bbox_xyxy": list(box), "text": text, "score": round(word.Confidence(level) / 100, 4)})

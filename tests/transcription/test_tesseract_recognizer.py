@@ -2,8 +2,10 @@
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from newsbag import rundir
 from newsbag.errors import NewsbagError
@@ -17,7 +19,7 @@ import recognize_tesseract  # noqa: E402  (runners/ is not a package)
 
 TESSDATA = recognize_tesseract.tessdata_dir({"tessdata": ""})
 needs = pytest.mark.skipif(
-    not all((recognize_tesseract.Path(TESSDATA) / f"{m}.traineddata").is_file() for m in ("eng", "Fraktur")),
+    not all((Path(TESSDATA) / f"{m}.traineddata").is_file() for m in ("eng", "Fraktur")),
     reason="apt-get install tesseract-ocr-eng tesseract-ocr-script-frak (.ci/run installs them)")
 
 
@@ -99,3 +101,23 @@ def test_doctor_says_which_traineddata_it_found_or_which_package_is_missing(tmp_
     assert row["problems"] == [f"weights: recognize_tesseract: deu.traineddata not found in {tmp_path / 'tessdata'}; "
                                "apt-get install tesseract-ocr-deu, or set params.tessdata to a folder holding "
                                "deu.traineddata"]
+
+
+SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "samples" / "port_gibson_reveille_1921-03-03_p1.png"
+
+
+@needs
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="the US sample page is in ../shared/samples")
+def test_a_word_tesseract_finds_but_reads_no_text_in_is_left_out_not_a_failed_page(tmp_path):
+    # a 37 x 12 px crop of the US sample's masthead where Tesseract's word iterator has a
+    # word without text (tesserocr raised "No text returned" and the page failed)
+    box = [39.44, 284.9, 76.93, 296.55]
+    with Image.open(SAMPLE) as im:
+        size = list(im.size)
+    (tmp_path / "p.json").write_text(json.dumps({"lines": [box], "size_wh": size}))
+    reader = recognize_tesseract.TesseractRecognizer(
+        {"models": ["eng"], "tessdata": "", "sample_lines": 24, "plan_dir": str(tmp_path)}, "cpu", True)
+    (line,) = reader.detect(str(SAMPLE), {"page_id": "p"})
+    reader.close()
+    assert (line["bbox_xyxy"], line["order"]) == (box, 0)
+    assert line["text"] == " ".join(w["text"] for w in line["words"])
