@@ -117,6 +117,14 @@ def _order(rows: list[dict]) -> str:
     return f"{sum(orders) / len(orders):.3f}" if orders else "-"
 
 
+
+def _print_row(name: str, rows: list[dict], cpu: float, n_pages: int) -> None:
+    by = {h: [r for r in rows if r["half"] == h] for h in "AB"}
+    print(f"| {name} | {_cer(by['A'], 'edits')} | {_cer(by['B'], 'edits')} | {_cer(rows, 'edits')} "
+          f"| {_cer(by['A'], 'edits_conv')} | {_cer(by['B'], 'edits_conv')} | {_cer(rows, 'edits_conv')} "
+          f"| {_order(rows)} | {cpu / max(n_pages, 1):.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
@@ -139,23 +147,15 @@ def main() -> None:
     print(f"{len(pages)} pages ({sum(h == 'A' for h in halves.values())} in half A): "
           f"{', '.join(ann['page_id'] for _, ann in matched)}", flush=True)
 
-    results = []
+    print("| what | CER raw A | B | all | CER GT conv. A | B | all | reading order | CPU s/page |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     t0 = time.monotonic()
-    rows, cpu = plain_tesseract(pages, args.model)
-    results.append((f"(a) tesseract -l {args.model}, its own layout", rows, cpu))
-    rows, cpu = gt_line_tesseract(pages, args.model)
-    results.append((f"(b) Tesseract {args.model} on the GT line boxes", rows, cpu))
+    _print_row(f"(a) tesseract -l {args.model}, its own layout", *plain_tesseract(pages, args.model), len(pages))
+    _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_line_tesseract(pages, args.model), len(pages))
     for family in args.recognizers.split(","):
         rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family)
-        results.append((f"(c) newsbag {family}, {variant} variant", rows, cpu))
-    print(f"{time.monotonic() - t0:.0f} s wall\n")
-    print("| what | CER raw A | B | all | CER GT conv. A | B | all | reading order | CPU s/page |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, rows, cpu in results:
-        by = {h: [r for r in rows if r["half"] == h] for h in "AB"}
-        print(f"| {name} | {_cer(by['A'], 'edits')} | {_cer(by['B'], 'edits')} | {_cer(rows, 'edits')} "
-              f"| {_cer(by['A'], 'edits_conv')} | {_cer(by['B'], 'edits_conv')} | {_cer(rows, 'edits_conv')} "
-              f"| {_order(rows)} | {cpu / max(len(pages), 1):.1f} |")
+        _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
+    print(f"\n{time.monotonic() - t0:.0f} s wall")
 
 
 if __name__ == "__main__":
