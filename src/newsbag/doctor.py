@@ -83,11 +83,17 @@ def _would_use(stage: ModelStage, cuda: bool) -> str:
     return "cpu" if stage.allow_cpu_fallback else "none (GPU required, no fallback)"
 
 
-def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page: Path, timeout_s: float) -> dict:
+def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page: Path, timeout_s: float,
+              reads_plan: bool = False) -> dict:
+    """Run the stage's runner on `page`; a recogniser (`reads_plan`) reads one line box across its top."""
     with Image.open(page) as im:
         width, height = im.size
     with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
         out_dir = Path(tmp) / "out"
+        if reads_plan:
+            (Path(tmp) / "doctor.json").write_text(json.dumps({"lines": [[0, 0, width, min(height, 100)]],
+                                                               "size_wh": [width, height]}), encoding="utf-8")
+            params = {**params, "plan_dir": tmp}
         job = {"stage": stage.name, "variant": variant, "family": stage.family, "params": params,
                "device": stage.device, "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir),
                "label_map": dict(stage.label_map), "force": True,
@@ -160,16 +166,16 @@ def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:
 
 
 def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
-    """Each model stage, and the transcription stage's recogniser as one, with whether a one-page
-    run can check it (a recogniser reads the lines its stage plans: it has no page of its own)."""
+    """Each model stage, and the transcription stage's recogniser as one, with whether it reads
+    a line plan (a recogniser reads the lines its stage planned, not a whole page)."""
     out = []
     for stage in cfg.stages:
         if isinstance(stage, ModelStage):
-            out.append((stage, True))
+            out.append((stage, False))
         elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
             from .transcription import recognizer_stage
 
-            out.append((recognizer_stage(to_jsonable(stage.options)), False))
+            out.append((recognizer_stage(to_jsonable(stage.options)), True))
     return out
 
 
@@ -192,7 +198,7 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
     runners = cfg.runners_dir
     probes: dict[tuple, dict] = {}
     rows = []
-    for stage, page_check in _model_stages(cfg):
+    for stage, reads_plan in _model_stages(cfg):
         for variant, frozen in stage.variants.items():
             params = to_jsonable(frozen)
             row: dict[str, Any] = {"stage": stage.name, "variant": variant, "family": stage.family,
@@ -216,8 +222,8 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                 row["weights"] = weights.get("paths", [])
                 if not weights.get("ok"):
                     row["problems"].append(f"weights: {weights.get('error')}")
-            if run_page and page_check and row["imports_ok"]:
-                row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s))
+            if run_page and row["imports_ok"]:
+                row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s, reads_plan))
                 # What the page ran on wins over the guess: onnxruntime-gpu lists CUDA where it cannot load it.
                 row["device"] = row.get("device_used") or row["device"]
                 if not row["page_ok"]:
