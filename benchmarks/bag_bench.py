@@ -70,14 +70,17 @@ if __name__ == "__main__":
 '''
 
 
-def newsbag(args: list[str], env: dict | None = None) -> dict:
-    """Run ``newsbag ARGS``; wall s, CPU s (user+sys of it and its children) and peak RSS MB."""
+def newsbag(args: list[str], env: dict | None = None, out: Path | None = None) -> dict:
+    """Run ``newsbag ARGS``; wall s, CPU s (user+sys of it and its children) and peak RSS MB; its
+    stdout (a --json summary) goes to `out` when given."""
     cmd = [sys.executable, "-m", "newsbag", *args]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(REPO / "src"), "TTY_INTERACTIVE": "0", **(env or {})})
-    err = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
+    with open(out or os.devnull, "w") as stdout:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONPATH": str(REPO / "src"), "TTY_INTERACTIVE": "0",
+                                     **(env or {})})
+        err = proc.stderr.read().decode(errors="replace")
+        _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 4):
@@ -225,8 +228,9 @@ def from_run(args) -> None:
     total = model_total + overhead_total + sum(t["wall"] for t in builtin.values()) / n
     print(f"end to end (sum of the above): {total:.2f} s/page; "
           f"the run itself took {_latest_report(src)['seconds'] / n:.2f} s/page when it ran")
-    rerun = newsbag(["run", *base])
-    report = _latest_report(run)
+    # what the rerun did is its --json summary: a call that did nothing leaves the reports as they were
+    rerun = newsbag(["run", *base, "--json"], out=work / "rerun.json")
+    report = json.loads((work / "rerun.json").read_text())
     work_done = sum(s["counts"].get("ok", 0) + s["counts"].get("failed", 0) for s in report["sources"])
     print(f"rerun, nothing changed: {rerun['wall']:.1f} s wall; model pages run {work_done}, "
           f"fused {report['builtin'].get('fusion', {}).get('ok', '?')}, boards drawn {report['builtin'].get('review', {}).get('ok', '?')}")
@@ -251,8 +255,9 @@ def fresh_run(args) -> None:
     pages = sum(1 for line in (run / "manifests" / "pages.jsonl").read_text().splitlines() if line.strip())
     timings["fusion"] = newsbag(["fuse", *base, "--workers", str(args.workers)])
     timings["review"] = newsbag(["review", *base, "--workers", str(args.workers)])
-    rerun = newsbag(["run", *select, *base, "--workers", str(args.workers)])
-    report = json.loads((run / "reports" / "run_all.json").read_text())
+    said = Path(tempfile.mkdtemp(prefix="bag_bench_")) / "rerun.json"   # the rerun's own --json summary
+    rerun = newsbag(["run", *select, *base, "--workers", str(args.workers), "--json"], out=said)
+    report = json.loads(said.read_text())
 
     print(f"pages: {pages}   config: {args.config.name}   run dir: {run}")
     print(f"{'source':<28}{'model s/page':>13}{'setup s':>9}{'overhead s/page':>17}{'peak RSS MB':>13}")

@@ -8,7 +8,7 @@ RUN is a run directory whose sources already ran on the nzz pages (e.g. the embe
 nothing in it is written: every page is fused in memory, so fusion can be iterated without
 running the detectors again.
 
-Protocol (DESIGN §9): the matched pages sorted by page id are split into half A (even
+Protocol (docs/design.md, Measuring quality honestly): the matched pages sorted by page id are split into half A (even
 positions) and half B (odd positions). For the tuned variant (`--variant`, default the
 config's recommendation) each point of `GRID` is scored on one half; the point that
 maximises IoU F1 while keeping pixel F1 >= the most complete member's - 0.005 and b1x >=

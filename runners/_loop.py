@@ -83,6 +83,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 EVENT_PREFIX = "@@newsbag "
@@ -599,154 +600,200 @@ def _construct(detector_cls, job: dict, where: str):
         raise SetupRefused(EXIT_SETUP_FAILED) from None
 
 
-def run_job(job: dict, detector_cls, on_flush=None) -> int:
-    """Run every page of `job` through `detector_cls`; returns the runner exit code.
+@dataclass(frozen=True)
+class WorkUnit:
+    """Pages run together: one ``detect_batch`` call (`batch`), else one page through ``detect``."""
 
-    Args:
-        job: the job spec the orchestrator wrote (out_dir, pages, params, device, ...).
-        detector_cls: the family's detector class (see the module docstring).
-        on_flush: ``on_flush(job, report)`` each time the report is written (MinerU mirrors
-            it into run_meta.json); never called when setup is refused.
-    """
-    die_with_parent()  # before the model loads: a load can take minutes
-    out_dir = Path(job["out_dir"])
-    failed_dir = out_dir / FAILED_DIR
-    report_path = out_dir / job.get("report_name", "run_report.json")
-    force = bool(job.get("force"))
-    pages = job["pages"]
-    label_map = job.get("label_map", {})
-    max_empty_share = float(job.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
-    flush_s = float(job.get("report_flush_s", 1.0))
+    pages: tuple
+    batch: bool
 
-    todo = []
-    skipped = {}  # the records of pages already done (the report on disk says more of them, if anything)
-    for page in pages:
-        if not force and is_valid_output(out_dir / f"{page['page_id']}.json", page["page_id"], page.get("fingerprint")):
-            emit("done", page_id=page["page_id"], status="skipped", seconds=0.0)
-            skipped[page["page_id"]] = {"status": "ok", "seconds": None}
-        else:
-            todo.append(page)
 
-    # Stat before reading: a report another call replaces in between is merged at the first write.
-    written = _stamp(report_path)  # the report as this job read or last wrote it
-    report = _load_report(report_path)
-    report.update({
-        "stage": job["stage"], "variant": job["variant"], "family": job["family"],
-        "params": job.get("params", {}), "device_requested": job.get("device", "auto"),
-        "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
-        "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
-        # Who says "running": newsbag marks the report killed when it sees this runner die (rundir.mark_runner_killed).
-        "pid": os.getpid(), "host": _HOST,
-    })
-    for ended in ("finished", "interrupted", "killed", "killed_by"):
-        report.pop(ended, None)
-    # The page records this job writes down: its own pages, and the outcomes of this call's
-    # pages that an earlier runner could not write (``settled``: the page it died on, ...).
-    mine = dict(job.get("settled") or {})
-    counts = {"ok": 0, "empty": 0, "failed": 0, "skipped": len(pages) - len(todo)}
-    lock = threading.Lock()
-    dirty = threading.Event()
-    last_write_s = 0.0
+def work_units(todo: list[dict], isolate: set[str], batch_size: int | None) -> list[WorkUnit]:
+    """The order the pages to do run in: those not in `isolate`, in batches of `batch_size`
+    (None: one by one), then each page of `isolate` alone, so no page the orchestrator suspects
+    takes others down with it."""
+    together = [page for page in todo if page["page_id"] not in isolate]
+    if batch_size is None:
+        units = [WorkUnit((page,), False) for page in together]
+    else:
+        units = [WorkUnit(tuple(together[i:i + batch_size]), True) for i in range(0, len(together), batch_size)]
+    return units + [WorkUnit((page,), False) for page in todo if page["page_id"] in isolate]
 
-    def write_report() -> None:
-        """Write the report (and let the family mirror it) atomically. Caller holds `lock`."""
-        nonlocal written, last_write_s
-        with _report_lock(report_path):
+
+def batch_size_of(job: dict, detector_cls, shared: SharedModelOutput | None) -> int | None:
+    """Pages per ``detect_batch`` call: the job's ``batch_size`` (else the params'), when over 1,
+    the detector has ``detect_batch`` and no shared model pass is read page by page; else None."""
+    size = int(job.get("batch_size") or job.get("params", {}).get("batch_size") or 1)
+    return size if size > 1 and shared is None and callable(getattr(detector_cls, "detect_batch", None)) else None
+
+
+def exit_code(refused: int | None, full: bool, lost: bool, failed: int) -> int:
+    """The runner's exit code once its page loop is over: the code of a model that could not be
+    set up (`refused`, loaded late for a variant reading shared passes), then a run dir that
+    cannot be written, then a lost CUDA context, then failed pages."""
+    if refused is not None:
+        return refused
+    if full:
+        return EXIT_RUN_DIR
+    if lost:
+        return EXIT_CONTEXT_LOST
+    return EXIT_PAGES_FAILED if failed else 0
+
+
+def merged_pages(skipped: dict, theirs, mine: dict) -> dict:
+    """The report's page records: this job's (`mine`) over those on disk (`theirs`: another
+    call's pages, earlier runs; anything but a dict counts as none) over the skipped pages'."""
+    return {**skipped, **(theirs if isinstance(theirs, dict) else {}), **mine}
+
+
+class _Report:
+    """The variant's run report as one job keeps it: the job's page records merged over the
+    file's under `_report_lock` at every write (other calls may run the variant on other pages),
+    written when asked and, while the pages run, by a background thread at most every
+    `flush_wait`, so fast pages followed by a hang or a kill are on disk."""
+
+    def __init__(self, job: dict, path: Path, skipped: dict, n_skipped: int, on_flush=None):
+        self.job, self.path, self.skipped, self.on_flush = job, path, skipped, on_flush
+        self.max_empty_share = float(job.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
+        self.flush_s = float(job.get("report_flush_s", 1.0))
+        # Stat before reading: a report another call replaces in between is merged at the first write.
+        self.written = _stamp(path)  # the report as this job read or last wrote it
+        self.data = _load_report(path)
+        self.data.update({
+            "stage": job["stage"], "variant": job["variant"], "family": job["family"],
+            "params": job.get("params", {}), "device_requested": job.get("device", "auto"),
+            "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
+            "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
+            # Who says "running": newsbag marks the report killed when it sees this runner die
+            # (rundir.mark_runner_killed).
+            "pid": os.getpid(), "host": _HOST,
+        })
+        for ended in ("finished", "interrupted", "killed", "killed_by"):
+            self.data.pop(ended, None)
+        # The page records this job writes down: its own pages, and the outcomes of this call's
+        # pages that an earlier runner could not write (``settled``: the page it died on, ...).
+        self.mine = dict(job.get("settled") or {})
+        self.counts = {"ok": 0, "empty": 0, "failed": 0, "skipped": n_skipped}
+        self.lock = threading.Lock()
+        self.dirty = threading.Event()
+        self.last_write_s = 0.0
+        self._stop = threading.Event()
+
+    def write(self) -> None:
+        """Write the report now (and let the family mirror it), atomically."""
+        with self.lock:
+            self._write()
+
+    def _write(self) -> None:
+        """`write`, the caller holding `lock`."""
+        with _report_lock(self.path):
             t_write = time.perf_counter()  # after the lock: waiting for another call costs nothing
-            # This job's records over those on disk (another call's pages, earlier runs), read
-            # again only when another call running this variant has replaced the file since.
-            on_disk = report if _stamp(report_path) == written else _load_report(report_path)
-            theirs = on_disk.get("pages")
-            report["pages"] = {**skipped, **(theirs if isinstance(theirs, dict) else {}), **mine}
-            report["counts"] = dict(counts)
+            # Read again only when another call running this variant has replaced the file since.
+            on_disk = self.data if _stamp(self.path) == self.written else _load_report(self.path)
+            report = self.data
+            report["pages"] = merged_pages(self.skipped, on_disk.get("pages"), self.mine)
+            report["counts"] = dict(self.counts)
             report["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
             timed = [p["seconds"] for p in report["pages"].values()
                      if p.get("status") in ("ok", "empty") and p.get("seconds") is not None]
             report["mean_page_seconds"] = round(sum(timed) / len(timed), 4) if timed else None
-            summarise_pages(report, max_empty_share)
-            atomic_write_json(report_path, report)
-            written = _stamp(report_path)
-            if on_flush is not None:
-                on_flush(job, report)
-            last_write_s = time.perf_counter() - t_write
-        dirty.clear()
+            summarise_pages(report, self.max_empty_share)
+            atomic_write_json(self.path, report)
+            self.written = _stamp(self.path)
+            if self.on_flush is not None:
+                self.on_flush(self.job, report)
+            self.last_write_s = time.perf_counter() - t_write
+        self.dirty.clear()
 
-    def flush_loop(stop: threading.Event) -> None:
-        # A background writer, so fast pages followed by a hang or a kill are on disk within
-        # `flush_wait` without rewriting a 100k-page report after every page.
-        while not stop.wait(flush_wait(flush_s, last_write_s)):
-            if dirty.is_set():
-                with lock:
+    def record(self, page_id: str, record: dict, status: str) -> None:
+        """Keep one page's record; the next flush writes it."""
+        with self.lock:
+            self.mine[page_id] = record
+            self.counts[status] += 1
+            self.dirty.set()
+
+    def start_flushing(self) -> None:
+        threading.Thread(target=self._flush_loop, daemon=True).start()
+
+    def _flush_loop(self) -> None:
+        # A background writer, not a rewrite of a 100k-page report after every page.
+        while not self._stop.wait(flush_wait(self.flush_s, self.last_write_s)):
+            if self.dirty.is_set():
+                with self.lock:
                     try:
-                        write_report()
+                        self._write()
                     except RunDirFull:
                         return  # the page loop meets the same disk and stops the job
 
-    if not todo:
-        report.update(state="finished", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        with lock:
-            write_report()
-        emit("end", ok=0, empty=0, failed=0, skipped=len(pages))
-        return 0
+    def end(self, completed: bool, write: bool) -> None:
+        """Stop the flushing and record how the job ended (``finished``, else ``interrupted``:
+        a SIGTERM from Slurm or the orchestrator still leaves a report that says so), written
+        when `write`."""
+        self._stop.set()
+        with self.lock:
+            state = "finished" if completed else "interrupted"
+            self.data["state"] = state
+            self.data[state] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            if write:
+                self._write()
 
-    where = f"{job['stage']}/{job['variant']}"
-    params = job.get("params", {})
-    shared = _shared_for(job, detector_cls, out_dir)
-    detector = None
-    own = {}  # the device and model of this job's model, once loaded
-    made = {}  # the device and model of the pass behind the page being written
 
-    def load() -> None:
+class _PageLoop:
+    """One job's pages through its detector: the model loaded once (or not at all while a
+    sibling variant's shared pass serves), each page written and reported, each page's error
+    kept to that page."""
+
+    def __init__(self, job: dict, detector_cls, report: _Report, todo: list[dict]):
+        self.job, self.detector_cls, self.report, self.todo = job, detector_cls, report, todo
+        self.out_dir = Path(job["out_dir"])
+        self.failed_dir = self.out_dir / FAILED_DIR
+        self.label_map = job.get("label_map", {})
+        self.where = f"{job['stage']}/{job['variant']}"
+        self.params = job.get("params", {})
+        self.shared = _shared_for(job, detector_cls, self.out_dir)
+        self.detector = None
+        self.own: dict = {}   # the device and model of this job's model, once loaded
+        self.made: dict = {}  # the device and model of the pass behind the page being written
+
+    def load(self) -> None:
         """Set up the model (once per job): the setup event and the report say where it runs."""
-        nonlocal detector
+        job, report = self.job, self.report.data
         t0 = time.perf_counter()
-        detector = _construct(detector_cls, job, where)
+        self.detector = _construct(self.detector_cls, job, self.where)
         setup_seconds = time.perf_counter() - t0
-        detector.shared = shared
-        info = dict(getattr(detector, "info", {}) or {})
-        own.update(device=getattr(detector, "device_used", "cpu"), model=info.get("model", job["family"]))
-        made.update(own)
+        self.detector.shared = self.shared
+        info = dict(getattr(self.detector, "info", {}) or {})
+        self.own.update(device=getattr(self.detector, "device_used", "cpu"), model=info.get("model", job["family"]))
+        self.made.update(self.own)
         report.pop("shared_pass", None)
-        report.update({"device_used": own["device"], "setup_seconds": round(setup_seconds, 3), **info})
-        emit("setup", device=own["device"], seconds=round(setup_seconds, 3), **info)
-        log(f"{where}: model ready on {own['device']} in {setup_seconds:.1f}s; {len(todo)} pages to do")
-        with lock:
-            write_report()  # the report exists from the moment the model is loaded
+        report.update({"device_used": self.own["device"], "setup_seconds": round(setup_seconds, 3), **info})
+        emit("setup", device=self.own["device"], seconds=round(setup_seconds, 3), **info)
+        log(f"{self.where}: model ready on {self.own['device']} in {setup_seconds:.1f}s; {len(self.todo)} pages to do")
+        self.report.write()  # the report exists from the moment the model is loaded
 
-    def from_shared_pass(page: dict, stored):
+    def from_shared_pass(self, page: dict, stored):
         """The page's regions from a sibling's stored pass (`stored`), else from this variant's own,
         stored for the siblings; `made` says which pass."""
         if stored is None:
-            output = detector.model_pass(page["image_path"])
-            made.update(own)
-            shared.put(page, output, own)
-            return detector_cls.from_pass(params, output)
+            output = self.detector.model_pass(page["image_path"])
+            self.made.update(self.own)
+            self.shared.put(page, output, self.own)
+            return self.detector_cls.from_pass(self.params, output)
         output, by = stored
-        if not made:  # no model of its own, nor a page yet: say whose pass it reads
-            report.update(device_used=by["device"], setup_seconds=0.0, model=by["model"], shared_pass=True)
+        if not self.made:  # no model of its own, nor a page yet: say whose pass it reads
+            self.report.data.update(device_used=by["device"], setup_seconds=0.0, model=by["model"], shared_pass=True)
             emit("setup", device=by["device"], seconds=0.0, model=by["model"], shared_pass=True)
-            log(f"{where}: reading the stage's shared model pass (made on {by['device']}); no model loaded")
-        made.update(by)
-        return detector_cls.from_pass(params, output)
+            log(f"{self.where}: reading the stage's shared model pass (made on {by['device']}); no model loaded")
+        self.made.update(by)
+        return self.detector_cls.from_pass(self.params, output)
 
-    # Batching: a detector may define detect_batch([(image_path, page), ...]) -> [regions, ...];
-    # it is used when the job (or the variant params) sets batch_size > 1.
-    batch_size = int(job.get("batch_size") or params.get("batch_size") or 1)
-    use_batches = batch_size > 1 and shared is None and callable(getattr(detector_cls, "detect_batch", None))
-    report["batch_size"] = batch_size if use_batches else 1
-    if shared is None:
-        try:
-            load()
-        except SetupRefused as exc:
-            return exc.code
-
-    def finish_ok(page: dict, raw, seconds: float) -> None:
-        page_id = page["page_id"]
-        regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), label_map)
+    def finish_ok(self, page: dict, raw, seconds: float) -> None:
+        job, page_id = self.job, page["page_id"]
+        regions, warnings = clean_regions(raw, int(page["width"]), int(page["height"]), self.label_map)
         reason = empty_reason(raw, regions, warnings)
         status = "empty" if reason else "ok"
-        source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"], **made}
+        source = {"stage": job["stage"], "variant": job["variant"], "family": job["family"], **self.made}
         record = {
             "page_id": page_id,
             "image": {"path": page["path"], "width": int(page["width"]), "height": int(page["height"])},
@@ -758,63 +805,59 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
             record["warnings"] = warnings
         if reason:
             record["empty_reason"] = reason
-            log(f"page {page_id} ({page['path']}): {where}: empty: {reason}")
-        path = out_dir / f"{page_id}.json"
+            log(f"page {page_id} ({page['path']}): {self.where}: empty: {reason}")
+        path = self.out_dir / f"{page_id}.json"
         atomic_write_json(path, record, durable=False, volatile=("seconds",))
-        (failed_dir / f"{page_id}.json").unlink(missing_ok=True)
+        (self.failed_dir / f"{page_id}.json").unlink(missing_ok=True)
         # What this file is (its fingerprint, size and mtime): newsbag's index of the folder, so a
         # rerun and `status` stat the page instead of parsing it (rundir.current_source_pages).
         index = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
-        with lock:
-            mine[page_id] = {
-                "status": status, "seconds": round(seconds, 4), "regions": len(regions), "device": made["device"],
-                **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **index}
-            counts[status] += 1
-            dirty.set()
-        if shared is not None:
-            shared.release(page_id)
+        self.report.record(page_id, {
+            "status": status, "seconds": round(seconds, 4), "regions": len(regions), "device": self.made["device"],
+            **({"reason": reason} if reason else {}), **({"warnings": warnings} if warnings else {}), **index},
+            status)
+        if self.shared is not None:
+            self.shared.release(page_id)
         emit("done", page_id=page_id, status=status, seconds=round(seconds, 4), regions=len(regions),
              **({"reason": reason} if reason else {}))
 
-    def finish_failed(page: dict, exc: Exception, seconds: float) -> None:
+    def finish_failed(self, page: dict, exc: Exception, seconds: float) -> None:
         page_id = page["page_id"]
         error = error_line(exc)
-        log(f"page {page_id} ({page['path']}): {where}: {error}")
+        log(f"page {page_id} ({page['path']}): {self.where}: {error}")
         log(traceback.format_exc())
-        atomic_write_json(failed_dir / f"{page_id}.json", {
+        atomic_write_json(self.failed_dir / f"{page_id}.json", {
             "page_id": page_id, "path": page["path"], "error": error,
             "error_class": type(exc).__name__, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
-        with lock:
-            mine[page_id] = {"status": "failed", "error": error, "seconds": round(seconds, 4),
-                             **({"device": made["device"]} if made else {})}
-            counts["failed"] += 1
-            dirty.set()
+        self.report.record(page_id, {"status": "failed", "error": error, "seconds": round(seconds, 4),
+                                     **({"device": self.made["device"]} if self.made else {})}, "failed")
         emit("done", page_id=page_id, status="failed", seconds=round(seconds, 4), error=error)
 
-    def run_one(page: dict) -> None:
-        stored = None if shared is None else shared.get(page)
-        if detector is None and stored is None:
-            load()  # between pages: a load that hangs or crashes is not this page's fault
+    def run_one(self, page: dict) -> None:
+        stored = None if self.shared is None else self.shared.get(page)
+        if self.detector is None and stored is None:
+            self.load()  # between pages: a load that hangs or crashes is not this page's fault
         emit("start", page_id=page["page_id"])
         t_page = time.perf_counter()
         try:
-            raw = detector.detect(page["image_path"], page) if shared is None else from_shared_pass(page, stored)
-            finish_ok(page, raw, time.perf_counter() - t_page)
+            raw = (self.detector.detect(page["image_path"], page) if self.shared is None
+                   else self.from_shared_pass(page, stored))
+            self.finish_ok(page, raw, time.perf_counter() - t_page)
         except RunDirFull:
             raise
         except Exception as exc:  # the page boundary: record and go on
-            finish_failed(page, exc, time.perf_counter() - t_page)
+            self.finish_failed(page, exc, time.perf_counter() - t_page)
             if context_lost(exc):
                 raise ContextLost(f"page {page['page_id']}: {error_line(exc)}") from exc
 
-    def run_batch(batch: list[dict]) -> None:
+    def run_batch(self, batch: list[dict]) -> None:
         """One detect_batch call; if it raises, retry its unfinished pages one by one so only bad pages fail."""
         emit("batch", page_ids=[page["page_id"] for page in batch])
         t_batch = t_page = time.perf_counter()
         finished = 0
         try:
-            results = detector.detect_batch([(page["image_path"], page) for page in batch])
+            results = self.detector.detect_batch([(page["image_path"], page) for page in batch])
             streamed = not isinstance(results, (list, tuple))
             if not streamed and len(results) != len(batch):
                 raise RuntimeError(f"detect_batch returned {len(results)} results for {len(batch)} pages")
@@ -828,36 +871,78 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
                 t_page = now
                 finished += 1
                 try:
-                    finish_ok(page, raw, seconds)
+                    self.finish_ok(page, raw, seconds)
                 except RunDirFull:
                     raise
                 except Exception as exc:
-                    finish_failed(page, exc, seconds)
+                    self.finish_failed(page, exc, seconds)
         except RunDirFull:
             raise
         except Exception as exc:
             if context_lost(exc):  # which page caused it is unknown: the orchestrator isolates them
                 raise ContextLost(f"a batch of {len(batch) - finished}: {error_line(exc)}") from exc
-            log(f"{where}: batch of {len(batch)} failed ({error_line(exc)}); retrying its pages one by one")
+            log(f"{self.where}: batch of {len(batch)} failed ({error_line(exc)}); retrying its pages one by one")
             for page in batch[finished:]:
-                run_one(page)
+                self.run_one(page)
 
-    stop = threading.Event()
-    threading.Thread(target=flush_loop, args=(stop,), daemon=True).start()
+    def run(self, unit: WorkUnit) -> None:
+        if unit.batch:
+            self.run_batch(list(unit.pages))
+        else:
+            self.run_one(unit.pages[0])
+
+    def close(self) -> None:
+        close = getattr(self.detector, "close", None)
+        if close is not None:
+            close()
+
+
+def _split_done(pages: list[dict], out_dir: Path, force: bool) -> tuple[list[dict], dict]:
+    """(the pages to do, the records of those already done), each done page announced: the
+    skip check is made before any compute (the report on disk may say more of them)."""
+    todo, skipped = [], {}
+    for page in pages:
+        if not force and is_valid_output(out_dir / f"{page['page_id']}.json", page["page_id"], page.get("fingerprint")):
+            emit("done", page_id=page["page_id"], status="skipped", seconds=0.0)
+            skipped[page["page_id"]] = {"status": "ok", "seconds": None}
+        else:
+            todo.append(page)
+    return todo, skipped
+
+
+def run_job(job: dict, detector_cls, on_flush=None) -> int:
+    """Run every page of `job` through `detector_cls`; returns the runner exit code.
+
+    Args:
+        job: the job spec the orchestrator wrote (out_dir, pages, params, device, ...).
+        detector_cls: the family's detector class (see the module docstring).
+        on_flush: ``on_flush(job, report)`` each time the report is written (MinerU mirrors
+            it into run_meta.json); never called when setup is refused.
+    """
+    die_with_parent()  # before the model loads: a load can take minutes
+    out_dir, pages = Path(job["out_dir"]), job["pages"]
+    todo, skipped = _split_done(pages, out_dir, bool(job.get("force")))
+    report = _Report(job, out_dir / job.get("report_name", "run_report.json"), skipped, len(pages) - len(todo),
+                     on_flush)
+    if not todo:
+        report.data.update(state="finished", finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        report.write()
+        emit("end", ok=0, empty=0, failed=0, skipped=len(pages))
+        return 0
+    loop = _PageLoop(job, detector_cls, report, todo)
+    batch_size = batch_size_of(job, detector_cls, loop.shared)
+    report.data["batch_size"] = batch_size or 1
+    if loop.shared is None:
+        try:
+            loop.load()
+        except SetupRefused as exc:
+            return exc.code
+    report.start_flushing()
     completed = False
     full = lost = refused = None
-    isolate = set(job.get("isolate") or ())
-    together = [page for page in todo if page["page_id"] not in isolate]
     try:
-        if use_batches:
-            for i in range(0, len(together), batch_size):
-                run_batch(together[i:i + batch_size])
-        else:
-            for page in together:
-                run_one(page)
-        for page in todo:
-            if page["page_id"] in isolate:
-                run_one(page)
+        for unit in work_units(todo, set(job.get("isolate") or ()), batch_size):
+            loop.run(unit)
         completed = True
     except RunDirFull as exc:
         full = exc
@@ -866,36 +951,28 @@ def run_job(job: dict, detector_cls, on_flush=None) -> int:
     except SetupRefused as exc:  # the model of a variant reading shared passes, loaded late
         refused = exc
     finally:
-        # Interrupted (SIGTERM from Slurm or the orchestrator): the report still says so.
-        stop.set()
-        with lock:
-            report["state"] = "finished" if completed else "interrupted"
-            report["finished" if completed else "interrupted"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            try:
-                if refused is None or mine:  # a runner that could not start on its first page leaves none
-                    write_report()
-            except RunDirFull:
-                if full is None:
-                    raise
-        close = getattr(detector, "close", None)
-        if close is not None:
-            close()
-    if refused is not None:
-        return refused.code
+        try:  # a runner that could not start on its first page leaves no report
+            report.end(completed, write=refused is None or bool(report.mine))
+        except RunDirFull:
+            if full is None:
+                raise
+        loop.close()
+    code = exit_code(None if refused is None else refused.code, full is not None, lost is not None,
+                     report.counts["failed"])
     if full is not None:
-        log(f"{where}: {full}")
+        log(f"{loop.where}: {full}")
         emit("fatal", error_class="RunDirError", error=str(full))
-        return EXIT_RUN_DIR
-    if lost is not None:
-        log(f"{where}: the CUDA context of this runner is lost ({lost}); exiting {EXIT_CONTEXT_LOST} "
+    elif lost is not None:
+        log(f"{loop.where}: the CUDA context of this runner is lost ({lost}); exiting {EXIT_CONTEXT_LOST} "
             "so that a fresh runner does the pages left")
-        return EXIT_CONTEXT_LOST
-    for flag in report["flags"]:
-        log(f"{where}: FLAGGED: {flag}")
-    emit("end", ok=counts["ok"], empty=counts["empty"], failed=counts["failed"], skipped=counts["skipped"],
-         peak_rss_mb=report["peak_rss_mb"], mean_page_seconds=report["mean_page_seconds"],
-         empty_share=report["empty_share"], flags=report["flags"])
-    return EXIT_PAGES_FAILED if counts["failed"] else 0
+    elif refused is None:
+        data = report.data
+        for flag in data["flags"]:
+            log(f"{loop.where}: FLAGGED: {flag}")
+        emit("end", ok=report.counts["ok"], empty=report.counts["empty"], failed=report.counts["failed"],
+             skipped=report.counts["skipped"], peak_rss_mb=data["peak_rss_mb"],
+             mean_page_seconds=data["mean_page_seconds"], empty_share=data["empty_share"], flags=data["flags"])
+    return code
 
 
 def main(detector_cls, on_flush=None) -> None:

@@ -46,7 +46,8 @@ def resize_bilinear(image: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
     """Resize like ``cv2.resize(..., interpolation=INTER_LINEAR)`` (no antialias).
 
     PP-PicoDet and PP-OCR were trained on OpenCV resizes; an antialiased (Pillow) downscale
-    changes CDLA's output a lot (DESIGN §5: ~33 blocks vs ~5 on a clean page).
+    changes CDLA's output a lot: ~33 blocks vs ~5 on a clean page
+    (docs/design.md, Models that run without a download).
 
     Args:
         image: (H, W) or (H, W, C) array, any numeric dtype.

@@ -114,12 +114,6 @@ def paddlex_cache_dir(model_name: str) -> Path:
     return home / "official_models" / folder
 
 
-def paddlex_cached_model(model_name: str) -> Path | None:
-    """The paddlex cache folder of `model_name` if it holds anything."""
-    path = paddlex_cache_dir(model_name)
-    return path if path.is_dir() and any(path.iterdir()) else None
-
-
 def paddlex_prestage_hint(call: str) -> str:
     """The command that fills the PaddleX cache on a login node (with internet); `call` is e.g.
     ``LayoutDetection(model_name='PP-DocLayoutV3')``."""

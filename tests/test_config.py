@@ -127,7 +127,7 @@ def test_a_transcription_source_no_stage_of_the_config_makes_is_refused(options,
     raw["stages"].append({"name": "tr", "kind": "transcription", **options})
     with pytest.raises(ConfigError) as exc:
         parse_config(raw, "c.json")
-    assert str(exc.value) == f"c.json: stage 'tr': {message} (this config makes: fake/v)"
+    assert str(exc.value) == f"c.json: stage 'tr': {message}; did you mean 'fake/v'? (this config makes: fake/v)"
 
 
 @pytest.mark.parametrize("section,model_stages", [

@@ -224,3 +224,49 @@ def test_boxes_indexing_by_take_keeps_every_column_aligned_and_refuses_a_mask_of
         assert np.array_equal(got.data["order"], boxes.data["order"][want])
     with pytest.raises(IndexError):
         boxes[np.ones(n - 1, bool)]
+
+
+@pytest.mark.parametrize("column, names, codes", [
+    ([], [], []),                                              # empty (0,4)
+    (["a/x"] * 3, ["a/x"], [0, 0, 0]),                         # one source
+    (["b/y", "b/y", "a/x", "a/x", "b/y"], ["a/x", "b/y"], [1, 1, 0, 0, 1]),   # runs; a source comes back
+])
+def test_column_codes_are_sorted_names_and_indices_into_them(column, names, codes):
+    from nbtest import make_boxes
+
+    from newsbag.contract import column_codes
+
+    boxes = make_boxes([[0, 0, 1, 1]] * len(column), source=list(column))
+    got_names, got_codes = column_codes(boxes, "source")
+    assert got_names.tolist() == names
+    assert got_codes.tolist() == codes
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"article": np.array([0])}, "cannot concat boxes with different data columns: ['article'] not in every part"),
+    ({"article": np.array([0]), "zone": np.array(["a"], object)},
+     "cannot concat boxes with different data columns: ['article', 'zone'] not in every part"),
+])
+def test_concat_refuses_parts_with_different_data_columns(extra, message):
+    from nbtest import make_boxes
+
+    from newsbag.contract import Boxes
+
+    plain = make_boxes([[0, 0, 1, 1]])
+    more = Boxes(plain.xyxy, plain.score, plain.label, plain.meta, {**plain.data, **extra})
+    for parts in ([plain, more], [more, plain]):
+        with pytest.raises(ValueError) as exc:
+            Boxes.concat(parts)
+        assert str(exc.value) == message
+
+
+def test_concat_keeps_every_column_of_parts_that_share_them():
+    from nbtest import make_boxes
+
+    from newsbag.contract import Boxes
+
+    a, b = make_boxes([[0, 0, 1, 1]], source="a/x"), make_boxes([[2, 2, 3, 3], [4, 4, 5, 5]], source="b/y")
+    both = Boxes.concat([a, b])
+    assert sorted(both.data) == sorted(a.data)
+    assert both.data["source"].tolist() == ["a/x", "b/y", "b/y"]
+    assert both.xyxy.tolist() == [[0, 0, 1, 1], [2, 2, 3, 3], [4, 4, 5, 5]]

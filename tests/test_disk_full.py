@@ -126,3 +126,52 @@ def test_a_ledger_append_on_a_full_disk_fails_in_one_line_and_leaves_whole_lines
     with pytest.raises(RunDirError, match=f"cannot write {ledger}: No space left on device"):
         nb_io.append_jsonl(ledger, [{"page_id": f"p{i}", "error": "x" * 200} for i in range(1, 400)])
     assert ledger.read_bytes() == before  # no torn line: a later append starts on a line of its own
+
+
+def test_a_file_size_limit_is_named_as_such_not_as_a_full_disk(tmp_path):
+    """Under ``ulimit -f 200`` a write fails with EFBIG while the disk has room: the advice to free
+    space sent users to delete files on a disk with gigabytes free."""
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_FSIZE, (200 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+              "from newsbag import io\n"
+              "from newsbag.errors import RunDirError\n"
+              "try:\n"
+              "    io.atomic_write_bytes(sys.argv[1], bytes(1_300_000))\n"
+              "except RunDirError as exc:\n"
+              "    print(exc)\n")
+    target = tmp_path / "big.json"
+    out = subprocess.run([sys.executable, "-c", script, str(target)], capture_output=True, text=True, timeout=60)
+    msg = out.stdout.strip()
+    assert msg.startswith(f"cannot write {target}: File too large; the write needs 1.3 MB, "), (msg, out.stderr)
+    assert "over the file size limit (ulimit -f: 200 KB)" in msg
+    assert "free space" not in msg and "free there" not in msg and "raise the limit" in msg
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.fixture
+def no_inodes(tmp_path):
+    """A tmpfs with room for bytes and 4 inodes (needs root): every new file fails with ENOSPC."""
+    mnt = tmp_path / f"inodes-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,nr_inodes=4", "tmpfs", str(mnt)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        for i in range(8):   # take what inodes there are
+            try:
+                (mnt / f"f{i}").write_bytes(b"x")
+            except OSError:
+                break
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_disk_out_of_inodes_is_named_as_such_not_as_short_of_bytes(no_inodes):
+    target = no_inodes / "page.json"
+    with pytest.raises(RunDirError) as err:
+        nb_io.write_json(target, {"regions": []})
+    msg = str(err.value)
+    assert msg.startswith(f"cannot write {target}: No space left on device; ")
+    assert "no free inodes left there" in msg and "remove files" in msg, msg
+    assert "free space" not in msg

@@ -10,11 +10,11 @@ from PIL import Image
 
 from newsbag.doctor import format_doctor_table, run_doctor
 
-from nbtest import write_hf_model
+from nbtest import EXAMPLE_PAGE, shared_path, write_hf_model
 
 FAKES = Path(__file__).resolve().parent / "runners" / "fakes"
 HUB = "opendatalab/MinerU2.5-2509-1.2B"
-SAMPLE_PAGE = Path(__file__).resolve().parents[2] / "shared" / "samples" / "port_gibson_reveille_1921-03-03_p1.png"
+SAMPLE_PAGE = EXAMPLE_PAGE
 
 
 @pytest.fixture
@@ -41,6 +41,7 @@ def _config(hf_home, gpu_env: dict, mineru_python: str = sys.executable, **stage
 
 
 def test_ready_gpu_stage_runs_one_page(hf_home, page):
+    shared_path("formats")  # the fake MinerU's page replays the library's own answers
     rows = run_doctor(_config(hf_home, {"FAKE_CUDA": "1", "FAKE_CAPABILITY": "9.0"}, allow_cpu_fallback=False),
                       run_page=page)
     (row,) = rows
@@ -68,6 +69,7 @@ def test_gpu_problems_reported(hf_home, page, gpu_env, fallback, device, problem
 
 
 def test_cpu_fallback_page_runs_on_cpu(hf_home, page):
+    shared_path("formats")  # the fake MinerU's page replays the library's own answers
     (row,) = run_doctor(_config(hf_home, {}, allow_cpu_fallback=True), run_page=page)
     assert row["ready"] and row["device"] == "cpu" and row["device_used"] == "cpu"
 

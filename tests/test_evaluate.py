@@ -79,7 +79,7 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
 
     out = CliRunner().invoke(cli, ["evaluate", "--run-dir", str(run), "--gt", str(gt)])
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()
+    lines = out.stdout.splitlines()   # the table; progress lines go to stderr
     assert lines[0] == "1 of 1 run page(s) matched ground truth and are scored"
     assert lines[1].split() == ["kind", "name", "class", "pixel_f1", "b1x", "iou_f1", "over_merge", "xcol", "n_pred"]
     assert lines[2].split()[:6] == ["source", "x/y", "text", "1.0000", "1.0000", "1.0000"]

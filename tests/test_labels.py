@@ -3,7 +3,7 @@ import pytest
 from newsbag import labels
 from newsbag.config import label_table
 
-# Label sets read from the models' metadata and code (DESIGN §4).
+# Label sets read from the models' metadata and code (docs/design.md, Labels).
 PP_V2V3 = ["abstract", "algorithm", "aside_text", "chart", "content", "display_formula", "doc_title",
            "figure_title", "footer", "footer_image", "footnote", "formula_number", "header", "header_image",
            "image", "inline_formula", "number", "paragraph_title", "reference", "reference_content", "seal",
@@ -57,3 +57,13 @@ def test_label_codes_fit_int8_and_round_trip():
     assert len(labels.LABELS) < 128
     assert all(labels.LABELS[labels.label_code(name)] == name for name in labels.LABELS)
     assert labels.LABELS[labels.label_code("no such label")] == "unknown"
+
+
+def test_coarse_codes_index_the_coarse_classes():
+    import numpy as np
+
+    names = ["text", "headline", "advertisement", "table", "separator", "text_line"]
+    codes = labels.coarse_codes(np.array([labels.label_code(n) for n in names], np.int8))
+    assert [labels.COARSE_CLASSES[c] for c in codes] == ["text", "title", "image", "table", "other", "line"]
+    assert [labels.COARSE[labels.coarse_for(n)] for n in names] == codes.tolist()
+    assert labels.coarse_codes(np.zeros(0, np.int8)).shape == (0,)   # empty

@@ -1,6 +1,7 @@
 """The orchestrator against fault-injecting fake runners: ledger, exit codes, resume."""
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -68,8 +69,9 @@ def test_rerun_skips_finished_pages_and_force_redoes(tmp_path, page_dir, capsys)
     args = ["run", "--input-dir", page_dir, "--recursive", "--run-dir", tmp_path / "run", "--config", cfg]
     assert run_cli(capsys, *args)[0] == 0
     before = {p: (tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns for p in outputs(tmp_path / "run")}
-    assert run_cli(capsys, *args)[0] == 0
-    summary = json.loads((tmp_path / "run/reports/run_all.json").read_text())
+    code, out, _ = run_cli(capsys, *args, "--json")   # this call's counts (the report keeps the call that ran)
+    assert code == 0
+    summary = json.loads(out)
     assert summary["sources"][0]["counts"]["skipped"] == 5
     assert summary["sources"][0]["launches"] == 0  # nothing to do: no model load at all
     after = {p: (tmp_path / "run/outputs/sources/fake/v" / f"{p}.json").stat().st_mtime_ns for p in before}
@@ -173,9 +175,10 @@ def test_source_pages_are_fresh_by_fingerprint(tmp_path, page_dir, capsys):
 
     def counts(variants):
         cfg = write_fake_config(tmp_path / "c.json", variants)
-        code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+        code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run,
+                                 "--config", cfg, "--json")
         assert code == 0, err
-        return json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"]
+        return json.loads(out)["sources"][0]["counts"]
 
     assert counts({"v": {}}) == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     assert all(o["source"]["fingerprint"] for o in outputs(run).values())
@@ -204,10 +207,9 @@ def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, caps
     args = ["run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg]
 
     def counts():
-        code, _, err = run_cli(capsys, *args)
+        code, out, err = run_cli(capsys, *args, "--json")
         assert code == 0, err
-        report = json.loads((run / "reports/run_all.json").read_text())
-        return {s["source"]: (s["counts"]["ok"], s["counts"]["skipped"]) for s in report["sources"]}
+        return {s["source"]: (s["counts"]["ok"], s["counts"]["skipped"]) for s in json.loads(out)["sources"]}
 
     def status():
         code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
@@ -258,8 +260,8 @@ def test_a_scan_replaced_in_place_is_redone_by_a_run_from_the_manifest(tmp_path,
     assert code == 0, err
 
     def counts(*extra):
-        code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, *extra)
-        return code, json.loads((run / "reports/run_all.json").read_text())["sources"][0]["counts"], err
+        code, out, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--json", *extra)
+        return code, json.loads(out)["sources"][0]["counts"], err
 
     assert counts()[1] == {"ok": 5, "empty": 0, "failed": 0, "skipped": 0}
     (replaced,) = ids_with(run, "issue1__p2")
@@ -327,3 +329,61 @@ def test_a_runner_names_its_temp_files_by_host_and_pid(tmp_path, monkeypatch):
     (name,) = names
     assert name.startswith(".p1.json.") and not io._temp_writer_gone(name, str(tmp_path), time.time())
     assert io._temp_writer_gone(name.replace(f"-{os.getpid()}-", "-999999999-"), str(tmp_path), time.time())
+
+
+def test_a_scan_gone_after_a_finished_run_keeps_its_outputs_and_the_rerun_exits_0(tmp_path, page_dir, capsys, caplog,
+                                                                                   monkeypatch):
+    """`rm` of one scan after a finished run, then `newsbag run --run-dir R`: exit 4 ("unreadable
+    image ... No such file"), and that page's board, scan.jpg and data.js deleted."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[{"name": "fusion", "kind": "fusion"},
+                                                                           {"name": "review", "kind": "review"}])
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", run, "--config", cfg)
+    assert code == 0, err
+    (gone,) = ids_with(run, "issue1__p1")
+    board = run / "review" / "pages" / gone
+    drawn = {p.name: p.read_bytes() for p in board.iterdir()}
+    (page_dir / "issue1" / "p1.png").unlink()
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
+    with caplog.at_level("INFO"):
+        code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert {p.name: p.read_bytes() for p in board.iterdir()} == drawn
+    assert len([m for m in caplog.messages if "scan is gone" in m]) == 1
+    assert not [m for m in caplog.messages if "No such file" in m]
+
+
+def test_a_run_moved_one_level_deeper_resumes_with_its_own_command(tmp_path, page_dir, capsys, monkeypatch):
+    """`mv a/r1 b/c/r1` (scans untouched): status called every scan missing, the run's own command
+    exited 2 ("... both get page id ...", the vanished relative path taken for a second file), and
+    exports written after the move linked to nothing. Naming the same inputs again re-anchors the
+    manifest: a file with the same identity and hash under the named input is the same page."""
+    import re
+    import shutil
+
+    from newsbag import pages as pages_mod
+    from newsbag.status import collect_status
+
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[
+        {"name": "fusion", "kind": "fusion"}, {"name": "export", "kind": "export", "formats": ["page-xml"]}])
+    first, moved = tmp_path / "a" / "r1", tmp_path / "b" / "c" / "r1"
+    assert run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", first, "--config", cfg)[0] == 0
+    moved.parent.mkdir(parents=True)
+    shutil.move(first, moved)
+    assert collect_status(moved)["scans_missing"] == 5
+    inspected = []
+    real_inspect = pages_mod.inspect_page
+    monkeypatch.setattr(pages_mod, "inspect_page", lambda *a, **k: inspected.append(a[0]) or real_inspect(*a, **k))
+    code, out, err = run_cli(capsys, "run", "--input-dir", page_dir, "--recursive", "--run-dir", moved, "--json")
+    assert code == 0, err
+    assert inspected == []   # recognised by identity and hash, not decoded again
+    assert json.loads(out)["sources"][0]["counts"]["skipped"] == 5   # this call's counts
+    status = collect_status(moved)
+    assert (status["pages"], status["scans_missing"], status["scans_changed"]) == (5, 0, 0)
+    for page in read_pages(moved):
+        assert (moved / page.path).resolve() == (page_dir / Path(page.path).relative_to("../../../pages")).resolve()
+    exported = sorted((moved / "exports" / "page-xml").rglob("*.xml"))
+    assert len(exported) == 5
+    for xml in exported:
+        image = re.search(r'imageFilename="([^"]+)"', xml.read_text()).group(1)
+        assert (xml.parent / image).is_file(), image

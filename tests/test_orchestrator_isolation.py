@@ -496,8 +496,9 @@ def _mineru_on_a_fake_gpu(tmp_path, colours: dict, batch: int) -> tuple[Path, Pa
     fake GPU; a red page makes the model hit an illegal memory access (sticky, as CUDA's)."""
     from PIL import Image
 
-    from nbtest import write_hf_model
+    from nbtest import shared_path, write_hf_model
 
+    shared_path("formats")  # the fake MinerU replays the library's own answers
     fakes = Path(__file__).resolve().parent / "runners" / "fakes"
     hub = tmp_path / "hf" / "hub" / "models--opendatalab--MinerU2.5-2509-1.2B"
     write_hf_model(hub / "snapshots" / "abc")
@@ -545,3 +546,65 @@ def test_a_gpu_that_loses_its_context_on_every_page_stops_after_max_restarts(tmp
     lost = sorted(p for p, e in failed.items() if "illegal memory access" in e)
     assert len(lost) == 2  # max_restarts 1: two launches in a row that lost the context, then stop
     assert all("exited 8 (its CUDA context was lost) 2 times in a row" in failed[p] for p in failed if p not in lost)
+
+
+def test_a_hang_is_not_reported_as_out_of_memory(tmp_path, eight_pages, capsys, caplog, monkeypatch):
+    """newsbag kills a runner that stalls; the restart line said the kernel had (``killed by SIGKILL (out of
+    memory?)``), which on Slurm sends users to raise --mem for a hang."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "hang", "on": ["page01"]}}, page_timeout_s=2)
+    monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
+    with caplog.at_level("WARNING", logger="newsbag.orchestrator"):
+        code, _, err = _run(capsys, eight_pages, tmp_path / "run", cfg)
+    assert code == 4, err
+    restart = [m for m in caplog.messages if "restarting for" in m]
+    assert restart == ["fake/v: newsbag stopped the runner after no progress for 2s on a page (page_timeout_s); "
+                       "restarting for 6 remaining page(s)"], caplog.messages
+    assert not [m for m in caplog.messages if "out of memory" in m]
+
+
+def test_pages_not_run_when_a_source_stopped_run_before_the_failed_ones(tmp_path, eight_pages, capsys):
+    """8 pages, 5 fail: the first run stops at the 5th failure with 3 healthy pages not run. A rerun
+    retried the 5 failing pages first and stopped again before the 3 (ok 0, failed 8, every time).
+    The failing pages crash the runner, so it cannot run ahead to the healthy pages before it is
+    stopped (a fast runner whose pages raise may); --retry-failed tries the crashers again."""
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {"mode": "segv", "on": [f"page0{i}" for i in range(5)]}})
+    run = tmp_path / "run"
+    assert _run(capsys, eight_pages, run, cfg, "--max-failed-fraction", "0.5")[0] == 4
+    assert done_pages(run) == set()
+    assert {k for k, r in failed_records(run).items() if r["error_class"] == "NotRun"} == {"page05", "page06", "page07"}
+    for _ in range(2):   # and a Slurm resubmit after it gets no further
+        code, _, err = _run(capsys, eight_pages, run, cfg, "--max-failed-fraction", "0.5", "--retry-failed")
+        assert code == 4, err
+        assert done_pages(run) == {"page05", "page06", "page07"}
+        assert set(failed_records(run)) == _first(5)
+    assert summary(run)["counts"] == {"ok": 0, "empty": 0, "failed": 5, "skipped": 3}
+
+
+@pytest.mark.parametrize("body,timeout", [("exit 1", 60), ("sleep 30", 1)])  # dies / hangs before its first event
+def test_a_source_that_never_started_is_named_by_status_with_its_error_and_log(tmp_path, eight_pages, capsys, body,
+                                                                              timeout):
+    """`run` exits 6 with a good line, but a day later `status` showed the source as one nobody ran
+    (done 0, failed 0, pending 8), and logs/failures.jsonl had no row."""
+    interpreter = tmp_path / "x.sh"
+    interpreter.write_text(f"#!/bin/bash\n{body}\n")
+    interpreter.chmod(0o755)
+    cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, python=str(interpreter), page_timeout_s=timeout)
+    run = tmp_path / "run"
+    code, _, err = _run(capsys, eight_pages, run, cfg)
+    assert code == 6, err
+    log_path = run / "logs" / "fake.v.log"
+    (source,) = collect_status(run)["sources"]
+    assert (source["done"], source["failed"], source["pending"]) == (0, 0, 8)
+    stopped = source["not_started"]
+    assert stopped["error"].startswith("stage fake variant v: runner ") and "before processing any page" in stopped["error"]
+    assert stopped["log"] == str(log_path) and stopped["started"] is False
+    code, out, _ = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0
+    line = next(line for line in out.splitlines() if "not started" in line)
+    assert line.strip().startswith("fake/v: not started") and stopped["error"] in line and str(log_path) in line
+    (row,) = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    assert row["stage"] == "fake" and row["variant"] == "v" and row["page_id"] is None
+    assert (row["status"], row["error_class"], row["error"]) == ("not started", "RunnerError", stopped["error"])
+    ok = write_fake_config(tmp_path / "ok.json", {"v": {}})
+    assert _run(capsys, eight_pages, run, ok)[0] == 0
+    assert collect_status(run)["sources"][0]["not_started"] is None

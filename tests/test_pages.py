@@ -616,3 +616,39 @@ def test_a_manifest_rewritten_through_a_linked_run_dir_still_names_the_copy_run_
     write_pages(link, read_pages(link))
     stored = json.loads((link / "manifests" / "pages.jsonl").read_text())["image_path"]
     assert stored == str(Path("cache") / "images" / f"{page_id_for(src, tmp_path / 'in')}.png")
+
+
+@pytest.mark.parametrize("every", [{"CHECKPOINT_PAGES": 3}, {"CHECKPOINT_S": 0.0}])  # N pages / a time limit
+def test_an_interrupted_inspection_keeps_what_it_inspected(tmp_path, monkeypatch, every):
+    """The manifest was written only once every input was inspected (hashed, decoded, converted):
+    a call killed at 85 % left nothing, and a job whose time limit is shorter than the whole
+    inspection never finished. Inspected pages are checkpointed into the manifest, so a rerun
+    inspects only the rest and writes the manifest a clean call writes."""
+    from newsbag import pages as pages_mod
+
+    for i in range(10):
+        write_image(tmp_path / "in" / f"p{i}.png", size=(20, 10), mode="RGB" if i % 2 else "I;16")  # some get a copy
+    for name, value in every.items():
+        monkeypatch.setattr(pages_mod, name, value, raising=False)
+    real_inspect = pages_mod.inspect_page
+    inspected = []
+
+    def killed_at_the_8th(*args, **kwargs):
+        if len(inspected) == 7:
+            raise KeyboardInterrupt
+        inspected.append(args[0])
+        return real_inspect(*args, **kwargs)
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(pages_mod, "inspect_page", killed_at_the_8th)
+    with pytest.raises(KeyboardInterrupt):
+        build_pages(run, [tmp_path / "in"], None, False, None)
+    kept = 6 if "CHECKPOINT_PAGES" in every else 7
+    assert [Path(p.path).name for p in read_pages(run)] == [f"p{i}.png" for i in range(kept)]
+    inspected.clear()
+    monkeypatch.setattr(pages_mod, "inspect_page", lambda *a, **k: inspected.append(a[0]) or real_inspect(*a, **k))
+    pages, _ = build_pages(run, [tmp_path / "in"], None, False, None)
+    assert [p.name for p in inspected] == [f"p{i}.png" for i in range(kept, 10)]
+    clean = tmp_path / "clean"
+    assert [p.page_id for p in pages] == [p.page_id for p in build_pages(clean, [tmp_path / "in"], None, False, None)[0]]
+    assert (run / "manifests" / "pages.jsonl").read_text() == (clean / "manifests" / "pages.jsonl").read_text()

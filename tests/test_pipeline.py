@@ -98,7 +98,7 @@ def test_status_counts_a_fused_page_stale_when_a_source_page_it_lacked_appears(t
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", fixed, "--stages", "fake")
     assert code == 0, err
     assert _fusion_counts(capsys, run) == {"C": (4, 1), "S": (4, 1)}
-    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--json")
     assert code == 0 and json.loads(out)["ok"] == 1, err
     assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
 
@@ -114,7 +114,7 @@ def test_status_counts_the_fused_pages_of_a_changed_variant_stale(tmp_path, page
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fake")
     assert code == 0, err
     assert _fusion_counts(capsys, run) == {"C": (0, 5), "S": (5, 0)}
-    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--json")
     assert code == 0, err
     assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
 
@@ -148,7 +148,7 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fusion")
     assert code == 0, err
     assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0}
-    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and json.loads(out)["ok"] == 5, err
     assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
 
@@ -156,7 +156,7 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
     assert code == 0, err
     assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0}
-    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (1, 4), err
 
     import shutil
@@ -197,19 +197,19 @@ def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, 
     other["stages"][2]["max_board_width"] = 1200
     other_path = tmp_path / "other.json"
     other_path.write_text(json.dumps(other))
-    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--config", other_path)
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--config", other_path, "--json")
     assert code == 0 and json.loads(out)["ok"] == 5, err
     assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
     recorded = {s["name"]: s for s in json.loads((run / "config.resolved.json").read_text())["stages"]}
     assert recorded["fusion"]["variants"]["C"]["params"]["vote"] == 2
     assert recorded["review"] == REVIEW  # fuse ran no review: its entry is what review last ran with
-    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
-    code, out, err = run_cli(capsys, "review", "--run-dir", run, "--config", other_path)
+    code, out, err = run_cli(capsys, "review", "--run-dir", run, "--config", other_path, "--json")
     assert code == 0 and json.loads(out)["ok"] == 5, err
     assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0}
-    code, out, err = run_cli(capsys, "review", "--run-dir", run)
+    code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
 
@@ -238,14 +238,14 @@ def test_the_config_record_names_the_config_of_the_fusion_that_ran_last(tmp_path
             assert seen[-1], "".join(seen)  # A ended without waiting for the lock
         # fcntl record locks belong to the process: B, run here, takes the lock this test holds,
         # and closing it hands the lock to A. So B fuses first and A after, deterministically.
-        code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--config", y)
+        code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--config", y, "--json")
         assert code == 0 and json.loads(out)["ok"] == 5, err
     _, a_err = a.communicate(timeout=120)
     assert a.returncode == 0, a_err
     recorded = {s["name"]: s for s in json.loads((run / "config.resolved.json").read_text())["stages"]}
     assert recorded["fusion"]["variants"]["C"]["params"]["vote"] == 1
     assert _fusion_counts(capsys, run) == {"C": (5, 0), "S": (5, 0)}
-    code, out, err = run_cli(capsys, "fuse", "--run-dir", run)
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), err
 
 
@@ -277,7 +277,7 @@ def test_a_run_without_config_resumes_with_the_config_its_run_dir_recorded(tmp_p
         ("fake/v", 1), ("fake/w", 0), ("fusion", None), ("review", None)]
     code, out, err = run_cli(capsys, "run", "--run-dir", run, "--stages", "fake", "--device", "cpu", "--json")
     assert code == 0, err
-    assert f"using the config recorded in {run}" in caplog.text
+    assert json.loads(out)["config"] == str(run / "config.resolved.json")
     assert json.loads((run / "reports/run_fake.json").read_text())["config"] == str(run / "config.resolved.json")
     assert [(s["source"], s["device_requested"], s["counts"]["ok"]) for s in json.loads(out)["sources"]] == [
         ("fake/v", "cpu", 1), ("fake/w", "cpu", 0)]
@@ -512,13 +512,13 @@ def test_a_rerun_with_nothing_changed_rewrites_nothing(tmp_path, page_dir, capsy
     before = files()
     assert {"config.resolved.json", "outputs/fusion/summary.json", "outputs/fusion/variant_leaderboard.tsv",
             "review/index.html", "review/scores.tsv", "exports/coco/fusion/C.json"} <= set(before)
-    code, _, err = run_cli(capsys, *args)
+    code, out, err = run_cli(capsys, *args, "--json")
     assert code == 0, err
     after = files()
     assert sorted(k for k in after if before.get(k) != after[k]) == []
     summary = json.loads((run / "outputs/fusion/summary.json").read_text())
     assert (summary["pages"], summary["n_pages"]) == (5, 5) and "counts" not in summary
-    report = json.loads((run / "reports/run_all.json").read_text())
+    report = json.loads(out)
     assert (report["builtin"]["fusion"]["ok"], report["builtin"]["fusion"]["skipped"]) == (0, 5)
 
 
@@ -635,12 +635,12 @@ def test_fuse_force_that_changes_no_region_redraws_no_board_and_reexports_nothin
     board and export current: at 100k pages a redraw of every board is hours for nothing."""
     run, cfg = _finished_run(tmp_path, page_dir, capsys)
     fused, boards, exports = (_identities(run, d) for d in ("outputs/fusion", "review/pages", "exports"))
-    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--force")
+    code, out, err = run_cli(capsys, "fuse", "--run-dir", run, "--force", "--json")
     assert code == 0, err
     assert json.loads(out)["ok"] == 5                        # the fusion was redone ...
     assert _identities(run, "outputs/fusion") == fused      # ... and every file it made came out the same
     for command in ("review", "export"):
-        code, out, err = run_cli(capsys, command, "--run-dir", run)
+        code, out, err = run_cli(capsys, command, "--run-dir", run, "--json")
         assert code == 0, err
         assert (json.loads(out)["ok"], json.loads(out)["skipped"]) == (0, 5), command
     assert _identities(run, "review/pages") == boards and _identities(run, "exports") == exports
@@ -677,9 +677,9 @@ def test_a_model_stage_force_that_changes_no_box_refuses_nothing_downstream(tmp_
     assert code == 0, err
     report = json.loads((run / "reports/run_fake.json").read_text())
     assert [s["counts"]["ok"] for s in report["sources"]] == [5, 5]    # the model ran again
-    code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    code, out, err = run_cli(capsys, "run", "--run-dir", run, "--json")
     assert code == 0, err
-    report = json.loads((run / "reports/run_all.json").read_text())
+    report = json.loads(out)
     assert [report["builtin"][k]["ok"] for k in ("fusion", "review", "export")] == [0, 0, 0], report["builtin"]
     after = {d: {k: v for k, v in _identities(run, d).items() if not k.endswith("run_report.json")} for d in before}
     assert after == {d: {k: v for k, v in ids.items() if not k.endswith("run_report.json")} for d, ids in before.items()}
@@ -703,10 +703,11 @@ def test_a_page_that_fails_when_forced_keeps_no_source_page_that_passes_for_curr
     assert len(others) == 4 and f"{pid}.json" not in others
 
 
-def _counts(run, name="run_all.json") -> dict:
-    report = json.loads((run / "reports" / name).read_text())
-    counts = {s["source"]: s["counts"]["ok"] for s in report["sources"]}
-    return counts | {k: v["ok"] for k, v in report["builtin"].items()}
+def _counts(out: str) -> dict:
+    """Pages each stage computed in the call whose `--json` summary is `out`."""
+    summary = json.loads(out)
+    counts = {s["source"]: s["counts"]["ok"] for s in summary["sources"]}
+    return counts | {k: v["ok"] for k, v in summary["builtin"].items()}
 
 
 @pytest.mark.parametrize("names_inputs", [True, False])
@@ -719,14 +720,14 @@ def test_a_touched_scan_redoes_nothing_and_a_replaced_one_redoes_its_page_only(t
     image = page_dir / "issue1/p2.png"
     boards = _identities(run, "review/pages")
     os.utime(image, ns=(image.stat().st_atime_ns, image.stat().st_mtime_ns + 10**10))
-    code, _, err = run_cli(capsys, *args)
+    code, out, err = run_cli(capsys, *args, "--json")
     assert code == 0, err
-    assert _counts(run) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
+    assert _counts(out) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
     assert _identities(run, "review/pages") == boards
     write_image(image, size=(40, 30), mode="RGB")   # other pixels, same size and name
-    code, _, err = run_cli(capsys, *args)
+    code, out, err = run_cli(capsys, *args, "--json")
     assert code == 0, err
-    assert _counts(run) == {"fake/v": 1, "fake/w": 1, "fusion": 1, "review": 1, "export": 1}
+    assert _counts(out) == {"fake/v": 1, "fake/w": 1, "fusion": 1, "review": 1, "export": 1}
     after = _identities(run, "review/pages")
     assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [_pid(run, "issue1/p2")]
 
@@ -903,17 +904,17 @@ def test_a_run_copied_without_its_mtimes_redoes_nothing_and_status_says_done(tmp
     before = {d: _contents(copy, d) for d in kept}
     status = collect_status(copy)
     assert [s["done"] for s in status["fusion"]] == [5, 5] and status["review"]["done"] == 5, status
-    code, _, err = run_cli(capsys, "run", "--run-dir", copy)
+    code, out, err = run_cli(capsys, "run", "--run-dir", copy, "--json")
     assert code == 0, err
-    assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
+    assert _counts(out) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
     outputs = {d: _identities(copy, d) for d in kept}
     assert {d: _contents(copy, d) for d in kept} == before
     hashed = []
     real = rundir.file_digest
     monkeypatch.setattr(rundir, "file_digest", lambda path: hashed.append(path) or real(path))
-    code, _, err = run_cli(capsys, "run", "--run-dir", copy)
+    code, out, err = run_cli(capsys, "run", "--run-dir", copy, "--json")
     assert code == 0, err
-    assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
+    assert _counts(out) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
     assert {d: _identities(copy, d) for d in kept} == outputs and hashed == []
 
 
@@ -925,9 +926,9 @@ def test_a_copied_run_whose_source_page_changed_redoes_that_page_only(tmp_path, 
     pid = _pid(copy, "issue2/p3")
     _redo_with_other_boxes(copy / f"outputs/sources/fake/v/{pid}.json")
     boards = _contents(copy, "review/pages")
-    code, _, err = run_cli(capsys, "run", "--run-dir", copy)
+    code, out, err = run_cli(capsys, "run", "--run-dir", copy, "--json")
     assert code == 0, err
-    assert _counts(copy) == {"fake/v": 0, "fake/w": 0, "fusion": 1, "review": 1, "export": 1}
+    assert _counts(out) == {"fake/v": 0, "fake/w": 0, "fusion": 1, "review": 1, "export": 1}
     after = _contents(copy, "review/pages")
     assert sorted({k.split("/")[2] for k in after if boards.get(k) != after[k]}) == [pid]
 
@@ -945,7 +946,7 @@ def test_a_moved_run_dir_still_reads_the_8_bit_copies_it_made(tmp_path, capsys):
     assert code == 0, err
     moved = tmp_path / "moved"
     os.rename(run, moved)
-    code, out, err = run_cli(capsys, "review", "--run-dir", moved, "--force")
+    code, out, err = run_cli(capsys, "review", "--run-dir", moved, "--force", "--json")
     assert code == 0, err
     assert (json.loads(out)["ok"], json.loads(out)["failed"]) == (2, 0)
 
@@ -1038,7 +1039,7 @@ def test_a_rerun_with_nothing_changed_stats_each_input_no_more_than_it_judges_it
         return real(path)
 
     monkeypatch.setattr(rundir, "file_identity", counted)
-    code, out, err = run_cli(capsys, command, "--run-dir", run)
+    code, out, err = run_cli(capsys, command, "--run-dir", run, "--json")
     assert code == 0, err
     assert json.loads(out)["skipped"] == 5
     sources = {p: n for p, n in seen.items() if f"{os.sep}outputs{os.sep}sources{os.sep}" in p}

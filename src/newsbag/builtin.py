@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import rundir
+from .errors import did_you_mean
 
 __all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "anchor_options", "unmatched_source",
            "fused_variant_names", "unmatched_variant", "run_stage"]
@@ -83,7 +84,8 @@ def unmatched_source(kind: str, options: Mapping[str, Any], sources: list[str]) 
     entry = get(kind)
     for key, pattern in entry.function(entry.sources)(options) if entry.sources else ():
         if not any(fnmatch.fnmatchcase(s, pattern) for s in sources):
-            return f"{key}: {pattern!r} matches no source (this config makes: {', '.join(sources)})"
+            return (f"{key}: {pattern!r} matches no source{did_you_mean(pattern, sources)} "
+                    f"(this config makes: {', '.join(sources)})")
     return None
 
 
@@ -99,7 +101,8 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
     entry = get(kind)
     for key, name in entry.function(entry.variants)(options) if entry.variants else ():
         if name not in fused:
-            return f"{key}: {name!r} is no fused variant (this config fuses: {', '.join(fused)})"
+            return (f"{key}: {name!r} is no fused variant{did_you_mean(name, fused)} "
+                    f"(this config fuses: {', '.join(fused)})")
     return None
 
 

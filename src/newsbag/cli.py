@@ -5,40 +5,73 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextlib import contextmanager
 from functools import cache, wraps
 from pathlib import Path
 
 import click
 
 from . import __version__
-from .errors import NewsbagError
+from .errors import NewsbagError, did_you_mean
 
 __all__ = ["cli", "main"]
 
 log = logging.getLogger("newsbag")
 
 
+class _LogFormatter(logging.Formatter):
+    """A plain line for users: the time (Slurm logs), "WARNING: "/"ERROR: " when it is one, the
+    message; the level and module of every line only at debug level, where a developer reads it."""
+
+    def __init__(self, debug: bool):
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s" if debug
+                         else "%(asctime)s %(level_tag)s%(message)s", "%Y-%m-%d %H:%M:%S")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.level_tag = f"{record.levelname}: " if record.levelno >= logging.WARNING else ""
+        return super().formatMessage(record)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a line is logged, not the one it was made with: a
+    caller that swaps it (pytest's capture, a program calling `main`) gets the lines, and a
+    closed earlier stream never breaks a later call."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def _setup_logging(level: str) -> None:
     root = logging.getLogger()
-    if getattr(root, "_newsbag_configured", False):
-        root.setLevel(level.upper())
-        return
-    from .progress import is_interactive
+    debug = level.lower() == "debug"
+    handler = getattr(root, "_newsbag_handler", None)
+    if handler is None:
+        from .progress import is_interactive
 
-    if is_interactive():
-        from rich.logging import RichHandler
-        from rich.console import Console
+        if is_interactive():
+            from rich.logging import RichHandler
+            from rich.console import Console
 
-        handler: logging.Handler = RichHandler(console=Console(stderr=True), show_path=False)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%Y-%m-%d %H:%M:%S"))
-    # Added, not put in place of the root's handlers: a program that calls `main` keeps its own
-    # (pytest's log capture was dropped by the first call in a process, so tests passed or failed by order).
-    root.addHandler(handler)
+            handler = RichHandler(console=Console(stderr=True), show_path=False)
+        else:
+            handler = _StderrHandler()
+        # Added, not put in place of the root's handlers: a program that calls `main` keeps its own
+        # (pytest's log capture was dropped by the first call in a process, so tests passed or failed by order).
+        root.addHandler(handler)
+        root._newsbag_handler = handler  # type: ignore[attr-defined]
+    if isinstance(handler, logging.StreamHandler):
+        handler.setFormatter(_LogFormatter(debug))
+    else:  # rich shows the time and level itself
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s" if debug else "%(message)s"))
     root.setLevel(level.upper())
-    root._newsbag_configured = True  # type: ignore[attr-defined]
 
 
 def _common(func):
@@ -80,6 +113,9 @@ _config_option = click.option("--config", "config_path", type=click.Path(exists=
 
 
 def _input_options(func):
+    @click.argument("inputs", nargs=-1, metavar="[INPUT]...", type=click.Path(exists=True, path_type=Path))
+    @click.option("--input", "input_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
+                  help="A page image or a folder of them (repeatable); the same as naming it after the command.")
     @click.option("--input-dir", "input_dirs", multiple=True,
                   type=click.Path(exists=True, file_okay=False, path_type=Path),
                   help="Folder of page images (repeatable).")
@@ -91,19 +127,82 @@ def _input_options(func):
                   envvar="NEWSBAG_MAX_MEGAPIXELS",
                   help="Refuse pages whose header declares more pixels, before decoding them (0 = no limit).")
     @wraps(func)
-    def wrapper(*args, **kwargs):
-        return func(*args, **kwargs)
+    def wrapper(*args, inputs, input_paths, input_dirs, **kwargs):
+        # a single image's id root is its folder (`pages.list_inputs`), so a file goes where folders go
+        return func(*args, input_dirs=(*inputs, *input_paths, *input_dirs), **kwargs)
 
     return wrapper
 
 
-@click.group(context_settings={"auto_envvar_prefix": "NEWSBAG", "help_option_names": ["-h", "--help"]})
+# The order a user needs the commands in (click lists them alphabetically).
+_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "pages", "doctor")
+
+
+class _Group(click.Group):
+    """A group whose commands list in `_COMMAND_ORDER`, that names the nearest command for a typo,
+    and that answers being named alone with its help (exit 2), in the click versions that raise
+    an error for it and those that do not."""
+
+    group_class = type   # its sub-groups (slurm) are one too
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            click.echo(ctx.get_help(), err=True)
+            ctx.exit(2)
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        rank = {name: i for i, name in enumerate(_COMMAND_ORDER)}
+        return sorted(self.commands, key=lambda name: rank.get(name, len(rank)))
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            shown = [n for n in self.list_commands(ctx) if not self.commands[n].hidden]
+            ctx.fail(f"no command {name!r}{did_you_mean(name, shown)} (commands: {', '.join(shown)})")
+        return super().resolve_command(ctx, args)
+
+
+class _SectionedCommand(click.Command):
+    """A command whose --help shows its options under headings: `sections` maps a heading to the
+    names of its parameters, in order; a parameter no section names goes under the last one."""
+
+    def __init__(self, *args, sections: dict[str, tuple[str, ...]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sections = sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {p.name: rec for p in self.get_params(ctx)
+                   if isinstance(p, click.Option) and (rec := p.get_help_record(ctx)) is not None}
+        headings = list(self.sections)
+        for heading in headings:
+            rows = [records.pop(name) for name in self.sections[heading] if name in records]
+            if heading == headings[-1]:
+                rows += records.values()
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
+
+
+@click.group(cls=_Group, context_settings={"auto_envvar_prefix": "NEWSBAG", "help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="newsbag")
 def cli() -> None:
-    """Run layout detectors over newspaper pages, fuse their boxes, and review the result."""
+    """Run layout detectors over newspaper pages, fuse their boxes, and say which layout to trust.
+
+    \b
+    Examples:
+      newsbag run --input-dir scans/ --recursive --run-dir runs/demo   # every page under scans/
+      newsbag run page.png --run-dir runs/one                          # one page
+      newsbag status --run-dir runs/demo                               # what is done, what failed
+    then open runs/demo/review/index.html; `newsbag COMMAND --help` for each command.
+    """
 
 
-@cli.command()
+@cli.command(cls=_SectionedCommand, sections={
+    "Input": ("input_paths", "input_dirs", "recursive", "manifest", "max_megapixels"),
+    "Run": ("run_dir", "config_path", "device", "workers", "force", "retry_failed", "max_failed_fraction"),
+    "Selection": ("stages", "page_ids", "shard", "max_pages"),
+    "Output": ("dry_run", "as_json", "log_level")})
 @_common
 @_input_options
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -122,7 +221,7 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, config_path, stages, page_ids, shard,
         device, workers, force, retry_failed, max_failed_fraction, dry_run, as_json):
-    """Run the pipeline stages over the pages (resumes finished pages)."""
+    """Run the pipeline stages over the pages INPUT... (images or folders; resumes finished pages)."""
     from .pipeline import RunOptions, run_pipeline
 
     opts = RunOptions(run_dir=run_dir, config_path=config_path, input_dirs=tuple(input_dirs),
@@ -133,19 +232,29 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, con
     if dry_run:
         _print_plan(opts, as_json)
         return
-    summary = run_pipeline(opts)
-    from .rundir import fusion_dir, gallery_path
+    from .pipeline import RunSummary
 
-    fusion = fusion_dir(run_dir)
-    if as_json:
-        click.echo(json.dumps({"run_dir": str(run_dir), "pages": summary.pages,
-                               "sources": [o.to_json() for o in summary.sources],
-                               "seconds": round(summary.seconds, 2)}, indent=1))
-    else:
-        for path in (fusion / "variant_leaderboard.tsv", fusion / "source_leaderboard.tsv",
-                     gallery_path(run_dir)):
-            if path.exists():
-                click.echo(str(path))
+    summary = RunSummary(pages=0)
+    with _ends_with_summary("run", run_dir, summary, as_json):
+        run_pipeline(opts, summary)
+
+
+@contextmanager
+def _ends_with_summary(command: str, run_dir: Path, summary, as_json: bool):
+    """Print the call's summary (`newsbag.summary`) once its stages ran, failed pages or not: lines on
+    stderr, or with --json one object on stdout; the error, if any, follows it."""
+    try:
+        yield
+    finally:
+        if summary.finished:
+            from .summary import call_summary, summary_lines
+
+            facts = call_summary(command, run_dir, summary)
+            if as_json:
+                click.echo(json.dumps(facts, indent=1))
+            else:
+                for line in summary_lines(facts):
+                    click.echo(line, err=True)
 
 
 def _print_plan(opts, as_json: bool) -> None:
@@ -169,7 +278,8 @@ def _print_plan(opts, as_json: bool) -> None:
 @cli.command()
 @_common
 @_input_options
-def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels):
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, as_json):
     """Build RUN/manifests/pages.jsonl only (run once before submitting parallel jobs)."""
     from .errors import PartialFailure
     from .pages import InputLimits, build_pages
@@ -178,7 +288,9 @@ def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels):
         raise click.UsageError("give --input-dir or --manifest")
     found, rejected = build_pages(run_dir, list(input_dirs), manifest, recursive, max_pages,
                                   InputLimits.from_megapixels(max_megapixels))
-    click.echo(f"{len(found)} page(s) in {run_dir / 'manifests' / 'pages.jsonl'}")
+    where = run_dir / "manifests" / "pages.jsonl"
+    click.echo(json.dumps({"command": "pages", "pages": len(found), "manifest": str(where), "rejected": len(rejected)},
+                          indent=1) if as_json else f"{len(found)} page(s) in {where}")
     if rejected:
         raise PartialFailure(f"{len(rejected)} input(s) rejected; see {run_dir / 'manifests' / 'rejected.jsonl'}")
 
@@ -240,6 +352,11 @@ def status(run_dir, as_json):
                 f"at work since {r['started']} ({r['report']})" if r["state"] == "running" else
                 f"died without finishing ({r['report']} last written {r['updated']}; killed with newsbag?): "
                 "its unfinished pages are pending; rerun to do them"))
+        if s.get("not_started"):   # the source could not run: say why, and where its log is
+            n = s["not_started"]
+            seen = "" if not n["log"] or n["log"] in n["error"] else f"; log {n['log']}"
+            click.echo(f"      {s['source']}: {'stopped' if n['started'] else 'not started'} ({n['at']}): "
+                       f"{n['error']}{seen}")
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():
@@ -273,6 +390,7 @@ def _builtin_options(workers_help: str = "Processes."):
                       help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there).")
         @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
         @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help=workers_help)
+        @click.option("--json", "as_json", is_flag=True, help="Print the call's summary as JSON on stdout.")
         @wraps(func)
         def wrapper(*args, **kwargs):
             return func(*args, **kwargs)
@@ -282,12 +400,14 @@ def _builtin_options(workers_help: str = "Processes."):
     return decorate
 
 
-def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, force: bool, workers: int,
-                         overrides: dict | None = None) -> dict:
+def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Path | None, force: bool,
+                         workers: int, as_json: bool, overrides: dict | None = None) -> None:
+    import time
+
     from .config import BuiltinStage, load_run_config, record_builtin_run, to_jsonable
     from .errors import PartialFailure
     from .pages import read_pages
-    from .pipeline import RunOptions, run_builtin
+    from .pipeline import RunOptions, RunSummary, run_builtin
 
     config = load_run_config(run_dir, config_path)
     stage = config.builtin(kind)
@@ -299,29 +419,32 @@ def _run_builtin_command(kind: str, run_dir: Path, config_path: Path | None, for
     # What this call runs with is what the next plain call skips by and status judges by;
     # one-off flags (export's --format...) are not recorded.
     record = (lambda now: record_builtin_run(now, config, kind)) if config_path is not None else None
-    result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers),
-                                     record))
-    click.echo(json.dumps({k: v for k, v in result.items() if not isinstance(v, list)}, indent=1))
+    summary = RunSummary(pages=len(ids), config=config.path or "")
+    started = time.monotonic()
+    with _ends_with_summary(command, run_dir, summary, as_json):
+        result = to_jsonable(run_builtin(stage, run_dir, ids, RunOptions(run_dir=run_dir, force=force, workers=workers),
+                                         summary, record))
+        summary.builtin[stage.name] = result
+        summary.seconds, summary.finished = time.monotonic() - started, True
     if result.get("failed"):
         raise PartialFailure(f"{kind}: {result['failed']} page(s) failed; see {run_dir / 'logs' / 'failures.jsonl'} "
                              f"and `newsbag status --run-dir {run_dir}`")
-    return result
 
 
 @cli.command()
 @_common
 @_builtin_options()
-def fuse(run_dir, config_path, force, workers):
+def fuse(run_dir, config_path, force, workers, as_json):
     """Fuse the source boxes of a run (CPU only)."""
-    _run_builtin_command("fusion", run_dir, config_path, force, workers)
+    _run_builtin_command("fuse", "fusion", run_dir, config_path, force, workers, as_json)
 
 
 @cli.command()
 @_common
 @_builtin_options()
-def review(run_dir, config_path, force, workers):
+def review(run_dir, config_path, force, workers, as_json):
     """Draw review boards and the HTML gallery."""
-    _run_builtin_command("review", run_dir, config_path, force, workers)
+    _run_builtin_command("review", "review", run_dir, config_path, force, workers, as_json)
 
 
 class _FormatsType(click.ParamType):
@@ -334,7 +457,10 @@ class _FormatsType(click.ParamType):
             return value
         names = _csv(value)
         bad = [n for n in names if n not in FORMATS]
-        if bad or not names:
+        if bad:
+            self.fail(f"unknown format {bad[0]!r}{did_you_mean(bad[0], FORMATS)} (choose from {', '.join(FORMATS)}, "
+                      "comma-separated)", param, ctx)
+        if not names:
             self.fail(f"{value!r}: choose from {', '.join(FORMATS)} (comma-separated)", param, ctx)
         return names
 
@@ -347,18 +473,24 @@ class _FormatsType(click.ParamType):
 @click.option("--variant", "variants", multiple=True,
               help="Fused variant to export (repeatable; 'all' = every variant; default: the recommended one).")
 @click.option("--sources", is_flag=True, default=None, help="Export every source layout too.")
-def export(run_dir, config_path, force, workers, formats, variants, sources):
+def export(run_dir, config_path, force, workers, as_json, formats, variants, sources):
     """Write PAGE-XML, ALTO and COCO exports of the fused (and source) layouts under RUN/exports."""
     overrides = {k: v for k, v in (("formats", list(formats) if formats else None),
                                    ("variants", list(variants) if variants else None),
                                    ("sources", sources)) if v is not None}
     from .export.stage import parse_export_cfg
+    from .rundir import discover_fused
 
     try:
         parse_export_cfg(overrides)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    _run_builtin_command("export", run_dir, config_path, force, workers, overrides)
+    fused = discover_fused(run_dir)
+    for name in variants:
+        if name != "all" and name not in fused:
+            raise click.BadParameter(f"unknown variant {name!r}{did_you_mean(name, fused)} (this run has: "
+                                     f"{', '.join(fused) or 'none; run newsbag fuse first'})", param_hint="--variant")
+    _run_builtin_command("export", "export", run_dir, config_path, force, workers, as_json, overrides)
 
 
 _ONE_RECOGNISER = ("transcription reads the pages in one recogniser process, which already uses every core "
@@ -368,11 +500,11 @@ _ONE_RECOGNISER = ("transcription reads the pages in one recogniser process, whi
 @cli.command()
 @_common
 @_builtin_options(f"Only 1: {_ONE_RECOGNISER}.")
-def transcribe(run_dir, config_path, force, workers):
+def transcribe(run_dir, config_path, force, workers, as_json):
     """Read the text of the recommended variant's regions in reading order, as articles."""
     if workers != 1:   # accepted and silently unused before: a user waited for a speed-up that never came
         raise click.BadParameter(f"{workers}: {_ONE_RECOGNISER}; leave it at 1", param_hint="--workers")
-    _run_builtin_command("transcription", run_dir, config_path, force, workers)
+    _run_builtin_command("transcribe", "transcription", run_dir, config_path, force, workers, as_json)
 
 
 @cli.command()
@@ -408,7 +540,8 @@ def evaluate(run_dir, gt_dir):
 @click.option("--stages", default="", help="Comma-separated stages to check (default: every model stage).")
 @click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), help="Override the device of every model stage.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("-l", "--log-level", default="warning", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("-l", "--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
 def doctor(config_path, page, no_page, stages, device, as_json, log_level):
     """Check each member's env, imports, device and one real page; exit 3 if any is not ready."""
     import tempfile
@@ -435,7 +568,7 @@ def doctor(config_path, page, no_page, stages, device, as_json, log_level):
         raise EnvError(f"{len(not_ready)} member(s) not ready: {', '.join(not_ready)} (problems listed above)")
 
 
-@cli.group()
+@cli.group(hidden=True)
 def slurm():
     """Helpers the torch/slurm scripts call (stage list, env check, job ledger)."""
 
@@ -692,7 +825,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        # click's usage errors in the one shape of every error: one line, with where to read more
+        where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx is not None else ""
+        message = "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip()).rstrip(".")
+        click.echo(f"newsbag: error: {message}" + (f"; try '{where} --help'" if where else ""), err=True)
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         click.echo("newsbag: interrupted", err=True)

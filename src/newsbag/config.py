@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
 from . import builtin, rundir
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
 
@@ -148,7 +148,8 @@ class PipelineConfig:
         unknown = [n for n in names if n not in self.stage_names]
         if unknown:
             raise ConfigError(
-                f"unknown stage(s) {', '.join(unknown)} (this config has: {', '.join(self.stage_names)})"
+                f"unknown stage(s) {', '.join(unknown)}{did_you_mean(unknown[0], self.stage_names)} "
+                f"(this config has: {', '.join(self.stage_names)})"
             )
         return tuple(s for s in self.stages if s.name in names)
 
@@ -503,7 +504,7 @@ def load_run_config(run_dir: Path, path: Path | None) -> PipelineConfig:
     chosen = rundir.config_to_run(run_dir, path)
     config = load_config(chosen)
     if path is None and chosen is not None:
-        log.info("using the config recorded in %s; give --config to run another", run_dir)
+        log.debug("using the config recorded in %s; give --config to run another", run_dir)
     return config
 
 

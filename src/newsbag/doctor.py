@@ -7,6 +7,7 @@ one page); newsbag never imports a model library.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -20,6 +21,8 @@ from .orchestrator import split_event
 from .tables import aligned_lines
 
 __all__ = ["run_doctor", "family_imports", "format_doctor_table", "page_error"]
+
+log = logging.getLogger(__name__)
 
 _BASE_IMPORTS = ["numpy", "PIL"]
 _FAMILY_IMPORTS = {
@@ -198,8 +201,12 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
     runners = cfg.runners_dir
     probes: dict[tuple, dict] = {}
     rows = []
-    for stage, reads_plan in _model_stages(cfg):
+    members = _model_stages(cfg)
+    total = sum(len(stage.variants) for stage, _ in members)
+    for stage, reads_plan in members:
         for variant, frozen in stage.variants.items():
+            # each member takes seconds (an env's imports, one page): say which one is being checked
+            log.info("doctor: checking %s/%s (%d of %d)", stage.name, variant, len(rows) + 1, total)
             params = to_jsonable(frozen)
             row: dict[str, Any] = {"stage": stage.name, "variant": variant, "family": stage.family,
                                    "env": stage.env.name, "python": stage.env.python,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from typing import Iterable
+
 __all__ = [
     "NewsbagError",
     "InputError",
@@ -11,6 +14,7 @@ __all__ = [
     "PartialFailure",
     "GpuPreflightError",
     "RunDirError",
+    "did_you_mean",
     "first_line",
     "page_failure",
 ]
@@ -81,3 +85,11 @@ def page_failure(page_id: str, exc: BaseException) -> str:
     message's first line."""
     lines = str(exc).splitlines()
     return f"page {page_id}: {type(exc).__name__}" + (f": {lines[0]}" if lines else "")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """"; did you mean 'X'?" for the known name closest to a mistyped `name`, or "" when none is close:
+    the tail every "unknown ..." message puts before its list of known names."""
+    known = {c.lower(): c for c in choices}   # case apart: a variant `c` is `C`
+    near = difflib.get_close_matches(name.lower(), list(known), n=1)
+    return f"; did you mean {known[near[0]]!r}?" if near else ""

@@ -31,6 +31,7 @@ import numpy as np
 from . import labels, rundir
 from .contract import repair_regions, repairs_text
 from .errors import InputError, first_line
+from .progress import Tracker
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
 from .io import atomic_write_text, jsonl_lines, read_json, read_page
@@ -273,11 +274,13 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]
     rows = {"source": [], "variant": []}
+    tracker = Tracker("evaluate", len(targets) * len(matched))   # a line every 50 pages scored or 60 s
     for kind, name, folder in targets:
         acc: dict[str, list[dict]] = {c: [] for c in CLASSES}
         missing = 0
         for rec, ann in matched:
             by_class, absent = page_metrics_by_class(folder, rec, ann)
+            tracker.advance("ok")
             missing += absent
             for c, m in by_class.items():
                 acc[c].append(m)

@@ -11,7 +11,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -52,18 +51,42 @@ def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = No
     probe = Path(path)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    try:
-        free = _size_text(shutil.disk_usage(probe).free)
-    except OSError:
-        free = "unknown"
     reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
     need = f"the write needs {'more than ' if at_least else ''}{_size_text(needed)}, " if needed is not None else ""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    limit = _file_size_limit() if exc.errno == errno.EFBIG else None
+    try:
+        usage = os.statvfs(probe)
+        free = _size_text(usage.f_bavail * usage.f_frsize)
+        # A file system can run out of inodes with bytes to spare (many small files): freeing
+        # space there means removing files, not making room. Under 0.1 % free counts as none:
+        # by the time this is asked, the failed call may have removed its scratch files.
+        no_inodes = exc.errno == errno.ENOSPC and usage.f_files > 0 and usage.f_favail <= usage.f_files // 1000
+    except OSError:
+        free, no_inodes = "unknown", False
+    if limit is not None:
+        where = f"over the file size limit (ulimit -f: {limit // 1024} KB)"
+        fix = "raise the limit (ulimit -f unlimited, or ask the cluster's admins)"
+    elif no_inodes:
+        where = f"no free inodes left there ({free} free)"
+        fix = "remove files there (each page is several files) or use a file system with more inodes"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        where = f"{free} free there"
         fix = "free space (more than this file: the pages still to do need room too)"
     else:
+        where = f"{free} free there"
         fix = "make it writable"
-    return RunDirError(f"cannot write {path}: {reason}; {need}{free} free there; {fix} and rerun the same "
+    return RunDirError(f"cannot write {path}: {reason}; {need}{where}; {fix} and rerun the same "
                        "command (finished pages are kept, nothing half-written counts)")
+
+
+def _file_size_limit() -> int | None:
+    """The process's file size limit in bytes (``ulimit -f``), None when there is none."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _write_file(fd: int, data: bytes, path: Path) -> None:
@@ -462,7 +485,7 @@ def _refuse_piles(path: str | os.PathLike, xyxy) -> None:
     every reader that pairs them up (fusion, review, evaluation) needs memory for each pair,
     and 30,000 boxes piled on one spot (3 MB) are 450 million pairs, > 6 GB."""
     from .contract import MAX_OVERLAPPING_PAIRS
-    from .fusion.geometry import pairs_exceed
+    from .sweep import pairs_exceed
 
     if pairs_exceed(xyxy, MAX_OVERLAPPING_PAIRS):
         raise ValueError(f"{path}: over {MAX_OVERLAPPING_PAIRS:,} pairs of overlapping boxes "
@@ -483,7 +506,7 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
     A fused page stores its regions' ``members`` as indices into the page's member table,
     written once per page for all variants (``source.members_file``, relative to the page's
     folder). With ``members`` (the default) they are resolved here into the member dicts,
-    so every reader sees the DESIGN §3 shape; ``members=False`` leaves the indices.
+    so every reader sees the shape of docs/design.md, Contracts; ``members=False`` leaves the indices.
 
     Raises:
         ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page,

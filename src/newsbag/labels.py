@@ -1,4 +1,4 @@
-"""Label vocabularies: canonical label -> coarse class (DESIGN §4).
+"""Label vocabularies: canonical label -> coarse class (docs/design.md, Labels).
 
 The raw -> canonical table of each family lives in its own ``runners/<family>.tool.json``
 under ``labels`` (read by ``config.label_table``), so a new family is one script plus one
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import numpy as np
+
 __all__ = [
     "CANONICAL",
     "LABELS",
     "COARSE_CLASSES",
+    "COARSE",
     "coarse_for",
+    "coarse_codes",
     "label_code",
 ]
 
@@ -41,9 +45,19 @@ CANONICAL: MappingProxyType[str, str] = MappingProxyType({
 })
 LABELS: tuple[str, ...] = tuple(CANONICAL)
 COARSE_CLASSES: tuple[str, ...] = ("text", "title", "image", "table", "other", "line")
+# coarse class -> its int code, the index into COARSE_CLASSES (what `coarse_codes` returns).
+COARSE: MappingProxyType[str, int] = MappingProxyType({name: k for k, name in enumerate(COARSE_CLASSES)})
 
 def coarse_for(canonical: str) -> str:
     return CANONICAL.get(canonical, "other")
+
+
+_COARSE_OF_LABEL = np.array([COARSE[coarse_for(name)] for name in LABELS], np.int8)
+
+
+def coarse_codes(label: np.ndarray) -> np.ndarray:
+    """(N,) int8 coarse codes (`COARSE`) of (N,) label codes into `LABELS` (`Boxes.label`)."""
+    return _COARSE_OF_LABEL[np.asarray(label).astype(np.intp)]
 
 
 def label_code(canonical: str) -> int:

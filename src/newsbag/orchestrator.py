@@ -271,6 +271,14 @@ def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners:
         return result
 
 
+def _ended(result: _Launch, stage: ModelStage) -> str:
+    """How a runner ended, for a log line: a runner newsbag killed for a stall is not said to have
+    been killed by the kernel (``out of memory?`` sends Slurm users to raise --mem for a hang)."""
+    if result.reason == "page_timeout":
+        return f"newsbag stopped the runner after no progress for {stage.page_timeout_s:g}s on a page (page_timeout_s)"
+    return f"runner {_describe_exit(result.exit_code)}"
+
+
 def _why_stopped(result: _Launch, stage: ModelStage) -> str:
     """Why a runner ended without its ``end`` event, as its run report records it."""
     if result.reason == "page_timeout":
@@ -279,7 +287,7 @@ def _why_stopped(result: _Launch, stage: ModelStage) -> str:
         return f"newsbag stopped it: stage timeout {stage.timeout_s:g}s reached"
     if result.reason == "aborted":
         return "newsbag stopped it: too many pages failed (--max-failed-fraction)"
-    return f"runner {_describe_exit(result.exit_code)}"
+    return _ended(result, stage)
 
 
 def _note_killed(job: dict, pid: int, how: str) -> None:
@@ -345,6 +353,22 @@ def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: st
         "page_id": page.page_id, "path": page.path, "error": error, "error_class": error_class,
         "fingerprint": fingerprint, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
+
+
+def _record_not_started(run_dir: Path, out_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
+                        started: bool, ledger: bool) -> None:
+    """Keep why the source could not run where `status` finds it (`rundir.not_started`) and in the
+    ledger: the run's own line is gone with its terminal or Slurm log a day later. A disk that
+    refuses the write must not hide the error being raised."""
+    record = {"page_id": None, "status": "stopped" if started else "not started", "error": str(exc),
+              "error_class": type(exc).__name__, "log": os.path.relpath(log_path, run_dir),
+              "started": started, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    try:
+        write_json(out_dir / rundir.NOT_STARTED, record)
+        if ledger:
+            rundir.record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
+    except (OSError, RunDirError) as err:
+        log.warning("%s/%s: why it did not run is not recorded: %s", stage, variant, err)
 
 
 def _check_output(out_dir: Path, page: PageRecord) -> str | None:
@@ -454,7 +478,7 @@ def run_source(
         if page.page_id not in current:
             rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
         before = None if force else rundir.previous_failure(out_dir, page.page_id)
-        if before is None:
+        if before is None or before.get("error_class") == "NotRun":  # never tried: new
             fresh.append(page)
         elif not retry_failed and rundir.is_held(before, prints[page.page_id]):
             held.append((page, before))
@@ -618,12 +642,12 @@ def run_source(
                                       f"see {log_path}")
             remaining = [p for p in remaining if p.page_id not in outcome.pages]
             if remaining and fruitless > stage.max_restarts:
-                fail(remaining, f"not run: runner {_describe_exit(result.exit_code)} {fruitless} times in a row "
+                fail(remaining, f"not run: {_ended(result, stage)} {fruitless} times in a row "
                                 "before finishing a page", "NotRun")
                 break
             if remaining:
-                log.warning("%s/%s: runner %s; restarting for %d remaining page(s)",
-                            stage.name, variant, _describe_exit(result.exit_code), len(remaining))
+                log.warning("%s/%s: %s; restarting for %d remaining page(s)",
+                            stage.name, variant, _ended(result, stage), len(remaining))
         if unrecorded:  # the last runner died, or pages failed after it: no runner
             # is left to write them down, so one more writes only the report (no page, no model load).
             result = _launch(stage, variant, job_for([]), log_path, runners, lambda o: None,
@@ -632,6 +656,11 @@ def run_source(
                 log.warning("%s/%s: %d page outcome(s) not written into %s: runner %s; see %s",
                             stage.name, variant, len(unrecorded), report_name,
                             _describe_exit(result.exit_code), log_path)
+    except (EnvError, GpuPreflightError, RunnerError) as exc:
+        _record_not_started(run_dir, out_dir, stage.name, variant, exc, log_path, started, ledger)
+        raise
+    else:
+        (out_dir / rundir.NOT_STARTED).unlink(missing_ok=True)
     finally:
         outcome.seconds = time.monotonic() - t0
         failed = [o for o in outcome.pages.values() if o.status == "failed"]

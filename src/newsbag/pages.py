@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import threading
+import time
 import unicodedata
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -94,6 +95,11 @@ READ_ONCE_MAX_BYTES = 64 << 20
 # 2: unsigned 32-bit TIFFs read as unsigned; 3: 16-bit colour PNGs decoded at 16 bits; 4: 16-bit
 # binary PPMs read at 16 bits, and deep WhiteIsZero TIFFs no longer copied as their negative.
 CONVERSION_REVISION = 4
+# Inspected pages go into the manifest every this many pages or seconds, whichever comes first,
+# so a call killed mid-inspection (a job's time limit, a preemption) keeps them: 100k scans on
+# a network file system take hours to hash and decode. Each checkpoint rewrites the manifest.
+CHECKPOINT_PAGES = 1000
+CHECKPOINT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -777,6 +783,8 @@ def list_inputs(
     """(image path, id root) of every input, in a stable order, without opening any file
     (`_named` gives their ids).
 
+    An input that is a file is one page whose id root is its folder: it gets the id naming
+    that folder would give it, so a later call over the folder finds it done.
     Entries skipped while listing folders (broken symlinks, loops, unsupported formats...)
     are appended to `rejected` when given.
     """
@@ -785,7 +793,8 @@ def list_inputs(
         root = Path(manifest).resolve().parent
         candidates += [(p, root) for p in read_manifest_list(manifest)]
     for root in (Path(os.path.abspath(d)) for d in input_dirs):
-        candidates += [(p, root) for p in discover_images(root, recursive, rejected)]
+        candidates += ([(root, root.parent)] if root.is_file()
+                       else [(p, root) for p in discover_images(root, recursive, rejected)])
     return candidates[:max_pages] if max_pages is not None else candidates
 
 
@@ -830,6 +839,11 @@ def _named(candidates: list[tuple[Path, Path]], known: dict[str, str] | None,
                 twin = {other}
             else:   # renamed to this spelling (rsync from a Mac), or one file that answers to both
                 seen[page_id] = where
+        elif other != where and known.get(page_id) == other and not os.path.lexists(other):
+            # The run's page, gone from where its manifest says: the run was moved or copied and its
+            # relative path points elsewhere now. This input takes the id; `_reanchored` tells
+            # whether it is the same file, else it is inspected as a changed page.
+            seen[page_id] = where
         elif other != where and os.path.realpath(other) != os.path.realpath(where):
             raise InputError(
                 f"{os.path.realpath(where)} and {os.path.realpath(other)} both get page id {page_id} (the same "
@@ -877,7 +891,7 @@ def build_pages(
     page_ids: Iterable[str] = (),
 ) -> tuple[list[PageRecord], list[Rejected]]:
     """Pages of this invocation that `page_ids` (``--pages``) selects, all merged into
-    RUN/manifests/pages.jsonl.
+    RUN/manifests/pages.jsonl; `input_dirs` are folders or single page images (`list_inputs`).
 
     `page_ids` must all be ids of the inputs (`select_ids`), checked before anything is
     written (an id whose image then proves unreadable is a rejected input, not a typo); every
@@ -975,11 +989,21 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
     """The record of each (image path, known record or None, page id) of `todo`: the
     known one while its image is unchanged (`_unchanged`, with `gone_ok`), else a new
     inspection; an image that cannot be read goes to `rejected` with its one line, and the
-    rest go on."""
+    rest go on. New inspections go into the manifest every `CHECKPOINT_PAGES` or `CHECKPOINT_S`
+    (`_checkpoint`): a rerun after a kill finds them unchanged and inspects only the rest."""
     pages: list[PageRecord] = []
+    unsaved: list[PageRecord] = []
+    saved_at = time.monotonic()
     for path, old, page_id in todo:
+        if unsaved and (len(unsaved) >= CHECKPOINT_PAGES or time.monotonic() - saved_at >= CHECKPOINT_S):
+            _checkpoint(run_dir, unsaved)
+            unsaved, saved_at = [], time.monotonic()
         if old is not None and _unchanged(run_dir, old, path, gone_ok):
             pages.append(old)
+            continue
+        if old is not None and (moved := _reanchored(run_dir, old, path)) is not None:
+            pages.append(moved)
+            unsaved.append(moved)
             continue
         rejudged = replace(old, conversion=CONVERSION_REVISION) if old is not None and old.judged_by_older_rule else None
         if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
@@ -994,6 +1018,7 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
         if record.note:
             log.warning("page %s (%s): %s", record.page_id, record.path, record.note)
         pages.append(record)
+        unsaved.append(record)
     return pages
 
 
@@ -1003,11 +1028,22 @@ def _merge(run_dir: Path, pages: list[PageRecord], rejected: list[Rejected], lis
     have added pages while this one inspected its images, and a merge from an earlier read would
     drop them."""
     with rundir.manifest_lock(run_dir):
-        if pages:  # none (nothing new or changed, or every input rejected): the manifest stays as it is
-            merged = {p.page_id: p for p in read_pages(run_dir)}
-            merged.update({p.page_id: p for p in pages})
-            write_pages(run_dir, merged.values())
+        _merge_pages(run_dir, pages)
         _merge_rejected(run_dir, rejected, listed)
+
+
+def _checkpoint(run_dir: Path, pages: list[PageRecord]) -> None:
+    """`pages` inspected so far into the manifest, as `_merge` puts them there at the end."""
+    with rundir.manifest_lock(run_dir):
+        _merge_pages(run_dir, pages)
+
+
+def _merge_pages(run_dir: Path, pages: list[PageRecord]) -> None:
+    """`pages` into the manifest read again (the caller holds the manifest lock): a page it has keeps its place."""
+    if pages:  # none (nothing new or changed, or every input rejected): the manifest stays as it is
+        merged = {p.page_id: p for p in read_pages(run_dir)}
+        merged.update({p.page_id: p for p in pages})
+        write_pages(run_dir, merged.values())
 
 
 def read_rejected(run_dir: Path) -> list[Rejected]:
@@ -1066,6 +1102,27 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return True
     cached = rundir.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
+
+
+def _reanchored(run_dir: Path, record: PageRecord, path: Path) -> PageRecord | None:
+    """`record` anchored at `path` when its original is gone from where the manifest says (a run
+    moved or copied elsewhere: its run-relative path points nowhere now) and `path`, the input of
+    this call with its page id, is that file: the same [size, mtime_ns] identity and content hash.
+    None otherwise (inspected as a changed page). One hash, no decode: its outputs stay current."""
+    if record.identity is None or record.judged_by_older_rule:
+        return None
+    if rundir.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
+        return None
+    if rundir.file_identity(path) != record.identity:
+        return None
+    try:
+        if hash_file(path, hashlib.sha256()) != record.sha256:
+            return None
+    except OSError:
+        return None
+    where = os.path.abspath(path)
+    return replace(record, path=os.path.relpath(where, os.path.abspath(run_dir)),
+                   image_path=record.image_path if record.copy_sha256 else where)
 
 
 def _changed_in_place(record: PageRecord, identity: list[int] | None) -> bool:

@@ -11,7 +11,7 @@ from typing import Callable
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_run_config, record_builtin_run, to_jsonable
 from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
-from .io import write_json
+from .io import read_json, write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import source_dir
@@ -44,6 +44,11 @@ class RunOptions:
     max_failed_fraction: float | None = None
 
 
+# A page's status over the stages of one call: the worst wins (a page failed anywhere failed).
+_PAGE_RANK = {"skipped": 0, "ok": 1, "failed": 2}
+_COMPUTED = {"ok": "ok", "empty": "ok", "done": "ok", "failed": "failed"}
+
+
 @dataclass
 class RunSummary:
     pages: int
@@ -53,6 +58,28 @@ class RunSummary:
     builtin: dict[str, dict] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # per source and builtin stage, in run order
+    page_status: dict[str, str] = field(default_factory=dict)  # ok | failed | skipped over this call's stages
+    finished: bool = False  # the call got to its end (its stages ran, with or without failures)
+
+    def note_page(self, page_id: str, status: str) -> None:
+        """One stage's status of a page (ok, empty, done, failed, skipped)."""
+        status = _COMPUTED.get(status, "skipped")
+        if _PAGE_RANK[status] >= _PAGE_RANK[self.page_status.get(page_id, "skipped")]:
+            self.page_status[page_id] = status
+
+    def page_counts(self) -> dict[str, int]:
+        """Pages ok (some stage computed them, none failed), failed (in some stage) and skipped
+        (every stage found them current)."""
+        counts = dict.fromkeys(_PAGE_RANK, 0)
+        for status in self.page_status.values():
+            counts[status] += 1
+        counts["skipped"] += max(self.pages - len(self.page_status), 0)
+        return {k: counts[k] for k in ("ok", "failed", "skipped")}
+
+    def did_nothing(self) -> bool:
+        """Every page of every stage was current: no page computed or failed, no input rejected, no error."""
+        return not (self.rejected or self.errors or any(s != "skipped" for s in self.page_status.values()))
 
 
 def resolve_pages(opts: RunOptions) -> tuple[list[PageRecord], list[Rejected]]:
@@ -104,8 +131,9 @@ def _report_name(opts: RunOptions) -> str:
     return "run_report.json" if opts.shard is None else f"run_report.shard-{opts.shard[0]}-of-{opts.shard[1]}.json"
 
 
-def run_pipeline(opts: RunOptions) -> RunSummary:
-    """Run the selected stages over the selected pages.
+def run_pipeline(opts: RunOptions, summary: RunSummary | None = None) -> RunSummary:
+    """Run the selected stages over the selected pages; `summary`, when given, is filled in even
+    when this raises (the caller reports what ran before the error).
 
     Raises:
         ConfigError / InputError: before anything is written.
@@ -115,7 +143,7 @@ def run_pipeline(opts: RunOptions) -> RunSummary:
         RunDirError: the run dir could not be written (disk full...); the run report is
             still written if the disk takes it (a few KB), and the rerun resumes.
     """
-    summary = RunSummary(pages=0)
+    summary = summary if summary is not None else RunSummary(pages=0)
     t0 = time.monotonic()
     try:
         return _run_pipeline(opts, summary, t0)
@@ -140,11 +168,13 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     summary.pages, summary.rejected = len(pages), rejected
     page_ids = [p.page_id for p in pages]
     fatal: list[NewsbagError] = []
-    log.info("run %s: %d page(s), stages %s", run_dir, len(pages), ",".join(s.name for s in stages))
+    # the call's summary (`newsbag.summary`) says it at its end, with the counts
+    log.debug("run %s: %d page(s), stages %s", run_dir, len(pages), ",".join(s.name for s in stages))
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
                 label = f"{stage.name}/{variant}"
+                started = time.monotonic()
                 with track(label, len(pages)) as tracker:
                     try:
                         outcome = run_source(run_dir, stage, variant, pages, runners=config.runners_dir,
@@ -157,19 +187,25 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
                         fatal.append(exc)
                         summary.errors.append(str(exc))
                         continue
+                    finally:
+                        summary.stage_seconds[label] = time.monotonic() - started
                 summary.sources.append(outcome)
+                for page_id, o in outcome.pages.items():
+                    summary.note_page(page_id, o.status)
                 c = outcome.counts()
                 share = outcome.empty_share()
-                log.info("%s: ok %d, empty %d%s, skipped %d, failed %d on %s", label, c["ok"], c["empty"],
-                         "" if share is None else f" ({share:.0%})", c["skipped"], c["failed"],
-                         outcome.device_used or "-")
+                if _computed(outcome.to_json()):   # a source with every page current says nothing
+                    log.info("%s: ok %d, empty %d%s, skipped %d, failed %d on %s", label, c["ok"], c["empty"],
+                             "" if share is None else f" ({share:.0%})", c["skipped"], c["failed"],
+                             outcome.device_used or "-")
                 for flag in outcome.flags():
                     log.warning("%s: FLAGGED: %s", label, flag)
             rundir.drop_shared_passes(run_dir, stage.name, page_ids)
         else:
             summary.builtin[stage.name] = run_builtin(
-                stage, run_dir, page_ids, opts, record=lambda now: record_builtin_run(now, config, stage.kind))
+                stage, run_dir, page_ids, opts, summary, record=lambda now: record_builtin_run(now, config, stage.kind))
     summary.seconds = time.monotonic() - t0
+    summary.finished = True
     _write_summary(run_dir, opts, summary)
     failed_pages = sum(o.counts()["failed"] for o in summary.sources) + sum(
         int(b.get("failed", 0)) for b in summary.builtin.values())
@@ -188,16 +224,25 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     return summary
 
 
-def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions,
+def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions, summary: RunSummary,
                 record: Callable[[dict | None], dict] | None = None) -> dict:
-    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`; `record`:
-    the change to the run's config record it makes once it holds the stage lock (`builtin.run_stage`)."""
+    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`; `summary` gets
+    each page's status and the stage's time; `record`: the change to the run's config record it
+    makes once it holds the stage lock (`builtin.run_stage`)."""
     from . import builtin
 
-    with track(stage.name, len(page_ids)) as tracker:
-        return builtin.run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
-                                 workers=opts.workers, progress=lambda page_id, status: tracker.advance(status),
-                                 record=record)
+    started = time.monotonic()
+
+    def progress(page_id: str, status: str) -> None:
+        summary.note_page(page_id, status)
+        tracker.advance(status)
+
+    try:
+        with track(stage.name, len(page_ids)) as tracker:
+            return builtin.run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
+                                     workers=opts.workers, progress=progress, record=record)
+    finally:
+        summary.stage_seconds[stage.name] = time.monotonic() - started
 
 
 def _summary_name(opts: RunOptions) -> str:
@@ -211,17 +256,51 @@ def _summary_name(opts: RunOptions) -> str:
     return name
 
 
+def _computed(entry: dict) -> bool:
+    """Whether a report entry (a source's `to_json`, a builtin stage's result) records work: a page
+    computed or failed, or a runner launched."""
+    counts = entry.get("counts", entry)
+    return bool(entry.get("launches") or any(int(counts.get(k) or 0) for k in ("ok", "empty", "failed")))
+
+
 def _write_summary(run_dir: Path, opts: RunOptions, summary: RunSummary) -> None:
-    """What ran where: one report per kind of call (`_summary_name`), so parallel jobs never clash."""
-    write_json(rundir.reports_dir(run_dir) / f"run_{_summary_name(opts)}.json", {
+    """What ran where: one report per kind of call (`_summary_name`), so parallel jobs never clash.
+
+    A source or builtin stage that computed nothing in this call keeps its entry from the call
+    that did (listed under "kept"), and a call that did nothing at all leaves the report as it
+    is: a no-op rerun would otherwise erase which device ran what.
+    """
+    path = rundir.reports_dir(run_dir) / f"run_{_summary_name(opts)}.json"
+    if summary.did_nothing() and path.exists():
+        return
+    try:
+        before = read_json(path)
+    except (OSError, ValueError):
+        before = {}
+    before = before if isinstance(before, dict) else {}
+    old_sources = {e.get("source"): e for e in before.get("sources") or () if isinstance(e, dict)}
+    old_builtin = before.get("builtin") if isinstance(before.get("builtin"), dict) else {}
+    sources, builtin, kept = [], {}, []
+    for entry in (o.to_json() for o in summary.sources):
+        if not _computed(entry) and entry["source"] in old_sources:
+            entry = old_sources[entry["source"]]
+            kept.append(entry["source"])
+        sources.append(entry)
+    for name, result in summary.builtin.items():
+        entry = {**{k: v for k, v in result.items() if k in ("recommended_variant", "failed", "ok", "skipped",
+                                                               "skipped_variants", "pages", "selected")},
+                 "failures": result.get("failures", [])[:_REPORTED_FAILURES]}
+        if not _computed(entry) and name in old_builtin:
+            entry = old_builtin[name]
+            kept.append(name)
+        builtin[name] = entry
+    write_json(path, {
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": summary.config,
         "pages": summary.pages,
         "seconds": round(summary.seconds, 2),
         "rejected": [r.__dict__ for r in summary.rejected],
-        "sources": [o.to_json() for o in summary.sources],
-        "builtin": {k: {**{kk: vv for kk, vv in v.items() if kk in ("recommended_variant", "failed", "ok", "skipped",
-                                                                    "skipped_variants", "pages", "selected")},
-                        "failures": v.get("failures", [])[:_REPORTED_FAILURES]}
-                    for k, v in summary.builtin.items()},
+        "sources": sources,
+        "builtin": builtin,
+        "kept": kept,
         "errors": summary.errors,
     })

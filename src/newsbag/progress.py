@@ -64,6 +64,8 @@ class Tracker:
                              description=f"{self.label} [red]{self.counts['failed']} failed" if self.counts["failed"] else self.label)
             return
         now = time.monotonic()
+        if self.done == self.counts.get("skipped", 0) and now - self._started < LINE_EVERY_SECONDS:
+            return   # only current pages so far: a rerun with nothing to do says so once, at its end
         if self.done - self._last_done >= LINE_EVERY_PAGES or now - self._last_line >= LINE_EVERY_SECONDS or self.done == self.total:
             self._last_line, self._last_done = now, self.done
             log.info(self.line())

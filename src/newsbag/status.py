@@ -90,6 +90,17 @@ def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
     return {f"{s.name}/{v}": (s, v) for s in config.stages if isinstance(s, ModelStage) for v in s.variants}
 
 
+def _not_started(run_dir: Path, folder: Path) -> dict | None:
+    """`rundir.not_started` of a source folder, its log named from this run dir (a run may move)."""
+    record = rundir.not_started(folder)
+    if record is None:
+        return None
+    log_path = record.get("log")
+    return {"error": str(record.get("error")), "error_class": record.get("error_class"),
+            "log": str(run_dir / log_path) if isinstance(log_path, str) else None,
+            "started": bool(record.get("started")), "at": record.get("at")}
+
+
 def collect_status(run_dir: Path) -> dict:
     """Counts per source, fusion variant, review board and transcript; failures with their one-line
     errors; the runners a source's reports say are running, alive or died (`rundir.runners_said_running`).
@@ -145,7 +156,8 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
-                        "runners": rundir.runners_said_running(by_name, now)})
+                        "runners": rundir.runners_said_running(by_name, now),
+                        "not_started": _not_started(run_dir, folder)})
     page_ids = sorted(ids)
     fusion = fused_status(run_dir, page_ids, options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)

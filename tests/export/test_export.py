@@ -264,7 +264,7 @@ def test_config_validates_export_stage():
 
 @pytest.mark.parametrize("args, code, expected", [
     (["--format", "tei"], 2, "choose from page-xml, alto, coco"),
-    (["--format", "page-xml,coco", "--variant", "V2"], 0, '"ok": 2'),
+    (["--format", "page-xml,coco", "--variant", "V2", "--json"], 0, '"ok": 2'),   # the summary by --json
     (["--sources"], 4, "export: 1 page(s) failed"),
 ])
 def test_cli_export(run, capsys, args, code, expected):

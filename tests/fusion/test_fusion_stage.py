@@ -529,48 +529,10 @@ def test_per_page_files_skip_the_fsync_and_a_rerun_redoes_the_pages_a_power_cut_
     assert json.loads(table.read_text())["page_id"] == "p2"
 
 
-def _count_reads(monkeypatch) -> list[str]:
-    from newsbag.fusion import stage
-
-    reads, real = [], stage.read_source_boxes
-
-    def counting(path, page_id, source):
-        reads.append(f"{source}/{page_id}")
-        return real(path, page_id, source)
-
-    monkeypatch.setattr(stage, "read_source_boxes", counting)
-    return reads
-
-
-def _scratch(run) -> list:
-    """What the hand-over left in the run's scratch folder (RUN/cache/scratch)."""
-    return sorted((run / "cache" / "scratch").glob("*/*"))
-
-
-@pytest.mark.parametrize("budget", [None, 20e3])
-def test_a_run_longer_than_the_memory_hand_over_reads_each_source_page_once(tmp_path, monkeypatch, budget):
-    """The auto-order pre-pass reads every page before any is fused; the fusion pass takes that
-    reading instead of reading, validating and pairing the sources again (~15 % of a 6 x
-    300-box page). Past the pages the hand-over keeps in memory (64 pages, or fewer large ones
-    within its byte budget), it used to read them again."""
-    if budget:
-        from newsbag.fusion import handover
-
-        monkeypatch.setattr(handover.RECENT, "budget", budget)    # a few pages' worth
-    pids = [f"p{k:03d}" for k in range(70)]
-    run = _write_run(tmp_path, pids)
-    reads = _count_reads(monkeypatch)
-    summary = run_fusion(run, pids, AUTO_CFG)
-    assert summary["counts"]["ok"] == 70
-    assert len(reads) == 3 * 70 and len(set(reads)) == 3 * 70
-    assert not list((run / "cache" / "scratch").iterdir())    # the spill folder went with the call
-
-
-def test_the_pre_pass_scores_each_page_once_and_stores_only_what_this_call_does_not_fuse(tmp_path, monkeypatch):
-    """A page this call fuses gets its source metrics with the pre-pass's reading (`handover`),
-    so its record is written once, by the fusion pass (it was written by the pre-pass, read
-    back and written again). A manifest page outside the call keeps a sources-only record,
-    which the next call that fuses it reuses instead of scoring its sources again."""
+def test_the_pre_pass_scores_each_page_once_and_the_fusion_pass_reuses_its_record(tmp_path, monkeypatch):
+    """The auto-order pre-pass stores each page's source metrics as a record with no variants;
+    the fusion pass of a page reuses them instead of scoring its sources again, and a manifest
+    page outside the call keeps the sources-only record for the next call that fuses it."""
     from newsbag.fusion import stage
 
     run = _write_run(tmp_path, ("p1", "p2", "p3"))
@@ -578,10 +540,10 @@ def test_the_pre_pass_scores_each_page_once_and_stores_only_what_this_call_does_
     scored, records = [], []
     real_measure, real_write = stage._measure_sources, stage.write_json
 
-    def measure(pages, cfg, known=None, pooled=None):
+    def measure(pages, cfg, known=None):
         if known is None:
             scored.append(next(iter(pages.values())).meta.page_id)
-        return real_measure(pages, cfg, known, pooled)
+        return real_measure(pages, cfg, known)
 
     def write(path, obj, **kw):
         if Path(path).parent.name == "_metrics":
@@ -592,25 +554,13 @@ def test_the_pre_pass_scores_each_page_once_and_stores_only_what_this_call_does_
     monkeypatch.setattr(stage, "write_json", write)
     assert run_fusion(run, ["p1", "p2"], AUTO_CFG)["counts"]["ok"] == 2      # p3: in the manifest only
     assert sorted(scored) == ["p1", "p2", "p3"]
-    assert sorted(records) == [("p1", ["R"]), ("p2", ["R"]), ("p3", [])]
+    assert sorted(records) == [("p1", []), ("p1", ["R"]), ("p2", []), ("p2", ["R"]), ("p3", [])]
     scored.clear(), records.clear()
     assert run_fusion(run, ["p3"], AUTO_CFG)["counts"]["ok"] == 1
     assert scored == [] and records == [("p3", ["R"])]
 
 
-def test_the_hand_over_with_worker_processes_gives_the_serial_output(tmp_path, monkeypatch):
-    """With workers every page goes through the spill folder (another process may fuse it)."""
-    from newsbag.fusion import stage
-
-    spilled = []
-    real = stage._source_order
-
-    def source_order(run_map, run_dir, *args):
-        order = real(run_map, run_dir, *args)      # the pre-pass is over, no page fused yet
-        spilled.append(len([f for f in _scratch(run_dir) if f.suffix == ".pkl"]))
-        return order
-
-    monkeypatch.setattr(stage, "_source_order", source_order)
+def test_auto_order_with_worker_processes_gives_the_serial_output(tmp_path):
     pids = ["p1", "p2", "p3"]
     regions = {}
     for workers in (1, 2):
@@ -618,26 +568,7 @@ def test_the_hand_over_with_worker_processes_gives_the_serial_output(tmp_path, m
         assert run_fusion(run, pids, AUTO_CFG, workers=workers)["counts"]["ok"] == 3
         regions[workers] = {pid: json.loads((run / f"outputs/fusion/R/{pid}.json").read_text())["regions"]
                             for pid in pids}
-    assert spilled == [0, 3]      # one process keeps them in memory; with workers all are spilled
     assert regions[2] == regions[1]
-    assert not _scratch(run)
-
-
-def test_a_call_that_stops_still_removes_its_spill_folder(tmp_path, monkeypatch):
-    from newsbag.fusion import stage
-
-    monkeypatch.setattr(stage.handover.RECENT, "size", 0)   # every page spilled
-    run = _write_run(tmp_path)
-
-    def interrupted(task):
-        assert len([f for f in _scratch(run) if f.suffix == ".pkl"]) == 2   # spilled before this
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(stage, "_page_task", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        run_fusion(run, ["p1", "p2"], AUTO_CFG)
-    assert not _scratch(run) and not list((run / "cache" / "scratch").iterdir())
-    assert not stage.handover.RECENT.items
 
 
 def test_a_stored_record_holding_nan_or_infinity_is_redone_and_never_reaches_the_leaderboards(tmp_path):

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from newsbag import sweep
 from newsbag.fusion import geometry as g
 
 
@@ -66,7 +67,7 @@ def test_self_pairs_sweep_and_tree_agree(n, spread):
     p = g.self_pairs(xyxy)
     diagonals = g.shapely.linestrings(np.stack([xyxy[:, :2], xyxy[:, 2:]], axis=1))
     ia, ib = g.shapely.STRtree(diagonals).query(diagonals)
-    inter = g.pair_intersection(xyxy, xyxy, ia, ib)
+    inter = sweep.pair_intersection(xyxy, xyxy, ia, ib)
     keep = (ia < ib) & (inter > 0)
     want = sorted(zip(ia[keep].tolist(), ib[keep].tolist(), inter[keep].tolist()))
     assert sorted(zip(p.i.tolist(), p.j.tolist(), p.inter.tolist())) == want
@@ -82,7 +83,7 @@ def test_self_pairs_sweep_and_tree_agree(n, spread):
     ([[0, 0, 10, 10]] * 6, 6 * 5 // 2),                             # piled up: every pair
 ])
 def test_count_pairs_counts_the_overlapping_pairs(xyxy, expected):
-    assert g.count_pairs(np.array(xyxy, float).reshape(-1, 4), 10**9) == expected
+    assert sweep.count_pairs(np.array(xyxy, float).reshape(-1, 4), 10**9) == expected
 
 
 @pytest.mark.parametrize("n, spread", [(60, 1000), (1500, 1000), (1500, 50)])  # sparse; dense page; piled
@@ -90,7 +91,7 @@ def test_count_pairs_is_the_number_of_self_pairs(n, spread):
     rng = np.random.default_rng(n + spread)
     xy = np.round(rng.uniform(0, spread, (n, 2)))
     boxes = np.concatenate([xy, xy + np.round(rng.uniform(0, 90, (n, 2)))], axis=1)
-    assert g.count_pairs(boxes, 10**9) == len(g.self_pairs(boxes))
+    assert sweep.count_pairs(boxes, 10**9) == len(g.self_pairs(boxes))
 
 
 def test_count_pairs_stops_past_the_limit_in_bounded_memory():
@@ -100,7 +101,7 @@ def test_count_pairs_stops_past_the_limit_in_bounded_memory():
     piled = np.tile([10.0, 10.0, 500.0, 500.0], (30_000, 1))
     tracemalloc.start()
     try:
-        assert 1_000_000 < g.count_pairs(piled, 1_000_000) < 30_000 * 29_999 // 2
+        assert 1_000_000 < sweep.count_pairs(piled, 1_000_000) < 30_000 * 29_999 // 2
         assert tracemalloc.get_traced_memory()[1] < 150e6
     finally:
         tracemalloc.stop()
@@ -115,4 +116,4 @@ def test_pairs_exceed_answers_as_the_count_does_on_either_side_of_the_limit(n, s
     boxes = np.concatenate([xy, xy + np.round(rng.uniform(0, 90, (n, 2)))], axis=1)
     true = len(g.self_pairs(boxes))
     for limit in (0, true - 1, true, true + 1, 10 * true + 10):
-        assert g.pairs_exceed(boxes, max(limit, 0)) is (true > max(limit, 0))
+        assert sweep.pairs_exceed(boxes, max(limit, 0)) is (true > max(limit, 0))

@@ -96,35 +96,6 @@ def test_loo_without_other_family_is_nan():
     assert np.isnan(res["a/x"]["loo_pixel_f1"])
 
 
-def test_measured_pages_are_kept_by_their_inputs_and_never_shared_by_different_ones():
-    # page_metrics keeps its last results (variants of a page often give the same regions):
-    # a repeated call equals one with an empty memo; regions that differ in a coordinate or
-    # a label, other lines or another page size get their own; editing a result changes
-    # nothing the next caller sees.
-    from newsbag.fusion import metrics
-
-    rng = np.random.default_rng(4)
-    lines = np.array([[x, y, x + 80, y + 10] for x in (0, 100, 200) for y in range(0, 400, 14)], float)
-    for _ in range(20):
-        xy = rng.integers(0, 300, (12, 2)).astype(float)
-        boxes = np.hstack([xy, xy + rng.integers(20, 120, (12, 2))])
-        names = rng.choice(["text", "headline", "image"], 12).tolist()
-        moved = boxes.copy()
-        moved[3, 2] += 50
-        calls = [(make_boxes(boxes, label=names), lines), (make_boxes(moved, label=names), lines),
-                 (make_boxes(boxes, label=["text"] * 12), lines), (make_boxes(boxes, label=names), lines[:20]),
-                 (make_boxes(boxes, label=names, width=2000), lines), (make_boxes(boxes, label=names), lines)]
-        want = []
-        for regions, ls in calls:
-            metrics._MEASURED.clear()
-            want.append(page_metrics(regions, ls))
-        metrics._MEASURED.clear()
-        for (regions, ls), w in zip(calls, want):
-            got = page_metrics(regions, ls)
-            assert {k: None if v != v else v for k, v in got.items()} == {k: None if v != v else v for k, v in w.items()}
-            got["score"] = -1.0
-
-
 def test_text_line_pairs_are_the_query_pairs_of_each_sources_text(tmp_path):
     """Each source's (text box, line) pairs taken from the pool's own pairs are the pairs a
     query finds (the lines against themselves included), and give the same metrics."""

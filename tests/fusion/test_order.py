@@ -95,14 +95,14 @@ def _random_boxes(rng, n: int) -> np.ndarray:
 def test_column_xycut_equals_the_recursive_xycut():
     # Inside one column the plain XY-cut still orders the boxes: the iterative one equals
     # the recursive one it replaced.
-    from newsbag.fusion.order import _xycut
+    from newsbag.fusion.order import _xycutter
     from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(2)
     for _ in range(300):
         boxes = _random_boxes(rng, int(rng.integers(0, 300)))
         rank = np.empty(len(boxes), np.int64)
-        rank[np.asarray(_xycut(boxes, 5.0, 5.0), np.intp)] = np.arange(len(boxes))
+        rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))
 
 
@@ -362,42 +362,10 @@ def test_a_short_box_touching_text_cut_at_the_same_gutter_is_cut_too():
     assert np.argsort(reading_order(boxes, 200, 900, lines=lines, text=np.ones(6, bool))).tolist() == [0, 2, 3, 4, 1, 5]
 
 
-def test_cached_orders_equal_fresh_ones_and_different_inputs_do_not_share_one():
-    # reading_order keeps its last results (variants of a page often give the same regions),
-    # and the column grid of each page's lines: a repeated call returns what a computation
-    # with empty caches gives, an input that differs in one coordinate, in its lines, in which
-    # boxes are text or in the page width gets its own, and a caller editing a result does
-    # not change the next one.
-    from newsbag.fusion import order
-
-    def fresh(xyxy, lines, text, width):
-        order._ORDERS.clear()
-        order._LINE_GRIDS.clear()
-        return reading_order(xyxy, width, 1000, lines=lines, text=text)
-
-    rng = np.random.default_rng(11)
-    for _ in range(60):
-        boxes = _random_boxes(rng, int(rng.integers(1, 120)))
-        lines = _random_boxes(rng, int(rng.integers(8, 60))) if rng.random() < 0.7 else None
-        text = rng.random(len(boxes)) < 0.7
-        other = boxes.copy()
-        other[rng.integers(0, len(boxes)), rng.integers(0, 4)] += 400
-        calls = [(boxes, lines, text, 1000), (other, lines, text, 1000), (boxes, None, text, 1000),
-                 (boxes, lines, None, 1000), (boxes, lines, ~text, 1000), (boxes, lines, text, 1500),
-                 (boxes, lines, text, 1000), (other, lines, text, 1000)]
-        want = [fresh(*c) for c in calls]
-        order._ORDERS.clear()
-        order._LINE_GRIDS.clear()
-        for (xyxy, ls, tx, width), w in zip(calls, want):
-            got = reading_order(xyxy, width, 1000, lines=ls, text=tx)
-            np.testing.assert_array_equal(got, w)
-            got[:] = -1
-
-
 def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
-    # `_xycut` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
+    # `_xycutter` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
     # ties, touching edges, infinite and NaN coordinates too.
-    from newsbag.fusion.order import _xycut
+    from newsbag.fusion.order import _xycutter
     from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(7)
@@ -406,5 +374,5 @@ def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
         if len(boxes) and rng.random() < 0.3:
             boxes[rng.integers(0, len(boxes), 3), rng.integers(0, 4, 3)] = rng.choice([np.nan, np.inf, -np.inf, -0.0])
         rank = np.empty(len(boxes), np.int64)
-        rank[np.asarray(_xycut(boxes, 5.0, 5.0), np.intp)] = np.arange(len(boxes))
+        rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))

@@ -98,32 +98,3 @@ def test_the_synthetic_run_exercises_what_fusion_does(tmp_path):
     expected = json.loads(EXPECTED.read_text())["torch"]
     assert not expected["skipped"]
     assert all(v["n"] > 20 and len(v["labels"]) >= 3 for v in expected["variants"].values())
-
-
-def test_pages_the_pre_pass_read_are_fused_as_if_read_again(tmp_path, monkeypatch):
-    """The fusion pass takes the pre-pass's reading of a page (`handover`: in memory, or spilled
-    to a file) instead of reading it again: the same output as with nothing handed over, every
-    page handed over once, and a page whose inputs changed has another key."""
-    from newsbag.fusion import handover
-
-    taken = []
-    real_take = handover.take
-
-    def take(key, spill):
-        hit = real_take(key, spill)
-        taken.append((key[0], hit is not None))
-        return hit
-
-    monkeypatch.setattr(handover, "take", take)
-    in_memory = _run_case(tmp_path / "memory", "torch")
-    assert sorted(taken) == [(pid, True) for pid in PAGES]
-    monkeypatch.setattr(handover.RECENT, "size", 0)     # none kept in memory: every page spilled
-    taken.clear()
-    assert _run_case(tmp_path / "spilled", "torch") == in_memory
-    assert sorted(taken) == [(pid, True) for pid in PAGES]
-    monkeypatch.setattr(handover, "put", lambda key, entry, spill, keep: None)   # nothing handed over
-    taken.clear()
-    assert _run_case(tmp_path / "without", "torch") == in_memory
-    assert sorted(taken) == [(pid, False) for pid in PAGES]
-    assert handover.key("p", {"a/b": [10, 1]}) != handover.key("p", {"a/b": [10, 2]})
-    assert handover.key("p", {"a/b": [10, 1]}) != handover.key("q", {"a/b": [10, 1]})

@@ -9,7 +9,7 @@ def test_default_config_ships_the_operators_variants_exactly_and_the_recipes():
     by_name = {v.name: v for v in cfg.variants}
     assert set(by_name) == {"S1", "S2", "S3", "P1", "P2", "P3", "P4", "best_single", "union", "vote", "ranked",
                            "paragraphs"}
-    paddle = ("paddle_layout/*", "paddle_vl15/*")   # the four Paddle sources (DESIGN §4)
+    paddle = ("paddle_layout/*", "paddle_vl15/*")   # the four Paddle sources (docs/design.md, Labels)
     assert by_name["S1"].sources == paddle and by_name["S1"].method == "best_single"
     assert by_name["S2"].sources == ("dell/*",) and by_name["S3"].sources == ("mineru/*",)
     assert by_name["P1"].sources == paddle

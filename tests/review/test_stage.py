@@ -12,7 +12,8 @@ from PIL import Image
 import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
-from newsbag.review.stage import parse_review_cfg, run_review
+from newsbag.pages import read_pages
+from newsbag.review.stage import board_status, parse_review_cfg, run_review
 
 CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400, "variants": None}
 IDS = ["p1", "p2", "p3"]
@@ -473,3 +474,45 @@ def test_a_call_keeps_only_what_the_listing_needs_of_each_page_not_its_whole_inf
     assert (again["ok"], again["skipped"], again["top"]) == (0, 2, ["p2", "p1"])
     one_page = 20_000 * (100 + 49 + 8)  # the strings and the list's pointers
     assert held[0] < one_page / 4, (held, one_page)
+
+
+def test_a_thumbnail_is_judged_by_the_board_it_was_made_from_not_by_its_mtime(review_run):
+    """A thumbnail stamped an hour ahead (written on a node whose clock runs ahead) was taken for
+    newer than its redrawn board and kept showing the old one."""
+    cfg = {**CFG, "top_n": 1}
+    run_review(review_run, IDS, cfg)
+    thumb = review_run / "review" / "top1_informative" / "pages" / "p2.png"
+    board = review_run / "review" / "pages" / "p2" / "board.png"
+    old = thumb.read_bytes()
+    ahead = board.stat().st_mtime_ns + 3600 * 10**9
+    os.utime(thumb, ns=(ahead, ahead))
+    source = review_run / "outputs" / "sources" / "a" / "x" / "p2.json"
+    page = json.loads(source.read_text())
+    page["regions"][0]["bbox_xyxy"] = [1, 1, 9, 9]
+    source.write_text(json.dumps(page))
+    assert run_review(review_run, IDS, cfg)["ok"] == 1  # p2's board redrawn
+    assert thumb.read_bytes() != old
+    stamp = thumb.stat().st_mtime_ns
+    run_review(review_run, IDS, cfg)   # nothing changed: the thumbnail stays as it is
+    assert thumb.stat().st_mtime_ns == stamp
+
+
+def test_a_scan_gone_keeps_its_current_board_with_one_warning(review_run, caplog):
+    """A scan removed after its board was drawn (scratch purge, archiving): the board, its scan.jpg
+    and data.js were deleted and the page failed, though nothing it was drawn from had changed."""
+    manifest = review_run / "manifests" / "pages.jsonl"
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    manifest.write_text("".join(json.dumps({**r, "sha256": "ab" * 32}) + "\n" for r in rows))  # hashed when inspected
+    run_review(review_run, IDS, CFG)
+    page_dir = review_run / "review" / "pages" / "p1"
+    drawn = {p.name: p.read_bytes() for p in page_dir.iterdir()}
+    image = review_run / "images" / "p1.png"
+    image.unlink()
+    with caplog.at_level("WARNING", logger="newsbag.review.stage"):
+        again = run_review(review_run, IDS, CFG)
+    assert (again["ok"], again["skipped"], again["failed"]) == (0, 2, 1)   # p3 fails for its broken fused page
+    assert {p.name: p.read_bytes() for p in page_dir.iterdir()} == drawn
+    assert [m for m in caplog.messages if "scan is gone" in m] == [
+        f"review: 1 board(s) kept as drawn though their scan is gone (p1: {image}); put the scans back "
+        "where the manifest says to redraw them"]
+    assert board_status(review_run, read_pages(review_run), CFG)["done"] == 2

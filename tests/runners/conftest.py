@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from nbtest import EXAMPLE_PAGE, shared_path
+
 REPO = Path(__file__).resolve().parents[2]
 RUNNERS = REPO / "runners"
-SHARED = REPO.parent / "shared"
-SAMPLE_PAGE = SHARED / "samples" / "port_gibson_reveille_1921-03-03_p1.png"
-NZZ = SHARED / "eval" / "nzz"
+SAMPLE_PAGE = EXAMPLE_PAGE
 
 for _p in (str(RUNNERS), str(REPO / "src")):
     if _p not in sys.path:
@@ -43,8 +43,9 @@ def page_entry(image_path: Path, page_id: str | None = None) -> dict:
 
 def nzz_page(stem: str) -> tuple[Path, dict]:
     """(image path, ground-truth dict) of one NZZ page; read at test time, never copied."""
-    image = next((NZZ / "images").glob(f"*{stem}.tif"))
-    return image, json.loads((NZZ / "annotations" / f"{stem}.json").read_text())
+    nzz = shared_path("eval", "nzz")
+    image = next((nzz / "images").glob(f"*{stem}.tif"))
+    return image, json.loads((nzz / "annotations" / f"{stem}.json").read_text())
 
 
 def read_page(out_dir: Path, page_id: str) -> dict:

@@ -13,10 +13,15 @@ from PIL import Image
 REPO = Path(__file__).resolve().parents[2]
 RUNNERS = REPO / "runners"
 FAKES = Path(__file__).resolve().parent / "fakes"
-FORMATS = REPO.parent / "shared" / "formats"  # the libraries' own outputs, which the fakes replay
 sys.path.insert(0, str(REPO / "src"))
 
 from newsbag.config import label_table  # noqa: E402
+from nbtest import shared_path  # noqa: E402
+
+
+def replayed(name: str):
+    """One output the real library wrote (JSON in ../shared/formats); without it the module is skipped."""
+    return json.loads(shared_path("formats", name, module_level=True).read_text())
 
 
 def make_page(tmp: Path, page_id: str, size_wh=(2000, 3000), color=(255, 255, 255)) -> dict:

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from nbtest import write_hf_model
-from prod_helpers import FORMATS, make_page, read_json, run_on_a_card_without_kernels, run_runner
+from prod_helpers import make_page, replayed, read_json, run_on_a_card_without_kernels, run_runner
 
 HUB_ID = "opendatalab/MinerU2.5-2509-1.2B"
-LAYOUT = json.loads((FORMATS / "mineru_layout_detect.example.json").read_text())
-TWO_STEP = json.loads((FORMATS / "mineru_two_step_extract.example.json").read_text())
+LAYOUT = replayed("mineru_layout_detect.example.json")
+TWO_STEP = replayed("mineru_two_step_extract.example.json")
 
 
 @pytest.fixture

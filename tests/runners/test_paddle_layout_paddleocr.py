@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from prod_helpers import FORMATS, make_page, read_json, run_on_a_card_without_kernels, run_runner, write_paddle_model
+from prod_helpers import make_page, replayed, read_json, run_on_a_card_without_kernels, run_runner, write_paddle_model
 
-V3 = json.loads((FORMATS / "paddleocr_layout_detection.res.json").read_text())
-PLUS_L = json.loads((FORMATS / "paddleocr_layout_detection.plus_l.res.json").read_text())
+V3 = replayed("paddleocr_layout_detection.res.json")
+PLUS_L = replayed("paddleocr_layout_detection.plus_l.res.json")
 
 
 @pytest.fixture

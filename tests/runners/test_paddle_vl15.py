@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from prod_helpers import FAKES, FORMATS, write_paddle_model, RUNNERS, make_page, read_json, run_runner
+from prod_helpers import FAKES, replayed, write_paddle_model, RUNNERS, make_page, read_json, run_runner
 
 sys.path.insert(0, str(RUNNERS))
 from paddle_vl15 import regions_from_vl  # noqa: E402  (pure function; no paddle import at module level)
 
-SAMPLE = json.loads((FORMATS / "paddleocr_vl.res.json").read_text())
+SAMPLE = replayed("paddleocr_vl.res.json")
 
 
 @pytest.fixture

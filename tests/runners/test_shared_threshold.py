@@ -13,6 +13,7 @@ import pytest
 
 ort = pytest.importorskip("onnxruntime")
 
+from nbtest import shared_path  # noqa: E402
 from prod_helpers import FAKES, make_page, tool_defaults, write_paddle_model  # noqa: E402
 
 CLASSES = {"paddle_layout": "PaddleLayoutDetector", "dell": "DellDetector"}
@@ -122,6 +123,8 @@ def test_paddleocr_threshold_variants_are_not_shared(tmp_path, monkeypatch):
     (V2/V3), so each variant keeps its own predict call, with its own threshold."""
     import _loop
     import paddle_layout
+
+    shared_path("formats")  # the fake paddleocr replays the library's own results
 
     pdx = tmp_path / "pdx"
     write_paddle_model(pdx / "official_models" / "PP-DocLayoutV3")

@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nbtest import SHARED
+from nbtest import shared_path
 
 from newsbag import rundir
 from newsbag.transcript import take_block_text
 from newsbag.transcription import parse_transcription_options, run_transcription
 
 RUNNERS = Path(__file__).resolve().parents[2] / "runners"
-SAMPLE = SHARED / "formats" / "paddleocr_vl.res.json"  # PaddleOCR-VL's own output (see its README)
+SAMPLE = ("formats", "paddleocr_vl.res.json")  # PaddleOCR-VL's own output, in ../shared (see its README)
 
 REGIONS = np.array([[0, 0, 100, 100], [0, 120, 100, 220]], float)
 CROPS = np.array([[0, 5, 100, 15], [0, 25, 100, 35], [0, 125, 100, 135], [0, 145, 100, 155]], float)
@@ -49,7 +49,7 @@ def test_a_page_read_whole_by_paddleocr_vl_needs_no_recogniser(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(RUNNERS))
     from paddle_vl15 import regions_from_vl
 
-    res = json.loads(SAMPLE.read_text())
+    res = json.loads(shared_path(*SAMPLE).read_text())
     regions = regions_from_vl(res, 2000, 3000)
     page = {"page_id": "p1", "image": {"path": "img/p1.png", "width": 2000, "height": 3000}, "seconds": 0.0}
     vl = {**page, "source": {"stage": "paddle_vl15", "variant": "doc_parser", "family": "paddle_vl15",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and start (as root) a one-node Slurm (Debian slurm-wlm 22.05 + munge) on 127.0.0.1 that mimics
 # NYU Torch's layout: partitions l40s_public, h200_public, cs and a node with gpu:l40s:1,gpu:h200:1
-# backed by dummy device files. Idempotent; run as root on Debian. Recipe facts: DESIGN.md section 7.
+# backed by dummy device files. Idempotent; run as root on Debian. Recipe facts: docs/design.md, One-node Slurm.
 set -euo pipefail
 
 log() { printf 'slurm_setup: %s\n' "$*" >&2; }

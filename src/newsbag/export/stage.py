@@ -122,17 +122,19 @@ def _created(path: Path) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(path.stat().st_mtime))
 
 
-def _upright_images(run_dir: Path) -> dict[str, str]:
-    """page id -> the upright copy of each page whose original is stored turned (EXIF/TIFF
-    Orientation): its boxes fit that copy, and an export naming the original would have every
-    box turned for a reader of its pixels (OCR-D checks imageWidth against them)."""
-    return {p.page_id: p.image_path for p in read_pages(run_dir) if p.orientation != 1}
+def _linked_images(run_dir: Path) -> dict[str, str]:
+    """page id -> the image an export names, as the manifest has it now: the upright copy of a page
+    whose original is stored turned (EXIF/TIFF Orientation: its boxes fit that copy, and an export
+    naming the original would have every box turned for a reader of its pixels; OCR-D checks
+    imageWidth against them), else the original (run-relative), which may have moved since the
+    page was made (`pages._reanchored`: a run moved or copied elsewhere)."""
+    return {p.page_id: p.image_path if p.orientation != 1 else p.path for p in read_pages(run_dir)}
 
 
-def _image_name(run_dir: Path, page: dict, out_dir: Path, upright: str | None = None) -> str:
+def _image_name(run_dir: Path, page: dict, out_dir: Path, linked: str | None = None) -> str:
     """The page image's path relative to the exported file's folder (how PAGE and COCO tools resolve
-    it): the original, or its `upright` copy (`_upright_images`)."""
-    image = Path(upright or page["image"]["path"])
+    it): the one `_linked_images` names, or the page's own."""
+    image = Path(linked or page["image"]["path"])
     image = image if image.is_absolute() else run_dir / image
     return Path(os.path.relpath(os.path.abspath(image), os.path.abspath(out_dir))).as_posix()
 
@@ -141,9 +143,9 @@ def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
     return rundir.inputs_record_path(run_dir, "export", layer.name, page_id)
 
 
-def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, upright: str | None) -> str:
+def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, linked: str | None) -> str:
     return rundir.fingerprint("export", fmt, REVISIONS[fmt], layer.name, judged["page"], judged.get("text"),
-                              *([upright] if upright else []))
+                              *([linked] if linked else []))
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
@@ -153,7 +155,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     (`rundir.inputs_record_path`) knows them: a run copied without its mtimes (the same bytes)
     rewrites nothing, and the record takes the new stats.
     """
-    run_dir, exports, layer, page_id, formats, force, upright = task
+    run_dir, exports, layer, page_id, formats, force, linked = task
     src = layer.folder / f"{page_id}.json"
     transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
     paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
@@ -168,7 +170,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         return page_id, layer.name, statuses, ""
     try:
         judged, todo = rundir.judge_by_record(paths, record_path, lambda judged: list(formats) if force else [
-            f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, upright))])
+            f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, linked))])
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
         for fmt in todo:
@@ -179,10 +181,10 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
                     log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
                     transcript = None
-            fingerprint = _page_fingerprint(fmt, layer, judged, upright)
+            fingerprint = _page_fingerprint(fmt, layer, judged, linked)
             info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
                               fingerprint=fingerprint,
-                              image_filename=_image_name(run_dir, page, outs[fmt].parent, upright))
+                              image_filename=_image_name(run_dir, page, outs[fmt].parent, linked))
             atomic_write_bytes(outs[fmt], _WRITERS[fmt](page, info, transcript))
             statuses[fmt] = "ok"
     except (OSError, ValueError) as exc:  # a page file that cannot be read names itself
@@ -194,17 +196,17 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     return page_id, layer.name, statuses, ""
 
 
-def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], upright: dict[str, str]) -> str:
-    turned = {p: upright[p] for p, _, _ in pages if p in upright}
+def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], linked: dict[str, str]) -> str:
+    named = {p: linked[p] for p, _, _ in pages if p in linked}
     return rundir.fingerprint("export", "coco", REVISIONS["coco"], layer.name, [[p, i] for p, _, i in pages],
-                              *([turned] if turned else []))
+                              *([named] if named else []))
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
-                failed: set[str], upright: dict[str, str]) -> tuple[str, list[dict]]:
+                failed: set[str], linked: dict[str, str]) -> tuple[str, list[dict]]:
     """One COCO JSON of `layer` over the run's pages that have it: (ok | skipped | empty, the
-    failures of pages it could not read, which it leaves out). ``upright``: page id -> the
-    upright copy a turned page names."""
+    failures of pages it could not read, which it leaves out). ``linked``: page id -> the
+    image an export names (`_linked_images`)."""
     out = exports / "coco" / f"{layer.name}.json"
     present = []
     for page_id in page_ids:
@@ -214,14 +216,14 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
             present.append((page_id, src, identity))
     if not present:
         return "empty", []
-    if not force and _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+    if not force and _is_fresh(out, _coco_fingerprint(layer, present, linked)):
         return "skipped", []
     if not force and out.exists():
         # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
         present = [(page_id, src, rundir.judged_identity(
             src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
             for page_id, src, identity in present]
-        if _is_fresh(out, _coco_fingerprint(layer, present, upright)):
+        if _is_fresh(out, _coco_fingerprint(layer, present, linked)):
             return "skipped", []
     left_out: list[dict] = []
 
@@ -232,7 +234,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
             except ValueError as exc:
                 left_out.append({"page_id": page_id, "layer": layer.name, "error": f"coco: left out: {first_line(exc)}"})
                 continue
-            yield page, _image_name(run_dir, page, out.parent, upright.get(page_id))
+            yield page, _image_name(run_dir, page, out.parent, linked.get(page_id))
 
     def info() -> ExportInfo:
         # The pages left out are no part of the fingerprint: the next run finds the file stale
@@ -242,7 +244,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
         newest = max(identity[1] for _, _, identity in kept or present) / 1e9
         return ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
                           created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
-                          fingerprint=_coco_fingerprint(layer, kept, upright), image_filename="")
+                          fingerprint=_coco_fingerprint(layer, kept, linked), image_filename="")
 
     write_coco(out, pages(), info)
     return "ok", left_out
@@ -291,9 +293,9 @@ def run_export(
     page_status: dict[str, str] = {p: "skipped" for p in page_ids}
     failures: list[dict] = []
     failed_by_layer: dict[str, set[str]] = {layer.name: set() for layer in layers}
-    upright = _upright_images(run_dir)
+    linked = _linked_images(run_dir)
     if per_page:
-        tasks = ((run_dir, exports, layer, page_id, per_page, force, upright.get(page_id))
+        tasks = ((run_dir, exports, layer, page_id, per_page, force, linked.get(page_id))
                  for page_id in page_ids for layer in layers)
         remaining = {p: len(layers) for p in page_ids}
         with page_map(workers) as run_map:
@@ -319,7 +321,7 @@ def run_export(
         for layer in layers:
             try:
                 coco[layer.name], left_out = _write_coco(run_dir, exports, layer, everyone, force,
-                                                         failed_by_layer[layer.name], upright)
+                                                         failed_by_layer[layer.name], linked)
             except (OSError, ValueError) as exc:
                 error = first_line(exc)
                 log.error("export: coco %s: %s", layer.name, error)

@@ -17,19 +17,18 @@ import numpy as np
 
 from .. import labels
 from ..articles import group_articles
-from ..contract import Boxes, float_list, member_table_records, str_list, take_rows
+from ..contract import Boxes, column_codes, float_list, member_table_records, str_list, take_rows
+from ..labels import COARSE, coarse_codes
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
-from .memo import Recent, read_only
+from .metrics import best_source
 from .order import column_bounds, column_segments, reading_order
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
 __all__ = ["VARIANTS", "take_sources", "fuse_consensus", "fuse_best_single", "fuse_paragraphs", "effective_params",
-           "source_names", "describe", "articles", "member_records", "member_table", "coarse_codes", "COARSE"]
+           "source_names", "describe", "articles", "member_records", "member_table"]
 
-COARSE = {name: k for k, name in enumerate(labels.COARSE_CLASSES)}
-_COARSE_OF_LABEL = np.array([COARSE[labels.coarse_for(name)] for name in labels.LABELS], np.int8)
 # By coarse code (lookups instead of np.isin, ~30 us a call on these small arrays): text and
 # titles, and the class a box counts as when text and titles count as one.
 _IS_TEXTLIKE = np.isin(np.arange(len(COARSE)), [COARSE["text"], COARSE["title"]])
@@ -40,41 +39,9 @@ _NAN_SCORE_WEIGHT = 0.5
 _EPS = 1e-9
 
 
-def coarse_codes(boxes: Boxes) -> np.ndarray:
-    """(N,) int8 index into `labels.COARSE_CLASSES` of each box."""
-    return _COARSE_OF_LABEL[boxes.label.astype(np.intp)]
-
-
 def source_names(boxes: Boxes) -> np.ndarray:
-    """Sorted unique source names (read-only); ``support_bits`` bit k stands for entry k."""
-    return _codes(boxes, "source")[0]
-
-
-def _codes(boxes: Boxes, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted names and (N,) codes of a string column (dict lookup: np.unique on objects is slow).
-
-    Pooled columns come in runs (one source after another), so each run is looked up once
-    (2.4 -> 0.3 ms for a 6 x 300-box page). The last few columns' codes are kept by column
-    object (its entry holds it, so its id is not reused): a page's variants over the same
-    sources, its member table and its pool share one column, and `take_sources` gives the
-    columns it takes from the pool their codes.
-    """
-    values = boxes.data[key]
-    hit = _CODES.get(id(values), lambda: (values, *_run_codes(values)))
-    return hit[1:] if hit[0] is values else _run_codes(values)
-
-
-_CODES = Recent(32)
-
-
-def _run_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n = len(values)
-    starts = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1] if n else np.zeros(0, np.intp)
-    run_values = values[starts].tolist()
-    names = sorted(set(run_values))
-    lookup = {v: k for k, v in enumerate(names)}
-    codes = np.repeat(np.array([lookup[v] for v in run_values], np.intp), np.diff(np.r_[starts, n]))
-    return read_only(np.array(names, dtype=object), codes)
+    """Sorted unique source names; ``support_bits`` bit k stands for entry k."""
+    return column_codes(boxes, "source")[0]
 
 
 def _glob_rank(names: np.ndarray, globs: tuple[str, ...]) -> np.ndarray:
@@ -119,21 +86,16 @@ class _Resolved:
 
 
 class _Prepared:
-    """What `fuse_consensus` derives from its boxes and pairs alone, whatever the params.
-
-    Kept per (boxes, pairs) object (`_prepare`): the variants over the same sources (P4,
-    union, vote and ranked take the page's whole pool) share one, and the boxes of a variant
-    over fewer sources (`take_sources`) take their rows and columns of the pool's.
-    """
+    """What `fuse_consensus` derives from its boxes and pairs alone, whatever the params."""
 
     def __init__(self, boxes: Boxes, pairs: Pairs):
         self.boxes, self.pairs = boxes, pairs
         n = len(boxes)
-        self.coarse = coarse = coarse_codes(boxes)
+        self.coarse = coarse = coarse_codes(boxes.label)
         self.is_line = is_line = coarse == COARSE["line"]
         self.textlike = textlike = _IS_TEXTLIKE[coarse]
-        self.src_names, self.src = src_names, src = _codes(boxes, "source")
-        self.fam_names, self.fam = _codes(boxes, "family")
+        self.src_names, self.src = src_names, src = column_codes(boxes, "source")
+        self.fam_names, self.fam = column_codes(boxes, "family")
         n_src = len(src_names)
         i, j, inter = pairs.i, pairs.j, pairs.inter
         self.iou = pair_scores(boxes.xyxy, pairs)[0]
@@ -148,23 +110,6 @@ class _Prepared:
         np.add.at(cov, j[i_for_j] * n_src + src[i[i_for_j]], inter[i_for_j])
         self.cov = cov.reshape(n, n_src) / np.maximum(area(boxes.xyxy), _EPS)[:, None]
         self._support: dict[float, tuple[np.ndarray, np.ndarray]] = {}
-
-    def take(self, mask: np.ndarray, boxes: Boxes, pairs: Pairs) -> _Prepared:
-        """`_Prepared(boxes, pairs)` for ``boxes = self.boxes[mask]`` and its pairs, where `mask`
-        takes every box of the sources it takes: a box's coverage by such a source sums the
-        same pair areas in the same order, so the floats are the same."""
-        sub = object.__new__(_Prepared)
-        sub.boxes, sub.pairs = boxes, pairs
-        sub.coarse, sub.is_line, sub.textlike = self.coarse[mask], self.is_line[mask], self.textlike[mask]
-        present = np.flatnonzero(np.bincount(self.src[mask], minlength=len(self.src_names)))
-        sub.src_names, sub.src = self.src_names[present], np.searchsorted(present, self.src[mask])
-        fams = np.flatnonzero(np.bincount(self.fam[mask], minlength=len(self.fam_names)))
-        sub.fam_names, sub.fam = self.fam_names[fams], np.searchsorted(fams, self.fam[mask])
-        keep = mask[self.pairs.i] & mask[self.pairs.j]
-        sub.iou, sub.matchable = self.iou[keep], self.matchable[keep]
-        sub.cov = self.cov[mask][:, present]
-        sub._support = {}
-        return sub
 
     def support(self, t_cover: float) -> tuple[np.ndarray, np.ndarray]:
         """(n_fam (N,) families that cover `t_cover` of each box, its own included; sup_bits (N,)
@@ -185,39 +130,76 @@ class _Prepared:
         return self._support[t_cover]
 
 
-def _prepare(boxes: Boxes, pairs: Pairs) -> _Prepared:
-    """`_Prepared` of these objects, from the last few made or promised by `take_sources` (an
-    entry holds its objects, so their ids cannot be reused while it is kept)."""
-    key = (id(boxes), id(pairs))
-    hit = _PREPARED.take(key)
-    if hit is None or hit[0] is not boxes or hit[1] is not pairs:
-        pre = _Prepared(boxes, pairs)
-    else:
-        pre = hit[2]() if callable(hit[2]) else hit[2]
-    _PREPARED.put(key, (boxes, pairs, pre))
-    return pre
-
-
-_PREPARED = Recent(16)
-
-
 def take_sources(pool: Boxes, pairs: Pairs, mask: np.ndarray) -> tuple[Boxes, Pairs]:
     """``pool[mask]`` and its overlapping pairs, for a variant over whole sources (`mask` takes
-    every box of each source it takes). `fuse_consensus` on them takes its per-box work from
-    the pool's (computed once per page, on the first such call) instead of redoing it. A mask
-    that takes every box gives the pool itself (P4 and the "*" recipes: no copy to make)."""
+    every box of each source it takes). A mask that takes every box gives the pool itself (P4
+    and the "*" recipes: no copy to make)."""
     if mask.all():
         return pool, pairs
-    boxes, sub_pairs = pool[mask], subset_pairs(pairs, mask)
-    _PREPARED.put((id(boxes), id(sub_pairs)),
-                  (boxes, sub_pairs, lambda: _prepare(pool, pairs).take(mask, boxes, sub_pairs)))
-    for key in ("source", "family"):   # their codes: the pool's, renumbered over the names present
-        if key in pool.data:
-            names, codes = _codes(pool, key)
-            present = np.flatnonzero(np.bincount(codes[mask], minlength=len(names)))
-            _CODES.put(id(boxes.data[key]), (boxes.data[key], *read_only(names[present],
-                                                                           np.searchsorted(present, codes[mask]))))
-    return boxes, sub_pairs
+    return pool[mask], subset_pairs(pairs, mask)
+
+
+def _nesting(xyxy: np.ndarray, coarse: np.ndarray, group_rank: np.ndarray, own_n: np.ndarray,
+             params: ConsensusParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where fused groups nest (a child inside a container, IoA >= `t_ioa`, without matching it
+    on IoU), which granularity stays (`ConsensusParams.prefer`; children side by side always win).
+
+    Args:
+        xyxy: (G, 4) the groups' boxes; coarse, group_rank, own_n: (G,) their coarse class,
+            best granularity rank and number of families.
+
+    Returns:
+        keep (G,) bool; absorber (G,) the kept coarser group that takes each swallowed group's
+        members (itself otherwise); splits (G,) bool, containers that gave way to their children.
+    """
+    g = len(xyxy)
+    keep = np.ones(g, bool)
+    absorber = np.arange(g)
+    splits = np.zeros(g, bool)
+    if g > 1:
+        nest = self_pairs(xyxy)
+        nest_iou, ioa_i, ioa_j = pair_scores(xyxy, nest)
+        group_area = area(xyxy)
+        same = (coarse[nest.i] == coarse[nest.j]) & (nest_iou < params.t_iou)
+        i_in_j = same & (ioa_i >= params.t_ioa) & (group_area[nest.i] <= group_area[nest.j])
+        j_in_i = same & (ioa_j >= params.t_ioa) & (group_area[nest.j] < group_area[nest.i]) & ~i_in_j
+        child = np.concatenate([nest.i[i_in_j], nest.j[j_in_i]])
+        cont = np.concatenate([nest.j[i_in_j], nest.i[j_in_i]])
+        inter = np.concatenate([nest.inter[i_in_j], nest.inter[j_in_i]])
+        if len(child):
+            n_c = np.bincount(cont, minlength=g)
+            cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(group_area, _EPS)
+            splits = (n_c >= 2) & (cov_c >= params.t_split)
+            gutter = _side_by_side(xyxy, child, cont, g) if params.split_columns else np.zeros(g, bool)
+            child_rank = np.full(g, np.iinfo(np.int64).max)
+            np.minimum.at(child_rank, cont, group_rank[child])
+            coexist = np.zeros(g, bool)
+            if params.prefer == "coarse":
+                splits[:] = False
+            elif params.prefer == "support":
+                mean_own = np.bincount(cont, own_n[child], minlength=g) / np.maximum(n_c, 1)
+                splits &= (mean_own > own_n + 1e-9) | ((np.abs(mean_own - own_n) <= 1e-9) & (child_rank <= group_rank))
+            elif params.prefer == "rank":
+                # Better-ranked children covering the container replace it; covering less,
+                # both stay (the shadow step decides); a better-ranked container absorbs.
+                coexist = (child_rank < group_rank) & ~splits
+                splits &= child_rank <= group_rank
+            # Children side by side (x-disjoint, overlapping in y) mean the container spans
+            # a column gutter: the finer boxes win whatever their coverage or rank.
+            splits |= gutter
+            parent_ok = ~splits[cont] & ~coexist[cont]
+            keep = ~splits & (np.bincount(child, parent_ok, minlength=g) == 0)
+            # Boxes swallowed by a kept coarser box hand it their members.
+            ok = np.flatnonzero(parent_ok)
+            o = ok[np.lexsort((group_area[cont[ok]], child[ok]))]
+            firsto = np.r_[True, child[o][1:] != child[o][:-1]] if len(o) else np.zeros(0, bool)
+            absorber[child[o][firsto]] = cont[o][firsto]
+            for _ in range(64):
+                nxt = absorber[absorber]
+                if np.array_equal(nxt, absorber):
+                    break
+                absorber = nxt
+    return keep, absorber, splits
 
 
 def _resolve(
@@ -257,57 +239,10 @@ def _resolve(
     seen = np.zeros(g * n_fam, bool)   # families per group (a bool table: np.unique sorted them)
     seen[gid * n_fam + fam[idx]] = True
     own_n = np.count_nonzero(seen.reshape(g, n_fam), axis=1).astype(np.float64)
-    grank = np.full(g, np.iinfo(np.int64).max)
-    np.minimum.at(grank, gid, rank[src[idx]])
-    gcoarse = _COARSE_OF_LABEL[label.astype(np.intp)]
+    group_rank = np.full(g, np.iinfo(np.int64).max)
+    np.minimum.at(group_rank, gid, rank[src[idx]])
 
-    # Nesting: child lies inside container (IoA >= t_ioa) without matching it on IoU.
-    keep = np.ones(g, bool)
-    absorber = np.arange(g)
-    splits = np.zeros(g, bool)
-    if g > 1:
-        gp = self_pairs(xyxy)
-        giou, ioa_i, ioa_j = pair_scores(xyxy, gp)
-        ga = area(xyxy)
-        same = (gcoarse[gp.i] == gcoarse[gp.j]) & (giou < params.t_iou)
-        i_in_j = same & (ioa_i >= params.t_ioa) & (ga[gp.i] <= ga[gp.j])
-        j_in_i = same & (ioa_j >= params.t_ioa) & (ga[gp.j] < ga[gp.i]) & ~i_in_j
-        child = np.concatenate([gp.i[i_in_j], gp.j[j_in_i]])
-        cont = np.concatenate([gp.j[i_in_j], gp.i[j_in_i]])
-        inter = np.concatenate([gp.inter[i_in_j], gp.inter[j_in_i]])
-        if len(child):
-            n_c = np.bincount(cont, minlength=g)
-            cov_c = np.bincount(cont, inter, minlength=g) / np.maximum(ga, _EPS)
-            splits = (n_c >= 2) & (cov_c >= params.t_split)
-            gutter = _side_by_side(xyxy, child, cont, g) if params.split_columns else np.zeros(g, bool)
-            crank = np.full(g, np.iinfo(np.int64).max)
-            np.minimum.at(crank, cont, grank[child])
-            coexist = np.zeros(g, bool)
-            if params.prefer == "coarse":
-                splits[:] = False
-            elif params.prefer == "support":
-                mean_own = np.bincount(cont, own_n[child], minlength=g) / np.maximum(n_c, 1)
-                splits &= (mean_own > own_n + 1e-9) | ((np.abs(mean_own - own_n) <= 1e-9) & (crank <= grank))
-            elif params.prefer == "rank":
-                # Better-ranked children covering the container replace it; covering less,
-                # both stay (the shadow step decides); a better-ranked container absorbs.
-                coexist = (crank < grank) & ~splits
-                splits &= crank <= grank
-            # Children side by side (x-disjoint, overlapping in y) mean the container spans
-            # a column gutter: the finer boxes win whatever their coverage or rank.
-            splits |= gutter
-            parent_ok = ~splits[cont] & ~coexist[cont]
-            keep = ~splits & (np.bincount(child, parent_ok, minlength=g) == 0)
-            # Boxes swallowed by a kept coarser box hand it their members.
-            ok = np.flatnonzero(parent_ok)
-            o = ok[np.lexsort((ga[cont[ok]], child[ok]))]
-            firsto = np.r_[True, child[o][1:] != child[o][:-1]] if len(o) else np.zeros(0, bool)
-            absorber[child[o][firsto]] = cont[o][firsto]
-            for _ in range(64):
-                nxt = absorber[absorber]
-                if np.array_equal(nxt, absorber):
-                    break
-                absorber = nxt
+    keep, absorber, splits = _nesting(xyxy, coarse_codes(label), group_rank, own_n, params)
     kept = np.flatnonzero(keep)
     # Each group's members go to the kept box that holds them: itself or its absorber.
     pos = np.full(g, -1, np.intp)
@@ -320,9 +255,9 @@ def _resolve(
     spos = np.full(g, -1, np.intp)
     spos[gone] = np.arange(len(gone))
     replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
-                         support[gone], grank[gone])
+                         support[gone], group_rank[gone])
     return _Resolved(take_rows(xyxy, kept), score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
-                     kept_support, grank[kept], replaced)
+                     kept_support, group_rank[kept], replaced)
 
 
 def _heaviest(gid: np.ndarray, w: np.ndarray, g: int) -> np.ndarray:
@@ -392,7 +327,7 @@ def _drop_shadowed(res: _Resolved, t_shadow: float) -> _Resolved:
     found nothing, instead of overlapping them at another granularity. Text and titles
     shadow each other; other classes only their own.
     """
-    klass = _TEXT_AS_ONE[_COARSE_OF_LABEL[res.label.astype(np.intp)]]
+    klass = _TEXT_AS_ONE[coarse_codes(res.label)]
     alive = np.ones(len(res.xyxy), bool)
     a = np.maximum(area(res.xyxy), _EPS)
     for r in np.unique(res.rank)[1:]:
@@ -407,12 +342,12 @@ def _drop_shadowed(res: _Resolved, t_shadow: float) -> _Resolved:
 
 def _order(xyxy: np.ndarray, label: np.ndarray, meta, lines: np.ndarray) -> np.ndarray:
     """Reading rank of fused regions (`order.reading_order`): running text may be read as column parts."""
-    text = _COARSE_OF_LABEL[label.astype(np.intp)] == COARSE["text"]
+    text = coarse_codes(label) == COARSE["text"]
     return reading_order(xyxy, meta.width, meta.height, lines=lines, text=text)
 
 
 def _textlike_of(label: np.ndarray) -> np.ndarray:
-    return _IS_TEXTLIKE[_COARSE_OF_LABEL[label.astype(np.intp)]]
+    return _IS_TEXTLIKE[coarse_codes(label)]
 
 
 def _uncovered(res: _Resolved, lines: np.ndarray) -> np.ndarray:
@@ -487,6 +422,33 @@ def effective_params(params: ConsensusParams | BestSingleParams | ParagraphParam
     return params
 
 
+def _voted(boxes: Boxes, n_fam: np.ndarray, lines: np.ndarray, params: ConsensusParams) -> np.ndarray:
+    """(N,) bool, step (2) of `fuse_consensus`: boxes with `vote` families, or a score of
+    `solo_score`, or at least `solo_min_size` text-line heights wide and tall."""
+    keep = n_fam >= params.vote
+    if params.solo_score is not None:
+        keep |= np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score
+    if params.solo_min_size is not None and len(lines):
+        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
+        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
+        keep |= (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
+    return keep
+
+
+def _split_at_gutters(res: _Resolved, lines: np.ndarray, params: ConsensusParams, width: float) -> _Resolved:
+    """Text regions cut at the column gutters their text lines show (`order.column_segments`)."""
+    t = np.flatnonzero(_textlike_of(res.label))
+    t_xyxy = take_rows(res.xyxy, t)
+    mb, ml = inside_pairs(t_xyxy, lines)
+    n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, width)
+    if not len(parent):
+        return res
+    stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
+    pieces = res.take(t[parent])
+    pieces.xyxy = seg
+    return res.take(stay).extend(pieces)
+
+
 def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
     """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
 
@@ -529,21 +491,14 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
             out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized))
             members = np.fromiter((sel[m].tolist() for m in out.data["member_idx"]), dtype=object, count=len(out))
             return Boxes(out.xyxy, out.score, out.label, out.meta, {**out.data, "member_idx": members})
-    pre = _prepare(boxes, pairs)
+    pre = _Prepared(boxes, pairs)
     coarse, is_line, textlike, src_names = pre.coarse, pre.is_line, pre.textlike, pre.src_names
     # (1) support: families whose compatible boxes cover each box.
     n_fam, sup_bits = pre.support(params.t_cover)
 
-    # (2) vote.
     region = ~is_line
     lines = take_rows(boxes.xyxy, is_line)
-    keep = region & (n_fam >= params.vote)
-    if params.solo_score is not None:
-        keep |= region & (np.nan_to_num(boxes.score, nan=-1.0) >= params.solo_score)
-    if params.solo_min_size is not None and len(lines):
-        line_h = float(np.median(lines[:, 3] - lines[:, 1]))
-        wh = boxes.xyxy[:, 2:] - boxes.xyxy[:, :2]
-        keep |= region & (wh >= np.asarray(params.solo_min_size) * line_h).all(axis=1)
+    keep = region & _voted(boxes, n_fam, lines, params)
 
     rank = _glob_rank(src_names, params.granularity)
     sw = _glob_weight(src_names, params.weights)[pre.src]
@@ -557,16 +512,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.t_shadow < 1:
         res = _drop_shadowed(res, params.t_shadow)
     if len(lines) and params.split_columns:
-        res = _line_blocks(res, res.replaced, lines)
-        t = np.flatnonzero(_textlike_of(res.label))
-        t_xyxy = take_rows(res.xyxy, t)
-        mb, ml = inside_pairs(t_xyxy, lines)
-        n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, meta.width)
-        if len(parent):
-            stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
-            pieces = res.take(t[parent])
-            pieces.xyxy = seg
-            res = res.take(stay).extend(pieces)
+        res = _split_at_gutters(_line_blocks(res, res.replaced, lines), lines, params, meta.width)
     xyxy, score, label, members, support = res.xyxy, res.score, res.label, res.member_idx, res.support_bits
     if params.titles:
         label = _titles(xyxy, label, take_rows(boxes.xyxy, region & (coarse == COARSE["title"])), lines)
@@ -591,7 +537,7 @@ def _titles(xyxy: np.ndarray, label: np.ndarray, title_xyxy: np.ndarray, lines: 
     mastheads are set larger than body text). Averaging picks the label of the heaviest
     member, nearly always a body-text source, so without this headlines came out as text.
     """
-    text = np.flatnonzero(_COARSE_OF_LABEL[label.astype(np.intp)] == COARSE["text"])
+    text = np.flatnonzero(coarse_codes(label) == COARSE["text"])
     if not len(text):
         return label
     is_title = np.zeros(len(text), bool)
@@ -622,14 +568,12 @@ def _empty(boxes: Boxes) -> Boxes:
 def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None = None,
                      choose: Callable[[Boxes], str] | None = None) -> Boxes:
     """The boxes of one region source, chosen by `choose` (default: `metrics.best_source`)."""
-    from .metrics import best_source
-
-    coarse = coarse_codes(boxes)
+    coarse = coarse_codes(boxes.label)
     region = coarse != COARSE["line"]
     if not region.any():
         return _empty(boxes)
     name = (choose or best_source)(boxes)
-    names, src = _codes(boxes, "source")
+    names, src = column_codes(boxes, "source")
     k = int(np.searchsorted(names, name))
     idx = np.flatnonzero(region & (src == k)) if k < len(names) and names[k] == name else np.zeros(0, np.intp)
     bit = np.int64(1) << np.int64(k)
@@ -676,13 +620,13 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     meta = boxes.meta
     if len(boxes) == 0:
         return _empty(boxes)
-    coarse = coarse_codes(boxes)
+    coarse = coarse_codes(boxes.label)
     is_line = coarse == COARSE["line"]
     sized = ~_page_sized(boxes, params.max_page_share)
     region = ~is_line & sized
     textlike = region & _IS_TEXTLIKE[coarse]
-    src_names, src = _codes(boxes, "source")
-    _, fam = _codes(boxes, "family")
+    src_names, src = column_codes(boxes, "source")
+    _, fam = column_codes(boxes, "family")
     rank = _glob_rank(src_names, params.granularity)
     lines = boxes.xyxy[is_line]
     lh = float(np.median(lines[:, 3] - lines[:, 1])) if len(lines) else 0.0
@@ -748,7 +692,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     first = np.r_[True, own[1:] != own[:-1]] if len(own) else np.zeros(0, bool)
     label = np.zeros(n, np.int8)
     label[own[first]] = boxes.label[flat[first]]
-    label[_COARSE_OF_LABEL[label.astype(np.intp)] == COARSE["line"]] = _TEXT_CODE
+    label[coarse_codes(label) == COARSE["line"]] = _TEXT_CODE
     support = _support(xyxy, label, boxes, region, coarse, src, flat, own, params.t_cover)
     if params.titles:
         label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
@@ -809,7 +753,7 @@ def _support(xyxy, label, boxes, region, coarse, src, flat, own, t_cover) -> np.
     np.bitwise_or.at(support, own, bit[src[flat]])
     idx = np.flatnonzero(region)
     k_in = _TEXT_AS_ONE[coarse[idx]]
-    k_out = _TEXT_AS_ONE[_COARSE_OF_LABEL[label.astype(np.intp)]]
+    k_out = _TEXT_AS_ONE[coarse_codes(label)]
     p = cross_pairs(xyxy, take_rows(boxes.xyxy, idx))
     ok = k_out[p.i] == k_in[p.j]
     cov = np.zeros(n * n_src)
@@ -838,7 +782,7 @@ def member_table(boxes: Boxes) -> dict:
     """
     label_names = np.array(labels.LABELS, dtype=object)
     raw = boxes.data.get("raw_label", label_names[boxes.label.astype(np.intp)])
-    src_names, src = _codes(boxes, "source")
+    src_names, src = column_codes(boxes, "source")
     raw = str_list(raw.tolist())
     raw_names = sorted(set(raw))
     lookup = {v: k for k, v in enumerate(raw_names)}
@@ -891,7 +835,7 @@ def describe(fused: Boxes, boxes: Boxes, source: str, index: np.ndarray | None =
 
 def articles(fused: Boxes) -> np.ndarray:
     """(N,) article id of each text or title region in reading order (`articles.group_articles`), -1 for the rest."""
-    coarse = coarse_codes(fused)
+    coarse = coarse_codes(fused.label)
     read = np.flatnonzero((coarse == COARSE["text"]) | (coarse == COARSE["title"]))
     out = np.full(len(fused), -1, dtype=np.int64)
     order = fused.data["order"][read]

@@ -6,7 +6,7 @@ import numpy as np
 
 from .geometry import Pairs, area
 
-__all__ = ["pair_scores", "match_edges", "connected_groups"]
+__all__ = ["pair_scores", "connected_groups"]
 
 
 def pair_scores(xyxy: np.ndarray, pairs: Pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -18,33 +18,6 @@ def pair_scores(xyxy: np.ndarray, pairs: Pairs) -> tuple[np.ndarray, np.ndarray,
     ioa_i = np.divide(pairs.inter, ai, out=np.zeros_like(pairs.inter), where=ai > 0)
     ioa_j = np.divide(pairs.inter, aj, out=np.zeros_like(pairs.inter), where=aj > 0)
     return iou, ioa_i, ioa_j
-
-
-def match_edges(
-    xyxy: np.ndarray,
-    coarse: np.ndarray,
-    source: np.ndarray,
-    pairs: Pairs,
-    t_iou: float,
-    t_ioa: float,
-) -> np.ndarray:
-    """(K,) bool: pairs of one coarse class from different sources that match.
-
-    Two boxes match on IoU >= `t_iou` or when the smaller lies inside the larger by at
-    least `t_ioa` (intersection over the smaller box), so a column block and its
-    paragraphs from another model are evidence for each other.
-
-    Args:
-        xyxy: (N, 4) boxes in page pixels.
-        coarse: (N,) coarse class codes (any comparable dtype).
-        source: (N,) source codes.
-        pairs: overlapping pairs of these boxes.
-        t_iou: IoU threshold.
-        t_ioa: intersection-over-smaller threshold.
-    """
-    iou, ioa_i, ioa_j = pair_scores(xyxy, pairs)
-    same = (coarse[pairs.i] == coarse[pairs.j]) & (source[pairs.i] != source[pairs.j])
-    return same & ((iou >= t_iou) | (np.maximum(ioa_i, ioa_j) >= t_ioa))
 
 
 def connected_groups(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from ..contract import Boxes, PageMeta, take_rows
-from .geometry import Pairs, area, cross_pairs
-from .memo import ArrayKey, Recent, read_only
+from ..contract import Boxes, PageMeta, column_codes, take_rows
+from ..labels import COARSE, coarse_codes
+from .geometry import Pairs, area, cross_pairs, self_pairs
+from .match import pair_scores
 from .order import column_segments
 
 __all__ = [
@@ -41,19 +42,9 @@ def cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -
     """(h, w) int32 raster: how many boxes cover each pixel (long side `long_side`).
 
     Box edges are rounded to the nearest raster pixel; a 2-D difference array makes this
-    O(N + h*w) with no loop over boxes. The last few rasters are kept (callers must not
-    change one): a page's sources are rasterised for their metrics and again, the same
-    boxes, for leave-one-out agreement.
+    O(N + h*w) with no loop over boxes.
     """
     xyxy = np.ascontiguousarray(xyxy, dtype=np.float64).reshape(-1, 4)
-    key = (ArrayKey(xyxy), float(width), float(height), int(long_side))
-    return _RASTERS.get(key, lambda: read_only(_cover_count(xyxy, width, height, long_side))[0])
-
-
-_RASTERS = Recent(8)
-
-
-def _cover_count(xyxy: np.ndarray, width: float, height: float, long_side: int) -> np.ndarray:
     s = long_side / max(width, height)
     h, w = max(1, round(height * s)), max(1, round(width * s))
     if len(xyxy) == 0:
@@ -109,16 +100,12 @@ def iou_f1(pred: np.ndarray, gt: np.ndarray, t: float = 0.5) -> float:
 
 
 def _textlike(boxes: Boxes) -> np.ndarray:
-    from .fuse import COARSE, coarse_codes
-
-    c = coarse_codes(boxes)
+    c = coarse_codes(boxes.label)
     return (c == COARSE["text"]) | (c == COARSE["title"])
 
 
 def _lines(boxes: Boxes) -> np.ndarray:
-    from .fuse import COARSE, coarse_codes
-
-    return take_rows(boxes.xyxy, coarse_codes(boxes) == COARSE["line"])
+    return take_rows(boxes.xyxy, coarse_codes(boxes.label) == COARSE["line"])
 
 
 def page_score(m: dict) -> float:
@@ -160,15 +147,8 @@ def page_metrics(regions: Boxes, lines: np.ndarray, line_tree: shapely.STRtree |
         single_line_share and empty_share (text regions with <= 1 / 0 lines),
         lonely_line_share (lines that are the only line of a text region), score.
     """
-    meta = regions.meta
     lines = np.ascontiguousarray(lines, dtype=np.float64).reshape(-1, 4)
-    xyxy = np.ascontiguousarray(regions.xyxy, dtype=np.float64)
-    # Variants of one page often give the same regions (union and P4): measured once.
-    key = (ArrayKey(xyxy), ArrayKey(regions.label), float(meta.width), float(meta.height), ArrayKey(lines))
-    return dict(_MEASURED.get(key, lambda: _page_metrics(regions, lines, line_tree, line_pairs)))
-
-
-_MEASURED = Recent(16)
+    return _page_metrics(regions, lines, line_tree, line_pairs)
 
 
 def empty_page_metrics(has_lines: bool) -> dict:
@@ -243,10 +223,8 @@ def text_line_pairs(pool: Boxes, pairs: Pairs, line_mask: np.ndarray, sources: d
 
 def best_source(boxes: Boxes) -> str:
     """Name of the region source of `boxes` with the highest `page_score` (ties: name)."""
-    from .fuse import COARSE, coarse_codes
-
     lines = _lines(boxes)
-    region = coarse_codes(boxes) != COARSE["line"]
+    region = coarse_codes(boxes.label) != COARSE["line"]
     names = sorted(set(boxes.data["source"][region].tolist()))
     scores = [page_metrics(boxes[region & (boxes.data["source"] == s)], lines)["score"] for s in names]
     scores = [-1.0 if np.isnan(s) else s for s in scores]
@@ -265,15 +243,13 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
       intersection over the smaller >= 0.8).
     Both NaN when no other family ran on the page.
     """
-    from .fuse import COARSE, _codes, coarse_codes
-    from .match import pair_scores
 
     meta = boxes.meta
-    coarse = coarse_codes(boxes)
+    coarse = coarse_codes(boxes.label)
     is_line = coarse == COARSE["line"]
     text = _textlike(boxes)
-    fam_names, fam = _codes(boxes, "family")
-    src_names, src = _codes(boxes, "source")
+    fam_names, fam = column_codes(boxes, "family")
+    src_names, src = column_codes(boxes, "source")
     # Each source's text raster once; a family's is the union of its sources' (a box's raster
     # footprint does not depend on the other boxes), instead of rasterising every box twice.
     evidence = text | is_line
@@ -285,7 +261,6 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
                       for f in range(len(fam_names))]) if len(boxes) else np.zeros((0, 1, 1), bool)
     votes = np.count_nonzero(masks, axis=0)
     if pairs is None:
-        from .geometry import self_pairs
         pairs = self_pairs(boxes.xyxy)
     iou, ioa_i, ioa_j = pair_scores(boxes.xyxy, pairs)
     ci, cj = coarse[pairs.i], coarse[pairs.j]

@@ -8,7 +8,6 @@ import numpy as np
 
 from ..contract import take_rows
 from .geometry import cross_pairs, group_extent
-from .memo import ArrayKey, Recent
 
 __all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
 
@@ -59,23 +58,17 @@ def _sort_key(v: float) -> tuple:
     return (True, 0.0) if v != v else (False, v)
 
 
-def _xycut(xyxy: np.ndarray, tol_x: float, tol_y: float) -> list[int]:
-    """Box indices in XY-cut reading order: depth first, left part / upper band first.
+def _xycutter(xyxy: np.ndarray, tol_x: float, tol_y: float) -> Callable[[list[int]], list[int]]:
+    """The XY-cut reading order of any set of `xyxy`'s boxes, given and returned as indices into
+    `xyxy`: depth first, left part / upper band first.
 
     Columns first: a gutter that runs through the whole block splits it left to right; only
     when there is none is it cut into horizontal bands (masthead, headline, body). On Python
     floats, with `_cuts`' rules (stable sorts with NaN last, a running maximum NaN sticks to):
     a column's block is tens of boxes, where numpy's per-call overhead was most of the time,
-    and a 20,000-line page of columns cuts ~5x faster than with numpy.
-    """
-    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
-    return _xycutter(xyxy, tol_x, tol_y)(list(range(len(xyxy))))
-
-
-def _xycutter(xyxy: np.ndarray, tol_x: float, tol_y: float) -> Callable[[list[int]], list[int]]:
-    """`_xycut` of any set of `xyxy`'s boxes, given and returned as indices into `xyxy`: a
-    page's coordinates become Python floats once, not once per column block (a quarter of
-    `_grid_cut`'s time on a page of 8 columns)."""
+    and a 20,000-line page of columns cuts ~5x faster than with numpy. A page's coordinates
+    become Python floats once, not once per column block (a quarter of `_grid_cut`'s time on
+    a page of 8 columns)."""
     x0, y0, x1, y1 = xyxy.T.tolist()
     nan = bool(np.isnan(xyxy).any())
     if nan:
@@ -223,28 +216,13 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     >>> reading_order(np.zeros((0, 4)), 10, 10).shape
     (0,)
     """
-    xyxy = np.ascontiguousarray(xyxy, float).reshape(-1, 4)
-    lines = None if lines is None else np.ascontiguousarray(lines, float).reshape(-1, 4)
-    text = None if text is None else np.ascontiguousarray(text, bool)
-    # Variants of one page often give the same regions (S1 and best_single, union and P4):
-    # their order is computed once (12 calls, ~9 distinct on a 6 x 300-box page).
-    key = (ArrayKey(xyxy), float(width), float(height), float(tol),
-           None if lines is None else ArrayKey(lines), None if text is None else ArrayKey(text))
-    return _ORDERS.get(key, lambda: _reading_order(xyxy, width, height, tol, lines, text)).copy()
-
-
-def _reading_order(xyxy: np.ndarray, width: float, height: float, tol: float, lines: np.ndarray | None,
-                   text: np.ndarray | None) -> np.ndarray:
+    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     _, box, part_rank = reading_order_parts(xyxy, width, height, tol, lines, text)
     first = np.full(len(xyxy), len(box), np.int64)
     np.minimum.at(first, box, part_rank)
     rank = np.empty(len(xyxy), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(xyxy))
     return rank
-
-
-_ORDERS = Recent(16)
-_LINE_GRIDS = Recent(4)
 
 
 def _line_grid(lines: np.ndarray, width: float) -> tuple:
@@ -278,10 +256,7 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     lines = None if lines is None else np.asarray(lines, float).reshape(-1, 4)
     has_lines = lines is not None and lines.shape[0] >= _MIN_LINES
     if has_lines:
-        # The page's gutters depend on its text lines alone: every variant of a page shares them.
-        lines = np.ascontiguousarray(lines)
-        trim, poke, strip, merged, bounds = _LINE_GRIDS.get((ArrayKey(lines), float(width)),
-                                                            lambda: _line_grid(lines, width))
+        trim, poke, strip, merged, bounds = _line_grid(lines, width)
     else:   # no lines: the boxes are the evidence, with lengths for a broadsheet's body type
         trim, poke, strip, merged = 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
         bounds = column_bounds(xyxy, width, trim)

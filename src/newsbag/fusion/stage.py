@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import logging
 import os
 import time
@@ -15,14 +13,13 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
-from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, regions_from_boxes
+from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
-from . import handover
-from .fuse import VARIANTS, _codes, describe, effective_params, member_table, take_sources
-from .geometry import Pairs, box_tree, self_pairs, sources_crowded
+from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
+from .geometry import box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 from .variants import fusion_source_names  # noqa: F401  (the fusion kind's entry in builtin.REGISTRY)
@@ -38,7 +35,7 @@ _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
 def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[str]],
-             source_metrics: dict[str, dict] | None = None, pooled: tuple | None = None) -> tuple[Boxes, dict, dict]:
+             source_metrics: dict[str, dict] | None = None) -> tuple[Boxes, dict, dict]:
     """Fuse one page for every active variant and measure everything (pure).
 
     Args:
@@ -46,26 +43,25 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         cfg: the fusion config; active: variant name -> the sources it takes.
         source_metrics: this page's source metrics when already computed (the stored
             record of the auto-order pre-pass); None computes them.
-        pooled: `_pool` of exactly these `pages` and `cfg` when already computed.
 
     Returns:
         (pool of all input boxes, {variant: (fused boxes, pool index of its input, its input
         boxes ``pool[index]``)}, metrics record {"page_id", "sources", "variants",
         "best_single_choice"}).
     """
-    pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg, source_metrics, pooled)
+    pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg, source_metrics)
     src = pool.data["source"]
     lines = pool.xyxy[line_mask]
     line_source = [cfg.line_source] if cfg.line_source in pages else []
 
     def choose(boxes: Boxes) -> str:
         # best_single reuses the source scores computed above (same `page_score`).
-        names = sorted(set(_codes(boxes, "source")[0].tolist()) & set(source_metrics) - set(line_source))
+        names = sorted(set(column_codes(boxes, "source")[0].tolist()) & set(source_metrics) - set(line_source))
         scores = [source_metrics[n]["score"] for n in names]
         return names[int(np.argmax([-1.0 if x is None or np.isnan(x) else x for x in scores]))]
 
     # Source codes, so each variant's selection is an integer isin, not one over strings.
-    src_names, src_code = _codes(pool, "source")
+    src_names, src_code = column_codes(pool, "source")
     fused_all, variant_metrics, chosen = {}, {}, {}
     taken: dict[tuple, tuple] = {}   # variants over the same sources (half of them: "*") take the same rows
     done: dict[tuple, Boxes] = {}    # variants that compute the same thing (union and P4): fused once
@@ -97,34 +93,29 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     return pool, fused_all, record
 
 
-def _pool(pages: dict[str, Boxes], cfg: FusionConfig, pairs: Pairs | None = None) -> tuple:
+def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
     """(pool of one page's sources, its overlapping pairs, bool mask of the text-line
-    evidence, STRtree of the lines or None). ``pairs``: the pool's pairs when already found
-    (`handover` keeps only them: the rest is cheaper to make again than to pickle)."""
+    evidence, STRtree of the lines or None)."""
     pool = Boxes.concat(list(pages.values()))
     # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
     # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
-    if pairs is None and (crowded := sources_crowded({s: b.xyxy for s, b in pages.items()},
-                                                     MAX_OVERLAPPING_PAIRS, "fuse")):
+    if crowded := sources_crowded({s: b.xyxy for s, b in pages.items()}, MAX_OVERLAPPING_PAIRS, "fuse"):
         raise ValueError(f"{crowded}; remove or redo the source page that piles up boxes")
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
-    return (pool, self_pairs(pool.xyxy) if pairs is None else pairs, line_mask,
-            box_tree(lines) if len(lines) else None)
+    return pool, self_pairs(pool.xyxy), line_mask, box_tree(lines) if len(lines) else None
 
 
-def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None,
-                     pooled: tuple | None = None) -> tuple:
+def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None) -> tuple:
     """Pool one page's sources and score each (no-GT metrics + leave-one-out agreement).
 
     ``known``: metrics already computed for exactly these sources; they are returned as is.
-    ``pooled``: `_pool` of these pages when already computed.
 
     Returns:
         (pool, its overlapping pairs, bool mask of the text-line evidence, STRtree of the
         lines or None, {source: metrics dict with "family"}).
     """
-    pool, pairs, line_mask, line_tree = pooled if pooled is not None else _pool(pages, cfg)
+    pool, pairs, line_mask, line_tree = _pool(pages, cfg)
     if known is not None:
         return pool, pairs, line_mask, line_tree, known
     src = pool.data["source"]
@@ -146,9 +137,9 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 
 
 def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]],
-              source_metrics: dict[str, dict] | None = None, members_file: str | None = None,
-              pooled: tuple | None = None) -> tuple[dict, dict, dict]:
-    """`fuse_all` plus the fused page dicts (DESIGN §3).
+              source_metrics: dict[str, dict] | None = None, members_file: str | None = None
+              ) -> tuple[dict, dict, dict]:
+    """`fuse_all` plus the fused page dicts (docs/design.md, Contracts).
 
     Regions' ``members`` are indices into the page's member table (every source box once,
     shared by all variants: 11 variants repeated them 11 times, 3.7 MB per page) and their
@@ -160,7 +151,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
         (`fuse.member_table`)).
     """
     t0 = time.perf_counter()
-    pool, fused_all, record = fuse_all(pages, cfg, active, source_metrics, pooled)
+    pool, fused_all, record = fuse_all(pages, cfg, active, source_metrics)
     seconds = round(time.perf_counter() - t0, 4)
     by_name = {v.name: v for v in cfg.variants}
     out = {}
@@ -292,51 +283,23 @@ def _table_is_current(path: Path, idents: dict) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while one page is computed, then back as it was (a
-    decorator of the page workers, or a ``with`` block).
-
-    A page makes ~10^5 short-lived containers (region dicts, member lists, small arrays)
-    and no reference cycles; young-generation collections scanning them were ~4 % of the
-    stage's instructions. Reference counting frees everything as before; anything cyclic
-    waits for the next collection after the page.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-@_gc_paused()
 def _score_task(task: tuple) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
     A current stored record is read instead of recomputed (source metrics do not depend on
-    the variants). A page this call fuses is handed over with its metrics (`handover`; ``keep``:
-    in memory, None: not fused by this call); the others' metrics are stored as a record with
-    no variants yet, so a later fusion pass reuses them. None when the page cannot be read:
-    the fusion pass reports it.
+    the variants). New metrics are stored as a record with no variants yet, so the fusion pass
+    reuses them. None when the page cannot be read: the fusion pass reports it.
     """
-    run_dir, page_id, cfg, needed, prints, keep, spill = task
+    run_dir, page_id, cfg, needed, prints = task
     try:
         inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
         current = _current_metrics(record, metrics_fp, variant_fps)
         if current is not None:
             return current["sources"]
-        pages, image, dropped = _load_inputs(inputs, page_id)
+        pages, _, dropped = _load_inputs(inputs, page_id)
         if not pages:
             return None
-        measured = _measure_sources(pages, cfg)
-        metrics = _jsonable(measured[4])
-        if keep is not None:   # the fusion pass writes its record
-            handover.put(handover.key(page_id, idents), handover.Entry(pages, image, dropped, measured[1], metrics),
-                         spill, keep)
-            return metrics
+        metrics = _jsonable(_measure_sources(pages, cfg)[4])
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
             "fingerprint": metrics_fp, "variant_fingerprints": {}, "inputs": idents, "dropped": dropped,
@@ -348,27 +311,15 @@ def _score_task(task: tuple) -> dict[str, dict] | None:
 
 
 def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: FusionConfig,
-                  needed: list[str], prints: _Prints, keep: dict[str, bool], spill: Path) -> list[str]:
-    """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`).
-
-    `keep`: the pages the fusion pass will fuse, each handed over in memory or through `spill`
-    (`_kept_in_memory`).
-    """
+                  needed: list[str], prints: _Prints) -> list[str]:
+    """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`)."""
     board = _Board("sources", _SOURCE_KEYS)
-    tasks = ((run_dir, pid, cfg, needed, prints, keep.get(pid), spill) for pid in page_ids)
+    tasks = ((run_dir, pid, cfg, needed, prints) for pid in page_ids)
     for r in run_map(_score_task, tasks):
         if r:
             board.add(r, _has_lines(r))
     rows = board.rows()
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
-
-
-def _kept_in_memory(page_ids: list[str], workers: int) -> dict[str, bool]:
-    """Whether the pre-pass hands each page to fuse over in memory: the last pages that
-    `handover.RECENT` holds, with one process; the rest, and all pages when worker processes
-    fuse them (another process may take the page), go through the spill folder."""
-    memory = set() if workers > 1 else set(page_ids[max(0, len(page_ids) - handover.RECENT.size):])
-    return {pid: pid in memory for pid in page_ids}
 
 
 def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error: str) -> tuple[str, str, str]:
@@ -399,10 +350,9 @@ def _stale_outputs(run_dir: Path, page_id: str, variants, variant_fps: dict[str,
     return stale, table_ok
 
 
-@_gc_paused()
 def _page_task(task: tuple) -> tuple[str, str, str | None]:
     """Worker: fuse one page for every variant whose outputs are not current. Errors become a one-line status."""
-    run_dir, page_id, cfg, active, needed, prints, force, spill = task
+    run_dir, page_id, cfg, active, needed, prints, force = task
     inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
     if not inputs:
         return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
@@ -413,13 +363,8 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         return page_id, "skipped", None
     table_path = rundir.members_table_path(run_dir, page_id)
     try:
-        pre = handover.take(handover.key(page_id, idents), spill)
-        if pre is not None:
-            pages, image, dropped, known = pre.pages, pre.image, pre.dropped, pre.metrics
-            pooled = _pool(pages, cfg, pre.pairs)
-        else:
-            (pages, image, dropped), pooled = _load_inputs(inputs, page_id), None
-            known = None if current is None or dropped else current["sources"]
+        pages, image, dropped = _load_inputs(inputs, page_id)
+        known = None if current is None or dropped else current["sources"]
         for s, why in dropped.items():
             log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
         if not pages:
@@ -427,7 +372,7 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         fused_pages, new, table = fuse_page(
             pages, image, cfg, {v: active[v] for v in stale},
             source_metrics=None if known is None else _nan_for_none(known),
-            members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"), pooled=pooled)
+            members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"))
         # The table first: a variant page on disk always finds the table it indexes (an older
         # page left beside it by an interruption is refused by `io.read_page`: other inputs). It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
@@ -640,7 +585,7 @@ def run_fusion(
     """Fuse every page of the run for every variant whose sources ran; write leaderboards.
 
     Args:
-        run_dir: the run directory (DESIGN §6).
+        run_dir: the run directory (docs/design.md, Run directory).
         page_ids: pages to compute; the leaderboards and summary always cover every page of
             the manifest (`rundir.members`), using the stored per-page records that are current.
         fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
@@ -668,16 +613,15 @@ def run_fusion(
     failures: list[dict] = []
     source_order = None
     ordered = needs_order(cfg)
-    with handover.folder(run_dir) if ordered else contextlib.nullcontext() as spill, page_map(workers) as run_map:
+    with page_map(workers) as run_map:
         if ordered:
             # "granularity": "auto" needs the run's source leaderboard (every page of the
             # manifest) before any page is fused; the order is part of those variants'
             # fingerprints, so a changed order redoes them and nothing else.
-            source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed),
-                                         _kept_in_memory(page_ids, workers), spill)
+            source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed))
             cfg = with_order(cfg, source_order)
         prints = _prints(cfg, active, needed)
-        tasks = ((run_dir, pid, cfg, active, needed, prints, force, spill) for pid in page_ids)
+        tasks = ((run_dir, pid, cfg, active, needed, prints, force) for pid in page_ids)
         results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
     rundir.record_failures(run_dir, "fusion", failures)
 

@@ -193,7 +193,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "paragraphs": {"sources": ["*"], "method": "paragraphs", "params": {"granularity": "auto"}},
 }
 
-# The operators' variants (DESIGN §4), exact: the four Paddle sources are the three
+# The operators' variants (docs/design.md, Labels), exact: the four Paddle sources are the three
 # PP-DocLayout models (paddle_layout/*) and PaddleOCR-VL 1.5's layout boxes (paddle_vl15/*).
 OPERATOR_VARIANTS: dict[str, dict[str, Any]] = {
     "S1": {"sources": _PADDLE, "method": "best_single"},

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
@@ -79,6 +79,7 @@ class _Outcome:
     status: str  # done | skipped | failed
     error: str = ""
     info: dict = field(default_factory=dict)
+    scan_gone: bool = False  # skipped: its board is kept, its scan is gone
 
 
 def _variant_dirs(root: Path, depth: int) -> dict[str, Path]:
@@ -206,6 +207,7 @@ class _Inputs:
     paths: dict[str, str]          # each input file by its key in `identities`
     identities: dict[str, list[int]]
     record_holds: bool             # the board's input record is still theirs (`rundir.record_holds`)
+    scan_gone: bool                # the page image is not on disk (the board can be kept, not drawn)
 
 
 def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
@@ -221,17 +223,16 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     # What the board is drawn from: not summary.json's mtime (fusion rewrites it on every
     # call) but the recommended variant it names, the files shown and the options; the scan
     # by its content as the manifest records it (and how it was read: the note), as the
-    # sources are, so a scan touched or copied without its mtime redraws nothing (one gone
-    # still fails its board).
-    scan = rundir.file_identity(image_path)
-    if scan is not None and record.sha256:   # what is drawn: the 8-bit copy's pixels where there is one
-        scan = [record.image_sha256, record.note]
+    # sources are, so a scan touched, copied without its mtime or gone (purged from scratch,
+    # archived) redraws nothing: its board is still of that scan.
+    on_disk = rundir.file_identity(image_path)
+    scan = [record.image_sha256, record.note] if record.sha256 else on_disk  # the copy's pixels where there is one
     identities = {**source_ids, **fused_ids}
     fingerprint = rundir.fingerprint("review", plan.options, plan.recommended, sorted(plan.source_dirs),
                                      scan, identities)
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
                    {**source_paths, **fused_paths}, identities,
-                   rundir.record_holds({**source_stats, **fused_stats}, known))
+                   rundir.record_holds({**source_stats, **fused_stats}, known), on_disk is None)
 
 
 def _judged(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
@@ -254,7 +255,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         if known != recorded.get("inputs"):
             recorded = {**recorded, "inputs": known}
             write_json(page_dir / "info.json", recorded)
-        return _Outcome(page_id, "skipped", info=_listing(recorded))
+        return _Outcome(page_id, "skipped", info=_listing(recorded), scan_gone=inputs.scan_gone)
     if not compute:
         # Not drawn by this call: a page whose last review failed stays listed as failed.
         try:
@@ -376,9 +377,20 @@ def _write_scan(image: Image.Image, out: Path) -> None:
     atomic_write_bytes(out, buf.getvalue())
 
 
+_THUMB_OF = "newsbag-board"  # a thumbnail's PNG text key: the digest of the board it was made from
+
+
 def _write_thumb(board: Path, out: Path) -> None:
-    if out.exists() and out.stat().st_mtime_ns > board.stat().st_mtime_ns:
-        return
+    """A top-N thumbnail of `board`, unless `out` already is one: judged by the board content it
+    records, as every output is by its inputs, not by mtimes (a node whose clock runs ahead
+    stamps a thumbnail newer than the board redrawn after it)."""
+    made_from = rundir.file_digest(board)
+    try:
+        with Image.open(out) as old:
+            if made_from is not None and old.text.get(_THUMB_OF) == made_from:
+                return
+    except (OSError, ValueError, SyntaxError):  # none yet, or not a PNG it can read: made again
+        pass
     with Image.open(board) as im:
         im.load()
         if im.width > _THUMB_WIDTH:
@@ -387,7 +399,9 @@ def _write_thumb(board: Path, out: Path) -> None:
         # of the size (0.48 vs 1.6 MB on a 1200 px NZZ board), so the gallery loads fast.
         small = im.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
         buf = io.BytesIO()
-        small.save(buf, format="PNG", compress_level=_PNG_LEVEL)
+        note = PngImagePlugin.PngInfo()
+        note.add_text(_THUMB_OF, made_from or "")
+        small.save(buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
     atomic_write_bytes(out, buf.getvalue())
 
 
@@ -580,6 +594,10 @@ def run_review(
     order = {p: k for k, p in enumerate(everyone)}
     outcomes.sort(key=lambda o: order[o.page_id])
     computed = [o for o in outcomes if o.page_id in selected]
+    kept = [o.page_id for o in computed if o.scan_gone]
+    if kept:
+        log.warning("review: %d board(s) kept as drawn though their scan is gone (%s: %s); put the scans back "
+                    "where the manifest says to redraw them", len(kept), kept[0], records[kept[0]].image_path)
 
     ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]

@@ -1,0 +1,95 @@
+"""The end of a call: what it did, which layout to trust and where to look, as one JSON object and as lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import rundir
+from .io import read_json
+
+__all__ = ["call_summary", "summary_lines"]
+
+
+def call_summary(command: str, run_dir: Path, summary) -> dict:
+    """The facts a call ends with: its page counts and times (`summary`, a `pipeline.RunSummary`),
+    then what the run dir now holds: fusion's recommendation and best source, and the gallery,
+    exports and transcripts to open."""
+    run_dir = Path(run_dir)
+    fusion = _fusion_summary(run_dir)
+    recommended = None
+    if fusion:
+        variant = fusion.get("recommended_variant")
+        row = next((r for r in fusion.get("variant_leaderboard") or () if r.get("name") == variant), {})
+        recommended = {"variant": variant, "by": fusion.get("recommended_by"), "score": row.get("score")}
+    best = min((r for r in (fusion or {}).get("source_leaderboard") or () if r.get("rank") is not None),
+               key=lambda r: r["rank"], default=None)
+    look_at = {"gallery": rundir.gallery_path(run_dir), "exports": rundir.exports_dir(run_dir)}
+    if recommended and recommended["variant"]:
+        look_at["transcripts"] = rundir.transcript_dir(run_dir, recommended["variant"])
+    return {
+        "command": command, "run_dir": str(run_dir), "config": summary.config,
+        "pages": summary.pages, **summary.page_counts(), "rejected": len(summary.rejected),
+        "nothing_to_do": summary.did_nothing(),
+        "seconds": round(summary.seconds, 2),
+        "stage_seconds": {k: round(v, 2) for k, v in summary.stage_seconds.items()},
+        "recommended": recommended,
+        "best_source": None if best is None else {"name": best.get("name"), "score": best.get("score")},
+        "look_at": {k: str(p) for k, p in look_at.items() if _has_files(p)},
+        "sources": [o.to_json() for o in summary.sources],
+        "builtin": {k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list)}
+                    for k, v in summary.builtin.items()},
+        "errors": summary.errors,
+    }
+
+
+def summary_lines(facts: dict) -> list[str]:
+    """Lines for a person (stderr) from `call_summary`'s facts: counts and times, the recommendation
+    and why, where to look; a call that did nothing says so in one line before where to look."""
+    lines = []
+    if facts["nothing_to_do"]:
+        lines.append(f"nothing to do: {facts['pages']} pages current")
+    else:
+        stages = ", ".join(f"{k} {_duration(v)}" for k, v in facts["stage_seconds"].items())
+        rejected = f", {facts['rejected']} input(s) rejected" if facts["rejected"] else ""
+        lines.append(f"{facts['command']}: {facts['pages']} page(s): {facts['ok']} ok, {facts['failed']} failed, "
+                     f"{facts['skipped']} skipped{rejected} in {_duration(facts['seconds'])}"
+                     + (f" ({stages})" if stages else ""))
+        if facts["recommended"] is not None:
+            lines.append(_recommendation(facts["recommended"], facts["best_source"]))
+    where = facts["look_at"]
+    parts = [str(where["gallery"])] if "gallery" in where else []
+    parts += [f"{name} in {where[name]}" for name in ("exports", "transcripts") if name in where]
+    if parts:
+        lines.append("look at: " + "; ".join(parts))
+    return lines
+
+
+def _recommendation(recommended: dict, best: dict | None) -> str:
+    """"recommended: V (why, score S); best source: X (score T)"."""
+    best_text = "" if best is None else f"; best source: {best['name']}{_score(best['score'], ' (score {})')}"
+    if not recommended["variant"]:
+        return f"recommended: none (no fused variant has a score){best_text}"
+    by = recommended["by"]
+    why = "pinned by the config" if by == "config" else "highest score" if by == "score" else by
+    return f"recommended: {recommended['variant']} ({why}{_score(recommended['score'], ', score {}')}){best_text}"
+
+
+def _score(value, template: str) -> str:
+    return "" if value is None else template.format(f"{value:.3f}")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(seconds, 60)
+    return f"{int(minutes)}m{secs:04.1f}s" if minutes else f"{secs:.1f}s"
+
+
+def _fusion_summary(run_dir: Path) -> dict | None:
+    try:
+        value = read_json(rundir.fusion_dir(run_dir) / "summary.json")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _has_files(path: Path) -> bool:
+    return path.is_file() or (path.is_dir() and any(path.iterdir()))
