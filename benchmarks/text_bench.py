@@ -35,7 +35,6 @@ from pathlib import Path
 
 from _machine import machine_line
 
-from newsbag import rundir
 from newsbag.evaluate import match_pages
 from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, gt_conventions, gt_regions, reference_text
 from newsbag.resources import runners_dir
