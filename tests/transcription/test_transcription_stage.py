@@ -7,7 +7,7 @@ import pytest
 
 from newsbag import rundir
 from newsbag.transcription import parse_transcription_options, run_transcription
-from nbtest import run_cli
+from nbtest import REPO, run_cli
 from PIL import Image
 from stage_kit import HEADLINE, LEFT, RIGHT, page_record, write_run
 
@@ -484,8 +484,11 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     # `newsbag transcribe` ends a call with a failed page by sending the user to `newsbag status`,
     # which said nothing of transcription at all.
     run = write_run(tmp_path, pids=("p1", "p2", "p3", "p4"))
+    # named, the config is recorded and status judges by it (the embedded bag's transcription
+    # options are not the stage's defaults: it reads with Tesseract)
+    config = ("--config", str(REPO / "configs" / "pipeline.local.json"))
     (rundir.fused_dir(run, "C") / "p2.json").unlink()   # its fusion failed: the page fails here
-    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
+    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run, *config)
     assert code == 4 and "`newsbag status --run-dir" in err
     lines_path = rundir.source_dir(run, "text_lines", "lines") / "p3.json"   # new lines: p3 is stale
     line_page = json.loads(lines_path.read_text())
@@ -499,7 +502,7 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     assert json.loads(out)["transcription"] == {"variant": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1}
     # read again, the failed page's failure is no more
     (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(page_record("p2", [([30, 140, 480, 340], "text", "text")])))
-    assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
+    assert run_cli(capsys, "transcribe", "--run-dir", run, *config)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["transcription"] == {"variant": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0}
 
