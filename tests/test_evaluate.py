@@ -50,7 +50,7 @@ def test_stacked_regions_are_not_cross_column():
     assert m["xcol"] == 0.0 and m["over_merge"] == 2.0 and m["b1x"] == 1.0
 
 
-def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
+def test_run_evaluate_matches_pages_by_image_stem(tmp_path, capsys):
     run, gt = tmp_path / "run", tmp_path / "gt"
     (run / "manifests").mkdir(parents=True)
     (run / "manifests/pages.jsonl").write_text(json.dumps(
@@ -70,21 +70,26 @@ def test_run_evaluate_matches_pages_by_image_stem(tmp_path):
     (var,) = res["variants"]
     assert (src["name"], src["class"], src["iou_f1"]) == ("x/y", "text", 1.0)
     assert (var["name"], var["xcol"], var["b1x"]) == ("C", 1.0, 0.0)
-    text = (run / "outputs/fusion/eval_variants.tsv").read_text().splitlines()
-    assert text[0].startswith("kind\tname\tclass") and text[1].startswith("variant\tC\ttext")
+    text = (run / "outputs/evaluation/variant_leaderboard.tsv").read_text().splitlines()
+    assert text[0].startswith("rank\tname\tbest\tiou_f1\tclass") and text[1].startswith("1\tC\t\t0.0000\ttext")   # IoU F1 0: no best
 
-    from click.testing import CliRunner
+    from nbtest import run_cli   # the real entry point: a CliRunner's log handler would outlive the test
 
-    from newsbag.cli import cli
-
-    out = CliRunner().invoke(cli, ["evaluate", "--run-dir", str(run), "--gt", str(gt)])
-    assert out.exit_code == 0, out.output
-    lines = out.stdout.splitlines()   # the table; progress lines go to stderr
+    code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
+    assert code == 0, err
+    lines = out.splitlines()   # progress and logs go to stderr
     assert lines[0] == "1 of 1 run page(s) matched ground truth and are scored"
-    assert lines[1].split() == ["kind", "name", "class", "pixel_f1", "b1x", "iou_f1", "over_merge", "xcol", "n_pred"]
-    assert lines[2].split()[:6] == ["source", "x/y", "text", "1.0000", "1.0000", "1.0000"]
-    assert lines[3].split()[:3] == ["variant", "C", "text"] and lines[3].split()[7] == "1.0000"   # xcol
-    assert lines[-1].endswith("eval_variants.tsv")
+    assert lines[1] == "variants, ranked by text iou_f1 (higher is better; best marked yes):"
+    assert lines[2].split() == ["rank", "name", "best", "iou_f1", "class", "pixel_f1", "b1x", "xcol", "over_merge",
+                                "n_pred"]
+    g = (round(409.6) + 1024 - round(614.4)) / 1024     # the GT columns' share at the 1024-px raster
+    assert lines[3].split() == ["1", "C", "-", "0.0000", "text", f"{2 * g / (1 + g):.4f}", "0.0000", "1.0000",
+                                "2.0000", "1.0000"]
+    assert lines[4] == "sources, ranked by text iou_f1 (higher is better; best marked yes):"
+    assert lines[6].split()[:5] == ["1", "x/y", "yes", "1.0000", "text"]
+    legend = [line for line in lines if line.startswith("  xcol: ")]
+    assert legend and legend[0].endswith("(lower is better)")
+    assert lines[-1].endswith("outputs/evaluation/summary.json")
 
 
 def _manifest(run, paths):
@@ -274,3 +279,101 @@ def test_run_pages_without_ground_truth_are_named_as_not_scored(tmp_path, capsys
     code, out, _ = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
     assert code == 0
     assert out.splitlines()[0] == "1 of 3 run page(s) matched ground truth and are scored; 2 without it are not scored"
+
+
+def _two_page_run(tmp_path):
+    """Two pages, GT at twice the run page's size; variant V finds both columns, W one
+    page-sized box, source x/y the left column only; the second page has no output from W."""
+    run, gt = tmp_path / "run", tmp_path / "gt"
+    (run / "manifests").mkdir(parents=True)
+    (run / "manifests/pages.jsonl").write_text("".join(json.dumps(
+        {"page_id": f"p{k}", "path": f"images/p{k}.png", "width": 500, "height": 500}) + "\n" for k in (1, 2)))
+    (gt / "annotations").mkdir(parents=True)
+    for k in (1, 2):
+        regions = [{"bbox_xyxy": b, "label": "text"} for b in GT] + [
+            {"bbox_xyxy": [0, 0, 5, 1000], "label": "separator"}]
+        (gt / f"annotations/p{k}.json").write_text(json.dumps(
+            {"page_id": f"p{k}", "image": f"images/p{k}.png", "width": 1000, "height": 1000, "regions": regions}))
+    half = [[x0 / 2, y0 / 2, x1 / 2, y1 / 2] for x0, y0, x1, y1 in GT]
+    outputs = {"outputs/fusion/V": (half, (1, 2)), "outputs/fusion/W": ([[0, 0, 500, 500]], (1,)),
+               "outputs/sources/x/y": (half[:1], (1, 2))}
+    for folder, (boxes, pages) in outputs.items():
+        (run / folder).mkdir(parents=True)
+        for k in pages:
+            page = {"page_id": f"p{k}", "image": {"path": f"images/p{k}.png", "width": 500, "height": 500},
+                    "source": {}, "regions": [{"bbox_xyxy": b, "label": "t", "class": "text"} for b in boxes]}
+            (run / folder / f"p{k}.json").write_text(json.dumps(page))
+    return run, gt
+
+
+def test_evaluate_writes_ranked_boards_the_gt_layer_per_page_measures_and_a_summary(tmp_path, caplog):
+    import logging
+
+    run, gt = _two_page_run(tmp_path)
+    with caplog.at_level(logging.INFO):
+        res = run_evaluate(run, gt)
+    out = run / "outputs/evaluation"
+    header, *lines = (out / "variant_leaderboard.tsv").read_text().splitlines()
+    rows = [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+    assert header.split("\t")[:5] == ["rank", "name", "best", "iou_f1", "class"]
+    assert [(r["rank"], r["name"], r["best"], r["iou_f1"]) for r in rows] == [
+        ("1", "V", "yes", "1.0000"), ("2", "W", "", "0.0000")]
+    assert rows[1]["n_missing"] == "1" and rows[1]["xcol"] == "1.0000"
+    header, *lines = (out / "source_leaderboard.tsv").read_text().splitlines()
+    assert lines[0].split("\t")[:4] == ["1", "x/y", "yes", f"{2 * 1 / (1 + 2):.4f}"]
+    # the GT layer in the run page's pixels (half the GT image's), every region with its class
+    layer = json.loads((out / "gt/p1.json").read_text())
+    assert layer == {"page_id": "p1", "image": {"width": 500, "height": 500}, "regions": [
+        {"bbox_xyxy": [0.0, 0.0, 200.0, 500.0], "class": "text", "label": "text"},
+        {"bbox_xyxy": [300.0, 0.0, 500.0, 500.0], "class": "text", "label": "text"},
+        {"bbox_xyxy": [0.0, 0.0, 2.5, 500.0], "class": "other", "label": "separator"}]}
+    per_page = (out / "per_page.tsv").read_text().splitlines()
+    assert per_page[0] == "page_id\tname\tkind\tiou_f1"
+    assert set(per_page[1:]) == {"p1\tx/y\tsource\t0.6667", "p2\tx/y\tsource\t0.6667", "p1\tV\tvariant\t1.0000",
+                                 "p2\tV\tvariant\t1.0000", "p1\tW\tvariant\t0.0000", "p2\tW\tvariant\t0.0000"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert {k: summary[k] for k in ("gt_dir", "pages", "best_variant", "best_source", "measure")} == {
+        "gt_dir": str(gt.resolve()), "pages": 2, "best_variant": "V", "best_source": "x/y", "measure": "iou_f1"}
+    assert summary["measure_class"] == "text"
+    assert res["best_variant"] == "V" and str(out / "summary.json") in res["written"]
+    # progress: what it is about to do, then the periodic line at the end
+    said = [r.getMessage() for r in caplog.records]
+    assert "evaluate: 2 page(s) x 3 source(s)/variant(s) against ground truth" in said
+    assert any(m.startswith("evaluate: done 6/6 failed 0") for m in said)   # pages x names
+    assert not (run / "outputs/fusion/eval_variants.tsv").exists()
+    # ground truth of p2 gone: its layer goes too, and the page is no longer in the numbers
+    (gt / "annotations/p2.json").unlink()
+    assert run_evaluate(run, gt)["unscored"] == ["p2"]
+    assert sorted(p.name for p in (out / "gt").iterdir()) == ["p1.json"]
+    assert {line.split("\t")[0] for line in (out / "per_page.tsv").read_text().splitlines()[1:]} == {"p1"}
+
+
+def test_best_marks_every_name_tied_at_the_top_and_none_when_all_score_zero(tmp_path):
+    """Two sources with the same boxes tie for best; a class where every name scores 0 has no best."""
+    run, gt = _two_page_run(tmp_path)
+    (run / "outputs/sources/x/z").mkdir(parents=True)
+    for k in (1, 2):
+        (run / f"outputs/sources/x/z/p{k}.json").write_text((run / f"outputs/sources/x/y/p{k}.json").read_text())
+    for k in (1, 2):   # a table the fused variants miss
+        path = gt / f"annotations/p{k}.json"
+        ann = json.loads(path.read_text())
+        ann["regions"].append({"bbox_xyxy": [450, 450, 550, 550], "label": "table"})
+        path.write_text(json.dumps(ann))
+    res = run_evaluate(run, gt)
+    assert [(r["rank"], r["name"], r["best"]) for r in res["sources"] if r["class"] == "text"] == [
+        (1, "x/y", "yes"), (2, "x/z", "yes")]
+    assert [(r["name"], r["iou_f1"], r["best"]) for r in res["variants"] if r["class"] == "table"] == [
+        ("V", 0.0, ""), ("W", 0.0, "")]
+    assert res["best_source"] == "x/y"
+
+
+def test_evaluate_says_where_ground_truth_ranks_the_recommended_variant(tmp_path):
+    run, gt = _two_page_run(tmp_path)
+    assert run_evaluate(run, gt)["recommended_rank"] is None      # no fusion summary: nothing recommended
+    (run / "outputs/fusion/summary.json").write_text(json.dumps({"recommended_variant": "W"}))
+    res = run_evaluate(run, gt)
+    summary = json.loads((run / "outputs/evaluation/summary.json").read_text())
+    assert (summary["recommended_variant"], summary["recommended_rank"]) == ("W", 2)
+    from newsbag.evaluate import format_summary
+
+    assert "recommended variant W: rank 2 of 2 by text iou_f1 (best: V)" in format_summary(res).splitlines()

@@ -565,10 +565,12 @@ def test_status_of_a_run_with_stale_failed_empty_and_pending_pages(tmp_path, pag
     assert status["sources"] == [
         {"source": "fake/v", "done": 4, "stale": 1, "failed": 0, "pending": 0, "errors": {},
          "empty": 1, "empty_share": 0.25, "flagged": True, "empty_reasons": {pid["issue2/p1"]: "blank page"},
-         "devices": {"cpu": 4}, "runners": []},
+         "devices": {"cpu": 4}, "runners": [], "not_started": None, "degenerate": 0,
+         "degenerate_example": None},
         {"source": "fake/w", "done": 3, "stale": 0, "failed": 1, "pending": 1, "errors": {pid["issue1/p2"]: "boom"},
          "empty": 0, "empty_share": 0.0, "flagged": False, "empty_reasons": {}, "devices": {"cpu": 3},
-         "runners": []}]
+         "runners": [], "not_started": None, "degenerate": 0,
+         "degenerate_example": None}]
     # S (fake/*) and C (every source) read the sources of issue1/p1, issue1/p2 and issue2/p2 as
     # they were when fused: stale; C's page of issue2/p2 is gone and issue2/p3's failed.
     assert status["fusion"] == [{"variant": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1},

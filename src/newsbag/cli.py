@@ -359,6 +359,8 @@ def status(run_dir, as_json):
                        f"{n['error']}{seen}")
         for page_id, err in s["errors"].items():
             click.echo(f"      {page_id}: {err}")
+        if s["degenerate"]:
+            click.echo(f"      degenerate on {s['degenerate']} page(s), e.g. {s['degenerate_example']}")
         for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():
             click.echo(f"      {page_id}: empty: {reason}")
     for f in info["fusion"]:

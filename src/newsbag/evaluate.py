@@ -1,7 +1,9 @@
 """Score sources and fusion variants of a run against region ground truth (nzz format).
 
-Writes RUN/outputs/fusion/eval_sources.tsv and eval_variants.tsv, one row per
-(name, class) with metrics averaged over the pages whose ground truth has that class:
+Writes RUN/outputs/evaluation/ (`run_evaluate`): a leaderboard of variants and one of
+sources, one row per (name, class) with metrics averaged over the pages whose ground truth
+has that class, ranked by text ``iou_f1`` (`columns.EVAL_MEASURE`); what each column means is
+declared in `newsbag.columns`:
 
 - pixel_p/r/f1: the union of predicted vs ground-truth regions, rasterised at long side 1024;
 - region_recall (b1): share of GT regions >= 50% covered by the predicted union;
@@ -28,16 +30,18 @@ from pathlib import Path
 
 import numpy as np
 
-from . import labels, rundir
+from . import __version__, labels, rundir
 from .contract import repair_regions, repairs_text
 from .errors import InputError, first_line
-from .progress import Tracker
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .rundir import discover_sources
-from .io import atomic_write_text, jsonl_lines, read_json, read_page
-from .tables import aligned_lines, tsv_text
+from .columns import COLUMN, COLUMNS, EVAL_COLUMNS, EVAL_MEASURE, EVAL_MEASURE_CLASS, EVAL_PER_PAGE_COLUMNS
+from .io import atomic_text_file, atomic_write_text, jsonl_lines, read_json, read_page, write_json
+from .progress import track
+from .tables import aligned_lines, tsv_text, tsv_writer
 
-__all__ = ["evaluate_page_class", "match_pages", "page_metrics_by_class", "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
+__all__ = ["evaluate_page_class", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class", "run_evaluate",
+           "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
 
 LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
@@ -244,70 +248,145 @@ def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], l
     return matched, unmatched, bad
 
 
+def gt_scale(rec: dict, ann: dict) -> tuple[float, float]:
+    """(x, y) factors from the run page's pixels to the annotation's."""
+    w, h = float(ann["width"]), float(ann["height"])
+    return w / float(rec.get("width") or w), h / float(rec.get("height") or h)
+
+
 def page_metrics_by_class(folder: Path, rec: dict, ann: dict) -> tuple[dict[str, dict], bool]:
     """`evaluate_page_class` of one page of a source or variant folder, per class present in
     its ground truth; and whether the folder had no output for that page."""
     page = _read_page(Path(folder) / f"{rec['page_id']}.json", rec["page_id"])
     w, h = float(ann["width"]), float(ann["height"])
-    sx = w / float(rec.get("width") or w)
-    sy = h / float(rec.get("height") or h)
-    pred, gt = _pred_by_class(page, sx, sy), _gt_by_class(ann)
+    pred, gt = _pred_by_class(page, *gt_scale(rec, ann)), _gt_by_class(ann)
     return {c: evaluate_page_class(pred[c], gt[c], w, h) for c in CLASSES if len(gt[c])}, page is None
 
 
+def gt_layer(rec: dict, ann: dict) -> dict:
+    """The page's ground-truth regions in the run page's pixels, for the gallery to draw: each
+    with its coarse ``class`` (text, image, table; other for the rest, e.g. separators) and the
+    annotation's own ``label``."""
+    sx, sy = gt_scale(rec, ann)
+    return {"page_id": rec["page_id"], "image": {"width": rec.get("width") or ann["width"],
+                                                  "height": rec.get("height") or ann["height"]},
+            "regions": [{"bbox_xyxy": [round(v, 2) for v in (x0 / sx, y0 / sy, x1 / sx, y1 / sy)],
+                         "class": GT_CLASS.get(r["label"], "other"), "label": r["label"]}
+                        for r in ann["regions"] for x0, y0, x1, y1 in [r["bbox_xyxy"]]]}
+
+
+def _ranked(rows: list[dict]) -> list[dict]:
+    """Rows of one kind ranked by `EVAL_MEASURE` within each class (classes in `CLASSES`
+    order; ties: pixel_f1, then name). Every name at the class's top value is marked best,
+    none where that value is 0: a class nobody finds has no best."""
+    out = []
+    for c in CLASSES:
+        mine = sorted((r for r in rows if r["class"] == c),
+                      key=lambda r: tuple(-(r[k] if r[k] is not None else -1.0) for k in (EVAL_MEASURE, "pixel_f1"))
+                      + (r["name"],))
+        top = mine[0][EVAL_MEASURE] if mine else None
+        for k, r in enumerate(mine, 1):
+            out.append({"rank": k, "best": "yes" if top and r[EVAL_MEASURE] == top else "", **r})
+    return out
+
+
+def _best(rows: list[dict]) -> str | None:
+    return next((r["name"] for r in rows if r["best"] and r["class"] == EVAL_MEASURE_CLASS), None)
+
+
 def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
-    """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write the TSVs.
+    """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write
+    RUN/outputs/evaluation/: variant_leaderboard.tsv and source_leaderboard.tsv (ranked by
+    `EVAL_MEASURE` within each class, `columns.EVAL_COLUMNS`), per_page.tsv (the measure per
+    page, name and kind), gt/<page_id>.json (`gt_layer`) and summary.json.
 
     Returns:
         {"pages": matched page count, "unscored": run page ids without ground truth (not in the
-        numbers), "unmatched_gt": [...], "bad_gt": {file name: why}, "sources":
-        rows, "variants": rows, "written": [tsv paths]}
+        numbers), "unmatched_gt": [...], "bad_gt": {file name: why}, "sources": ranked rows,
+        "variants": ranked rows, "best_variant", "best_source", "recommended_variant" (fusion's),
+        "recommended_rank" (its text rank here, None when not evaluated), "written": [paths]}
 
     Raises:
         InputError: missing manifest or ground truth, or no page matches.
     """
-    run_dir = Path(run_dir)
+    run_dir, gt_dir = Path(run_dir), Path(gt_dir)
     matched, unmatched, bad = match_pages(run_dir, gt_dir)
     for name, why in bad.items():
-        log.warning("evaluate: ground truth %s: %s; skipped", Path(gt_dir) / "annotations" / name, why)
-    fusion = rundir.fusion_dir(run_dir)
+        log.warning("evaluate: ground truth %s: %s; skipped", gt_dir / "annotations" / name, why)
+    out = rundir.evaluation_dir(run_dir)
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]
-    rows = {"source": [], "variant": []}
-    tracker = Tracker("evaluate", len(targets) * len(matched))   # a line every 50 pages scored or 60 s
-    for kind, name, folder in targets:
-        acc: dict[str, list[dict]] = {c: [] for c in CLASSES}
-        missing = 0
+    acc: dict[tuple, list[dict]] = {(kind, name, c): [] for kind, name, _ in targets for c in CLASSES}
+    missing = dict.fromkeys(((kind, name) for kind, name, _ in targets), 0)
+    log.info("evaluate: %d page(s) x %d source(s)/variant(s) against ground truth", len(matched), len(targets))
+    # One step per page and name: a plain line every 50 of them or 60 s (a page alone is ~10 names).
+    with track("evaluate", len(matched) * len(targets)) as tracker, atomic_text_file(out / "per_page.tsv") as fh:
+        write = tsv_writer(fh, list(EVAL_PER_PAGE_COLUMNS))
         for rec, ann in matched:
-            by_class, absent = page_metrics_by_class(folder, rec, ann)
-            tracker.advance("ok")
-            missing += absent
-            for c, m in by_class.items():
-                acc[c].append(m)
-        for c in CLASSES:
-            if not acc[c]:
-                continue
-            row = {"kind": kind, "name": name, "class": c, "n_pages": len(acc[c]), "n_missing": missing}
-            for k in EVAL_KEYS:
-                vals = [m[k] for m in acc[c] if not np.isnan(m[k])]
-                row[k] = float(np.mean(vals)) if vals else None
-            rows[kind].append(row)
-    cols = ["kind", "name", "class", "n_pages", "n_missing", *EVAL_KEYS]
-    written = [fusion / "eval_sources.tsv", fusion / "eval_variants.tsv"]
-    atomic_write_text(written[0], tsv_text(rows["source"], cols))
-    atomic_write_text(written[1], tsv_text(rows["variant"], cols))
+            write_json(out / "gt" / f"{rec['page_id']}.json", gt_layer(rec, ann), durable=False)
+            for kind, name, folder in targets:
+                by_class, absent = page_metrics_by_class(folder, rec, ann)
+                missing[(kind, name)] += absent
+                for c, m in by_class.items():
+                    acc[(kind, name, c)].append(m)
+                value = by_class.get(EVAL_MEASURE_CLASS, {}).get(EVAL_MEASURE)
+                write({"page_id": rec["page_id"], "name": name, "kind": kind,
+                       EVAL_MEASURE: None if value is None or math.isnan(value) else value})
+                tracker.advance("ok")
+    rows = {"source": [], "variant": []}
+    for (kind, name, c), measured in acc.items():
+        if not measured:
+            continue
+        row = {"kind": kind, "name": name, "class": c, "n_pages": len(measured), "n_missing": missing[(kind, name)]}
+        for k in EVAL_KEYS:
+            vals = [m[k] for m in measured if not np.isnan(m[k])]
+            row[k] = float(np.mean(vals)) if vals else None
+        rows[kind].append(row)
+    sources, variants = _ranked(rows["source"]), _ranked(rows["variant"])
+    written = [out / "variant_leaderboard.tsv", out / "source_leaderboard.tsv", out / "per_page.tsv",
+               out / "summary.json"]
+    atomic_write_text(written[0], tsv_text(variants, list(EVAL_COLUMNS)))
+    atomic_write_text(written[1], tsv_text(sources, list(EVAL_COLUMNS)))
     scored = {rec["page_id"] for rec, _ in matched}
-    return {"pages": len(matched), "unscored": [p for p in rundir.manifest_page_ids(run_dir) if p not in scored],
-            "unmatched_gt": unmatched, "bad_gt": bad, "sources": rows["source"], "variants": rows["variant"],
-            "written": [str(p) for p in written]}
+    for layer in (out / "gt").glob("*.json"):   # pages an earlier call had ground truth for
+        if layer.name[:-len(".json")] not in scored:
+            layer.unlink()
+    recommended = rundir.recommended_variant(run_dir)
+    result = {"pages": len(matched), "unscored": [p for p in rundir.manifest_page_ids(run_dir) if p not in scored],
+              "unmatched_gt": unmatched, "bad_gt": bad, "best_variant": _best(variants), "best_source": _best(sources),
+              "recommended_variant": recommended,
+              "recommended_rank": next((r["rank"] for r in variants if r["name"] == recommended
+                                        and r["class"] == EVAL_MEASURE_CLASS), None)}
+    write_json(written[3], {"tool": f"newsbag {__version__}", "gt_dir": str(gt_dir.resolve()), **result,
+                            "measure": EVAL_MEASURE, "measure_class": EVAL_MEASURE_CLASS,
+                            "unscored": len(result["unscored"])})
+    return {**result, "sources": sources, "variants": variants, "written": [str(p) for p in written]}
 
 
-SUMMARY_KEYS = ("pixel_f1", "b1x", "iou_f1", "over_merge", "xcol", "n_pred")
+SUMMARY_KEYS = ("pixel_f1", "b1x", "xcol", "over_merge", "n_pred")
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def format_summary(result: dict) -> str:
-    """The rows of `run_evaluate` as an aligned table (kind, name, class, `SUMMARY_KEYS`)."""
-    head = ["kind", "name", "class", *SUMMARY_KEYS]
-    rows = [[r["kind"], r["name"], r["class"], *("-" if r[k] is None else f"{r[k]:.4f}" for k in SUMMARY_KEYS)]
-            for r in result["sources"] + result["variants"]]
-    return "\n".join(aligned_lines([head, *rows]))
+    """The ranked rows of `run_evaluate` as aligned tables, variants then sources, and what
+    each printed column means (`columns.COLUMNS`)."""
+    head = ["rank", "name", "best", EVAL_MEASURE, "class", *SUMMARY_KEYS]
+    lines = []
+    for kind in ("variants", "sources"):
+        if not result[kind]:
+            continue
+        lines.append(f"{kind}, ranked by {EVAL_MEASURE_CLASS} {EVAL_MEASURE} ({COLUMN[EVAL_MEASURE].direction}; "
+                     "best marked yes):")
+        lines += aligned_lines([head, *([str(r["rank"]), r["name"], r["best"] or "-", _cell(r[EVAL_MEASURE]),
+                                         r["class"], *(_cell(r[k]) for k in SUMMARY_KEYS)] for r in result[kind])])
+    if result.get("recommended_rank"):
+        n = sum(r["class"] == EVAL_MEASURE_CLASS for r in result["variants"])
+        lines.append(f"recommended variant {result['recommended_variant']}: rank {result['recommended_rank']} of {n} "
+                     f"by {EVAL_MEASURE_CLASS} {EVAL_MEASURE} (best: {result['best_variant']})")
+    lines += [f"  {c.name}: {c.meaning}" + (f" ({c.direction})" if c.direction else "")
+              for c in COLUMNS if c.name in (EVAL_MEASURE, *SUMMARY_KEYS)]
+    return "\n".join(lines)
+

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import rundir
 from .errors import EnvError
-from .evaluate import match_pages
+from .evaluate import gt_scale, match_pages
 from .fusion.geometry import intersection_matrix
 from .io import atomic_write_text, read_json
 from .tables import aligned_lines, tsv_text
@@ -158,9 +158,7 @@ def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
         for rec, ann in matched:
             path = folder / f"{rec['page_id']}.json"
             if path.exists():
-                sx = float(ann["width"]) / float(rec.get("width") or ann["width"])
-                sy = float(ann["height"]) / float(rec.get("height") or ann["height"])
-                rows.append(_page_scores(read_json(path), ann, sx, sy))
+                rows.append(_page_scores(read_json(path), ann, *gt_scale(rec, ann)))
         if rows:
             edits, chars = sum(r["edits"] for r in rows), sum(r["ref_chars"] for r in rows)
             edits_gt_order = sum(r["edits_gt_order"] for r in rows)

@@ -145,6 +145,11 @@ def fusion_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "outputs" / "fusion"
 
 
+def evaluation_dir(run_dir: Path) -> Path:
+    """RUN/outputs/evaluation/: `newsbag evaluate`'s leaderboards, GT layers and summary."""
+    return Path(run_dir) / "outputs" / "evaluation"
+
+
 @functools.lru_cache(maxsize=1024)
 def fused_dir(run_dir: Path, variant: str) -> Path:
     """Cached: asked for every page and variant (status, fusion's skip: 12 x 100k Paths built)."""

@@ -90,6 +90,16 @@ def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
     return {f"{s.name}/{v}": (s, v) for s in config.stages if isinstance(s, ModelStage) for v in s.variants}
 
 
+def _degenerate_sources(run_dir: Path) -> dict[str, dict]:
+    """source -> {"pages", "example"} where the last fusion found it degenerate
+    (`fusion.degenerate`), from its summary: one file, not every page's metrics."""
+    try:
+        found = read_json(rundir.fusion_dir(run_dir) / "summary.json").get("degenerate_sources")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _not_started(run_dir: Path, folder: Path) -> dict | None:
     """`rundir.not_started` of a source folder, its log named from this run dir (a run may move)."""
     record = rundir.not_started(folder)
@@ -126,6 +136,7 @@ def collect_status(run_dir: Path) -> dict:
     found = set(discover_sources(run_dir))
     judged = _recorded_sources(record)
     sha = {p.page_id: p.image_sha256 for p in records}
+    degenerate = _degenerate_sources(run_dir)
     now = time.time()
     sources = []
     for name in sorted(set(expected) | found):
@@ -157,7 +168,9 @@ def collect_status(run_dir: Path) -> dict:
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
                         "runners": rundir.runners_said_running(by_name, now),
-                        "not_started": _not_started(run_dir, folder)})
+                        "not_started": _not_started(run_dir, folder),
+                        "degenerate": degenerate.get(name, {}).get("pages", 0),
+                        "degenerate_example": degenerate.get(name, {}).get("example")})
     page_ids = sorted(ids)
     fusion = fused_status(run_dir, page_ids, options.get("fusion", {}))
     recommended = rundir.recommended_variant(run_dir)

@@ -64,7 +64,7 @@ def test_run_fusion_writes_pages_tsvs_and_summary(tmp_path):
                  "per_page_source_metrics.tsv", "summary.json"):
         assert (run / "outputs/fusion" / name).is_file()
     header, *rows = (run / "outputs/fusion/source_leaderboard.tsv").read_text().splitlines()
-    assert header.split("\t")[:3] == ["rank", "name", "family"]
+    assert header.split("\t")[:4] == ["rank", "name", "recommended", "score"]
     assert rows[0].split("\t")[1] == "paddle_layout/cdla"      # the column-true source ranks first
     assert not (run / "outputs/fusion/S2").exists()
 
@@ -655,3 +655,72 @@ def test_a_page_where_no_variant_is_current_still_counts_as_an_empty_page_with_t
     assert c["n_pages"] == 1 and list(own) == [("p1", "C")]
     assert c["score"] == pytest.approx(float(own[("p1", "C")]["score"]) / 3)
     assert c["n_regions"] == pytest.approx(float(own[("p1", "C")]["n_regions"]) / 3)
+
+
+def _tsv(path):
+    header, *lines = path.read_text().splitlines()
+    return header.split("\t"), [dict(zip(header.split("\t"), line.split("\t"))) for line in lines]
+
+
+@pytest.mark.parametrize("pinned, mark", [(None, "chosen"), ("S1", "pinned")])   # by the score / by the config
+def test_leaderboards_lead_with_rank_name_recommended_score(tmp_path, pinned, mark):
+    run = _write_run(tmp_path)
+    summary = run_fusion(run, ["p1", "p2"], {**CFG, **({"recommended": pinned} if pinned else {})})
+    header, rows = _tsv(run / "outputs/fusion/variant_leaderboard.tsv")
+    assert header[:5] == ["rank", "name", "recommended", "score", "line_coverage"]
+    assert [r["recommended"] for r in rows if r["recommended"]] == [mark]
+    assert next(r["name"] for r in rows if r["recommended"]) == summary["recommended_variant"]
+    assert [r["rank"] for r in rows] == [str(k) for k in range(1, len(rows) + 1)]
+    header, rows = _tsv(run / "outputs/fusion/source_leaderboard.tsv")
+    assert header[:4] == ["rank", "name", "recommended", "score"] and "degenerate_pages" in header
+    # the best region source is marked; the text-line evidence is no candidate
+    assert [r["name"] for r in rows if r["recommended"] == "yes"] == ["paddle_layout/cdla"]
+    assert summary["best_source"] == "paddle_layout/cdla"
+    # summary rows carry the mark too, in the table's column order
+    assert list(summary["variant_leaderboard"][0])[:4] == ["rank", "name", "recommended", "score"]
+
+
+def _write_degenerate_run(tmp_path, pids=("p1", "p2")):
+    """cdla answers p1 with one page-sized figure; tesseract and text_lines/blocks find 24
+    text regions on both pages; on p2 cdla finds them too."""
+    run = tmp_path / "run"
+    cells = [[10 + 48 * c, 10 + 45 * r, 50 + 48 * c, 50 + 45 * r] for c in range(8) for r in range(3)]
+    lines = [[x0 + 2, y0 + 5, x1 - 2, y0 + 15] for x0, y0, x1, _ in cells]
+    for pid in pids:
+        cdla = ([([0, 0, 400, 300], "figure", "image")] if pid == "p1" else [(b, "text", "text") for b in cells])
+        pages = {("paddle_layout", "cdla", "paddle_layout"): cdla,
+                 ("tesseract", "blocks", "tesseract"): [(b, "flowing_text", "text") for b in cells],
+                 ("text_lines", "blocks", "text_lines"): [(b, "text", "text") for b in cells],
+                 ("text_lines", "lines", "text_lines"): [(b, "text_line", "text_line") for b in lines]}
+        for (stage, variant, fam), regions in pages.items():
+            path = run / "outputs" / "sources" / stage / variant / f"{pid}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(_source_page(pid, stage, variant, fam, regions)))
+    _write_manifest(run, list(pids))
+    return run
+
+
+def test_a_source_answering_one_page_sized_box_is_flagged_per_page_on_the_board_and_in_status(tmp_path, capsys):
+    from newsbag.status import collect_status
+
+    run = _write_degenerate_run(tmp_path)
+    summary = run_fusion(run, ["p1", "p2"], CFG)
+    reason = "one page-sized box (100% of the page) where the other sources find 24 text regions (median)"
+    p1 = json.loads((run / "outputs/fusion/_metrics/p1.json").read_text())
+    assert {s: m["degenerate"] for s, m in p1["sources"].items()} == {
+        "paddle_layout/cdla": reason, "tesseract/blocks": "", "text_lines/blocks": "", "text_lines/lines": ""}
+    p2 = json.loads((run / "outputs/fusion/_metrics/p2.json").read_text())
+    assert not any(m["degenerate"] for m in p2["sources"].values())
+    _, rows = _tsv(run / "outputs/fusion/source_leaderboard.tsv")
+    assert {r["name"]: r["degenerate_pages"] for r in rows} == {
+        "paddle_layout/cdla": "1", "tesseract/blocks": "0", "text_lines/blocks": "0", "text_lines/lines": "0"}
+    assert summary["degenerate_sources"] == {"paddle_layout/cdla": {"pages": 1, "example": f"page p1: {reason}"}}
+    status = {s["source"]: s for s in collect_status(run)["sources"]}
+    assert (status["paddle_layout/cdla"]["degenerate"], status["paddle_layout/cdla"]["degenerate_example"]) == (
+        1, f"page p1: {reason}")
+    assert (status["tesseract/blocks"]["degenerate"], status["tesseract/blocks"]["degenerate_example"]) == (0, None)
+    from nbtest import run_cli   # the real entry point: a CliRunner's log handler would outlive the test
+
+    code, out, err = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0, err
+    assert f"      degenerate on 1 page(s), e.g. page p1: {reason}" in out.splitlines()

@@ -13,24 +13,23 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .. import __version__, labels, rundir
+from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..tables import tsv_text, tsv_writer
+from .degenerate import degenerate_reasons, largest_box_share
 from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
 from .geometry import box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 from .variants import fusion_source_names  # noqa: F401  (the fusion kind's entry in builtin.REGISTRY)
 
-__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "SCORE_DOC"]
+__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page"]
 
 log = logging.getLogger(__name__)
 
-SCORE_DOC = ("score = mean over the pages fused (a page without output counts as empty) of line_coverage "
-             "* (1 - cross_share) * (1 - lonely_line_share/2) * (1 - empty_share/2) * (1 - overlap_share); "
-             "see newsbag.fusion.metrics.page_score")
 _SOURCE_KEYS = METRIC_KEYS + ("loo_pixel_f1", "loo_box_agreement")
 
 
@@ -133,6 +132,12 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
         m = page_metrics(own, lines, line_tree, line_pairs[s])
         metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
                       "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
+    names = region_sources + line_source
+    reasons = degenerate_reasons([metrics[s]["n_regions"] for s in names], [metrics[s]["n_text"] for s in names],
+                                 [largest_box_share(pages[s].xyxy, pool.meta.width, pool.meta.height) for s in names],
+                                 [s in region_sources for s in names])
+    for s, why in zip(names, reasons):
+        metrics[s]["degenerate"] = why
     return pool, pairs, line_mask, line_tree, metrics
 
 
@@ -449,14 +454,16 @@ class _Board:
     so a source that ran on 10 of 100 pages cannot top the board with its mean over those
     10. ``n_pages`` is the pages where the name has metrics. Whether a page has text lines
     comes from its source metrics (`_has_lines`): a page where no variant is current still has them.
+    Pages a source was degenerate on (`fusion.degenerate`) are counted, with the first one's reason.
     """
 
     def __init__(self, kind: str, keys: tuple[str, ...]):
         self.kind, self.keys = kind, keys
         self.names: dict[str, dict] = {}
         self.pages = {True: 0, False: 0}   # pages added, by whether they have text lines
+        self.degenerate: dict[str, dict] = {}   # source -> {"pages", "example"} (`fusion.degenerate`)
 
-    def add(self, metrics_by_name: dict[str, dict], lined: bool) -> None:
+    def add(self, metrics_by_name: dict[str, dict], lined: bool, page_id: str = "") -> None:
         self.pages[lined] += 1
         for name, m in metrics_by_name.items():
             acc = self.names.get(name)
@@ -464,6 +471,9 @@ class _Board:
                 acc = self.names[name] = {"n": {True: 0, False: 0}, "family": m.get("family", ""),
                                           "sum": dict.fromkeys(self.keys, 0.0), "count": dict.fromkeys(self.keys, 0)}
             acc["n"][lined] += 1
+            if m.get("degenerate"):
+                seen = self.degenerate.setdefault(name, {"pages": 0, "example": f"page {page_id}: {m['degenerate']}"})
+                seen["pages"] += 1
             for k in self.keys:
                 v = m.get(k)
                 if v is not None:
@@ -488,6 +498,7 @@ class _Board:
             row.update({k: total[k] / count[k] if count[k] else None for k in self.keys})
             if self.kind == "sources":
                 row["family"] = acc["family"]
+                row["degenerate_pages"] = self.degenerate.get(name, {}).get("pages", 0)
             rows.append(row)
         return _ranked(rows)
 
@@ -642,7 +653,7 @@ def run_fusion(
                 continue
             lined = _has_lines(current["sources"])
             boards["variants"].add(current["variants"], lined)
-            boards["sources"].add(current["sources"], lined)
+            boards["sources"].add(current["sources"], lined, pid)
             yield current
 
     with atomic_text_file(fusion / "per_page_variant_metrics.tsv", keep_same=True) as vt, \
@@ -659,18 +670,12 @@ def run_fusion(
     for r in vrows:
         r["method"] = method.get(r["name"], "")
         r["what"] = RECIPE_DOC.get(r["name"], r["method"])
-    atomic_write_text(fusion / "variant_leaderboard.tsv",
-                      tsv_text(vrows, ["rank", "name", "method", "n_pages", *vkeys, "what"]), keep_same=True)
-    atomic_write_text(fusion / "source_leaderboard.tsv",
-                      tsv_text(srows, ["rank", "name", "family", "n_pages", *skeys]), keep_same=True)
-
-    if cfg.recommended is not None and cfg.recommended in active:
-        recommended, by = cfg.recommended, "config"
-    else:
-        scored = [r for r in vrows if r["score"] is not None]
-        recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
-        if cfg.recommended is not None:
-            by = f"score (pinned {cfg.recommended!r} was skipped)"
+    recommended, by = _recommend(cfg, active, vrows)
+    best_source = next((r["name"] for r in srows if r["score"] is not None and _is_region_source(r["name"], cfg)), None)
+    vrows = _marked(vrows, recommended, "pinned" if by == "config" else "chosen", VARIANT_COLUMNS)
+    srows = _marked(srows, best_source, "yes", SOURCE_COLUMNS)
+    atomic_write_text(fusion / "variant_leaderboard.tsv", tsv_text(vrows, list(VARIANT_COLUMNS)), keep_same=True)
+    atomic_write_text(fusion / "source_leaderboard.tsv", tsv_text(srows, list(SOURCE_COLUMNS)), keep_same=True)
     summary = {
         "tool": f"newsbag {__version__}",
         "n_pages": n_records,
@@ -684,13 +689,33 @@ def run_fusion(
         "source_order": source_order,
         "recommended_variant": recommended,
         "recommended_by": by,
-        "score": SCORE_DOC,
+        "best_source": best_source,
+        "degenerate_sources": dict(sorted(boards["sources"].degenerate.items())),
+        "score": COLUMN["score"].meaning,
         "variant_leaderboard": vrows,
         "source_leaderboard": srows,
     }
     summary = _jsonable(summary)
     write_json(fusion / "summary.json", summary, keep_same=True)
     return {**summary, "counts": counts, **counts, "failures": failures}
+
+
+def _recommend(cfg: FusionConfig, active: dict[str, list[str]], vrows: list[dict]) -> tuple[str | None, str]:
+    """(the recommended variant, why: "config", "score", or the pinned one skipped)."""
+    if cfg.recommended is not None and cfg.recommended in active:
+        return cfg.recommended, "config"
+    scored = [r for r in vrows if r["score"] is not None]
+    recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
+    if cfg.recommended is not None:
+        by = f"score (pinned {cfg.recommended!r} was skipped)"
+    return recommended, by
+
+
+def _marked(rows: list[dict], name: str | None, mark: str, columns: tuple[str, ...]) -> list[dict]:
+    """Rows with the ``recommended`` mark on `name`, keys in the table's column order (the
+    gallery shows summary.json's rows in that order)."""
+    return [{c: (mark if r["name"] == name else "") if c == "recommended" else r.get(c) for c in columns}
+            for r in rows]
 
 
 def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:
