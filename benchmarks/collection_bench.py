@@ -68,7 +68,7 @@ def current_boards(run: Path, config: Path) -> None:
 
     from newsbag import rundir
     from newsbag.pages import read_pages
-    from newsbag.review.gallery import DATA_JS, SCAN
+    from newsbag.review.gallery import DATA_JS, THUMB
     from newsbag.review.stage import _inputs, _plan, parse_review_cfg, run_review
 
     records = read_pages(run)
@@ -81,7 +81,7 @@ def current_boards(run: Path, config: Path) -> None:
     for record in records[1:]:
         page_dir = rundir.review_page_dir(run, record.page_id)
         page_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("board.png", SCAN, DATA_JS):
+        for name in (template["scan"], THUMB, DATA_JS):
             os.link(first / name, page_dir / name)
         inputs = _inputs(run, record, plan, {})   # no info.json recorded for this board yet
         info = {**template, "page_id": record.page_id, "path": record.path, "image_path": record.image_path,

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cdp import CHROMIUM, Browser  # noqa: E402
 from _machine import machine_line  # noqa: E402
 
-from newsbag.review.gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data  # noqa: E402
+from newsbag.review.gallery import DATA_JS, SCANS, page_layer, write_gallery, write_page_data  # noqa: E402
 from newsbag.review.stage import _gallery_context, _Outcome  # noqa: E402
 
 W, H = 2400, 3200
@@ -58,11 +58,11 @@ def build(root: Path, n_pages: int, n_boxes: int, n_data: int) -> Path:
     outcomes = []
     for k in range(n_pages):
         page_id = f"issue{k // 8:04d}__p{k % 8}-{k:08x}"
-        score = {"score": rng.random() * 3, "source_disagreement": rng.random(), "fused_disagreement": rng.random(),
+        score = {"review_priority": rng.random() * 3, "source_disagreement": rng.random(), "fused_disagreement": rng.random(),
                  "line_coverage": rng.random(), "failed_share": 0.0, "failed_sources": [],
                  "reasons": ["sources disagree: 60% of blocks unmatched between sources"] if k % 3 == 0 else []}
-        outcomes.append(_Outcome(page_id, "ok", info={"score": score, "path": f"scans/{page_id}.tif"}))
-    ranked = sorted(outcomes, key=lambda o: -o.info["score"]["score"])
+        outcomes.append(_Outcome(page_id, "ok", info={"priority": score, "path": f"scans/{page_id}.tif"}))
+    ranked = sorted(outcomes, key=lambda o: -o.info["priority"]["review_priority"])
     ctx = _gallery_context(root, ranked, [], {"a/x": None, "b/y": None, "text_lines/lines": None},
                            {"v1": None, "v2": None}, "v1", "top20_informative", absent=0)
     ctx["leaderboards"] = [("Fusion variants", {"columns": ["rank", "name", "score"],
@@ -76,7 +76,7 @@ def build(root: Path, n_pages: int, n_boxes: int, n_data: int) -> Path:
         draw = ImageDraw.Draw(im)
         for y in range(40, im.height - 40, 14):
             draw.rectangle([60, y, im.width - 60, y + 6], fill=40)
-        im.save(page_dir / SCAN, quality=80)
+        im.save(page_dir / SCANS[1], quality=60)
         page = lambda regions: {"page_id": o.page_id, "image": {"path": "", "width": W, "height": H},  # noqa: E731
                                 "regions": regions}
         layers = [page_layer("a/x", "source", page(_regions(rng, n_boxes, False))),
@@ -84,7 +84,7 @@ def build(root: Path, n_pages: int, n_boxes: int, n_data: int) -> Path:
                   page_layer("text_lines/lines", "source", page(_regions(rng, 1500, False, "text_line"))),
                   page_layer("fusion/v1", "fused", page(_regions(rng, n_boxes, True)), recommended=True),
                   page_layer("fusion/v2", "fused", page(_regions(rng, n_boxes, True)))]
-        write_page_data(page_dir / DATA_JS, o.page_id, W, H, layers)
+        write_page_data(page_dir / DATA_JS, o.page_id, W, H, layers, SCANS[1])
     return review / "index.html"
 
 

@@ -1,7 +1,8 @@
 "use strict";
-// The review gallery: sortable leaderboards, a sortable paged page list, and a page view with
-// the scan under one SVG overlay per source and fused variant. Per-page boxes load on demand
-// from pages/<page_id>/data.js (a <script> tag: works from file:// where fetch() does not).
+// The review gallery: sortable leaderboards, strip plots of the layout score, a sortable paged
+// page list beside a page view with the scan under one SVG overlay per source and fused variant.
+// Per-page boxes load on demand from pages/<page_id>/data.js, the evaluation (when `newsbag
+// evaluate` has run) from evaluation.js: <script> tags, which work from file:// where fetch() does not.
 (function () {
   const data = JSON.parse(document.getElementById("gallery-data").textContent);
   const F = {};
@@ -37,12 +38,17 @@
     }));
   });
 
+  function pagePath(pageId, file) {
+    return `${data.pages_dir}/${encodeURIComponent(pageId)}/${file}`;
+  }
+  const rowOf = (pageId) => data.rows.find((r) => r[F.page_id] === pageId);
+
   // ---- page list ----
   const list = $("page-list");
   const filter = $("filter");
   const onlyFailures = $("only-failures");
   const shown = $("shown");
-  let sortKey = "rank", sortDir = "asc", offset = 0, visible = data.rows;
+  let sortKey = "rank", sortDir = "asc", offset = 0, visible = data.rows, current = null;
 
   function fmt(v) {
     if (v === null || v === undefined) return "";
@@ -68,13 +74,27 @@
     visible.slice(offset, offset + ROWS_PER_VIEW).forEach((r) => {
       const tr = document.createElement("tr");
       tr.dataset.page = r[F.page_id];
-      const cells = [r[F.rank], r[F.page_id], ...data.columns.map((c) => r[F[c.key]]), r[F.failed_sources], r[F.reasons]];
-      cells.forEach((v, k) => {
+      const cells = [[r[F.rank], ""], [r[F.page_id], "page"], ...data.columns.map((c) => [r[F[c.key]], c.extra ? "extra" : ""]),
+                     [r[F.failed_sources], "extra bad"]];
+      cells.forEach(([v, cls]) => {
         const td = document.createElement("td");
         td.textContent = fmt(v);
-        if (k === cells.length - 2 && v) td.className = "bad";
+        if (cls) td.className = cls;
         tr.appendChild(td);
       });
+      // The page cell: thumbnail, id, and why the page is worth a look (the list's widest text,
+      // kept under the id so the numbers stay in view on a narrow list).
+      const thumb = document.createElement("img");
+      thumb.className = "thumb";
+      thumb.loading = "lazy";
+      thumb.alt = "";
+      thumb.src = pagePath(r[F.page_id], data.thumb);
+      const why = document.createElement("div");
+      why.className = "why";
+      why.textContent = r[F.reasons];
+      tr.cells[1].prepend(thumb);
+      tr.cells[1].append(why);
+      if (r[F.page_id] === current) tr.classList.add("open");
       tr.addEventListener("click", () => openPage(r[F.page_id]));
       frag.appendChild(tr);
     });
@@ -96,6 +116,7 @@
     offset = 0;
     refresh();
   }));
+  $("more-columns").addEventListener("change", (ev) => list.classList.toggle("more", ev.target.checked));
   filter.addEventListener("input", () => { offset = 0; refresh(); });
   onlyFailures.addEventListener("change", () => { offset = 0; refresh(); });
   $("prev-rows").addEventListener("click", () => { offset = Math.max(0, offset - ROWS_PER_VIEW); draw(); });
@@ -113,11 +134,9 @@
   const cache = {};
   const hidden = new Set();   // layer names the reviewer switched off
   const shownByUser = new Set();  // layer names the reviewer switched on
-  let current = null, pinned = false;
+  let pinned = false;
+  let evaluation = null;   // what evaluation.js holds, once it has loaded
 
-  function pagePath(pageId, file) {
-    return `${data.pages_dir}/${encodeURIComponent(pageId)}/${file}`;
-  }
   window.newsbagPage = function (page) {
     cache[page.page_id] = page;
     if (current === page.page_id) render(page);
@@ -129,13 +148,17 @@
     offset = k - k % ROWS_PER_VIEW;
     draw();
   }
+  // Side by side (wide screens) the page opens beside the list and the window stays put;
+  // stacked (phones) it scrolls to the page view.
+  const sideBySide = window.matchMedia("(min-width: 1000px)");
   function openPage(pageId) {
     current = pageId;
     follow(pageId);
+    list.querySelectorAll("tbody tr").forEach((tr) => tr.classList.toggle("open", tr.dataset.page === pageId));
     viewer.hidden = false;
     viewer.dataset.page = "";
     $("viewer-title").textContent = pageId;
-    $("viewer-board").href = pagePath(pageId, "board.png");
+    pageInfo(pageId);
     if (location.hash !== "#page=" + encodeURIComponent(pageId)) {
       history.replaceState(null, "", "#page=" + encodeURIComponent(pageId));
     }
@@ -146,16 +169,17 @@
       viewer.dataset.page = "error";
       const failed = Array.from(document.querySelectorAll("tr.failed-page")).find((tr) => tr.dataset.page === pageId);
       $("viewer-title").textContent = pageId + (failed ? ": review failed: " + failed.cells[1].textContent
-                                                        : ": no page data (board not drawn yet or out of date: rerun newsbag review)");
+                                                        : ": no page data (not reviewed yet or out of date: rerun newsbag review)");
     };
     s.onload = () => s.remove();
     document.head.appendChild(s);
-    viewer.scrollIntoView({block: "start"});
+    if (!sideBySide.matches) viewer.scrollIntoView({block: "start"});
   }
   function defaultOn(layer, page) {
     if (hidden.has(layer.name)) return false;
     if (shownByUser.has(layer.name)) return true;
     // The recommended fused layer, else (it failed on this page, or is not made yet) the first one with boxes.
+    if (layer.kind === "gt") return true;
     const fused = page.layers.filter((l) => l.kind === "fused" && !l.failed && !l.pending);
     const ref = fused.find((l) => l.recommended) || fused[0];
     return ref ? layer.name === ref.name : layer === page.layers[0];
@@ -167,23 +191,23 @@
     scan.alt = "scan of " + page.page_id;
     stage.style.aspectRatio = `${page.width} / ${page.height}`;
     const fontSize = Math.max(page.width, page.height) / 70;
-    page.layers.forEach((layer) => {
+    const gt = evaluation && evaluation.gt[page.page_id];
+    page.layersShown = gt ? [...page.layers, gtLayer(gt)] : page.layers;
+    page.layersShown.forEach((layer) => {
       const svg = document.createElementNS(SVG, "svg");
       svg.setAttribute("class", `layer ${layer.kind}`);
-      svg.setAttribute("viewBox", `0 0 ${page.width} ${page.height}`);
+      svg.setAttribute("viewBox", `0 0 ${layer.width || page.width} ${layer.height || page.height}`);
       svg.setAttribute("preserveAspectRatio", "none");
       svg.dataset.layer = layer.name;
-      const stroke = Math.max(page.width, page.height) / (layer.kind === "fused" ? 500 : 700);
       layer.boxes.forEach((b, i) => {
         const [x0, y0, x1, y1, code] = b;
-        const coarse = page.coarse[code];
+        const coarse = layer.kind === "gt" ? b[10] : page.coarse[code];
         const rect = document.createElementNS(SVG, "rect");
         rect.setAttribute("x", x0); rect.setAttribute("y", y0);
         rect.setAttribute("width", Math.max(0, x1 - x0)); rect.setAttribute("height", Math.max(0, y1 - y0));
         rect.setAttribute("class", "box c-" + coarse);
         rect.setAttribute("stroke", data.colors[coarse] || "#888");
         rect.setAttribute("fill", data.colors[coarse] || "#888");
-        rect.setAttribute("stroke-width", stroke);
         rect.dataset.i = i;
         svg.appendChild(rect);
         if (layer.kind === "fused" && b[6] !== null && b[6] !== undefined) {
@@ -212,6 +236,7 @@
       label.appendChild(box);
       const n = layer.boxes.length;
       label.append(` ${layer.name}${layer.recommended ? " ★" : ""} (${layer.failed ? "FAILED" : layer.pending ? "not fused yet" : n})`);
+      if (layer.kind === "gt") label.id = "gt-toggle";
       layersBox.appendChild(label);
     });
     stage.classList.toggle("no-order", !$("show-order").checked);
@@ -220,12 +245,12 @@
     viewer.dataset.page = page.page_id;
   }
   function describe(page, layerName, i) {
-    const layer = page.layers.find((l) => l.name === layerName);
+    const layer = page.layersShown.find((l) => l.name === layerName);
     const b = layer.boxes[i];
     const [x0, y0, x1, y1, code, score, order, raw, support, members] = b;
     const lines = [
       ["layer", layerName],
-      ["label", page.labels[code] + (raw && raw !== page.labels[code] ? ` (${raw})` : "")],
+      ["label", layer.kind === "gt" ? raw : page.labels[code] + (raw && raw !== page.labels[code] ? ` (${raw})` : "")],
       ["score", score === null ? "none" : score.toFixed(3)],
       ["box", `${x0},${y0} – ${x1},${y1}`],
     ];
@@ -299,6 +324,212 @@
     if (ev.key === "k") step(-1);
   });
 
+
+  // ---- plots (inline SVG, no library) ----
+  function el(name, attrs, text) {
+    const e = document.createElementNS(SVG, name);
+    Object.entries(attrs || {}).forEach(([k, v]) => e.setAttribute(k, v));
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function title(e, text) { e.appendChild(el("title", {}, text)); return e; }
+  const PLOT_W = 520, LABEL_W = 200, ROW_H = 17;
+  const px = (v) => LABEL_W + 10 + v * (PLOT_W - LABEL_W - 20);
+  // One row per variant and source: a dot per page's layout score (x 0..1), the median as a
+  // tick; `here` (a page id) is drawn as a large red dot. `notes` adds text after a name.
+  function stripPlot(box, here, notes) {
+    const names = data.strip;
+    const rows = data.rows.filter((r) => r[F.layout]);
+    if (!names.length || !rows.length) { box.replaceChildren(); return false; }
+    const height = ROW_H * names.length + 24;
+    const svg = el("svg", {viewBox: `0 0 ${PLOT_W} ${height}`, role: "img", "aria-label": "layout score per variant and source"});
+    [0, 0.5, 1].forEach((v) => {
+      svg.appendChild(el("line", {x1: px(v), x2: px(v), y1: 0, y2: height - 18, class: "axis"}));
+      svg.appendChild(el("text", {x: px(v), y: height - 4, "text-anchor": "middle"}, String(v)));
+    });
+    names.forEach((n, k) => {
+      const y = ROW_H * k + ROW_H / 2 + 2;
+      const label = el("text", {x: LABEL_W, y: y + 4, "text-anchor": "end", class: n.name === data.recommended ? "rec" : ""},
+                       `${n.name}${n.name === data.recommended ? " ★" : ""}${notes ? notes(k) : ""}`);
+      svg.appendChild(label);
+      const values = [];
+      rows.forEach((r) => {
+        const v = r[F.layout][k];
+        if (v === null || v === undefined) return;
+        values.push(v);
+        if (r[F.page_id] !== here) svg.appendChild(title(el("circle", {cx: px(v), cy: y, r: 3, class: `dot ${n.kind}`}), `${r[F.page_id]}: ${v.toFixed(3)}`));
+      });
+      if (values.length) {
+        values.sort((a, b) => a - b);
+        const m = values[Math.floor(values.length / 2)];
+        svg.appendChild(el("line", {x1: px(m), x2: px(m), y1: y - 7, y2: y + 7, class: "median"}));
+      }
+      const mine = here && rowOf(here);
+      const v = mine && mine[F.layout] ? mine[F.layout][k] : null;
+      if (v !== null && v !== undefined) svg.appendChild(title(el("circle", {cx: px(v), cy: y, r: 5.5, class: "dot here"}), `this page: ${v.toFixed(3)}`));
+    });
+    box.replaceChildren(svg);
+    return true;
+  }
+  // How many pages each variant is the best variant on (the mean hides this).
+  function bestCounts() {
+    const counts = data.strip.map(() => 0);
+    data.rows.forEach((r) => {
+      const l = r[F.layout];
+      if (!l) return;
+      let best = -1;
+      data.strip.forEach((n, k) => {
+        if (n.kind === "variant" && l[k] !== null && (best < 0 || l[k] > l[best])) best = k;
+      });
+      if (best >= 0) counts[best] += 1;
+    });
+    return (k) => data.strip[k].kind === "variant" ? ` · best on ${counts[k]}` : "";
+  }
+  if (stripPlot($("strip-all"), null, bestCounts())) $("strip-all-panel").hidden = false;
+
+  // ---- the page's scores, why look, transcript ----
+  function pageInfo(pageId) {
+    const r = rowOf(pageId);
+    $("page-why").textContent = r ? r[F.reasons] : "";
+    const scores = $("page-scores");
+    scores.replaceChildren();
+    const add = (k, v) => {
+      const d = document.createElement("div");
+      const dt = document.createElement("dt"), dd = document.createElement("dd");
+      dt.textContent = k; dd.textContent = v;
+      d.append(dt, dd);
+      scores.appendChild(d);
+    };
+    if (r) data.columns.forEach((c) => { if (!c.extra && r[F[c.key]] !== null && r[F[c.key]] !== undefined) add(c.label, fmt(r[F[c.key]])); });
+    const measured = evaluation && evaluation.pages[pageId];
+    if (measured) {
+      const ref = data.reference;
+      if (ref && measured[ref] !== undefined && measured[ref] !== null) add(`${ref} ${evaluation.measure} (GT)`, fmt(measured[ref]));
+      const best = Object.entries(measured).filter(([, v]) => v !== null).sort((a, b) => b[1] - a[1])[0];
+      if (best) add(`best ${evaluation.measure} (GT)`, `${best[0]} ${fmt(best[1])}`);
+    }
+    stripPlot($("strip-page"), pageId);
+    const board = $("viewer-board");
+    board.hidden = !(r && r[F.board]);
+    if (r && r[F.board]) board.href = `${data.top_dir}/${encodeURIComponent(r[F.board])}`;
+    const variants = r ? r[F.transcripts] || [] : [];
+    const box = $("transcript");
+    box.hidden = !variants.length;
+    const links = $("transcript-links");
+    links.replaceChildren();
+    const frame = $("transcript-frame");
+    frame.removeAttribute("src");
+    variants.forEach((v, k) => {
+      const href = `${data.transcripts_dir}/${v.split("/").map(encodeURIComponent).join("/")}/${encodeURIComponent(pageId)}.txt`;
+      const a = document.createElement("a");
+      a.href = href; a.target = "transcript-frame"; a.textContent = `fusion/${v}`;
+      links.appendChild(a);
+      if (k === 0) frame.dataset.src = href;
+    });
+  }
+  // The transcript's frame loads when opened, not with every page.
+  $("transcript").addEventListener("toggle", (ev) => {
+    const frame = $("transcript-frame");
+    if (ev.target.open && !frame.getAttribute("src") && frame.dataset.src) frame.src = frame.dataset.src;
+  });
+  $("transcript-frame").name = "transcript-frame";
+
+  // ---- evaluation (evaluation.js, written by `newsbag evaluate` and `newsbag review`) ----
+  const GT_COARSE = {text: "text", graphic: "image", image: "image", table: "table", title: "title"};
+  function gtLayer(gt) {
+    return {name: "ground truth", kind: "gt", failed: false, pending: false, recommended: false,
+            width: gt.width, height: gt.height,
+            boxes: gt.regions.map(([x0, y0, x1, y1, cls, label]) => [x0, y0, x1, y1, -1, null, null, label, [], [], GT_COARSE[cls] || "other"])};
+  }
+  function ranks(values) {
+    const order = values.map((v, i) => [v, i]).sort((a, b) => a[0] - b[0]);
+    const out = new Array(values.length);
+    for (let i = 0; i < order.length;) {
+      let j = i;
+      while (j + 1 < order.length && order[j + 1][0] === order[i][0]) j += 1;
+      for (let k = i; k <= j; k += 1) out[order[k][1]] = (i + j) / 2;
+      i = j + 1;
+    }
+    return out;
+  }
+  function spearman(xs, ys) {
+    const rx = ranks(xs), ry = ranks(ys);
+    const mean = (a) => a.reduce((s, v) => s + v, 0) / a.length;
+    const mx = mean(rx), my = mean(ry);
+    let sxy = 0, sxx = 0, syy = 0;
+    rx.forEach((x, i) => { sxy += (x - mx) * (ry[i] - my); sxx += (x - mx) ** 2; syy += (ry[i] - my) ** 2; });
+    return sxx && syy ? sxy / Math.sqrt(sxx * syy) : null;
+  }
+  function evaluationTable(ev) {
+    const by = {};
+    Object.entries(ev.pages).forEach(([pageId, measured]) => Object.entries(measured).forEach(([name, v]) => {
+      if (v === null) return;
+      const s = ev.scores[pageId] && ev.scores[pageId][name];
+      const e = by[name] || (by[name] = {gt: [], score: []});
+      e.gt.push(v);
+      if (s !== undefined) e.score.push(s);
+    }));
+    const mean = (a) => a.length ? a.reduce((s, v) => s + v, 0) / a.length : null;
+    const rows = Object.entries(by).map(([name, e]) => [name, ev.kinds[name] || "", mean(e.gt), mean(e.score), e.gt.length])
+      .sort((a, b) => b[2] - a[2] || a[0].localeCompare(b[0]));
+    const table = $("evaluation-table");
+    const head = document.createElement("tr");
+    ["rank", "name", "kind", `${ev.measure} (GT, higher is better)`, "score (no GT)", "pages"].forEach((t) => {
+      const th = document.createElement("th"); th.textContent = t; head.appendChild(th);
+    });
+    table.tHead.replaceChildren(head);
+    const body = document.createDocumentFragment();
+    rows.forEach((row, k) => {
+      const tr = document.createElement("tr");
+      if (k === 0) tr.className = "best";
+      [k + 1, row[0] + (k === 0 ? " ★ best" : "") + (row[0] === data.recommended ? " (recommended)" : ""), ...row.slice(1)]
+        .forEach((v) => { const td = document.createElement("td"); td.textContent = fmt(v); tr.appendChild(td); });
+      tr.dataset.name = row[0];
+      body.appendChild(tr);
+    });
+    table.tBodies[0].replaceChildren(body);
+  }
+  function evaluationPlot(ev) {
+    const pts = [];
+    Object.entries(ev.pages).forEach(([pageId, measured]) => Object.entries(measured).forEach(([name, v]) => {
+      const s = ev.scores[pageId] && ev.scores[pageId][name];
+      if (v !== null && s !== undefined && s !== null) pts.push({pageId, name, x: s, y: v, kind: ev.kinds[name]});
+    }));
+    const W = 420, H = 300, L = 44, B = 36, T = 8, R = 8;
+    const sx = (v) => L + v * (W - L - R), sy = (v) => H - B - v * (H - B - T);
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `layout score (no GT) against ${ev.measure} (GT)`});
+    [0, 0.5, 1].forEach((v) => {
+      svg.appendChild(el("line", {x1: sx(v), x2: sx(v), y1: T, y2: H - B, class: "axis"}));
+      svg.appendChild(el("line", {x1: L, x2: W - R, y1: sy(v), y2: sy(v), class: "axis"}));
+      svg.appendChild(el("text", {x: sx(v), y: H - B + 14, "text-anchor": "middle"}, String(v)));
+      svg.appendChild(el("text", {x: L - 6, y: sy(v) + 4, "text-anchor": "end"}, String(v)));
+    });
+    svg.appendChild(el("text", {x: (L + W) / 2, y: H - 4, "text-anchor": "middle"}, "layout score (no ground truth)"));
+    svg.appendChild(el("text", {x: 12, y: (T + H - B) / 2, "text-anchor": "middle", transform: `rotate(-90 12 ${(T + H - B) / 2})`},
+                       `${ev.measure} (ground truth)`));
+    pts.forEach((p) => svg.appendChild(title(el("circle", {cx: sx(p.x), cy: sy(p.y), r: 3, class: `dot ${p.kind}`}),
+                                             `${p.name} on ${p.pageId}: score ${p.x.toFixed(3)}, ${ev.measure} ${p.y.toFixed(3)}`)));
+    $("evaluation-plot").replaceChildren(svg);
+    const rho = pts.length > 2 ? spearman(pts.map((p) => p.x), pts.map((p) => p.y)) : null;
+    $("evaluation-note").textContent = `${pts.length} (page, variant or source) pairs; blue: fused variants, grey: sources. ` +
+      (rho === null ? "" : `Rank correlation of the no-GT score with ${ev.measure}: ${rho.toFixed(2)} (1 = the score orders layouts as the ground truth does).`);
+  }
+  window.newsbagEvaluation = function (ev) {
+    evaluation = ev;
+    $("evaluation-measure").textContent = `(${Object.keys(ev.pages).length} pages with ground truth; ${ev.measure}, higher is better)`;
+    evaluationTable(ev);
+    evaluationPlot(ev);
+    $("evaluation").hidden = false;
+    const legend = $("legend");
+    const li = document.createElement("li");
+    li.innerHTML = '<span class="swatch" style="border: 2px dotted #222"></span>';
+    li.append("dotted: ground truth (page view)");
+    legend.appendChild(li);
+    document.body.dataset.evaluation = "1";
+    if (current) pageInfo(current);
+    if (current && cache[current]) render(cache[current]);
+  };
+
   refresh();
   document.body.dataset.readyMs = String(Math.round(performance.now()));
   document.body.dataset.ready = "1";
@@ -309,4 +540,6 @@
   }
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
+  // The first screen shows a page: the one most worth a look, beside the list.
+  if (!current && sideBySide.matches && visible.length) openPage(visible[0][F.page_id]);
 })();

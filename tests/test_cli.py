@@ -149,7 +149,7 @@ def test_fuse_and_review_rerun_on_an_existing_run(tmp_path, page_dir, capsys):
     assert summary["sources"] == ["fake/a", "fake/b"]
     code, out, err = run_cli(capsys, "review", "--run-dir", run)
     assert code == 0, err
-    assert len(list((run / "review/pages").glob("*/board.png"))) == 5
+    assert len(list((run / "review/pages").glob("*/data.js"))) == 5
 
 
 def test_relative_config_paths_resolve_against_the_config_folder(tmp_path, page_dir, capsys, monkeypatch):

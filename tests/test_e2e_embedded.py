@@ -68,8 +68,8 @@ def test_embedded_default_run_end_to_end(inputs, tmp_path, capsys):
             assert fused["page_id"] == page_id
             assert all("support" in r and "members" in r for r in fused["regions"])
     for page_id in page_ids:
-        with Image.open(run / "review/pages" / page_id / "board.png") as board:
-            assert board.width > 400 and board.height > 200
+        with Image.open(run / "review/pages" / page_id / "thumb.jpg") as thumb:
+            assert thumb.width == 120 and thumb.height > 100
     assert (run / "review/index.html").exists()
 
     report = json.loads((run / "reports/run_all.json").read_text())

@@ -16,14 +16,14 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
-        "newsbag.parallel", "newsbag.progress", "newsbag.sweep"})),
+        "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns"})),
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk", frozenset({"newsbag.io"})),
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.builtin", "newsbag.config", "newsbag.pages"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
-        "newsbag.review.score", "newsbag.review.gallery"})),
+        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review", "newsbag.review.stage", "newsbag.export.stage",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",

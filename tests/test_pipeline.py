@@ -122,8 +122,8 @@ def test_status_counts_the_fused_pages_of_a_changed_variant_stale(tmp_path, page
 def test_a_review_failure_reaches_exit_code_and_status(tmp_path, page_dir, capsys):
     run, cfg, code, err = _run(tmp_path, page_dir, capsys)
     assert code == 0, err
-    (page_dir / "issue1/p2.png").unlink()
-    code, _, err = run_cli(capsys, "review", "--run-dir", run)
+    (page_dir / "issue1/p2.png").unlink()   # a current board stays without its scan: redrawing it fails
+    code, _, err = run_cli(capsys, "review", "--run-dir", run, "--force")
     assert code == 4 and "review: 1 page(s) failed" in err
     _, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     info = json.loads(out)
@@ -549,7 +549,7 @@ def _mixed_run(tmp_path, page_dir, capsys):
     (run / "outputs/fusion/C/_failed").mkdir(exist_ok=True)
     (run / "outputs/fusion/C/_failed" / f"{pid['issue2/p3']}.json").write_text(json.dumps({"page_id": pid["issue2/p3"],
                                                                                            "error": "fusion broke"}))
-    (run / "review/pages" / pid["issue2/p3"] / "board.png").unlink()
+    (run / "review/pages" / pid["issue2/p3"] / "data.js").unlink()
     (run / "review/pages" / pid["issue2/p3"] / "failed.json").write_text(json.dumps({"page_id": pid["issue2/p3"],
                                                                                     "error": "unreadable image"}))
     return run, pid
@@ -788,7 +788,7 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
     deep = ids["deep.tif"]
     assert {f"cache/images/{deep}.png", f"outputs/sources/fake/v/{deep}.json", f"outputs/sources/fake/w/{deep}.json",
             f"outputs/fusion/C/{deep}.json", f"outputs/fusion/S/{deep}.json",
-            f"review/pages/{deep}/board.png"} <= set(changed["deep.tif"])
+            f"review/pages/{deep}/data.js"} <= set(changed["deep.tif"])
 
 
 def test_a_manifest_without_conversion_revisions_redoes_its_converted_pages_once(tmp_path, capsys, monkeypatch):
@@ -848,7 +848,7 @@ def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsy
     assert list(changed) == ["rgb16.png"], changed
     rgb16 = ids["rgb16.png"]
     assert {f"cache/images/{rgb16}.png", f"outputs/sources/fake/v/{rgb16}.json",
-            f"review/pages/{rgb16}/board.png"} <= set(changed["rgb16.png"])
+            f"review/pages/{rgb16}/data.js"} <= set(changed["rgb16.png"])
     assert np.asarray(Image.open(run / "cache/images" / f"{rgb16}.png")).max() == 255
 
 

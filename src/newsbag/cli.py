@@ -518,7 +518,10 @@ def evaluate(run_dir, gt_dir):
     from .evaluate import format_summary, run_evaluate
     from .evaluate_text import evaluate_transcripts, format_transcripts
 
+    from .review.evaluation import write_evaluation_data
+
     result = run_evaluate(run_dir, gt_dir)
+    write_evaluation_data(run_dir)   # the gallery shows this evaluation without a redraw
     unscored = len(result["unscored"])
     click.echo(f"{result['pages']} of {result['pages'] + unscored} run page(s) matched ground truth and are scored"
                + (f"; {unscored} without it are not scored" if unscored else "")

@@ -355,7 +355,7 @@ def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: st
     })
 
 
-def _record_not_started(run_dir: Path, out_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
+def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
                         started: bool, ledger: bool) -> None:
     """Keep why the source could not run where `status` finds it (`rundir.not_started`) and in the
     ledger: the run's own line is gone with its terminal or Slurm log a day later. A disk that
@@ -364,8 +364,8 @@ def _record_not_started(run_dir: Path, out_dir: Path, stage: str, variant: str, 
               "error_class": type(exc).__name__, "log": os.path.relpath(log_path, run_dir),
               "started": started, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     try:
-        write_json(out_dir / rundir.NOT_STARTED, record)
-        if ledger:
+        write_json(rundir.not_started_path(run_dir, stage, variant), record)
+        if ledger and not started:   # a source that did start has its page failures there
             rundir.record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
     except (OSError, RunDirError) as err:
         log.warning("%s/%s: why it did not run is not recorded: %s", stage, variant, err)
@@ -657,10 +657,10 @@ def run_source(
                             stage.name, variant, len(unrecorded), report_name,
                             _describe_exit(result.exit_code), log_path)
     except (EnvError, GpuPreflightError, RunnerError) as exc:
-        _record_not_started(run_dir, out_dir, stage.name, variant, exc, log_path, started, ledger)
+        _record_not_started(run_dir, stage.name, variant, exc, log_path, started, ledger)
         raise
     else:
-        (out_dir / rundir.NOT_STARTED).unlink(missing_ok=True)
+        rundir.not_started_path(run_dir, stage.name, variant).unlink(missing_ok=True)
     finally:
         outcome.seconds = time.monotonic() - t0
         failed = [o for o in outcome.pages.values() if o.status == "failed"]

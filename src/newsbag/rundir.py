@@ -52,7 +52,7 @@ __all__ = [
     "page_is_current", "source_reports", "runners_said_running", "runner_folders", "mark_runner_killed", "page_identities", "remove_stale_page",
     "set_aside_invalid_page", "current_source_pages",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members", "manifest_lock", "stage_lock", "scratch_folder",
-    "failure_path", "record_failures", "STOPPED_THE_RUNNER", "previous_failure", "is_held", "NOT_STARTED", "not_started",
+    "failure_path", "record_failures", "STOPPED_THE_RUNNER", "previous_failure", "is_held", "not_started_path", "not_started",
 ]
 
 log = logging.getLogger(__name__)
@@ -287,15 +287,18 @@ def previous_failure(out_dir: Path, page_id: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-NOT_STARTED = "not_started.json"  # in a source folder while its last call could not run its runner
+def not_started_path(run_dir: Path, stage: str, variant: str) -> Path:
+    """Where a source's last call records why its runner could not run (beside its log, not in
+    its output folder: a folder there is a source fusion and export take up)."""
+    return logs_dir(run_dir) / f"{stage}.{variant}.not_started.json"
 
 
-def not_started(out_dir: Path) -> dict | None:
-    """What the last call of the source in `out_dir` recorded when its runner could not run (it
-    died or hung before its first page, its env or device was missing): ``error``, ``error_class``,
-    ``log`` (run-relative), ``started`` (some page was done first), ``at``. None once a call ran it."""
+def not_started(run_dir: Path, stage: str, variant: str) -> dict | None:
+    """What the source's last call recorded when its runner could not run (it died or hung before
+    its first page, its env or device was missing): ``error``, ``error_class``, ``log``
+    (run-relative), ``started`` (some page was done first), ``at``. None once a call ran it."""
     try:
-        record = read_json(Path(out_dir) / NOT_STARTED)
+        record = read_json(not_started_path(run_dir, stage, variant))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None

@@ -100,9 +100,10 @@ def _degenerate_sources(run_dir: Path) -> dict[str, dict]:
     return found if isinstance(found, dict) else {}
 
 
-def _not_started(run_dir: Path, folder: Path) -> dict | None:
-    """`rundir.not_started` of a source folder, its log named from this run dir (a run may move)."""
-    record = rundir.not_started(folder)
+def _not_started(run_dir: Path, source: str) -> dict | None:
+    """`rundir.not_started` of a source ("<stage>/<variant>"), its log named from this run dir
+    (a run may move); None while its last call ran it."""
+    record = rundir.not_started(run_dir, *source.split("/"))
     if record is None:
         return None
     log_path = record.get("log")
@@ -168,7 +169,7 @@ def collect_status(run_dir: Path) -> dict:
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
                         "runners": rundir.runners_said_running(by_name, now),
-                        "not_started": _not_started(run_dir, folder),
+                        "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
     page_ids = sorted(ids)

@@ -68,7 +68,41 @@ def build_run(root: Path, pages: dict = PAGES, summary: dict | None = None) -> P
     summary = {"recommended_variant": "v1"} if summary is None else summary
     if summary:
         (run / "outputs" / "fusion" / "summary.json").write_text(json.dumps(summary))
+    for kind in ("variant", "source"):
+        write_tsv(run / "outputs" / "fusion" / f"{kind}_leaderboard.tsv", summary.get(f"{kind}_leaderboard", []))
     return run
+
+
+def write_evaluation(run: Path, measures: dict[str, dict[str, float]], scores: dict[str, dict[str, float]],
+                     gt: dict[str, list]) -> None:
+    """What `newsbag evaluate` and fusion leave for the gallery: outputs/evaluation/{summary.json,
+    per_page.tsv (page_id, name, kind, iou_f1), gt/<page_id>.json} and fusion's per-page tables
+    with the no-GT `score` (`measures` and `scores`: {page_id: {name: value}}, sources named
+    stage/variant; `gt`: {page_id: [[x0, y0, x1, y1, class], ...]})."""
+    kind = lambda name: "source" if "/" in name else "variant"  # noqa: E731
+    folder = run / "outputs" / "evaluation"
+    (folder / "gt").mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({"measure": "iou_f1", "class": "text"}))
+    write_tsv(folder / "per_page.tsv", [{"page_id": p, "name": n, "kind": kind(n), "iou_f1": v}
+                                        for p, by in measures.items() for n, v in by.items()])
+    for page_id, regions in gt.items():
+        (folder / "gt" / f"{page_id}.json").write_text(json.dumps({
+            "page_id": page_id, "image": {"width": W * 2, "height": H * 2},   # GT in its own image's pixels
+            "regions": [{"bbox_xyxy": r[:4], "class": r[4]} for r in regions]}))
+    fusion = run / "outputs" / "fusion"
+    for k, file in (("variant", "per_page_variant_metrics.tsv"), ("source", "per_page_source_metrics.tsv")):
+        write_tsv(fusion / file, [{"page_id": p, "name": n, "n_regions": 3, "score": v}
+                                  for p, by in scores.items() for n, v in by.items() if kind(n) == k])
+
+
+def write_tsv(path: Path, rows: list[dict]) -> None:
+    """`rows` as a TSV with the union of their keys as header (nothing when there are none)."""
+    if not rows:
+        return
+    header = list(dict.fromkeys(k for r in rows for k in r))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\t".join(header) + "\n" + "".join(
+        "\t".join("" if r.get(k) is None else str(r[k]) for k in header) + "\n" for r in rows))
 
 
 @pytest.fixture
@@ -80,4 +114,5 @@ def review_run(tmp_path) -> Path:
 def run_kit(tmp_path) -> SimpleNamespace:
     """The builder and its constants, for tests that vary the synthetic run."""
     return SimpleNamespace(build=lambda **kw: build_run(tmp_path, **kw), pages=PAGES, box_a=BOX_A,
-                           box_b_far=BOX_B_FAR, width=W, height=H, page_json=page_json)
+                           box_b_far=BOX_B_FAR, width=W, height=H, page_json=page_json,
+                           write_evaluation=write_evaluation)

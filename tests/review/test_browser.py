@@ -62,7 +62,7 @@ def test_page_loads_lists_pages_and_sorts(browser, gallery):
     board = "table.sortable[data-board='1']"
     names = f"Array.from(document.querySelectorAll(\"{board} tbody tr\")).map(r => r.cells[1].textContent)"
     assert browser.eval(names) == ["v1", "v0"]
-    score_th = f"{board} th[data-col='4']"
+    score_th = f"{board} th[data-name='score']"
     browser.click(*_center(browser, score_th))
     assert browser.eval(names) == ["v0", "v1"]
     # page list: sort by page id with a real click on its header
@@ -110,7 +110,7 @@ def test_screenshot_shows_boxes_over_the_scan(browser, gallery, tmp_path):
         arr = np.asarray(im.convert("RGB")).astype(int)
     x0, y0, x1, y1 = (int(round(v)) for v in stage)
     region = arr[y0:y1, x0:x1]
-    assert region.shape[0] > 300 and region.shape[1] > 1000
+    assert region.shape[0] > 300 and region.shape[1] > 600   # beside the page list
     # The scan is there: its dark 'text' bars ...
     dark = (region.max(axis=2) < 90).mean()
     assert dark > 0.05
@@ -122,7 +122,7 @@ def test_screenshot_shows_boxes_over_the_scan(browser, gallery, tmp_path):
 
 def _cells(browser):
     return browser.eval("Object.fromEntries(Array.from(document.querySelectorAll('#page-list tbody tr')).map("
-                        "r => [r.dataset.page, r.cells[r.cells.length - 1].textContent]))")
+                        "r => [r.dataset.page, r.querySelector('.why').textContent]))")
 
 
 def test_a_page_not_fused_yet_or_whose_fusion_failed_says_so_in_the_list_and_page_view(browser, run_kit):
@@ -137,7 +137,7 @@ def test_a_page_not_fused_yet_or_whose_fusion_failed_says_so_in_the_list_and_pag
     run_review(run, ["p1", "p2", "p3"], {"top_n": 20})
     gallery = run / "review" / "index.html"
     browser.goto(gallery.as_uri())
-    assert _cells(browser) == {"p1": "no threshold crossed; ranked by total score",
+    assert _cells(browser) == {"p1": "no threshold crossed; ranked by review priority",
                                "p2": "fused v1 not made yet for this page (fusion pending): scored without it",
                                "p3": "fused v1 failed on this page: scored without it"}
     for page_id, state in (("p2", "not fused yet"), ("p3", "FAILED")):
@@ -181,7 +181,8 @@ def test_hostile_paths_labels_and_names_are_shown_as_text_and_run_no_script(brow
     browser.mouse("mouseMoved", x, y)
     browser.wait_for("!document.getElementById('tip').hidden")
     assert browser.eval("document.querySelector('#tip .tip-label .v').textContent") == f"text ({HOSTILE})"
-    assert browser.eval("document.querySelectorAll('script').length") == 2  # the data block and the gallery's
+    # the data block, the gallery's script and evaluation.js's tag
+    assert browser.eval("document.querySelectorAll('script').length") == 3
     assert browser.console_errors() == []
 
 
@@ -189,12 +190,13 @@ def test_a_shared_page_link_pasted_into_an_open_gallery_opens_that_page(browser,
     """index.html#page=<id> opened the page only on a fresh load: pasted into the tab already
     showing the gallery (same document, only the fragment changes) it did nothing."""
     browser.goto(gallery.as_uri())
-    assert browser.eval("document.getElementById('viewer').hidden") is True
-    browser.eval("location.hash = '#page=p2'")
+    # a wide screen opens on the page most worth a look
     browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
-    assert browser.eval("document.getElementById('viewer-title').textContent") == "p2"
     browser.eval("location.hash = '#page=p1'")
     browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+    assert browser.eval("document.getElementById('viewer-title').textContent") == "p1"
+    browser.eval("location.hash = '#page=p2'")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
     assert browser.console_errors() == []
 
 
@@ -218,7 +220,7 @@ def test_blank_cells_sort_last_both_ways_in_the_page_list_and_the_leaderboards(b
         browser.click(*_center(browser, f"#page-list th[data-key='{key}']"))
         assert browser.eval(pages) == low_first, key
     names = "Array.from(document.querySelectorAll(\"table.sortable[data-board='1'] tbody tr\")).map(r => r.cells[1].textContent)"
-    score_th = "table.sortable[data-board='1'] th[data-col='4']"
+    score_th = "table.sortable[data-board='1'] th[data-name='score']"
     browser.click(*_center(browser, score_th))
     assert browser.eval(names) == ["v2", "v1", "v0"]
     browser.click(*_center(browser, score_th))
@@ -254,9 +256,9 @@ def _long_gallery(root, n_pages):
     from newsbag.review.stage import _gallery_context, _Outcome
 
     review = root / "review"
-    score = {"score": 1.0, "source_disagreement": 0.5, "fused_disagreement": 0.5, "line_coverage": None,
+    score = {"review_priority": 1.0, "source_disagreement": 0.5, "fused_disagreement": 0.5, "line_coverage": None,
              "failed_share": 0.0, "failed_sources": [], "reasons": []}
-    ranked = [_Outcome(f"p{k:04d}", "ok", info={"score": score, "path": f"p{k:04d}.png"}) for k in range(n_pages)]
+    ranked = [_Outcome(f"p{k:04d}", "ok", info={"priority": score, "path": f"p{k:04d}.png"}) for k in range(n_pages)]
     write_gallery(review / "index.html", _gallery_context(root, ranked, [], {"a/x": None}, {}, None, "top",
                                                           absent=0))
     for o in ranked:
@@ -264,7 +266,7 @@ def _long_gallery(root, n_pages):
                 "regions": [{"bbox_xyxy": [10, 10, 50, 50], "label": "text", "class": "text", "score": 0.9}]}
         (review / "pages" / o.page_id).mkdir(parents=True)
         write_page_data(review / "pages" / o.page_id / DATA_JS, o.page_id, 100, 100,
-                        [page_layer("a/x", "source", page)])
+                        [page_layer("a/x", "source", page)], "scan.jpg")
     return review / "index.html"
 
 
@@ -305,4 +307,125 @@ def test_a_link_to_a_page_whose_review_failed_shows_why_not_rerun_advice(browser
     browser.eval("location.hash = '#page=nope'")
     browser.wait_for("document.getElementById('viewer-title').textContent.startsWith('nope: ')", timeout=10)
     assert browser.eval("document.getElementById('viewer-title').textContent") == \
-        "nope: no page data (board not drawn yet or out of date: rerun newsbag review)"
+        "nope: no page data (not reviewed yet or out of date: rerun newsbag review)"
+
+
+# ---- screens, plots, evaluation ----
+
+_BOXES = ("(() => { const r = (id) => document.getElementById(id).getBoundingClientRect();"
+          " const a = r('pages'), b = r('viewer'); return [a.left, a.top, a.right, b.left, b.top, b.right]; })()")
+
+
+def _evaluated_gallery(run_kit):
+    """A reviewed run with fusion's per-page scores, then `newsbag evaluate`'s files and evaluation.js."""
+    from newsbag.review.evaluation import write_evaluation_data
+
+    run = run_kit.build(summary=SUMMARY)
+    scores = {"p1": {"v1": 0.9, "a/x": 0.7, "b/y": 0.6}, "p2": {"v1": 0.5, "a/x": 0.75, "b/y": 0.2}}
+    run_kit.write_evaluation(run, {}, scores, {})   # fusion's tables; no evaluation yet
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 1})
+    gallery = run / "review" / "index.html"
+    before = gallery.read_bytes()
+    run_kit.write_evaluation(run, {"p1": {"v1": 0.8, "a/x": 0.5, "b/y": 0.3}, "p2": {"v1": 0.4, "a/x": 0.6, "b/y": 0.1}},
+                             scores, {"p2": [[20, 20, 220, 300, "text"], [260, 20, 460, 300, "graphic"]]})
+    write_evaluation_data(run)        # what `newsbag evaluate` does
+    assert gallery.read_bytes() == before
+    return gallery
+
+
+@pytest.mark.parametrize("width, height, side_by_side", [(1400, 1000, True), (390, 844, False)])
+def test_the_gallery_fits_the_screen_list_beside_the_page_on_desktop_stacked_on_a_phone(tmp_path, run_kit, width,
+                                                                                          height, side_by_side):
+    """The page list was 3,189 px wide: the whole document scrolled sideways on desktop and phone,
+    and a row opened the page under the list (the window jumped). Now nothing overflows, the list
+    and page view sit side by side on a wide screen (a click opens the page beside the list, the
+    window stays), they stack on a phone, and the strip plots are drawn."""
+    gallery = _evaluated_gallery(run_kit)
+    browser = Browser(tmp_path / "profile", width=width, height=height)
+    try:
+        browser.goto(gallery.as_uri())
+        if not side_by_side:
+            browser.eval("document.querySelector('#page-list tr[data-page=p2]').click()")
+        browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+        browser.wait_for("document.body.dataset.evaluation === '1'", timeout=10)
+        assert browser.eval("document.documentElement.scrollWidth <= innerWidth"), \
+            browser.eval("[document.documentElement.scrollWidth, innerWidth]")
+        a_left, a_top, a_right, b_left, b_top, b_right = browser.eval(_BOXES)
+        if side_by_side:
+            assert a_right <= b_left + 1 and abs(a_top - b_top) < 2 and b_right <= width
+            y = browser.eval("scrollY")
+            browser.click(*_center(browser, "#page-list tr[data-page=p1]"))
+            browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+            assert browser.eval("scrollY") == y
+        else:
+            assert b_top >= a_top and abs(a_left - b_left) < 2
+        # a dot a page per variant and source, the open page's in red; more columns on demand
+        assert browser.eval("document.querySelectorAll('#strip-all svg circle').length") == 6
+        assert browser.eval("document.querySelectorAll('#strip-page svg circle.here').length") == 3
+        hidden = "getComputedStyle(document.querySelector('#page-list th.extra')).display"
+        assert browser.eval(hidden) == "none"
+        browser.eval("document.getElementById('more-columns').click()")
+        assert browser.eval(hidden) != "none"
+        assert browser.eval("document.documentElement.scrollWidth <= innerWidth")
+        # the column definitions are text on the page, not tooltips
+        browser.eval("document.getElementById('definitions').open = true")
+        assert "higher = look first" in browser.eval("document.getElementById('definitions').innerText")
+        browser.eval("document.getElementById('leaderboard-legend').open = true")
+        legend = browser.eval("document.getElementById('leaderboard-legend').innerText")
+        assert "score\n" in legend and "higher is better" in legend and "uses no ground truth" in legend
+        assert browser.console_errors() == []
+        shot = tmp_path / "shot.png"
+        browser.screenshot(shot)
+        with Image.open(shot) as im:
+            assert im.size == (width, height)
+    finally:
+        browser.close()
+
+
+def test_after_evaluate_the_gallery_plots_score_against_ground_truth_and_draws_the_ground_truth(browser, run_kit):
+    gallery = _evaluated_gallery(run_kit)
+    browser.goto(gallery.as_uri() + "#page=p2")
+    browser.wait_for("document.body.dataset.evaluation === '1' && "
+                     "document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+    assert browser.eval("document.getElementById('evaluation').hidden") is False
+    # one dot per (page, name) with both numbers; ranked by the mean GT measure, the best marked
+    assert browser.eval("document.querySelectorAll('#evaluation-plot circle').length") == 6
+    names = browser.eval("Array.from(document.querySelectorAll('#evaluation-table tbody tr')).map(r => r.dataset.name)")
+    assert names == ["v1", "a/x", "b/y"]                    # means 0.6, 0.55, 0.2
+    assert browser.eval("document.querySelector('#evaluation-table tbody tr').className") == "best"
+    assert "Rank correlation" in browser.eval("document.getElementById('evaluation-note').textContent")
+    # the ground-truth layer of p2, on by default, its boxes in the GT image's pixels
+    layer = "svg.layer[data-layer='ground truth']"
+    assert browser.eval(f"document.querySelectorAll(\"{layer} rect\").length") == 2
+    assert browser.eval(f"document.querySelector(\"{layer}\").getAttribute('viewBox')") == \
+        f"0 0 {2 * run_kit.width} {2 * run_kit.height}"
+    assert browser.eval("document.querySelector('#layers input[data-layer=\"ground truth\"]').checked") is True
+    scores = browser.eval("document.getElementById('page-scores').innerText")
+    assert "v1 iou_f1 (GT)" in scores and "best iou_f1 (GT)" in scores
+    # p1 has no ground truth: no GT layer
+    browser.eval("location.hash = '#page=p1'")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+    assert browser.eval(f"document.querySelectorAll(\"{layer}\").length") == 0
+    assert browser.console_errors() == []
+
+
+def test_a_page_with_a_transcript_offers_it_and_a_top_page_links_its_board(browser, run_kit):
+    run = run_kit.build(summary=SUMMARY)
+    text = run / "outputs" / "transcripts" / "v1" / "p2.txt"
+    text.parent.mkdir(parents=True)
+    text.write_text("Headline\n\nBody text of p2.\n")
+    run_review(run, ["p1", "p2", "p3"], {"top_n": 1})
+    browser.goto((run / "review" / "index.html").as_uri() + "#page=p2")
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p2'", timeout=10)
+    assert browser.eval("document.getElementById('transcript').hidden") is False
+    browser.eval("document.getElementById('transcript').open = true")
+    browser.wait_for("document.getElementById('transcript-frame').getAttribute('src') !== null", timeout=10)
+    assert browser.eval("document.getElementById('transcript-frame').getAttribute('src')") == \
+        "../outputs/transcripts/v1/p2.txt"
+    assert browser.eval("document.getElementById('viewer-board').hidden") is False
+    assert browser.eval("document.getElementById('viewer-board').getAttribute('href')") == "top1_informative/pages/p2.png"
+    browser.eval("location.hash = '#page=p1'")   # not a top page, no transcript
+    browser.wait_for("document.getElementById('viewer').dataset.page === 'p1'", timeout=10)
+    assert browser.eval("document.getElementById('transcript').hidden") is True
+    assert browser.eval("document.getElementById('viewer-board').hidden") is True
+    assert browser.console_errors() == []

@@ -156,3 +156,21 @@ def test_articles_get_one_outline_around_their_regions():
     assert ys.min() <= 10 and ys.max() >= 90
     no_articles = render_board(image, [("fusion/C", boxes(page.xyxy))], max_panel_width=200)
     assert not np.all(np.asarray(no_articles)[y0:y1, x0:x1] == ARTICLE_COLOR, axis=-1).any()
+
+
+def test_the_legend_names_article_outlines_and_the_note_says_why_look():
+    """Article outlines (A5 ...) had no legend entry, and a board said nothing of why it was worth a look."""
+    image = Image.new("RGB", (200, 100), (255, 255, 0))
+    plain = render_board(image, [("a/x", boxes([[10, 10, 90, 90]]))], max_panel_width=200)
+    noted = render_board(image, [("a/x", boxes([[10, 10, 90, 90]]))], max_panel_width=200,
+                         note="why look: sources disagree")
+    (_, (_, top, _, _)), = panels_by_row(plain, color=(255, 255, 0))
+    legend = np.asarray(plain)[:top]
+    assert np.all(legend == ARTICLE_COLOR, axis=-1).sum() > 20      # the article swatch's outline
+    for name, color in CLASS_COLORS.items():
+        assert np.all(legend == color, axis=-1).sum() > 20, name
+    (_, (_, noted_top, _, _)), = panels_by_row(noted, color=(255, 255, 0))
+    assert noted_top > top                                            # a line more for the note
+    header = 2 * 15 + 14                                              # a panel's title and counts lines
+    note_band = np.asarray(noted)[noted_top - header - (noted_top - top):noted_top - header]
+    assert (note_band.max(axis=2) < 80).sum() > 30                    # the note's dark text

@@ -58,8 +58,8 @@ def test_agreeing_page_scores_zero():
     s = score_page({"a/x": boxes(BOX), "b/y": boxes(BOX), "l/z": boxes(LINE_IN, "text_line")},
                    fused=boxes(BOX), failed_sources=[])
     assert (s.source_disagreement, s.fused_disagreement, s.line_coverage, s.failed_share) == (0.0, 0.0, 1.0, 0.0)
-    assert s.score == 0.0
-    assert s.reasons == ["no threshold crossed; ranked by total score"]
+    assert s.review_priority == 0.0
+    assert s.reasons == ["no threshold crossed; ranked by review priority"]
 
 
 def test_disagreeing_page_sums_its_components():
@@ -70,7 +70,7 @@ def test_disagreeing_page_sums_its_components():
     assert s.fused_disagreement == 0.5
     assert s.line_coverage is None
     assert s.failed_share == pytest.approx(round(1 / 3, 4))
-    assert s.score == pytest.approx(1.0 + 0.5 + round(1 / 3, 4), abs=1e-4)
+    assert s.review_priority == pytest.approx(1.0 + 0.5 + round(1 / 3, 4), abs=1e-4)
     assert s.reasons[0] == "1/3 sources failed (c/w)"
     assert any(r.startswith("sources disagree: 100%") for r in s.reasons)
     assert any(r.startswith("fused layout differs from members: 50%") for r in s.reasons)
@@ -82,5 +82,5 @@ def test_line_only_source_is_not_a_block_source_and_coverage_uses_sources_withou
     assert s.source_disagreement is None      # only one block source
     assert s.fused_disagreement is None
     assert s.line_coverage == 0.5             # second line lies outside a/x's box
-    assert s.score == 0.5
+    assert s.review_priority == 0.5
     assert s.reasons == ["low text-line coverage: 50% of lines inside a text region"]

@@ -41,7 +41,7 @@ def test_an_unreadable_source_page_is_dropped_from_its_board_named_and_mending_i
         assert reason == piled if page_id == "p2" else reason.startswith(f"{sources / 'p1.json'}: ")
         assert list(info["dropped_sources"]) == ["b/y"]
         assert {"name": "b/y", "regions": 0, "failed": True} in info["panels"]
-        assert info["score"]["failed_sources"] == ["b/y"]
+        assert info["priority"]["failed_sources"] == ["b/y"]
         page = json.loads(re.fullmatch(r"newsbagPage\((.*)\);\n", (run / "review" / "pages" / page_id / "data.js")
                                        .read_text(), re.S).group(1))
         assert [(layer["name"], layer["failed"]) for layer in page["layers"]] == [
@@ -60,7 +60,7 @@ def test_an_unreadable_source_page_is_dropped_from_its_board_named_and_mending_i
     mended = run_review(run, ["p1", "p2"], CFG)
     assert (mended["ok"], mended["skipped"]) == (1, 1)
     info = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())
-    assert info["dropped_sources"] == {} and info["score"]["failed_sources"] == []
+    assert info["dropped_sources"] == {} and info["priority"]["failed_sources"] == []
 
 
 def test_boards_failures_ranking_and_gallery(review_run):
@@ -77,12 +77,17 @@ def test_boards_failures_ranking_and_gallery(review_run):
 
     review = review_run / "review"
     for page_id in ("p1", "p2"):
-        with Image.open(review / "pages" / page_id / "board.png") as board:
+        with Image.open(review / "top20_informative" / "pages" / f"{page_id}.png") as board:
             assert board.format == "PNG" and board.width <= CFG["max_board_width"]
+        with Image.open(review / "pages" / page_id / "thumb.jpg") as thumb:
+            assert thumb.format == "JPEG" and thumb.size == (120, 80)
+        # A run dir may move: what a page's review records holds no absolute path (info.json had the image's).
+        for name in ("info.json", "data.js"):
+            assert str(review_run) not in (review / "pages" / page_id / name).read_text(), name
         info = json.loads((review / "pages" / page_id / "info.json").read_text())
         assert [p["name"] for p in info["panels"]] == ["a/x", "b/y", "fusion/v1"]
         assert info["reference_fused"] == "fusion/v1"
-    assert not (review / "pages" / "p3" / "board.png").exists()
+    assert not (review / "pages" / "p3" / "data.js").exists()
 
     # p2's sources disagree completely, p1's agree: p2 ranks first.
     assert result["top"] == ["p2", "p1"]
@@ -91,6 +96,7 @@ def test_boards_failures_ranking_and_gallery(review_run):
     assert not any(p.is_symlink() for p in top_dir.iterdir())
 
     rows = [line.split("\t") for line in (review / "scores.tsv").read_text().splitlines()]
+    assert rows[0][:4] == ["rank", "page_id", "status", "review_priority"]
     assert [r[:3] for r in rows[1:]] == [["1", "p2", "ok"], ["2", "p1", "ok"], ["", "p3", "failed"]]
     assert float(rows[1][3]) > float(rows[2][3])
 
@@ -106,13 +112,14 @@ def test_boards_failures_ranking_and_gallery(review_run):
     assert [(layer["name"], layer["kind"], layer["recommended"]) for layer in page["layers"]] == [
         ("a/x", "source", False), ("b/y", "source", False), ("fusion/v1", "fused", True)]
     assert page["layers"][1]["boxes"][0][:5] == [*review_kit.BOX_B_FAR, page["labels"].index("text")]
-    with Image.open(review / "pages" / "p2" / page["scan"]) as scan:
-        assert scan.format == "JPEG" and scan.size == (review_kit.W, review_kit.H)
+    with Image.open(review / "pages" / "p2" / page["scan"]) as scan:   # a black-and-white page: 1-bit PNG
+        assert (scan.format, scan.mode, scan.size) == ("PNG", "1", (review_kit.W, review_kit.H))
 
 
 def test_workers_draw_the_same_boards_and_ranking_as_one_process(review_run, tmp_path):
     serial = run_review(review_run, IDS, CFG, force=True)
-    boards = {p: (review_run / "review" / "pages" / p / "board.png").read_bytes() for p in ("p1", "p2")}
+    top = review_run / "review" / "top20_informative" / "pages"
+    boards = {p: (top / f"{p}.png").read_bytes() for p in ("p1", "p2")}
     scores = (review_run / "review" / "scores.tsv").read_text()
     seen = []
     parallel = run_review(review_run, IDS, CFG, force=True, workers=2,
@@ -121,12 +128,12 @@ def test_workers_draw_the_same_boards_and_ranking_as_one_process(review_run, tmp
     assert {k: parallel[k] for k in ("ok", "failed", "top", "failures")} == \
         {k: serial[k] for k in ("ok", "failed", "top", "failures")}
     assert (review_run / "review" / "scores.tsv").read_text() == scores
-    assert all((review_run / "review" / "pages" / p / "board.png").read_bytes() == b for p, b in boards.items())
+    assert all((top / f"{p}.png").read_bytes() == b for p, b in boards.items())
 
 
 def test_resume_skips_fresh_boards_and_redraws_changed_inputs(review_run):
     run_review(review_run, IDS, CFG)
-    board = review_run / "review" / "pages" / "p1" / "board.png"
+    board = review_run / "review" / "pages" / "p1" / "data.js"
     stamp = board.stat().st_mtime_ns
 
     again = run_review(review_run, IDS, CFG)
@@ -156,8 +163,9 @@ def test_top_n_keeps_only_the_best_and_removes_stale_copies(review_run):
     (top_dir / "p1.png").write_bytes(b"stale")
     run_review(review_run, IDS, {**CFG, "top_n": 1})
     assert [p.name for p in top_dir.iterdir()] == ["p2.png"]
-    with Image.open(top_dir / "p2.png") as thumb:
-        assert thumb.width <= 1200
+    with Image.open(top_dir / "p2.png") as board:
+        assert board.width <= CFG["max_board_width"]
+    assert not list((review_run / "review" / "pages").glob("*/board.*"))  # boards for the top pages only
 
 
 def test_missing_image_fails_that_page_only(review_run):
@@ -186,8 +194,8 @@ def test_failed_source_is_a_panel_and_a_reason(run_kit):
     assert result["failed"] == 0 and result["top"] == ["p2", "p1"]
     info = json.loads((run / "review" / "pages" / "p2" / "info.json").read_text())
     assert {"name": "b/y", "regions": 0, "failed": True} in info["panels"]
-    assert info["score"]["failed_sources"] == ["b/y"]
-    assert info["score"]["reasons"][0] == "1/2 sources failed (b/y)"
+    assert info["priority"]["failed_sources"] == ["b/y"]
+    assert info["priority"]["reasons"][0] == "1/2 sources failed (b/y)"
 
 
 @pytest.mark.parametrize("summary, variants, expected_panels", [
@@ -266,7 +274,7 @@ def test_an_error_nobody_foresaw_fails_that_page_only(review_run, monkeypatch):
     result = run_review(review_run, IDS, CFG, force=True)
     assert result["failures"][0] == {"page_id": "p2", "error": "page p2: RuntimeError: cannot draw this"}
     assert [f["page_id"] for f in result["failures"]] == ["p2", "p3"]
-    assert not (review_run / "review" / "pages" / "p2" / "board.png").exists()
+    assert not (review_run / "review" / "pages" / "p2" / "data.js").exists()
     assert json.loads((review_run / "review" / "pages" / "p2" / "failed.json").read_text())["error"] == \
         "page p2: RuntimeError: cannot draw this"
     assert result["top"] == ["p1"]
@@ -345,18 +353,18 @@ def test_sources_whose_boxes_cross_in_too_many_pairs_are_drawn_unscored_in_bound
     got = json.loads(done.stdout.splitlines()[-1])
     assert got["counts"] == [2, 0], got
     assert got["max_rss_mb"] < 1000, got
-    score = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())["score"]
+    score = json.loads((run / "review" / "pages" / "p1" / "info.json").read_text())["priority"]
     assert (score["source_disagreement"], score["fused_disagreement"], score["line_coverage"]) == (None, None, None)
     assert score["reasons"] == ["fused v1 not made yet for this page (fusion pending): scored without it",
                                 f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs, "
                                 f"too many to compare (boxes per source: a/x {n:,}, b/y {n:,})"]
     assert f"not scored: the sources' boxes overlap in over {MAX_OVERLAPPING_PAIRS:,} pairs" in done.stderr
-    assert json.loads((run / "review" / "pages" / "p2" / "info.json").read_text())["score"]["source_disagreement"] == 0
+    assert json.loads((run / "review" / "pages" / "p2" / "info.json").read_text())["priority"]["source_disagreement"] == 0
 
 
 def test_a_page_whose_fused_page_failed_or_is_not_made_yet_says_so_in_its_row_board_and_page_view(run_kit):
     """A run reviewed while fusion was partial (p2 not fused yet) or after fusion failed on a page
-    (p3): the row read 'no threshold crossed; ranked by total score', the board and page view had
+    (p3): the row read 'no threshold crossed; ranked by review priority', the board and page view had
     no fused panel and nothing said why, so the page passed as a quiet, good one. Its reasons, its
     board panel and its page-view layer now say so; fusing the page later redraws it."""
     a = run_kit.box_a
@@ -381,9 +389,9 @@ def test_a_page_whose_fused_page_failed_or_is_not_made_yet_says_so_in_its_row_bo
         info = json.loads((review / "pages" / page_id / "info.json").read_text())
         assert info["panels"][-1] == panel
         if reason is None:
-            assert info["score"]["reasons"] == ["no threshold crossed; ranked by total score"]
+            assert info["priority"]["reasons"] == ["no threshold crossed; ranked by review priority"]
         else:
-            assert info["score"]["reasons"] == [reason]
+            assert info["priority"]["reasons"] == [reason]
             assert rows[page_id]["reasons"] == reason
         page = json.loads(re.fullmatch(r"newsbagPage\((.*)\);\n", (review / "pages" / page_id / "data.js").read_text(),
                                        re.S).group(1))
@@ -395,7 +403,7 @@ def test_a_page_whose_fused_page_failed_or_is_not_made_yet_says_so_in_its_row_bo
     again = run_review(run, IDS, CFG)
     assert (again["ok"], again["skipped"]) == (1, 2)
     info = json.loads((review / "pages" / "p2" / "info.json").read_text())
-    assert info["score"]["reasons"] == ["no threshold crossed; ranked by total score"]
+    assert info["priority"]["reasons"] == ["no threshold crossed; ranked by review priority"]
     assert info["panels"][-1] == {"name": "fusion/v1", "regions": 1, "failed": False}
 
 
@@ -413,7 +421,7 @@ def test_the_gallery_counts_the_pages_it_leaves_out_because_their_board_is_out_o
     html = (review_run / "review" / "index.html").read_text()
     stats = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(r'<p class="stats">(.*?)</p>', html, re.S).group(1)))
     assert [part.strip() for part in stats.split(" · ")][:3] == ["1 reviewed pages", "1 failed",
-                         "2 not in this gallery: board not drawn yet or out of date (rerun newsbag review)"]
+                         "2 not in this gallery: not reviewed yet or out of date (rerun newsbag review)"]
     run_review(review_run, IDS + ["p4"], CFG)
     html = (review_run / "review" / "index.html").read_text()
     assert "not in this gallery" not in html
@@ -425,7 +433,7 @@ def test_the_recommended_variants_page_metrics_are_read_without_holding_the_whol
     one variant's rows: ~5x the memory it keeps (56 MB peak for 11.5 MB kept at 20k pages)."""
     import tracemalloc
 
-    from newsbag.review.stage import _variant_metrics
+    from newsbag.review.reading import per_page_metrics
 
     fusion = tmp_path / "outputs" / "fusion"
     fusion.mkdir(parents=True)
@@ -437,7 +445,7 @@ def test_the_recommended_variants_page_metrics_are_read_without_holding_the_whol
                           for v in range(n_variants))
     tracemalloc.start()
     try:
-        metrics = _variant_metrics(tmp_path, "v3")
+        metrics = per_page_metrics(tmp_path, "v3")
         kept, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -476,26 +484,46 @@ def test_a_call_keeps_only_what_the_listing_needs_of_each_page_not_its_whole_inf
     assert held[0] < one_page / 4, (held, one_page)
 
 
-def test_a_thumbnail_is_judged_by_the_board_it_was_made_from_not_by_its_mtime(review_run):
-    """A thumbnail stamped an hour ahead (written on a node whose clock runs ahead) was taken for
-    newer than its redrawn board and kept showing the old one."""
-    cfg = {**CFG, "top_n": 1}
-    run_review(review_run, IDS, cfg)
-    thumb = review_run / "review" / "top1_informative" / "pages" / "p2.png"
-    board = review_run / "review" / "pages" / "p2" / "board.png"
-    old = thumb.read_bytes()
-    ahead = board.stat().st_mtime_ns + 3600 * 10**9
-    os.utime(thumb, ns=(ahead, ahead))
-    source = review_run / "outputs" / "sources" / "a" / "x" / "p2.json"
+def test_a_grey_page_gets_a_jpeg_scan_and_board_a_black_and_white_one_a_1_bit_png(review_run):
+    """Review kept a 1.5 MB board PNG and a 1600-px JPEG scan of every page (3 MB a page on the
+    README's run). Now a black-and-white (binarised) page's scan is a 1-bit PNG and its board a
+    palette PNG; a grey page (a photograph of the page) keeps JPEGs; only the top pages get a board."""
+    import numpy as np
+
+    grey = np.tile(np.linspace(60, 200, review_kit.W, dtype=np.uint8), (review_kit.H, 1))
+    Image.fromarray(grey).save(review_run / "images" / "p2.png")
+    pages = review_run / "review" / "pages"
+    (pages / "p2").mkdir(parents=True)
+    (pages / "p2" / "board.png").write_bytes(b"a board an earlier newsbag drew for every page")
+    run_review(review_run, IDS, {**CFG, "top_n": 1})
+    scans = {p: json.loads((pages / p / "info.json").read_text())["scan"] for p in ("p1", "p2")}
+    assert scans == {"p1": "scan.png", "p2": "scan.jpg"}
+    assert sorted(f.name for f in (pages / "p2").iterdir()) == ["data.js", "info.json", "scan.jpg", "thumb.jpg"]
+    with Image.open(pages / "p1" / "scan.png") as scan:
+        assert scan.mode == "1"
+    assert [f.name for f in (review_run / "review" / "top1_informative" / "pages").iterdir()] == ["p2.jpg"]
+
+
+def test_a_top_board_is_drawn_again_only_when_its_page_is_reviewed_again(review_run):
+    """A top page's board is judged by the page review it records, not by mtimes: one stamped an
+    hour ahead (a node whose clock runs ahead) is still drawn again when its page changes."""
+    run_review(review_run, IDS, CFG)
+    board = review_run / "review" / "top20_informative" / "pages" / "p1.png"
+    stamp = board.stat().st_mtime_ns
+    run_review(review_run, IDS, CFG)
+    assert board.stat().st_mtime_ns == stamp                  # nothing changed: not drawn again
+    ahead = stamp + 3600 * 10**9
+    os.utime(board, ns=(ahead, ahead))
+    old = board.read_bytes()
+    source = review_run / "outputs" / "sources" / "a" / "x" / "p1.json"
     page = json.loads(source.read_text())
     page["regions"][0]["bbox_xyxy"] = [1, 1, 9, 9]
     source.write_text(json.dumps(page))
-    assert run_review(review_run, IDS, cfg)["ok"] == 1  # p2's board redrawn
-    assert thumb.read_bytes() != old
-    stamp = thumb.stat().st_mtime_ns
-    run_review(review_run, IDS, cfg)   # nothing changed: the thumbnail stays as it is
-    assert thumb.stat().st_mtime_ns == stamp
-
+    run_review(review_run, IDS, CFG)
+    assert board.read_bytes() != old                          # its page changed: drawn again
+    stamp = board.stat().st_mtime_ns
+    run_review(review_run, ["p1"], CFG, force=True)
+    assert board.stat().st_mtime_ns > stamp                   # --force draws it again
 
 def test_a_scan_gone_keeps_its_current_board_with_one_warning(review_run, caplog):
     """A scan removed after its board was drawn (scratch purge, archiving): the board, its scan.jpg

@@ -19,13 +19,16 @@ from ..io import atomic_write_text
 from ..labels import CANONICAL, LABELS
 from ..resources import review_dir
 
-__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCAN", "render_gallery", "write_gallery", "gallery_pages", "page_layer",
+__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCANS", "THUMB", "render_gallery", "write_gallery", "gallery_pages", "page_layer",
            "write_page_data"]
 
 TEMPLATE = "gallery.html.j2"
 ASSETS = ("gallery.css", "gallery.js")
 DATA_JS = "data.js"
-SCAN = "scan.jpg"
+# The page view's scan: a 1-bit PNG for a page that is black and white already (most old newspaper
+# scans are binarised: ~0.1 MB where a JPEG of their sharp edges is ~0.4 MB), else a JPEG.
+SCANS = ("scan.png", "scan.jpg")
+THUMB = "thumb.jpg"
 # The template's first lines say how many pages the gallery holds (reviewed + failed): `gallery_pages`.
 _PAGES_META = re.compile(rb'<meta name="newsbag-pages" content="(\d+)">')
 _HEAD_BYTES = 1024
@@ -128,9 +131,9 @@ def page_layer(name: str, kind: str, page: dict | None, *, failed: bool = False,
             "boxes": boxes}
 
 
-def write_page_data(path: Path, page_id: str, width: int, height: int, layers: list[dict]) -> None:
-    """Write ``newsbagPage({...});`` for the gallery's page view (scan and board sit beside it)."""
-    data = {"page_id": page_id, "width": width, "height": height, "scan": SCAN, "board": "board.png",
+def write_page_data(path: Path, page_id: str, width: int, height: int, layers: list[dict], scan: str) -> None:
+    """Write ``newsbagPage({...});`` for the gallery's page view (`scan`, one of `SCANS`, sits beside it)."""
+    data = {"page_id": page_id, "width": width, "height": height, "scan": scan,
             "labels": list(LABELS), "coarse": [CANONICAL[name] for name in LABELS], "layers": layers}
     # "</" never appears raw, so the JSON is also safe to inline in HTML.
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")

@@ -102,24 +102,39 @@ def _draw_articles(draw: ImageDraw.ImageDraw, xyxy: np.ndarray, article: np.ndar
         draw.text((box[0] + pad, box[1] + pad), f"A{int(a)}", fill=ARTICLE_COLOR, font=font)
 
 
-def _legend(width: int, title: str, font, small) -> Image.Image:
-    height = _FONT_PX * 2 + 2 * _GAP
+def _legend_entries() -> list[tuple[str, tuple[int, int, int], tuple[int, int, int]]]:
+    """(name, outline, fill) of every mark a panel can hold: the coarse classes and the article outline."""
+    entries = [(name, CLASS_COLORS[name], tuple(int(c * .3 + 255 * .7) for c in CLASS_COLORS[name]))
+               for name in COARSE_CLASSES]
+    return entries + [("article A<n> (its regions)", ARTICLE_COLOR, _BACKGROUND)]
+
+
+def _legend(width: int, title: str, note: str, font, small) -> Image.Image:
+    """The bar over the panels: the title and every mark's colour on one line (wrapped when
+    narrow), then `note` (why the page is worth a look) cut to the board's width."""
+    line_h = _FONT_PX + _GAP
+    rows: list[list[tuple[str, tuple, tuple, int]]] = [[]]
+    x = _GAP + (int(font.getlength(title)) + 3 * _GAP if title else 0)
+    start = x
+    for name, outline, fill in _legend_entries():
+        step = 24 + int(small.getlength(name)) + 2 * _GAP
+        if x + step > width and rows[-1]:
+            rows.append([])
+            x = start
+        rows[-1].append((name, outline, fill, x))
+        x += step
+    height = _GAP + line_h * (len(rows) + bool(note)) + _GAP // 2
     img = Image.new("RGB", (width, height), _BACKGROUND)
     draw = ImageDraw.Draw(img)
-    x = _GAP
-    y = (height - _FONT_PX) // 2
     if title:
-        title = _fit(title, font, max(40, width // 2))
-        draw.text((x, y - 2), title, fill=_INK, font=font)
-        x += int(font.getlength(title)) + 3 * _GAP
-    for name in COARSE_CLASSES:
-        color = CLASS_COLORS[name]
-        if x + 20 + small.getlength(name) > width:
-            break
-        draw.rectangle([x, y, x + 18, y + _FONT_PX - 1], fill=tuple(int(c * .3 + 255 * .7) for c in color),
-                       outline=color, width=2)
-        draw.text((x + 24, y - 1), name, fill=_INK, font=small)
-        x += 24 + int(small.getlength(name)) + 2 * _GAP
+        draw.text((_GAP, _GAP - 2), _fit(title, font, max(40, width // 2)), fill=_INK, font=font)
+    for k, row in enumerate(rows):
+        y = _GAP + k * line_h
+        for name, outline, fill, x in row:
+            draw.rectangle([x, y, x + 18, y + _FONT_PX - 1], fill=fill, outline=outline, width=2)
+            draw.text((x + 24, y - 1), name, fill=_INK, font=small)
+    if note:
+        draw.text((_GAP, _GAP + len(rows) * line_h - 1), _fit(note, small, width - 2 * _GAP), fill=_INK, font=small)
     return img
 
 
@@ -130,6 +145,7 @@ def render_board(
     max_panel_width: int = 640,
     max_board_width: int = 2400,
     title: str = "",
+    note: str = "",
 ) -> Image.Image:
     """Side-by-side board: the page, then each (title, boxes) panel, wrapped into rows.
 
@@ -141,6 +157,7 @@ def render_board(
         max_panel_width: width in pixels of each panel (smaller when the image is smaller).
         max_board_width: columns are added while the board stays within this width.
         title: text at the left of the legend bar (e.g. the page id).
+        note: a line under the legend (e.g. why the page is worth a look).
 
     Returns:
         A new RGB image: legend bar on top, then panels each with a two-line header
@@ -166,7 +183,7 @@ def render_board(
     rows = math.ceil(len(cells) / cols)
     cols = math.ceil(len(cells) / rows)  # balanced rows: 5 cells as 3 + 2, not 4 + 1
     board_w = cols * panel_w + (cols + 1) * _GAP
-    legend = _legend(board_w, title, font, small)
+    legend = _legend(board_w, title, note, font, small)
     cell_h = header_h + panel_h
     board_h = legend.height + rows * cell_h + rows * _GAP
     board = Image.new("RGB", (board_w, board_h), _BACKGROUND)

@@ -1,4 +1,4 @@
-"""How informative a page is for a reviewer: source disagreement, fused-vs-member gaps, missed text lines."""
+"""How worth a look a page is (its review priority): source disagreement, fused-vs-member gaps, missed text lines."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..fusion.geometry import area, cross_pairs, sources_crowded
 
 __all__ = ["PageScore", "match_rate", "line_coverage", "score_page"]
 
-# Thresholds that turn a component into a stated reason (the score itself uses the raw values).
+# Thresholds that turn a component into a stated reason (the priority itself uses the raw values).
 _DISAGREE_REASON = 0.5
 _COVERAGE_REASON = 0.8
 _MATCH_IOU = 0.5
@@ -23,7 +23,10 @@ _TEXTUAL = ("text", "title")
 
 @dataclass(frozen=True)
 class PageScore:
-    """Components in [0, 1] (None when not measurable) and their plain sum as `score`.
+    """Components in [0, 1] (None when not measurable) and their plain sum as `review_priority`.
+
+    Higher means more worth a look: named apart from the leaderboards' layout `score`, where
+    higher means a better layout.
 
     `source_disagreement`: mean over pairs of block sources of 1 - match_rate.
     `fused_disagreement`: mean over block sources of 1 - match_rate(fused, source).
@@ -32,7 +35,7 @@ class PageScore:
     `unscored`: why the first three are None although there are boxes (the reason, as in `reasons`).
     """
 
-    score: float
+    review_priority: float
     source_disagreement: float | None
     fused_disagreement: float | None
     line_coverage: float | None
@@ -126,7 +129,7 @@ def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: l
     n_expected = len(sources) + len(failed_sources)
     failed_share = len(failed_sources) / n_expected if n_expected else 0.0
     parts = [v for v in (src_dis, fused_dis, None if coverage is None else 1.0 - coverage) if v is not None]
-    score = float(sum(parts) + failed_share)
+    priority = float(sum(parts) + failed_share)
 
     reasons = [f"fused {name} failed on this page: scored without it" for name in fused_failed]
     reasons += [f"fused {name} not made yet for this page (fusion pending): scored without it" for name in fused_pending]
@@ -142,9 +145,9 @@ def score_page(sources: dict[str, Boxes], fused: Boxes | None, failed_sources: l
     if unscored:
         reasons.append(unscored)
     if not reasons:
-        reasons.append("no threshold crossed; ranked by total score")
+        reasons.append("no threshold crossed; ranked by review priority")
     return PageScore(
-        score=round(score, 4),
+        review_priority=round(priority, 4),
         source_disagreement=None if src_dis is None else round(src_dis, 4),
         fused_disagreement=None if fused_dis is None else round(fused_dis, 4),
         line_coverage=None if coverage is None else round(coverage, 4),

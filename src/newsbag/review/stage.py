@@ -1,4 +1,5 @@
-"""The review stage: one board PNG per page, the top-N most informative pages and the HTML gallery."""
+"""The review stage: each page's scan, thumbnail and box data, its review priority, full boards of the
+top-N pages and the HTML gallery."""
 
 from __future__ import annotations
 
@@ -9,44 +10,60 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import numpy as np
 from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
 from .. import rundir
+from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..pages import open_accepted_image, read_pages
 from ..parallel import page_map
-from .gallery import DATA_JS, SCAN, page_layer, write_gallery, write_page_data
-from .render import CLASS_COLORS, render_board
-from .score import score_page
+from .gallery import DATA_JS, SCANS, THUMB, page_layer, write_gallery, write_page_data
+from . import reading
+from .evaluation import EVALUATION_JS, write_evaluation_data
+from .render import ARTICLE_COLOR, CLASS_COLORS, render_board
+from .score import PageScore, score_page
 
 __all__ = ["ReviewParams", "parse_review_cfg", "run_review", "board_status"]
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {"top_n": 20, "max_board_width": 2400, "variants": None}
+_DEFAULTS: dict[str, Any] = {"top_n": 5, "max_board_width": 2400, "variants": None}
 _STAGE_KEYS = {"name", "kind", "description"}
-# Panels are as wide as one row allows, but never below 480 px (text must stay legible) nor
-# above 800 px (the full-size page is one click away in the gallery).
-_PANEL_MIN, _PANEL_MAX = 480, 800
-_THUMB_WIDTH = 1200
-# The gallery's page view shows the scan at most this wide (a JPEG beside data.js): enough to
-# read a headline, ~0.3 MB for an NZZ page.
-_SCAN_WIDTH = 1600
-_SCAN_QUALITY = 80
-_JPEG_MAX_SIDE = 65500  # libjpeg refuses a longer side (a 1 x 70000 strip stopped the whole run)
-# zlib level 3 encodes a scan board ~2.7x faster than the default 6 and smaller (1.5 vs 2.1 MB
-# on an NZZ board): the encode was 70 % of the stage time.
+# Board panels are as wide as one row allows, but never below 760 px (a box and its label must be
+# checkable one by one) nor above 1000 px.
+_PANEL_MIN, _PANEL_MAX = 760, 1000
+_MIN_BOARD_WIDTH = 960
+# Boards are drawn for the top pages only (every page has the scan and data.js, which the page
+# view draws its boxes from): a black-and-white page's as PNG of a 64-colour palette (0.4-0.7 MB
+# for seven NZZ panels, where a JPEG of the sharp edges is ~2 MB), a grey page's as JPEG. zlib
+# level 3 encodes ~2.7x faster than the default 6, and smaller.
+_BOARD_EXTS = (".png", ".jpg")
+_PAGE_BOARD = "board.png"   # what an earlier newsbag kept in every page's folder
+_BOARD_OF = "newsbag-review"   # a board's PNG text key: the fingerprint of the page review it shows
+_BOARD_COLOURS = 64
+_BOARD_QUALITY = 70
 _PNG_LEVEL = 3
+# The page list's thumbnails.
+_THUMB_WIDTH = 120
+# The page view shows the scan at most this wide: body text stays legible, and an NZZ page is
+# ~0.1 MB as a 1-bit PNG (a 1600-px JPEG at quality 80 was 0.3-1.1 MB, the review's largest file).
+_SCAN_WIDTH = 1200
+_SCAN_QUALITY = 60
+# A page is black and white when under a half of its pixels are grey (NZZ scans: 9-30 %; a
+# greyscale photograph of a page: ~97 %).
+_GREY_LOW, _GREY_HIGH, _MAX_GREY_SHARE = 32, 224, 0.5
+_JPEG_MAX_SIDE = 65500  # libjpeg refuses a longer side (a 1 x 70000 strip stopped the whole run)
 _FAILED_LISTED = 200
 
 
 @dataclass(frozen=True)
 class ReviewParams:
-    """Review options: pages in the gallery, board width cap, fused variants shown (None = auto)."""
+    """Review options: the top pages that get a full board, board width cap, fused variants shown (None = auto)."""
 
-    top_n: int = 20
+    top_n: int = 5
     max_board_width: int = 2400
     variants: tuple[str, ...] | None = None
 
@@ -57,7 +74,7 @@ def parse_review_cfg(cfg: Mapping[str, Any]) -> ReviewParams:
     if unknown:
         raise ValueError(f"review stage: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_DEFAULTS))}")
     opts = {**_DEFAULTS, **{k: v for k, v in cfg.items() if k in _DEFAULTS}}
-    for key, low in (("top_n", 1), ("max_board_width", 2 * _PANEL_MIN)):
+    for key, low in (("top_n", 1), ("max_board_width", _MIN_BOARD_WIDTH)):
         value = opts[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"review stage: {key} must be an integer >= {low}, got {value!r}")
@@ -132,14 +149,13 @@ def _load_page(path: Path, page_id: str) -> dict:
 
 def _read_sources(paths: dict[str, str], page_id: str) -> tuple[dict[str, dict], dict[str, str]]:
     """(readable source pages, one-line reason per unreadable one) by name: as in fusion, a bad
-    source page is dropped from its board with one log line, not the board failed with it."""
+    source page is dropped from its board (and named), not the board failed with it."""
     pages, dropped = {}, {}
     for name, path in paths.items():
         try:
             pages[name] = read_page(path, page_id)
         except ValueError as exc:
             dropped[name] = first_line(exc)
-            log.warning("review: page %s: source %s dropped: %s", page_id, name, dropped[name])
     return pages, dropped
 
 
@@ -182,16 +198,17 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
 
 
 def _recorded_info(page_dir: Path) -> dict:
-    """The page's info.json when board, scan and gallery data exist and it says they were made
+    """The page's info.json when scan, thumbnail and gallery data exist and it says they were made
     successfully; else {}. Read once: a rerun with every board current skips each page on it,
     and lists it from it."""
-    if not all((page_dir / name).is_file() for name in ("board.png", SCAN, DATA_JS)):
+    if not all((page_dir / name).is_file() for name in (THUMB, DATA_JS)):
         return {}
     try:
         recorded = read_json(page_dir / "info.json")
     except (OSError, ValueError):
         return {}
-    return recorded if isinstance(recorded, dict) and recorded.get("status") == "ok" else {}
+    ok = isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("scan") in SCANS
+    return recorded if ok and (page_dir / recorded["scan"]).is_file() else {}
 
 
 @dataclass(frozen=True)
@@ -263,6 +280,46 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         except (OSError, ValueError, KeyError, TypeError):
             return _Outcome(page_id, "absent")
 
+    content = _page_content(record, plan, params, inputs)
+    for name, why in content.dropped.items():
+        log.warning("review: page %s: source %s dropped: %s", page_id, name, why)
+    if content.priority.unscored:
+        log.warning("review: page %s: %s", page_id, content.priority.unscored)
+    scan = _write_scan(content.image, page_dir)
+    write_page_data(page_dir / DATA_JS, page_id, record.width, record.height, content.layers, scan)
+    info = {
+        "page_id": page_id, "status": "ok", "path": record.path, "scan": scan,
+        "panels": content.panel_rows, "dropped_sources": content.dropped,
+        "reference_fused": content.reference, "priority": content.priority.to_dict(), "params": plan.options,
+        "fingerprint": inputs.fingerprint,
+        "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
+    }
+    write_json(page_dir / "info.json", info)
+    (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
+    # A run reviewed by an earlier newsbag holds a 1.5 MB board in every page's folder: boards
+    # belong to the top pages only (top<N>_informative), and these would keep most of the disk.
+    (page_dir / _PAGE_BOARD).unlink(missing_ok=True)
+    return _Outcome(page_id, "ok", info=_listing(info))
+
+
+@dataclass(frozen=True)
+class _Content:
+    """One page as the review shows it: the scan, board panels, page-view layers and its priority."""
+
+    image: Image.Image
+    panels: list[tuple[str, Boxes]]
+    panel_rows: list[dict]
+    panel_width: int
+    layers: list[dict]
+    dropped: dict[str, str]
+    reference: str | None
+    priority: PageScore
+
+
+def _page_content(record, plan: _Plan, params: ReviewParams, inputs: _Inputs) -> _Content:
+    """Read one page's source and fused outputs and its image; raises `_PageError` on an unreadable
+    image or fused page (an unreadable source page is dropped and named)."""
+    page_id = record.page_id
     sources, failed_sources = inputs.sources, inputs.failed_sources
     fused, failed_fused = inputs.fused, inputs.failed_fused
     source_dirs, fused_dirs, gallery_dirs, recommended = (plan.source_dirs, plan.fused_dirs, plan.gallery_dirs,
@@ -274,8 +331,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     source_boxes = {name: boxes_from_page(page, source=name) for name, page in source_pages.items()}
     fused_boxes = {name: boxes_from_page(page, source=f"fusion/{name}") for name, page in fused_pages.items()
                    if name in fused_dirs}
-    n_cells = 1 + len(source_dirs) + len(fused_dirs)
-    panel_w = _panel_width(n_cells, params.max_board_width)
+    panel_w = _panel_width(len(source_dirs) + len(fused_dirs), params.max_board_width)
     image = _load_image(str(inputs.image_path), max(panel_w, _SCAN_WIDTH))
 
     meta = PageMeta(page_id=page_id, width=record.width, height=record.height)
@@ -305,37 +361,84 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         reference = fused_boxes[sorted(fused_boxes)[0]]
     score = score_page(source_boxes, reference, sorted(unusable),
                        fused_failed=[name for name in fused_dirs if name in failed_fused], fused_pending=pending)
-    if score.unscored:
-        log.warning("review: page %s: %s", page_id, score.unscored)
-
-    board = render_board(image, panels, max_panel_width=panel_w, max_board_width=params.max_board_width,
-                         title=page_id)
-    buf = io.BytesIO()
-    board.save(buf, format="PNG", compress_level=_PNG_LEVEL)
-    atomic_write_bytes(page_dir / "board.png", buf.getvalue())
-    _write_scan(image, page_dir / SCAN)
     layers = [page_layer(name, "source", source_pages.get(name), failed=name in unusable)
               for name in source_dirs if name in sources or name in failed_sources]
     layers += [page_layer(f"fusion/{name}", "fused", fused_pages.get(name), failed=name in failed_fused,
                           pending=name not in fused and name not in failed_fused, recommended=name == recommended)
                for name in sorted(gallery_dirs)]
-    write_page_data(page_dir / DATA_JS, page_id, record.width, record.height, layers)
-    info = {
-        "page_id": page_id, "status": "ok", "path": record.path, "image_path": record.image_path,
-        "board": "board.png", "board_size": list(board.size), "board_bytes": buf.tell(),
-        "panels": panel_rows, "dropped_sources": dropped, "reference_fused": None if reference is None else reference.meta.source,
-        "score": score.to_dict(), "params": plan.options, "fingerprint": inputs.fingerprint,
-        "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
-    }
-    write_json(page_dir / "info.json", info)
-    (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
-    return _Outcome(page_id, "ok", info=_listing(info))
+    return _Content(image, panels, panel_rows, panel_w, layers, dropped,
+                    None if reference is None else reference.meta.source, score)
+
+
+def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome: _Outcome, top_dir: Path) -> str:
+    """The full board of one of the top pages: a panel per source and shown fused variant, and why
+    it is worth a look (the page view draws the same boxes for every page from data.js). Returns
+    its file name in `top_dir`: a palette PNG of a black-and-white page, else a JPEG; either
+    records the page review's fingerprint (`_board_made_from`)."""
+    inputs = _inputs(run_dir, record, plan, {})
+    content = _page_content(record, plan, params, inputs)
+    image = content.image
+    one_bit = _black_and_white(image)
+    if one_bit:   # drawn on the 1-bit page, the board's PNG is a third of the size
+        image = _one_bit(_fit_width(image, content.panel_width)).convert("L")
+    board = render_board(image, content.panels, max_panel_width=content.panel_width,
+                         max_board_width=params.max_board_width, title=record.page_id,
+                         note="why look: " + "; ".join(outcome.info["priority"]["reasons"]))
+    made_from = outcome.info["fingerprint"]
+    buf = io.BytesIO()
+    if one_bit:
+        note = PngImagePlugin.PngInfo()
+        note.add_text(_BOARD_OF, made_from)
+        board.quantize(_BOARD_COLOURS, method=Image.Quantize.FASTOCTREE).save(
+            buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
+    else:
+        _fit_width(board, board.width).save(buf, format="JPEG", quality=_BOARD_QUALITY, comment=made_from)
+    names = [f"{record.page_id}{ext}" for ext in _BOARD_EXTS]
+    name = names[0] if one_bit else names[1]
+    atomic_write_bytes(top_dir / name, buf.getvalue())
+    for other in names:
+        if other != name:
+            (top_dir / other).unlink(missing_ok=True)
+    return name
+
+
+def _board_made_from(path: Path) -> str | None:
+    """The page-review fingerprint a board records (PNG text chunk or JPEG comment); None when
+    there is no board or it records none. Read from the header: no pixel is decoded."""
+    try:
+        with Image.open(path) as im:
+            found = im.text.get(_BOARD_OF) if im.format == "PNG" else im.info.get("comment")
+    except (OSError, ValueError, SyntaxError):
+        return None
+    return found.decode("ascii", "replace") if isinstance(found, bytes) else found
+
+
+def _top_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome: _Outcome, top_dir: Path,
+               force: bool) -> str | None:
+    """A top page's board file name in `top_dir`, drawn unless one records the page's current review
+    (judged by that fingerprint, as every output is by its inputs, not by mtimes: a node whose
+    clock runs ahead would stamp an old board newer); None, with one log line, when it cannot
+    be drawn (its scan gone, say)."""
+    for ext in _BOARD_EXTS:
+        name = f"{outcome.page_id}{ext}"
+        if not force and _board_made_from(top_dir / name) == outcome.info["fingerprint"]:
+            return name
+    try:
+        if record is None:
+            raise _PageError(f"not in {run_dir / rundir.MANIFEST}")
+        return _write_board(run_dir, record, plan, params, outcome, top_dir)
+    except RunDirError:   # not the page's fault: stop the stage with one line
+        raise
+    except Exception as exc:  # noqa: BLE001 - a board is one page's extra, not worth the stage
+        log.error("review: page %s: board not drawn: %s", outcome.page_id,
+                  exc if isinstance(exc, _PageError) else f"{type(exc).__name__}: {first_line(exc)}")
+        return None
 
 
 def _listing(info: dict) -> dict:
     """What the ranking, scores.tsv and gallery read of a page's info.json: a call holds it for
     every page of the run, so not the whole record (~5.7 KB a page parsed, ~0.6 GB at 100k pages)."""
-    return {"score": info["score"], "path": info.get("path", "")}
+    return {"priority": info["priority"], "path": info.get("path", ""), "fingerprint": info.get("fingerprint")}
 
 
 def _review_task(task: tuple) -> _Outcome:
@@ -357,52 +460,51 @@ def _review_task(task: tuple) -> _Outcome:
 def _fail_page(run_dir: Path, page_id: str, error: str) -> _Outcome:
     """A failed page keeps no board or gallery files that could pass as current, and a failure record."""
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    for stale in ("board.png", "info.json", SCAN, DATA_JS):
+    for stale in ("info.json", *SCANS, THUMB, DATA_JS, _PAGE_BOARD):
         (page_dir / stale).unlink(missing_ok=True)
     write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": error})
     return _Outcome(page_id, "failed", error=error)
 
 
-def _write_scan(image: Image.Image, out: Path) -> None:
-    """The page image as a JPEG at most `_SCAN_WIDTH` wide, for the gallery (browsers show no TIFF),
-    and at most `_JPEG_MAX_SIDE` high."""
-    if image.width > _SCAN_WIDTH:
-        image = image.resize((_SCAN_WIDTH, max(1, round(image.height * _SCAN_WIDTH / image.width))),
-                             Image.Resampling.BILINEAR)
-    if image.height > _JPEG_MAX_SIDE:
-        image = image.resize((max(1, round(image.width * _JPEG_MAX_SIDE / image.height)), _JPEG_MAX_SIDE),
-                             Image.Resampling.BILINEAR)
+def _fit_width(image: Image.Image, width: int) -> Image.Image:
+    """`image` at most `width` wide and `_JPEG_MAX_SIDE` high (libjpeg refuses longer sides)."""
+    scale = min(1.0, width / image.width, _JPEG_MAX_SIDE / image.height)
+    if scale >= 1.0:
+        return image
+    return image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
+                        Image.Resampling.LANCZOS)
+
+
+def _black_and_white(image: Image.Image) -> bool:
+    """Whether the page is mostly black or white pixels already (a binarised scan), judged on
+    every 4th pixel of every 4th row: a 1-bit copy loses nothing a reviewer needs there."""
+    grey = np.asarray(image.convert("L"))[::4, ::4]
+    return bool(np.mean((grey > _GREY_LOW) & (grey < _GREY_HIGH)) < _MAX_GREY_SHARE)
+
+
+def _one_bit(image: Image.Image) -> Image.Image:
+    return image.convert("L").point(lambda v: 255 if v > 127 else 0).convert("1", dither=Image.Dither.NONE)
+
+
+def _write_scan(image: Image.Image, page_dir: Path) -> str:
+    """The page view's scan (browsers show no TIFF) and the list's thumbnail; returns the scan's
+    file name (one of `SCANS`), removing the other one."""
+    scan = _fit_width(image, _SCAN_WIDTH)
     buf = io.BytesIO()
-    image.save(buf, format="JPEG", quality=_SCAN_QUALITY)
-    atomic_write_bytes(out, buf.getvalue())
-
-
-_THUMB_OF = "newsbag-board"  # a thumbnail's PNG text key: the digest of the board it was made from
-
-
-def _write_thumb(board: Path, out: Path) -> None:
-    """A top-N thumbnail of `board`, unless `out` already is one: judged by the board content it
-    records, as every output is by its inputs, not by mtimes (a node whose clock runs ahead
-    stamps a thumbnail newer than the board redrawn after it)."""
-    made_from = rundir.file_digest(board)
-    try:
-        with Image.open(out) as old:
-            if made_from is not None and old.text.get(_THUMB_OF) == made_from:
-                return
-    except (OSError, ValueError, SyntaxError):  # none yet, or not a PNG it can read: made again
-        pass
-    with Image.open(board) as im:
-        im.load()
-        if im.width > _THUMB_WIDTH:
-            im = im.resize((_THUMB_WIDTH, max(1, round(im.height * _THUMB_WIDTH / im.width))), Image.Resampling.LANCZOS)
-        # A 256-colour palette keeps the grey scan and the class colours legible at a third
-        # of the size (0.48 vs 1.6 MB on a 1200 px NZZ board), so the gallery loads fast.
-        small = im.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
-        buf = io.BytesIO()
-        note = PngImagePlugin.PngInfo()
-        note.add_text(_THUMB_OF, made_from or "")
-        small.save(buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
-    atomic_write_bytes(out, buf.getvalue())
+    if _black_and_white(image):
+        name = SCANS[0]
+        _one_bit(scan).save(buf, format="PNG", optimize=True)
+    else:
+        name = SCANS[1]
+        scan.save(buf, format="JPEG", quality=_SCAN_QUALITY)
+    atomic_write_bytes(page_dir / name, buf.getvalue())
+    for other in SCANS:
+        if other != name:
+            (page_dir / other).unlink(missing_ok=True)
+    buf = io.BytesIO()
+    _fit_width(image, _THUMB_WIDTH).save(buf, format="JPEG", quality=_SCAN_QUALITY)
+    atomic_write_bytes(page_dir / THUMB, buf.getvalue())
+    return name
 
 
 def _tsv_cell(value: Any) -> str:
@@ -413,68 +515,52 @@ def _tsv_cell(value: Any) -> str:
     return str(value).replace("\t", " ").replace("\n", " ")
 
 
-_SCORE_COLUMNS = [("score", "score", "informative score: the sum of the next four"),
-                  ("source_disagreement", "src Δ", "share of block boxes without a same-class partner between sources"),
-                  ("fused_disagreement", "fused Δ", "share of boxes unmatched between the fused variant and each source"),
-                  ("line_coverage", "lines", "share of text lines inside one text region"),
-                  ("failed_share", "failed", "share of sources that failed on the page")]
-
-
-def _variant_metrics(run_dir: Path, variant: str | None) -> dict[str, dict[str, float | None]]:
-    """Per-page metrics of one fused variant from fusion's per_page_variant_metrics.tsv ({} when absent).
-
-    Read line by line: the table has a row per page and variant (~130 MB at 100k pages and 12
-    variants), of which one variant's rows are kept.
-    """
-    path = rundir.fusion_dir(run_dir) / "per_page_variant_metrics.tsv"
-    if variant is None or not path.exists():
-        return {}
-    out = {}
-    with path.open(encoding="utf-8") as fh:
-        header = fh.readline().rstrip("\n").split("\t")
-        for line in fh:
-            row = dict(zip(header, line.rstrip("\n").split("\t")))
-            if row.get("name") != variant:
-                continue
-            out[row["page_id"]] = {k: (float(v) if v not in ("", "nan") else None) for k, v in row.items()
-                                   if k not in ("page_id", "name")}
-    return out
-
-
-def _leaderboard(rows: Any, kind_key: str) -> dict:
-    """A leaderboard as columns + rows for the template (numbers keep their type for sorting)."""
-    rows = [r for r in rows or [] if isinstance(r, dict)]
-    if not rows:
-        return {"columns": [], "rows": []}
-    first = ["rank", "name", kind_key, "n_pages"]
-    rest = [k for k in rows[0] if k not in first]
-    columns = [c for c in first if any(c in r for r in rows)] + rest
-    return {"columns": columns, "rows": [[r.get(c) for c in columns] for r in rows]}
+# Page-list columns of the review priority: (key in info.json's "priority", label, definition,
+# shown by default). The gallery shows the definitions in a legend: no tooltip reaches a touch screen.
+_PRIORITY_COLUMNS = [
+    ("review_priority", "priority", "how worth a look the page is (higher = look first; not a quality score): "
+     "the sum of the next four", True),
+    ("source_disagreement", "src Δ", "share of block boxes without a same-class partner between two sources "
+     "(mean over source pairs)", True),
+    ("fused_disagreement", "fused Δ", "share of boxes unmatched between the reference fused variant and each "
+     "source", True),
+    ("line_coverage", "lines", "share of text lines at least half inside one text region of the reference fused "
+     "variant (low = text the layout misses; 1 - this enters the priority)", True),
+    ("failed_share", "failed", "share of the sources that failed on the page", False),
+]
+# Pages whose layout scores (one per variant and source) the page view's strip plot can show:
+# the highest-priority ones, so a 100k-page gallery stays small.
+_STRIP_PAGES = 2000
 
 
 def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dict, gallery_dirs: dict,
-                     recommended: str | None, top_name: str, *, absent: int) -> dict:
+                     recommended: str | None, top_name: str, *, absent: int, boards: Mapping[str, str | None] = {}
+                     ) -> dict:
     """What index.html shows: leaderboards, one metrics row per reviewed page, failed pages, and
-    how many pages of the run it leaves out (`absent`: board not drawn yet or out of date), so a
-    partial or sharded review never reads as the whole run."""
-    summary: dict = {}
-    try:
-        summary = read_json(rundir.fusion_dir(run_dir) / "summary.json")
-    except (OSError, ValueError):
-        pass
-    summary = summary if isinstance(summary, dict) else {}
+    how many pages of the run it leaves out (`absent`: not reviewed yet or out of date), so a
+    partial or sharded review never reads as the whole run. `boards`: the file name of each full board."""
     reference = recommended or (sorted(gallery_dirs)[0] if gallery_dirs else None)
-    metrics = _variant_metrics(run_dir, reference)
+    metrics = reading.per_page_metrics(run_dir, reference)
     metric_keys = sorted({k for m in metrics.values() for k in m}, key=lambda k: (k != "score", k))
-    columns = [{"key": k, "label": label, "title": title} for k, label, title in _SCORE_COLUMNS]
-    columns += [{"key": f"v.{k}", "label": f"{reference} {k}", "title": f"fusion/{reference} metric {k}"}
-                for k in metric_keys]
+    columns = [{"key": k, "label": label, "definition": text, "extra": not shown}
+               for k, label, text, shown in _PRIORITY_COLUMNS]
+    columns += [{"key": f"v.{k}", "label": f"{reference} {k}" if k != "score" else f"{reference} score",
+                 "definition": (f"layout score of fusion/{reference} on the page, without ground truth (higher = "
+                                "better layout; the leaderboards' score)") if k == "score"
+                 else f"fusion/{reference} per-page metric {k} (see the leaderboard legend)",
+                 "extra": k != "score"} for k in metric_keys]
+    transcripts = sorted(_variant_dirs(rundir.transcript_dir(run_dir, "x").parent, 1))
+    leaderboards = [("Fusion variants", reading.leaderboard(rundir.fusion_dir(run_dir) / "variant_leaderboard.tsv")),
+                    ("Sources", reading.leaderboard(rundir.fusion_dir(run_dir) / "source_leaderboard.tsv"))]
+    strip_names, strip = reading.layout_scores(run_dir, {o.page_id for o in ranked[:_STRIP_PAGES]})
     rows = []
     for rank, o in enumerate(ranked, 1):
-        s = o.info["score"]
-        row = [o.page_id, rank, *(s.get(k) for k, _, _ in _SCORE_COLUMNS)]
+        s = o.info["priority"]
+        row = [o.page_id, rank, *(s.get(k) for k, *_ in _PRIORITY_COLUMNS)]
         row += [metrics.get(o.page_id, {}).get(k) for k in metric_keys]
-        row += [", ".join(s.get("failed_sources") or []), "; ".join(s.get("reasons") or []), o.info.get("path", "")]
+        row += [", ".join(s.get("failed_sources") or []), "; ".join(s.get("reasons") or []), o.info.get("path", ""),
+                boards.get(o.page_id), reading.transcript_variants(run_dir, o.page_id, transcripts),
+                strip.get(o.page_id)]
         rows.append(row)
     return {
         "run": {
@@ -483,14 +569,22 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
             "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
             "reference": reference,
         },
-        "leaderboards": [("Fusion variants", _leaderboard(summary.get("variant_leaderboard"), "method")),
-                         ("Sources", _leaderboard(summary.get("source_leaderboard"), "family"))],
+        "leaderboards": leaderboards,
         "data": {"columns": columns, "rows": rows, "pages_dir": "pages", "top_dir": f"{top_name}/pages",
-                 "fields": ["page_id", "rank", *(c["key"] for c in columns), "failed_sources", "reasons", "path"],
+                 "thumb": THUMB, "transcripts_dir": "../outputs/transcripts",
+                 "strip": strip_names, "recommended": recommended, "reference": reference,
+                 "fields": ["page_id", "rank", *(c["key"] for c in columns), "failed_sources", "reasons", "path",
+                            "board", "transcripts", "layout"],
                  "colors": {k: f"rgb{v}" for k, v in CLASS_COLORS.items()}},
+        "columns": columns,
+        "leaderboard_legend": [c for c in LEGEND
+                               if any(c["name"] in board["columns"] for _, board in leaderboards)],
+        "score_note": SCORE_NOTE,
         "failed": [{"page_id": o.page_id, "error": o.error} for o in failed[:_FAILED_LISTED]],
         "colors": CLASS_COLORS,
+        "article_color": ARTICLE_COLOR,
         "scores_tsv": "scores.tsv",
+        "evaluation_js": EVALUATION_JS,
     }
 
 
@@ -526,7 +620,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
-        elif (page_dir / "board.png").is_file():
+        elif (page_dir / "info.json").is_file():
             counts["stale"] += 1
         else:
             counts["pending"] += 1
@@ -542,9 +636,10 @@ def run_review(
     workers: int = 1,
     progress: Callable[[str, str], None] | None = None,
 ) -> dict:
-    """Draw boards for `page_ids`, rank them and write RUN/review/{pages,top<N>_informative,index.html}.
+    """Review `page_ids`, rank the run's pages by review priority and write RUN/review/{pages,
+    top<N>_informative (full boards of the top N), index.html, scores.tsv, evaluation.js}.
 
-    A page whose board is newer than all its inputs (and drawn with the same options) is
+    A page whose review was made from its current inputs (and with the same options) is
     skipped unless `force`. An unreadable source page (broken, or refused by the contract) is
     dropped from its board, named there and in info.json; a page with an unreadable image or
     fused page is logged in one line, recorded as failed and the rest goes on.
@@ -601,35 +696,35 @@ def run_review(
 
     ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]
-    ranked = sorted(ok, key=lambda o: (-o.info["score"]["score"], o.page_id))
+    ranked = sorted(ok, key=lambda o: (-o.info["priority"]["review_priority"], o.page_id))
     top = ranked[: params.top_n]
 
     review_dir = rundir.review_dir(run_dir)
     top_name = f"top{params.top_n}_informative"
     top_dir = review_dir / top_name / "pages"
     top_dir.mkdir(parents=True, exist_ok=True)
-    keep = {f"{o.page_id}.png" for o in top}
-    for old in top_dir.glob("*.png"):
+    keep = {f"{o.page_id}{ext}" for o in top for ext in _BOARD_EXTS}
+    for old in top_dir.iterdir():
         if old.name not in keep:
             old.unlink()
-    for o in top:
-        _write_thumb(review_dir / "pages" / o.page_id / "board.png", top_dir / f"{o.page_id}.png")
+    boards = {o.page_id: _top_board(run_dir, records.get(o.page_id), plan, params, o, top_dir,
+                                    force and o.page_id in selected) for o in top}
 
-    columns = ["rank", "page_id", "status", "score", "source_disagreement", "fused_disagreement",
-               "line_coverage", "failed_share", "failed_sources", "reasons_or_error"]
+    columns = ["rank", "page_id", "status", *(k for k, *_ in _PRIORITY_COLUMNS), "failed_sources",
+               "reasons_or_error"]
     lines = ["\t".join(columns)]
     for rank, o in enumerate(ranked, 1):
-        s = o.info["score"]
+        s = o.info["priority"]
         lines.append("\t".join(_tsv_cell(v) for v in (
-            rank, o.page_id, "ok", s["score"], s["source_disagreement"], s["fused_disagreement"],
-            s["line_coverage"], s["failed_share"], s["failed_sources"], s["reasons"])))
+            rank, o.page_id, "ok", *(s[k] for k, *_ in _PRIORITY_COLUMNS), s["failed_sources"], s["reasons"])))
     for o in failed:
-        lines.append("\t".join(_tsv_cell(v) for v in ("", o.page_id, "failed", "", "", "", "", "", "", o.error)))
+        lines.append("\t".join(_tsv_cell(v) for v in ("", o.page_id, "failed", *[""] * (len(columns) - 4), o.error)))
     scores_path = review_dir / "scores.tsv"
     atomic_write_text(scores_path, "\n".join(lines) + "\n", keep_same=True)
 
     context = _gallery_context(run_dir, ranked, failed, plan.source_dirs, plan.gallery_dirs, plan.recommended,
-                               top_name, absent=len(everyone) - len(outcomes))
+                               top_name, absent=len(everyone) - len(outcomes), boards=boards)
+    write_evaluation_data(run_dir)
     index = write_gallery(review_dir / "index.html", context)
     failures = [{"page_id": o.page_id, "error": o.error} for o in computed if o.status == "failed"]
     rundir.record_failures(run_dir, "review", failures)
