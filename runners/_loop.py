@@ -384,7 +384,13 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
             "order": None if order is None else int(order),
             "text": region.get("text"),
         })
+        # A recogniser's word boxes and the model that read the line (recognize_tesseract) go to the transcript.
+        for key in _TEXT_KEYS.intersection(region):
+            out[-1][key] = region[key]
     return out, warnings
+
+
+_TEXT_KEYS = frozenset(("words", "model"))
 
 
 class SharedModelOutput:

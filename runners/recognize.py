@@ -13,16 +13,17 @@ with its character list in the model metadata (``character``) or in ``dict_path`
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
+import unicodedata
 
 import numpy as np
 
 import _loop
 import _picodet
 from _image import load_page_array
+from _plan import read_plan
 from _ort import make_session
 from _weights import packaged_file
 
@@ -35,6 +36,31 @@ def default_rec_model() -> str:
     """The PP-OCRv4 rec model inside the installed rapidocr-onnxruntime package."""
     return packaged_file("rapidocr_onnxruntime", f"models/{REC_MODEL}",
                          "pip install rapidocr-onnxruntime==1.4.4 or set params.model_path to a PP-OCR rec .onnx file")
+
+
+SCRIPTS = ("latin", "any")
+
+
+def script_classes(characters: list[str], script: str) -> np.ndarray:
+    """(C + 1,) bool: the network's classes (blank first) a page in `script` may hold.
+
+    "latin" keeps every character whose letters are Latin (Fraktur is Latin script) and the
+    digits, punctuation and symbols outside the CJK blocks: the Chinese/English model's 6,600
+    classes are mostly Han, and on a Latin page a smudged word comes out as one ("... 美 ...").
+    Masking the classes, rather than deleting characters afterwards, lets such a frame fall to
+    its most probable Latin reading. "any" keeps them all.
+
+    >>> script_classes(["a", "美", "1", "，"], "latin").tolist()
+    [True, True, False, True, True]
+    """
+    if script == "any":
+        return np.ones(len(characters) + 1, dtype=bool)
+
+    def latin(char: str) -> bool:
+        return all(not unicodedata.category(c).startswith("L") or "LATIN" in unicodedata.name(c, "")
+                   for c in char) and not _CJK.search(char)
+
+    return np.array([True] + [latin(c) for c in characters], dtype=bool)
 
 
 def ctc_greedy(probs: np.ndarray, characters: list[str]) -> list[tuple[str, float]]:
@@ -102,6 +128,9 @@ class Recognizer:
         self.plan_dir = params["plan_dir"]
         self.batch_lines = int(params["batch_lines"])
         self.max_ratio = float(params["max_ratio"])
+        if params["script"] not in SCRIPTS:
+            raise ValueError(f"recognize: unknown script {params['script']!r}; choose one of {list(SCRIPTS)}")
+        self.allowed = script_classes(self.characters, params["script"])
         self.device_used = ort_info["device_used"]
         self.info = {"model": f"{os.path.basename(model_path)} (PP-OCR rec, onnxruntime)",
                      "model_path": os.path.abspath(model_path), "characters": len(self.characters), **ort_info}
@@ -118,18 +147,10 @@ class Recognizer:
         return chars + [" "]  # PP-OCR's use_space_char: the last class is a space
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
-        with open(os.path.join(self.plan_dir, f"{page['page_id']}.json"), encoding="utf-8") as fh:
-            plan = json.load(fh)
-        lines = plan["lines"]
+        image = load_page_array(image_path)
+        lines = read_plan(self.plan_dir, page["page_id"], image.shape[1], image.shape[0])
         if not lines:
             return []
-        image = load_page_array(image_path)
-        # Crops of a replaced scan at its old layout's boxes are other words, or none at all.
-        height, width = image.shape[:2]
-        if [width, height] != plan["size_wh"]:
-            raise ValueError(f"the page image is {width}x{height} px but its layout was made on "
-                             f"{plan['size_wh'][0]}x{plan['size_wh'][1]} px: the image changed after its layout; "
-                             "rerun its layout stages and fusion")
         boxes = np.asarray(lines, dtype=np.float64).reshape(-1, 4)
         ratio = (boxes[:, 2] - boxes[:, 0]) / np.maximum(boxes[:, 3] - boxes[:, 1], 1.0)
         texts: list[tuple[str, float]] = [("", 0.0)] * len(boxes)
@@ -139,6 +160,7 @@ class Recognizer:
             width = int(math.ceil(REC_HEIGHT * min(max(ratio[chunk].max(), 320 / REC_HEIGHT), self.max_ratio)))
             batch = np.stack([crop_tensor(image, boxes[i], width) for i in chunk])
             probs = self.session.run(None, {self.input_name: batch})[0]
+            probs[:, :, :self.allowed.size] *= self.allowed[:probs.shape[2]]
             for i, (text, score) in zip(chunk, ctc_greedy(probs, self.characters)):
                 texts[i] = (halfwidth_latin(text), score)
         return [{"bbox_xyxy": box.tolist(), "label": "text_line", "score": score, "order": k, "text": text}

@@ -100,7 +100,7 @@ def test_shipped_torch_config_parses_and_reports_missing_envs(tmp_path, monkeypa
     assert [(r["stage"], r["variant"]) for r in rows] == [
         ("paddle_layout", "pp_doclayout_v2"), ("paddle_layout", "pp_doclayout_v3"),
         ("paddle_layout", "pp_doclayout_plus_l"), ("paddle_vl15", "doc_parser"), ("dell", "american_stories"),
-        ("mineru", "layout"), ("text_lines", "lines"), ("text_lines", "blocks")]
+        ("mineru", "layout"), ("text_lines", "lines"), ("text_lines", "blocks"), ("transcription", "lines")]
     assert all(not r["ready"] and r["python"].startswith(str(tmp_path / "base" / "envs")) for r in rows)
 
 

@@ -14,7 +14,8 @@ from .export.options import ExportParams, export_variant_names, parse_export_cfg
 from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
 from .options import markdown_table
 from .review.options import ReviewParams, parse_review_cfg
-from .transcription_options import TranscriptionParams, parse_transcription_options, transcription_source_names
+from .transcription_options import (TranscriptionParams, parse_transcription_options, recognizer_family,
+                                    transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
            "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "has_work", "run_stage"]
@@ -42,9 +43,10 @@ class BuiltinKind:
     schemas: Mapping[str, type] = field(default_factory=dict)
     # options that hold paths, which the config anchors at its file's folder: interpreters
     # (`config.anchor_command`), and objects of a runner family's parameters by family (those its
-    # tool.json declares ``"path": true``, `config.anchor_params`)
+    # tool.json declares ``"path": true``, `config.anchor_params`), the family given by a function
+    # of the stage's options
     commands: tuple[str, ...] = ()
-    runner_params: Mapping[str, str] = field(default_factory=dict)
+    runner_params: Mapping[str, Callable[[Mapping[str, Any]], str]] = field(default_factory=dict)
     # ``sources(options) -> [(key, source name or glob)]`` for a kind whose options name sources
     # ("<stage>/<variant>"): the config refuses one that none of its model stages makes
     sources: Callable[[Mapping[str, Any]], list] | None = None
@@ -85,7 +87,7 @@ REGISTRY: dict[str, BuiltinKind] = {
                           {"": ExportParams}, variants=export_variant_names),
     "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
                                  "newsbag.transcription:transcript_status", {"": TranscriptionParams},
-                                 ("python",), {"recognizer": "recognize"}, transcription_source_names),
+                                 ("python",), {"recognizer": recognizer_family}, transcription_source_names),
 }
 
 

@@ -402,6 +402,7 @@ def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Pa
                          workers: int, as_json: bool, overrides: dict | None = None) -> None:
     import time
 
+    from . import rundir
     from .config import BuiltinStage, load_run_config, record_builtin_run, to_jsonable
     from .errors import PartialFailure
     from .pages import read_pages
@@ -414,9 +415,11 @@ def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Pa
     ids = [p.page_id for p in read_pages(run_dir)]
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
-    # What this call runs with is what the next plain call skips by and status judges by;
-    # one-off flags (export's --format...) are not recorded.
-    record = (lambda now: record_builtin_run(now, config, kind)) if config_path is not None else None
+    # What this call runs with is what the next plain call skips by and status judges by: a config
+    # named, or the embedded one where the run recorded none; one-off flags (export's --format...)
+    # are not recorded.
+    recorded = rundir.config_record(run_dir).exists()
+    record = (lambda now: record_builtin_run(now, config, kind)) if config_path is not None or not recorded else None
     summary = RunSummary(pages=len(ids), config=config.path or "")
     started = time.monotonic()
     with _ends_with_summary(command, run_dir, summary, as_json):

@@ -325,7 +325,7 @@ def _anchor_builtin(kind: str, options: Mapping[str, Any], folder: str | None) -
     for key in (k for k in entry.commands if k in out):
         out[key] = anchor_command(out[key], folder)
     for key, family in ((k, f) for k, f in entry.runner_params.items() if k in out):
-        out[key] = anchor_params(out[key], load_tool_spec(family, runners_dir()), folder)
+        out[key] = anchor_params(out[key], load_tool_spec(family(options), runners_dir()), folder)
     return out
 
 

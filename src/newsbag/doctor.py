@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image
 
-from .config import ModelStage, PipelineConfig, parse_config, to_jsonable
+from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
 from .orchestrator import split_event
 from .tables import aligned_lines
 
@@ -29,6 +29,8 @@ _FAMILY_IMPORTS = {
     "dell": ["onnxruntime"],
     "mineru": ["torch", "transformers", "mineru_vl_utils"],
     "paddle_vl15": ["paddle", "paddleocr"],
+    "recognize": ["onnxruntime"],
+    "recognize_tesseract": ["tesserocr"],
     "tesseract": ["tesserocr"],
     "text_lines": ["onnxruntime", "scipy"],
 }
@@ -84,11 +86,17 @@ def _would_use(stage: ModelStage, cuda: bool) -> str:
     return "cpu" if stage.allow_cpu_fallback else "none (GPU required, no fallback)"
 
 
-def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page: Path, timeout_s: float) -> dict:
+def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page: Path, timeout_s: float,
+              reads_plan: bool = False) -> dict:
+    """Run the stage's runner on `page`; a recogniser (`reads_plan`) reads one line box across its top."""
     with Image.open(page) as im:
         width, height = im.size
     with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
         out_dir = Path(tmp) / "out"
+        if reads_plan:
+            (Path(tmp) / "doctor.json").write_text(json.dumps({"lines": [[0, 0, width, min(height, 100)]],
+                                                               "size_wh": [width, height]}), encoding="utf-8")
+            params = {**params, "plan_dir": tmp}
         job = {"stage": stage.name, "variant": variant, "family": stage.family, "params": params,
                "device": stage.device, "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir),
                "label_map": dict(stage.label_map), "force": True,
@@ -160,8 +168,23 @@ def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:
         problems.append(f"a GPU op failed: {fw.get('gpu_op_error')}")
 
 
+def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
+    """Each model stage, and the transcription stage's recogniser as one, with whether it reads
+    a line plan (a recogniser reads the lines its stage planned, not a whole page)."""
+    out = []
+    for stage in cfg.stages:
+        if isinstance(stage, ModelStage):
+            out.append((stage, False))
+        elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
+            from .transcription import recognizer_stage
+
+            out.append((recognizer_stage(to_jsonable(stage.options)), True))
+    return out
+
+
 def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s: float = 900.0) -> list[dict]:
-    """One row per model stage variant: what is ready and what is not.
+    """One row per model stage variant, and the transcription stage's recogniser: what is ready
+    and what is not (for Tesseract, which traineddata files it found).
 
     Args:
         config: a raw config dict (as in the JSON file) or a parsed PipelineConfig.
@@ -178,10 +201,9 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
     runners = cfg.runners_dir
     probes: dict[tuple, dict] = {}
     rows = []
-    total = sum(len(s.variants) for s in cfg.stages if isinstance(s, ModelStage))
-    for stage in cfg.stages:
-        if not isinstance(stage, ModelStage):
-            continue
+    members = _model_stages(cfg)
+    total = sum(len(stage.variants) for stage, _ in members)
+    for stage, reads_plan in members:
         for variant, frozen in stage.variants.items():
             # each member takes seconds (an env's imports, one page): say which one is being checked
             log.info("doctor: checking %s/%s (%d of %d)", stage.name, variant, len(rows) + 1, total)
@@ -208,7 +230,7 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                 if not weights.get("ok"):
                     row["problems"].append(f"weights: {weights.get('error')}")
             if run_page and row["imports_ok"]:
-                row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s))
+                row.update(_run_page(stage, variant, params, runners, Path(run_page), timeout_s, reads_plan))
                 # What the page ran on wins over the guess: onnxruntime-gpu lists CUDA where it cannot load it.
                 row["device"] = row.get("device_used") or row["device"]
                 if not row["page_ok"]:
@@ -230,5 +252,7 @@ def format_doctor_table(rows: list[dict]) -> str:
                       str(r.get("compute_capability") or "-"), mark[r.get("arch_supported")], mark[r.get("page_ok")]))
     lines = aligned_lines(table)
     for r in rows:
+        if r.get("weights_ok") and r.get("weights"):
+            lines.append(f"  {r['stage']}/{r['variant']}: found {', '.join(r['weights'])}")
         lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"])
     return "\n".join(lines)

@@ -2,8 +2,11 @@
 
 The ground truth (the nzz format) gives every text region its hand-corrected text and its
 reading-order index. The page's reference text is those regions' texts in that order; the
-prediction is the transcript's page text. Whitespace is collapsed on both sides (line breaks
-are layout, not text), nothing else is normalised.
+prediction is the transcript's regions in its reading order, each as its lines were read
+(`read_text`: line-end hyphens where they were, as the ground truth keeps them). Whitespace is
+collapsed on both sides (line breaks are layout, not text). The raw CER normalises nothing
+else; the CER with the ground truth's conventions (`gt_conventions`) reads long s as s and
+every line-end hyphen mark as "-" on both sides.
 """
 
 from __future__ import annotations
@@ -20,9 +23,33 @@ from .fusion.geometry import intersection_matrix
 from .io import atomic_write_text, read_json
 from .tables import aligned_lines, tsv_text
 
-__all__ = ["char_error_rate", "order_agreement", "evaluate_transcripts", "format_transcripts"]
+__all__ = ["char_error_rate", "gt_conventions", "gt_regions", "read_text", "reference_text", "order_agreement",
+           "evaluate_transcripts", "format_transcripts"]
 
 _SPACE = re.compile(r"\s+")
+_LINE_END_HYPHEN = re.compile(r"[¬⸗=](?=[ \t]*(?:\n|$))")
+
+
+def gt_conventions(text: str) -> str:
+    r"""`text` as the nzz ground truth's conventions compare it: long s as s, the line-end hyphen
+    marks ¬, ⸗ and = as "-".
+
+    >>> gt_conventions("Geſez und Zei¬\ntung=")
+    'Gesez und Zei-\ntung-'
+    """
+    return _LINE_END_HYPHEN.sub("-", text.replace("ſ", "s"))
+
+
+def _as_read(region: dict) -> str:
+    """A transcript region's lines as they were read (without lines: its text)."""
+    if region.get("lines"):
+        return "\n".join(ln.get("text") or "" for ln in region["lines"])
+    return region.get("text") or ""
+
+
+def read_text(transcript: dict) -> str:
+    """A transcript's regions in its reading order, each as its lines were read, apart by a blank line."""
+    return "\n\n".join(_as_read(r) for r in transcript.get("regions", []))
 
 
 def _normalise(text: str) -> str:
@@ -64,11 +91,24 @@ def order_agreement(gt_rank: np.ndarray, pred_rank: np.ndarray) -> tuple[float, 
     return float(credit.mean()), int(i.size)
 
 
-def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
+def gt_regions(ann: dict) -> list[dict]:
+    """The ground truth's text regions in its reading order (those outside it left out)."""
     regions = [r for r in ann["regions"] if r.get("label") == "text" and r.get("order") is not None]
-    regions.sort(key=lambda r: r["order"])
-    ref = "\n\n".join(r.get("text") or "" for r in regions)
-    edits, length = char_error_rate(transcript.get("text", ""), ref)
+    return sorted(regions, key=lambda r: r["order"])
+
+
+def reference_text(ann: dict) -> str:
+    """The page text a transcript is scored against: the ground truth's text regions in its
+    reading order, apart by a blank line."""
+    return "\n\n".join(r.get("text") or "" for r in gt_regions(ann))
+
+
+def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
+    regions = gt_regions(ann)
+    ref = reference_text(ann)
+    pred = read_text(transcript)
+    edits, length = char_error_rate(pred, ref)
+    edits_conv, _ = char_error_rate(gt_conventions(pred), gt_conventions(ref))
     gt_xyxy = np.array([r["bbox_xyxy"] for r in regions], float).reshape(-1, 4)
     pred_xyxy = np.array([r["bbox_xyxy"] for r in transcript.get("regions", [])], float).reshape(-1, 4)
     pred_xyxy = pred_xyxy * np.array([sx, sy, sx, sy])
@@ -79,7 +119,7 @@ def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
     agreement, pairs = order_agreement(np.arange(len(regions))[found], pred_rank)
     # The same text read in ground-truth order (each transcript region where the ground-truth
     # region it overlaps most stands): recognition and segmentation errors without order errors.
-    texts = [r.get("text") or "" for r in transcript.get("regions", [])]
+    texts = [_as_read(r) for r in transcript.get("regions", [])]
     if pred_xyxy.shape[0] and gt_xyxy.shape[0]:
         best_gt = inter.argmax(axis=0)
         place = np.where(inter.max(axis=0) > 0, best_gt, len(regions))
@@ -88,22 +128,25 @@ def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
         in_gt_order = "\n\n".join(texts)
     edits_gt_order, _ = char_error_rate(in_gt_order, ref)
     return {"page_id": transcript["page_id"], "edits": edits, "ref_chars": length,
-            "cer": edits / length if length else None, "edits_gt_order": edits_gt_order,
+            "cer": edits / length if length else None, "edits_conv": edits_conv,
+            "cer_conv": edits_conv / length if length else None, "edits_gt_order": edits_gt_order,
             "cer_gt_order": edits_gt_order / length if length else None, "order": agreement, "order_pairs": pairs,
             "regions_read": int(found.sum()), "gt_regions": len(regions)}
 
 
-_ROW_COLUMNS = ["page_id", "cer", "cer_gt_order", "edits", "edits_gt_order", "ref_chars", "order", "order_pairs", "regions_read", "gt_regions"]
+_ROW_COLUMNS = ["page_id", "cer", "cer_conv", "cer_gt_order", "edits", "edits_conv", "edits_gt_order", "ref_chars",
+                "order", "order_pairs", "regions_read", "gt_regions"]
 
 
 def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
-    """Per transcribed variant: micro CER over matched pages (as read, and with the transcript's
-    regions put in ground-truth order), mean reading-order agreement, and per-page rows.
+    """Per transcribed variant: micro CER over matched pages (as read, with the ground truth's
+    conventions, and with the transcript's regions put in ground-truth order), mean
+    reading-order agreement, and per-page rows.
 
     Writes ``outputs/transcripts/<variant>/eval_transcripts.tsv`` (one row per page).
 
     Returns:
-        [{"variant", "pages", "cer", "order", "rows": [...], "written": path}] (empty when
+        [{"variant", "pages", "cer", "cer_conv", "cer_gt_order", "order", "rows": [...], "written": path}] (empty when
         nothing was transcribed).
     """
     matched = match_pages(run_dir, gt_dir)[0]
@@ -119,10 +162,12 @@ def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
         if rows:
             edits, chars = sum(r["edits"] for r in rows), sum(r["ref_chars"] for r in rows)
             edits_gt_order = sum(r["edits_gt_order"] for r in rows)
+            edits_conv = sum(r["edits_conv"] for r in rows)
             orders = [r["order"] for r in rows if r["order_pairs"]]
             written = folder / "eval_transcripts.tsv"
             atomic_write_text(written, tsv_text(rows, _ROW_COLUMNS))
             out.append({"variant": variant, "pages": len(rows), "cer": edits / chars if chars else None,
+                        "cer_conv": edits_conv / chars if chars else None,
                         "cer_gt_order": edits_gt_order / chars if chars else None, "order": float(np.mean(orders)) if orders else None, "rows": rows, "written": str(written)})
     return out
 
@@ -132,6 +177,7 @@ def format_transcripts(results: list[dict]) -> str:
     def cell(v):
         return "-" if v is None else f"{v:.4f}"
 
-    table = [("transcripts of", "pages", "CER", "CER in GT order", "reading order")]
-    table += [(r["variant"], str(r["pages"]), cell(r["cer"]), cell(r["cer_gt_order"]), cell(r["order"])) for r in results]
+    table = [("transcripts of", "pages", "CER", "CER (GT conventions)", "CER in GT order", "reading order")]
+    table += [(r["variant"], str(r["pages"]), cell(r["cer"]), cell(r["cer_conv"]), cell(r["cer_gt_order"]),
+               cell(r["order"])) for r in results]
     return "\n".join(aligned_lines(table))

@@ -42,11 +42,13 @@ REVISIONS: dict[str, Revision] = {
     "fusion/paragraphs": Revision(1, (*_FUSION_METHOD, "fusion/paragraphs.py")),
     "review": Revision(2, ("review/stage.py", "review/render.py", "review/score.py", "review/gallery.py",
                            "review/reading.py")),
-    "transcription": Revision(1, ("transcription.py", "transcript.py")),
+    # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.
+    "transcription": Revision(2, ("transcription.py", "transcript.py")),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
-    # pages left out of the fingerprint (coco). 2: integer boxes cover the float box.
+    # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
+    # String elements with their word boxes and WC.
     "export/page-xml": Revision(2, (*_EXPORT, "export/pagexml.py", "export/serialize.py")),
-    "export/alto": Revision(2, (*_EXPORT, "export/alto.py", "export/serialize.py")),
+    "export/alto": Revision(3, (*_EXPORT, "export/alto.py", "export/serialize.py")),
     "export/coco": Revision(2, (*_EXPORT, "export/coco.py")),
 }
 

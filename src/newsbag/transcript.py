@@ -3,12 +3,19 @@ and how the recognised lines come back together as region, article and page text
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .fusion.geometry import area, cross_pairs
 from .fusion.order import reading_order_parts
 
-__all__ = ["column_pieces", "line_crops", "line_rows", "plan_page", "assemble", "take_block_text"]
+__all__ = ["column_pieces", "line_crops", "line_rows", "plan_page", "join_hyphens", "assemble", "take_block_text"]
+
+# A word broken at a line end: a letter, then a hyphen as printed or transcribed (Fraktur's
+# double hyphen read as "=", "⸗" or "¬"); the next line goes on with a letter.
+_BROKEN = re.compile(r"(?<=[^\W\d_])[-¬⸗=]$")
+_GOES_ON = re.compile(r"[^\W\d_]\S*")
 
 
 def line_crops(region_xyxy: np.ndarray, line_xyxy: np.ndarray, min_cover: float = 0.5
@@ -150,8 +157,44 @@ def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.nd
     return crops[order], region[order]
 
 
-def assemble(n_regions: int, region: np.ndarray, texts: list[str]) -> list[str]:
-    """Region texts: the recognised lines of each region joined by newlines, in plan order.
+def join_hyphens(lines: list[str]) -> tuple[list[str], list[str | None]]:
+    """The lines of one region with each word broken at a line end made whole on its first line.
+
+    The word's second part moves up to the first. The hyphen is dropped when that part starts
+    lower-case (a word the printer broke: "Zei¬" "tung" -> "Zeitung") and kept as "-" otherwise
+    (a compound broken at its own hyphen, or a name: "Zürich-" "Stadt" -> "Zürich-Stadt").
+    Line breaks stay where they were, so the text still lines up with its lines; the lines as
+    read, hyphen included, are what the ground truth's convention compares.
+
+    Args:
+        lines: L stripped line texts in reading order.
+
+    Returns:
+        the L lines after joining, and per line None or how its line-end hyphen was joined
+        ("dropped" or "kept").
+
+    >>> join_hyphens(["die Zei¬", "tung ist", "in Zürich-", "Stadt"])
+    (['die Zeitung', 'ist', 'in Zürich-Stadt', ''], ['dropped', None, 'kept', None])
+    """
+    out, joins = list(lines), [None] * len(lines)
+    for k in range(len(out)):
+        last = k   # the line whose hyphen ends out[k]: a one-word line moved up passes its own on
+        for j in range(k + 1, len(out)):
+            tail = _GOES_ON.match(out[j])
+            if tail is None or not _BROKEN.search(out[k]):
+                break
+            joins[last] = "dropped" if tail.group()[0].islower() else "kept"
+            out[k] = out[k][:-1] + ("" if joins[last] == "dropped" else "-") + tail.group()
+            out[j] = out[j][tail.end():].lstrip()
+            if out[j]:
+                break
+            last = j
+    return out, joins
+
+
+def assemble(n_regions: int, region: np.ndarray, texts: list[str]) -> tuple[list[str], list[str | None]]:
+    """Region texts: the recognised lines of each region joined by newlines, in plan order,
+    with words broken at line ends made whole (`join_hyphens`).
 
     Args:
         n_regions: R.
@@ -159,13 +202,22 @@ def assemble(n_regions: int, region: np.ndarray, texts: list[str]) -> list[str]:
         texts: K line texts.
 
     Returns:
-        R strings ('' for a region with no line read).
+        R strings ('' for a region with no line read), and per line how its line-end hyphen
+        was joined (None: not joined).
     """
-    out: list[list[str]] = [[] for _ in range(n_regions)]
-    for r, text in zip(np.asarray(region, dtype=np.intp), texts):
-        if text.strip():
-            out[r].append(text.strip())
-    return ["\n".join(lines) for lines in out]
+    texts = [t.strip() for t in texts]
+    by_region: list[list[int]] = [[] for _ in range(n_regions)]
+    for k, r in enumerate(np.asarray(region, dtype=np.intp).tolist()):
+        if texts[k]:
+            by_region[r].append(k)
+    joins: list[str | None] = [None] * len(texts)
+    out = []
+    for mine in by_region:
+        joined, how = join_hyphens([texts[k] for k in mine])
+        for k, j in zip(mine, how):
+            joins[k] = j
+        out.append("\n".join(t for t in joined if t))
+    return out, joins
 
 
 def take_block_text(region_xyxy: np.ndarray, crops: np.ndarray, crop_region: np.ndarray, block_xyxy: np.ndarray,

@@ -32,19 +32,24 @@ from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, parse_transcription_options
 from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
 
-__all__ = ["run_transcription", "transcript_status"]
+__all__ = ["recognizer_stage", "run_transcription", "transcript_status"]
 
 log = logging.getLogger(__name__)
 
 _READ_CLASSES = ("text", "title")
+# What a recogniser may tell of a line besides its text and score: word boxes with their
+# confidences, and the model that read it (the per-page choice between several).
+_LINE_EXTRAS = ("words", "model")
 
 
-def _recognizer_stage(params: TranscriptionParams, plan_dir: Path) -> ModelStage:
-    """The recognize runner as a model stage, so it gets the orchestrator's launch, resume and crash handling."""
-    spec = load_tool_spec("recognize", runners_dir())
+def recognizer_stage(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> ModelStage:
+    """The recogniser runner as a model stage, so it gets the orchestrator's launch, resume and
+    crash handling (and `newsbag doctor`'s checks)."""
+    params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
+    spec = load_tool_spec(params.recognizer_family, runners_dir())
     recognizer = validate_params("transcription stage: recognizer", dict(params.recognizer), spec)
     return ModelStage(
-        name="transcription", family="recognize",
+        name="transcription", family=params.recognizer_family,
         env=EnvSpec("transcription", params.python or sys.executable),
         device=params.device, allow_cpu_fallback=params.allow_cpu_fallback,
         timeout_s=params.timeout_s, page_timeout_s=params.page_timeout_s, max_restarts=params.max_restarts,
@@ -112,11 +117,12 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
     # A line's `order` is its crop's index in the plan: the runner drops a crop under 1 px (its
     # output cleaning), so pairing by position would move every later line one region back.
     region_of = [plan["region_of"][line["order"]] for line in line_regions]
-    texts = assemble(len(pieces), np.asarray(region_of, dtype=np.intp), [r.get("text") or "" for r in line_regions])
+    texts, joins = assemble(len(pieces), np.asarray(region_of, dtype=np.intp),
+                            [r.get("text") or "" for r in line_regions])
     by_region: list[list[dict]] = [[] for _ in pieces]
-    for r, line in zip(region_of, line_regions):
-        by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "",
-                             "score": line.get("score")})
+    for r, line, join in zip(region_of, line_regions, joins):
+        by_region[r].append({"bbox_xyxy": line["bbox_xyxy"], "text": line.get("text") or "", "score": line.get("score"),
+                             **{k: line[k] for k in _LINE_EXTRAS if k in line}, **({"hyphen": join} if join else {})})
     for k, piece in enumerate(pieces):
         if piece["blocks"]:
             by_region[k] = piece["blocks"]
@@ -135,11 +141,15 @@ def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
             entry["headline"] = texts[k].replace("\n", " ")
         if texts[k]:
             entry["texts"].append(texts[k])
+    # An article is one paragraph per region (its headline first where it has one); the page
+    # text, the .txt, is its articles with a blank line between them.
     arts = [{"article": a["article"], "regions": a["regions"], "headline": a["headline"],
-             "text": "\n\n".join(a["texts"])} for a in sorted(by_article.values(), key=lambda a: a["article"])]
+             "text": "\n".join(t.replace("\n", " ") for t in a["texts"])}
+            for a in sorted(by_article.values(), key=lambda a: a["article"])]
+    models = sorted({line["model"] for line in line_regions if "model" in line})
     return {"page_id": plan["page_id"], "image": plan["image"], "variant": variant, "fingerprint": plan["fingerprint"],
-            "revision": plan.get("revision"), "regions": regions, "articles": arts,
-            "text": "\n\n".join(r["text"] for r in regions if r["text"])}
+            "revision": plan.get("revision"), **({"models": models} if models else {}), "regions": regions,
+            "articles": arts, "text": "\n\n".join(a["text"] for a in arts if a["text"])}
 
 
 def _block_text(block_dirs: list[tuple[str, Path]], page_id: str) -> tuple[np.ndarray, list[dict]]:
@@ -201,7 +211,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
     # The runner's revision too: a recogniser whose output changed for the same crops reads them again.
-    params_rec = {"lines_source": params.lines_source, "revision": stage.revision,
+    params_rec = {"lines_source": params.lines_source, "revision": stage.revision, "family": stage.family,
                   "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
@@ -245,7 +255,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
         return []
-    inputs = _page_inputs(run_dir, variant, params, _recognizer_stage(params, out_dir / "_plan"))
+    inputs = _page_inputs(run_dir, variant, params, recognizer_stage(params, out_dir / "_plan"))
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
@@ -371,7 +381,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
                          "or set the stage's variant")
     out_dir = rundir.transcript_dir(run_dir, variant)
     plan_dir = out_dir / "_plan"
-    stage = _recognizer_stage(params, plan_dir)
+    stage = recognizer_stage(params, plan_dir)
     inputs = _page_inputs(run_dir, variant, params, stage)
     block_dirs = _block_dirs(run_dir, params)
     records = {p.page_id: p for p in read_pages(run_dir)}

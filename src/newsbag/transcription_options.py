@@ -7,9 +7,11 @@ from typing import Any, Mapping
 
 from .options import option, parse
 
-__all__ = ["TranscriptionParams", "parse_transcription_options", "transcription_source_names"]
+__all__ = ["TranscriptionParams", "RECOGNIZER_FAMILIES", "parse_transcription_options", "transcription_source_names",
+           "recognizer_family"]
 
 _SOURCE = r"[^/]+/[^/]+"   # "<stage>/<variant>"
+RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,11 @@ class TranscriptionParams:
     timeout_s: float = option("number", 86400.0, "longest the recogniser runs", unit="s", minimum=0, above=True)
     page_timeout_s: float = option("number", 600.0, "longest one page takes", unit="s", minimum=0, above=True)
     max_restarts: int = option("integer", 3, "recogniser restarts after a crash", minimum=0)
-    recognizer: Mapping[str, Any] = option("object", {}, "parameters of runners/recognize.tool.json "
-                                           "(model_path, dict_path...)")
+    recognizer_family: str = option("string", "recognize", "the runner that reads the lines: recognize (PP-OCR "
+                                    "rec on onnxruntime) or recognize_tesseract (Tesseract LSTM, any traineddata)",
+                                    choices=RECOGNIZER_FAMILIES)
+    recognizer: Mapping[str, Any] = option("object", {}, "parameters of the recogniser family's tool.json "
+                                           "(runners/<recognizer_family>.tool.json)")
 
 
 def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
@@ -43,3 +48,8 @@ def transcription_source_names(options: Mapping[str, Any]) -> list[tuple[str, st
     ``lines_source`` read whole regions instead of lines on every page, with no error."""
     lines = [("transcription.lines_source", options["lines_source"])] if options.get("lines_source") else []
     return lines + [("transcription.block_text_sources", b) for b in options.get("block_text_sources", [])]
+
+
+def recognizer_family(options: Mapping[str, Any]) -> str:
+    """The runner family whose tool.json declares the ``recognizer`` parameters of valid `options`."""
+    return options.get("recognizer_family", TranscriptionParams.recognizer_family)

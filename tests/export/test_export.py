@@ -285,6 +285,25 @@ def test_run_stages_export_resumes(run, capsys):
     assert (run / "exports" / "alto" / "fusion" / "V1" / "p1.xml").stat().st_mtime_ns == mtime
 
 
+def test_alto_strings_carry_the_recogniser_s_word_boxes_and_confidences(run):
+    text_k = LABELS.index("text")
+    words = [{"bbox_xyxy": [11.2, 11, 30.6, 17], "text": "Neue", "score": 0.93},
+             {"bbox_xyxy": [33, 11.5, 59, 17], "text": "Zürcher", "score": 0.4}]
+    _write(run / "outputs" / "transcripts" / "V1" / "p1.json", {"page_id": "p1", "regions": [
+        {"region": text_k, "bbox_xyxy": BOXES["text"], "text": "Neue Zürcher", "lines": [
+            {"bbox_xyxy": [11, 11, 59, 17], "text": "Neue Zürcher", "score": 0.66, "words": words,
+             "model": "Fraktur"}]}]})
+    assert _export(run, formats=["alto"])["failed"] == 0
+    alto = run / "exports" / "alto" / "fusion" / "V1" / "p1.xml"
+    assert validation_errors(alto, ALTO_XSD) == []
+    strings = etree.parse(str(alto)).getroot().findall(f".//a:TextBlock[@ID='r{text_k:04d}']/a:TextLine/a:String",
+                                                       ALTO_NS)
+    # each word its own covering integer box and its own confidence, not the line's
+    assert [(s.get("CONTENT"), s.get("WC"), s.get("HPOS"), s.get("VPOS"), s.get("WIDTH"), s.get("HEIGHT"))
+            for s in strings] == [("Neue", "0.9300", "11", "11", "20", "6"),
+                                  ("Zürcher", "0.4000", "33", "11", "26", "6")]
+
+
 def test_transcribed_lines_go_into_page_xml_and_alto_and_make_files_stale(run):
     text_k, head_k = LABELS.index("text"), LABELS.index("headline")
     transcript = {"page_id": "p1", "regions": [

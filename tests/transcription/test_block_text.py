@@ -86,7 +86,7 @@ def test_a_page_read_whole_by_paddleocr_vl_needs_no_recogniser(tmp_path, monkeyp
     record = json.loads((out / "p1.json").read_text())
     texts = [r["text"] for r in record["regions"]]
     assert texts == [first["doc_title"]["text"], first["text"]["text"]]
-    assert record["text"] == "\n\n".join(texts)
+    assert record["text"] == "\n".join(t.replace("\n", " ") for t in texts)   # one article: headline, paragraph
     assert {line["source"] for r in record["regions"] for line in r["lines"]} == {"paddle_vl15/doc_parser"}
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from newsbag import rundir
-from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, order_agreement
+from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, gt_conventions, order_agreement
 
 
 @pytest.mark.parametrize("pred, ref, expected", [
@@ -58,3 +58,39 @@ def test_evaluate_transcripts_pairs_pages_and_scores_text_and_order(tmp_path):
     assert result["cer_gt_order"] == 0.0
     assert result["order"] == 0.0
     assert (out / "eval_transcripts.tsv").read_text().splitlines()[1].startswith("a\t")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Geſetz", "Gesetz"),                          # long s as s
+    ("Zei¬\ntung", "Zei-\ntung"),                  # line-end hyphen marks as "-"
+    ("Zei⸗\ntung Zei=  \nen", "Zei-\ntung Zei-  \nen"),
+    ("Zei¬", "Zei-"),                              # at the end of the text too
+    ("a = b\nc", "a = b\nc"),                      # not at a line end: left
+])
+def test_gt_conventions(text, expected):
+    assert gt_conventions(text) == expected
+
+
+def test_the_prediction_is_the_lines_as_read_with_their_hyphens(tmp_path):
+    # the region text joined "Zei¬" "tung" for readers; the ground truth keeps the line break
+    # and its hyphen, and so does what is scored
+    gt = tmp_path / "gt"
+    (gt / "annotations").mkdir(parents=True)
+    (gt / "annotations" / "a.json").write_text(json.dumps({
+        "page_id": "a", "image": "images/a.png", "width": 100, "height": 100,
+        "regions": [{"bbox_xyxy": [0, 0, 100, 100], "label": "text", "order": 0, "text": "Die Zei¬\ntung iſt da"}]}))
+    run = tmp_path / "run"
+    (run / "manifests").mkdir(parents=True)
+    (run / "manifests" / "pages.jsonl").write_text(json.dumps(
+        {"page_id": "a", "path": "../gt/images/a.png", "image_path": str(gt / "images/a.png"),
+         "width": 100, "height": 100, "sha256": "0"}) + "\n")
+    out = rundir.transcript_dir(run, "C")
+    out.mkdir(parents=True)
+    lines = [{"bbox_xyxy": [0, 0, 100, 10], "text": "Die Zei=", "hyphen": "dropped"},
+             {"bbox_xyxy": [0, 10, 100, 20], "text": "tung ist da"}]
+    (out / "a.json").write_text(json.dumps({"page_id": "a", "text": "Die Zeitung\nist da", "regions": [
+        {"bbox_xyxy": [0, 0, 100, 100], "text": "Die Zeitung\nist da", "lines": lines}]}))
+    [result] = evaluate_transcripts(run, gt)
+    ref = len("Die Zei¬ tung iſt da")
+    assert result["cer"] == pytest.approx(2 / ref)        # "=" for "¬", "s" for "ſ"
+    assert result["cer_conv"] == 0.0

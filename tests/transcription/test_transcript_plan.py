@@ -8,7 +8,7 @@ import pytest
 
 from newsbag.articles import group_articles
 from newsbag.fusion.order import reading_order
-from newsbag.transcript import assemble, column_pieces, line_crops, line_rows, plan_page
+from newsbag.transcript import assemble, column_pieces, join_hyphens, line_crops, line_rows, plan_page
 
 # Two columns, x 0-100 and 120-220; lines 10 px tall.
 LEFT, RIGHT = [0, 0, 100, 200], [120, 0, 220, 200]
@@ -59,7 +59,37 @@ def test_plan_page_follows_reading_order_and_reads_small_unlined_regions():
 
 
 def test_assemble_joins_lines_per_region():
-    assert assemble(3, np.array([1, 1, 0]), ["a", " b ", "c"]) == ["c", "a\nb", ""]
+    assert assemble(3, np.array([1, 1, 0]), ["a", " b ", "c"]) == (["c", "a\nb", ""], [None, None, None])
+
+
+def test_assemble_joins_hyphens_within_a_region_only():
+    # line 0 and 2 are region 0, line 1 region 1: the hyphen of "Zei-" joins line 2, not line 1
+    texts, joins = assemble(2, np.array([0, 1, 0]), ["die Zei-", "Bern", "tung ist da"])
+    assert texts == ["die Zeitung\nist da", "Bern"]
+    assert joins == ["dropped", None, None]
+
+
+@pytest.mark.parametrize("lines, joined, joins", [
+    # none; one line; empty
+    (["a b", "c"], ["a b", "c"], [None, None]),
+    (["Zei-"], ["Zei-"], [None]),
+    ([], [], []),
+    # a word the printer broke, with each hyphen mark the recognisers and the GT use: dropped
+    (["die Zei-", "tung"], ["die Zeitung", ""], ["dropped", None]),
+    (["die Zei¬", "tung ist"], ["die Zeitung", "ist"], ["dropped", None]),
+    (["die Zei⸗", "tung ist"], ["die Zeitung", "ist"], ["dropped", None]),
+    (["die Zei=", "tung, ist"], ["die Zeitung,", "ist"], ["dropped", None]),
+    # the next part starts upper-case (a compound or a name): the hyphen is kept as "-"
+    (["Zürich¬", "Stadt"], ["Zürich-Stadt", ""], ["kept", None]),
+    # not a broken word: a dash after a space, a number, or a next line that starts with no letter
+    (["sagte er -", "und ging"], ["sagte er -", "und ging"], [None, None]),
+    (["1848-", "1850"], ["1848-", "1850"], [None, None]),
+    (["Zei-", "— tung"], ["Zei-", "— tung"], [None, None]),
+    # a chain: the moved part is itself broken at its line end
+    (["Ver-", "fas-", "sung ist"], ["Verfassung", "", "ist"], ["dropped", "dropped", None]),
+])
+def test_join_hyphens(lines, joined, joins):
+    assert join_hyphens(lines) == (joined, joins)
 
 
 H = True

@@ -4,68 +4,16 @@ import json
 import os
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
 
 from newsbag import rundir
 from newsbag.transcription import run_transcription
 from newsbag.transcription_options import parse_transcription_options
-from nbtest import run_cli
+from nbtest import REPO, run_cli
+from PIL import Image
+from stage_kit import HEADLINE, LEFT, RIGHT, page_record, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr_onnxruntime")
-
-HEADLINE = "Storm over the harbour"
-LEFT = ["The ships came home", "late in the evening", "after the great wind"]
-RIGHT = ["and the town council", "met on the next day", "to count the losses"]
-
-
-def _text_page(path):
-    """A 1000x520 page: a headline over the left column, three lines per column; returns line boxes."""
-    image = Image.new("L", (1000, 520), 255)
-    draw = ImageDraw.Draw(image)
-    big, font = ImageFont.load_default(size=44), ImageFont.load_default(size=30)
-    draw.text((40, 30), HEADLINE, font=big, fill=0)
-    lines = []
-    for x, texts in ((40, LEFT), (540, RIGHT)):
-        for k, text in enumerate(texts):
-            y = 150 + 60 * k
-            draw.text((x, y), text, font=font, fill=0)
-            x0, y0, x1, y1 = draw.textbbox((x, y), text, font=font)
-            lines.append([x0 - 4, y0 - 4, x1 + 4, y1 + 4])
-    image.save(path)
-    return lines
-
-
-def _page(pid, regions, source="C"):
-    return {"page_id": pid, "image": {"path": f"img/{pid}.png", "width": 1000, "height": 520},
-            "source": {"stage": "fusion", "variant": source, "family": "fusion", "model": "m", "device": "cpu"},
-            "regions": [{"bbox_xyxy": b, "label": lab, "class": cls, "score": 0.9, "order": k, "text": None}
-                        for k, (b, lab, cls) in enumerate(regions)], "seconds": 0.0}
-
-
-def _write_run(tmp_path, pids=("p1",)):
-    run = tmp_path / "run"
-    (run / "manifests").mkdir(parents=True)
-    (run / "img").mkdir()
-    records = []
-    for pid in pids:
-        lines = _text_page(run / "img" / f"{pid}.png")
-        records.append({"page_id": pid, "path": f"img/{pid}.png", "image_path": str(run / "img" / f"{pid}.png"),
-                        "width": 1000, "height": 520, "sha256": "0"})
-        fused = _page(pid, [([30, 20, 560, 90], "headline", "headline"), ([30, 140, 480, 340], "text", "text"),
-                            ([530, 140, 980, 340], "text", "text")])
-        rundir.fused_dir(run, "C").mkdir(parents=True, exist_ok=True)
-        (rundir.fused_dir(run, "C") / f"{pid}.json").write_text(json.dumps(fused))
-        line_page = _page(pid, [(b, "text_line", "text_line") for b in lines], "lines")
-        line_page["source"] = {"stage": "text_lines", "variant": "lines", "family": "text_lines", "model": "m", "device": "cpu"}
-        for r in line_page["regions"]:
-            r["order"] = None
-        rundir.source_dir(run, "text_lines", "lines").mkdir(parents=True, exist_ok=True)
-        (rundir.source_dir(run, "text_lines", "lines") / f"{pid}.json").write_text(json.dumps(line_page))
-    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (rundir.fusion_dir(run) / "summary.json").write_text(json.dumps({"recommended_variant": "C"}))
-    return run
-
 
 def _move_first_box(path):
     """A page as a rerun of its detector leaves it: its first box a pixel lower."""
@@ -80,7 +28,7 @@ def _words(text):
 
 
 def test_transcribes_in_reading_order_as_one_article_and_resumes(tmp_path):
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     result = run_transcription(run, ["p1"], {})
     assert (result["ok"], result["failed"], result["variant"]) == (1, 0, "C")
     out = rundir.transcript_dir(run, "C")
@@ -117,7 +65,7 @@ def test_transcribes_in_reading_order_as_one_article_and_resumes(tmp_path):
 
 
 def test_a_page_without_fused_output_fails_alone_and_the_index_covers_the_whole_manifest(tmp_path):
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     (rundir.fused_dir(run, "C") / "p2.json").unlink()
     result = run_transcription(run, ["p1", "p2"], {})
     assert (result["ok"], result["failed"]) == (1, 1)
@@ -132,7 +80,7 @@ def test_a_page_without_fused_output_fails_alone_and_the_index_covers_the_whole_
 
 
 def test_cli_transcribe_exits_4_on_a_failed_page(tmp_path, capsys):
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     (rundir.fused_dir(run, "C") / "p2.json").unlink()
     code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
     assert code == 4
@@ -141,7 +89,7 @@ def test_cli_transcribe_exits_4_on_a_failed_page(tmp_path, capsys):
 
 def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path, capsys):
     # fusion ran but every variant was skipped (its sources matched nothing): no recommendation
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     (rundir.fusion_dir(run) / "summary.json").write_text(json.dumps({"recommended_variant": None}))
     code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
     assert code == 2
@@ -154,6 +102,7 @@ def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path
     ({"device": "tpu"}, "device must be one of auto, gpu, cpu, got 'tpu'"),
     ({"lines_source": "text_lines"}, "lines_source must be a string 'stage/variant' or '', got 'text_lines'"),
     ({"page_timeout_s": 0}, "page_timeout_s must be a number > 0 (s), got 0"),
+    ({"recognizer_family": "kraken"}, "recognizer_family must be one of recognize, recognize_tesseract, got 'kraken'"),
 ])
 def test_bad_options_are_refused_in_one_line(options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -163,9 +112,9 @@ def test_bad_options_are_refused_in_one_line(options, message):
 def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
     # PaddleOCR-VL read the right column as one block (its block_content); the headline and
     # the left column have no block and are recognised. Only their 4 lines go to the runner.
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     block = "and the town council\nmet on the next day\nto count the losses"
-    vl = _page("p1", [([535, 145, 975, 335], "text", "text")], "doc_parser")
+    vl = page_record("p1", [([535, 145, 975, 335], "text", "text")], "doc_parser")
     vl["source"] = {"stage": "paddle_vl15", "variant": "doc_parser", "family": "paddle_vl15", "model": "m", "device": "gpu"}
     vl["regions"][0]["text"] = block
     vl_path = rundir.source_dir(run, "paddle_vl15", "doc_parser") / "p1.json"
@@ -192,7 +141,7 @@ def test_a_bad_line_page_or_an_unforeseen_error_fails_that_page_alone(tmp_path, 
     is fine), and an error nobody foresaw fails its page with one line instead of the stage."""
     import newsbag.transcription as transcription
 
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     bad = rundir.source_dir(run, "text_lines", "lines") / "p2.json"
     bad.write_text("[1, 2]")
     result = run_transcription(run, ["p1", "p2"], {})
@@ -232,7 +181,7 @@ def test_a_page_waiting_for_the_recogniser_is_a_file_not_its_fused_page_in_memor
         pass
 
     pids = ("p1", "p2", "p3", "p4")
-    run = _write_run(tmp_path, pids=pids)
+    run = write_run(tmp_path, pids=pids)
     fused = rundir.fused_dir(run, "C")
     live: set[str] = set()
     most = [0]
@@ -300,7 +249,7 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
 def test_a_moved_run_dir_keeps_its_transcripts_current(tmp_path):
     """DESIGN §6: a run can be moved. Where the stage keeps its line plans is no input of a
     transcript: the run dir renamed, a rerun skips every page and runs no recogniser."""
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
     moved = tmp_path / "moved"
     os.rename(run, moved)
@@ -313,7 +262,7 @@ def test_a_run_copied_without_its_mtimes_keeps_its_transcripts_current(tmp_path,
     (export judges them), and after it judges the copy by stat calls again."""
     import shutil
 
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
     copy = tmp_path / "copy"
     shutil.copytree(run, copy, copy_function=shutil.copyfile)
@@ -337,7 +286,7 @@ def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_reru
     # still come to hold them.
     from newsbag import transcription
 
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1"], {})["ok"] == 1
     index = rundir.transcript_dir(run, "C") / "transcripts.jsonl"
     assert {json.loads(line)["page_id"] for line in index.read_text().splitlines()} == {"p1"}
@@ -362,7 +311,7 @@ def test_a_page_whose_fused_page_is_gone_loses_its_transcript_and_index_lines(tm
     # p2 was transcribed, then its fusion failed on a rerun (fusion removes a failed page's
     # layout): its old text must not stay in the run's transcripts as if current (export
     # already drops that page's files).
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
     out = rundir.transcript_dir(run, "C")
     (rundir.fused_dir(run, "C") / "p2.json").unlink()
@@ -376,7 +325,7 @@ def test_a_forced_transcription_that_reads_the_same_text_leaves_its_files_as_the
     """`newsbag transcribe --force` reads every page again; a transcript that comes out the
     same keeps its files (mtime, inode), so export, which judges transcripts by identity,
     redoes nothing."""
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
     out = rundir.transcript_dir(run, "C")
     stamps = {name: (os.stat(out / name).st_mtime_ns, os.stat(out / name).st_ino) for name in ("p1.json", "p1.txt")}
@@ -391,7 +340,7 @@ def test_a_call_interrupted_midway_keeps_the_pages_already_read_and_its_rerun_re
     from newsbag import orchestrator
 
     pids = ("p1", "p2", "p3", "p4", "p5")
-    run = _write_run(tmp_path, pids=pids)
+    run = write_run(tmp_path, pids=pids)
     real = orchestrator.run_source
     given = []
 
@@ -434,7 +383,7 @@ def test_a_crop_the_recogniser_drops_as_degenerate_shifts_no_line_into_another_r
     # 0.5 px wide; the runner's output cleaning drops it (boxes under 1 px), so it returns one
     # line fewer than planned. Lines were paired with their regions by position: every later
     # line moved one region back (the right column's first line was read as the left's last).
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     lines_path = rundir.source_dir(run, "text_lines", "lines") / "p1.json"
     page = json.loads(lines_path.read_text())
     page["regions"].insert(0, {"bbox_xyxy": [479.5, 150, 481, 151], "label": "text_line", "class": "text_line",
@@ -456,7 +405,7 @@ def test_a_page_whose_only_crop_is_a_speck_gets_an_empty_transcript_not_a_failur
     # edge, cut to a crop 0.5 px wide. The runner dropped it as degenerate, so the page had no
     # line at all and failed ("all 1 regions the model returned were dropped"), again on
     # every rerun. Nothing of it can be read: the page gets an empty transcript and is done.
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     lines_path = rundir.source_dir(run, "text_lines", "lines") / "p1.json"
     page = json.loads(lines_path.read_text())
     page["regions"] = [{"bbox_xyxy": [479.5, 150, 481, 151], "label": "text_line", "class": "text_line",
@@ -476,7 +425,7 @@ def test_a_new_revision_of_the_recogniser_reads_the_transcripts_again(tmp_path, 
     # transcript made before stayed current, with its old text, on every rerun.
     import newsbag.transcription as transcription
 
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
     load = transcription.load_tool_spec
     monkeypatch.setattr(transcription, "load_tool_spec", lambda *a: {**load(*a), "revision": load(*a)["revision"] + 1})
@@ -492,7 +441,7 @@ def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_stat
     from newsbag.pages import read_pages
     from newsbag.transcription import transcript_status
 
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
     now = revisions.REVISIONS["transcription"]
     monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.code))
@@ -510,7 +459,7 @@ def test_a_page_whose_image_changed_after_its_layout_fails_alone_and_says_why(tm
     # old pixels): the recogniser cut its crops out of the new image at the old boxes (an
     # IndexError on the crops off the image, garbage text from those on it). It fails, naming
     # both sizes and the fix; p1 goes on.
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     image = run / "img" / "p2.png"
     with Image.open(image) as im:
         im.resize((500, 260)).save(image)
@@ -536,7 +485,7 @@ def test_an_unreadable_transcript_is_left_out_of_the_index_and_named_and_the_res
     # every call's index rebuild raise: the stage died with a bare JSONDecodeError (or
     # AttributeError, KeyError) after its pages, the other pages' new articles never reached
     # transcripts.jsonl, and so on every call until someone found the file.
-    run = _write_run(tmp_path, pids=("p1", "p2"))
+    run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1"], {})["ok"] == 1
     out = rundir.transcript_dir(run, "C")
     (out / "p1.json").write_text(content)
@@ -556,9 +505,12 @@ def test_an_unreadable_transcript_is_left_out_of_the_index_and_named_and_the_res
 def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsys):
     # `newsbag transcribe` ends a call with a failed page by sending the user to `newsbag status`,
     # which said nothing of transcription at all.
-    run = _write_run(tmp_path, pids=("p1", "p2", "p3", "p4"))
+    run = write_run(tmp_path, pids=("p1", "p2", "p3", "p4"))
+    # named, the config is recorded and status judges by it (the embedded bag's transcription
+    # options are not the stage's defaults: it reads with Tesseract)
+    config = ("--config", str(REPO / "configs" / "pipeline.local.json"))
     (rundir.fused_dir(run, "C") / "p2.json").unlink()   # its fusion failed: the page fails here
-    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run)
+    code, out, err = run_cli(capsys, "transcribe", "--run-dir", run, *config)
     assert code == 4 and "`newsbag status --run-dir" in err
     lines_path = rundir.source_dir(run, "text_lines", "lines") / "p3.json"   # new lines: p3 is stale
     line_page = json.loads(lines_path.read_text())
@@ -573,14 +525,27 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
         "name": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1, "note": "", "whole": True,
         "reasons": {"its fused page, lines or recogniser changed": 1}}]
     # read again, the failed page's failure is no more
-    (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(_page("p2", [([30, 140, 480, 340], "text", "text")])))
-    assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
+    (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(page_record("p2", [([30, 140, 480, 340], "text", "text")])))
+    assert run_cli(capsys, "transcribe", "--run-dir", run, *config)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["builtin"]["transcription"] == [{
         "name": "C", "done": 4, "stale": 0, "failed": 0, "pending": 0, "note": "", "whole": True, "reasons": {}}]
 
 
+def test_a_transcribe_with_no_config_anywhere_records_the_one_it_ran_with(tmp_path, capsys):
+    # A run with no recorded config: `transcribe` reads with the embedded bag's options (Tesseract),
+    # status judged by the stage's defaults (PP-OCR) and called every transcript stale.
+    run = write_run(tmp_path, pids=("p1", "p2"))
+    assert not rundir.config_record(run).exists()
+    assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
+    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+    (outputs,) = json.loads(out)["builtin"]["transcription"]
+    assert (outputs["done"], outputs["stale"]) == (2, 0)
+    again = json.loads(run_cli(capsys, "transcribe", "--run-dir", run, "--json")[1])
+    assert (again["builtin"]["transcription"]["ok"], again["builtin"]["transcription"]["skipped"]) == (0, 2)
+
+
 def test_status_says_nothing_of_transcription_before_the_opt_in_stage_ran(tmp_path, capsys):
-    run = _write_run(tmp_path)
+    run = write_run(tmp_path)
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["builtin"]["transcription"] == []

@@ -58,16 +58,18 @@ def _block(parent: ET.Element, r: ExportRegion) -> None:
     if element != "TextBlock":
         return
     for k, line in enumerate(r.lines):
-        words = line.text.split()
+        # A recogniser that boxed its words gives each String its box and confidence; one that
+        # reads whole lines gives the line's words its confidence and no boxes of their own.
+        words = [(w.text, w.xyxy, w.score) for w in line.words] or [(t, None, line.score) for t in line.text.split()]
         if not words:
             continue
         line_el = _sub(block, "TextLine", ID=f"{r.id}_l{k:03d}", **_geometry(line.xyxy))
-        # The recogniser reads whole lines: words carry the line's confidence, no boxes of their own.
-        wc = None if line.score is None else f"{min(max(line.score, 0.0), 1.0):.4f}"
-        for n, word in enumerate(words):
+        for n, (text, xyxy, score) in enumerate(words):
             if n:
                 _sub(line_el, "SP")
-            _sub(line_el, "String", CONTENT=word, WC=wc)
+            wc = None if score is None else f"{min(max(score, 0.0), 1.0):.4f}"
+            _sub(line_el, "String", ID=f"{r.id}_l{k:03d}_w{n:03d}", CONTENT=text, WC=wc,
+                 **(_geometry(xyxy) if xyxy else {}))
 
 
 def alto_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> bytes:
@@ -77,7 +79,8 @@ def alto_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
         page: a page dict that passed `io.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
         transcript: the page's transcript record, if any: TextBlocks get TextLines of
-            Strings (one per word, WC = the line's confidence).
+            Strings (one per word: its box and confidence where the recogniser gave them, else
+            the line's confidence).
 
     Returns:
         UTF-8 XML, MeasurementUnit pixel; each block points (TAGREFS) at a LayoutTag naming

@@ -32,12 +32,23 @@ class ExportInfo:
 
 
 @dataclass(frozen=True)
-class ExportLine:
-    """A recognised text line of a region (from the transcription stage): integer pixel box, text, score."""
+class ExportWord:
+    """A recognised word of a line: integer pixel box, text, confidence."""
 
     xyxy: tuple[int, int, int, int]
     text: str
     score: float | None
+
+
+@dataclass(frozen=True)
+class ExportLine:
+    """A recognised text line of a region (from the transcription stage): integer pixel box, text,
+    score, and its words where the recogniser boxed them (Tesseract; PP-OCR reads whole lines)."""
+
+    xyxy: tuple[int, int, int, int]
+    text: str
+    score: float | None
+    words: tuple[ExportWord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,9 @@ def _transcribed(transcript: dict | None, width: int, height: int) -> dict[int, 
     """
     out: dict[int, tuple[str, tuple[ExportLine, ...]]] = {}
     for r in (transcript or {}).get("regions", []):
-        lines = tuple(ExportLine(_box(ln["bbox_xyxy"], width, height), ln["text"], ln.get("score"))
+        lines = tuple(ExportLine(_box(ln["bbox_xyxy"], width, height), ln["text"], ln.get("score"),
+                                 tuple(ExportWord(_box(w["bbox_xyxy"], width, height), w["text"], w.get("score"))
+                                       for w in ln.get("words", []) if w.get("text")))
                       for ln in r.get("lines", []) if ln.get("text"))
         text, before = out.get(int(r["region"]), ("", ()))
         out[int(r["region"])] = ("\n".join(t for t in (text, r.get("text") or "") if t), before + lines)

@@ -1,0 +1,161 @@
+"""Transcript CER and CPU on nzz: plain Tesseract, Tesseract on the ground-truth lines, newsbag per recogniser.
+
+    nice -n 10 .venv/bin/python benchmarks/text_bench.py RUN [--gt ../shared/eval/nzz] [--model Fraktur]
+                                                       [--recognizers recognize_tesseract,recognize] [--limit N]
+
+RUN is a run directory whose layout stages, text lines and fusion ran on the nzz pages, e.g.
+``newsbag run --run-dir RUN --input-dir ../shared/eval/nzz/images --stages tesseract,paddle_layout,text_lines,fusion``.
+Its recommended variant is transcribed once per recogniser, in place (the last one's
+transcripts stay in RUN/outputs/transcripts), with the options of the transcription entry of
+configs/pipeline.local.json (`recognize` with its own defaults: PP-OCRv4 rec, script latin).
+
+Per page and for each half (the ground truth's pages sorted by page id: A even positions, B
+odd; nothing here is tuned, so both halves are held out):
+  (a) ``tesseract IMAGE - -l MODEL``: Tesseract's own layout and text, as a user runs it;
+  (b) Tesseract MODEL on the ground-truth line boxes (runners/recognize_tesseract.py): no
+      layout errors, the recogniser alone;
+  (c) newsbag's transcript with each recogniser.
+CER is micro (edits / reference characters over the pages), whitespace collapsed; "raw"
+compares as is, "GT conv." with the ground truth's conventions on both sides (long s as s,
+line-end hyphen marks as "-"; `evaluate_text.gt_conventions`). CPU is user + system seconds
+of this process and its children per page (model loads included). Reading order is the mean
+pairwise agreement of `newsbag evaluate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _machine import machine_line
+
+from newsbag.evaluate import match_pages
+from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, gt_conventions, gt_regions, reference_text
+from newsbag.resources import runners_dir
+from newsbag.transcription import run_transcription
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
+    edits, chars = char_error_rate(pred, ref)
+    edits_conv, _ = char_error_rate(gt_conventions(pred), gt_conventions(ref))
+    return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
+
+
+def plain_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> tuple[list[dict], float]:
+    """(a): the tesseract command on each page image; rows and CPU seconds."""
+    rows, t0 = [], _cpu()
+    for page_id, half, image, ann in pages:
+        text = subprocess.run(["tesseract", str(image), "-", "-l", model], capture_output=True, text=True,
+                              check=True).stdout
+        rows.append(_row(page_id, half, text, reference_text(ann)))
+    return rows, _cpu() - t0
+
+
+def gt_line_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> tuple[list[dict], float]:
+    """(b): the recogniser runner's reader on the ground-truth line boxes; rows and CPU seconds."""
+    sys.path.insert(0, str(runners_dir()))
+    from recognize_tesseract import TesseractRecognizer
+
+    rows, t0 = [], _cpu()
+    with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
+        reader = TesseractRecognizer({"models": [model], "tessdata": "", "sample_lines": 0, "plan_dir": plan_dir},
+                                     "cpu", True)
+        for page_id, half, image, ann in pages:
+            regions = gt_regions(ann)
+            boxes = [ln["bbox_xyxy"] for r in regions for ln in r.get("lines") or []]
+            of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
+            Path(plan_dir, f"{page_id}.json").write_text(json.dumps({"lines": boxes,
+                                                                     "size_wh": [ann["width"], ann["height"]]}))
+            texts: list[list[str]] = [[] for _ in regions]
+            for line in reader.detect(str(image), {"page_id": page_id}):
+                texts[of[line["order"]]].append(line["text"])
+            rows.append(_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
+        reader.close()
+    return rows, _cpu() - t0
+
+
+def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str
+                        ) -> tuple[list[dict], float, str]:
+    """(c): the transcription stage with `family` on the run's recommended variant; rows, CPU seconds, variant."""
+    config = json.loads((REPO / "configs" / "pipeline.local.json").read_text())
+    options = next(s for s in config["stages"] if s.get("kind") == "transcription")
+    options = {k: v for k, v in options.items() if k not in ("name", "kind", "default", "description")}
+    if family != options.get("recognizer_family"):
+        options = {**options, "recognizer_family": family, "recognizer": {}}
+    t0 = _cpu()
+    summary = run_transcription(run, page_ids, options, force=True)
+    cpu = _cpu() - t0
+    if summary["failed"]:
+        raise SystemExit(f"{family}: {summary['failed']} page(s) failed: {summary['failures'][0]['error']}")
+    result = next(r for r in evaluate_transcripts(run, gt) if r["variant"] == summary["variant"])
+    rows = [{**r, "half": halves[r["page_id"]]} for r in result["rows"] if r["page_id"] in halves]
+    return rows, cpu, summary["variant"]
+
+
+def _cer(rows: list[dict], key: str) -> str:
+    chars = sum(r["ref_chars"] for r in rows)
+    return f"{sum(r[key] for r in rows) / chars:.3f}" if chars else "-"
+
+
+def _order(rows: list[dict]) -> str:
+    orders = [r["order"] for r in rows if r.get("order_pairs")]
+    return f"{sum(orders) / len(orders):.3f}" if orders else "-"
+
+
+
+def _print_row(name: str, rows: list[dict], cpu: float, n_pages: int) -> None:
+    by = {h: [r for r in rows if r["half"] == h] for h in "AB"}
+    print(f"| {name} | {_cer(by['A'], 'edits')} | {_cer(by['B'], 'edits')} | {_cer(rows, 'edits')} "
+          f"| {_cer(by['A'], 'edits_conv')} | {_cer(by['B'], 'edits_conv')} | {_cer(rows, 'edits_conv')} "
+          f"| {_order(rows)} | {cpu / max(n_pages, 1):.1f} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--gt", type=Path, default=REPO.parent / "shared" / "eval" / "nzz")
+    parser.add_argument("--model", default="Fraktur", help="traineddata of (a) and (b)")
+    parser.add_argument("--recognizers", default="recognize_tesseract,recognize")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N matched pages (0: all)")
+    args = parser.parse_args()
+    print(machine_line(), flush=True)
+
+    matched = sorted(match_pages(args.run, args.gt)[0], key=lambda m: m[1]["page_id"])
+    # The halves are fixed over the whole ground truth, whichever of its pages the run holds.
+    gt_ids = sorted(json.loads(p.read_text(encoding="utf-8"))["page_id"]
+                    for p in (args.gt / "annotations").glob("*.json"))
+    halves = {rec["page_id"]: "AB"[gt_ids.index(ann["page_id"]) % 2] for rec, ann in matched}
+    if args.limit:
+        matched = matched[:args.limit]
+        halves = {rec["page_id"]: halves[rec["page_id"]] for rec, _ in matched}
+    pages = [(rec["page_id"], halves[rec["page_id"]], args.gt / ann["image"], ann) for rec, ann in matched]
+    print(f"{len(pages)} pages ({sum(h == 'A' for h in halves.values())} in half A): "
+          f"{', '.join(ann['page_id'] for _, ann in matched)}", flush=True)
+
+    print("| what | CER raw A | B | all | CER GT conv. A | B | all | reading order | CPU s/page |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    t0 = time.monotonic()
+    _print_row(f"(a) tesseract -l {args.model}, its own layout", *plain_tesseract(pages, args.model), len(pages))
+    _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_line_tesseract(pages, args.model), len(pages))
+    for family in args.recognizers.split(","):
+        rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family)
+        _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
+    print(f"\n{time.monotonic() - t0:.0f} s wall")
+
+
+if __name__ == "__main__":
+    main()

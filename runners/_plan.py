@@ -1,0 +1,22 @@
+"""The transcription stage's line plan as the recognise runners read it (stdlib only)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> list[list[float]]:
+    """The line boxes ``[[x0, y0, x1, y1], ...]`` the stage planned for a page whose image is `width` x `height`.
+
+    Raises:
+        ValueError: the image is not the size its layout was made on (crops of a replaced scan
+            at its old layout's boxes are other words, or none at all).
+    """
+    with open(os.path.join(plan_dir, f"{page_id}.json"), encoding="utf-8") as fh:
+        plan = json.load(fh)
+    if plan["lines"] and [width, height] != plan["size_wh"]:
+        raise ValueError(f"the page image is {width}x{height} px but its layout was made on "
+                         f"{plan['size_wh'][0]}x{plan['size_wh'][1]} px: the image changed after its layout; "
+                         "rerun its layout stages and fusion")
+    return plan["lines"]

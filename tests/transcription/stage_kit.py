@@ -1,0 +1,59 @@
+"""A rendered two-column page in a run dir, fused and with its text lines: what the transcription stage reads."""
+
+import json
+
+from PIL import Image, ImageDraw, ImageFont
+
+from newsbag import rundir
+
+HEADLINE = "Storm over the harbour"
+LEFT = ["The ships came home", "late in the evening", "after the great wind"]
+RIGHT = ["and the town council", "met on the next day", "to count the losses"]
+
+
+def text_page(path):
+    """A 1000x520 page: a headline over the left column, three lines per column; returns line boxes."""
+    image = Image.new("L", (1000, 520), 255)
+    draw = ImageDraw.Draw(image)
+    big, font = ImageFont.load_default(size=44), ImageFont.load_default(size=30)
+    draw.text((40, 30), HEADLINE, font=big, fill=0)
+    lines = []
+    for x, texts in ((40, LEFT), (540, RIGHT)):
+        for k, text in enumerate(texts):
+            y = 150 + 60 * k
+            draw.text((x, y), text, font=font, fill=0)
+            x0, y0, x1, y1 = draw.textbbox((x, y), text, font=font)
+            lines.append([x0 - 4, y0 - 4, x1 + 4, y1 + 4])
+    image.save(path)
+    return lines
+
+
+def page_record(pid, regions, source="C"):
+    return {"page_id": pid, "image": {"path": f"img/{pid}.png", "width": 1000, "height": 520},
+            "source": {"stage": "fusion", "variant": source, "family": "fusion", "model": "m", "device": "cpu"},
+            "regions": [{"bbox_xyxy": b, "label": lab, "class": cls, "score": 0.9, "order": k, "text": None}
+                        for k, (b, lab, cls) in enumerate(regions)], "seconds": 0.0}
+
+
+def write_run(tmp_path, pids=("p1",)):
+    run = tmp_path / "run"
+    (run / "manifests").mkdir(parents=True)
+    (run / "img").mkdir()
+    records = []
+    for pid in pids:
+        lines = text_page(run / "img" / f"{pid}.png")
+        records.append({"page_id": pid, "path": f"img/{pid}.png", "image_path": str(run / "img" / f"{pid}.png"),
+                        "width": 1000, "height": 520, "sha256": "0"})
+        fused = page_record(pid, [([30, 20, 560, 90], "headline", "headline"), ([30, 140, 480, 340], "text", "text"),
+                            ([530, 140, 980, 340], "text", "text")])
+        rundir.fused_dir(run, "C").mkdir(parents=True, exist_ok=True)
+        (rundir.fused_dir(run, "C") / f"{pid}.json").write_text(json.dumps(fused))
+        line_page = page_record(pid, [(b, "text_line", "text_line") for b in lines], "lines")
+        line_page["source"] = {"stage": "text_lines", "variant": "lines", "family": "text_lines", "model": "m", "device": "cpu"}
+        for r in line_page["regions"]:
+            r["order"] = None
+        rundir.source_dir(run, "text_lines", "lines").mkdir(parents=True, exist_ok=True)
+        (rundir.source_dir(run, "text_lines", "lines") / f"{pid}.json").write_text(json.dumps(line_page))
+    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (rundir.fusion_dir(run) / "summary.json").write_text(json.dumps({"recommended_variant": "C"}))
+    return run
