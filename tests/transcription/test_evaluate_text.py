@@ -32,22 +32,29 @@ def test_order_agreement(gt, pred, expected):
     assert got[1] == expected[1]
 
 
-def test_evaluate_transcripts_pairs_pages_and_scores_text_and_order(tmp_path):
+def _gt_and_run(tmp_path, gt_size, run_size, regions):
+    """A ground-truth page "a" of `gt_size` with `regions`, a run whose manifest holds it at
+    `run_size`, and that run's empty transcript folder for variant C: (run, gt, transcripts)."""
     gt = tmp_path / "gt"
     (gt / "annotations").mkdir(parents=True)
     (gt / "annotations" / "a.json").write_text(json.dumps({
-        "page_id": "a", "image": "images/a.png", "width": 200, "height": 100,
-        "regions": [{"bbox_xyxy": [0, 0, 90, 100], "label": "text", "order": 0, "text": "left text"},
-                    {"bbox_xyxy": [110, 0, 200, 100], "label": "text", "order": 1, "text": "right"},
-                    {"bbox_xyxy": [0, 0, 200, 2], "label": "separator"}]}))
+        "page_id": "a", "image": "images/a.png", "width": gt_size[0], "height": gt_size[1], "regions": regions}))
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
-    # the run page is the same image at half size: boxes scale back to ground-truth pixels
     (run / "manifests" / "pages.jsonl").write_text(json.dumps(
         {"page_id": "a", "path": "../gt/images/a.png", "image_path": str(gt / "images/a.png"),
-         "width": 100, "height": 50, "sha256": "0"}) + "\n")
+         "width": run_size[0], "height": run_size[1], "sha256": "0"}) + "\n")
     out = rundir.transcript_dir(run, "C")
     out.mkdir(parents=True)
+    return run, gt, out
+
+
+def test_evaluate_transcripts_pairs_pages_and_scores_text_and_order(tmp_path):
+    # the run page is the same image at half size: boxes scale back to ground-truth pixels
+    run, gt, out = _gt_and_run(tmp_path, (200, 100), (100, 50), [
+        {"bbox_xyxy": [0, 0, 90, 100], "label": "text", "order": 0, "text": "left text"},
+        {"bbox_xyxy": [110, 0, 200, 100], "label": "text", "order": 1, "text": "right"},
+        {"bbox_xyxy": [0, 0, 200, 2], "label": "separator"}])
     # read right column first: order wrong, text right
     (out / "a.json").write_text(json.dumps({"page_id": "a", "text": "right\n\nleft text", "regions": [
         {"bbox_xyxy": [55, 0, 100, 50], "text": "right"}, {"bbox_xyxy": [0, 0, 45, 50], "text": "left text"}]}))
@@ -74,18 +81,8 @@ def test_gt_conventions(text, expected):
 def test_the_prediction_is_the_lines_as_read_with_their_hyphens(tmp_path):
     # the region text joined "Zei¬" "tung" for readers; the ground truth keeps the line break
     # and its hyphen, and so does what is scored
-    gt = tmp_path / "gt"
-    (gt / "annotations").mkdir(parents=True)
-    (gt / "annotations" / "a.json").write_text(json.dumps({
-        "page_id": "a", "image": "images/a.png", "width": 100, "height": 100,
-        "regions": [{"bbox_xyxy": [0, 0, 100, 100], "label": "text", "order": 0, "text": "Die Zei¬\ntung iſt da"}]}))
-    run = tmp_path / "run"
-    (run / "manifests").mkdir(parents=True)
-    (run / "manifests" / "pages.jsonl").write_text(json.dumps(
-        {"page_id": "a", "path": "../gt/images/a.png", "image_path": str(gt / "images/a.png"),
-         "width": 100, "height": 100, "sha256": "0"}) + "\n")
-    out = rundir.transcript_dir(run, "C")
-    out.mkdir(parents=True)
+    run, gt, out = _gt_and_run(tmp_path, (100, 100), (100, 100), [
+        {"bbox_xyxy": [0, 0, 100, 100], "label": "text", "order": 0, "text": "Die Zei¬\ntung iſt da"}])
     lines = [{"bbox_xyxy": [0, 0, 100, 10], "text": "Die Zei=", "hyphen": "dropped"},
              {"bbox_xyxy": [0, 10, 100, 20], "text": "tung ist da"}]
     (out / "a.json").write_text(json.dumps({"page_id": "a", "text": "Die Zeitung\nist da", "regions": [
