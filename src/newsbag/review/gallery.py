@@ -70,8 +70,8 @@ def render_gallery(context: dict) -> str:
 
 def gallery_pages(path: Path) -> int | None:
     """How many pages the gallery at `path` holds (reviewed or failed; the rest of the run's pages
-    it leaves out), from its first KB; None when there is none, or it comes from a newsbag that did
-    not say. Cheap for `status` at 100k pages: the page rows are never parsed."""
+    it leaves out), from its first KB; None when there is none, or it does not say. Cheap for
+    `status` at 100k pages: the page rows are never parsed."""
     try:
         with open(path, "rb") as f:
             found = _PAGES_META.search(f.read(_HEAD_BYTES))

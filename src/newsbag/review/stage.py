@@ -42,7 +42,6 @@ _PANEL_MAX = 1000
 # for seven NZZ panels, where a JPEG of the sharp edges is ~2 MB), a grey page's as JPEG. zlib
 # level 3 encodes ~2.7x faster than the default 6, and smaller.
 _BOARD_EXTS = (".png", ".jpg")
-_PAGE_BOARD = "board.png"   # what an earlier newsbag kept in every page's folder
 _BOARD_OF = "newsbag-review"   # a board's PNG text key: the fingerprint of the page review it shows
 _BOARD_COLOURS = 64
 _BOARD_QUALITY = 70
@@ -270,9 +269,6 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
-    # A run reviewed by an earlier newsbag holds a 1.5 MB board in every page's folder: boards
-    # belong to the top pages only (top<N>_informative), and these would keep most of the disk.
-    (page_dir / _PAGE_BOARD).unlink(missing_ok=True)
     return _Outcome(page_id, "ok", info=_listing(info))
 
 
@@ -434,7 +430,7 @@ def _review_task(task: tuple) -> _Outcome:
 def _fail_page(run_dir: Path, page_id: str, error: str) -> _Outcome:
     """A failed page keeps no board or gallery files that could pass as current, and a failure record."""
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    for stale in ("info.json", *SCANS, THUMB, DATA_JS, _PAGE_BOARD):
+    for stale in ("info.json", *SCANS, THUMB, DATA_JS):
         (page_dir / stale).unlink(missing_ok=True)
     write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": error})
     return _Outcome(page_id, "failed", error=error)
@@ -577,8 +573,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     Returns:
         One `builtin.Outputs`, "boards" (a failed page keeps no board), whose note says whether
         the gallery holds every page: one of some pages, or a shard's written before the other
-        shards drew their boards, is not ``whole`` (a gallery that does not say how many pages
-        it holds, of an older newsbag, is taken as whole).
+        shards drew their boards, is not ``whole``.
 
     Raises:
         ValueError: bad review options (one line).
@@ -605,10 +600,9 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
                      else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
-    gallery = rundir.gallery_path(run_dir)
-    shown = gallery_pages(gallery)
-    whole = gallery.exists() and (shown is None or shown >= len(records))
-    note = ("gallery no" if not gallery.exists() else "gallery yes" if whole
+    shown = gallery_pages(rundir.gallery_path(run_dir))
+    whole = shown is not None and shown >= len(records)
+    note = ("gallery no" if shown is None else "gallery yes" if whole
             else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
     return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
 
