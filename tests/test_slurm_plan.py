@@ -10,9 +10,13 @@ import pytest
 
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError
-from newsbag.slurm import (JobPlan, Request, check_limits, expand_log_path, last_error_line, live_and_stale_jobs,
-                           load_settings, make_canary, pending_stages, plan_jobs, save_settings, unrun_lines,
-                           way_out, why_never_runs)
+from newsbag.slurm.canary import make_canary
+from newsbag.slurm.jobs import expand_log_path
+from newsbag.slurm.limits import Request, check_limits
+from newsbag.slurm.plan import JobPlan, pending_stages, plan_jobs
+from newsbag.slurm.queue import live_and_stale_jobs, unrun_lines, why_never_runs
+from newsbag.slurm.recovery import last_error_line, way_out
+from newsbag.slurm.settings import load_settings, save_settings
 from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
 
 
@@ -321,7 +325,7 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     from newsbag.pages import build_pages
     from newsbag.pipeline import RunOptions, run_pipeline
     from newsbag.rundir import manifest_page_ids
-    from newsbag.slurm import stages_with_work
+    from newsbag.slurm.plan import stages_with_work
     from newsbag.status import collect_status
 
     for k in range(3):
