@@ -737,11 +737,11 @@ def slurm_stale(run_dir, cancel):
     from .slurm.queue import live_and_stale_jobs, unrun_lines, why_never_runs
 
     rows = describe_jobs(run_dir)
-    live, stale = live_and_stale_jobs(rows)
+    queued = live_and_stale_jobs(rows)
     tasks = failed_task_states(rows)
     for line in unrun_lines(rows, tasks):
         click.echo(line)
-    for r in stale:
+    for r in queued.stale:
         why = why_never_runs(r, rows, tasks)
         if cancel:
             subprocess.run(["scancel", str(r["job_id"])], capture_output=True, timeout=60)
@@ -750,9 +750,9 @@ def slurm_stale(run_dir, cancel):
         else:
             click.echo(f"stale job {r['job_id']} ({r.get('kind')}): it will never start, {why}; "
                        f"cancel with: scancel {r['job_id']}")
-    if live:
-        names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in live)
-        ids = " ".join(str(r["job_id"]) for r in live)
+    if queued.live:
+        names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in queued.live)
+        ids = " ".join(str(r["job_id"]) for r in queued.live)
         raise ConfigError(f"job(s) {names} of {run_dir} are still queued or running; a second submit would redo "
                           f"their work: wait for them (newsbag status --run-dir {run_dir}), or scancel {ids} and resubmit")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -24,6 +25,7 @@ __all__ = [
     "stage_set",
     "current_jobs",
     "failed_task_states",
+    "Failure",
     "failures",
 ]
 
@@ -264,15 +266,24 @@ def failed_task_states(rows: Sequence[dict]) -> dict[str, str]:
             for k, v in r.get("tasks", {}).items()}
 
 
-def failures(row: dict, states: Mapping[str, str]) -> list[tuple[str, str | None, str]]:
-    """(label, task, state) of each failed task of an array row ("11_1", "1", "TIMEOUT"), or of the
-    job itself for a plain row or one whose task states are not at hand."""
+@dataclass(frozen=True)
+class Failure:
+    """One failed task of an array job ("11_1", task "1", "TIMEOUT"), or a whole job (task None)."""
+
+    label: str          # the job id, or "<job id>_<task>": what its log and exit record are named by
+    task: str | None
+    state: str          # the bare Slurm state, without its reason
+
+
+def failures(row: dict, states: Mapping[str, str]) -> list[Failure]:
+    """Each failed task of an array row, or the job itself for a plain row or one whose task
+    states (``failed_task_states``) are not at hand."""
     job_id = str(row["job_id"])
     if row.get("array"):
         prefix = f"{job_id}_"
-        tasks = [(k, k[len(prefix):], v.split(" ")[0]) for k, v in states.items()
+        tasks = [Failure(k, k[len(prefix):], v.split(" ")[0]) for k, v in states.items()
                  if k.startswith(prefix) and ended_badly(v)]
         if tasks:
             return tasks
     first_bad = next((p for p in str(row.get("state")).split(", ") if ended_badly(p)), str(row.get("state")))
-    return [(job_id, None, first_bad.split(" ")[0])]
+    return [Failure(job_id, None, first_bad.split(" ")[0])]

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .jobs import current_jobs, ended_badly, failures
 
-__all__ = ["live_and_stale_jobs", "unrun_jobs", "unrun_lines", "why_never_runs"]
+__all__ = ["QueuedJobs", "live_and_stale_jobs", "unrun_jobs", "unrun_lines", "why_never_runs"]
 
 _LIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STOPPED")
 
 
-def live_and_stale_jobs(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
-    """(live, stale) ledger rows: stale ones are pending on a dependency that can never be met (``why_never_runs``)."""
+@dataclass(frozen=True)
+class QueuedJobs:
+    """The ledger rows of a run's jobs that Slurm still holds, in ledger order."""
+
+    live: tuple[dict, ...]    # queued or running, and able to start
+    stale: tuple[dict, ...]   # pending on a dependency that can never be met (``why_never_runs``)
+
+
+def live_and_stale_jobs(rows: Sequence[dict]) -> QueuedJobs:
+    """The live and the stale ledger rows among `rows` (each with its `state`, ``describe_jobs``)."""
     live, stale = [], []
     for r in rows:
         state = str(r.get("state", ""))
@@ -20,7 +29,7 @@ def live_and_stale_jobs(rows: Sequence[dict]) -> tuple[list[dict], list[dict]]:
             stale.append(r)
         elif any(part.split(" ")[0] in _LIVE for part in state.split(", ")):
             live.append(r)
-    return live, stale
+    return QueuedJobs(tuple(live), tuple(stale))
 
 
 def unrun_jobs(rows: Sequence[dict]) -> list[dict]:
@@ -75,6 +84,6 @@ def why_never_runs(row: dict, rows: Sequence[dict], states: Mapping[str, str] | 
     """
     if not _waits_in_vain(row, rows):
         return None
-    named = [f"job {label} {b.get('kind', '?')} {state}"
-             for b in _blockers(row, rows) for label, _, state in failures(b, states or {})]
+    named = [f"job {f.label} {b.get('kind', '?')} {f.state}"
+             for b in _blockers(row, rows) for f in failures(b, states or {})]
     return ", ".join(named) or "a job it waits for failed"

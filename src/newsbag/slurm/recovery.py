@@ -65,22 +65,22 @@ def way_out(run_dir: Path, rows: Sequence[dict], states: Mapping[str, str] | Non
     work = pending() if pending is not None and (failed or unrun) else None
     if work is not None:
         failed, unrun = ([r for r in group if stage_set(r.get("stages")) & work] for group in (failed, unrun))
-    live, stale = live_and_stale_jobs(rows)
+    queued = live_and_stale_jobs(rows)
     pages_only = False
     for r in failed:
-        for label, task, state in failures(r, states):
-            log_path = expand_log_path(r.get("log", ""), str(r["job_id"]), r.get("kind", "?"), task) if r.get("log") else "?"
-            lines.append(f"job {label} {r.get('kind', '?')} {state}: log {log_path}")
+        for f in failures(r, states):
+            log_path = expand_log_path(r.get("log", ""), str(r["job_id"]), r.get("kind", "?"), f.task) if r.get("log") else "?"
+            lines.append(f"job {f.label} {r.get('kind', '?')} {f.state}: log {log_path}")
             err = last_error_line(log_path) if "*" not in log_path else None
             lines.append(f"    last error: {err or '(none found in the log; read it)'}")
-            if exit_code(run_dir, label) == PartialFailure.exit_code:
+            if exit_code(run_dir, f.label) == PartialFailure.exit_code:
                 pages_only = True
                 lines.append("    exit 4: only some of its pages failed (listed above), the others are done")
     lines += unrun_lines(rows, states, unrun)
-    for r in stale:
+    for r in queued.stale:
         lines.append(f"job {r['job_id']} {r.get('kind', '?')} will never start: {why_never_runs(r, rows, states)}")
-    if failed or stale or unrun:
-        cancel = [str(r["job_id"]) for r in stale + [r for r in live if r not in stale]]
+    if failed or queued.stale or unrun:
+        cancel = [str(r["job_id"]) for r in queued.stale + queued.live]
         if cancel:
             lines.append(f"cancel what is left of this run: scancel {' '.join(cancel)}")
         lines.append(f"after fixing the cause, resubmit (same settings, only stages with pending pages; "
