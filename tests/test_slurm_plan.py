@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 
 import pytest
 
@@ -13,11 +12,11 @@ from newsbag.errors import ConfigError
 from newsbag.slurm.canary import make_canary
 from newsbag.slurm.jobs import expand_log_path
 from newsbag.slurm.limits import Request, check_limits
-from newsbag.slurm.plan import JobPlan, pending_stages, plan_jobs
+from newsbag.slurm.plan import pending_stages, plan_jobs
 from newsbag.slurm.queue import live_and_stale_jobs, unrun_lines, why_never_runs
 from newsbag.slurm.recovery import last_error_line, way_out
 from newsbag.slurm.settings import load_settings, save_settings
-from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
+from nbtest import run_cli, write_fake_config, write_image
 
 
 def _torch_like(tmp_path, mineru_cuda=True):
