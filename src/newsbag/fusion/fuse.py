@@ -213,48 +213,50 @@ def _resolve(
     """Average IoU-matched boxes of `idx` (WBF style), then keep one granularity per nest."""
     boxes, pairs, src, fam = pre.boxes, pre.pairs, pre.src, pre.fam
     n = len(boxes)
-    sel = np.zeros(n, bool)
-    sel[idx] = True
-    e = sel[pairs.i] & sel[pairs.j] & pre.matchable & (pre.iou >= params.t_iou)
+    chosen = np.zeros(n, bool)
+    chosen[idx] = True
+    matched = chosen[pairs.i] & chosen[pairs.j] & pre.matchable & (pre.iou >= params.t_iou)
     local = np.full(n, -1, np.intp)
     local[idx] = np.arange(len(idx))
-    gid = connected_groups(len(idx), local[pairs.i[e]], local[pairs.j[e]])
-    g = int(gid.max()) + 1 if len(gid) else 0
+    gid = connected_groups(len(idx), local[pairs.i[matched]], local[pairs.j[matched]])
+    n_groups = int(gid.max()) + 1 if len(gid) else 0
 
-    w = weight[idx]
-    weighted = take_rows(boxes.xyxy, idx) * w[:, None]
+    member_weight = weight[idx]
+    weighted = take_rows(boxes.xyxy, idx) * member_weight[:, None]
     # One bincount per corner: the sums of a 2-D np.add.at, added in the same order (4x faster).
-    xyxy = np.stack([np.bincount(gid, weighted[:, k], minlength=g) for k in range(4)], axis=1) if g else np.zeros((0, 4))
-    wsum = np.bincount(gid, w, minlength=g)
-    xyxy /= np.maximum(wsum, _EPS)[:, None]
-    sc = boxes.score[idx].astype(np.float64)
-    has = ~np.isnan(sc)
-    ssum = np.bincount(gid[has], sc[has], minlength=g)
-    scount = np.bincount(gid[has], minlength=g)
-    score = np.where(scount > 0, ssum / np.maximum(scount, 1), np.nan)
-    label = boxes.label[idx[_heaviest(gid, w, g)]]
-    support = np.zeros(g, np.int64)
+    xyxy = (np.stack([np.bincount(gid, weighted[:, k], minlength=n_groups) for k in range(4)], axis=1)
+            if n_groups else np.zeros((0, 4)))
+    weight_sum = np.bincount(gid, member_weight, minlength=n_groups)
+    xyxy /= np.maximum(weight_sum, _EPS)[:, None]
+    member_score = boxes.score[idx].astype(np.float64)
+    scored = ~np.isnan(member_score)
+    score_sum = np.bincount(gid[scored], member_score[scored], minlength=n_groups)
+    n_scored = np.bincount(gid[scored], minlength=n_groups)
+    score = np.where(n_scored > 0, score_sum / np.maximum(n_scored, 1), np.nan)
+    label = boxes.label[idx[_heaviest(gid, member_weight, n_groups)]]
+    support = np.zeros(n_groups, np.int64)
     np.bitwise_or.at(support, gid, sup_bits[idx])
-    n_fam = int(fam.max()) + 1 if len(fam) else 1
-    seen = np.zeros(g * n_fam, bool)   # families per group (a bool table: np.unique sorted them)
-    seen[gid * n_fam + fam[idx]] = True
-    own_n = np.count_nonzero(seen.reshape(g, n_fam), axis=1).astype(np.float64)
-    group_rank = np.full(g, np.iinfo(np.int64).max)
+    n_families = int(fam.max()) + 1 if len(fam) else 1
+    # Families per group as a bool table (np.unique sorted them).
+    family_seen = np.zeros(n_groups * n_families, bool)
+    family_seen[gid * n_families + fam[idx]] = True
+    own_n = np.count_nonzero(family_seen.reshape(n_groups, n_families), axis=1).astype(np.float64)
+    group_rank = np.full(n_groups, np.iinfo(np.int64).max)
     np.minimum.at(group_rank, gid, rank[src[idx]])
 
     keep, absorber, splits = _nesting(xyxy, coarse_codes(label), group_rank, own_n, params)
     kept = np.flatnonzero(keep)
     # Each group's members go to the kept box that holds them: itself or its absorber.
-    pos = np.full(g, -1, np.intp)
-    pos[kept] = np.arange(len(kept))
-    owner = pos[np.where(keep, np.arange(g), absorber)][gid]
+    kept_pos = np.full(n_groups, -1, np.intp)
+    kept_pos[kept] = np.arange(len(kept))
+    owner = kept_pos[np.where(keep, np.arange(n_groups), absorber)][gid]
     held = owner >= 0
     kept_support = np.zeros(len(kept), np.int64)
     np.bitwise_or.at(kept_support, owner[held], sup_bits[idx[held]])
     gone = np.flatnonzero(splits)
-    spos = np.full(g, -1, np.intp)
-    spos[gone] = np.arange(len(gone))
-    replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
+    gone_pos = np.full(n_groups, -1, np.intp)
+    gone_pos[gone] = np.arange(len(gone))
+    replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, gone_pos[gid], len(gone)),
                          support[gone], group_rank[gone])
     return _Resolved(take_rows(xyxy, kept), score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
                      kept_support, group_rank[kept], replaced)
