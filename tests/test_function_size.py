@@ -15,7 +15,6 @@ OVER = frozenset({
     "runners/_db.py::group_lines",
     "src/newsbag/config.py::parse_config",
     "src/newsbag/export/stage.py::run_export",
-    "src/newsbag/fusion/stage.py::run_fusion",
     "src/newsbag/orchestrator.py::run_source",
     "src/newsbag/pages.py::inspect_page",
     "src/newsbag/review/stage.py::run_review",
