@@ -741,10 +741,18 @@ def run_fusion(
     failed_now = {r.page_id for r in results if r.status == "failed"}
     tables = _write_page_tables(fusion, run_dir, everyone, plan.needed, prints, failed_now)
     boards = _write_leaderboards(fusion, cfg, plan.active, tables.variants, tables.sources)
-    summary = {
+    summary = _jsonable(_summary(cfg, plan, len(everyone), source_order, tables, boards))
+    write_json(fusion / "summary.json", summary, keep_same=True)
+    return {**summary, "counts": counts, **counts, "failures": failures}
+
+
+def _summary(cfg: FusionConfig, plan: _Plan, n_pages: int, source_order: list[str] | None, tables: _PageTables,
+             boards: _Leaderboards) -> dict:
+    """summary.json: what the run's fusion took, made and ranked (before `_jsonable`)."""
+    return {
         "tool": f"newsbag {__version__}",
         "n_pages": tables.n_records,
-        "pages": len(everyone),
+        "pages": n_pages,
         "pages_not_current": tables.n_not_current,
         "sources": plan.available,
         "line_source": plan.line_source,
@@ -760,9 +768,6 @@ def run_fusion(
         "variant_leaderboard": boards.variant_rows,
         "source_leaderboard": boards.source_rows,
     }
-    summary = _jsonable(summary)
-    write_json(fusion / "summary.json", summary, keep_same=True)
-    return {**summary, "counts": counts, **counts, "failures": failures}
 
 
 @dataclass(frozen=True)
