@@ -12,11 +12,8 @@ MAX_LINES = 80
 # Today's offenders ("path::qualified name"). Shorten one, then take it off this list: the
 # list only ever shrinks (a listed function that is gone or short enough fails the test).
 OVER = frozenset({
-    "src/newsbag/config.py::parse_config",
-    "src/newsbag/export/stage.py::run_export",
     "src/newsbag/orchestrator.py::run_source",
     "src/newsbag/pages.py::inspect_page",
-    "src/newsbag/review/stage.py::run_review",
     "src/newsbag/transcription.py::run_transcription",
 })
 
