@@ -1012,7 +1012,7 @@ def test_status_says_how_many_pages_of_the_run_the_gallery_holds(tmp_path, page_
     and a resubmit planned no review to complete it once every board was drawn. Status now counts
     the pages the gallery holds, and a gallery short of the run leaves review pending."""
     from newsbag.config import load_config
-    from newsbag.slurm import pending_stages
+    from newsbag.slurm.plan import pending_stages
 
     run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
     assert code == 0, err

@@ -114,7 +114,7 @@ def test_a_word_tesseract_finds_but_reads_no_text_in_is_left_out_not_a_failed_pa
     box = [39.44, 284.9, 76.93, 296.55]
     with Image.open(SAMPLE) as im:
         size = list(im.size)
-    (tmp_path / "p.json").write_text(json.dumps({"lines": [box], "size_wh": size}))
+    (tmp_path / "p.json").write_text(json.dumps({"crops": [box], "unit": "line", "size_wh": size}))
     reader = recognize_tesseract.TesseractRecognizer(
         {"models": ["eng"], "tessdata": "", "sample_lines": 24, "plan_dir": str(tmp_path)}, "cpu", True)
     (line,) = reader.detect(str(SAMPLE), {"page_id": "p"})

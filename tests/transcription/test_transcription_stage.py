@@ -123,7 +123,7 @@ def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
     result = run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})
     assert (result["ok"], result["failed"]) == (1, 0)
     out = rundir.transcript_dir(run, "C")
-    assert len(json.loads((out / "_plan" / "p1.json").read_text())["lines"]) == 4
+    assert len(json.loads((out / "_plan" / "p1.json").read_text())["crops"]) == 4
     record = json.loads((out / "p1.json").read_text())
     right = record["regions"][2]
     assert right["text"] == block
