@@ -104,6 +104,9 @@ class TesseractRecognizer:
     """One tesserocr API per model, loaded once per job; lines are rectangles of the page image."""
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        # One thread: Tesseract's OpenMP threads spin on a busy node (a Slurm CPU job, the
+        # other stages' workers) and cost more CPU than they save time; set it to use more.
+        os.environ.setdefault("OMP_THREAD_LIMIT", "1")
         try:
             import tesserocr
         except ImportError as exc:
