@@ -1086,6 +1086,6 @@ def test_a_new_fusion_method_revision_reruns_its_variants_and_the_boards_drawn_f
     redone = _identities(run, "outputs/fusion/C")
     assert all(redone[k] != fused_c[k] for k in fused_c)
     after = _identities(run, "review/pages")
-    assert all(after[k] != boards[k] for k in boards if k.endswith("board.png"))
+    assert all(after[k] != boards[k] for k in boards if k.endswith("info.json"))
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert all(o["stale"] == 0 for outputs in json.loads(out)["builtin"].values() for o in outputs)
