@@ -14,8 +14,9 @@ import logging
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from .resources import runners_dir
 from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
 from .transcript import assemble, column_pieces, line_rows, plan_page, plan_regions, take_block_text
+
+if TYPE_CHECKING:
+    from .orchestrator import PageOutcome
 
 __all__ = ["recognizer_stage", "run_transcription", "transcript_status"]
 
@@ -58,14 +62,22 @@ def recognizer_stage(options: Mapping[str, Any] | TranscriptionParams, plan_dir:
     )
 
 
-def _read_regions(fused_path: Path, page_id: str, lines: np.ndarray | None) -> tuple[dict, np.ndarray, ...]:
-    """The fused page and what its transcript reads: its text/title regions, or their column parts
-    where the reading order cuts text fused across a gutter (`transcript.column_pieces`).
+@dataclass(frozen=True)
+class _Regions:
+    """What a page's transcript reads, one piece per text/title region, or per column part where
+    the reading order cuts text fused across a gutter (`transcript.column_pieces`)."""
 
-    Returns:
-        page, then per piece: index into the page's regions, box, rank, article, is_title, and
-        its box for the transcript (None: the region's own; a column part's box otherwise).
-    """
+    page: dict               # the fused page
+    idx: np.ndarray          # (P,) each piece's index into the page's regions
+    xyxy: np.ndarray         # (P, 4) its box, pixels
+    rank: np.ndarray         # (P,) its reading rank
+    article: np.ndarray      # (P,) its article
+    is_title: np.ndarray     # (P,) bool
+    bbox: list               # its box for the transcript: None, the region's own; a column part's otherwise
+
+
+def _read_regions(fused_path: Path, page_id: str, lines: np.ndarray | None) -> _Regions:
+    """The fused page and what its transcript reads."""
     page = read_page(fused_path, page_id)
     boxes = boxes_from_page(page)
     coarse = boxes.coarse
@@ -73,37 +85,17 @@ def _read_regions(fused_path: Path, page_id: str, lines: np.ndarray | None) -> t
     order = boxes.data["order"][idx]
     rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
     # Fusion stores each region's article; a page fused before articles existed gets them here.
-    article = boxes.data["article"] if "article" in boxes.data else articles(boxes)
+    article = (boxes.data["article"] if "article" in boxes.data else articles(boxes))[idx]
     xyxy, of, rank, is_part = column_pieces(boxes.xyxy, coarse == "text", idx, rank, lines,
                                             boxes.meta.width, boxes.meta.height)
     bbox = [np.round(b, 2).tolist() if part else None for b, part in zip(xyxy, is_part)]
-    return page, idx[of], xyxy, rank, article[idx][of], coarse[idx][of] == "title", bbox
+    return _Regions(page, idx[of], xyxy, rank, article[of], coarse[idx][of] == "title", bbox)
 
 
 def _lines(lines_path: Path | None, page_id: str) -> np.ndarray | None:
     if lines_path is None or not lines_path.exists():
         return None
     return boxes_from_page(read_page(lines_path, page_id)).xyxy
-
-
-def _plan_record(page: dict, idx: np.ndarray, rank: np.ndarray, article: np.ndarray, is_title: np.ndarray,
-                 region_of: np.ndarray, fingerprint: str, block_lines: list[list[dict]], bbox: list) -> dict:
-    """What a page's transcript is made of besides its recognised lines, as JSON: one piece per
-    region read (or column part), the crops' piece index and the fingerprint. It waits for the
-    recogniser in the page's plan file, so a call over 100k pages holds no fused page in memory
-    (each ~1 MB with its members).
-
-    `block_lines` (one list per piece) holds the blocks whose text a piece took from a
-    page-reading model; `bbox` a column part's box (None: the region's own).
-    """
-    pieces = []
-    for k, i in enumerate(idx.tolist()):
-        region = page["regions"][i]
-        pieces.append({"region": i, "bbox_xyxy": region["bbox_xyxy"] if bbox[k] is None else bbox[k],
-                       "class": region.get("class"), "order": region.get("order"), "article": int(article[k]),
-                       "is_title": bool(is_title[k]), "rank": rank[k].item(), "blocks": block_lines[k]})
-    return {"page_id": page["page_id"], "image": page["image"], "fingerprint": fingerprint,
-            "revision": revision("transcription"), "region_of": np.asarray(region_of).tolist(), "pieces": pieces}
 
 
 def _transcript(plan: dict, line_regions: list[dict], variant: str) -> dict:
@@ -179,6 +171,44 @@ def _take_blocks(region_xyxy: np.ndarray, crops: np.ndarray, region_of: np.ndarr
     return taken, per_region
 
 
+@dataclass(frozen=True)
+class _PagePlan:
+    """How a page is read: its pieces, the crops left for the recogniser and the block text taken."""
+
+    regions: _Regions
+    crops: np.ndarray                # (K, 4) in reading order
+    region_of: np.ndarray            # (K,) each crop's piece
+    block_lines: list[list[dict]]    # per piece, the blocks whose text it took from a page-reading model
+
+
+def _plan_crops(inputs: _PageInputs, page_id: str, unit: str, block_dirs: list[tuple[str, Path]]) -> _PagePlan:
+    """Read a page's regions, plan its crops and let the pieces that can take block text; the
+    crops of those are not read again."""
+    lines = _lines(inputs.lines_path, page_id)
+    regions = _read_regions(inputs.fused_path, page_id, lines)
+    crops, region_of = (plan_regions(regions.xyxy, regions.rank) if unit == "region"
+                        else plan_page(regions.xyxy, regions.rank, lines))
+    taken, block_lines = _take_blocks(regions.xyxy, crops, region_of, *_block_text(block_dirs, page_id))
+    read = ~taken[region_of]
+    return _PagePlan(regions, crops[read], region_of[read], block_lines)
+
+
+def _plan_record(plan: _PagePlan, fingerprint: str) -> dict:
+    """What a page's transcript is made of besides its recognised lines, as JSON: one piece per
+    region read (or column part), the crops' piece index and the fingerprint. It waits for the
+    recogniser in the page's plan file, so a call over 100k pages holds no fused page in memory
+    (each ~1 MB with its members)."""
+    r = plan.regions
+    pieces = []
+    for k, i in enumerate(r.idx.tolist()):
+        region = r.page["regions"][i]
+        pieces.append({"region": i, "bbox_xyxy": region["bbox_xyxy"] if r.bbox[k] is None else r.bbox[k],
+                       "class": region.get("class"), "order": region.get("order"), "article": int(r.article[k]),
+                       "is_title": bool(r.is_title[k]), "rank": r.rank[k].item(), "blocks": plan.block_lines[k]})
+    return {"page_id": r.page["page_id"], "image": r.page["image"], "fingerprint": fingerprint,
+            "revision": revision("transcription"), "region_of": np.asarray(plan.region_of).tolist(), "pieces": pieces}
+
+
 def _page_error(page_id: str, exc: Exception) -> str:
     """The one-line failure of a page: a page file that cannot be read names itself; anything
     else is an error nobody foresaw (`errors.page_failure`)."""
@@ -192,7 +222,8 @@ def _block_dirs(run_dir: Path, params: TranscriptionParams) -> list[tuple[str, P
     return [(name, rundir.source_dir(run_dir, *name.split("/"))) for name in params.block_text_sources]
 
 
-class _PageInputs(NamedTuple):
+@dataclass(frozen=True)
+class _PageInputs:
     """What a page's transcript is read from, and whether the one it has is current."""
 
     fused_path: Path
@@ -363,6 +394,101 @@ def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict]
     write_json(out_dir / f"{page_id}.json", record, keep_same=True)
 
 
+class _Transcription:
+    """One call of the stage over one fused variant: its pages' plans, outcomes and search index."""
+
+    def __init__(self, run_dir: Path, variant: str, params: TranscriptionParams,
+                 progress: Callable[[str, str], None] | None):
+        self.run_dir, self.variant, self.progress = run_dir, variant, progress
+        self.summary: dict = {"ok": 0, "skipped": 0, "failed": 0, "failures": [], "variant": variant}
+        self.out_dir = rundir.transcript_dir(run_dir, variant)
+        self.plan_dir = self.out_dir / "_plan"
+        self.stage = recognizer_stage(params, self.plan_dir)
+        self.inputs = _page_inputs(run_dir, variant, params, self.stage)
+        self.block_dirs = _block_dirs(run_dir, params)
+        self.unit = crop_unit(params)
+        self.dropped = False   # a transcript was removed: the search index changes
+
+    def settle(self, page_id: str, error: str | None, shown: bool = True) -> None:
+        """Count a page's outcome; a failed page keeps a failure record (`transcript_status`) until it is read."""
+        self.summary["ok" if error is None else "failed"] += 1
+        if error is None:
+            rundir.failure_path(self.out_dir, page_id).unlink(missing_ok=True)
+        else:
+            self.summary["failures"].append({"page_id": page_id, "error": error})
+            write_json(rundir.failure_path(self.out_dir, page_id), {"page_id": page_id, "error": error})
+        if self.progress and shown:
+            self.progress(page_id, "ok" if error is None else "failed")
+
+    def plan(self, page_id: str, force: bool) -> bool:
+        """Plan a page whose transcript is not current; whether it waits for the recogniser (a
+        page with nothing left to recognise is written, a page that cannot be planned failed)."""
+        inputs = self.inputs(page_id, force=force)
+        if inputs.current:
+            self.summary["skipped"] += 1
+            if self.progress:
+                self.progress(page_id, "skipped")
+            return False
+        try:
+            page_plan = _plan_crops(inputs, page_id, self.unit, self.block_dirs)
+        except RunDirError:  # not this page's fault: stop the stage with one line
+            raise
+        except Exception as exc:  # noqa: BLE001 - the page boundary
+            # fusion failed (or never ran): no text of an older layout passes as current
+            if inputs.fused_identity is None:
+                self.dropped = _drop_transcript(self.out_dir, page_id) or self.dropped
+            self.settle(page_id, _page_error(page_id, exc))
+            return False
+        plan = _plan_record(page_plan, inputs.fingerprint)
+        if len(page_plan.crops) == 0:   # nothing left to recognise: no runner call for this page
+            _write_transcript(self.out_dir, page_id, plan, [], self.variant)
+            self.settle(page_id, None)
+            return False
+        # The runner reads the crops, what each is and the page size they are in (runners/_plan.py);
+        # the rest waits here for its answer.
+        image = page_plan.regions.page["image"]
+        write_json(self.plan_dir / f"{page_id}.json",
+                   {"crops": np.round(page_plan.crops, 2).tolist(), "unit": self.unit,
+                    "size_wh": [image["width"], image["height"]], "transcript": plan}, compact=True)
+        return True
+
+    def on_read(self, o: PageOutcome) -> None:
+        """A page's transcript is written as soon as the recogniser settles it, so a call
+        killed midway (Slurm's time limit) keeps every page read so far for its rerun."""
+        if o.status != "ok":   # the runner's error says why, not which page: the summary names it
+            self.settle(o.page_id, f"page {o.page_id}: {o.error or o.status}")
+            return
+        try:
+            lines = read_page(self.out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"]
+            plan = read_json(self.plan_dir / f"{o.page_id}.json")["transcript"]
+            _write_transcript(self.out_dir, o.page_id, plan, lines, self.variant)
+        except RunDirError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the page boundary
+            self.settle(o.page_id, _page_error(o.page_id, exc))
+        else:
+            self.settle(o.page_id, None)
+
+    def recognise(self, todo: list) -> None:
+        """Have the recogniser read the planned pages, each transcript written as it comes (`on_read`)."""
+        from .orchestrator import run_source
+
+        outcome = run_source(self.run_dir, self.stage, "lines", todo, runners=runners_dir(), force=True,
+                             out_dir=self.out_dir / "_lines", on_page=self.on_read, ledger=False)
+        self.summary["device_used"] = outcome.device_used
+
+    def index(self, page_ids: Iterable[str]) -> None:
+        """Rebuild the search index when a transcript changed (a no-change rerun over 100k pages
+        must not reread every transcript) or it is older than one of `page_ids`' transcripts."""
+        if not (self.summary["ok"] or self.dropped or not _index_is_current(self.out_dir, page_ids)):
+            return
+        self.summary["articles"], left_out = _write_search_index(self.run_dir, self.variant)
+        failed = {f["page_id"] for f in self.summary["failures"]}
+        for failure in left_out:   # pages this call may not have selected: no progress line
+            if failure["page_id"] not in failed:
+                self.settle(failure["page_id"], failure["error"], shown=False)
+
+
 def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *, force: bool = False,
                       workers: int = 1, progress: Callable[[str, str], None] | None = None) -> dict:
     """Transcribe the selected pages of the chosen fused variant; resume pages whose inputs did not change.
@@ -371,96 +497,18 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         InputError: the stage reads the recommended variant and the run has none (fusion not
             run, or every variant skipped).
     """
-    from .orchestrator import PageOutcome, run_source
-
     t0 = time.monotonic()
     params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
-    summary = {"ok": 0, "skipped": 0, "failed": 0, "failures": [], "variant": variant}
     if not variant:
         raise InputError("transcription: no recommended variant in outputs/fusion/summary.json; run fusion first "
                          "or set the stage's variant")
-    out_dir = rundir.transcript_dir(run_dir, variant)
-    plan_dir = out_dir / "_plan"
-    stage = recognizer_stage(params, plan_dir)
-    inputs = _page_inputs(run_dir, variant, params, stage)
-    block_dirs = _block_dirs(run_dir, params)
-    unit = crop_unit(params)
+    call = _Transcription(run_dir, variant, params, progress)
     records = {p.page_id: p for p in read_pages(run_dir)}
-    todo, dropped = [], False
-
-    def settle(page_id: str, error: str | None, shown: bool = True) -> None:
-        """Count a page's outcome; a failed page keeps a failure record (`transcript_status`) until it is read."""
-        summary["ok" if error is None else "failed"] += 1
-        if error is None:
-            rundir.failure_path(out_dir, page_id).unlink(missing_ok=True)
-        else:
-            summary["failures"].append({"page_id": page_id, "error": error})
-            write_json(rundir.failure_path(out_dir, page_id), {"page_id": page_id, "error": error})
-        if progress and shown:
-            progress(page_id, "ok" if error is None else "failed")
-
-    for page_id in page_ids:
-        fused_path, lines_path, fused_identity, fp, current = inputs(page_id, force=force)
-        if current:
-            summary["skipped"] += 1
-            if progress:
-                progress(page_id, "skipped")
-            continue
-        try:
-            lines = _lines(lines_path, page_id)
-            page, idx, xyxy, rank, article, is_title, bbox = _read_regions(fused_path, page_id, lines)
-            crops, region_of = plan_regions(xyxy, rank) if unit == "region" else plan_page(xyxy, rank, lines)
-            taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(block_dirs, page_id))
-        except RunDirError:  # not this page's fault: stop the stage with one line
-            raise
-        except Exception as exc:  # noqa: BLE001 - the page boundary
-            if fused_identity is None:   # fusion failed (or never ran): no text of an older layout passes as current
-                dropped = _drop_transcript(out_dir, page_id) or dropped
-            settle(page_id, _page_error(page_id, exc))
-            continue
-        read = ~taken[region_of]
-        crops = crops[read]
-        plan = _plan_record(page, idx, rank, article, is_title, region_of[read], fp, block_lines, bbox)
-        if len(crops) == 0:   # nothing left to recognise: no runner call for this page
-            _write_transcript(out_dir, page_id, plan, [], variant)
-            settle(page_id, None)
-            continue
-        # The runner reads the crops, what each is and the page size they are in (runners/_plan.py);
-        # the rest waits here for its answer.
-        size_wh = [page["image"]["width"], page["image"]["height"]]
-        write_json(plan_dir / f"{page_id}.json", {"crops": np.round(crops, 2).tolist(), "unit": unit,
-                                                  "size_wh": size_wh, "transcript": plan}, compact=True)
-        todo.append(records[page_id])
+    todo = [records[page_id] for page_id in page_ids if call.plan(page_id, force)]
     if todo:
-        def on_read(o: PageOutcome) -> None:
-            """A page's transcript is written as soon as the recogniser settles it, so a call
-            killed midway (Slurm's time limit) keeps every page read so far for its rerun."""
-            if o.status != "ok":   # the runner's error says why, not which page: the summary names it
-                settle(o.page_id, f"page {o.page_id}: {o.error or o.status}")
-                return
-            try:
-                lines = read_page(out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"]
-                plan = read_json(plan_dir / f"{o.page_id}.json")["transcript"]
-                _write_transcript(out_dir, o.page_id, plan, lines, variant)
-            except RunDirError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the page boundary
-                settle(o.page_id, _page_error(o.page_id, exc))
-            else:
-                settle(o.page_id, None)
-
-        outcome = run_source(run_dir, stage, "lines", todo, runners=runners_dir(), force=True,
-                             out_dir=out_dir / "_lines", on_page=on_read, ledger=False)
-        summary["device_used"] = outcome.device_used
-    # The index covers the whole manifest: rebuilt only when a transcript changed (a no-change
-    # rerun over 100k pages must not reread every transcript).
-    if summary["ok"] or dropped or not _index_is_current(out_dir, records):
-        summary["articles"], left_out = _write_search_index(run_dir, variant)
-        failed = {f["page_id"] for f in summary["failures"]}
-        for failure in left_out:   # pages this call may not have selected: no progress line
-            if failure["page_id"] not in failed:
-                settle(failure["page_id"], failure["error"], shown=False)
-    rundir.record_failures(run_dir, "transcription", summary["failures"])
-    summary["seconds"] = round(time.monotonic() - t0, 2)
-    return summary
+        call.recognise(todo)
+    call.index(records)   # the index covers the whole manifest
+    rundir.record_failures(run_dir, "transcription", call.summary["failures"])
+    call.summary["seconds"] = round(time.monotonic() - t0, 2)
+    return call.summary
