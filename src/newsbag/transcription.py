@@ -25,7 +25,6 @@ from .builtin import Outputs
 from .errors import InputError, RunDirError, first_line, page_failure
 from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
-from .fusion.fuse import articles
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
 from .pages import read_pages
 from .resources import runners_dir
@@ -84,8 +83,8 @@ def _read_regions(fused_path: Path, page_id: str, lines: np.ndarray | None) -> _
     idx = np.flatnonzero(np.isin(coarse, _READ_CLASSES))
     order = boxes.data["order"][idx]
     rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
-    # Fusion stores each region's article; a page fused before articles existed gets them here.
-    article = (boxes.data["article"] if "article" in boxes.data else articles(boxes))[idx]
+    # Fusion writes every region's article; `boxes_from_page` makes no column of a page without regions.
+    article = boxes.data["article"][idx] if idx.size else np.zeros(0, np.int64)
     xyxy, of, rank, is_part = column_pieces(boxes.xyxy, coarse == "text", idx, rank, lines,
                                             boxes.meta.width, boxes.meta.height)
     bbox = [np.round(b, 2).tolist() if part else None for b, part in zip(xyxy, is_part)]

@@ -5,6 +5,8 @@ import json
 from PIL import Image, ImageDraw, ImageFont
 
 from newsbag import rundir
+from newsbag.contract import boxes_from_page
+from newsbag.fusion.fuse import articles
 
 HEADLINE = "Storm over the harbour"
 LEFT = ["The ships came home", "late in the evening", "after the great wind"]
@@ -35,6 +37,14 @@ def page_record(pid, regions, source="C"):
                         for k, (b, lab, cls) in enumerate(regions)], "seconds": 0.0}
 
 
+def fused_record(pid, regions):
+    """A fused page as the fusion stage writes it: each region with its article."""
+    page = page_record(pid, regions)
+    for region, article in zip(page["regions"], articles(boxes_from_page(page)).tolist()):
+        region["article"] = article
+    return page
+
+
 def write_run(tmp_path, pids=("p1",)):
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
@@ -44,8 +54,8 @@ def write_run(tmp_path, pids=("p1",)):
         lines = text_page(run / "img" / f"{pid}.png")
         records.append({"page_id": pid, "path": f"img/{pid}.png", "image_path": str(run / "img" / f"{pid}.png"),
                         "width": 1000, "height": 520, "sha256": "0"})
-        fused = page_record(pid, [([30, 20, 560, 90], "headline", "headline"), ([30, 140, 480, 340], "text", "text"),
-                            ([530, 140, 980, 340], "text", "text")])
+        fused = fused_record(pid, [([30, 20, 560, 90], "headline", "headline"), ([30, 140, 480, 340], "text", "text"),
+                             ([530, 140, 980, 340], "text", "text")])
         rundir.fused_dir(run, "C").mkdir(parents=True, exist_ok=True)
         (rundir.fused_dir(run, "C") / f"{pid}.json").write_text(json.dumps(fused))
         line_page = page_record(pid, [(b, "text_line", "text_line") for b in lines], "lines")

@@ -59,11 +59,11 @@ def test_a_page_read_whole_by_paddleocr_vl_needs_no_recogniser(tmp_path, monkeyp
     first = {}
     for r in regions:
         first.setdefault(r["label"], r)
-    # fused: the title and the first paragraph, a little larger than the VL blocks
+    # fused: the title and the first paragraph, a little larger than the VL blocks, one article
     fused_boxes = [[170, 140, 1830, 270], [170, 410, 1830, 810]]
     fused = {**page, "source": {"stage": "fusion", "variant": "C", "family": "fusion", "model": "m", "device": "cpu"},
-             "regions": [{"bbox_xyxy": b, "label": lab, "class": lab, "score": 0.9, "order": k, "text": None}
-                         for k, (b, lab) in enumerate(zip(fused_boxes, ["headline", "text"]))]}
+             "regions": [{"bbox_xyxy": b, "label": lab, "class": lab, "score": 0.9, "order": k, "text": None,
+                          "article": 0} for k, (b, lab) in enumerate(zip(fused_boxes, ["headline", "text"]))]}
     lines = {**page, "source": {"stage": "text_lines", "variant": "lines", "family": "text_lines", "model": "m",
                                 "device": "cpu"},
              "regions": [{"bbox_xyxy": [185, y, 1815, y + 40], "label": "text_line", "class": "text_line",

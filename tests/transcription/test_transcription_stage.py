@@ -10,7 +10,7 @@ from newsbag.transcription import run_transcription
 from newsbag.transcription_options import parse_transcription_options
 from nbtest import REPO, run_cli
 from PIL import Image
-from stage_kit import HEADLINE, LEFT, RIGHT, page_record, write_run
+from stage_kit import HEADLINE, LEFT, RIGHT, fused_record, page_record, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr_onnxruntime")
@@ -525,7 +525,7 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
         "name": "C", "done": 1, "stale": 1, "failed": 1, "pending": 1, "note": "", "whole": True,
         "reasons": {"its fused page, lines or recogniser changed": 1}}]
     # read again, the failed page's failure is no more
-    (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(page_record("p2", [([30, 140, 480, 340], "text", "text")])))
+    (rundir.fused_dir(run, "C") / "p2.json").write_text(json.dumps(fused_record("p2", [([30, 140, 480, 340], "text", "text")])))
     assert run_cli(capsys, "transcribe", "--run-dir", run, *config)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["builtin"]["transcription"] == [{
