@@ -19,7 +19,6 @@ OVER = frozenset({
     "src/newsbag/fusion/order.py::column_segments",
     "src/newsbag/fusion/stage.py::run_fusion",
     "src/newsbag/orchestrator.py::run_source",
-    "src/newsbag/pages.py::inspect_page",
     "src/newsbag/review/stage.py::run_review",
     "src/newsbag/transcription.py::run_transcription",
 })

@@ -18,7 +18,7 @@ from .errors import ConfigError, InputError, PartialFailure
 from .io import append_jsonl, jsonl_lines, read_json, write_json
 
 if TYPE_CHECKING:
-    from .pages import PageRecord   # pages imports numpy and Pillow: only where a plan reads the manifest
+    from .manifest import PageRecord   # manifest imports numpy and Pillow: only where a plan reads it
 
 __all__ = [
     "JOBS_FILE",
@@ -394,7 +394,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
     """
     from . import builtin
-    from .pages import read_pages
+    from .manifest import read_pages
     from .status import collect_status
 
     pages = read_pages(run_dir)
@@ -457,7 +457,7 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
         return ""
     tasks = list(range(shards))
     if run_dir is not None:
-        from .pages import read_pages, select_shard
+        from .manifest import read_pages, select_shard
 
         pages = read_pages(run_dir)
         stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
@@ -883,7 +883,7 @@ def make_canary(run_dir: Path) -> Path:
     """
     from dataclasses import replace
 
-    from .pages import read_pages, write_pages
+    from .manifest import read_pages, write_pages
 
     pages = read_pages(run_dir)
     if not pages:

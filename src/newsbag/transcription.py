@@ -26,7 +26,7 @@ from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volati
 from .contract import boxes_from_page
 from .fusion.fuse import articles
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
-from .pages import read_pages
+from .manifest import read_pages
 from .resources import runners_dir
 from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, parse_transcription_options
