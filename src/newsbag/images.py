@@ -286,7 +286,8 @@ def _read_deep_png(path: Path, data: bytes | None, limits: InputLimits) -> tuple
     then its low byte (``RGB;16L`` takes the big-endian pair the other way round). Grey+alpha
     (``LA;16B``, which has no low-byte twin) is unpacked once as 8-bit RGBA: the same 4 bytes a
     pixel, so the same unfiltering, giving grey high, grey low, alpha high, alpha low. It decodes
-    `data` when `decode_page` read the file once, else the file (its size checked already: `limits` unused)."""
+    `data` when `decode_page` read the file once, else the file (its size checked already: `limits`
+    unused)."""
     def decoded(rawmode: Callable[[str], str]) -> tuple[str, np.ndarray]:
         """(the page's own raw mode, its pixels unpacked with ``rawmode(own)``)."""
         with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
@@ -429,7 +430,6 @@ def decode_page(path: Path, size: int | None, limits: InputLimits) -> PageImage:
         InputError: the file is missing, unreadable, not an image, truncated, too large or absurd
             for its size (``InputRejected``: the message names it, ``.kind`` says which).
     """
-    data = None
     try:
         data = _read_once(path, size)
         decoded = _decoded(path, data, limits)
@@ -501,7 +501,8 @@ def _upright(page: _Decoded, data: bytes | None) -> PageImage:
                 width, height = height, width
         notes.append(f"EXIF orientation {page.orientation}: stored upright as {width}x{height}")
     if copy is not None and not (page.fmt in _PASS_FORMATS and page.mode in _PASS_MODES and page.orientation != 1):
-        notes.append(f"{page.fmt} {page.mode} converted to 8-bit {copy.mode}" + (f": {page.depth}" if page.depth else ""))
+        depth = f": {page.depth}" if page.depth else ""
+        notes.append(f"{page.fmt} {page.mode} converted to 8-bit {copy.mode}{depth}")
     return PageImage(int(width), int(height), page.orientation, copy, dpi, "; ".join(notes), data)
 
 

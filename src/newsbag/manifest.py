@@ -64,7 +64,7 @@ class PageRecord:
     @property
     def judged_by_older_rule(self) -> bool:
         """An older CONVERSION_REVISION judged the page: the next call naming it judges it again
-        (`pages.inspect_page`), and only then is it known whether its outputs stay."""
+        (`pages._unchanged`), and only then is it known whether its outputs stay."""
         return self.conversion != images.CONVERSION_REVISION
 
 
@@ -200,7 +200,7 @@ def changed_in_place(record: PageRecord, identity: list[int] | None) -> bool:
 
 def scan_changes(run_dir: Path, records: Iterable[PageRecord]) -> tuple[list[str], list[str]]:
     """Ids of the pages whose original was replaced on disk since it was inspected (the next call
-    naming them hashes them again (`pages.inspect_page`) and redoes their outputs if what runners read
+    naming them hashes them again (`pages._unchanged`) and redoes their outputs if what runners read
     changed), and of those whose original is gone (a run moved or copied without its scans: its
     outputs stay, but no board, transcript or model pass can be made of them again).
     One stat a page and no hashing: `status` asks it of every page of a 100k-page run."""

@@ -182,7 +182,8 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
             pages.append(moved)
             unsaved.append(moved)
             continue
-        rejudged = replace(old, conversion=images.CONVERSION_REVISION) if old is not None and old.judged_by_older_rule else None
+        rejudged = (replace(old, conversion=images.CONVERSION_REVISION)
+                    if old is not None and old.judged_by_older_rule else None)
         if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
             pages.append(rejudged)  # only its revision was old, and it still passes as it is
             continue
