@@ -41,7 +41,7 @@ def current_sources(run: Path, config: Path) -> None:
     a page, not by opening every page (run in a process of its own, as `current_boards`)."""
     from newsbag import rundir
     from newsbag.config import ModelStage, load_config
-    from newsbag.pages import read_pages
+    from newsbag.manifest import read_pages
 
     stages = {s.name: s for s in load_config(config).stages if isinstance(s, ModelStage)}
     records = read_pages(run)
@@ -67,7 +67,7 @@ def current_boards(run: Path, config: Path) -> None:
     from PIL import Image
 
     from newsbag import rundir
-    from newsbag.pages import read_pages
+    from newsbag.manifest import read_pages
     from newsbag.review.gallery import DATA_JS, THUMB
     from newsbag.review.options import parse_review_cfg
     from newsbag.review.stage import _inputs, _plan, run_review

@@ -67,6 +67,9 @@ def build_run(root: Path, n_pages: int, n_sources: int, n_boxes: int, old_layout
     """A run directory with a manifest and source pages; with ``old_layout`` also the old tool's tree."""
     from PIL import Image
 
+    from newsbag.images import CONVERSION_REVISION
+    from newsbag.manifest import PageRecord, write_pages
+
     run = root / "run"
     (run / "manifests").mkdir(parents=True)
     manifest = []
@@ -95,7 +98,7 @@ def build_run(root: Path, n_pages: int, n_sources: int, n_boxes: int, old_layout
                 (old / "layout_boxes.normalized.json").write_text(json.dumps({"boxes": [
                     {"bbox_xyxy": r["bbox_xyxy"], "norm_label": "text", "label": "text", "score": r["score"]}
                     for r in regions]}))
-    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(m) + "\n" for m in manifest))
+    write_pages(run, [PageRecord(**m, conversion=CONVERSION_REVISION) for m in manifest])
     return run
 
 

@@ -52,7 +52,7 @@ def write_outputs(run: Path, config: Path, shards: int) -> None:
     with the fingerprint and file identity the runner records (`runners/_loop.py` finish_ok)."""
     from newsbag import rundir
     from newsbag.config import load_config
-    from newsbag.pages import read_pages, select_shard
+    from newsbag.manifest import read_pages, select_shard
 
     stage = next(s for s in load_config(config).stages if s.name == STAGE)
     out = rundir.source_dir(run, STAGE, VARIANT)
@@ -78,7 +78,7 @@ def write_outputs(run: Path, config: Path, shards: int) -> None:
 
 def drop_pages(run: Path, shard: tuple[int, int], todo: int) -> None:
     """Remove the source pages of the first `todo` pages of `shard`: what its task has to do."""
-    from newsbag.pages import read_pages, select_shard
+    from newsbag.manifest import read_pages, select_shard
 
     for p in select_shard(read_pages(run), shard)[:todo]:
         (run / "outputs" / "sources" / STAGE / VARIANT / f"{p.page_id}.json").unlink()

@@ -128,6 +128,23 @@ def start_newsbag(*args, stderr=subprocess.DEVNULL) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def manifest_line(row: dict) -> str:
+    """One line of RUN/manifests/pages.jsonl holding the page record `row`, with the run format and
+    the conversion revision this newsbag writes unless `row` names its own."""
+    from newsbag.images import CONVERSION_REVISION
+    from newsbag.manifest import RUN_FORMAT
+
+    return json.dumps({"run_format": RUN_FORMAT, "conversion": CONVERSION_REVISION, **row}) + "\n"
+
+
+def write_manifest(run: Path, rows) -> Path:
+    """RUN/manifests/pages.jsonl of the page records `rows` (dicts, `manifest_line`), written by hand."""
+    path = Path(run) / "manifests" / "pages.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(manifest_line(r) for r in rows))
+    return path
+
+
 def run_cli(capsys, *args):
     """`newsbag ARGS` through the real entry point: (exit code, stdout, stderr)."""
     import pytest

@@ -16,7 +16,10 @@ import pytest
 from PIL import Image
 
 from newsbag.errors import InputError
-from newsbag.pages import InputLimits, build_pages, inspect_page, read_manifest_list, read_pages, read_rejected
+from newsbag.images import InputLimits
+from newsbag.inputs import read_manifest_list
+from newsbag.manifest import read_pages, read_rejected
+from newsbag.pages import build_pages, inspect_page
 
 from nbtest import FAKE_RUNNERS, REPO, run_cli, write_image
 

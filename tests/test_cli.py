@@ -11,7 +11,7 @@ import pytest
 
 from newsbag.cli import cli
 
-from newsbag.pages import page_id_for
+from newsbag.inputs import page_id_for
 
 from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
 

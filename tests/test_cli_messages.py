@@ -114,7 +114,8 @@ def test_click_usage_errors_have_the_one_error_shape(capsys, args, message):
 
 
 def test_a_single_image_is_an_input_with_the_id_its_folder_gives_it(tmp_path, capsys):
-    from newsbag.pages import page_id_for, read_pages
+    from newsbag.inputs import page_id_for
+    from newsbag.manifest import read_pages
 
     page = write_image(tmp_path / "scans" / "p1.png")
     write_image(tmp_path / "scans" / "p2.png")

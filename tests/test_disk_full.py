@@ -16,7 +16,7 @@ import pytest
 
 from newsbag import io as nb_io
 from newsbag.errors import RunDirError
-from newsbag.pages import read_pages
+from newsbag.manifest import read_pages
 
 from nbtest import FAKE_RUNNERS, run_cli
 

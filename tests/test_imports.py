@@ -21,7 +21,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk", frozenset({"newsbag.io"})),
     ("run directory, inputs and configuration", frozenset({
-        "newsbag.rundir", "newsbag.builtin", "newsbag.config", "newsbag.pages",
+        "newsbag.rundir", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",
         "newsbag.export.options", "newsbag.transcription_options",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from newsbag.cli import main
-from newsbag.pages import read_pages
+from newsbag.manifest import read_pages
 
 from nbtest import FAKE_RUNNERS, start_newsbag, write_fake_config, write_image
 

@@ -18,7 +18,7 @@ import pytest
 from newsbag.config import load_config
 from newsbag.errors import PartialFailure, RunnerError
 from newsbag.orchestrator import run_source
-from newsbag.pages import read_pages
+from newsbag.manifest import read_pages
 from newsbag.status import collect_status
 
 from nbtest import run_cli, start_newsbag, write_fake_config, write_image

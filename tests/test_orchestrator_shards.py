@@ -103,17 +103,17 @@ def _three_finished_shards(tmp_path, capsys) -> tuple[Path, Path]:
 def test_a_shard_task_parses_only_its_own_manifest_lines(tmp_path, capsys, monkeypatch):
     """Each task of an array over a 100k-line manifest parsed every line (0.6 s here, in each
     of hundreds of tasks); it needs its slice."""
-    from newsbag import pages as pages_mod
+    from newsbag import manifest
 
     run, config = _three_finished_shards(tmp_path, capsys)
     parsed = []
 
-    class Counted(pages_mod.PageRecord):
+    class Counted(manifest.PageRecord):
         def __init__(self, *args, **kwargs):
             parsed.append(kwargs["page_id"])
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(pages_mod, "PageRecord", Counted)
+    monkeypatch.setattr(manifest, "PageRecord", Counted)
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", config, "--stages", "fake", "--shard", "1/3")
     assert code == 0, err
     ids = [json.loads(line)["page_id"] for line in (run / "manifests" / "pages.jsonl").read_text().splitlines()]
@@ -162,7 +162,7 @@ def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_
 
     from newsbag import orchestrator, rundir
     from newsbag.config import load_config
-    from newsbag.pages import read_pages
+    from newsbag.manifest import read_pages
 
     write_image(tmp_path / "pages" / "page00.png", size=(40, 30))
     run = tmp_path / "run"
@@ -217,7 +217,7 @@ def test_an_invalid_output_another_call_replaces_after_it_was_read_is_not_moved_
     other call's fresh page (it would vanish into _failed and this page fail until a rerun)."""
     from newsbag import io, orchestrator
     from newsbag.config import load_config
-    from newsbag.pages import read_pages
+    from newsbag.manifest import read_pages
 
     write_image(tmp_path / "pages" / "page00.png", size=(40, 30))
     clean, run = tmp_path / "clean", tmp_path / "run"

@@ -7,7 +7,9 @@ import pytest
 from PIL import Image
 
 from newsbag.errors import InputError
-from newsbag.pages import build_pages, inspect_page, page_id_for, read_manifest_list, read_pages, select_shard
+from newsbag.inputs import page_id_for, read_manifest_list
+from newsbag.manifest import read_pages, select_shard
+from newsbag.pages import build_pages, inspect_page
 
 from nbtest import write_image, write_png16
 
@@ -422,6 +424,7 @@ def test_a_rerun_over_unchanged_inputs_names_each_once_and_rewrites_nothing(tmp_
     meet under one id, no image is opened or hashed, and the manifest is left as it is."""
     import os
 
+    from newsbag import inputs
     from newsbag import pages as pages_mod
     from newsbag.rundir import file_identity
 
@@ -430,8 +433,8 @@ def test_a_rerun_over_unchanged_inputs_names_each_once_and_rewrites_nothing(tmp_
     manifest = run / "manifests" / "pages.jsonl"
     written = file_identity(manifest)
     named, resolved, inspected = [], [], []
-    real_id, real_realpath, real_inspect = pages_mod.page_id_for, os.path.realpath, pages_mod.inspect_page
-    monkeypatch.setattr(pages_mod, "page_id_for", lambda path, root: named.append(path) or real_id(path, root))
+    real_id, real_realpath, real_inspect = inputs.page_id_for, os.path.realpath, pages_mod.inspect_page
+    monkeypatch.setattr(inputs, "page_id_for", lambda path, root: named.append(path) or real_id(path, root))
     monkeypatch.setattr(os.path, "realpath", lambda path, **k: (
         resolved.append(path) if str(path).endswith(".png") else None) or real_realpath(path, **k))
     monkeypatch.setattr(pages_mod, "inspect_page", lambda *a, **k: inspected.append(a) or real_inspect(*a, **k))
@@ -447,7 +450,7 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
     is written as it is; readers split with str.splitlines, which breaks lines there too: every
     later call failed on 'bad manifest line', and its rejected.jsonl row vanished."""
     from newsbag import rundir
-    from newsbag.pages import read_rejected
+    from newsbag.manifest import read_rejected
 
     for name in ("issue\u2028one.png", "issue\x85two.png", "plain.png"):
         write_image(tmp_path / "in" / name)
@@ -467,13 +470,13 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
 ])
 def test_a_new_page_is_read_once_and_a_large_one_is_hashed_streaming(tmp_path, monkeypatch, name, mode, fmt, save):
     """`newsbag pages` hashes and decodes a page from the same bytes (it read the file twice,
-    ~4 % of inspecting a page); a file over `pages.READ_ONCE_MAX_BYTES` is decoded from the
+    ~4 % of inspecting a page); a file over `images.READ_ONCE_MAX_BYTES` is decoded from the
     file and hashed from a second, streaming read rather than held whole in memory. Both ways
     record the same page."""
     import builtins
     import hashlib
 
-    from newsbag import pages
+    from newsbag import images
 
     src = write_image(tmp_path / "in" / name, size=(64, 48), mode=mode, fmt=fmt, **save)
     real_open, opens = builtins.open, []
@@ -488,7 +491,7 @@ def test_a_new_page_is_read_once_and_a_large_one_is_hashed_streaming(tmp_path, m
     assert len(opens) == 1, opens
     assert once.sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
     opens.clear()
-    monkeypatch.setattr(pages, "READ_ONCE_MAX_BYTES", src.stat().st_size - 1)
+    monkeypatch.setattr(images, "READ_ONCE_MAX_BYTES", src.stat().st_size - 1)
     twice = inspect_page(src, tmp_path / "in", tmp_path / "run2")
     assert len(opens) >= 2, opens   # decoded from the file (Pillow maps an uncompressed one: a third), then hashed
     assert asdict(twice) == {**asdict(once), "image_path": twice.image_path}
@@ -501,11 +504,11 @@ def test_a_page_that_grew_past_the_read_once_size_since_its_stat_is_not_read_who
     read stops past `READ_ONCE_MAX_BYTES` and the page is decoded from the file, hashed streaming."""
     import hashlib
 
-    from newsbag import pages
+    from newsbag import images, pages
 
     src = write_image(tmp_path / "in" / "a.png", size=(64, 48))
     size = src.stat().st_size
-    monkeypatch.setattr(pages, "READ_ONCE_MAX_BYTES", size // 2)
+    monkeypatch.setattr(images, "READ_ONCE_MAX_BYTES", size // 2)
     real_identity = pages.rundir.file_identity
     monkeypatch.setattr(pages.rundir, "file_identity", lambda path: [1, real_identity(path)[1]])  # stat'ed small
     reads = []
@@ -526,7 +529,7 @@ def test_a_page_that_grew_past_the_read_once_size_since_its_stat_is_not_read_who
         def __exit__(self, *exc):
             self.fh.close()
 
-    monkeypatch.setattr(pages, "open", lambda file, mode="r": Recording(real_open(file, mode)), raising=False)
+    monkeypatch.setattr(images, "open", lambda file, mode="r": Recording(real_open(file, mode)), raising=False)
     rec = inspect_page(src, tmp_path / "in", tmp_path / "run")
     assert reads[0] == size // 2 + 1   # the read meant to be the only one stops one byte past the limit
     assert rec.sha256 == hashlib.sha256(src.read_bytes()).hexdigest() and (rec.width, rec.height) == (64, 48)
@@ -561,30 +564,6 @@ def test_a_run_resumes_after_its_scans_come_back_in_the_other_normalisation(tmp_
     assert [(p.page_id, p.path) for p in read_pages(run)] == [(first.page_id, os.path.join("..", "in", after))]
 
 
-def test_a_page_an_older_newsbag_named_from_its_nfd_spelling_keeps_its_id(tmp_path, monkeypatch):
-    """Ids were made from the name as spelt: a run holding an NFD-named scan keeps that page's id
-    (its outputs are filed under it), whichever spelling the scan has now."""
-    import os
-    import unicodedata
-
-    from newsbag import pages as pages_mod
-
-    write_image(tmp_path / "in" / NFD)
-    run = tmp_path / "run"
-    real = pages_mod.page_id_for
-    with monkeypatch.context() as m:   # an older newsbag: no normalisation
-        m.setattr(unicodedata, "normalize", lambda form, text: text)
-        (old,), _ = build_pages(run, [tmp_path / "in"], None, True, None)
-    assert old.page_id != real(tmp_path / "in" / NFC, tmp_path / "in")
-    (again,), rejected = build_pages(run, [tmp_path / "in"], None, True, None)
-    assert not rejected and again == old
-    os.rename(tmp_path / "in" / NFD.split("/")[0], tmp_path / "in" / NFC.split("/")[0])
-    os.rename(tmp_path / "in" / NFC.split("/")[0] / NFD.split("/")[1], tmp_path / "in" / NFC)
-    (moved,), rejected = build_pages(run, [tmp_path / "in"], None, True, None)
-    assert not rejected and moved.page_id == old.page_id
-    assert [p.page_id for p in read_pages(run)] == [old.page_id]
-
-
 def test_two_scans_whose_names_differ_only_in_normalisation_are_refused_naming_both(tmp_path):
     """Linux keeps an NFC and an NFD name side by side as two files: they are not merged into one
     page; both are refused, each naming the other and the fix, and the other pages go on."""
@@ -606,7 +585,7 @@ def test_a_manifest_rewritten_through_a_linked_run_dir_still_names_the_copy_run_
     """A run dir named through a symlink (a scratch link to the real disk): the manifest read back
     and written again (every merge does) keeps its 8-bit copies run-relative, so the run can still
     be moved. It wrote them absolute, by the link's path, once a merge had read them back."""
-    from newsbag.pages import write_pages
+    from newsbag.manifest import write_pages
 
     src = write_image(tmp_path / "in" / "e.tif", size=(64, 48), mode="I;16", fmt="TIFF")
     (tmp_path / "real").mkdir()

@@ -782,12 +782,12 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
     an upgrade. The manifest now records the conversion revision that made a copy and the copy's
     pixel hash: a rerun remakes the copies an older revision made, and only a page whose copy
     changed gets its sources, fused pages and board redone."""
-    from newsbag import pages
+    from newsbag import images
 
     run, args = _converted_run(tmp_path, capsys)
     with monkeypatch.context() as m:   # the rule before: 16-bit samples always scaled by 65535
-        m.setattr(pages, "_white_point", lambda peak, declared: (65535, ""))
-        m.setattr(pages, "CONVERSION_REVISION", getattr(pages, "CONVERSION_REVISION", 1) - 1, raising=False)
+        m.setattr(images, "_white_point", lambda peak, declared: (65535, ""))
+        m.setattr(images, "CONVERSION_REVISION", images.CONVERSION_REVISION - 1)
         code, _, err = run_cli(capsys, *args)
     assert code == 0, err
     ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif")}
@@ -805,43 +805,12 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
             f"review/pages/{deep}/data.js"} <= set(changed["deep.tif"])
 
 
-def test_a_manifest_without_conversion_revisions_redoes_its_converted_pages_once(tmp_path, capsys, monkeypatch):
-    """A run an older newsbag made records no conversion revision in its manifest, and its outputs
-    are fingerprinted by the scan's hash: its copies are taken as made by the oldest rule, remade
-    once with their outputs; pages passed as they are stay."""
-    from newsbag import pages
-
-    run, args = _converted_run(tmp_path, capsys)
-    with monkeypatch.context() as m:   # the older newsbag's fingerprint input
-        m.setattr(pages.PageRecord, "image_sha256", property(lambda record: record.sha256))
-        code, _, err = run_cli(capsys, *args)
-    assert code == 0, err
-    ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif")}
-    manifest = run / "manifests/pages.jsonl"
-    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
-    assert {r["page_id"] for r in rows if r.get("copy_sha256")} == {ids["cmyk.tif"], ids["deep.tif"]}
-    assert all(r.get("conversion") is not None for r in rows)
-    manifest.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in ("conversion", "copy_sha256")})
-                                + "\n" for r in rows))
-    before = _page_files(run)
-    code, _, err = run_cli(capsys, *args)
-    assert code == 0, err
-    changed = _pages_changed(run, before, ids)
-    assert sorted(changed) == ["cmyk.tif", "deep.tif"], changed
-    assert all(f"outputs/sources/fake/v/{ids[n]}.json" in changed[n] for n in changed)
-    assert all(json.loads(line).get("conversion") is not None for line in manifest.read_text().splitlines())
-    before = _page_files(run)
-    code, _, err = run_cli(capsys, *args)
-    assert code == 0, err
-    assert _pages_changed(run, before, ids) == {}
-
-
 def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsys, monkeypatch):
     """A 16-bit colour PNG was passed to the runners as it was (read nearly black) until its rule
     changed; a page passed as is records no copy, so nothing made it be looked at again. Every
     page now records the revision that judged it: one an older revision passed as is is read
     again (its header, no hash), and gets its copy and new outputs only if the rule now makes one."""
-    from newsbag import pages
+    from newsbag import images
 
     from nbtest import write_png16
 
@@ -849,8 +818,8 @@ def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsy
     ramp = np.tile(np.linspace(0, 4095, 64).astype(np.uint16), (48, 1))
     write_png16(tmp_path / "pages" / "rgb16.png", np.stack([ramp] * 3, -1))
     with monkeypatch.context() as m:   # the rule before: 16-bit colour PNGs passed as they are
-        m.setattr(pages, "_deep_colour_bits", lambda im: 0)
-        m.setattr(pages, "CONVERSION_REVISION", getattr(pages, "CONVERSION_REVISION", 1) - 1, raising=False)
+        m.setattr(images, "_deep_colour_bits", lambda im: 0)
+        m.setattr(images, "CONVERSION_REVISION", images.CONVERSION_REVISION - 1)
         code, _, err = run_cli(capsys, *args)
     assert code == 0, err
     ids = {name: _pid(run, name) for name in ("plain.png", "cmyk.tif", "deep.tif", "rgb16.png")}
@@ -870,11 +839,11 @@ def test_status_counts_the_pages_an_older_conversion_rule_judged(tmp_path, capsy
     """After an upgrade that changed how pages are converted, status (and so a Slurm resubmit's
     reader) said every source page done, though the next run redoes the pages whose copy changes:
     it now counts the pages an older rule judged, with what the next call does about them."""
-    from newsbag import pages
+    from newsbag import images
 
     run, args = _converted_run(tmp_path, capsys)
     with monkeypatch.context() as m:
-        m.setattr(pages, "CONVERSION_REVISION", getattr(pages, "CONVERSION_REVISION", 1) - 1, raising=False)
+        m.setattr(images, "CONVERSION_REVISION", images.CONVERSION_REVISION - 1)
         code, _, err = run_cli(capsys, *args)
     assert code == 0, err
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")

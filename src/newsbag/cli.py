@@ -128,7 +128,7 @@ def _input_options(func):
                   help="Refuse pages whose header declares more pixels, before decoding them (0 = no limit).")
     @wraps(func)
     def wrapper(*args, inputs, input_paths, input_dirs, **kwargs):
-        # a single image's id root is its folder (`pages.list_inputs`), so a file goes where folders go
+        # a single image's id root is its folder (`inputs.list_inputs`), so a file goes where folders go
         return func(*args, input_dirs=(*inputs, *input_paths, *input_dirs), **kwargs)
 
     return wrapper
@@ -259,7 +259,9 @@ def _ends_with_summary(command: str, run_dir: Path, summary, as_json: bool):
 
 def _print_plan(opts, as_json: bool) -> None:
     from .config import load_run_config
-    from .pages import planned_ids, select_ids, select_shard
+    from .inputs import select_ids
+    from .manifest import select_shard
+    from .pages import planned_ids
     from .pipeline import plan, with_device
 
     config = with_device(load_run_config(opts.run_dir, opts.config_path), opts.device)
@@ -282,7 +284,8 @@ def _print_plan(opts, as_json: bool) -> None:
 def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, as_json):
     """Build RUN/manifests/pages.jsonl only (run once before submitting parallel jobs)."""
     from .errors import PartialFailure
-    from .pages import InputLimits, build_pages
+    from .images import InputLimits
+    from .pages import build_pages
 
     if not input_dirs and not manifest:
         raise click.UsageError("give --input-dir or --manifest")
@@ -407,7 +410,7 @@ def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Pa
     from . import rundir
     from .config import BuiltinStage, load_run_config, record_builtin_run, to_jsonable
     from .errors import PartialFailure
-    from .pages import read_pages
+    from .manifest import read_pages
     from .pipeline import RunOptions, RunSummary, run_builtin
 
     config = load_run_config(run_dir, config_path)

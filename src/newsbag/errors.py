@@ -8,6 +8,7 @@ from typing import Iterable
 __all__ = [
     "NewsbagError",
     "InputError",
+    "InputRejected",
     "ConfigError",
     "EnvError",
     "RunnerError",
@@ -36,6 +37,14 @@ class InputError(NewsbagError):
     """Unreadable or missing input (image, manifest, run directory)."""
 
     exit_code = 2
+
+
+class InputRejected(InputError):
+    """An input that is not a page, with the kind of reason (for rejected.jsonl and status)."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 class EnvError(NewsbagError):

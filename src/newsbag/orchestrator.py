@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .io import DISK_ERRNOS, read_page, remove_dead_temps, write_json, run_dir_error
-from .pages import PageRecord
+from .manifest import PageRecord
 from . import rundir
 from .rundir import failure_path, source_dir
 from .source_run import (Abort, Blame, Decision, Ended, Isolate, Limits, OverBudget, SourceState, Stop, advance,

@@ -15,8 +15,10 @@ from .io import read_json, write_json
 from .orchestrator import SourceOutcome, run_source
 from . import rundir
 from .rundir import source_dir
-from .pages import (InputLimits, PageRecord, Rejected, build_pages, manifest_pages, read_pages, refresh_pages,
-                    select_ids, select_shard)
+from .images import InputLimits
+from .inputs import Rejected, select_ids
+from .manifest import PageRecord, manifest_pages, read_pages, select_shard
+from .pages import build_pages, refresh_pages
 from .progress import track
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]

@@ -480,7 +480,7 @@ def fingerprint_all(heads: Iterable[Fingerprint], last: Any) -> list[str]:
 def source_fingerprinter(family: str, revision: int, params: dict, volatile: Iterable[str],
                          label_map: dict) -> Fingerprint:
     """What a source page of one runner variant is made from, as a function of the image's
-    hash from the manifest (`pages.PageRecord.image_sha256`: the page's 8-bit copy when it has one): runner family and its output revision (``revision`` in its
+    hash from the manifest (`manifest.PageRecord.image_sha256`: the page's 8-bit copy when it has one): runner family and its output revision (``revision`` in its
     tool.json: bumped when the runner's code changes its output), the parameters that change its
     output (`volatile` ones such as batch size or threads do not) and the label table. The
     runner writes the value into the page (``source.fingerprint``)."""

@@ -13,7 +13,7 @@ from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, checked_builtin_options
 from .errors import ConfigError
 from .io import read_json
 from .rundir import FAILED_DIR, discover_sources, sources_root
-from .pages import read_pages, read_rejected, scan_changes
+from .manifest import read_pages, read_rejected, scan_changes
 
 __all__ = ["collect_status"]
 

@@ -26,7 +26,7 @@ from .errors import InputError, RunDirError, first_line, page_failure
 from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
-from .pages import read_pages
+from .manifest import read_pages
 from .resources import runners_dir
 from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options

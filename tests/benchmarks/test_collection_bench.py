@@ -9,7 +9,7 @@ import pytest
 from nbtest import REPO
 from newsbag.config import load_config
 from newsbag.fusion.stage import run_fusion
-from newsbag.pages import read_pages
+from newsbag.manifest import read_pages
 from newsbag.review.stage import run_review
 
 CONFIG = REPO / "configs" / "pipeline.torch.json"

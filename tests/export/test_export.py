@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from nbtest import run_cli
+from nbtest import run_cli, write_manifest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xsd import ALTO_XSD, PAGE_XSD, validation_errors  # noqa: E402
@@ -65,7 +65,7 @@ def run(tmp_path) -> Path:
            {"recommended_variant": "V1", "variants": {"V1": {"method": "consensus"}, "V2": {"method": "wbf"}}})
     manifest = [{"page_id": p, "path": f"images/{p}.png", "image_path": str(run / "images" / f"{p}.png"),
                  "width": W, "height": H, "sha256": ""} for p in ("p1", "p2")]
-    _write(run / "manifests" / "pages.jsonl", "".join(json.dumps(r) + "\n" for r in manifest))
+    write_manifest(run, manifest)
     return run
 
 
@@ -383,7 +383,7 @@ def _more_pages(run: Path, n: int) -> list[str]:
                                            "image": {"path": f"images/{page_id}.png", "width": W, "height": H}})
     manifest = [{"page_id": p, "path": f"images/{p}.png", "image_path": str(run / "images" / f"{p}.png"),
                  "width": W, "height": H, "sha256": ""} for p in ids]
-    _write(run / "manifests" / "pages.jsonl", "".join(json.dumps(r) + "\n" for r in manifest))
+    write_manifest(run, manifest)
     return ids
 
 
@@ -552,7 +552,7 @@ def test_status_counts_exports_and_says_a_new_writer_revision_makes_them_stale(r
     """Export had no status: now each exported layer's pages are counted as `newsbag export`
     judges them, and a writer's new code revision is named as the reason they are stale."""
     from newsbag.export.stage import export_status
-    from newsbag.pages import read_pages
+    from newsbag.manifest import read_pages
 
     assert export_status(run, read_pages(run), {}) == []          # never exported
     assert _export(run)["ok"] == 2

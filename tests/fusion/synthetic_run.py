@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nbtest import write_manifest
+
 __all__ = ["TORCH_SOURCES", "LOCAL_SOURCES", "write_synthetic_run"]
 
 W, H = 2400, 3400
@@ -197,5 +199,5 @@ def write_synthetic_run(run: Path, sources: list[tuple[str, str, str, str]], pag
             path = run / "outputs" / "sources" / stage / variant / f"{pid}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(page))
-    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(m) + "\n" for m in manifest))
+    write_manifest(run, manifest)
     return run

@@ -9,7 +9,7 @@ from newsbag.fusion.stage import run_fusion
 from newsbag.io import read_page
 from newsbag.rundir import discover_sources
 
-from nbtest import run_cli
+from nbtest import run_cli, write_manifest
 
 CFG = {
     "variants": {
@@ -267,10 +267,8 @@ def test_changing_one_variants_parameters_redoes_that_variant_only(tmp_path):
 
 
 def _write_manifest(run, pids):
-    (run / "manifests").mkdir(parents=True, exist_ok=True)
-    (run / "manifests/pages.jsonl").write_text("".join(
-        json.dumps({"page_id": p, "path": f"img/{p}.png", "image_path": f"/x/{p}.png", "width": 400,
-                    "height": 300, "sha256": "0"}) + "\n" for p in pids))
+    write_manifest(run, [{"page_id": p, "path": f"img/{p}.png", "image_path": f"/x/{p}.png", "width": 400,
+                          "height": 300, "sha256": "0"} for p in pids])
 
 
 def test_a_subset_call_still_aggregates_over_the_whole_manifest(tmp_path):

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from nbtest import write_manifest
+
 W, H = 240, 160
 # Per page: boxes of source a/x, of source b/y and of fused v1 (None = broken JSON).
 # p1: both sources agree; p2: they disagree completely; p3: its fused page is broken JSON
@@ -63,8 +65,7 @@ def build_run(root: Path, pages: dict = PAGES, summary: dict | None = None) -> P
                 (folder / f"{page_id}.json").write_text('{"page_id": "' + page_id + '", "regions": [')
             else:
                 (folder / f"{page_id}.json").write_text(json.dumps(page_json(page_id, stage, variant, boxes)))
-    (run / "manifests").mkdir(parents=True, exist_ok=True)
-    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in manifest))
+    write_manifest(run, manifest)
     summary = {"recommended_variant": "v1"} if summary is None else summary
     if summary:
         (run / "outputs" / "fusion" / "summary.json").write_text(json.dumps(summary))

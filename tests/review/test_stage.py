@@ -12,9 +12,11 @@ from PIL import Image
 import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
-from newsbag.pages import read_pages
+from newsbag.manifest import read_pages
 from newsbag.review.options import parse_review_cfg
 from newsbag.review.stage import board_status, run_review
+
+from nbtest import manifest_line
 
 CFG = {"name": "review", "kind": "review", "top_n": 20, "max_board_width": 2400, "variants": None}
 IDS = ["p1", "p2", "p3"]
@@ -416,8 +418,8 @@ def test_the_gallery_counts_the_pages_it_leaves_out_because_their_board_is_out_o
     fused = review_run / "outputs" / "fusion" / "v1" / "p1.json"
     fused.write_text(json.dumps(review_kit.page_json("p1", "fusion", "v1", [[0, 0, 50, 50]])))  # p1's board is stale
     with (review_run / "manifests" / "pages.jsonl").open("a") as fh:  # a page added to the run, never reviewed
-        fh.write(json.dumps({"page_id": "p4", "path": "images/p4.png", "image_path": str(review_run / "images" / "p1.png"),
-                             "width": review_kit.W, "height": review_kit.H, "sha256": ""}) + "\n")
+        fh.write(manifest_line({"page_id": "p4", "path": "images/p4.png", "width": review_kit.W, "height": review_kit.H,
+                                "image_path": str(review_run / "images" / "p1.png"), "sha256": ""}))
     run_review(review_run, ["p2"], CFG)
     html = (review_run / "review" / "index.html").read_text()
     stats = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(r'<p class="stats">(.*?)</p>', html, re.S).group(1)))

@@ -8,6 +8,8 @@ from newsbag import rundir
 from newsbag.contract import boxes_from_page
 from newsbag.fusion.fuse import articles
 
+from nbtest import write_manifest
+
 HEADLINE = "Storm over the harbour"
 LEFT = ["The ships came home", "late in the evening", "after the great wind"]
 RIGHT = ["and the town council", "met on the next day", "to count the losses"]
@@ -64,6 +66,6 @@ def write_run(tmp_path, pids=("p1",)):
             r["order"] = None
         rundir.source_dir(run, "text_lines", "lines").mkdir(parents=True, exist_ok=True)
         (rundir.source_dir(run, "text_lines", "lines") / f"{pid}.json").write_text(json.dumps(line_page))
-    (run / "manifests" / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_manifest(run, records)
     (rundir.fusion_dir(run) / "summary.json").write_text(json.dumps({"recommended_variant": "C"}))
     return run

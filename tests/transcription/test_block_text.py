@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nbtest import shared_path
+from nbtest import shared_path, write_manifest
 
 from newsbag import rundir
 from newsbag.transcript import take_block_text
@@ -69,10 +69,8 @@ def test_a_page_read_whole_by_paddleocr_vl_needs_no_recogniser(tmp_path, monkeyp
              "regions": [{"bbox_xyxy": [185, y, 1815, y + 40], "label": "text_line", "class": "text_line",
                           "score": 0.9, "order": None, "text": None} for y in (180, 430, 490, 550, 610, 670, 730)]}
     run = tmp_path / "run"
-    (run / "manifests").mkdir(parents=True)
-    (run / "manifests" / "pages.jsonl").write_text(json.dumps(
-        {"page_id": "p1", "path": "img/p1.png", "image_path": str(run / "img" / "p1.png"), "width": 2000,
-         "height": 3000, "sha256": "0"}) + "\n")
+    write_manifest(run, [{"page_id": "p1", "path": "img/p1.png", "image_path": str(run / "img" / "p1.png"),
+                          "width": 2000, "height": 3000, "sha256": "0"}])
     for folder, doc in ((rundir.fused_dir(run, "C"), fused), (rundir.source_dir(run, "text_lines", "lines"), lines),
                         (rundir.source_dir(run, "paddle_vl15", "doc_parser"), vl)):
         folder.mkdir(parents=True, exist_ok=True)

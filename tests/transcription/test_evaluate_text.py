@@ -8,6 +8,8 @@ import pytest
 from newsbag import rundir
 from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, gt_conventions, order_agreement
 
+from nbtest import write_manifest
+
 
 @pytest.mark.parametrize("pred, ref, expected", [
     ("abc", "abc", (0, 3)),            # identical
@@ -40,10 +42,8 @@ def _gt_and_run(tmp_path, gt_size, run_size, regions):
     (gt / "annotations" / "a.json").write_text(json.dumps({
         "page_id": "a", "image": "images/a.png", "width": gt_size[0], "height": gt_size[1], "regions": regions}))
     run = tmp_path / "run"
-    (run / "manifests").mkdir(parents=True)
-    (run / "manifests" / "pages.jsonl").write_text(json.dumps(
-        {"page_id": "a", "path": "../gt/images/a.png", "image_path": str(gt / "images/a.png"),
-         "width": run_size[0], "height": run_size[1], "sha256": "0"}) + "\n")
+    write_manifest(run, [{"page_id": "a", "path": "../gt/images/a.png", "image_path": str(gt / "images/a.png"),
+                          "width": run_size[0], "height": run_size[1], "sha256": "0"}])
     out = rundir.transcript_dir(run, "C")
     out.mkdir(parents=True)
     return run, gt, out

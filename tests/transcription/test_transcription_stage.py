@@ -8,7 +8,7 @@ import pytest
 from newsbag import rundir
 from newsbag.transcription import run_transcription
 from newsbag.transcription_options import parse_transcription_options
-from nbtest import REPO, run_cli
+from nbtest import REPO, run_cli, write_manifest
 from PIL import Image
 from stage_kit import HEADLINE, LEFT, RIGHT, fused_record, page_record, write_run
 
@@ -224,9 +224,8 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
 
     def peak(n: int) -> int:
         pids = [f"p{k}" for k in range(n)]
-        (run / "manifests" / "pages.jsonl").write_text("".join(
-            json.dumps({"page_id": p, "path": f"img/{p}.png", "image_path": f"/img/{p}.png", "width": 10,
-                        "height": 10, "sha256": "0"}) + "\n" for p in pids))
+        write_manifest(run, [{"page_id": p, "path": f"img/{p}.png", "image_path": f"/img/{p}.png", "width": 10,
+                              "height": 10, "sha256": "0"} for p in pids])
         for pid in pids:
             (out / f"{pid}.json").write_text(json.dumps({"page_id": pid, "articles": [
                 {"article": 0, "regions": [0], "headline": "", "text": text}]}))
@@ -438,7 +437,7 @@ def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_stat
     stale with the code revision as the reason, and the next call makes them again."""
     from newsbag import revisions
     from newsbag.builtin import Outputs
-    from newsbag.pages import read_pages
+    from newsbag.manifest import read_pages
     from newsbag.transcription import transcript_status
 
     run = write_run(tmp_path, pids=("p1", "p2"))

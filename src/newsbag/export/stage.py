@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from .. import rundir
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, read_json, read_page
-from ..pages import read_pages
+from ..manifest import read_pages
 from ..parallel import page_map
 from ..builtin import Outputs
 from ..revisions import revision, why_stale

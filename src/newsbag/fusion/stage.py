@@ -627,7 +627,7 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
 
     Args:
         run_dir: the run directory.
-        records: the run's pages (`pages.read_pages`).
+        records: the run's pages (`manifest.read_pages`).
         fusion_cfg: the config's "fusion" section.
 
     Returns:

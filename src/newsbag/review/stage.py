@@ -20,7 +20,8 @@ from ..builtin import Outputs
 from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
-from ..pages import open_accepted_image, read_pages
+from ..images import open_accepted_image
+from ..manifest import read_pages
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from .options import PANEL_MIN, ReviewParams, parse_review_cfg
@@ -567,7 +568,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
 
     Args:
         run_dir: the run directory.
-        records: the run's pages (`pages.read_pages`).
+        records: the run's pages (`manifest.read_pages`).
         review_cfg: the review options the next review runs with.
 
     Returns:

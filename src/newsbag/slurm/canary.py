@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
-from ..pages import read_pages, write_pages
+from ..manifest import read_pages, write_pages
 
 __all__ = ["make_canary"]
 

@@ -11,7 +11,7 @@ from ..config import ModelStage, PipelineConfig, load_config
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..pages import PageRecord   # pages imports numpy and Pillow: only where a plan reads the manifest
+    from ..manifest import PageRecord   # manifest imports numpy and Pillow: only where a plan reads it
 
 __all__ = [
     "select_stages",
@@ -133,7 +133,7 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
     """
     from .. import builtin
-    from ..pages import read_pages
+    from ..manifest import read_pages
     from ..status import collect_status
 
     pages = read_pages(run_dir)
@@ -196,7 +196,7 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
         return ""
     tasks = list(range(shards))
     if run_dir is not None:
-        from ..pages import read_pages, select_shard
+        from ..manifest import read_pages, select_shard
 
         pages = read_pages(run_dir)
         stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
