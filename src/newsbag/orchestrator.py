@@ -23,9 +23,11 @@ from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
+from .failures import is_held, previous_failure, record_failures
 from .io import DISK_ERRNOS, read_page, remove_dead_temps, write_json, run_dir_error
 from .pages import PageRecord
-from . import rundir
+from . import freshness, rundir
+from .reports import mark_runner_killed
 from .rundir import failure_path, source_dir
 
 __all__ = ["PageOutcome", "SourceOutcome", "run_source", "split_event"]
@@ -294,7 +296,7 @@ def _note_killed(job: dict, pid: int, how: str) -> None:
     """The runner's report says it was killed, not ``running``; a disk that refuses the write
     must not hide why the runner stopped (the report then stays as it was)."""
     try:
-        rundir.mark_runner_killed(Path(job["out_dir"]), job["report_name"], pid, how)
+        mark_runner_killed(Path(job["out_dir"]), job["report_name"], pid, how)
     except (OSError, RunDirError) as exc:
         log.warning("%s/%s: run report not marked killed: %s", job["stage"], job["variant"], exc)
 
@@ -357,7 +359,7 @@ def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: st
 
 def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
                         started: bool, ledger: bool) -> None:
-    """Keep why the source could not run where `status` finds it (`rundir.not_started`) and in the
+    """Keep why the source could not run where `status` finds it (`failures.not_started`) and in the
     ledger: the run's own line is gone with its terminal or Slurm log a day later. A disk that
     refuses the write must not hide the error being raised."""
     record = {"page_id": None, "status": "stopped" if started else "not started", "error": str(exc),
@@ -366,7 +368,7 @@ def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception,
     try:
         write_json(rundir.not_started_path(run_dir, stage, variant), record)
         if ledger and not started:   # a source that did start has its page failures there
-            rundir.record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
+            record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
     except (OSError, RunDirError) as err:
         log.warning("%s/%s: why it did not run is not recorded: %s", stage, variant, err)
 
@@ -378,12 +380,12 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     read is judged in its turn (each turn needs a new write, so this ends).
     """
     path = out_dir / f"{page.page_id}.json"
-    while (judged := rundir.file_identity(path)) is not None:
+    while (judged := freshness.file_identity(path)) is not None:
         try:
             read_page(path, page.page_id)
             return None
         except ValueError as exc:
-            bad = rundir.set_aside_invalid_page(out_dir, page.page_id, judged)
+            bad = freshness.set_aside_invalid_page(out_dir, page.page_id, judged)
             if bad is not None:
                 reason = str(exc).split(": ", 1)[-1][:200]
                 return f"invalid output JSON ({reason}); moved to {bad.name}"
@@ -393,7 +395,7 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
 def _written_outcome(out_dir: Path, page_id: str, fingerprint: str) -> PageOutcome | None:
     """The outcome of a page whose `done` never arrived (a cut or lost event, a kill right
     after the write) but whose output is on disk and current; None when it is not."""
-    if not rundir.page_is_current(out_dir, page_id, fingerprint):
+    if not freshness.page_is_current(out_dir, page_id, fingerprint):
         return None
     reason = read_page(out_dir / f"{page_id}.json", page_id, members=False).get("empty_reason")
     return PageOutcome(page_id, "empty" if reason else "ok", reason)
@@ -461,8 +463,8 @@ def run_source(
     t0 = time.monotonic()
     label_map = dict(stage.label_map)
     prints = {p.page_id: stage.page_fingerprint(variant, p.image_sha256) for p in pages}
-    judged = rundir.page_identities(out_dir, prints)
-    current = rundir.current_source_pages(out_dir, prints, first=report_name, now=judged)
+    judged = freshness.page_identities(out_dir, prints)
+    current = freshness.current_source_pages(out_dir, prints, first=report_name, now=judged)
     fresh, retried, held = [], [], []
     for page in pages:
         if page.page_id in current and not force:
@@ -476,11 +478,11 @@ def run_source(
         # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
         # fails, it is removed once the runner is done (below).
         if page.page_id not in current:
-            rundir.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
-        before = None if force else rundir.previous_failure(out_dir, page.page_id)
+            freshness.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
+        before = None if force else previous_failure(out_dir, page.page_id)
         if before is None or before.get("error_class") == "NotRun":  # never tried: new
             fresh.append(page)
-        elif not retry_failed and rundir.is_held(before, prints[page.page_id]):
+        elif not retry_failed and is_held(before, prints[page.page_id]):
             held.append((page, before))
         else:
             retried.append(page)
@@ -586,7 +588,7 @@ def run_source(
             unsettled = [p for p in remaining if p.page_id not in outcome.pages
                          and (result.exit_code == 0 or p.page_id in result.in_flight)]
             for page in unsettled:
-                if force and page.page_id in current and rundir.file_identity(
+                if force and page.page_id in current and freshness.file_identity(
                         out_dir / f"{page.page_id}.json") == judged.get(page.page_id):
                     continue  # the page `force` kept, not one this call wrote
                 written = _written_outcome(out_dir, page.page_id, prints[page.page_id])
@@ -666,10 +668,10 @@ def run_source(
         failed = [o for o in outcome.pages.values() if o.status == "failed"]
         for o in failed if force else ():   # a current page kept for `force` that failed now
             if o.page_id in current:
-                rundir.remove_stale_page(out_dir, o.page_id, judged.get(o.page_id))
+                freshness.remove_stale_page(out_dir, o.page_id, judged.get(o.page_id))
         # Held pages did not run: their failure is in the ledger since the call it happened in.
         not_run = {page.page_id for page, _ in held}
         if ledger:
-            rundir.record_failures(run_dir, stage.name, [asdict(o) for o in failed if o.page_id not in not_run],
+            record_failures(run_dir, stage.name, [asdict(o) for o in failed if o.page_id not in not_run],
                                    variant=variant)
     return outcome

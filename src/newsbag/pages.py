@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from . import rundir
+from . import freshness, locks, rundir
 from .config import anchor_path
 from .errors import InputError, first_line
 from .io import atomic_write_bytes, atomic_write_text, dumps_strict, hash_file, jsonl_lines
@@ -654,7 +654,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
         raise _Reject(f"{path}: a folder, not an image (list its images, or give it as --input-dir)", "unreadable")
     if os.path.getsize(path) == 0:
         raise _Reject(f"{path}: not a readable image (empty file)", "empty")
-    identity = rundir.file_identity(path)
+    identity = freshness.file_identity(path)
     note = ""
     orientation, upright_on_load = 1, False
     dpi = None
@@ -1027,14 +1027,14 @@ def _merge(run_dir: Path, pages: list[PageRecord], rejected: list[Rejected], lis
     the inputs this call looked at). The manifest is read again under the lock: another job may
     have added pages while this one inspected its images, and a merge from an earlier read would
     drop them."""
-    with rundir.manifest_lock(run_dir):
+    with locks.manifest_lock(run_dir):
         _merge_pages(run_dir, pages)
         _merge_rejected(run_dir, rejected, listed)
 
 
 def _checkpoint(run_dir: Path, pages: list[PageRecord]) -> None:
     """`pages` inspected so far into the manifest, as `_merge` puts them there at the end."""
-    with rundir.manifest_lock(run_dir):
+    with locks.manifest_lock(run_dir):
         _merge_pages(run_dir, pages)
 
 
@@ -1091,7 +1091,7 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
     original = Path(os.path.abspath(Path(run_dir) / record.path))
     if original != Path(os.path.abspath(path)) and original.resolve() != Path(path).resolve():
         return False
-    identity = rundir.file_identity(original)
+    identity = freshness.file_identity(original)
     if identity is None:
         return gone_ok
     if _changed_in_place(record, identity):
@@ -1100,7 +1100,7 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return False  # judged by an older rule: judge it again (`_still_passes`, `PageRecord.image_sha256`)
     if record.image_path == str(original):
         return True
-    cached = rundir.file_identity(Path(record.image_path))
+    cached = freshness.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
 
 
@@ -1111,9 +1111,9 @@ def _reanchored(run_dir: Path, record: PageRecord, path: Path) -> PageRecord | N
     None otherwise (inspected as a changed page). One hash, no decode: its outputs stay current."""
     if record.identity is None or record.judged_by_older_rule:
         return None
-    if rundir.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
+    if freshness.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
         return None
-    if rundir.file_identity(path) != record.identity:
+    if freshness.file_identity(path) != record.identity:
         return None
     try:
         if hash_file(path, hashlib.sha256()) != record.sha256:
@@ -1139,7 +1139,7 @@ def scan_changes(run_dir: Path, records: Iterable[PageRecord]) -> tuple[list[str
     One stat a page and no hashing: `status` asks it of every page of a 100k-page run."""
     changed, missing = [], []
     for p in records:
-        identity = rundir.file_identity(os.path.abspath(Path(run_dir) / p.path))
+        identity = freshness.file_identity(os.path.abspath(Path(run_dir) / p.path))
         if identity is None:
             missing.append(p.page_id)
         elif _changed_in_place(p, identity):

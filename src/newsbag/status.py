@@ -8,12 +8,14 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from . import builtin, rundir
+from . import builtin, freshness, liveness, rundir
 from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, checked_builtin_options, load_config, read_config_json
 from .errors import ConfigError
+from .failures import not_started
 from .io import read_json
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .pages import read_pages, read_rejected, scan_changes
+from .reports import source_reports
 
 __all__ = ["collect_status"]
 
@@ -22,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
     """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from the
-    folder's run reports (`rundir.source_reports`).
+    folder's run reports (`source_reports`).
 
     The run reports (one per shard, one for the other calls) are read instead of every page
     file: cheap at 100k pages. Where they disagree on a page (empty in a shard's report, ok in
@@ -97,9 +99,9 @@ def _degenerate_sources(run_dir: Path) -> dict[str, dict]:
 
 
 def _not_started(run_dir: Path, source: str) -> dict | None:
-    """`rundir.not_started` of a source ("<stage>/<variant>"), its log named from this run dir
+    """`not_started` of a source ("<stage>/<variant>"), its log named from this run dir
     (a run may move); None while its last call ran it."""
-    record = rundir.not_started(run_dir, *source.split("/"))
+    record = not_started(run_dir, *source.split("/"))
     if record is None:
         return None
     log_path = record.get("log")
@@ -112,7 +114,7 @@ def collect_status(run_dir: Path) -> dict:
     """Counts per source, and per builtin stage kind of the registry its outputs (`builtin.Outputs`:
     fused variants, review boards, transcripts, exports) under ``builtin``; failures with their
     one-line errors; the runners a source's reports say are running, alive or died
-    (`rundir.runners_said_running`).
+    (`liveness.runners_said_running`).
 
     Outputs count as done only while a run, `newsbag fuse` / `review` / `transcribe` / `export`
     would skip them (their stages' own rules, with the config the run recorded); the others are
@@ -141,11 +143,11 @@ def collect_status(run_dir: Path) -> dict:
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name
         present = rundir.page_files(folder) & ids
-        by_name = rundir.source_reports(folder)
+        by_name = source_reports(folder)
         reports = [r["pages"] for r in by_name.values()]
         if name in judged:   # by the rule a run skips pages by
             stage, variant = judged[name]
-            done = rundir.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
+            done = freshness.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
                                                reports)
         else:
             done = present
@@ -166,7 +168,7 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
-                        "runners": rundir.runners_said_running(by_name, now),
+                        "runners": liveness.runners_said_running(by_name, now),
                         "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
@@ -181,3 +183,4 @@ def collect_status(run_dir: Path) -> dict:
             "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
             "scans_changed": len(changed), "scans_missing": len(missing),
             "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir)}
+

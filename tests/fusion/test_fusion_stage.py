@@ -433,13 +433,13 @@ def test_leaderboard_streams_running_means():
 
 
 def test_a_rerun_with_nothing_changed_opens_no_fused_page(tmp_path, monkeypatch):
-    import newsbag.rundir as rd
+    from newsbag import freshness
 
     run = _write_run(tmp_path)
     run_fusion(run, ["p1", "p2"], CFG)
     opened = []
-    real = rd.read_valid_page
-    monkeypatch.setattr(rd, "read_valid_page", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
+    real = freshness.read_valid_page
+    monkeypatch.setattr(freshness, "read_valid_page", lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k))
     seen = []
     run_fusion(run, ["p1", "p2"], CFG, progress=lambda pid, st: seen.append(st))
     assert seen == ["skipped", "skipped"] and not [p for p in opened if "/outputs/fusion/" in p]
