@@ -527,10 +527,7 @@ def _int_list(column: np.ndarray) -> list:
 def member_table_records(table: dict, rows: Iterable[int]) -> list[dict]:
     """Member records (``source``, ``bbox_xyxy``, ``label``, ``score``) of `rows` of a fused page's
     member table: columns with strings as codes into ``sources`` and ``labels``
-    (`fusion.fuse.member_table`), or, as written before, a ``members`` list of the records."""
-    if "members" in table:
-        records = table["members"]
-        return [records[i] for i in rows]
+    (`fusion.fuse.member_table`)."""
     sources, names = table["sources"], table["labels"]
     src, bbox, label, score = table["source"], table["bbox_xyxy"], table["label"], table["score"]
     return [{"source": sources[src[i]], "bbox_xyxy": bbox[i], "label": names[label[i]], "score": score[i]}

@@ -459,7 +459,7 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
 
 def _resolve_members(page: dict, table_path: Path, path) -> None:
     """Replace each region's member indices by the records of the page's member table, and
-    its support indices by the table's source names (pages written before hold the names).
+    its support indices by the table's source names.
 
     The indices hold only in the table fused with the page: both record the source pages'
     identities (``inputs``). Fusion writes the table before the variant pages, so a fusion
@@ -470,16 +470,13 @@ def _resolve_members(page: dict, table_path: Path, path) -> None:
 
     try:
         table = read_json(table_path)
-        made_from, fused_from = table.get("inputs"), page["source"].get("inputs")
-        if made_from is not None and fused_from is not None and made_from != fused_from:
+        if table.get("inputs") != page["source"].get("inputs"):
             raise ValueError("made from other source pages than this page (a fusion interrupted, or "
                              "running, between them); rerun newsbag fuse")
-        sources = table.get("sources")
+        sources = table["sources"]
         for region in page["regions"]:
             region["members"] = member_table_records(table, region.get("members", []))
-            support = region.get("support")
-            if support and type(support[0]) is int:
-                region["support"] = [sources[k] for k in support]
+            region["support"] = [sources[k] for k in region.get("support", [])]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         reason = first_line(exc)
         raise ValueError(f"{path}: member table {table_path.name}: {type(exc).__name__}: {reason}") from None

@@ -98,7 +98,7 @@ def runners_said_running(reports: dict[str, dict], now: float) -> list[dict]:
         pid, host = report.get("pid"), report.get("host")
         if report.get("state") != "running" or not isinstance(pid, int) or not isinstance(host, str):
             continue
-        updated = report.get("updated") or report.get("started")
+        updated = report.get("updated")
         gone = writer_gone(host, pid, _report_time(updated), now)
         found.append({"report": name, "state": "died" if gone else "running", "pid": pid, "host": host,
                       "started": report.get("started"), "updated": updated})

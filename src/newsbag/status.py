@@ -53,7 +53,7 @@ def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
 
 def _devices(reports: list[dict], done: set[str]) -> dict[str, int]:
     """Done pages by the device their runner used, from the run reports (the first report that
-    records a page's device wins; pages written before reports recorded it are not counted)."""
+    records a page's device wins; a runner that skipped a page records none for it)."""
     device: dict[str, str] = {}
     for pages in reports:
         for page_id, rec in pages.items():
