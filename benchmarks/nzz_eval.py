@@ -95,7 +95,7 @@ def source_order(loaded: dict, cfg) -> list[str]:
     """The "auto" granularity order: the no-GT source leaderboard over all pages (no GT used)."""
     board = _Board("sources", _SOURCE_KEYS)
     for pages, _, _ in loaded.values():
-        metrics = _measure_sources(pages, cfg)[4]
+        metrics = _measure_sources(pages, cfg).metrics
         board.add(metrics, _has_lines(metrics))
     rows = board.rows()
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]

@@ -13,8 +13,12 @@ Per page and for each half (the ground truth's pages sorted by page id: A even p
 odd; nothing here is tuned, so both halves are held out):
   (a) ``tesseract IMAGE - -l MODEL``: Tesseract's own layout and text, as a user runs it;
   (b) Tesseract MODEL on the ground-truth line boxes (runners/recognize_tesseract.py): no
-      layout errors, the recogniser alone;
-  (c) newsbag's transcript with each recogniser.
+      layout errors, the recogniser alone; (b') on the ground truth's text regions, whose
+      lines Tesseract finds: what newsbag's default reading would give with a perfect layout;
+  (c) newsbag's transcript with each recogniser (``family`` or ``family/read``, e.g.
+      ``recognize_tesseract/lines``: the stage's ``read`` option).
+Tesseract runs single-threaded (OMP_THREAD_LIMIT=1): its OpenMP threads spin on a loaded
+machine and cost CPU without saving wall time.
 CER is micro (edits / reference characters over the pages), whitespace collapsed; "raw"
 compares as is, "GT conv." with the ground truth's conventions on both sides (long s as s,
 line-end hyphen marks as "-"; `evaluate_text.gt_conventions`). CPU is user + system seconds
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -65,8 +70,9 @@ def plain_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> tup
     return rows, _cpu() - t0
 
 
-def gt_line_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> tuple[list[dict], float]:
-    """(b): the recogniser runner's reader on the ground-truth line boxes; rows and CPU seconds."""
+def gt_tesseract(pages: list[tuple[str, str, Path, dict]], model: str, unit: str) -> tuple[list[dict], float]:
+    """(b): the recogniser runner on the ground truth's line boxes (`unit` "line") or its text
+    regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
     sys.path.insert(0, str(runners_dir()))
     from recognize_tesseract import TesseractRecognizer
 
@@ -76,9 +82,12 @@ def gt_line_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> t
                                      "cpu", True)
         for page_id, half, image, ann in pages:
             regions = gt_regions(ann)
-            boxes = [ln["bbox_xyxy"] for r in regions for ln in r.get("lines") or []]
-            of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
-            Path(plan_dir, f"{page_id}.json").write_text(json.dumps({"lines": boxes,
+            if unit == "line":
+                boxes = [ln["bbox_xyxy"] for r in regions for ln in r.get("lines") or []]
+                of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
+            else:
+                boxes, of = [r["bbox_xyxy"] for r in regions], list(range(len(regions)))
+            Path(plan_dir, f"{page_id}.json").write_text(json.dumps({"crops": boxes, "unit": unit,
                                                                      "size_wh": [ann["width"], ann["height"]]}))
             texts: list[list[str]] = [[] for _ in regions]
             for line in reader.detect(str(image), {"page_id": page_id}):
@@ -94,8 +103,10 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
     config = json.loads((REPO / "configs" / "pipeline.local.json").read_text())
     options = next(s for s in config["stages"] if s.get("kind") == "transcription")
     options = {k: v for k, v in options.items() if k not in ("name", "kind", "default", "description")}
+    family, _, read = family.partition("/")
     if family != options.get("recognizer_family"):
         options = {**options, "recognizer_family": family, "recognizer": {}}
+    options = {**options, "read": read or "auto"}
     t0 = _cpu()
     summary = run_transcription(run, page_ids, options, force=True)
     cpu = _cpu() - t0
@@ -129,9 +140,10 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--gt", type=Path, default=REPO.parent / "shared" / "eval" / "nzz")
     parser.add_argument("--model", default="Fraktur", help="traineddata of (a) and (b)")
-    parser.add_argument("--recognizers", default="recognize_tesseract,recognize")
+    parser.add_argument("--recognizers", default="recognize_tesseract,recognize_tesseract/lines,recognize")
     parser.add_argument("--limit", type=int, default=0, help="only the first N matched pages (0: all)")
     args = parser.parse_args()
+    os.environ["OMP_THREAD_LIMIT"] = "1"   # for the tesseract command (the runner sets it itself)
     print(machine_line(), flush=True)
 
     matched = sorted(match_pages(args.run, args.gt)[0], key=lambda m: m[1]["page_id"])
@@ -150,7 +162,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|", flush=True)
     t0 = time.monotonic()
     _print_row(f"(a) tesseract -l {args.model}, its own layout", *plain_tesseract(pages, args.model), len(pages))
-    _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_line_tesseract(pages, args.model), len(pages))
+    _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_tesseract(pages, args.model, "line"),
+               len(pages))
+    _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
+               len(pages))
     for family in args.recognizers.split(","):
         rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family)
         _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))

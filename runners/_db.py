@@ -168,18 +168,32 @@ def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5
         pieces (M, 4), parent (M,) index of the input line of each piece (sorted; a line
         may give several pieces or none), block (M,) ids in 0..K-1.
     """
-    n = xyxy.shape[0]
-    if n == 0:
+    if xyxy.shape[0] == 0:
         return np.zeros((0, 4)), np.zeros(0, np.int64), np.zeros(0, np.int64)
     line_h = float(np.median(xyxy[:, 3] - xyxy[:, 1]))
     gutters = _columns.find_gutters(xyxy, line_h)
+    pieces, parent = _line_pieces(xyxy, gutters, line_h, min_h, min_w)
+    if pieces.shape[0] == 0:
+        return pieces, parent, np.zeros(0, np.int64)
+    row = _rows(pieces, gutters, line_h, word_gap, row_shift)
+    rows = union_xyxy(pieces, row)
+    up, lo = _adjacent_rows(rows, line_h, min_overlap)
+    keep = _joined_rows(rows, up, lo, line_h, gap_factor, indent, centre_inset)
+    block = _components(rows.shape[0], up[keep], lo[keep])
+    return pieces, parent, block[row]
+
+
+def _line_pieces(xyxy: np.ndarray, gutters: _columns.Gutters, line_h: float, min_h: float, min_w: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Step 0 of `group_lines`: lines cut at the `gutters`, specks dropped; (pieces, parent line)."""
     pieces, parent = _columns.split_at_gutters(xyxy, gutters, min_piece=2 * line_h)
     ph, pw = pieces[:, 3] - pieces[:, 1], pieces[:, 2] - pieces[:, 0]
     keep = (ph >= min_h * line_h) & (pw >= min_w * line_h)
-    pieces, parent = pieces[keep], parent[keep]
-    m = pieces.shape[0]
-    if m == 0:
-        return pieces, parent, np.zeros(0, np.int64)
+    return pieces[keep], parent[keep]
+
+
+def _rows(pieces: np.ndarray, gutters: _columns.Gutters, line_h: float, word_gap: float, row_shift: float) -> np.ndarray:
+    """Step 1 of `group_lines`: (M,) row id of each piece."""
     x0, y0, x1, y1 = (pieces[:, k] for k in range(4))
     h = y1 - y0
     yc = (y0 + y1) / 2
@@ -194,9 +208,12 @@ def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5
     xc = (x0 + x1) / 2
     blocked = _columns.gutter_cells_between(gutters, np.minimum(xc[i], xc[j]), np.maximum(xc[i], xc[j]),
                                             (yc[i] + yc[j]) / 2) > 0
-    row = _components(m, i[~blocked], j[~blocked])
-    rows = union_xyxy(pieces, row)
+    return _components(pieces.shape[0], i[~blocked], j[~blocked])
 
+
+def _adjacent_rows(rows: np.ndarray, line_h: float, min_overlap: float) -> tuple[np.ndarray, np.ndarray]:
+    """Step 2 of `group_lines`, the candidates: (up, lo) pairs of rows where ``lo`` is the nearest
+    row below ``up`` in its column or ``up`` the nearest row above ``lo``."""
     x0, y0, x1, y1 = (rows[:, k] for k in range(4))
     w, h = x1 - x0, y1 - y0
     yc = (y0 + y1) / 2
@@ -215,16 +232,24 @@ def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5
     # (below) or largest bottom (above), ties to the lower index: a scan in that order from
     # the first row that could qualify finds it after a few rows, not N (4,000 lines: 23 s
     # and 1.1 GB dense, well under a second this way).
-    n_rows, idx = rows.shape[0], np.arange(rows.shape[0])
+    idx = np.arange(rows.shape[0])
     h_max = float(h.max())
     by_top = np.lexsort((idx, y0))
     nearest_below = _sweep.first_match(np.searchsorted(y0[by_top], yc - h_max - 1.0, side="left"), by_top, below)
     by_bottom = np.lexsort((idx, -y1))
     nearest_above = _sweep.first_match(np.searchsorted(-y1[by_bottom], -(yc + h_max + 1.0), side="left"), by_bottom,
-                                 lambda lo, up: below(up, lo))
+                                       lambda lo, up: below(up, lo))
     has_below, has_above = nearest_below >= 0, nearest_above >= 0
     up = np.concatenate([np.flatnonzero(has_below), nearest_above[has_above]])
     lo = np.concatenate([nearest_below[has_below], np.flatnonzero(has_above)])
+    return up, lo
+
+
+def _joined_rows(rows: np.ndarray, up: np.ndarray, lo: np.ndarray, line_h: float, gap_factor: float,
+                 indent: float, centre_inset: float) -> np.ndarray:
+    """Step 2 of `group_lines`, the test: (K,) bool, the links (up, lo) that are close and show no paragraph cue."""
+    x0, y0, x1, y1 = (rows[:, k] for k in range(4))
+    h = y1 - y0
     gap = y0[lo] - y1[up]
     h_lo, h_hi = np.minimum(h[up], h[lo]), np.maximum(h[up], h[lo])
     close = (gap < gap_factor * h_lo) & (h_hi < 2 * h_lo)
@@ -232,7 +257,4 @@ def group_lines(xyxy: np.ndarray, gap_factor: float = 0.6, word_gap: float = 0.5
     step = x0[lo] - x0[up]
     first_line = (step >= indent * line_h) & (step <= 4 * line_h) & (np.abs(x1[lo] - x1[up]) <= 0.5 * line_h)
     centred = (step > centre_inset * line_h) & (x1[up] - x1[lo] > centre_inset * line_h)
-    keep = close & ~short_last & ~first_line & ~centred
-    i, j = up[keep], lo[keep]
-    block = _components(n_rows, i, j)
-    return pieces, parent, block[row]
+    return close & ~short_last & ~first_line & ~centred

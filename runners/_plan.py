@@ -1,13 +1,18 @@
-"""The transcription stage's line plan as the recognise runners read it (stdlib only)."""
+"""The transcription stage's crop plan as the recognise runners read it (stdlib only)."""
 
 from __future__ import annotations
 
 import json
 import os
 
+# What one crop of a plan is: one text line, or one region (or column part) whose lines the
+# recogniser finds itself.
+UNITS = ("line", "region")
 
-def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> list[list[float]]:
-    """The line boxes ``[[x0, y0, x1, y1], ...]`` the stage planned for a page whose image is `width` x `height`.
+
+def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> tuple[list[list[float]], str]:
+    """The crops ``[[x0, y0, x1, y1], ...]`` the stage planned for a page whose image is
+    `width` x `height`, and what each crop is (`UNITS`).
 
     Raises:
         ValueError: the image is not the size its layout was made on (crops of a replaced scan
@@ -15,8 +20,8 @@ def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> list[list
     """
     with open(os.path.join(plan_dir, f"{page_id}.json"), encoding="utf-8") as fh:
         plan = json.load(fh)
-    if plan["lines"] and [width, height] != plan["size_wh"]:
+    if plan["crops"] and [width, height] != plan["size_wh"]:
         raise ValueError(f"the page image is {width}x{height} px but its layout was made on "
                          f"{plan['size_wh'][0]}x{plan['size_wh'][1]} px: the image changed after its layout; "
                          "rerun its layout stages and fusion")
-    return plan["lines"]
+    return plan["crops"], plan["unit"]

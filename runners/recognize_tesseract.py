@@ -1,23 +1,28 @@
-"""recognize_tesseract runner: Tesseract LSTM recognition (tesserocr) of the transcription stage's line boxes.
+"""recognize_tesseract runner: Tesseract LSTM recognition (tesserocr) of the transcription stage's crops.
 
-It reads the same line plan as the PP-OCR ``recognize`` runner (``<plan_dir>/<page_id>.json``,
-written by src/newsbag/transcription.py) and returns one region per line, in the plan's order,
-with ``text``, a score (mean word confidence, 0..1), its ``words`` (box, text, confidence) and
-the ``model`` (traineddata) that read it.
+It reads the crop plan the transcription stage writes (``<plan_dir>/<page_id>.json``, see
+runners/_plan.py): text lines, read one line each (page segmentation mode 7), or regions and
+column parts, each read as a block whose lines Tesseract finds (mode 6), which the stage plans
+for this runner by default because Tesseract's own line finding inside one column reads
+better than a line detector's boxes cut to it. It returns one region per line read, in the
+plan's order (``order``: the crop's index), with ``text``, a score (mean word confidence,
+0..1), its ``words`` (box, text, confidence) and the ``model`` (traineddata) that read it.
 
 A runner like the others, rather than a call inside newsbag: the traineddata load happens
 once per job, a page that crashes Tesseract fails alone, and newsbag imports no model library.
 
 Each model is one ``PyTessBaseAPI`` (loaded once per job); a page image is handed over once
-per model and each line is a rectangle of it (no per-line image copy). With several
-``models`` a page is read by the one most confident on a sample of its lines (Fraktur against
-Antiqua, say); the other models read only that sample.
+per model and each crop is a rectangle of it (no per-crop image copy). With several
+``models`` a page is read by the one most confident on a sample of its lines (crops spread
+over the page, until ``sample_lines`` lines; Fraktur against Antiqua, say); the other models
+read only that sample.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections import deque
 from pathlib import Path
 
 import _loop
@@ -69,15 +74,21 @@ def locate_weights(params: dict) -> dict[str, Path]:
     return found
 
 
-def sample_indices(n: int, k: int) -> list[int]:
-    """`k` line indices spread evenly over `n` lines (all of them when n <= k).
+def spread_order(n: int) -> list[int]:
+    """0..n-1 with each index in the middle of the largest gap the ones before it left: the
+    first few of it are a sample spread evenly over the page's crops.
 
-    >>> sample_indices(10, 3), sample_indices(2, 5)
-    ([0, 3, 6], [0, 1])
+    >>> spread_order(7), spread_order(2)
+    ([3, 1, 5, 0, 2, 4, 6], [1, 0])
     """
-    if n <= k:
-        return list(range(n))
-    return [i * n // k for i in range(k)]
+    out, gaps = [], deque([(0, n)])
+    while gaps:
+        lo, hi = gaps.popleft()
+        if lo < hi:
+            mid = (lo + hi) // 2
+            out.append(mid)
+            gaps.extend(((lo, mid), (mid + 1, hi)))
+    return out
 
 
 def more_confident(scores: dict[str, list[float]]) -> str:
@@ -93,6 +104,9 @@ class TesseractRecognizer:
     """One tesserocr API per model, loaded once per job; lines are rectangles of the page image."""
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
+        # One thread: Tesseract's OpenMP threads spin on a busy node (a Slurm CPU job, the
+        # other stages' workers) and cost more CPU than they save time; set it to use more.
+        os.environ.setdefault("OMP_THREAD_LIMIT", "1")
         try:
             import tesserocr
         except ImportError as exc:
@@ -103,9 +117,10 @@ class TesseractRecognizer:
         paths = locate_weights(params)
         folder = str(next(iter(paths.values())).parent)
         self.tesserocr = tesserocr
-        # Page segmentation: each rectangle is one text line.
-        self.apis = {m: tesserocr.PyTessBaseAPI(path=folder + os.sep, lang=m, psm=tesserocr.PSM.SINGLE_LINE,
-                                                oem=tesserocr.OEM.LSTM_ONLY) for m in paths}
+        # A line crop is read as one text line; a region as a block whose lines Tesseract finds.
+        self.modes = {"line": tesserocr.PSM.SINGLE_LINE, "region": tesserocr.PSM.SINGLE_BLOCK}
+        self.apis = {m: tesserocr.PyTessBaseAPI(path=folder + os.sep, lang=m, oem=tesserocr.OEM.LSTM_ONLY)
+                     for m in paths}
         self.plan_dir = params["plan_dir"]
         self.sample_lines = int(params["sample_lines"])
         version = tesserocr.tesseract_version().split()[1]
@@ -113,49 +128,58 @@ class TesseractRecognizer:
         self.info = {"model": f"tesseract-{version} {'|'.join(paths)} (LSTM, tesserocr)", "tesseract_version": version,
                      "traineddata": {m: str(p) for m, p in paths.items()}}
 
-    def _read(self, api, xyxy) -> dict:
-        """One line: its text, score and words, read in the rectangle `xyxy` of the page set on `api`."""
+    def _read(self, api, xyxy, unit: str) -> list[dict]:
+        """The lines read in the rectangle `xyxy` of the page set on `api`: the crop itself for a
+        line (text "" where Tesseract finds none), each line Tesseract finds for a region."""
         tesserocr = self.tesserocr
         x0, y0 = max(int(xyxy[0]), 0), max(int(xyxy[1]), 0)
         x1, y1 = int(-(-xyxy[2] // 1)), int(-(-xyxy[3] // 1))
+        api.SetPageSegMode(self.modes[unit])
         api.SetRectangle(x0, y0, max(x1 - x0, 1), max(y1 - y0, 1))
         api.Recognize()
-        words = []
-        level = tesserocr.RIL.WORD
+        lines: list[tuple[list[int] | None, list[dict]]] = []
+        word_level, line_level = tesserocr.RIL.WORD, tesserocr.RIL.TEXTLINE
         iterator = api.GetIterator()
-        for word in tesserocr.iterate_level(iterator, level) if iterator is not None else ():
+        for word in tesserocr.iterate_level(iterator, word_level) if iterator is not None else ():
+            if not lines or word.IsAtBeginningOf(line_level):
+                lines.append((word.BoundingBox(line_level), []))
             try:
-                text = word.GetUTF8Text(level).strip()
+                text = word.GetUTF8Text(word_level).strip()
             except RuntimeError:   # tesserocr's answer for a word with no text (specks, a blank crop)
                 continue
-            box = word.BoundingBox(level)
+            box = word.BoundingBox(word_level)
             if text and box is not None:
-                words.append({"bbox_xyxy": list(box), "text": text, "score": round(word.Confidence(level) / 100, 4)})
-        score = sum(w["score"] for w in words) / len(words) if words else 0.0
-        return {"text": " ".join(w["text"] for w in words), "score": score, "words": words}
+                lines[-1][1].append({"bbox_xyxy": list(box), "text": text,
+                                     "score": round(word.Confidence(word_level) / 100, 4)})
+        if unit == "line":
+            return [_line(list(xyxy), [w for _, words in lines for w in words])]
+        return [_line(list(box), words) for box, words in lines if box is not None and words]
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         with open_page(image_path) as im:
             image = im.convert("L")   # Tesseract binarises itself; grey keeps the copy small
-        boxes = read_plan(self.plan_dir, page["page_id"], image.width, image.height)
-        if not boxes:
+        crops, unit = read_plan(self.plan_dir, page["page_id"], image.width, image.height)
+        if not crops:
             return []
         models = list(self.apis)
-        read: dict[str, dict[int, dict]] = {m: {} for m in models}
+        read: dict[str, dict[int, list[dict]]] = {m: {} for m in models}
         if len(models) > 1:
-            sample = sample_indices(len(boxes), self.sample_lines)
             for m in models:
                 self.apis[m].SetImage(image)
-                read[m] = {i: self._read(self.apis[m], boxes[i]) for i in sample}
-            chosen = more_confident({m: [line["score"] for line in read[m].values()] for m in models})
+                for k in spread_order(len(crops)):   # crops spread over the page, until enough lines
+                    if sum(len(lines) for lines in read[m].values()) >= self.sample_lines:
+                        break
+                    read[m][k] = self._read(self.apis[m], crops[k], unit)
+            chosen = more_confident({m: [line["score"] for lines in read[m].values() for line in lines]
+                                     for m in models})
         else:
             chosen = models[0]
             self.apis[chosen].SetImage(image)
         api, done = self.apis[chosen], read[chosen]
         out = []
-        for k, box in enumerate(boxes):
-            line = done.get(k) or self._read(api, box)
-            out.append({"bbox_xyxy": box, "label": "text_line", "order": k, "model": chosen, **line})
+        for k, box in enumerate(crops):
+            for line in done[k] if k in done else self._read(api, box, unit):
+                out.append({"label": "text_line", "order": k, "model": chosen, **line})
         for m in models:
             self.apis[m].Clear()
         return out
@@ -163,6 +187,12 @@ class TesseractRecognizer:
     def close(self) -> None:
         for api in self.apis.values():
             api.End()
+
+
+def _line(xyxy: list, words: list[dict]) -> dict:
+    """A line record: its box, its words' text, and their mean confidence as its score."""
+    score = sum(w["score"] for w in words) / len(words) if words else 0.0
+    return {"bbox_xyxy": xyxy, "text": " ".join(w["text"] for w in words), "score": score, "words": words}
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def test_a_new_builtin_stage_is_one_module_plus_one_line(echo_kind, tmp_path, pa
     """It runs, `newsbag status` (text and --json) counts its outputs, `run --dry-run` plans them
     and the Slurm resubmit plan has it while it has work, with no edit anywhere else."""
     from newsbag.config import load_config
-    from newsbag.slurm import pending_stages
+    from newsbag.slurm.plan import pending_stages
 
     cfg = write_fake_config(tmp_path / "c.json", {"v": {}},
                             extra_stages=[{"name": "say", "kind": "echo", "word": "hi"}])

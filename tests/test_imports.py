@@ -17,21 +17,25 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.liveness"})),
+        "newsbag.revisions", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",
-        "newsbag.export.options", "newsbag.transcription_options"})),
+        "newsbag.export.options", "newsbag.transcription_options",
+        # Slurm: the ledger and settings in RUN/slurm and what is read from them, partition limits, the canary
+        "newsbag.slurm.jobs", "newsbag.slurm.settings", "newsbag.slurm.queue", "newsbag.slurm.recovery",
+        "newsbag.slurm.canary", "newsbag.slurm.limits"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
     ("stages and their orchestration", frozenset({
-        "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage",
+        "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
-        "newsbag.status", "newsbag.slurm", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary"})),
+        "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
+        "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status
     ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),
 )
 

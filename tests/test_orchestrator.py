@@ -194,7 +194,7 @@ def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, caps
     Slurm resubmit plan call that family's pages stale, and a resumed run redoes them and skips the
     other family's."""
     from newsbag.config import load_config
-    from newsbag.slurm import pending_stages
+    from newsbag.slurm.plan import pending_stages
 
     run, runners = tmp_path / "run", tmp_path / "runners"
     runners.mkdir()

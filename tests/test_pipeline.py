@@ -1012,7 +1012,7 @@ def test_status_says_how_many_pages_of_the_run_the_gallery_holds(tmp_path, page_
     and a resubmit planned no review to complete it once every board was drawn. Status now counts
     the pages the gallery holds, and a gallery short of the run leaves review pending."""
     from newsbag.config import load_config
-    from newsbag.slurm import pending_stages
+    from newsbag.slurm.plan import pending_stages
 
     run, cfg, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
     assert code == 0, err
@@ -1086,6 +1086,6 @@ def test_a_new_fusion_method_revision_reruns_its_variants_and_the_boards_drawn_f
     redone = _identities(run, "outputs/fusion/C")
     assert all(redone[k] != fused_c[k] for k in fused_c)
     after = _identities(run, "review/pages")
-    assert all(after[k] != boards[k] for k in boards if k.endswith("board.png"))
+    assert all(after[k] != boards[k] for k in boards if k.endswith("info.json"))
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert all(o["stale"] == 0 for outputs in json.loads(out)["builtin"].values() for o in outputs)

@@ -11,8 +11,9 @@ from newsbag.config import parse_config
 from newsbag.errors import ConfigError
 from nbtest import run_cli
 
-from newsbag.slurm import (check_envs, describe_jobs, format_job_lines, job_states, read_jobs, record_job,
-                           select_stages)
+from newsbag.slurm.jobs import describe_jobs, format_job_lines, job_states, read_jobs, record_job
+from newsbag.slurm.limits import check_envs
+from newsbag.slurm.plan import select_stages
 
 
 def _fake_tool(bin_dir, name, stdout, rc=0):

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 
 import pytest
 
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError
-from newsbag.slurm import (JobPlan, Request, check_limits, expand_log_path, last_error_line, live_and_stale_jobs,
-                           load_settings, make_canary, pending_stages, plan_jobs, save_settings, unrun_lines,
-                           way_out, why_never_runs)
-from nbtest import FAKE_RUNNERS, run_cli, write_fake_config, write_image
+from newsbag.slurm.canary import make_canary
+from newsbag.slurm.jobs import expand_log_path
+from newsbag.slurm.limits import Request, check_limits
+from newsbag.slurm.plan import pending_stages, plan_jobs
+from newsbag.slurm.queue import live_and_stale_jobs, unrun_lines, why_never_runs
+from newsbag.slurm.recovery import last_error_line, way_out
+from newsbag.slurm.settings import load_settings, save_settings
+from nbtest import run_cli, write_fake_config, write_image
 
 
 def _torch_like(tmp_path, mineru_cuda=True):
@@ -129,8 +132,8 @@ def test_live_and_stale_jobs():
     rows = [{"job_id": "1", "state": "COMPLETED"}, {"job_id": "2", "state": "PENDING (DependencyNeverSatisfied)"},
             {"job_id": "3", "state": "RUNNING 1/2, PENDING (Resources) 1/2"}, {"job_id": "4", "state": "FAILED"},
             {"job_id": "5", "state": "unknown"}]
-    live, stale = live_and_stale_jobs(rows)
-    assert ([r["job_id"] for r in live], [r["job_id"] for r in stale]) == (["3"], ["2"])
+    queued = live_and_stale_jobs(rows)
+    assert ([r["job_id"] for r in queued.live], [r["job_id"] for r in queued.stale]) == (["3"], ["2"])
 
 
 def test_a_job_waiting_on_a_job_that_ended_badly_is_stale_before_slurm_flags_it():
@@ -144,8 +147,8 @@ def test_a_job_waiting_on_a_job_that_ended_badly_is_stale_before_slurm_flags_it(
              "dependency": "afterok:30"},
             {"job_id": "40", "kind": "infer-l40s", "state": "COMPLETED"},
             {"job_id": "41", "kind": "fuse-review", "state": "PENDING (Dependency)", "dependency": "afterok:40"}]
-    live, stale = live_and_stale_jobs(rows)
-    assert ([r["job_id"] for r in live], [r["job_id"] for r in stale]) == (["20", "41"], ["22"])
+    queued = live_and_stale_jobs(rows)
+    assert ([r["job_id"] for r in queued.live], [r["job_id"] for r in queued.stale]) == (["20", "41"], ["22"])
     assert unrun_lines(rows) == ["job 31 fuse-review did not run (cancelled): job 30 infer-h200 OUT_OF_MEMORY"]
     assert why_never_runs(rows[2], rows, {"20_0": "FAILED", "20_1": "RUNNING"}) == "job 20_0 infer-l40s FAILED"
     assert why_never_runs(rows[4], rows) == "job 30 infer-h200 OUT_OF_MEMORY"
@@ -157,11 +160,11 @@ def test_a_job_waiting_on_one_array_task_is_not_stale_when_another_task_failed()
     array = {"job_id": "36", "kind": "infer-l40s", "state": "FAILED 1/2, RUNNING 1/2", "array": "0-1"}
     fusion = {"job_id": "40", "kind": "fuse-review", "state": "PENDING (Dependency)", "dependency": "afterok:36_1:38"}
     rows = [array, {"job_id": "38", "kind": "infer-h200", "state": "COMPLETED"}, fusion]
-    live, stale = live_and_stale_jobs(rows)
-    assert ([r["job_id"] for r in live], stale) == (["36", "40"], [])
+    queued = live_and_stale_jobs(rows)
+    assert ([r["job_id"] for r in queued.live], queued.stale) == (["36", "40"], ())
     assert why_never_runs(fusion, rows, {"36_0": "FAILED", "36_1": "RUNNING"}) is None
     rows[1] = {**rows[1], "state": "FAILED"}
-    assert [r["job_id"] for r in live_and_stale_jobs(rows)[1]] == ["40"]
+    assert [r["job_id"] for r in live_and_stale_jobs(rows).stale] == ["40"]
     assert why_never_runs(fusion, rows, {"36_0": "FAILED", "36_1": "RUNNING"}) == "job 38 infer-h200 FAILED"
 
 
@@ -321,7 +324,7 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     from newsbag.pages import build_pages
     from newsbag.pipeline import RunOptions, run_pipeline
     from newsbag.rundir import manifest_page_ids
-    from newsbag.slurm import stages_with_work
+    from newsbag.slurm.plan import stages_with_work
     from newsbag.status import collect_status
 
     for k in range(3):

@@ -305,7 +305,8 @@ def status(run_dir, as_json):
     if not has_run_state(run_dir):
         raise click.BadParameter(f"{run_dir} is not a run directory (no manifests, outputs or slurm jobs in it); "
                                  "give the folder newsbag run or newsbag pages wrote", param_hint="--run-dir")
-    from .slurm import format_job_lines, job_note
+    from .slurm.jobs import format_job_lines
+    from .slurm.recovery import job_note
     from .status import status_lines
 
     info, jobs, work = _status_info(run_dir)
@@ -321,7 +322,10 @@ def status(run_dir, as_json):
 def _status_info(run_dir: Path):
     """(`status.collect_status` with the run's Slurm jobs and way out added, narrowed to the stages
     the submission selected; the jobs; the stages with work, read once if asked)."""
-    from .slurm import describe_jobs, failed_task_states, selected_stage_names, stages_with_work, way_out
+    from .slurm.jobs import describe_jobs, failed_task_states
+    from .slurm.plan import stages_with_work
+    from .slurm.recovery import way_out
+    from .slurm.settings import selected_stage_names
     from .status import collect_status
 
     info = collect_status(run_dir)
@@ -541,7 +545,7 @@ _stages_option = click.option("--stages", default="", help="Comma-separated stag
 def slurm_stages(config_path, stages):
     """Print 'name<TAB>kind' for each selected stage, in config order."""
     from .config import load_config
-    from .slurm import select_stages
+    from .slurm.plan import select_stages
 
     for name, kind in select_stages(load_config(config_path), stages):
         click.echo(f"{name}\t{kind}")
@@ -555,7 +559,7 @@ def slurm_check_env(ctx, config_path, stages):
     """Exit 3 with one line per selected model stage whose env interpreter is missing."""
     from .config import load_config
     from .errors import EnvError
-    from .slurm import check_envs
+    from .slurm.limits import check_envs
 
     problems = check_envs(load_config(config_path), _csv(stages))
     for msg in problems:
@@ -579,7 +583,7 @@ def slurm_record(run_dir, job_id, kind, partition, gres, stages, array, dependen
     """Append one submitted job to RUN/slurm/jobs.jsonl."""
     import time
 
-    from .slurm import record_job
+    from .slurm.jobs import record_job
 
     record_job(run_dir, {"job_id": job_id, "kind": kind, "partition": partition, "gres": gres, "stages": stages,
                          "array": array, "dependency": dependency, "log": log_path, "script": script,
@@ -609,7 +613,8 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, sha
 
     from .config import load_config
     from .errors import ConfigError
-    from .slurm import Request, check_limits as check, job_array, pending_stages, plan_jobs, read_cluster
+    from .slurm.limits import Request, check_limits as check, read_cluster
+    from .slurm.plan import job_array, pending_stages, plan_jobs
 
     config = load_config(config_path)
     names = list(_csv(stages))
@@ -659,7 +664,7 @@ def _keep(job, pending: set):
 @click.argument("settings", nargs=-1)
 def slurm_remember(run_dir, settings):
     """Record KEY=VALUE submit settings in RUN/slurm/submit.json (a resubmit reuses them)."""
-    from .slurm import save_settings
+    from .slurm.settings import save_settings
 
     pairs = dict(s.partition("=")[::2] for s in settings)
     click.echo(str(save_settings(run_dir, pairs)))
@@ -670,7 +675,7 @@ def slurm_remember(run_dir, settings):
 def slurm_recall(run_dir):
     """Print the settings a submit into RUN reuses (its first submit's, else its recorded config) as
     KEY<TAB>VALUE lines (nothing if none)."""
-    from .slurm import reused_settings
+    from .slurm.settings import reused_settings
 
     for key, value in reused_settings(run_dir).items():
         click.echo(f"{key}\t{value}")
@@ -685,14 +690,15 @@ def slurm_stale(run_dir, cancel):
     import subprocess
 
     from .errors import ConfigError
-    from .slurm import describe_jobs, failed_task_states, live_and_stale_jobs, unrun_lines, why_never_runs
+    from .slurm.jobs import describe_jobs, failed_task_states
+    from .slurm.queue import live_and_stale_jobs, unrun_lines, why_never_runs
 
     rows = describe_jobs(run_dir)
-    live, stale = live_and_stale_jobs(rows)
+    queued = live_and_stale_jobs(rows)
     tasks = failed_task_states(rows)
     for line in unrun_lines(rows, tasks):
         click.echo(line)
-    for r in stale:
+    for r in queued.stale:
         why = why_never_runs(r, rows, tasks)
         if cancel:
             subprocess.run(["scancel", str(r["job_id"])], capture_output=True, timeout=60)
@@ -701,9 +707,9 @@ def slurm_stale(run_dir, cancel):
         else:
             click.echo(f"stale job {r['job_id']} ({r.get('kind')}): it will never start, {why}; "
                        f"cancel with: scancel {r['job_id']}")
-    if live:
-        names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in live)
-        ids = " ".join(str(r["job_id"]) for r in live)
+    if queued.live:
+        names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in queued.live)
+        ids = " ".join(str(r["job_id"]) for r in queued.live)
         raise ConfigError(f"job(s) {names} of {run_dir} are still queued or running; a second submit would redo "
                           f"their work: wait for them (newsbag status --run-dir {run_dir}), or scancel {ids} and resubmit")
 
@@ -712,7 +718,7 @@ def slurm_stale(run_dir, cancel):
 @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 def slurm_canary(run_dir):
     """Make RUN/canary with RUN's first page and print its path."""
-    from .slurm import make_canary
+    from .slurm.canary import make_canary
 
     click.echo(str(make_canary(run_dir).resolve()))
 
@@ -722,7 +728,7 @@ def slurm_canary(run_dir):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def slurm_jobs(run_dir, as_json):
     """Print the recorded jobs of a run with their live Slurm state."""
-    from .slurm import describe_jobs, format_job_lines
+    from .slurm.jobs import describe_jobs, format_job_lines
 
     rows = describe_jobs(run_dir)
     if as_json:

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from . import builtin, freshness, rundir
 from .errors import ConfigError, did_you_mean
@@ -44,10 +44,6 @@ __all__ = [
 
 Device = Literal["auto", "gpu", "cpu"]
 DEVICES = ("auto", "gpu", "cpu")
-_TOP_KEYS = {"version", "description", "vars", "envs", "device", "allow_cpu_fallback", "stages", "runners_dir",
-             "max_failed_fraction"}
-_MODEL_STAGE_KEYS = {"name", "family", "env", "device", "allow_cpu_fallback", "timeout_s",
-                     "page_timeout_s", "max_restarts", "max_failed_fraction", "variants", "description", "default", "max_empty_share"}
 # A source stops once more than this share of the pages it computes has failed (OCR-D's
 # OCRD_MAX_MISSING_OUTPUTS). 0.5: a run with a few bad pages finishes them all, a member
 # that fails on most pages stops early instead of paying a model restart per crash.
@@ -363,6 +359,65 @@ def _number(where: str, value: Any, *, whole: bool = False) -> int | float:
     return value
 
 
+def _string(where: str, value: Any) -> str:
+    return _typed(where, value, str, "a string")
+
+
+def _flag(where: str, value: Any) -> bool:
+    return _typed(where, value, bool, "true or false")
+
+
+def _device(where: str, value: Any) -> Device:
+    if value not in DEVICES:
+        raise ConfigError(f"{where} must be one of {', '.join(DEVICES)}, got {value!r}")
+    return value
+
+
+def _timeout(where: str, value: Any) -> float:
+    return float(_number(where, value))
+
+
+def _count(where: str, value: Any) -> int:
+    return _number(where, value, whole=True)
+
+
+# The plain fields of the config's top level and of a model stage: key -> (check, default). A
+# check takes (where, value) and returns the value as the dataclasses hold it; a stage field
+# whose default is _INHERIT takes the top level's value of the same key.
+_INHERIT = object()
+_Fields = dict[str, tuple[Callable[[str, Any], Any], Any]]
+_TOP_FIELDS: _Fields = {
+    "device": (_device, "auto"),
+    "allow_cpu_fallback": (_flag, True),
+    "max_failed_fraction": (_fraction, DEFAULT_MAX_FAILED_FRACTION),
+}
+_MODEL_FIELDS: _Fields = {
+    "env": (_string, "default"),
+    "device": (_device, _INHERIT),
+    "allow_cpu_fallback": (_flag, _INHERIT),
+    "timeout_s": (_timeout, 24 * 3600),
+    "page_timeout_s": (_timeout, 600),
+    "max_restarts": (_count, 3),
+    "max_failed_fraction": (_fraction, _INHERIT),
+    "max_empty_share": (_fraction, DEFAULT_MAX_EMPTY_SHARE),
+}
+_TOP_KEYS = {"version", "description", "vars", "envs", "stages", "runners_dir", *_TOP_FIELDS}
+_MODEL_STAGE_KEYS = {"name", "family", "variants", "description", "default", *_MODEL_FIELDS}
+
+
+def _fields(where: str, section: Mapping[str, Any], fields: _Fields, top: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """The `fields` of `section`, each checked as ``"<where>: <key>"``, defaults filled in (an
+    _INHERIT one from `top`)."""
+    return {key: check(f"{where}: {key}", section.get(key, top[key] if default is _INHERIT else default))
+            for key, (check, default) in fields.items()}
+
+
+def _unknown_keys(where: str, section: Mapping[str, Any], known: set[str]) -> None:
+    if unknown := sorted(set(section) - known):
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
@@ -379,11 +434,26 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
     ``resolved``: config.resolved.json, which `newsbag fuse --run-dir` reloads from elsewhere,
     holds the paths the run used.
     """
+    resolved = _resolved(raw, path, folder)
+    root = Path(resolved["runners_dir"]) if resolved.get("runners_dir") else runners_dir()
+    envs = _envs(path, _typed(f"{path}: envs", resolved.get("envs", {}), dict, "an object"), folder)
+    top = _fields(path, resolved, _TOP_FIELDS)
+    stage_dicts = resolved.get("stages")
+    if not isinstance(stage_dicts, list) or not stage_dicts:
+        raise ConfigError(f"{path}: stages must be a non-empty list")
+    stages: list[Stage] = []
+    for i, sd in enumerate(stage_dicts):
+        stages.append(_stage(path, i, sd, {s.name for s in stages}, folder, envs, top, root))
+    _check_stage_links(path, stages)
+    return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
+
+
+def _resolved(raw: Any, path: str, folder: str | None) -> dict:
+    """`raw` with its top-level keys and version checked, `$VAR`s expanded (``vars`` holding the
+    values used) and runners_dir anchored at `folder`."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a JSON object")
-    unknown = sorted(set(raw) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOP_KEYS))})")
+    _unknown_keys(path, raw, _TOP_KEYS)
     version = raw.get("version", CONFIG_VERSION)
     if isinstance(version, bool) or version != CONFIG_VERSION:
         raise ConfigError(f"{path}: version {version!r} is not one this newsbag reads (it reads version "
@@ -397,94 +467,83 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
     if unset := _unset_variable(resolved):
         raise ConfigError(f"{path}: {unset[0]}: ${unset[1]} is not set; export it, or give it a default under \"vars\"")
     resolved["vars"] = {k: variables[k] for k in declared}
-    runners = resolved.get("runners_dir")
-    if runners:
-        resolved["runners_dir"] = anchor_path(_typed(f"{path}: runners_dir", runners, str, "a string"), folder)
-    root = Path(resolved["runners_dir"]) if runners else runners_dir()
+    if runners := resolved.get("runners_dir"):
+        resolved["runners_dir"] = anchor_path(_string(f"{path}: runners_dir", runners), folder)
+    return resolved
 
+
+def _envs(path: str, declared: dict, folder: str | None) -> dict[str, EnvSpec]:
+    """The ``envs`` section's environments and "default" (this Python), interpreters anchored at
+    `folder` (and written back into `declared`)."""
     envs: dict[str, EnvSpec] = {"default": EnvSpec("default", sys.executable, {})}
-    for name, spec in _typed(f"{path}: envs", resolved.get("envs", {}), dict, "an object").items():
+    for name, spec in declared.items():
         if not isinstance(spec, dict) or set(spec) - {"python", "env", "description"}:
             raise ConfigError(f"{path}: envs.{name} must be an object with python, env, description")
-        python = anchor_command(_typed(f"{path}: envs.{name}.python", spec.get("python", ""), str, "a string"), folder)
+        python = anchor_command(_string(f"{path}: envs.{name}.python", spec.get("python", "")), folder)
         if python:
             spec["python"] = python
         env_vars = _typed(f"{path}: envs.{name}.env", spec.get("env", {}), dict, "an object")
         envs[name] = EnvSpec(name, python or sys.executable, MappingProxyType({k: str(v) for k, v in env_vars.items()}))
+    return envs
 
-    device = resolved.get("device", "auto")
-    if device not in DEVICES:
-        raise ConfigError(f"{path}: device must be one of {', '.join(DEVICES)}, got {device!r}")
-    fallback = _typed(f"{path}: allow_cpu_fallback", resolved.get("allow_cpu_fallback", True), bool,
-                      "true or false")
-    max_failed = _fraction(f"{path}: max_failed_fraction", resolved.get("max_failed_fraction", DEFAULT_MAX_FAILED_FRACTION))
 
-    stages: list[Stage] = []
-    stage_dicts = resolved.get("stages")
-    if not isinstance(stage_dicts, list) or not stage_dicts:
-        raise ConfigError(f"{path}: stages must be a non-empty list")
-    for i, sd in enumerate(stage_dicts):
-        if not isinstance(sd, dict) or not isinstance(sd.get("name"), str):
-            raise ConfigError(f"{path}: stages[{i}] must be an object with a name")
-        name = sd["name"]
-        if not rundir.is_folder_name(name):
-            raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {rundir.FOLDER_NAME_RULE}: "
-                              "it names the stage's output folder")
-        if name in {s.name for s in stages}:
-            raise ConfigError(f"{path}: stage {name!r} is defined twice")
-        where = f"{path}: stage {name!r}"
-        kind = _typed(f"{where}: kind", sd.get("kind", "model"), str, "a string")
-        run_default = sd.get("default", True)
-        if not isinstance(run_default, bool):
-            raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
-        if kind in builtin.REGISTRY:
-            options = checked_builtin_options(sd, where)
-            options = _anchor_builtin(kind, options, folder)
-            sd.update(options)
-            stages.append(BuiltinStage(name, kind, _freeze(options), run_default))
-            continue
-        if kind != "model":
-            raise ConfigError(f"{where}: kind must be one of model, {', '.join(builtin.kinds())}; got {kind!r}")
-        unknown = sorted(set(sd) - _MODEL_STAGE_KEYS - {"kind"})
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_MODEL_STAGE_KEYS))})")
-        family = _typed(f"{where}: family", sd.get("family") or name, str, "a string")
-        env_name = _typed(f"{where}: env", sd.get("env", "default"), str, "a string")
-        if env_name not in envs:
-            raise ConfigError(f"{where}: env {env_name!r} is not declared under envs")
-        stage_device = sd.get("device", device)
-        if stage_device not in DEVICES:
-            raise ConfigError(f"{where}: device must be one of {', '.join(DEVICES)}, got {stage_device!r}")
-        variants = sd.get("variants")
-        if not isinstance(variants, dict) or not variants:
-            raise ConfigError(f"{where}: variants must be a non-empty object")
-        try:
-            spec = load_tool_spec(family, root)
-        except ConfigError as exc:  # the runner's side of it; the config file and stage are where to fix it
-            raise ConfigError(f"{where}: {exc}") from None
-        sd["variants"] = variants = {v: anchor_params(p, spec, folder) if isinstance(p, dict) else p
-                                     for v, p in variants.items()}
-        params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
-        max_empty = sd.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE)
-        if isinstance(max_empty, bool) or not isinstance(max_empty, (int, float)) or not 0 <= max_empty <= 1:
-            raise ConfigError(f"{where}: max_empty_share must be a number from 0 to 1, got {max_empty!r}")
-        for v in params:
-            if not rundir.is_folder_name(v):
-                raise ConfigError(f"{where}: variant name {v!r} must be {rundir.FOLDER_NAME_RULE}: "
-                                  "it names the source's output folder")
-        stages.append(ModelStage(
-            name=name, family=family, env=envs[env_name], device=stage_device,
-            allow_cpu_fallback=_typed(f"{where}: allow_cpu_fallback", sd.get("allow_cpu_fallback", fallback), bool,
-                                      "true or false"),
-            timeout_s=float(_number(f"{where}: timeout_s", sd.get("timeout_s", 24 * 3600))),
-            page_timeout_s=float(_number(f"{where}: page_timeout_s", sd.get("page_timeout_s", 600))),
-            max_restarts=_number(f"{where}: max_restarts", sd.get("max_restarts", 3), whole=True),
-            variants=_freeze(params), default=run_default,
-            volatile=volatile_params(spec),
-            max_failed_fraction=_fraction(f"{where}: max_failed_fraction", sd.get("max_failed_fraction", max_failed)),
-            label_map=MappingProxyType(dict(spec["labels"])),
-            max_empty_share=float(max_empty), revision=spec["revision"],
-        ))
+def _stage(path: str, i: int, sd: Any, taken: set[str], folder: str | None, envs: dict[str, EnvSpec],
+           top: dict[str, Any], root: Path) -> Stage:
+    """Stage entry `sd` (``stages[i]``), its name not one of `taken`; `sd` takes its anchored paths."""
+    if not isinstance(sd, dict) or not isinstance(sd.get("name"), str):
+        raise ConfigError(f"{path}: stages[{i}] must be an object with a name")
+    name = sd["name"]
+    if not rundir.is_folder_name(name):
+        raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {rundir.FOLDER_NAME_RULE}: "
+                          "it names the stage's output folder")
+    if name in taken:
+        raise ConfigError(f"{path}: stage {name!r} is defined twice")
+    where = f"{path}: stage {name!r}"
+    kind = _string(f"{where}: kind", sd.get("kind", "model"))
+    run_default = sd.get("default", True)
+    if not isinstance(run_default, bool):
+        raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
+    if kind in builtin.REGISTRY:
+        options = _anchor_builtin(kind, checked_builtin_options(sd, where), folder)
+        sd.update(options)
+        return BuiltinStage(name, kind, _freeze(options), run_default)
+    if kind != "model":
+        raise ConfigError(f"{where}: kind must be one of model, {', '.join(builtin.kinds())}; got {kind!r}")
+    _unknown_keys(where, {k: v for k, v in sd.items() if k != "kind"}, _MODEL_STAGE_KEYS)
+    return _model_stage(where, sd, folder, envs, top, root, run_default)
+
+
+def _model_stage(where: str, sd: dict, folder: str | None, envs: dict[str, EnvSpec], top: dict[str, Any],
+                 root: Path, run_default: bool) -> ModelStage:
+    """A model stage entry's stage, checked against its family's tool.json under `root`; `sd`
+    takes its variants' anchored paths."""
+    name = sd["name"]
+    family = _string(f"{where}: family", sd.get("family") or name)
+    fields = _fields(where, sd, _MODEL_FIELDS, top)
+    env = fields.pop("env")
+    if env not in envs:
+        raise ConfigError(f"{where}: env {env!r} is not declared under envs")
+    variants = sd.get("variants")
+    if not isinstance(variants, dict) or not variants:
+        raise ConfigError(f"{where}: variants must be a non-empty object")
+    try:
+        spec = load_tool_spec(family, root)
+    except ConfigError as exc:  # the runner's side of it; the config file and stage are where to fix it
+        raise ConfigError(f"{where}: {exc}") from None
+    sd["variants"] = variants = {v: anchor_params(p, spec, folder) if isinstance(p, dict) else p
+                                 for v, p in variants.items()}
+    params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
+    for v in params:
+        if not rundir.is_folder_name(v):
+            raise ConfigError(f"{where}: variant name {v!r} must be {rundir.FOLDER_NAME_RULE}: "
+                              "it names the source's output folder")
+    return ModelStage(name=name, family=family, env=envs[env], variants=_freeze(params), default=run_default,
+                      volatile=volatile_params(spec), label_map=MappingProxyType(dict(spec["labels"])),
+                      revision=spec["revision"], **fields)
+
+
+def _check_stage_links(path: str, stages: list[Stage]) -> None:
+    """Each builtin stage names only sources the model stages make and variants the fusion stage makes."""
     sources = [f"{s.name}/{v}" for s in stages if isinstance(s, ModelStage) for v in s.variants]
     fusion = next((s for s in stages if isinstance(s, BuiltinStage) and s.kind == "fusion"), None)
     fused = builtin.fused_variant_names(to_jsonable(fusion.options)) if fusion else None
@@ -495,7 +554,6 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
         if unmatched := ((sources and builtin.unmatched_source(s.kind, options, sources))
                          or (fused is not None and builtin.unmatched_variant(s.kind, options, fused))):
             raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
-    return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 
 
 def volatile_params(spec: Mapping[str, Any]) -> tuple[str, ...]:

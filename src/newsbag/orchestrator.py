@@ -17,26 +17,25 @@ import subprocess
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
-from .failures import is_held, previous_failure, record_failures
+from .failures import previous_failure, record_failures
 from .io import DISK_ERRNOS, read_page, remove_dead_temps, write_json, run_dir_error
 from .pages import PageRecord
 from . import freshness, rundir
 from .reports import mark_runner_killed
 from .rundir import failure_path, source_dir
+from .source_run import (Abort, Blame, Decision, Ended, Isolate, Limits, OverBudget, SourceState, Stop, advance,
+                         budget_error, describe_exit, how_it_ended, plan_page, settle, setup_error)
 
 __all__ = ["PageOutcome", "SourceOutcome", "run_source", "split_event"]
 
 log = logging.getLogger(__name__)
 EVENT_PREFIX = "@@newsbag "
-EXIT_MISSING_DEPENDENCY = 3
-EXIT_DEVICE_UNAVAILABLE = 5
-EXIT_CONTEXT_LOST = 8  # runners/_loop.py: a sticky CUDA error; a fresh runner does the rest
 
 
 @dataclass(frozen=True)
@@ -96,22 +95,10 @@ class SourceOutcome:
         }
 
 
-def _describe_exit(code: int) -> str:
-    if code in (137, -signal.SIGKILL):  # what the kernel's OOM killer (and Slurm's) sends
-        return f"{'exited 137' if code == 137 else 'killed by SIGKILL'} (out of memory?)"
-    if code == EXIT_CONTEXT_LOST:
-        return f"exited {code} (its CUDA context was lost)"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited {code}"
-
-
-@dataclass
+@dataclass(frozen=True)
 class _Launch:
-    done: dict[str, PageOutcome]
+    """What `_follow` saw of one runner, once it exited or was killed."""
+
     in_flight: list[str]  # pages started (alone or as one batch) and not reported when it stopped
     exit_code: int
     reason: str  # exit | page_timeout | job_timeout | aborted
@@ -273,14 +260,6 @@ def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners:
         return result
 
 
-def _ended(result: _Launch, stage: ModelStage) -> str:
-    """How a runner ended, for a log line: a runner newsbag killed for a stall is not said to have
-    been killed by the kernel (``out of memory?`` sends Slurm users to raise --mem for a hang)."""
-    if result.reason == "page_timeout":
-        return f"newsbag stopped the runner after no progress for {stage.page_timeout_s:g}s on a page (page_timeout_s)"
-    return f"runner {_describe_exit(result.exit_code)}"
-
-
 def _why_stopped(result: _Launch, stage: ModelStage) -> str:
     """Why a runner ended without its ``end`` event, as its run report records it."""
     if result.reason == "page_timeout":
@@ -289,7 +268,7 @@ def _why_stopped(result: _Launch, stage: ModelStage) -> str:
         return f"newsbag stopped it: stage timeout {stage.timeout_s:g}s reached"
     if result.reason == "aborted":
         return "newsbag stopped it: too many pages failed (--max-failed-fraction)"
-    return _ended(result, stage)
+    return f"runner {describe_exit(result.exit_code)}"
 
 
 def _note_killed(job: dict, pid: int, how: str) -> None:
@@ -306,7 +285,6 @@ def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_pag
     q: queue.Queue = queue.Queue()
     threading.Thread(target=_reader, args=(proc.stdout, q, log_fh), daemon=True).start()
     _send_job(proc, job)
-    done: dict[str, PageOutcome] = {}
     in_flight: list[str] = []
     fatal = setup = end = None
     last_event = time.monotonic()
@@ -337,7 +315,6 @@ def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_pag
         elif kind == "done" and isinstance(event.get("page_id"), str):
             outcome = PageOutcome(event["page_id"], event.get("status", "ok"), event.get("error") or event.get("reason"),
                                   event.get("seconds"))
-            done[outcome.page_id] = outcome
             in_flight = [p for p in in_flight if p != outcome.page_id]
             on_page(outcome)
         elif kind == "setup":
@@ -347,7 +324,7 @@ def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_pag
         elif kind == "end":
             end = event
     code = proc.wait()
-    return _Launch(done, in_flight, code, reason, fatal, setup, end)
+    return _Launch(in_flight, code, reason, fatal, setup, end)
 
 
 def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: str, fingerprint: str | None = None) -> None:
@@ -414,13 +391,6 @@ def _remove_dead_runner_temps(out_dir: Path, *, again: bool = False) -> None:
         remove_dead_temps(folder, again=again)
 
 
-def _blame(reason: str, exit_code: int, stage: ModelStage) -> tuple[str, str]:
-    """Error and error class for the one page a runner was on when it died or stalled."""
-    if reason == "page_timeout":
-        return f"no progress for {stage.page_timeout_s:g}s on this page; runner killed", "Timeout"
-    return f"runner {_describe_exit(exit_code)} while processing this page", "RunnerCrash"
-
-
 def run_source(
     run_dir: Path,
     stage: ModelStage,
@@ -455,223 +425,241 @@ def run_source(
         GpuPreflightError: a GPU was required, none usable, and CPU fallback refused.
         RunnerError: the runner died before processing any page (the source never started).
     """
-    run_dir = Path(run_dir)
-    out_dir = out_dir or source_dir(run_dir, stage.name, variant)
-    outcome = SourceOutcome(f"{stage.name}/{variant}", stage.name, variant, stage.family, stage.device,
-                            max_empty_share=stage.max_empty_share)
-    fraction = stage.max_failed_fraction if max_failed_fraction is None else max_failed_fraction
-    t0 = time.monotonic()
-    label_map = dict(stage.label_map)
-    prints = {p.page_id: stage.page_fingerprint(variant, p.image_sha256) for p in pages}
-    judged = freshness.page_identities(out_dir, prints)
-    current = freshness.current_source_pages(out_dir, prints, first=report_name, now=judged)
-    fresh, retried, held = [], [], []
-    for page in pages:
-        if page.page_id in current and not force:
-            o = PageOutcome(page.page_id, "skipped")
-            outcome.pages[page.page_id] = o
-            on_page(o)
-            continue
-        # A valid page made from other parameters, another image or another runner revision is
-        # stale: remove it, so that fusion and exports never take it for the page if it now fails.
-        # A current one `force` redoes stays: the runner leaves it as it is when the model answers
-        # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
-        # fails, it is removed once the runner is done (below).
-        if page.page_id not in current:
-            freshness.remove_stale_page(out_dir, page.page_id, judged.get(page.page_id))
-        before = None if force else previous_failure(out_dir, page.page_id)
-        if before is None or before.get("error_class") == "NotRun":  # never tried: new
-            fresh.append(page)
-        elif not retry_failed and is_held(before, prints[page.page_id]):
-            held.append((page, before))
+    source = _SourceRun(Path(run_dir), stage, variant, runners=runners, force=force, on_page=on_page,
+                        report_name=report_name, out_dir=out_dir, ledger=ledger,
+                        fraction=stage.max_failed_fraction if max_failed_fraction is None else max_failed_fraction)
+    source.plan(pages, retry_failed)
+    return source.run()
+
+
+class _SourceRun:
+    """One call of `run_source`: the runners it launches over the source's pages and what it
+    records of them. `source_run.settle` decides what follows each launch; this carries it out."""
+
+    def __init__(self, run_dir: Path, stage: ModelStage, variant: str, *, runners: Path, force: bool,
+                 on_page: Callable[[PageOutcome], None], report_name: str, out_dir: Path | None, ledger: bool,
+                 fraction: float):
+        self.run_dir, self.stage, self.variant, self.runners = run_dir, stage, variant, runners
+        self.force, self.on_page, self.report_name, self.ledger = force, on_page, report_name, ledger
+        self.out_dir = out_dir or source_dir(run_dir, stage.name, variant)
+        self.where = f"{stage.name}/{variant}"
+        self.log_path = rundir.logs_dir(run_dir) / f"{stage.name}.{variant}.log"
+        self.limits = Limits(stage.page_timeout_s, stage.timeout_s, stage.max_restarts, fraction)
+        self.outcome = SourceOutcome(self.where, stage.name, variant, stage.family, stage.device,
+                                     max_empty_share=stage.max_empty_share)
+        self.t0 = time.monotonic()
+        self.state = SourceState(0)
+        self.held: list[PageOutcome] = []  # pages not run: they crashed or hung the runner last time
+        self.remaining: list[PageRecord] = []
+        # Outcomes the variant's run report lacks: those decided here (the page a runner died on,
+        # invalid output, pages not run) and those of a runner killed before it wrote them down.
+        # Every launch gets them (job "settled"); once one ends, they are in the report.
+        self.unrecorded: dict[str, PageOutcome] = {}
+        self.reported: dict[str, PageOutcome] = {}  # pages the runner launched last settled
+
+    def plan(self, pages: list[PageRecord], retry_failed: bool) -> None:
+        """Skip the current pages, hold those that stopped the runner last time; the rest are to do,
+        those that failed before last."""
+        out_dir = self.out_dir
+        self.prints = {p.page_id: self.stage.page_fingerprint(self.variant, p.image_sha256) for p in pages}
+        self.judged = freshness.page_identities(out_dir, self.prints)
+        self.current = freshness.current_source_pages(out_dir, self.prints, first=self.report_name, now=self.judged)
+        planned: dict[str, list[PageRecord]] = {"fresh": [], "retry": [], "hold": []}
+        for page in pages:
+            if page.page_id in self.current and not self.force:
+                self._record(PageOutcome(page.page_id, "skipped"))
+                continue
+            # A valid page made from other parameters, another image or another runner revision is
+            # stale: remove it, so that fusion and exports never take it for the page if it now fails.
+            # A current one `force` redoes stays: the runner leaves it as it is when the model answers
+            # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
+            # fails, it is removed once the runner is done (`_close`).
+            if page.page_id not in self.current:
+                freshness.remove_stale_page(out_dir, page.page_id, self.judged.get(page.page_id))
+            before = None if self.force else previous_failure(out_dir, page.page_id)
+            kind = plan_page(before, self.prints[page.page_id], retry_failed=retry_failed)
+            planned[kind].append(page)
+            if kind == "hold":
+                why = before.get("error", "it stopped the runner")
+                self.held.append(PageOutcome(page.page_id, "failed",
+                                             f"not retried: {why} (last run); rerun with --retry-failed"))
+        for o in self.held:
+            self._record(o)
+        if self.held:
+            log.warning("%s: %d page(s) that crashed or hung the runner last time are not retried; "
+                        "rerun with --retry-failed to try them again", self.where, len(self.held))
+        todo = planned["fresh"] + planned["retry"]
+        if todo:  # the runner writes there: what killed runners left goes first
+            _remove_dead_runner_temps(out_dir)
+        self.by_id = {p.page_id: p for p in todo}
+        self.remaining = list(todo)
+        self.state = SourceState(len(todo))
+        self.deadline = time.monotonic() + self.stage.timeout_s
+
+    def run(self) -> SourceOutcome:
+        """Launch runners until every page to do is settled, then record what failed."""
+        # The ledger gets this call's page failures even when a restarted runner then dies
+        # for good (the error below propagates; the pages failed before it stay on record).
+        try:
+            self._launch_until_settled()
+            if self.unrecorded:  # the last runner died, or pages failed after it
+                self._write_unrecorded()
+        except (EnvError, GpuPreflightError, RunnerError) as exc:
+            _record_not_started(self.run_dir, self.stage.name, self.variant, exc, self.log_path,
+                                self.state.started, self.ledger)
+            raise
         else:
-            retried.append(page)
-    for page, before in held:
-        o = PageOutcome(page.page_id, "failed", f"not retried: {before.get('error', 'it stopped the runner')} "
-                                               "(last run); rerun with --retry-failed")
-        outcome.pages[page.page_id] = o
-        on_page(o)
-    if held:
-        log.warning("%s/%s: %d page(s) that crashed or hung the runner last time are not retried; "
-                    "rerun with --retry-failed to try them again", stage.name, variant, len(held))
-    todo = fresh + retried  # pages that failed before go last
-    if todo:  # the runner writes there: what killed runners left goes first
-        _remove_dead_runner_temps(out_dir)
-    by_id = {p.page_id: p for p in todo}
-    deadline = time.monotonic() + stage.timeout_s
-    log_path = rundir.logs_dir(run_dir) / f"{stage.name}.{variant}.log"
-    remaining = list(todo)
-    isolate: set[str] = set()
-    fruitless = 0  # consecutive launches that settled no page
-    started = False  # some page was reported or in flight: the source did start
-    failed_here: list[str] = []
-    # Outcomes the variant's run report lacks: those decided here (the page a runner died on,
-    # invalid output, pages not run) and those of a runner killed before it wrote them down.
-    # Every launch gets them (job "settled"); once one ends, they are in the report.
-    unrecorded: dict[str, PageOutcome] = {}
+            rundir.not_started_path(self.run_dir, self.stage.name, self.variant).unlink(missing_ok=True)
+        finally:
+            self._close()
+        return self.outcome
 
-    def fail(pages_: list[PageRecord], err: str, error_class: str) -> None:
-        for page in pages_:
-            _record_failure(out_dir, page, err, error_class, prints[page.page_id])
-            outcome.pages[page.page_id] = unrecorded[page.page_id] = o = PageOutcome(page.page_id, "failed", err)
-            failed_here.append(page.page_id)
-            on_page(o)
+    def _launch_until_settled(self) -> None:
+        while self.remaining:
+            error = budget_error(self.state, self.limits)
+            if error:
+                log.error("%s: %s", self.where, error.removeprefix("not run: "))
+                self._fail(self.remaining, error, "NotRun")
+                return
+            ended = self._launch_once()
+            decision = settle(ended, self.state, self.limits)
+            self.state = advance(self.state, ended)
+            if not self._carry_out(decision, ended):
+                return
 
-    def job_for(pages_: list[PageRecord]) -> dict:
+    def _launch_once(self) -> Ended:
+        """One runner over the pages left; its outputs checked as it reports them, and those it
+        wrote without saying so settled."""
+        job = self._job(self.remaining)
+        self.outcome.launches += 1
+        self.reported = {}
+        result = _launch(self.stage, self.variant, job, self.log_path, self.runners, self._take, self.deadline,
+                         lambda: budget_error(self.state, self.limits) is not None
+                         and any(p.page_id not in self.outcome.pages for p in self.remaining))
+        if result.setup:
+            self.outcome.device_used = result.setup.get("device")
+            self.outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
+        if result.end:
+            end = result.end
+            self.outcome.info.update({k: end[k] for k in ("peak_rss_mb", "mean_page_seconds") if k in end})
+        where = f"stage {self.stage.name} variant {self.variant} (env {self.stage.env.name}: {self.stage.env.python})"
+        error = setup_error(result.fatal, result.exit_code, bool(self.reported), where, self.log_path)
+        if error:
+            raise error
+        self._settle_written(result)
+        if result.end is None:  # killed before its last report write: its last records may be lost
+            self.unrecorded.update({k: o for k, o in self.reported.items() if o.status != "skipped"})
+            _remove_dead_runner_temps(self.out_dir, again=True)  # and it may have died mid-write
+        else:
+            for page_id in job["settled"]:
+                del self.unrecorded[page_id]
+        in_flight = tuple(p for p in result.in_flight if p in self.by_id and p not in self.outcome.pages)
+        self.remaining = self._left()
+        return Ended(result.reason, result.exit_code, result.setup is not None,
+                     tuple(o.status for o in self.reported.values()), in_flight, len(self.remaining))
+
+    def _settle_written(self, result: _Launch) -> None:
+        """Before blaming a page for a crash or as missing: one whose `done` was lost but whose
+        output is written and current is done. After a crash only the pages in flight are
+        looked at; the restarted runner reports the others' outputs itself (skipped)."""
+        unsettled = [p for p in self.remaining if p.page_id not in self.outcome.pages
+                     and (result.exit_code == 0 or p.page_id in result.in_flight)]
+        for page in unsettled:
+            if self.force and page.page_id in self.current and freshness.file_identity(
+                    self.out_dir / f"{page.page_id}.json") == self.judged.get(page.page_id):
+                continue  # the page `force` kept, not one this call wrote
+            written = _written_outcome(self.out_dir, page.page_id, self.prints[page.page_id])
+            if written:
+                self._take(written)
+
+    def _carry_out(self, decision: Decision, ended: Ended) -> bool:
+        """Act on `decision`; False once no runner is to run over pages again."""
+        if isinstance(decision, Abort):
+            raise RunnerError(f"stage {self.stage.name} variant {self.variant}: {decision.why}; see {self.log_path}")
+        if isinstance(decision, Stop):
+            if decision.in_flight_error:
+                self._fail([self.by_id[p] for p in ended.in_flight], decision.in_flight_error, decision.error_class)
+            self._fail(self._left(), decision.error, decision.error_class)
+            return False
+        if isinstance(decision, OverBudget):
+            return True  # the budget check before the next launch fails what is left
+        if isinstance(decision, Blame):
+            pages = [self.by_id[p] for p in decision.pages]
+            for page in pages:  # one line each in the job's log: the page to look at
+                log.error("page %s (%s): %s: %s; rerun with --retry-failed --pages %s --stages %s",
+                          page.page_id, page.path, self.where, decision.error, page.page_id, self.stage.name)
+            self._fail(pages, decision.error, decision.error_class)
+        elif isinstance(decision, Isolate):
+            log.warning("%s: runner %s during a batch of %d page(s); rerunning them one at a time",
+                        self.where, decision.how, len(decision.pages))
+        self.remaining = self._left()
+        if self.remaining:
+            log.warning("%s: %s; restarting for %d remaining page(s)", self.where,
+                        how_it_ended(ended.reason, ended.exit_code, self.stage.page_timeout_s), len(self.remaining))
+        return True
+
+    def _write_unrecorded(self) -> None:
+        """No runner is left to write the unrecorded outcomes down: one more writes only the
+        report (no page, no model load)."""
+        result = _launch(self.stage, self.variant, self._job([]), self.log_path, self.runners, lambda o: None,
+                         time.monotonic() + self.stage.page_timeout_s)
+        if result.end is None:
+            log.warning("%s: %d page outcome(s) not written into %s: runner %s; see %s", self.where,
+                        len(self.unrecorded), self.report_name, describe_exit(result.exit_code), self.log_path)
+
+    def _close(self) -> None:
+        self.outcome.seconds = time.monotonic() - self.t0
+        failed = [o for o in self.outcome.pages.values() if o.status == "failed"]
+        for o in failed if self.force else ():   # a current page kept for `force` that failed now
+            if o.page_id in self.current:
+                freshness.remove_stale_page(self.out_dir, o.page_id, self.judged.get(o.page_id))
+        # Held pages did not run: their failure is in the ledger since the call it happened in.
+        not_run = {o.page_id for o in self.held}
+        if self.ledger:
+            record_failures(self.run_dir, self.stage.name,
+                                   [asdict(o) for o in failed if o.page_id not in not_run], variant=self.variant)
+
+    def _left(self) -> list[PageRecord]:
+        return [p for p in self.remaining if p.page_id not in self.outcome.pages]
+
+    def _record(self, o: PageOutcome) -> None:
+        self.outcome.pages[o.page_id] = o
+        self.on_page(o)
+
+    def _fail(self, pages: list[PageRecord], error: str, error_class: str) -> None:
+        for page in pages:
+            _record_failure(self.out_dir, page, error, error_class, self.prints[page.page_id])
+            self.unrecorded[page.page_id] = o = PageOutcome(page.page_id, "failed", error)
+            self.state = replace(self.state, failed=self.state.failed + 1)
+            self._record(o)
+
+    def _take(self, o: PageOutcome) -> None:
+        """Check the output a runner claims as soon as it says so, so progress is live."""
+        page = self.by_id.get(o.page_id)
+        if page is None:
+            return
+        if o.status != "failed":  # ok, empty or skipped: each claims an output
+            problem = _check_output(self.out_dir, page)
+            if problem:
+                _record_failure(self.out_dir, page, problem, "InvalidOutput")
+                o = self.unrecorded[o.page_id] = PageOutcome(o.page_id, "failed", problem, o.seconds)
+        if o.status == "failed":
+            self.state = replace(self.state, failed=self.state.failed + 1)
+        self.reported[o.page_id] = o
+        self._record(o)
+
+    def _job(self, pages: list[PageRecord]) -> dict:
+        stage = self.stage
         return {
-            "stage": stage.name, "variant": variant, "family": stage.family,
-            "params": dict(stage.variants[variant]), "device": stage.device,
+            "stage": stage.name, "variant": self.variant, "family": stage.family,
+            "params": dict(stage.variants[self.variant]), "device": stage.device,
             # Siblings' params: variants that differ only in post-processing share one model pass.
             "stage_variants": {v: dict(p) for v, p in stage.variants.items()},
-            "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir.resolve()),
-            "label_map": label_map, "force": force, "report_name": report_name,
-            "isolate": sorted(isolate & {p.page_id for p in pages_}),
+            "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(self.out_dir.resolve()),
+            "label_map": dict(stage.label_map), "force": self.force, "report_name": self.report_name,
+            "isolate": sorted(self.state.isolate & {p.page_id for p in pages}),
             "max_empty_share": stage.max_empty_share,
-            "settled": {k: _report_record(o) for k, o in unrecorded.items()},
-            "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path,
-                       "width": p.width, "height": p.height, "fingerprint": prints[p.page_id]} for p in pages_],
+            "settled": {k: _report_record(o) for k, o in self.unrecorded.items()},
+            "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path, "width": p.width,
+                       "height": p.height, "fingerprint": self.prints[p.page_id]} for p in pages],
         }
-
-    def over_budget() -> bool:
-        return fraction < 1 and len(failed_here) > fraction * len(todo)
-
-    # The ledger gets this call's page failures even when a restarted runner then dies
-    # for good (the error below propagates; the pages failed before it stay on record).
-    try:
-        while remaining:
-            if over_budget():
-                msg = (f"not run: source aborted after {len(failed_here)} of {len(todo)} pages failed "
-                       f"(more than {fraction:g}; --max-failed-fraction)")
-                log.error("%s/%s: %s", stage.name, variant, msg.removeprefix("not run: "))
-                fail(remaining, msg, "NotRun")
-                break
-            job = job_for(remaining)
-            outcome.launches += 1
-            reported: dict[str, PageOutcome] = {}
-
-            def settle(o: PageOutcome) -> None:
-                """Check the output a runner claims as soon as it says so, so progress is live."""
-                page = by_id.get(o.page_id)
-                if page is None:
-                    return
-                if o.status != "failed":  # ok, empty or skipped: each claims an output
-                    problem = _check_output(out_dir, page)
-                    if problem:
-                        _record_failure(out_dir, page, problem, "InvalidOutput")
-                        o = unrecorded[o.page_id] = PageOutcome(o.page_id, "failed", problem, o.seconds)
-                if o.status == "failed":
-                    failed_here.append(o.page_id)
-                reported[o.page_id] = outcome.pages[o.page_id] = o
-                on_page(o)
-
-            result = _launch(stage, variant, job, log_path, runners, settle, deadline,
-                             lambda: over_budget() and any(p.page_id not in outcome.pages for p in remaining))
-            if result.setup:
-                outcome.device_used = result.setup.get("device")
-                outcome.info = {k: v for k, v in result.setup.items() if k not in ("event", "device")}
-            if result.end:
-                outcome.info.update({k: result.end[k] for k in ("peak_rss_mb", "mean_page_seconds") if k in result.end})
-            if result.fatal or (result.exit_code in (EXIT_MISSING_DEPENDENCY, EXIT_DEVICE_UNAVAILABLE) and not reported):
-                message = (result.fatal or {}).get("error") or f"runner {_describe_exit(result.exit_code)}"
-                where = f"stage {stage.name} variant {variant} (env {stage.env.name}: {stage.env.python})"
-                if (result.fatal or {}).get("error_class") == "RunDirError":
-                    raise RunDirError(f"{where}: {message}")
-                if result.exit_code == EXIT_DEVICE_UNAVAILABLE:
-                    raise GpuPreflightError(f"{where}: {message}; see {log_path}")
-                if result.exit_code == EXIT_MISSING_DEPENDENCY:
-                    raise EnvError(f"{where}: {message}; see {log_path}")
-                # Set-up failed for its own reason (CUDA init, kernels, corrupt weights, a bug): say it as it is.
-                raise RunnerError(f"{where}: {message}; see {log_path}")
-            # Before blaming a page for a crash or as missing: one whose `done` was lost but whose
-            # output is written and current is done. After a crash only the pages in flight are
-            # looked at; the restarted runner reports the others' outputs itself (skipped).
-            unsettled = [p for p in remaining if p.page_id not in outcome.pages
-                         and (result.exit_code == 0 or p.page_id in result.in_flight)]
-            for page in unsettled:
-                if force and page.page_id in current and freshness.file_identity(
-                        out_dir / f"{page.page_id}.json") == judged.get(page.page_id):
-                    continue  # the page `force` kept, not one this call wrote
-                written = _written_outcome(out_dir, page.page_id, prints[page.page_id])
-                if written:
-                    settle(written)
-            if result.end is None:  # killed before its last report write: its last records may be lost
-                unrecorded.update({k: o for k, o in reported.items() if o.status != "skipped"})
-                _remove_dead_runner_temps(out_dir, again=True)  # and it may have died mid-write
-            else:
-                for page_id in job["settled"]:
-                    del unrecorded[page_id]
-            in_flight = [by_id[p] for p in result.in_flight if p in by_id and p not in outcome.pages]
-            remaining = [p for p in remaining if p.page_id not in outcome.pages]
-            if result.reason == "aborted":
-                continue  # the budget check at the top fails what is left
-            if result.reason == "job_timeout":
-                fail(in_flight, f"stage timeout {stage.timeout_s:g}s reached while processing this page; runner killed", "NotRun")
-                fail([p for p in remaining if p not in in_flight], f"not run: stage timeout {stage.timeout_s:g}s reached", "NotRun")
-                break
-            started = started or bool(reported) or bool(in_flight)
-            if len(in_flight) == 1 or (in_flight and all(p.page_id in isolate for p in in_flight)):
-                error, error_class = _blame(result.reason, result.exit_code, stage)
-                for page in in_flight:  # one line each in the job's log: the page to look at
-                    log.error("page %s (%s): %s/%s: %s; rerun with --retry-failed --pages %s --stages %s",
-                              page.page_id, page.path, stage.name, variant, error, page.page_id, stage.name)
-                fail(in_flight, error, error_class)
-                fruitless = 0
-            elif in_flight:
-                isolate.update(p.page_id for p in in_flight)
-                log.warning("%s/%s: runner %s during a batch of %d page(s); rerunning them one at a time",
-                            stage.name, variant, "stalled" if result.reason == "page_timeout" else _describe_exit(result.exit_code),
-                            len(in_flight))
-                fruitless = 0
-            elif result.exit_code == 0 and result.reason == "exit":
-                remaining = [p for p in remaining if p.page_id not in outcome.pages]
-                # Exited cleanly yet skipped pages it was given: they have no output.
-                fail(remaining, "runner exited 0 without writing output for this page", "MissingOutput")
-                break
-            else:
-                # A runner that lost its CUDA context on every page it tried is no progress either:
-                # a broken GPU must not cost a model load per page until the failure budget ends.
-                progressed = (any(o.status != "failed" for o in reported.values())
-                              if result.exit_code == EXIT_CONTEXT_LOST else bool(reported))
-                fruitless = 0 if progressed else fruitless + 1
-                started = started or bool(reported)
-                if not started and (result.setup is None or fruitless > stage.max_restarts):
-                    # Died before processing any page (import error, broken env, crash at load):
-                    # the source never started, which is worse than some pages failing.
-                    how = (f"made no progress for {stage.page_timeout_s:g}s" if result.reason == "page_timeout"
-                           else _describe_exit(result.exit_code))
-                    raise RunnerError(f"stage {stage.name} variant {variant}: runner {how} before processing "
-                                      f"any page{'' if result.setup is None else ' (after loading its model)'}; "
-                                      f"see {log_path}")
-            remaining = [p for p in remaining if p.page_id not in outcome.pages]
-            if remaining and fruitless > stage.max_restarts:
-                fail(remaining, f"not run: {_ended(result, stage)} {fruitless} times in a row "
-                                "before finishing a page", "NotRun")
-                break
-            if remaining:
-                log.warning("%s/%s: %s; restarting for %d remaining page(s)",
-                            stage.name, variant, _ended(result, stage), len(remaining))
-        if unrecorded:  # the last runner died, or pages failed after it: no runner
-            # is left to write them down, so one more writes only the report (no page, no model load).
-            result = _launch(stage, variant, job_for([]), log_path, runners, lambda o: None,
-                             time.monotonic() + stage.page_timeout_s)
-            if result.end is None:
-                log.warning("%s/%s: %d page outcome(s) not written into %s: runner %s; see %s",
-                            stage.name, variant, len(unrecorded), report_name,
-                            _describe_exit(result.exit_code), log_path)
-    except (EnvError, GpuPreflightError, RunnerError) as exc:
-        _record_not_started(run_dir, stage.name, variant, exc, log_path, started, ledger)
-        raise
-    else:
-        rundir.not_started_path(run_dir, stage.name, variant).unlink(missing_ok=True)
-    finally:
-        outcome.seconds = time.monotonic() - t0
-        failed = [o for o in outcome.pages.values() if o.status == "failed"]
-        for o in failed if force else ():   # a current page kept for `force` that failed now
-            if o.page_id in current:
-                freshness.remove_stale_page(out_dir, o.page_id, judged.get(o.page_id))
-        # Held pages did not run: their failure is in the ledger since the call it happened in.
-        not_run = {page.page_id for page, _ in held}
-        if ledger:
-            record_failures(run_dir, stage.name, [asdict(o) for o in failed if o.page_id not in not_run],
-                                   variant=variant)
-    return outcome

@@ -1,10 +1,10 @@
-"""Where the runner scripts, shipped configs and review templates live (wheel or checkout)."""
+"""Where the runner scripts and shipped configs live (wheel or checkout)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["resource_dir", "runners_dir", "configs_dir", "review_dir", "default_config_path"]
+__all__ = ["resource_dir", "runners_dir", "configs_dir", "default_config_path"]
 
 _PKG = Path(__file__).resolve().parent
 
@@ -23,10 +23,6 @@ def runners_dir() -> Path:
 
 def configs_dir() -> Path:
     return resource_dir("configs")
-
-
-def review_dir() -> Path:
-    return resource_dir("review")
 
 
 def default_config_path() -> Path:

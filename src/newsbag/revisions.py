@@ -43,7 +43,8 @@ REVISIONS: dict[str, Revision] = {
     "review": Revision(2, ("review/stage.py", "review/render.py", "review/score.py", "review/gallery.py",
                            "review/reading.py")),
     # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.
-    "transcription": Revision(2, ("transcription.py", "transcript.py")),
+    # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).
+    "transcription": Revision(3, ("transcription.py", "transcript.py")),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.

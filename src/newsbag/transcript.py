@@ -122,6 +122,20 @@ def column_pieces(xyxy: np.ndarray, is_text: np.ndarray, read: np.ndarray, rank:
     return part_xyxy[keep], pos[part_box[keep]], part_rank[keep], n_parts[part_box[keep]] > 1
 
 
+def plan_regions(region_xyxy: np.ndarray, region_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The crops to recognise when a recogniser finds the lines of a region itself: each region
+    one crop, in reading order.
+
+    Returns:
+        crops (R, 4) and their region index (R,), as `plan_page`.
+
+    >>> plan_regions(np.array([[0, 50, 9, 60], [0, 0, 9, 40]]), np.array([1, 0]))[1]
+    array([1, 0])
+    """
+    order = np.argsort(np.asarray(region_rank), kind="stable").astype(np.intp)
+    return np.asarray(region_xyxy, dtype=np.float64).reshape(-1, 4)[order], order
+
+
 def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.ndarray | None,
               max_solo_lines: float = 2.5) -> tuple[np.ndarray, np.ndarray]:
     """The crops to recognise for a page's text regions, in reading order.

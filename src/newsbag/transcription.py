@@ -30,8 +30,8 @@ from .io import atomic_text_file, atomic_write_text, read_json, read_page, write
 from .pages import read_pages
 from .resources import runners_dir
 from .revisions import revision, why_stale
-from .transcription_options import TranscriptionParams, parse_transcription_options
-from .transcript import assemble, column_pieces, line_rows, plan_page, take_block_text
+from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
+from .transcript import assemble, column_pieces, line_rows, plan_page, plan_regions, take_block_text
 
 __all__ = ["recognizer_stage", "run_transcription", "transcript_status"]
 
@@ -212,7 +212,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
     # The runner's revision too: a recogniser whose output changed for the same crops reads them again.
-    params_rec = {"lines_source": params.lines_source, "revision": stage.revision, "family": stage.family,
+    params_rec = {"lines_source": params.lines_source, "unit": crop_unit(params), "revision": stage.revision,
+                  "family": stage.family,
                   "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
@@ -385,6 +386,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     stage = recognizer_stage(params, plan_dir)
     inputs = _page_inputs(run_dir, variant, params, stage)
     block_dirs = _block_dirs(run_dir, params)
+    unit = crop_unit(params)
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo, dropped = [], False
 
@@ -409,7 +411,7 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
         try:
             lines = _lines(lines_path, page_id)
             page, idx, xyxy, rank, article, is_title, bbox = _read_regions(fused_path, page_id, lines)
-            crops, region_of = plan_page(xyxy, rank, lines)
+            crops, region_of = plan_regions(xyxy, rank) if unit == "region" else plan_page(xyxy, rank, lines)
             taken, block_lines = _take_blocks(xyxy, crops, region_of, *_block_text(block_dirs, page_id))
         except RunDirError:  # not this page's fault: stop the stage with one line
             raise
@@ -425,10 +427,11 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             _write_transcript(out_dir, page_id, plan, [], variant)
             settle(page_id, None)
             continue
-        # The runner reads "lines" and the page size they are in ("size_wh"); the rest waits here for its answer.
+        # The runner reads the crops, what each is and the page size they are in (runners/_plan.py);
+        # the rest waits here for its answer.
         size_wh = [page["image"]["width"], page["image"]["height"]]
-        write_json(plan_dir / f"{page_id}.json", {"lines": np.round(crops, 2).tolist(), "size_wh": size_wh,
-                                                  "transcript": plan}, compact=True)
+        write_json(plan_dir / f"{page_id}.json", {"crops": np.round(crops, 2).tolist(), "unit": unit,
+                                                  "size_wh": size_wh, "transcript": plan}, compact=True)
         todo.append(records[page_id])
     if todo:
         def on_read(o: PageOutcome) -> None:

@@ -8,10 +8,12 @@ from typing import Any, Mapping
 from .options import option, parse
 
 __all__ = ["TranscriptionParams", "RECOGNIZER_FAMILIES", "parse_transcription_options", "transcription_source_names",
-           "recognizer_family"]
+           "recognizer_family", "crop_unit"]
 
 _SOURCE = r"[^/]+/[^/]+"   # "<stage>/<variant>"
 RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
+# The recognisers that find the lines of a region themselves (the others read one line per crop).
+_READS_REGIONS = frozenset({"recognize_tesseract"})
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,27 @@ class TranscriptionParams:
                                     choices=RECOGNIZER_FAMILIES)
     recognizer: Mapping[str, Any] = option("object", {}, "parameters of the recogniser family's tool.json "
                                            "(runners/<recognizer_family>.tool.json)")
+    read: str = option("string", "auto", "what one crop is: lines (a text line of lines_source each) or regions "
+                       "(a fused region or column part each, whose lines the recogniser finds: "
+                       "recognize_tesseract); auto: regions where the recogniser finds lines, else lines",
+                       choices=("auto", "lines", "regions"))
 
 
 def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
     """Validated options; a one-line ValueError on unknown keys or bad values."""
-    return parse(TranscriptionParams, options, "transcription stage", frozenset({"name", "kind", "description"}))
+    params = parse(TranscriptionParams, options, "transcription stage", frozenset({"name", "kind", "description"}))
+    if params.read == "regions" and params.recognizer_family not in _READS_REGIONS:
+        raise ValueError(f"transcription stage: read 'regions' needs a recogniser that finds lines itself "
+                         f"({', '.join(sorted(_READS_REGIONS))}); {params.recognizer_family} reads one line per "
+                         "crop: set read to 'lines'")
+    return params
+
+
+def crop_unit(params: TranscriptionParams) -> str:
+    """What one crop of the recogniser's plan is: "region" or "line" (runners/_plan.py `UNITS`)."""
+    if params.read == "auto":
+        return "region" if params.recognizer_family in _READS_REGIONS else "line"
+    return params.read[:-1]
 
 
 def transcription_source_names(options: Mapping[str, Any]) -> list[tuple[str, str]]:

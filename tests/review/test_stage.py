@@ -494,8 +494,6 @@ def test_a_grey_page_gets_a_jpeg_scan_and_board_a_black_and_white_one_a_1_bit_pn
     grey = np.tile(np.linspace(60, 200, review_kit.W, dtype=np.uint8), (review_kit.H, 1))
     Image.fromarray(grey).save(review_run / "images" / "p2.png")
     pages = review_run / "review" / "pages"
-    (pages / "p2").mkdir(parents=True)
-    (pages / "p2" / "board.png").write_bytes(b"a board an earlier newsbag drew for every page")
     run_review(review_run, IDS, {**CFG, "top_n": 1})
     scans = {p: json.loads((pages / p / "info.json").read_text())["scan"] for p in ("p1", "p2")}
     assert scans == {"p1": "scan.png", "p2": "scan.jpg"}

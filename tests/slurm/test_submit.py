@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from newsbag.slurm import read_jobs
+from newsbag.slurm.jobs import read_jobs
 
 from slurm_helpers import (FUSION_VARIANTS, REPO, SLURM_DIR, SUBMIT, all_terminal, bag_config, show_job, submit,
                            wait_for)

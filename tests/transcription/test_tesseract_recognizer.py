@@ -28,10 +28,15 @@ def _words(text):
 
 
 @needs
-def test_tesseract_reads_the_lines_with_word_boxes_and_confidences(tmp_path):
+@pytest.mark.parametrize(("read", "unit", "crops"), [("auto", "region", 3), ("regions", "region", 3),
+                                                     ("lines", "line", 7)])
+def test_tesseract_reads_the_lines_with_word_boxes_and_confidences(tmp_path, read, unit, crops):
+    # Whole regions (Tesseract finds their lines; the default) or the line source's lines: the same lines come out.
     run = write_run(tmp_path)
-    options = {"recognizer_family": "recognize_tesseract", "recognizer": {"models": ["eng"]}}
+    options = {"recognizer_family": "recognize_tesseract", "recognizer": {"models": ["eng"]}, "read": read}
     assert run_transcription(run, ["p1"], options)["ok"] == 1
+    plan = json.loads((rundir.transcript_dir(run, "C") / "_plan" / "p1.json").read_text())
+    assert (plan["unit"], len(plan["crops"])) == (unit, crops)
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
     assert record["models"] == ["eng"]
     assert len(_words(record["regions"][0]["text"]) & _words(HEADLINE)) >= 3
@@ -114,10 +119,17 @@ def test_a_word_tesseract_finds_but_reads_no_text_in_is_left_out_not_a_failed_pa
     box = [39.44, 284.9, 76.93, 296.55]
     with Image.open(SAMPLE) as im:
         size = list(im.size)
-    (tmp_path / "p.json").write_text(json.dumps({"lines": [box], "size_wh": size}))
+    (tmp_path / "p.json").write_text(json.dumps({"crops": [box], "unit": "line", "size_wh": size}))
     reader = recognize_tesseract.TesseractRecognizer(
         {"models": ["eng"], "tessdata": "", "sample_lines": 24, "plan_dir": str(tmp_path)}, "cpu", True)
     (line,) = reader.detect(str(SAMPLE), {"page_id": "p"})
     reader.close()
     assert (line["bbox_xyxy"], line["order"]) == (box, 0)
     assert line["text"] == " ".join(w["text"] for w in line["words"])
+
+
+def test_the_model_choice_samples_crops_spread_over_the_page():
+    assert recognize_tesseract.spread_order(7) == [3, 1, 5, 0, 2, 4, 6]
+    assert sorted(recognize_tesseract.spread_order(100)) == list(range(100))
+    assert sorted(recognize_tesseract.spread_order(100)[:4]) == [12, 25, 50, 75]
+    assert recognize_tesseract.spread_order(0) == []

@@ -123,7 +123,7 @@ def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
     result = run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})
     assert (result["ok"], result["failed"]) == (1, 0)
     out = rundir.transcript_dir(run, "C")
-    assert len(json.loads((out / "_plan" / "p1.json").read_text())["lines"]) == 4
+    assert len(json.loads((out / "_plan" / "p1.json").read_text())["crops"]) == 4
     record = json.loads((out / "p1.json").read_text())
     right = record["regions"][2]
     assert right["text"] == block
@@ -549,3 +549,14 @@ def test_status_says_nothing_of_transcription_before_the_opt_in_stage_ran(tmp_pa
     run = write_run(tmp_path)
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert json.loads(out)["builtin"]["transcription"] == []
+
+
+def test_reading_whole_regions_needs_a_recogniser_that_finds_their_lines():
+    from newsbag.transcription_options import crop_unit, parse_transcription_options
+
+    assert crop_unit(parse_transcription_options({"recognizer_family": "recognize_tesseract"})) == "region"
+    assert crop_unit(parse_transcription_options({"recognizer_family": "recognize"})) == "line"
+    assert crop_unit(parse_transcription_options({"recognizer_family": "recognize_tesseract", "read": "lines"})) == "line"
+    with pytest.raises(ValueError, match="read 'regions' needs a recogniser that finds lines itself "
+                                         r"\(recognize_tesseract\); recognize reads one line per crop"):
+        parse_transcription_options({"recognizer_family": "recognize", "read": "regions"})

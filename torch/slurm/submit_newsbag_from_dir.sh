@@ -106,7 +106,7 @@ fi
 recalled=()
 if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
   # Reading the settings needs Python: without NEWSBAG_PY or VENV_DIR, the interpreter the first
-  # submit recorded (read here without Python: `slurm.save_settings` writes one "KEY": "value" a line;
+  # submit recorded (read here without Python: `slurm.settings.save_settings` writes one "KEY": "value" a line;
   # a value with JSON escapes is not read, and the default below is named instead).
   settings_file=$run_dir/slurm/submit.json
   recorded_py=""

@@ -6,7 +6,7 @@ import logging
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -337,53 +337,79 @@ def run_export(
         log.warning("export: nothing to export in %s (no fused variant%s)", run_dir,
                     "" if params.sources else "; add --sources for the source layouts")
     per_page = [f for f in params.formats if f in _WRITERS]
-    page_status: dict[str, str] = {p: "skipped" for p in page_ids}
-    failures: list[dict] = []
-    failed_by_layer: dict[str, set[str]] = {layer.name: set() for layer in layers}
+    tally = _Tally({p: "skipped" for p in page_ids}, {layer.name: set() for layer in layers})
     linked = _linked_images(read_pages(run_dir))
     if per_page:
-        tasks = ((run_dir, exports, layer, page_id, per_page, force, linked.get(page_id))
-                 for page_id in page_ids for layer in layers)
-        remaining = {p: len(layers) for p in page_ids}
-        with page_map(workers) as run_map:
-            for page_id, layer_name, statuses, error in run_map(_page_task, tasks):
-                if error:
-                    log.error("export: page %s (%s): %s", page_id, layer_name, error)
-                    failures.append({"page_id": page_id, "layer": layer_name, "error": error})
-                    failed_by_layer[layer_name].add(page_id)
-                    page_status[page_id] = "failed"
-                elif "ok" in statuses.values() and page_status[page_id] != "failed":
-                    page_status[page_id] = "ok"
-                remaining[page_id] -= 1
-                if remaining[page_id] == 0 and progress is not None:
-                    progress(page_id, "done" if page_status[page_id] == "ok" else page_status[page_id])
+        _export_pages(run_dir, exports, layers, page_ids, per_page, force, linked, workers, progress, tally)
     elif progress is not None:
         for page_id in page_ids:
             progress(page_id, "skipped")
-    coco = {}
-    failed_elsewhere: set[str] = set()   # pages outside this call's selection that COCO could not read
-    # COCO describes the whole run (every manifest page that has the layer), whatever subset this call wrote.
-    everyone = rundir.members(run_dir, page_ids)
-    if "coco" in params.formats:
-        for layer in layers:
-            try:
-                coco[layer.name], left_out = _write_coco(run_dir, exports, layer, everyone, force,
-                                                         failed_by_layer[layer.name], linked)
-            except (OSError, ValueError) as exc:
-                error = first_line(exc)
-                log.error("export: coco %s: %s", layer.name, error)
-                failures.append({"page_id": "", "layer": layer.name, "error": f"coco: {error}"})
-                coco[layer.name] = "failed"
-                continue
-            for failure in left_out:   # the pages of the whole run it could not read
-                log.error("export: page %s (%s): %s", failure["page_id"], layer.name, failure["error"])
-                failures.append(failure)
-                if failure["page_id"] in page_status:
-                    page_status[failure["page_id"]] = "failed"
-                else:
-                    failed_elsewhere.add(failure["page_id"])
-    record_failures(run_dir, "export", failures)
-    counts = {s: sum(v == s for v in page_status.values()) for s in ("ok", "skipped", "failed")}
-    return {"pages": len(page_ids), **counts, "failed": counts["failed"] + len(failed_elsewhere) + sum(v == "failed" for v in coco.values()),
-            "failures": failures, "layers": [layer.name for layer in layers], "coco": coco,
+    coco = _export_cocos(run_dir, exports, layers, page_ids, force, linked, tally) if "coco" in params.formats else {}
+    record_failures(run_dir, "export", tally.failures)
+    counts = {s: sum(v == s for v in tally.page_status.values()) for s in ("ok", "skipped", "failed")}
+    failed = counts["failed"] + len(tally.failed_elsewhere) + sum(v == "failed" for v in coco.values())
+    return {"pages": len(page_ids), **counts, "failed": failed,
+            "failures": tally.failures, "layers": [layer.name for layer in layers], "coco": coco,
             "formats": list(params.formats), "exports": str(exports)}
+
+
+@dataclass
+class _Tally:
+    """What one export call found, filled in as its files are written."""
+
+    page_status: dict[str, str]          # each selected page: ok | skipped | failed
+    failed_by_layer: dict[str, set[str]]
+    failures: list[dict] = field(default_factory=list)
+    failed_elsewhere: set[str] = field(default_factory=set)   # pages outside the selection COCO could not read
+
+    def fail(self, page_id: str, layer: str, error: str) -> None:
+        """Log and record one page's failure in `layer` ("" page id: the layer's COCO file)."""
+        log.error("export: page %s (%s): %s", page_id, layer, error)
+        self.failures.append({"page_id": page_id, "layer": layer, "error": error})
+
+
+def _export_pages(run_dir: Path, exports: Path, layers: list[_Layer], page_ids: list[str], formats: list[str],
+                  force: bool, linked: dict[str, str], workers: int,
+                  progress: Callable[[str, str], None] | None, tally: _Tally) -> None:
+    """Write the per-page `formats` of every page and layer; `progress` hears of a page once all
+    its layers are done."""
+    tasks = ((run_dir, exports, layer, page_id, formats, force, linked.get(page_id))
+             for page_id in page_ids for layer in layers)
+    remaining = {p: len(layers) for p in page_ids}
+    status = tally.page_status
+    with page_map(workers) as run_map:
+        for page_id, layer_name, statuses, error in run_map(_page_task, tasks):
+            if error:
+                tally.fail(page_id, layer_name, error)
+                tally.failed_by_layer[layer_name].add(page_id)
+                status[page_id] = "failed"
+            elif "ok" in statuses.values() and status[page_id] != "failed":
+                status[page_id] = "ok"
+            remaining[page_id] -= 1
+            if remaining[page_id] == 0 and progress is not None:
+                progress(page_id, "done" if status[page_id] == "ok" else status[page_id])
+
+
+def _export_cocos(run_dir: Path, exports: Path, layers: list[_Layer], page_ids: list[str], force: bool,
+                  linked: dict[str, str], tally: _Tally) -> dict[str, str]:
+    """Write each layer's COCO file: layer -> ok | skipped | empty | failed. COCO describes the
+    whole run (every manifest page that has the layer), whatever subset this call wrote."""
+    everyone = rundir.members(run_dir, page_ids)
+    coco = {}
+    for layer in layers:
+        try:
+            coco[layer.name], left_out = _write_coco(run_dir, exports, layer, everyone, force,
+                                                     tally.failed_by_layer[layer.name], linked)
+        except (OSError, ValueError) as exc:
+            error = first_line(exc)
+            log.error("export: coco %s: %s", layer.name, error)
+            tally.failures.append({"page_id": "", "layer": layer.name, "error": f"coco: {error}"})
+            coco[layer.name] = "failed"
+            continue
+        for failure in left_out:   # the pages of the whole run it could not read
+            tally.fail(failure["page_id"], layer.name, failure["error"])
+            if failure["page_id"] in tally.page_status:
+                tally.page_status[failure["page_id"]] = "failed"
+            else:
+                tally.failed_elsewhere.add(failure["page_id"])
+    return coco

@@ -9,7 +9,7 @@ them into the JSON ``support`` and ``members`` lists.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Callable
 
@@ -213,48 +213,50 @@ def _resolve(
     """Average IoU-matched boxes of `idx` (WBF style), then keep one granularity per nest."""
     boxes, pairs, src, fam = pre.boxes, pre.pairs, pre.src, pre.fam
     n = len(boxes)
-    sel = np.zeros(n, bool)
-    sel[idx] = True
-    e = sel[pairs.i] & sel[pairs.j] & pre.matchable & (pre.iou >= params.t_iou)
+    chosen = np.zeros(n, bool)
+    chosen[idx] = True
+    matched = chosen[pairs.i] & chosen[pairs.j] & pre.matchable & (pre.iou >= params.t_iou)
     local = np.full(n, -1, np.intp)
     local[idx] = np.arange(len(idx))
-    gid = connected_groups(len(idx), local[pairs.i[e]], local[pairs.j[e]])
-    g = int(gid.max()) + 1 if len(gid) else 0
+    gid = connected_groups(len(idx), local[pairs.i[matched]], local[pairs.j[matched]])
+    n_groups = int(gid.max()) + 1 if len(gid) else 0
 
-    w = weight[idx]
-    weighted = take_rows(boxes.xyxy, idx) * w[:, None]
+    member_weight = weight[idx]
+    weighted = take_rows(boxes.xyxy, idx) * member_weight[:, None]
     # One bincount per corner: the sums of a 2-D np.add.at, added in the same order (4x faster).
-    xyxy = np.stack([np.bincount(gid, weighted[:, k], minlength=g) for k in range(4)], axis=1) if g else np.zeros((0, 4))
-    wsum = np.bincount(gid, w, minlength=g)
-    xyxy /= np.maximum(wsum, _EPS)[:, None]
-    sc = boxes.score[idx].astype(np.float64)
-    has = ~np.isnan(sc)
-    ssum = np.bincount(gid[has], sc[has], minlength=g)
-    scount = np.bincount(gid[has], minlength=g)
-    score = np.where(scount > 0, ssum / np.maximum(scount, 1), np.nan)
-    label = boxes.label[idx[_heaviest(gid, w, g)]]
-    support = np.zeros(g, np.int64)
+    xyxy = (np.stack([np.bincount(gid, weighted[:, k], minlength=n_groups) for k in range(4)], axis=1)
+            if n_groups else np.zeros((0, 4)))
+    weight_sum = np.bincount(gid, member_weight, minlength=n_groups)
+    xyxy /= np.maximum(weight_sum, _EPS)[:, None]
+    member_score = boxes.score[idx].astype(np.float64)
+    scored = ~np.isnan(member_score)
+    score_sum = np.bincount(gid[scored], member_score[scored], minlength=n_groups)
+    n_scored = np.bincount(gid[scored], minlength=n_groups)
+    score = np.where(n_scored > 0, score_sum / np.maximum(n_scored, 1), np.nan)
+    label = boxes.label[idx[_heaviest(gid, member_weight, n_groups)]]
+    support = np.zeros(n_groups, np.int64)
     np.bitwise_or.at(support, gid, sup_bits[idx])
-    n_fam = int(fam.max()) + 1 if len(fam) else 1
-    seen = np.zeros(g * n_fam, bool)   # families per group (a bool table: np.unique sorted them)
-    seen[gid * n_fam + fam[idx]] = True
-    own_n = np.count_nonzero(seen.reshape(g, n_fam), axis=1).astype(np.float64)
-    group_rank = np.full(g, np.iinfo(np.int64).max)
+    n_families = int(fam.max()) + 1 if len(fam) else 1
+    # Families per group as a bool table (np.unique sorted them).
+    family_seen = np.zeros(n_groups * n_families, bool)
+    family_seen[gid * n_families + fam[idx]] = True
+    own_n = np.count_nonzero(family_seen.reshape(n_groups, n_families), axis=1).astype(np.float64)
+    group_rank = np.full(n_groups, np.iinfo(np.int64).max)
     np.minimum.at(group_rank, gid, rank[src[idx]])
 
     keep, absorber, splits = _nesting(xyxy, coarse_codes(label), group_rank, own_n, params)
     kept = np.flatnonzero(keep)
     # Each group's members go to the kept box that holds them: itself or its absorber.
-    pos = np.full(g, -1, np.intp)
-    pos[kept] = np.arange(len(kept))
-    owner = pos[np.where(keep, np.arange(g), absorber)][gid]
+    kept_pos = np.full(n_groups, -1, np.intp)
+    kept_pos[kept] = np.arange(len(kept))
+    owner = kept_pos[np.where(keep, np.arange(n_groups), absorber)][gid]
     held = owner >= 0
     kept_support = np.zeros(len(kept), np.int64)
     np.bitwise_or.at(kept_support, owner[held], sup_bits[idx[held]])
     gone = np.flatnonzero(splits)
-    spos = np.full(g, -1, np.intp)
-    spos[gone] = np.arange(len(gone))
-    replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, spos[gid], len(gone)),
+    gone_pos = np.full(n_groups, -1, np.intp)
+    gone_pos[gone] = np.arange(len(gone))
+    replaced = _Resolved(take_rows(xyxy, gone), score[gone], label[gone], _split_by(idx, gone_pos[gid], len(gone)),
                          support[gone], group_rank[gone])
     return _Resolved(take_rows(xyxy, kept), score[kept], label[kept], _split_by(idx[held], owner[held], len(kept)),
                      kept_support, group_rank[kept], replaced)
@@ -598,6 +600,80 @@ def _regroup(mem: np.ndarray, owner: np.ndarray, parent: np.ndarray) -> tuple[np
     return mem[pos], np.repeat(np.arange(len(parent)), c)
 
 
+@dataclass(frozen=True)
+class _Blocks:
+    """Paragraph regions while `fuse_paragraphs` builds them: input box ``mem[k]`` is a member of
+    region ``owner[k]``."""
+
+    xyxy: np.ndarray    # (R, 4)
+    mem: np.ndarray     # (K,) indices into the input boxes
+    owner: np.ndarray   # (K,) indices into `xyxy`
+
+    def kept(self, keep: np.ndarray) -> _Blocks:
+        """The regions where `keep` (R,) is true, with their members."""
+        return _Blocks(self.xyxy[keep], *_regroup(self.mem, self.owner, np.flatnonzero(keep)))
+
+    def replaced(self, cut: np.ndarray, parent: np.ndarray, pieces: np.ndarray) -> _Blocks:
+        """Regions `cut` replaced by `pieces` (their members follow `parent`); the rest stay first."""
+        if not len(cut):
+            return self
+        stay = np.setdiff1d(np.arange(len(self.xyxy)), cut)
+        mem, owner = _regroup(self.mem, self.owner, np.concatenate([stay, parent]))
+        return _Blocks(np.concatenate([self.xyxy[stay], pieces]), mem, owner)
+
+    def appended(self, new_xyxy: np.ndarray, new_mem: np.ndarray, new_owner: np.ndarray) -> _Blocks:
+        """Regions `new_xyxy` after the current ones; `new_mem` are members of new region `new_owner`."""
+        return _Blocks(np.concatenate([self.xyxy, new_xyxy]), np.concatenate([self.mem, new_mem]),
+                       np.concatenate([self.owner, len(self.xyxy) + np.asarray(new_owner, np.intp)]))
+
+
+@dataclass(frozen=True)
+class _ParagraphEvidence:
+    """What `fuse_paragraphs` derives from its boxes before it builds a region (step 0, 1)."""
+
+    coarse: np.ndarray        # (N,) coarse class codes
+    is_line: np.ndarray       # (N,) bool, text lines (evidence only)
+    region: np.ndarray        # (N,) bool, region boxes under `max_page_share`
+    textlike: np.ndarray      # (N,) bool, text and title regions
+    src: np.ndarray           # (N,) source codes
+    rank: np.ndarray          # (S,) granularity rank of each source
+    in_base: np.ndarray       # (N,) bool, the structure source's text blocks
+    is_evidence: np.ndarray   # (N,) bool, text regions of the other families
+    same_family: bool         # the text lines come from the structure source's family
+    lines: np.ndarray         # (L, 4) text lines
+    line_h: float             # their median height (0 without lines)
+    pairs: Pairs | None       # overlapping pairs of the input, when the caller has them
+
+    def evidence_pairs(self, mask: np.ndarray) -> Pairs | None:
+        """Pairs of the boxes of `mask` with the evidence: from the caller's pairs (no tree over the evidence)."""
+        return None if self.pairs is None else pairs_between(self.pairs, mask, self.is_evidence)
+
+
+def _paragraph_evidence(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None) -> _ParagraphEvidence:
+    """Steps (0) and (1) of `fuse_paragraphs`: region boxes, the structure source's blocks, the evidence."""
+    coarse = coarse_codes(boxes.label)
+    is_line = coarse == COARSE["line"]
+    region = ~is_line & ~_page_sized(boxes, params.max_page_share)
+    textlike = region & _IS_TEXTLIKE[coarse]
+    src_names, src = column_codes(boxes, "source")
+    _, fam = column_codes(boxes, "family")
+    rank = _glob_rank(src_names, params.granularity)
+    lines = boxes.xyxy[is_line]
+    in_base = np.zeros(len(boxes), bool)
+    if textlike.any():
+        key = rank[src[textlike]] * len(src_names) + src[textlike]
+        in_base = textlike & (src == src[textlike][np.argmin(key)])
+    base = np.flatnonzero(in_base)
+    no_base = not len(base)
+    return _ParagraphEvidence(
+        coarse=coarse, is_line=is_line, region=region, textlike=textlike, src=src, rank=rank, in_base=in_base,
+        is_evidence=np.zeros(len(boxes), bool) if no_base else textlike & (fam != fam[base[0]]),
+        # The score rule needs the text-line detector's scale (a block's score is the mean text
+        # probability of its lines): layout models' scores mean something else.
+        same_family=not no_base and bool((fam[is_line] == fam[base[0]]).any()),
+        lines=lines, line_h=float(np.median(lines[:, 3] - lines[:, 1])) if len(lines) else 0.0, pairs=pairs)
+
+
 def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None = None) -> Boxes:
     """Paragraph regions: the structure source's text blocks, corrected by the other members.
 
@@ -617,74 +693,74 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     (5b: `lines_match`, `lines_back`), which are labelled ``text``. Support: the member
     sources plus every source whose same-class boxes cover `t_cover` of the region.
     """
-    meta = boxes.meta
     if len(boxes) == 0:
         return _empty(boxes)
-    coarse = coarse_codes(boxes.label)
-    is_line = coarse == COARSE["line"]
-    sized = ~_page_sized(boxes, params.max_page_share)
-    region = ~is_line & sized
-    textlike = region & _IS_TEXTLIKE[coarse]
-    src_names, src = column_codes(boxes, "source")
-    _, fam = column_codes(boxes, "family")
-    rank = _glob_rank(src_names, params.granularity)
-    lines = boxes.xyxy[is_line]
-    lh = float(np.median(lines[:, 3] - lines[:, 1])) if len(lines) else 0.0
+    ev = _paragraph_evidence(boxes, params, pairs)
+    base = np.flatnonzero(ev.in_base)
+    blocks = _Blocks(boxes.xyxy[base], base.copy(), np.arange(len(base)))
+    if len(ev.lines) and len(base):
+        blocks = _corrected_blocks(blocks, boxes.score[base], boxes.xyxy[ev.is_evidence], ev, params,
+                                   boxes.meta.width)
+    extra = _other_classes(boxes, ev.region & ~ev.textlike, ev.coarse, ev.src, ev.rank, blocks.xyxy)
+    blocks = blocks.appended(boxes.xyxy[extra], extra, np.arange(len(extra)))
+    return _paragraph_boxes(boxes, blocks, ev, params)
 
-    in_base = np.zeros(len(boxes), bool)
-    if textlike.any():
-        key = rank[src[textlike]] * len(src_names) + src[textlike]
-        in_base = textlike & (src == src[textlike][np.argmin(key)])
-    base = np.flatnonzero(in_base)
-    xyxy = boxes.xyxy[base]
-    mem, owner = base.copy(), np.arange(len(base))
-    is_evidence = textlike & (fam != fam[base[0]]) if len(base) else np.zeros(len(boxes), bool)
-    evidence = boxes.xyxy[is_evidence]
 
-    def evidence_pairs(mask: np.ndarray) -> Pairs | None:
-        # Pool boxes meet the evidence in the pairs the caller has (no tree over the evidence).
-        return None if pairs is None else pairs_between(pairs, mask, is_evidence)
+def _corrected_blocks(blocks: _Blocks, base_score: np.ndarray, evidence: np.ndarray, ev: _ParagraphEvidence,
+                      params: ParagraphParams, width: float) -> _Blocks:
+    """Steps (2) to (5b) of `fuse_paragraphs` on the base blocks of a page with text lines.
 
-    if len(lines) and len(base):
-        tree = box_tree(lines)
-        # The score rule needs the text-line detector's scale (a block's score is the mean text
-        # probability of its lines): layout models' scores mean something else.
-        same_family = bool((fam[is_line] == fam[base[0]]).any())
-        keep = noise_mask(xyxy, boxes.score[base], evidence, lh, params.noise_h,
-                          params.noise_score if same_family else 0.0, params.noise_cover, params.noise_tall,
-                          pairs=evidence_pairs(in_base))
-        if params.nest_share > 0:
-            # On the detector's own blocks, before noise goes: a dropped inner block still
-            # shows that the outer one is not a paragraph. Pieces keep their block's verdict.
-            gutters = column_bounds(lines, meta.width, 0.5 * lh)
-            cut, (parent, pieces) = unnest_blocks(xyxy, lines, gutters, lh, params.nest_share, params.nest_max_h,
-                                                  params.nest_poke, tree=tree)
-            xyxy, mem, owner = _replace(xyxy, mem, owner, cut, parent, pieces)
-            keep = np.r_[np.delete(keep, cut), keep[parent]]
-        xyxy, (mem, owner) = xyxy[keep], _regroup(mem, owner, np.flatnonzero(keep))
-        if params.gutter_min_h > 0:
-            cut, (parent, pieces) = gutter_cuts(xyxy, evidence, lines, lh, params.gutter_min_h, tree=tree)
-            xyxy, mem, owner = _replace(xyxy, mem, owner, cut, parent, pieces)
-        if params.split_columns:
-            mb, ml = inside_pairs(xyxy, lines, tree=tree)
-            n_cols, parent, seg = _column_segments(xyxy, lines, mb, ml, params, meta.width)
-            xyxy, mem, owner = _replace(xyxy, mem, owner, np.flatnonzero(n_cols >= 2), parent, seg)
-        if params.join:
-            a, b = join_pairs(xyxy, lines, lh, params.join_gap, params.join_indent, params.join_short, tree=tree)
-            if len(a):
-                gid = connected_groups(len(xyxy), a, b)
-                xyxy, owner = group_extent(xyxy, gid, int(gid.max()) + 1), gid[owner]
-        if params.lines_match > 0:
-            li = matched_lines(xyxy, lines, evidence, params.lines_match, pairs=evidence_pairs(is_line))
-            xyxy, mem, owner = _append(xyxy, mem, owner, lines[li], np.flatnonzero(is_line)[li], np.arange(len(li)))
-        if params.lines_back:
-            back, li, bid = lines_back(xyxy, lines, evidence, params.lines_back_cover, tree)
-            xyxy, mem, owner = _append(xyxy, mem, owner, back, np.flatnonzero(is_line)[li], bid)
-    extra = _other_classes(boxes, region & ~textlike, coarse, src, rank, xyxy)
-    xyxy, mem, owner = _append(xyxy, mem, owner, boxes.xyxy[extra], extra, np.arange(len(extra)))
+    Args:
+        base_score: (R,) scores of the base blocks; evidence: (E, 4) the other families' text regions.
+    """
+    lines, lh = ev.lines, ev.line_h
+    tree = box_tree(lines)
+    blocks = _denoised_blocks(blocks, base_score, evidence, ev, params, width, tree)
+    if params.gutter_min_h > 0:
+        cut, (parent, pieces) = gutter_cuts(blocks.xyxy, evidence, lines, lh, params.gutter_min_h, tree=tree)
+        blocks = blocks.replaced(cut, parent, pieces)
+    if params.split_columns:
+        mb, ml = inside_pairs(blocks.xyxy, lines, tree=tree)
+        n_cols, parent, seg = _column_segments(blocks.xyxy, lines, mb, ml, params, width)
+        blocks = blocks.replaced(np.flatnonzero(n_cols >= 2), parent, seg)
+    if params.join:
+        a, b = join_pairs(blocks.xyxy, lines, lh, params.join_gap, params.join_indent, params.join_short, tree=tree)
+        if len(a):
+            gid = connected_groups(len(blocks.xyxy), a, b)
+            blocks = _Blocks(group_extent(blocks.xyxy, gid, int(gid.max()) + 1), blocks.mem, gid[blocks.owner])
+    line_idx = np.flatnonzero(ev.is_line)
+    if params.lines_match > 0:
+        li = matched_lines(blocks.xyxy, lines, evidence, params.lines_match, pairs=ev.evidence_pairs(ev.is_line))
+        blocks = blocks.appended(lines[li], line_idx[li], np.arange(len(li)))
+    if params.lines_back:
+        back, li, bid = lines_back(blocks.xyxy, lines, evidence, params.lines_back_cover, tree)
+        blocks = blocks.appended(back, line_idx[li], bid)
+    return blocks
+
+
+def _denoised_blocks(blocks: _Blocks, base_score: np.ndarray, evidence: np.ndarray, ev: _ParagraphEvidence,
+                     params: ParagraphParams, width: float, tree) -> _Blocks:
+    """Step (2) of `fuse_paragraphs`: noise blocks dropped, nested blocks unnested."""
+    keep = noise_mask(blocks.xyxy, base_score, evidence, ev.line_h, params.noise_h,
+                      params.noise_score if ev.same_family else 0.0, params.noise_cover, params.noise_tall,
+                      pairs=ev.evidence_pairs(ev.in_base))
+    if params.nest_share > 0:
+        # On the detector's own blocks, before noise goes: a dropped inner block still
+        # shows that the outer one is not a paragraph. Pieces keep their block's verdict.
+        gutters = column_bounds(ev.lines, width, 0.5 * ev.line_h)
+        cut, (parent, pieces) = unnest_blocks(blocks.xyxy, ev.lines, gutters, ev.line_h, params.nest_share,
+                                              params.nest_max_h, params.nest_poke, tree=tree)
+        blocks = blocks.replaced(cut, parent, pieces)
+        keep = np.r_[np.delete(keep, cut), keep[parent]]
+    return blocks.kept(keep)
+
+
+def _paragraph_boxes(boxes: Boxes, blocks: _Blocks, ev: _ParagraphEvidence, params: ParagraphParams) -> Boxes:
+    """The finished regions of `fuse_paragraphs` as fused boxes: members, score, label, support, order."""
+    meta, xyxy = boxes.meta, blocks.xyxy
     n = len(xyxy)
     # One member once per region (joins and cuts can repeat one), sorted by region then index.
-    key = np.unique(owner.astype(np.int64) * len(boxes) + mem)
+    key = np.unique(blocks.owner.astype(np.int64) * len(boxes) + blocks.mem)
     own, flat = (key // len(boxes)).astype(np.intp), (key % len(boxes)).astype(np.intp)
     members = _split_by(flat, own, n)
     score = np.bincount(own, np.nan_to_num(boxes.score[flat].astype(np.float64), nan=_NAN_SCORE_WEIGHT), minlength=n)
@@ -693,13 +769,13 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     label = np.zeros(n, np.int8)
     label[own[first]] = boxes.label[flat[first]]
     label[coarse_codes(label) == COARSE["line"]] = _TEXT_CODE
-    support = _support(xyxy, label, boxes, region, coarse, src, flat, own, params.t_cover)
+    support = _support(xyxy, label, boxes, ev.region, ev.coarse, ev.src, flat, own, params.t_cover)
     if params.titles:
-        label = _titles(xyxy, label, boxes.xyxy[region & (coarse == COARSE["title"])], lines)
+        label = _titles(xyxy, label, boxes.xyxy[ev.region & (ev.coarse == COARSE["title"])], ev.lines)
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support,
-              "order": _order(xyxy, label, meta, lines)},
+              "order": _order(xyxy, label, meta, ev.lines)},
     )
 
 
@@ -707,21 +783,6 @@ def _column_segments(xyxy, lines, mb, ml, params, width: float):
     """`order.column_segments` with a recipe's column-split params (`col_*`, shares of the page width)."""
     return column_segments(xyxy, lines, mb, ml, params.col_gap * width, min_lines=params.col_min_lines,
                            tol=params.col_tol, slack=params.col_slack * width)
-
-
-def _append(xyxy, mem, owner, new_xyxy, new_mem, new_owner):
-    """Regions `new_xyxy` after the current ones; `new_mem` are members of new region `new_owner`."""
-    return (np.concatenate([xyxy, new_xyxy]), np.concatenate([mem, new_mem]),
-            np.concatenate([owner, len(xyxy) + np.asarray(new_owner, np.intp)]))
-
-
-def _replace(xyxy, mem, owner, cut, parent, pieces):
-    """Regions `cut` replaced by `pieces` (their members follow `parent`); the rest stay first."""
-    if not len(cut):
-        return xyxy, mem, owner
-    stay = np.setdiff1d(np.arange(len(xyxy)), cut)
-    mem, owner = _regroup(mem, owner, np.concatenate([stay, parent]))
-    return np.concatenate([xyxy[stay], pieces]), mem, owner
 
 
 def _other_classes(boxes: Boxes, cand: np.ndarray, coarse: np.ndarray, src: np.ndarray, rank: np.ndarray,

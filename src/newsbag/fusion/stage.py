@@ -7,11 +7,12 @@ import logging
 import os
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
+from shapely import STRtree
 
 from .. import __version__, freshness, labels, rundir
 from ..builtin import Outputs
@@ -25,7 +26,7 @@ from ..revisions import revision, why_stale
 from ..tables import tsv_text, tsv_writer
 from .degenerate import degenerate_reasons, largest_box_share
 from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
-from .geometry import box_tree, self_pairs, sources_crowded
+from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
@@ -51,7 +52,9 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         boxes ``pool[index]``)}, metrics record {"page_id", "sources", "variants",
         "best_single_choice"}).
     """
-    pool, pairs, line_mask, line_tree, source_metrics = _measure_sources(pages, cfg, source_metrics)
+    measured = _measure_sources(pages, cfg, source_metrics)
+    pool, pairs, line_mask, line_tree, source_metrics = (measured.pool, measured.pairs, measured.line_mask,
+                                                         measured.line_tree, measured.metrics)
     src = pool.data["source"]
     lines = pool.xyxy[line_mask]
     line_source = [cfg.line_source] if cfg.line_source in pages else []
@@ -95,9 +98,19 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     return pool, fused_all, record
 
 
-def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
-    """(pool of one page's sources, its overlapping pairs, bool mask of the text-line
-    evidence, STRtree of the lines or None)."""
+@dataclass(frozen=True)
+class _Pooled:
+    """One page's sources pooled (`_pool`) and scored (`_measure_sources`)."""
+
+    pool: Boxes                       # every source box of the page
+    pairs: Pairs                      # its overlapping pairs
+    line_mask: np.ndarray             # (N,) bool, the text-line evidence
+    line_tree: STRtree | None         # of the lines, None without lines
+    metrics: dict[str, dict] | None   # source -> metrics dict with "family" (`_measure_sources`)
+
+
+def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
+    """One page's sources pooled, not scored yet."""
     pool = Boxes.concat(list(pages.values()))
     # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
     # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
@@ -105,21 +118,18 @@ def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> tuple:
         raise ValueError(f"{crowded}; remove or redo the source page that piles up boxes")
     line_mask = pool.data["source"] == cfg.line_source if cfg.line_source else np.zeros(len(pool), bool)
     lines = pool.xyxy[line_mask]
-    return pool, self_pairs(pool.xyxy), line_mask, box_tree(lines) if len(lines) else None
+    return _Pooled(pool, self_pairs(pool.xyxy), line_mask, box_tree(lines) if len(lines) else None, None)
 
 
-def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None) -> tuple:
+def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str, dict] | None = None) -> _Pooled:
     """Pool one page's sources and score each (no-GT metrics + leave-one-out agreement).
 
     ``known``: metrics already computed for exactly these sources; they are returned as is.
-
-    Returns:
-        (pool, its overlapping pairs, bool mask of the text-line evidence, STRtree of the
-        lines or None, {source: metrics dict with "family"}).
     """
-    pool, pairs, line_mask, line_tree = _pool(pages, cfg)
+    pooled = _pool(pages, cfg)
     if known is not None:
-        return pool, pairs, line_mask, line_tree, known
+        return replace(pooled, metrics=known)
+    pool, pairs, line_mask, line_tree = pooled.pool, pooled.pairs, pooled.line_mask, pooled.line_tree
     src = pool.data["source"]
     lines = pool.xyxy[line_mask]
     region_sources = [s for s in pages if _is_region_source(s, cfg)]
@@ -141,7 +151,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
                                  [s in region_sources for s in names])
     for s, why in zip(names, reasons):
         metrics[s]["degenerate"] = why
-    return pool, pairs, line_mask, line_tree, metrics
+    return replace(pooled, metrics=metrics)
 
 
 def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, active: dict[str, list[str]],
@@ -281,21 +291,32 @@ def _stored_record(run_dir: Path, page_id: str) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
-def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints):
-    """(inputs, their identities, expected metrics fingerprint, expected variant fingerprints, stored record)."""
+@dataclass(frozen=True)
+class _PageState:
+    """A page's source outputs and what its fusion outputs are judged by (`_page_state`)."""
+
+    inputs: dict[str, str]        # source -> the path of its page, for those that exist
+    idents: freshness.Judged         # their identities (`freshness.judged_identities`)
+    metrics_fp: str               # the fingerprint a current metrics record holds
+    variant_fps: dict[str, str]   # variant -> the fingerprint its current fused page holds
+    record: dict | None           # the stored metrics record (`_stored_record`)
+
+    def current(self) -> dict | None:
+        """The stored record restricted to what is still current, or None when its sources are stale."""
+        record = self.record
+        if not record or record.get("fingerprint") != self.metrics_fp:
+            return None
+        prints, fps = record.get("variant_fingerprints", {}), self.variant_fps
+        variants = {v: m for v, m in record.get("variants", {}).items() if v in fps and prints.get(v) == fps[v]}
+        return {**record, "variants": variants}
+
+
+def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints) -> _PageState:
+    """The page's stored record read, its inputs judged, the fingerprints they give."""
     record = _stored_record(run_dir, page_id)
     inputs, idents = _inputs(run_dir, page_id, needed, record)
     metrics_fp, variant_fps = prints.page(idents)
-    return inputs, idents, metrics_fp, variant_fps, record
-
-
-def _current_metrics(record: dict | None, metrics_fp: str, variant_fps: dict[str, str]) -> dict | None:
-    """The stored record restricted to what is still current, or None when its sources are stale."""
-    if not record or record.get("fingerprint") != metrics_fp:
-        return None
-    prints = record.get("variant_fingerprints", {})
-    variants = {v: m for v, m in record.get("variants", {}).items() if v in variant_fps and prints.get(v) == variant_fps[v]}
-    return {**record, "variants": variants}
+    return _PageState(inputs, idents, metrics_fp, variant_fps, record)
 
 
 def _table_is_current(path: Path, idents: dict) -> bool:
@@ -305,28 +326,39 @@ def _table_is_current(path: Path, idents: dict) -> bool:
         return False
 
 
-def _score_task(task: tuple) -> dict[str, dict] | None:
+@dataclass(frozen=True)
+class _ScoreTask:
+    """One page of the auto-order pre-pass (`_score_task`)."""
+
+    run_dir: Path
+    page_id: str
+    cfg: FusionConfig
+    needed: list[str]   # every source a page is fused from
+    prints: _Prints
+
+
+def _score_task(task: _ScoreTask) -> dict[str, dict] | None:
     """Worker: the source metrics of one page, as the page's `_metrics` record stores them.
 
     A current stored record is read instead of recomputed (source metrics do not depend on
     the variants). New metrics are stored as a record with no variants yet, so the fusion pass
     reuses them. None when the page cannot be read: the fusion pass reports it.
     """
-    run_dir, page_id, cfg, needed, prints = task
+    run_dir, page_id = task.run_dir, task.page_id
     try:
-        inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
-        current = _current_metrics(record, metrics_fp, variant_fps)
+        state = _page_state(run_dir, page_id, task.needed, task.prints)
+        current = state.current()
         if current is not None:
             return current["sources"]
-        pages, _, dropped = _load_inputs(inputs, page_id)
+        pages, _, dropped = _load_inputs(state.inputs, page_id)
         if not pages:
             return None
-        metrics = _jsonable(_measure_sources(pages, cfg)[4])
+        metrics = _jsonable(_measure_sources(pages, task.cfg).metrics)
         write_json(rundir.metrics_path(run_dir, page_id), {
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
-            "fingerprint": metrics_fp, "variant_fingerprints": {}, "revision": revision("fusion"),
-            "variant_revisions": {}, "inputs": idents, "dropped": dropped,
-            "identities": freshness.input_record(inputs, idents, (record or {}).get("identities")),
+            "fingerprint": state.metrics_fp, "variant_fingerprints": {}, "revision": revision("fusion"),
+            "variant_revisions": {}, "inputs": state.idents, "dropped": dropped,
+            "identities": freshness.input_record(state.inputs, state.idents, (state.record or {}).get("identities")),
         }, compact=True, durable=False)
         return metrics
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
@@ -337,7 +369,7 @@ def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: Fu
                   needed: list[str], prints: _Prints) -> list[str]:
     """Region sources in the order of this run's source leaderboard (`"granularity": "auto"`)."""
     board = _Board("sources", _SOURCE_KEYS)
-    tasks = ((run_dir, pid, cfg, needed, prints) for pid in page_ids)
+    tasks = (_ScoreTask(run_dir, pid, cfg, needed, prints) for pid in page_ids)
     for r in run_map(_score_task, tasks):
         if r:
             board.add(r, _has_lines(r))
@@ -345,26 +377,37 @@ def _source_order(run_map: Callable, run_dir: Path, page_ids: list[str], cfg: Fu
     return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
 
 
-def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error: str) -> tuple[str, str, str]:
+@dataclass(frozen=True)
+class _PageResult:
+    """How one page of the fusion pass went (`_page_task`)."""
+
+    page_id: str
+    status: str           # "ok" | "skipped" | "failed"
+    error: str | None     # one line, for a failed page
+
+
+def _fail_page(run_dir: Path, page_id: str, active: dict[str, list[str]], error: str) -> _PageResult:
     """A failed page keeps no output that could pass as current; each variant gets a failure record."""
     for v in active:
         (rundir.fused_dir(run_dir, v) / f"{page_id}.json").unlink(missing_ok=True)
         write_json(rundir.failure_path(rundir.fused_dir(run_dir, v), page_id), {"page_id": page_id, "error": error})
     rundir.metrics_path(run_dir, page_id).unlink(missing_ok=True)
     rundir.members_table_path(run_dir, page_id).unlink(missing_ok=True)
-    return page_id, "failed", error
+    return _PageResult(page_id, "failed", error)
 
 
 def _stale_outputs(run_dir: Path, page_id: str, variants, variant_fps: dict[str, str], current: dict | None,
                    idents: dict) -> tuple[list[str], bool]:
     """(the variants whose fused page is not current, whether the page's member table is).
 
-    ``current``: the page's stored record as `_current_metrics` returns it. Every variant page
+    ``current``: the page's stored record as `_PageState.current` returns it. Every variant page
     indexes the member table: a table lost or torn makes them all stale.
     """
     written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
     table_path = rundir.members_table_path(run_dir, page_id)
     table_id = freshness.file_identity(table_path)
+    # A table whose stat is not the recorded one (a run copied without its mtimes) is judged by
+    # the source identities it records.
     table_ok = current is not None and table_id is not None and (
         table_id == current.get("members_table") or _table_is_current(table_path, idents))
     stale = [v for v in variants
@@ -373,27 +416,42 @@ def _stale_outputs(run_dir: Path, page_id: str, variants, variant_fps: dict[str,
     return stale, table_ok
 
 
-def _page_task(task: tuple) -> tuple[str, str, str | None]:
+@dataclass(frozen=True)
+class _PageTask:
+    """One page of the fusion pass (`_page_task`)."""
+
+    run_dir: Path
+    page_id: str
+    cfg: FusionConfig
+    active: dict[str, list[str]]   # variant -> the sources it takes
+    needed: list[str]              # every source a page is fused from
+    prints: _Prints
+    force: bool                    # redo current outputs too
+
+
+def _page_task(task: _PageTask) -> _PageResult:
     """Worker: fuse one page for every variant whose outputs are not current. Errors become a one-line status."""
-    run_dir, page_id, cfg, active, needed, prints, force = task
-    inputs, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
-    if not inputs:
-        return _fail_page(run_dir, page_id, active, f"page {page_id}: no source output for this page in {sorted(needed)}")
-    current = None if force else _current_metrics(record, metrics_fp, variant_fps)
-    stale, table_ok = _stale_outputs(run_dir, page_id, active, variant_fps, current, idents)
+    run_dir, page_id, active = task.run_dir, task.page_id, task.active
+    state = _page_state(run_dir, page_id, task.needed, task.prints)
+    if not state.inputs:
+        return _fail_page(run_dir, page_id, active,
+                          f"page {page_id}: no source output for this page in {sorted(task.needed)}")
+    current = None if task.force else state.current()
+    stale, table_ok = _stale_outputs(run_dir, page_id, active, state.variant_fps, current, state.idents)
     if not stale:
-        _refresh_record(run_dir, page_id, record, inputs, idents, active)
-        return page_id, "skipped", None
+        _refresh_record(run_dir, page_id, state, active)
+        return _PageResult(page_id, "skipped", None)
     table_path = rundir.members_table_path(run_dir, page_id)
+    idents, variant_fps = state.idents, state.variant_fps
     try:
-        pages, image, dropped = _load_inputs(inputs, page_id)
+        pages, image, dropped = _load_inputs(state.inputs, page_id)
         known = None if current is None or dropped else current["sources"]
         for s, why in dropped.items():
             log.warning("fusion: page %s: source %s dropped: %s", page_id, s, why)
         if not pages:
             return _fail_page(run_dir, page_id, active, f"page {page_id}: no readable source page ({'; '.join(dropped.values())})")
         fused_pages, new, table = fuse_page(
-            pages, image, cfg, {v: active[v] for v in stale},
+            pages, image, task.cfg, {v: active[v] for v in stale},
             source_metrics=None if known is None else _nan_for_none(known),
             members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"))
         # The table first: a variant page on disk always finds the table it indexes (an older
@@ -421,28 +479,28 @@ def _page_task(task: tuple) -> tuple[str, str, str | None]:
         write_json(rundir.metrics_path(run_dir, page_id), {
             **new, "variants": {**kept, **new["variants"]},
             "best_single_choice": {**choice, **new["best_single_choice"]},
-            "fingerprint": metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
-            "revision": revision("fusion"), "variant_revisions": _revisions(cfg, active),
+            "fingerprint": state.metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
+            "revision": revision("fusion"), "variant_revisions": _revisions(task.cfg, active),
             "inputs": idents, "dropped": dropped, "outputs": outputs,
             "members_table": freshness.file_identity(table_path),
-            "identities": freshness.input_record(inputs, idents, (record or {}).get("identities")),
+            "identities": freshness.input_record(state.inputs, idents, (state.record or {}).get("identities")),
         }, compact=True, durable=False, keep_same=True)
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
     except Exception as exc:  # the page boundary: record and go on
         return _fail_page(run_dir, page_id, active, page_failure(page_id, exc))
-    return page_id, "ok", None
+    return _PageResult(page_id, "ok", None)
 
 
-def _refresh_record(run_dir: Path, page_id: str, record: dict, inputs: dict[str, str], idents: freshness.Judged,
-                    active: dict[str, list[str]]) -> None:
+def _refresh_record(run_dir: Path, page_id: str, state: _PageState, active: dict[str, list[str]]) -> None:
     """Give a skipped page's record the stats its files have now once its inputs' differ from
     the ones recorded (a copied run): its inputs' (`freshness.input_record`), its member table's and
     its fused pages' (of the `active` variants, all judged current just now). Only the record is
     rewritten, never a file review or export judge, and the next rerun stats instead of reading."""
-    if idents.holds:   # the common rerun: its inputs have the stats recorded, no stat again
+    if state.idents.holds:   # the common rerun: its inputs have the stats recorded, no stat again
         return
-    identities = freshness.input_record(inputs, idents, record.get("identities"))
+    record = state.record
+    identities = freshness.input_record(state.inputs, state.idents, record.get("identities"))
     if identities == record.get("identities"):
         return
     write_json(rundir.metrics_path(run_dir, page_id), {
@@ -531,9 +589,19 @@ def _ranked(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _plan(run_dir: Path, cfg: FusionConfig) -> tuple[list[str], dict[str, list[str]], dict[str, str], str | None, list[str]]:
-    """(sources on disk, variant -> the sources it takes, skipped variant -> why, the line
-    source or None, every source a page is fused from)."""
+@dataclass(frozen=True)
+class _Plan:
+    """What a fusion of the run takes (`_plan`)."""
+
+    available: list[str]           # sources on disk
+    active: dict[str, list[str]]   # variant -> the sources it takes
+    skipped: dict[str, str]        # variant not made -> why
+    line_source: str | None        # the text-line evidence, when it ran
+    needed: list[str]              # every source a page is fused from
+
+
+def _plan(run_dir: Path, cfg: FusionConfig) -> _Plan:
+    """The sources on disk and what each variant of `cfg` takes of them."""
     available = rundir.discover_sources(run_dir)
     active: dict[str, list[str]] = {}
     skipped: dict[str, str] = {}
@@ -546,7 +614,7 @@ def _plan(run_dir: Path, cfg: FusionConfig) -> tuple[list[str], dict[str, list[s
     line_source = cfg.line_source if cfg.line_source in available else None
     needed = sorted({s for c in active.values() for s in c} | ({line_source} if line_source else set())
                     | {s for s in available if _is_region_source(s, cfg)})
-    return available, active, skipped, line_source, needed
+    return _Plan(available, active, skipped, line_source, needed)
 
 
 def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs]:
@@ -572,7 +640,8 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
     run_dir = Path(run_dir)
     page_ids = [r.page_id for r in records]
     cfg = parse_fusion_config(fusion_cfg)
-    _, active, _, _, needed = _plan(run_dir, cfg)
+    plan = _plan(run_dir, cfg)
+    active, needed = plan.active, plan.needed
     if needs_order(cfg):
         try:
             order = read_json(rundir.fusion_dir(run_dir) / "summary.json").get("source_order")
@@ -589,16 +658,15 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
         present = [v for v in variants if page_id in written[v]]
         if not present:   # pending or failed in every variant: nothing of the page to judge
             continue
-        _, idents, metrics_fp, variant_fps, record = _page_state(run_dir, page_id, needed, prints)
-        current = _current_metrics(record, metrics_fp, variant_fps)
+        state = _page_state(run_dir, page_id, needed, prints)
         judged = [v for v in present if v in active]
-        not_current = set(_stale_outputs(run_dir, page_id, judged, variant_fps, current, idents)[0])
+        not_current = set(_stale_outputs(run_dir, page_id, judged, state.variant_fps, state.current(), state.idents)[0])
         for v in present:
             if v in active and v not in not_current:
                 done[v] += 1
             else:
                 stale[v] += 1
-                reasons[v][_why_stale(v, record, cfg, active)] += 1
+                reasons[v][_why_stale(v, state.record, cfg, active)] += 1
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
@@ -650,7 +718,7 @@ def run_fusion(
     """
     run_dir = Path(run_dir)
     cfg = parse_fusion_config(fusion_cfg)
-    available, active, skipped, line_source, needed = _plan(run_dir, cfg)
+    plan = _plan(run_dir, cfg)
     fusion = rundir.fusion_dir(run_dir)
     fusion.mkdir(parents=True, exist_ok=True)
     everyone = rundir.members(run_dir, page_ids)
@@ -658,49 +726,105 @@ def run_fusion(
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []
     source_order = None
-    ordered = needs_order(cfg)
     with page_map(workers) as run_map:
-        if ordered:
+        if needs_order(cfg):
             # "granularity": "auto" needs the run's source leaderboard (every page of the
             # manifest) before any page is fused; the order is part of those variants'
             # fingerprints, so a changed order redoes them and nothing else.
-            source_order = _source_order(run_map, run_dir, everyone, cfg, needed, _prints(cfg, active, needed))
+            source_order = _source_order(run_map, run_dir, everyone, cfg, plan.needed,
+                                         _prints(cfg, plan.active, plan.needed))
             cfg = with_order(cfg, source_order)
-        prints = _prints(cfg, active, needed)
-        tasks = ((run_dir, pid, cfg, active, needed, prints, force) for pid in page_ids)
+        prints = _prints(cfg, plan.active, plan.needed)
+        tasks = (_PageTask(run_dir, pid, cfg, plan.active, plan.needed, prints, force) for pid in page_ids)
         results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
     record_failures(run_dir, "fusion", failures)
 
-    # Leaderboards describe every page of the run, not only the ones this call computed.
-    # The stored per-page records stream through once: the per-page tables are written row
-    # by row and the leaderboards keep running sums, so memory is flat in the page count.
-    failed_now = {pid for pid, status, _ in results if status == "failed"}
+    failed_now = {r.page_id for r in results if r.status == "failed"}
+    tables = _write_page_tables(fusion, run_dir, everyone, plan.needed, prints, failed_now)
+    boards = _write_leaderboards(fusion, cfg, plan.active, tables.variants, tables.sources)
+    summary = _jsonable(_summary(cfg, plan, len(everyone), source_order, tables, boards))
+    write_json(fusion / "summary.json", summary, keep_same=True)
+    return {**summary, "counts": counts, **counts, "failures": failures}
+
+
+def _summary(cfg: FusionConfig, plan: _Plan, n_pages: int, source_order: list[str] | None, tables: _PageTables,
+             boards: _Leaderboards) -> dict:
+    """summary.json: what the run's fusion took, made and ranked (before `_jsonable`)."""
+    return {
+        "tool": f"newsbag {__version__}",
+        "n_pages": tables.n_records,
+        "pages": n_pages,
+        "pages_not_current": tables.n_not_current,
+        "sources": plan.available,
+        "line_source": plan.line_source,
+        "variants": {v.name: {"sources": plan.active.get(v.name, []), "patterns": list(v.sources),
+                              "method": v.method, "params": asdict(v.params)} for v in cfg.variants},
+        "skipped_variants": plan.skipped,
+        "source_order": source_order,
+        "recommended_variant": boards.recommended,
+        "recommended_by": boards.recommended_by,
+        "best_source": boards.best_source,
+        "degenerate_sources": dict(sorted(tables.sources.degenerate.items())),
+        "score": COLUMN["score"].meaning,
+        "variant_leaderboard": boards.variant_rows,
+        "source_leaderboard": boards.source_rows,
+    }
+
+
+@dataclass(frozen=True)
+class _PageTables:
+    """The run's leaderboards as running sums (`_Board`) and what went into them (`_write_page_tables`)."""
+
+    variants: _Board
+    sources: _Board
+    n_records: int       # pages whose current records the boards hold
+    n_not_current: int   # manifest pages without one
+
+
+def _write_page_tables(fusion: Path, run_dir: Path, everyone: list[str], needed: list[str], prints: _Prints,
+                       failed_now: set[str]) -> _PageTables:
+    """Write the per-page variant and source metric tables of every page of the run, not only the
+    ones this call computed, and sum its leaderboards on the way.
+
+    The stored per-page records stream through once: the tables are written row by row and the
+    leaderboards keep running sums, so memory is flat in the page count.
+    """
     vkeys, skeys = METRIC_KEYS, _SOURCE_KEYS
     boards = {"variants": _Board("variants", vkeys), "sources": _Board("sources", skeys)}
-    not_current: list[str] = []
-
-    def current_records() -> Iterator[dict]:
+    n_records = n_not_current = 0
+    with atomic_text_file(fusion / "per_page_variant_metrics.tsv", keep_same=True) as vt, \
+            atomic_text_file(fusion / "per_page_source_metrics.tsv", keep_same=True) as st:
+        vrow, srow = tsv_writer(vt, ["page_id", "name", *vkeys]), tsv_writer(st, ["page_id", "name", "family", *skeys])
         for pid in everyone:
-            _, _, metrics_fp, variant_fps, record = _page_state(run_dir, pid, needed, prints)
-            current = None if pid in failed_now else _current_metrics(record, metrics_fp, variant_fps)
+            current = None if pid in failed_now else _page_state(run_dir, pid, needed, prints).current()
             if current is None:
-                not_current.append(pid)
+                n_not_current += 1
                 continue
             lined = _has_lines(current["sources"])
             boards["variants"].add(current["variants"], lined)
             boards["sources"].add(current["sources"], lined, pid)
-            yield current
-
-    with atomic_text_file(fusion / "per_page_variant_metrics.tsv", keep_same=True) as vt, \
-            atomic_text_file(fusion / "per_page_source_metrics.tsv", keep_same=True) as st:
-        vrow, srow = tsv_writer(vt, ["page_id", "name", *vkeys]), tsv_writer(st, ["page_id", "name", "family", *skeys])
-        n_records = 0
-        for r in current_records():
             n_records += 1
             for kind, write in (("variants", vrow), ("sources", srow)):
-                for n, m in sorted(r[kind].items()):
-                    write({"page_id": r["page_id"], "name": n, **m})
-    vrows, srows = boards["variants"].rows(), boards["sources"].rows()
+                for n, m in sorted(current[kind].items()):
+                    write({"page_id": current["page_id"], "name": n, **m})
+    return _PageTables(boards["variants"], boards["sources"], n_records, n_not_current)
+
+
+@dataclass(frozen=True)
+class _Leaderboards:
+    """The run's leaderboard rows as written (`_write_leaderboards`), and their picks."""
+
+    variant_rows: list[dict]
+    source_rows: list[dict]
+    recommended: str | None   # the recommended variant
+    recommended_by: str       # why (`_recommend`)
+    best_source: str | None   # the best-scored region source
+
+
+def _write_leaderboards(fusion: Path, cfg: FusionConfig, active: dict[str, list[str]], variants: _Board,
+                        sources: _Board) -> _Leaderboards:
+    """Write variant_leaderboard.tsv and source_leaderboard.tsv from the summed boards."""
+    vrows, srows = variants.rows(), sources.rows()
     method = {v.name: v.method for v in cfg.variants}
     for r in vrows:
         r["method"] = method.get(r["name"], "")
@@ -711,28 +835,7 @@ def run_fusion(
     srows = _marked(srows, best_source, "yes", SOURCE_COLUMNS)
     atomic_write_text(fusion / "variant_leaderboard.tsv", tsv_text(vrows, list(VARIANT_COLUMNS)), keep_same=True)
     atomic_write_text(fusion / "source_leaderboard.tsv", tsv_text(srows, list(SOURCE_COLUMNS)), keep_same=True)
-    summary = {
-        "tool": f"newsbag {__version__}",
-        "n_pages": n_records,
-        "pages": len(everyone),
-        "pages_not_current": len(not_current),
-        "sources": available,
-        "line_source": line_source,
-        "variants": {v.name: {"sources": active.get(v.name, []), "patterns": list(v.sources),
-                              "method": v.method, "params": asdict(v.params)} for v in cfg.variants},
-        "skipped_variants": skipped,
-        "source_order": source_order,
-        "recommended_variant": recommended,
-        "recommended_by": by,
-        "best_source": best_source,
-        "degenerate_sources": dict(sorted(boards["sources"].degenerate.items())),
-        "score": COLUMN["score"].meaning,
-        "variant_leaderboard": vrows,
-        "source_leaderboard": srows,
-    }
-    summary = _jsonable(summary)
-    write_json(fusion / "summary.json", summary, keep_same=True)
-    return {**summary, "counts": counts, **counts, "failures": failures}
+    return _Leaderboards(vrows, srows, recommended, by, best_source)
 
 
 def _recommend(cfg: FusionConfig, active: dict[str, list[str]], vrows: list[dict]) -> tuple[str | None, str]:
@@ -753,12 +856,12 @@ def _marked(rows: list[dict], name: str | None, mark: str, columns: tuple[str, .
             for r in rows]
 
 
-def _consume(results, counts: dict, failures: list, progress) -> Iterator[tuple]:
-    for pid, status, error in results:
-        counts[status] += 1
-        if error:
-            failures.append({"page_id": pid, "error": error})
-            log.warning(error)
+def _consume(results: Iterable[_PageResult], counts: dict, failures: list, progress) -> Iterator[_PageResult]:
+    for r in results:
+        counts[r.status] += 1
+        if r.error:
+            failures.append({"page_id": r.page_id, "error": r.error})
+            log.warning(r.error)
         if progress is not None:
-            progress(pid, status)
-        yield pid, status, error
+            progress(r.page_id, r.status)
+        yield r

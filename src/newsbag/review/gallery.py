@@ -1,4 +1,4 @@
-"""The review gallery: RUN/review/index.html (jinja2 template in `review/`) plus one small data file per page.
+"""The review gallery: RUN/review/index.html (jinja2 template in `templates/`) plus one small data file per page.
 
 index.html carries the leaderboards and one row per page (metrics only); each page's boxes
 live in ``review/pages/<page_id>/data.js``, loaded with a <script> tag when the page is opened,
@@ -13,17 +13,17 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from ..errors import EnvError
 from ..export.layout import page_regions
 from ..io import atomic_write_text
 from ..labels import CANONICAL, LABELS
-from ..resources import review_dir
 
 __all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCANS", "THUMB", "render_gallery", "write_gallery", "gallery_pages", "page_layer",
            "write_page_data"]
 
 TEMPLATE = "gallery.html.j2"
 ASSETS = ("gallery.css", "gallery.js")
+# Shipped inside the package, beside this module.
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
 DATA_JS = "data.js"
 # The page view's scan: a 1-bit PNG for a page that is black and white already (most old newspaper
 # scans are binarised: ~0.1 MB where a JPEG of their sharp edges is ~0.4 MB), else a JPEG.
@@ -34,17 +34,6 @@ _PAGES_META = re.compile(rb'<meta name="newsbag-pages" content="(\d+)">')
 _HEAD_BYTES = 1024
 # Members listed one by one up to this many per source; more (text lines) are counted.
 _MEMBERS_LISTED = 3
-
-
-def _folder() -> Path:
-    try:
-        folder = review_dir()
-    except FileNotFoundError as exc:
-        raise EnvError(f"{exc}; reinstall newsbag (the wheel ships it as newsbag/_review)") from None
-    for name in (TEMPLATE, *ASSETS):
-        if not (folder / name).is_file():
-            raise EnvError(f"review template file {folder / name} is missing; reinstall newsbag")
-    return folder
 
 
 def _pct(value: float | None) -> str:
@@ -64,11 +53,10 @@ def render_gallery(context: dict) -> str:
 
     The CSS and JS are inlined so the page works from file:// and after the run is moved.
     """
-    folder = _folder()
     import jinja2   # here, not at the top: every command's config check imports this module
 
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(folder)),
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -76,14 +64,14 @@ def render_gallery(context: dict) -> str:
     env.filters["pct"] = _pct
     env.filters["num"] = _num
     # CSS and JS are read as plain text (not templates) so their braces never meet jinja.
-    css, js = ((folder / name).read_text(encoding="utf-8") for name in ASSETS)
+    css, js = ((_TEMPLATES / name).read_text(encoding="utf-8") for name in ASSETS)
     return env.get_template(TEMPLATE).render(**context, css=css, js=js)
 
 
 def gallery_pages(path: Path) -> int | None:
     """How many pages the gallery at `path` holds (reviewed or failed; the rest of the run's pages
-    it leaves out), from its first KB; None when there is none, or it comes from a newsbag that did
-    not say. Cheap for `status` at 100k pages: the page rows are never parsed."""
+    it leaves out), from its first KB; None when there is none, or it does not say. Cheap for
+    `status` at 100k pages: the page rows are never parsed."""
     try:
         with open(path, "rb") as f:
             found = _PAGES_META.search(f.read(_HEAD_BYTES))

@@ -43,7 +43,6 @@ _PANEL_MAX = 1000
 # for seven NZZ panels, where a JPEG of the sharp edges is ~2 MB), a grey page's as JPEG. zlib
 # level 3 encodes ~2.7x faster than the default 6, and smaller.
 _BOARD_EXTS = (".png", ".jpg")
-_PAGE_BOARD = "board.png"   # what an earlier newsbag kept in every page's folder
 _BOARD_OF = "newsbag-review"   # a board's PNG text key: the fingerprint of the page review it shows
 _BOARD_COLOURS = 64
 _BOARD_QUALITY = 70
@@ -271,9 +270,6 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
-    # A run reviewed by an earlier newsbag holds a 1.5 MB board in every page's folder: boards
-    # belong to the top pages only (top<N>_informative), and these would keep most of the disk.
-    (page_dir / _PAGE_BOARD).unlink(missing_ok=True)
     return _Outcome(page_id, "ok", info=_listing(info))
 
 
@@ -435,7 +431,7 @@ def _review_task(task: tuple) -> _Outcome:
 def _fail_page(run_dir: Path, page_id: str, error: str) -> _Outcome:
     """A failed page keeps no board or gallery files that could pass as current, and a failure record."""
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    for stale in ("info.json", *SCANS, THUMB, DATA_JS, _PAGE_BOARD):
+    for stale in ("info.json", *SCANS, THUMB, DATA_JS):
         (page_dir / stale).unlink(missing_ok=True)
     write_json(page_dir / rundir.REVIEW_FAILED, {"page_id": page_id, "error": error})
     return _Outcome(page_id, "failed", error=error)
@@ -578,8 +574,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     Returns:
         One `builtin.Outputs`, "boards" (a failed page keeps no board), whose note says whether
         the gallery holds every page: one of some pages, or a shard's written before the other
-        shards drew their boards, is not ``whole`` (a gallery that does not say how many pages
-        it holds, of an older newsbag, is taken as whole).
+        shards drew their boards, is not ``whole``.
 
     Raises:
         ValueError: bad review options (one line).
@@ -606,10 +601,9 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
                      else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
-    gallery = rundir.gallery_path(run_dir)
-    shown = gallery_pages(gallery)
-    whole = gallery.exists() and (shown is None or shown >= len(records))
-    note = ("gallery no" if not gallery.exists() else "gallery yes" if whole
+    shown = gallery_pages(rundir.gallery_path(run_dir))
+    whole = shown is not None and shown >= len(records)
+    note = ("gallery no" if shown is None else "gallery yes" if whole
             else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
     return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
 
@@ -657,58 +651,22 @@ def run_review(
     # page of the manifest, using the boards of the other pages that are still current.
     selected = set(page_ids)
     everyone = rundir.members(run_dir, page_ids)
-    tasks = ((run_dir, page_id, records.get(page_id), plan, params, force and page_id in selected,
-              page_id in selected)
-             for page_id in everyone)
-    outcomes: list[_Outcome] = []
-    # Boards are independent and CPU bound (decode, draw, PNG encode).
-    with page_map(workers) as run_map:
-        for outcome in run_map(_review_task, tasks):
-            if outcome.page_id not in selected:
-                if outcome.status in ("skipped", "failed"):
-                    outcomes.append(outcome)
-                continue
-            if outcome.status == "failed":
-                log.error("review: page %s: %s", outcome.page_id, outcome.error)
-            outcomes.append(outcome)
-            if progress is not None:
-                progress(outcome.page_id, outcome.status)
-    order = {p: k for k, p in enumerate(everyone)}
-    outcomes.sort(key=lambda o: order[o.page_id])
+    outcomes = _review_pages(run_dir, everyone, selected, records, plan, params, force, workers, progress)
     computed = [o for o in outcomes if o.page_id in selected]
     kept = [o.page_id for o in computed if o.scan_gone]
     if kept:
         log.warning("review: %d board(s) kept as drawn though their scan is gone (%s: %s); put the scans back "
                     "where the manifest says to redraw them", len(kept), kept[0], records[kept[0]].image_path)
 
-    ok = [o for o in outcomes if o.status != "failed"]
     failed = [o for o in outcomes if o.status == "failed"]
-    ranked = sorted(ok, key=lambda o: (-o.info["priority"]["review_priority"], o.page_id))
+    ranked = sorted((o for o in outcomes if o.status != "failed"),
+                    key=lambda o: (-o.info["priority"]["review_priority"], o.page_id))
     top = ranked[: params.top_n]
-
     review_dir = rundir.review_dir(run_dir)
     top_name = f"top{params.top_n}_informative"
     top_dir = review_dir / top_name / "pages"
-    top_dir.mkdir(parents=True, exist_ok=True)
-    keep = {f"{o.page_id}{ext}" for o in top for ext in _BOARD_EXTS}
-    for old in top_dir.iterdir():
-        if old.name not in keep:
-            old.unlink()
-    boards = {o.page_id: _top_board(run_dir, records.get(o.page_id), plan, params, o, top_dir,
-                                    force and o.page_id in selected) for o in top}
-
-    columns = ["rank", "page_id", "status", *(k for k, *_ in _PRIORITY_COLUMNS), "failed_sources",
-               "reasons_or_error"]
-    lines = ["\t".join(columns)]
-    for rank, o in enumerate(ranked, 1):
-        s = o.info["priority"]
-        lines.append("\t".join(_tsv_cell(v) for v in (
-            rank, o.page_id, "ok", *(s[k] for k, *_ in _PRIORITY_COLUMNS), s["failed_sources"], s["reasons"])))
-    for o in failed:
-        lines.append("\t".join(_tsv_cell(v) for v in ("", o.page_id, "failed", *[""] * (len(columns) - 4), o.error)))
-    scores_path = review_dir / "scores.tsv"
-    atomic_write_text(scores_path, "\n".join(lines) + "\n", keep_same=True)
-
+    boards = _top_boards(run_dir, records, plan, params, top, top_dir, selected if force else set())
+    scores_path = _write_scores(review_dir / "scores.tsv", ranked, failed)
     context = _gallery_context(run_dir, ranked, failed, plan.source_dirs, plan.gallery_dirs, plan.recommended,
                                top_name, absent=len(everyone) - len(outcomes), boards=boards)
     write_evaluation_data(run_dir)
@@ -727,3 +685,58 @@ def run_review(
         "scores": str(scores_path),
         "top_dir": str(top_dir),
     }
+
+
+def _review_pages(run_dir: Path, everyone: list[str], selected: set[str], records: dict, plan: _Plan,
+                  params: ReviewParams, force: bool, workers: int,
+                  progress: Callable[[str, str], None] | None) -> list[_Outcome]:
+    """The outcome of every page of `everyone` in its order: the `selected` ones reviewed (drawn
+    unless current, each reported to `progress`), the others as their last review left them
+    (skipped when current, failed, or left out when neither)."""
+    tasks = ((run_dir, page_id, records.get(page_id), plan, params, force and page_id in selected,
+              page_id in selected)
+             for page_id in everyone)
+    outcomes: list[_Outcome] = []
+    # Boards are independent and CPU bound (decode, draw, PNG encode).
+    with page_map(workers) as run_map:
+        for outcome in run_map(_review_task, tasks):
+            if outcome.page_id not in selected:
+                if outcome.status in ("skipped", "failed"):
+                    outcomes.append(outcome)
+                continue
+            if outcome.status == "failed":
+                log.error("review: page %s: %s", outcome.page_id, outcome.error)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome.page_id, outcome.status)
+    order = {p: k for k, p in enumerate(everyone)}
+    outcomes.sort(key=lambda o: order[o.page_id])
+    return outcomes
+
+
+def _top_boards(run_dir: Path, records: dict, plan: _Plan, params: ReviewParams, top: list[_Outcome],
+                top_dir: Path, forced: set[str]) -> dict[str, str | None]:
+    """Page id -> board file name (`_top_board`) of each `top` page, drawn again for the `forced`
+    ones; `top_dir` keeps the boards of these pages only."""
+    top_dir.mkdir(parents=True, exist_ok=True)
+    keep = {f"{o.page_id}{ext}" for o in top for ext in _BOARD_EXTS}
+    for old in top_dir.iterdir():
+        if old.name not in keep:
+            old.unlink()
+    return {o.page_id: _top_board(run_dir, records.get(o.page_id), plan, params, o, top_dir, o.page_id in forced)
+            for o in top}
+
+
+def _write_scores(path: Path, ranked: list[_Outcome], failed: list[_Outcome]) -> Path:
+    """scores.tsv at `path`: one row per ranked page, best first, then one per failed page."""
+    columns = ["rank", "page_id", "status", *(k for k, *_ in _PRIORITY_COLUMNS), "failed_sources",
+               "reasons_or_error"]
+    lines = ["\t".join(columns)]
+    for rank, o in enumerate(ranked, 1):
+        s = o.info["priority"]
+        lines.append("\t".join(_tsv_cell(v) for v in (
+            rank, o.page_id, "ok", *(s[k] for k, *_ in _PRIORITY_COLUMNS), s["failed_sources"], s["reasons"])))
+    for o in failed:
+        lines.append("\t".join(_tsv_cell(v) for v in ("", o.page_id, "failed", *[""] * (len(columns) - 4), o.error)))
+    atomic_write_text(path, "\n".join(lines) + "\n", keep_same=True)
+    return path

@@ -1,0 +1,212 @@
+"""The job plan: which stages, and which shards of them, go into which allocation; every partition rule lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from .. import freshness, rundir
+from ..config import ModelStage, PipelineConfig, load_config
+from ..errors import ConfigError
+from ..failures import is_held, previous_failure
+
+if TYPE_CHECKING:
+    from ..pages import PageRecord   # pages imports numpy and Pillow: only where a plan reads the manifest
+
+__all__ = [
+    "select_stages",
+    "MODES",
+    "PADDLE_FAMILIES",
+    "JobPlan",
+    "plan_jobs",
+    "pending_stages",
+    "stages_with_work",
+    "job_array",
+]
+
+
+def select_stages(config, stages_csv: str | None) -> list[tuple[str, str]]:
+    """(name, kind) of the selected stages in config order; unknown names raise ConfigError."""
+    names = [s.strip() for s in (stages_csv or "").split(",") if s.strip()]
+    return [(s.name, s.kind) for s in config.select(names or None)]
+
+
+
+MODES = ("l40s", "h200", "split", "cpu")
+# Paddle's CUDA wheels ship no kernels for the H200 (Hopper): its stages fail there with a
+# kernel-image mismatch, so they never go to H200.
+PADDLE_FAMILIES = frozenset({"paddle_layout", "paddle_vl15"})
+# slot -> (environment prefix of its resources, sbatch script)
+SLOTS = {"l40s": ("L40S", "newsbag_infer_l40s.sbatch"), "h200": ("H200", "newsbag_infer_h200.sbatch"),
+         "cpu": ("CPU", "newsbag_cpu.sbatch"), "post": ("CPU", "newsbag_fuse_review_cs.sbatch")}
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One job to submit: its kind (job-name suffix), resource slot, stages and device override."""
+
+    kind: str
+    slot: str
+    stages: tuple[str, ...]
+    device: str = ""  # "" = each stage's configured device; "cpu" on the CPU partition
+
+    @property
+    def env_prefix(self) -> str:
+        return SLOTS[self.slot][0]
+
+    @property
+    def script(self) -> str:
+        return SLOTS[self.slot][1]
+
+
+def _needs_cuda(stage: ModelStage) -> bool:
+    return any(bool(params.get("require_cuda")) for params in stage.variants.values())
+
+
+def plan_jobs(config: PipelineConfig, stage_names: Sequence[str], mode: str,
+              split_h200: Sequence[str] = ("dell", "mineru")) -> tuple[list[JobPlan], list[str]]:
+    """The jobs of one submission and notes for the user; refuses plans that cannot work.
+
+    Rules: Paddle stages never run on H200 (refused in ``h200`` mode, routed to L40S in
+    ``split`` mode); model stages on the CPU partition run with ``--device cpu``, and those
+    that require CUDA are refused; fusion, review and every other builtin stage run in one
+    CPU job after the inference jobs, never in a GPU allocation.
+
+    Raises:
+        ConfigError: unknown mode or stage, or a stage that cannot run where the mode sends it;
+            the message names the reason and the fix.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"unknown --gpu {mode!r} (choose {', '.join(MODES[:-1])} or {MODES[-1]})")
+    selected = config.select(list(stage_names) or None)
+    model = [s for s in selected if isinstance(s, ModelStage)]
+    post = tuple(s.name for s in selected if not isinstance(s, ModelStage))
+    names = [s.name for s in model]
+    paddle = [s.name for s in model if s.family in PADDLE_FAMILIES]
+    notes: list[str] = []
+
+    def others(bad: list[str]) -> str:
+        return ",".join([n for n in names if n not in bad] + list(post)) or "<none left>"
+
+    jobs: list[JobPlan] = []
+    if mode == "h200" and paddle:
+        raise ConfigError(
+            f"--gpu h200 would run the Paddle stage(s) {', '.join(paddle)} on H200, where Paddle has no CUDA kernels "
+            f"for the GPU (kernel image mismatch); use --gpu split (Paddle on L40S, the rest on H200) or --gpu l40s, "
+            f"or leave them out with --stages {others(paddle)}")
+    if mode == "cpu":
+        cuda_only = [s.name for s in model if _needs_cuda(s)]
+        if cuda_only:
+            raise ConfigError(
+                f"--gpu cpu: stage(s) {', '.join(cuda_only)} require CUDA (require_cuda in {config.path}) and cannot run "
+                f"on the CPU partition; leave them out with --stages {others(cuda_only)}, or submit them with --gpu split")
+        if names:
+            jobs.append(JobPlan("infer-cpu", "cpu", tuple(names), device="cpu"))
+            notes.append(f"model stage(s) {','.join(names)} run on the CPU partition with --device cpu")
+    elif mode in ("l40s", "h200"):
+        if names:
+            jobs.append(JobPlan(f"infer-{mode}", mode, tuple(names)))
+    else:
+        routed = [s.name for s in model if s.name in split_h200 and s.family in PADDLE_FAMILIES]
+        if routed:
+            notes.append(f"Paddle stage(s) {','.join(routed)} go to L40S, not H200 (Paddle has no H200 kernels)")
+        h200 = tuple(s.name for s in model if s.name in split_h200 and s.name not in routed)
+        l40s = tuple(n for n in names if n not in h200)
+        jobs += [JobPlan("infer-l40s", "l40s", l40s)] if l40s else []
+        jobs += [JobPlan("infer-h200", "h200", h200)] if h200 else []
+    if post:
+        jobs.append(JobPlan("fuse-review", "post", post))
+    if not jobs:
+        raise ConfigError(f"no stage selected for mode {mode}")
+    return jobs, notes
+
+
+def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path,
+                   status: dict | None = None, retry_failed: bool = False) -> list[str]:
+    """Selected stages that still have work in `run_dir`, in config order.
+
+    A model stage is pending while any of its sources lacks a current page of the manifest
+    (failed and stale pages count: a resubmit redoes them). A builtin stage is pending when a
+    stage before it is, or when its outputs in `collect_status` say a call of it has work
+    (`builtin.has_work`: nothing made yet, a page not done, a run-level output such as the
+    gallery leaving pages out). ``status``: the run's `collect_status` when the caller has it;
+    ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
+    """
+    from .. import builtin
+    from ..pages import read_pages
+    from ..status import collect_status
+
+    pages = read_pages(run_dir)
+    status = status if status is not None else collect_status(run_dir)
+    pending: list[str] = []
+    upstream = False   # a stage before this one has work: what it makes next is this one's input
+    for stage in config.select(list(stage_names) or None):
+        if isinstance(stage, ModelStage):
+            todo = bool(_lacking_pages(run_dir, [stage], pages, retry_failed))
+        else:
+            todo = upstream or builtin.has_work(status["builtin"].get(stage.kind, []), len(pages))
+        upstream |= todo
+        if todo:
+            pending.append(stage.name)
+    return pending
+
+
+def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
+    """The stages of the run's recorded config that a resubmit would plan a job for
+    (`pending_stages`), or None when there is no readable record to say."""
+    path = rundir.config_to_run(run_dir, None)
+    if path is None:
+        return None
+    try:
+        config = load_config(path)
+    except ConfigError:
+        return None
+    return set(pending_stages(config, [], run_dir, status))
+
+
+def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord],
+                   retry_failed: bool = False) -> set[str]:
+    """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
+    pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
+    (its run reports are read once), whatever the caller then slices. A page the run would
+    leave failed (`is_held`: it crashed the runner) is no work, its job would only fail
+    it again, unless the submit passes --retry-failed on (`retry_failed`)."""
+    lacking: set[str] = set()
+    for stage in stages:
+        for v in stage.variants:
+            out_dir = rundir.source_dir(run_dir, stage.name, v)
+            prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
+            missing = prints.keys() - freshness.current_source_pages(out_dir, prints)
+            # Only the pages with a failure record are read: one listing, not an open per missing page.
+            failed = set() if retry_failed else rundir.page_files(out_dir / rundir.FAILED_DIR) & missing
+            lacking |= missing - {page_id for page_id in failed
+                                  if is_held(previous_failure(out_dir, page_id), prints[page_id])}
+    return lacking
+
+
+def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None,
+              retry_failed: bool = False) -> str:
+    """The ``--array`` of an inference job over `shards` manifest slices ("" for no array).
+
+    Task K runs ``--shard K/N``. With `run_dir`, only the slices where one of the job's
+    sources lacks a finished page get a task, so a resubmit after one task of 16 failed
+    queues one GPU allocation, not 16 (`retry_failed`: as in `_lacking_pages`).
+    """
+    if job.slot == "post" or shards < 2:
+        return ""
+    tasks = list(range(shards))
+    if run_dir is not None:
+        from ..pages import read_pages, select_shard
+
+        pages = read_pages(run_dir)
+        stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
+        lacking = _lacking_pages(run_dir, stages, pages, retry_failed)
+        tasks = [k for k in tasks if any(p.page_id in lacking for p in select_shard(pages, (k, shards)))]
+    spans: list[list[int]] = []
+    for k in tasks:
+        if spans and k == spans[-1][1] + 1:
+            spans[-1][1] = k
+        else:
+            spans.append([k, k])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
