@@ -39,7 +39,7 @@ def current_sources(run: Path, config: Path) -> None:
     report a finished runner leaves (`runners/_loop.py`: the page's fingerprint and file
     identity), so that status judges the sources as on a real run: by the reports, with a stat
     a page, not by opening every page (run in a process of its own, as `current_boards`)."""
-    from newsbag import rundir
+    from newsbag import freshness, rundir
     from newsbag.config import ModelStage, load_config
     from newsbag.manifest import read_pages
 
@@ -55,7 +55,7 @@ def current_sources(run: Path, config: Path) -> None:
             page["source"]["fingerprint"] = stages[stage].page_fingerprint(variant, record.sha256)
             path.write_text(json.dumps(page))
             pages[record.page_id] = {"status": "ok", "seconds": 0.0, "regions": len(page["regions"]),
-                                     "fingerprint": page["source"]["fingerprint"], "identity": rundir.file_identity(path)}
+                                     "fingerprint": page["source"]["fingerprint"], "identity": freshness.file_identity(path)}
         (folder / "run_report.json").write_text(json.dumps({"stage": stage, "variant": variant, "state": "finished",
                                                             "pages": pages}))
 
@@ -66,7 +66,7 @@ def current_boards(run: Path, config: Path) -> None:
     the child's peak RSS)."""
     from PIL import Image
 
-    from newsbag import rundir
+    from newsbag import freshness, rundir
     from newsbag.manifest import read_pages
     from newsbag.review.gallery import DATA_JS, THUMB
     from newsbag.review.options import parse_review_cfg
@@ -86,7 +86,7 @@ def current_boards(run: Path, config: Path) -> None:
             os.link(first / name, page_dir / name)
         inputs = _inputs(run, record, plan, {})   # no info.json recorded for this board yet
         info = {**template, "page_id": record.page_id, "path": record.path, "image_path": record.image_path,
-                "fingerprint": inputs.fingerprint, "inputs": rundir.input_record(inputs.paths, inputs.identities)}
+                "fingerprint": inputs.fingerprint, "inputs": freshness.input_record(inputs.paths, inputs.identities)}
         (page_dir / "info.json").write_text(json.dumps(info, indent=1))
 
 

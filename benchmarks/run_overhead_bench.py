@@ -50,7 +50,7 @@ def write_images(folder: Path, n: int) -> None:
 def write_outputs(run: Path, config: Path, shards: int) -> None:
     """A current source page for every manifest page, and each shard's run report naming its pages
     with the fingerprint and file identity the runner records (`runners/_loop.py` finish_ok)."""
-    from newsbag import rundir
+    from newsbag import freshness, rundir
     from newsbag.config import load_config
     from newsbag.manifest import read_pages, select_shard
 
@@ -69,7 +69,7 @@ def write_outputs(run: Path, config: Path, shards: int) -> None:
             "regions": [{"bbox_xyxy": [0, 0, 4, 4], "label": "text", "class": "text", "score": 0.9,
                          "order": None, "text": None}], "seconds": 0.001}))
         index[p.page_id] = {"status": "ok", "seconds": 0.001, "regions": 1, "fingerprint": fp,
-                            "identity": rundir.file_identity(path)}
+                            "identity": freshness.file_identity(path)}
     for k in range(shards):
         pages = {p.page_id: index[p.page_id] for p in select_shard(records, (k, shards))}
         (out / f"run_report.shard-{k}-of-{shards}.json").write_text(json.dumps({

@@ -333,7 +333,7 @@ def is_valid_output(path: Path, page_id: str, fingerprint: str | None = None) ->
 
 
 def _identity(path: Path) -> list[int]:
-    """[size, mtime_ns] of a file: newsbag's `rundir.file_identity`."""
+    """[size, mtime_ns] of a file: newsbag's `freshness.file_identity`."""
     st = os.stat(path)
     return [st.st_size, st.st_mtime_ns]
 
@@ -561,7 +561,7 @@ def _report_lock(report_path: Path):
 
     Two calls may run one variant at once on different pages (``--pages`` subsets of one run
     dir): one lock per report, so each merges its records over the other's, never under them.
-    A POSIX record lock, as newsbag's ``rundir.manifest_lock``: it holds across nodes on NFS,
+    A POSIX record lock, as newsbag's ``locks.manifest_lock``: it holds across nodes on NFS,
     and the kernel drops it when its holder is killed.
     """
     lock = report_path.with_name(f".{report_path.name}.lock")
@@ -665,7 +665,7 @@ class _Report:
             "allow_cpu_fallback": bool(job.get("allow_cpu_fallback", True)),
             "python": sys.executable, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "state": "running",
             # Who says "running": newsbag marks the report killed when it sees this runner die
-            # (rundir.mark_runner_killed).
+            # (reports.mark_runner_killed).
             "pid": os.getpid(), "host": _HOST,
         })
         for ended in ("finished", "interrupted", "killed", "killed_by"):
@@ -810,7 +810,7 @@ class _PageLoop:
         atomic_write_json(path, record, durable=False, volatile=("seconds",))
         (self.failed_dir / f"{page_id}.json").unlink(missing_ok=True)
         # What this file is (its fingerprint, size and mtime): newsbag's index of the folder, so a
-        # rerun and `status` stat the page instead of parsing it (rundir.current_source_pages).
+        # rerun and `status` stat the page instead of parsing it (freshness.current_source_pages).
         index = {"fingerprint": page["fingerprint"], "identity": _identity(path)} if page.get("fingerprint") else {}
         self.report.record(page_id, {
             "status": status, "seconds": round(seconds, 4), "regions": len(regions), "device": self.made["device"],

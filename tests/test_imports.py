@@ -17,11 +17,11 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.slurm", "newsbag.slurm.client"})),
+        "newsbag.revisions", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
     ("contract", frozenset({"newsbag.contract"})),
-    ("bytes on disk", frozenset({"newsbag.io"})),
+    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
     ("run directory, inputs and configuration", frozenset({
-        "newsbag.rundir", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
         "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",

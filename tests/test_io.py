@@ -18,11 +18,11 @@ def test_atomic_write_takes_the_next_temp_name_when_one_is_taken_and_leaves_it(t
     import itertools
     import os
 
-    from newsbag import io as nb_io
+    from newsbag import io as nb_io, liveness
 
     monkeypatch.setattr(nb_io, "_TMP_SEQ", itertools.count(7))
     target = tmp_path / "deep" / "page.json"        # the folder is made on demand
-    squatter = tmp_path / "deep" / f".page.json.{nb_io._HOST}-{os.getpid()}-8.tmp"   # another job's (a reused pid)
+    squatter = tmp_path / "deep" / f".page.json.{liveness.HOST}-{os.getpid()}-8.tmp"   # another job's (a reused pid)
     nb_io.atomic_write_bytes(target, b"one")         # takes -7
     squatter.write_bytes(b"theirs")
     nb_io.atomic_write_bytes(target, b"two")         # -8 is taken: -9
@@ -51,28 +51,6 @@ def test_keep_same_leaves_a_file_that_holds_the_content_and_replaces_one_that_do
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t0.tsv", "t1.tsv"]  # no temp file left
 
 
-def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_a_day(tmp_path):
-    """`writer_gone` judges temp files' writers and runners whose reports say running."""
-    import os
-    import subprocess
-    import sys
-    import time
-
-    from newsbag import io as nb_io
-
-    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
-    deadline = time.monotonic() + 30
-    while not nb_io._ended(nb_io._proc_stat(zombie.pid)) and time.monotonic() < deadline:   # ended, not reaped (no wait())
-        time.sleep(0.02)
-    now = time.time()
-    assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)
-    zombie.wait()
-    assert nb_io.writer_gone(nb_io._HOST, zombie.pid, now, now)   # reaped: no such pid
-    assert not nb_io.writer_gone(nb_io._HOST, os.getpid(), None, now)   # alive, last write unknown
-    assert not nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S + 60, now)   # another host: recent
-    assert nb_io.writer_gone(None, 1, now - nb_io.FOREIGN_TEMP_AGE_S - 60, now)
-
-
 def test_a_pid_taken_by_a_process_that_started_after_the_last_write_is_a_gone_writer(tmp_path):
     """A runner that died long ago, whose pid a later process took, left a report saying
     running and temp files: its pid answers, but the process holding it started after the
@@ -83,14 +61,14 @@ def test_a_pid_taken_by_a_process_that_started_after_the_last_write_is_a_gone_wr
     import sys
     import time
 
-    from newsbag import io as nb_io
+    from newsbag import io as nb_io, liveness
 
     later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         now = time.time()
-        assert not nb_io.writer_gone(nb_io._HOST, later.pid, now, now)          # wrote after it started
-        assert nb_io.writer_gone(nb_io._HOST, later.pid, now - 3600, now)       # last wrote an hour before it started
-        temp = tmp_path / f".p1.json.{nb_io._HOST}-{later.pid}-3.tmp"
+        assert not liveness.writer_gone(liveness.HOST, later.pid, now, now)          # wrote after it started
+        assert liveness.writer_gone(liveness.HOST, later.pid, now - 3600, now)       # last wrote an hour before it started
+        temp = tmp_path / f".p1.json.{liveness.HOST}-{later.pid}-3.tmp"
         temp.write_bytes(b"half")
         assert not nb_io._temp_writer_gone(temp.name, str(tmp_path), now)
         os.utime(temp, (now - 3600, now - 3600))

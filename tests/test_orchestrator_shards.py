@@ -123,15 +123,15 @@ def test_a_shard_task_parses_only_its_own_manifest_lines(tmp_path, capsys, monke
 def test_a_shard_task_with_nothing_to_do_reads_its_own_report_and_opens_no_page(tmp_path, capsys, monkeypatch):
     """A task judged its pages from every shard's run report (each task read all N of them: the
     whole run's index); its own report records its pages, so it reads that one and stats them."""
-    from newsbag import rundir
+    from newsbag import freshness, reports as nb_reports
 
     run, config = _three_finished_shards(tmp_path, capsys)
     reports, opened = [], []
-    real_read_json = rundir.read_json
-    monkeypatch.setattr(rundir, "read_json", lambda path, *a, **k: (
+    real_read_json = nb_reports.read_json
+    monkeypatch.setattr(nb_reports, "read_json", lambda path, *a, **k: (
         reports.append(Path(path).name) if Path(path).name.startswith("run_report") else None)
         or real_read_json(path, *a, **k))
-    monkeypatch.setattr(rundir, "read_valid_page", lambda path, *a, **k: opened.append(path))
+    monkeypatch.setattr(freshness, "read_valid_page", lambda path, *a, **k: opened.append(path))
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", config, "--stages", "fake", "--shard", "1/3")
     assert code == 0, err
     assert reports == ["run_report.shard-1-of-3.json"]
@@ -160,7 +160,7 @@ def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_
     its page gone and fails it ("wrote no output") until the next rerun clears it."""
     import threading
 
-    from newsbag import orchestrator, rundir
+    from newsbag import freshness, orchestrator
     from newsbag.config import load_config
     from newsbag.manifest import read_pages
 
@@ -179,7 +179,7 @@ def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_
         outcomes["a"] = orchestrator.run_source(run, stage, "v", pages, runners=cfg.runners_dir)
 
     a = threading.Thread(target=call_a)
-    real_check, real_current, real_launch = orchestrator._check_output, rundir.current_source_pages, orchestrator._launch
+    real_check, real_current, real_launch = orchestrator._check_output, freshness.current_source_pages, orchestrator._launch
 
     def check(out_dir, page):  # A holds here: its runner has written the page and said so
         if threading.current_thread() is a:
@@ -200,7 +200,7 @@ def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_
         return real_launch(*args, **kwargs)
 
     monkeypatch.setattr(orchestrator, "_check_output", check)
-    monkeypatch.setattr(rundir, "current_source_pages", current)
+    monkeypatch.setattr(freshness, "current_source_pages", current)
     monkeypatch.setattr(orchestrator, "_launch", launch)
     outcomes["b"] = orchestrator.run_source(run, stage, "v", pages, runners=cfg.runners_dir)
     a.join(60)

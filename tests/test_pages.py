@@ -426,7 +426,7 @@ def test_a_rerun_over_unchanged_inputs_names_each_once_and_rewrites_nothing(tmp_
 
     from newsbag import inputs
     from newsbag import pages as pages_mod
-    from newsbag.rundir import file_identity
+    from newsbag.freshness import file_identity
 
     run = tmp_path / "run"
     first, _ = build_pages(run, [page_dir], None, True, None)
@@ -509,8 +509,8 @@ def test_a_page_that_grew_past_the_read_once_size_since_its_stat_is_not_read_who
     src = write_image(tmp_path / "in" / "a.png", size=(64, 48))
     size = src.stat().st_size
     monkeypatch.setattr(images, "READ_ONCE_MAX_BYTES", size // 2)
-    real_identity = pages.rundir.file_identity
-    monkeypatch.setattr(pages.rundir, "file_identity", lambda path: [1, real_identity(path)[1]])  # stat'ed small
+    real_identity = pages.freshness.file_identity
+    monkeypatch.setattr(pages.freshness, "file_identity", lambda path: [1, real_identity(path)[1]])  # stat'ed small
     reads = []
     real_open = open
 

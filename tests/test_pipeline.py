@@ -228,7 +228,7 @@ def test_the_config_record_names_the_config_of_the_fusion_that_ran_last(tmp_path
     import subprocess
     import sys
 
-    from newsbag import rundir
+    from newsbag import locks
 
     run, x, code, err = _run(tmp_path, page_dir, capsys, "--stages", "fake,fusion")
     assert code == 0, err
@@ -236,7 +236,7 @@ def test_the_config_record_names_the_config_of_the_fusion_that_ran_last(tmp_path
     raw = json.loads(x.read_text())
     raw["stages"][1]["variants"]["C"]["params"]["vote"] = 2
     y.write_text(json.dumps(raw))
-    with rundir.stage_lock(run, "fusion"):
+    with locks.stage_lock(run, "fusion"):
         a = subprocess.Popen([sys.executable, "-m", "newsbag", *waiting, "--run-dir", str(run), "--config", str(x)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         seen = []
@@ -466,17 +466,17 @@ def test_a_scratch_folder_is_removed_with_its_call_and_one_a_killed_call_left_by
     import sys
     import time
 
-    from newsbag import rundir
+    from newsbag import scratch
 
     with pytest.raises(RuntimeError):
-        with rundir.scratch_folder(tmp_path, "x-") as folder:
+        with scratch.scratch_folder(tmp_path, "x-") as folder:
             (folder / "a.pkl").write_bytes(b"1")
             raise RuntimeError
     assert not folder.exists()
     root = tmp_path / "cache" / "scratch"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from newsbag import rundir\n"
-        "with rundir.scratch_folder(Path(sys.argv[1]), 'x-') as f:\n"
+        "import sys, time; from pathlib import Path; from newsbag import scratch\n"
+        "with scratch.scratch_folder(Path(sys.argv[1]), 'x-') as f:\n"
         "    (f / 'a.pkl').write_bytes(b'1'); print(f, flush=True); time.sleep(60)"), str(tmp_path)],
         stdout=subprocess.PIPE, text=True)
     try:
@@ -487,7 +487,7 @@ def test_a_scratch_folder_is_removed_with_its_call_and_one_a_killed_call_left_by
         (abandoned / "b.pkl").write_bytes(b"2")
         other_prefix = root / "y-otherhost-123-abc"
         other_prefix.mkdir()
-        with rundir.scratch_folder(tmp_path, "x-") as folder:
+        with scratch.scratch_folder(tmp_path, "x-") as folder:
             assert folder.is_dir() and not abandoned.exists()
             assert (live / "a.pkl").is_file() and other_prefix.is_dir()
         assert sorted(p.name for p in root.iterdir()) == sorted([live.name, other_prefix.name])
@@ -495,7 +495,7 @@ def test_a_scratch_folder_is_removed_with_its_call_and_one_a_killed_call_left_by
         holder.kill()
         holder.wait()
     time.sleep(0.1)
-    with rundir.scratch_folder(tmp_path, "x-"):
+    with scratch.scratch_folder(tmp_path, "x-"):
         assert not live.exists()                            # killed: its lock went with it
 
 
@@ -880,7 +880,7 @@ def test_a_run_copied_without_its_mtimes_redoes_nothing_and_status_says_done(tmp
     """A run copied with `cp -r` (new mtimes, same bytes) is the same run: a rerun skips every page
     of every stage and leaves fused pages, boards and exports as they are, and status counts them
     done. Each stage's own records may take the new mtimes, so the next rerun stats, not reads."""
-    from newsbag import rundir
+    from newsbag import freshness
     from newsbag.status import collect_status
 
     run, _ = _finished_run(tmp_path, page_dir, capsys)
@@ -895,8 +895,8 @@ def test_a_run_copied_without_its_mtimes_redoes_nothing_and_status_says_done(tmp
     outputs = {d: _identities(copy, d) for d in kept}
     assert {d: _contents(copy, d) for d in kept} == before
     hashed = []
-    real = rundir.file_digest
-    monkeypatch.setattr(rundir, "file_digest", lambda path: hashed.append(path) or real(path))
+    real = freshness.file_digest
+    monkeypatch.setattr(freshness, "file_digest", lambda path: hashed.append(path) or real(path))
     code, out, err = run_cli(capsys, "run", "--run-dir", copy, "--json")
     assert code == 0, err
     assert _counts(out) == {"fake/v": 0, "fake/w": 0, "fusion": 0, "review": 0, "export": 0}
@@ -1015,16 +1015,16 @@ def test_a_rerun_with_nothing_changed_stats_each_input_no_more_than_it_judges_it
     per rerun of 100k pages, each a round trip on Lustre or NFS)."""
     from collections import Counter
 
-    from newsbag import rundir
+    from newsbag import freshness
 
     run, _ = _finished_run(tmp_path, page_dir, capsys)
-    real, seen = rundir.file_identity, Counter()
+    real, seen = freshness.file_identity, Counter()
 
     def counted(path):
         seen[os.fspath(path)] += 1
         return real(path)
 
-    monkeypatch.setattr(rundir, "file_identity", counted)
+    monkeypatch.setattr(freshness, "file_identity", counted)
     code, out, err = run_cli(capsys, command, "--run-dir", run, "--json")
     assert code == 0, err
     assert json.loads(out)["skipped"] == 5

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import rundir
+from . import locks, rundir
 from .errors import did_you_mean
 from .export.options import ExportParams, export_variant_names, parse_export_cfg
 from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
@@ -159,14 +159,14 @@ def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[st
               progress: Callable[[str, str], None] | None = None,
               record: Callable[[dict | None], dict] | None = None) -> dict:
     """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself),
-    one call per run dir and kind at a time (`rundir.stage_lock`).
+    one call per run dir and kind at a time (`locks.stage_lock`).
 
     ``record``: this call's change to the run's config record (`rundir.update_config_record`),
     made once it holds the lock: a call that waited for another runs after it, so the record
     names what made the outputs last, never the config of a call still waiting.
     """
     entry = get(kind)
-    with rundir.stage_lock(run_dir, kind):
+    with locks.stage_lock(run_dir, kind):
         if record is not None:
             rundir.update_config_record(run_dir, record)
         return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers,

@@ -304,15 +304,32 @@ def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, a
 def status(run_dir, as_json):
     """Pages done / failed / pending per stage and source."""
     from .rundir import has_run_state
-    from .status import collect_status
 
     if not has_run_state(run_dir):
         raise click.BadParameter(f"{run_dir} is not a run directory (no manifests, outputs or slurm jobs in it); "
                                  "give the folder newsbag run or newsbag pages wrote", param_hint="--run-dir")
-    from .slurm.jobs import describe_jobs, failed_task_states, format_job_lines
+    from .slurm.jobs import format_job_lines
+    from .slurm.recovery import job_note
+    from .status import status_lines
+
+    info, jobs, work = _status_info(run_dir)
+    if as_json:
+        click.echo(json.dumps(info, indent=1))
+        return
+    for line in status_lines(info, lambda stage: job_note(stage, jobs, run_dir, work)):
+        click.echo(line)
+    for line in [*format_job_lines(jobs), *info["way_out"]]:
+        click.echo(f"  {line}")
+
+
+def _status_info(run_dir: Path):
+    """(`status.collect_status` with the run's Slurm jobs and way out added, narrowed to the stages
+    the submission selected; the jobs; the stages with work, read once if asked)."""
+    from .slurm.jobs import describe_jobs, failed_task_states
     from .slurm.plan import stages_with_work
-    from .slurm.recovery import job_note, way_out
+    from .slurm.recovery import way_out
     from .slurm.settings import selected_stage_names
+    from .status import collect_status
 
     info = collect_status(run_dir)
     whole = dict(info)   # what a resubmit plans by, before the view below narrows it
@@ -324,67 +341,7 @@ def status(run_dir, as_json):
         info["builtin"] = {kind: outputs for kind, outputs in info["builtin"].items() if kind in selected}
     work = cache(lambda: stages_with_work(run_dir, whole))  # reads every page's state: once, if asked
     info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs), pending=work)
-    if as_json:
-        click.echo(json.dumps(info, indent=1))
-        return
-    click.echo(f"{info['run_dir']}: {info['pages']} page(s)")
-    if info["rejected"]:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(info["rejected_by_kind"].items()))
-        click.echo(f"  rejected inputs {len(info['rejected'])} ({kinds}); see manifests/rejected.jsonl")
-        for r in info["rejected"][:20]:
-            click.echo(f"      {r['error']}")
-    if info["judged_by_older_rule"]:
-        click.echo(f"  {info['judged_by_older_rule']} page(s) judged by an older conversion rule (newsbag upgraded): "
-                   "the next `newsbag run` or `newsbag pages` judges them again and redoes those whose image changed")
-    if info["scans_changed"]:
-        click.echo(f"  scans changed since inspected: {info['scans_changed']} (rerun newsbag run / newsbag pages)")
-    if info["scans_missing"]:
-        click.echo(f"  scans missing since inspected: {info['scans_missing']} (outputs kept; boards, transcripts, "
-                   "model passes and exports' image links need them: put them back where the manifest says)")
-    for s in info["sources"]:
-        note = job_note(s["source"].split("/")[0], jobs, run_dir, work) if s["pending"] or s["stale"] or s["failed"] else ""
-        share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"
-        flag = "  FLAGGED: model answers, nothing parses" if s["flagged"] else ""
-        stale = f"  stale {s['stale']:>5}" if s["stale"] else ""
-        devices = s["devices"]
-        on = (f"  on {next(iter(devices))}" if len(devices) == 1
-              else "  on " + ", ".join(f"{k} {v}" for k, v in devices.items()) if devices else "")
-        click.echo(f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}"
-                   f"{stale}  pending {s['pending']:>6}{on}{flag}" + (f"  ({note})" if note else ""))
-        for r in s["runners"]:
-            click.echo(f"      runner pid {r['pid']} on {r['host']} " + (
-                f"at work since {r['started']} ({r['report']})" if r["state"] == "running" else
-                f"died without finishing ({r['report']} last written {r['updated']}; killed with newsbag?): "
-                "its unfinished pages are pending; rerun to do them"))
-        if s.get("not_started"):   # the source could not run: say why, and where its log is
-            n = s["not_started"]
-            seen = "" if not n["log"] or n["log"] in n["error"] else f"; log {n['log']}"
-            click.echo(f"      {s['source']}: {'stopped' if n['started'] else 'not started'} ({n['at']}): "
-                       f"{n['error']}{seen}")
-        for page_id, err in s["errors"].items():
-            click.echo(f"      {page_id}: {err}")
-        if s["degenerate"]:
-            click.echo(f"      degenerate on {s['degenerate']} page(s), e.g. {s['degenerate_example']}")
-        for page_id, reason in s["empty_reasons"].items() if s["flagged"] else ():
-            click.echo(f"      {page_id}: empty: {reason}")
-    for kind, outputs in info["builtin"].items():
-        for o in outputs:
-            click.echo(_counts_line(f"{kind}/{o['name']}", o))
-    for line in format_job_lines(jobs):
-        click.echo(f"  {line}")
-    for line in info["way_out"]:
-        click.echo(f"  {line}")
-
-
-def _counts_line(label: str, outputs: dict) -> str:
-    """A status line of a builtin stage's outputs (`builtin.Outputs`: a fused variant, the review boards,
-    transcripts, an export layer): done, failed, stale when any, pending, its note; then one line
-    per reason its stale outputs are stale."""
-    stale = f"  stale {outputs['stale']:>5}" if outputs["stale"] else ""
-    note = f"  ({outputs['note']})" if outputs["note"] else ""
-    why = "".join(f"\n      stale: {reason} ({n} page{'s' * (n != 1)})" for reason, n in outputs["reasons"].items())
-    return (f"  {label:<36} done {outputs['done']:>6}  failed {outputs['failed']:>5}{stale}  "
-            f"pending {outputs['pending']:>6}{note}{why}")
+    return info, jobs, work
 
 
 def _builtin_options(workers_help: str = "Processes."):

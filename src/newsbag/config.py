@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Literal, Mapping
 
-from . import builtin, rundir
+from . import builtin, freshness, rundir
 from .errors import ConfigError, did_you_mean
 from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
@@ -90,14 +90,14 @@ class ModelStage:
     revision: int = 0
 
     def page_fingerprint(self, variant: str, image_sha256: str) -> str:
-        """The fingerprint a current page of `variant` records (`rundir.source_fingerprinter`): what
+        """The fingerprint a current page of `variant` records (`freshness.source_fingerprinter`): what
         the orchestrator hands the runner, and what its skip, status and the Slurm plan compare."""
         return self._fingerprinters[variant](image_sha256)
 
     @functools.cached_property
-    def _fingerprinters(self) -> dict[str, rundir.Fingerprint]:
+    def _fingerprinters(self) -> dict[str, freshness.Fingerprint]:
         """`page_fingerprint` of each variant less the page, encoded once: asked for every page."""
-        return {v: rundir.source_fingerprinter(self.family, self.revision, dict(params), self.volatile,
+        return {v: freshness.source_fingerprinter(self.family, self.revision, dict(params), self.volatile,
                                                dict(self.label_map)) for v, params in self.variants.items()}
 
 

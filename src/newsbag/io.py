@@ -5,18 +5,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import filecmp
-import functools
 import itertools
 import json
 import logging
 import math
 import os
-import socket
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, TextIO
 
 from .errors import first_line
+from .liveness import HOST, writer_gone
 
 try:
     import orjson
@@ -25,7 +24,7 @@ except ImportError:  # a venv made before orjson became a dependency: the stdlib
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
            "read_valid_page",
-           "append_jsonl", "jsonl_lines", "hash_file", "run_dir_error", "remove_dead_temps", "writer_gone", "DISK_ERRNOS"]
+           "append_jsonl", "jsonl_lines", "hash_file", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
 # one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
@@ -100,77 +99,11 @@ def _write_file(fd: int, data: bytes, path: Path) -> None:
 
 
 _TMP_SEQ = itertools.count()
-_HOST = socket.gethostname()
-
-
-# A writer on another host is taken for gone once its file has not been written to for this
-# long: it cannot be asked from here (Slurm puts every task on another node), and no newsbag
-# writer (a temp file, a runner's report) leaves its file untouched for a day while it is alive.
-FOREIGN_TEMP_AGE_S = 86400
 _SWEPT: set[str] = set()  # the folders this process has removed dead writers' temp files from
 
 
-def writer_gone(host: str | None, pid: int, last_write: float | None, now: float) -> bool:
-    """Whether the process `pid` of `host` (its name; None: another one), which last wrote a file at
-    `last_write` (epoch s; None: not known), has ended: on this host, its pid is not alive, or is
-    held by a process that started after that write (the pid was reused: a runner killed
-    long ago on a busy node); on another, that write is `FOREIGN_TEMP_AGE_S` old or not known
-    (nothing will ever tell more)."""
-    if host == _HOST:
-        try:
-            os.kill(pid, 0)  # this process included: alive
-        except ProcessLookupError:
-            return True
-        except OSError:  # alive, another user's
-            pass
-        stat = _proc_stat(pid)
-        if _ended(stat):
-            return True
-        started = _started_at(stat)
-        return last_write is not None and started is not None and started > last_write + _START_SLACK_S
-    return last_write is None or now - last_write > FOREIGN_TEMP_AGE_S
-
-
-# A process's start time from /proc is in whole seconds of boot time plus clock ticks.
-_START_SLACK_S = 2.0
-
-
-def _proc_stat(pid: int) -> list[bytes] | None:
-    """The fields of /proc/<pid>/stat after the command name (Linux; elsewhere None)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rpartition(b")")[2].split()
-    except OSError:
-        return None
-
-
-def _ended(stat: list[bytes] | None) -> bool:
-    """Whether the process of `_proc_stat` fields has ended but is not reaped yet (elsewhere False):
-    a runner killed with its newsbag stays a zombie until init gets to it, and os.kill still finds it."""
-    return stat is not None and stat[:1] in ([b"Z"], [b"X"])
-
-
-@functools.cache
-def _boot_time() -> float | None:
-    """Epoch seconds this machine booted (/proc/stat ``btime``; elsewhere None)."""
-    try:
-        with open("/proc/stat", "rb") as fh:
-            return next(float(line.split()[1]) for line in fh if line.startswith(b"btime "))
-    except (OSError, StopIteration, IndexError, ValueError):
-        return None
-
-
-def _started_at(stat: list[bytes] | None) -> float | None:
-    """Epoch seconds the process of `_proc_stat` fields started (field 22, ticks since boot)."""
-    boot = _boot_time()
-    try:
-        return None if stat is None or boot is None else boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
-    except (IndexError, ValueError):
-        return None
-
-
 def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
-    """Whether ``name`` (in ``folder``) is a temp file of `_open_temp` whose writer has ended (`writer_gone`)."""
+    """Whether ``name`` (in ``folder``) is a temp file of `_open_temp` whose writer has ended (`liveness.writer_gone`)."""
     head, sep, tail = name.removesuffix(".tmp").rpartition("-")
     head, _, pid = head.rpartition("-")
     if not (name.startswith(".") and name.endswith(".tmp") and sep and pid.isdigit() and tail.isdigit()):
@@ -179,7 +112,7 @@ def _temp_writer_gone(name: str, folder: str, now: float) -> bool:
         last_write = os.stat(os.path.join(folder, name)).st_mtime
     except OSError:  # renamed into place or removed meanwhile
         last_write = None
-    return writer_gone(_HOST if head.endswith(f".{_HOST}") else None, int(pid), last_write, now)
+    return writer_gone(HOST if head.endswith(f".{HOST}") else None, int(pid), last_write, now)
 
 
 def remove_dead_temps(folder: Path, *, again: bool = False) -> None:
@@ -219,7 +152,7 @@ def _open_temp(path: Path) -> tuple[int, str]:
     """
     remove_dead_temps(path.parent)
     for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{_HOST}-{os.getpid()}-{next(_TMP_SEQ)}.tmp")
+        tmp = str(path.parent / f".{path.name}.{HOST}-{os.getpid()}-{next(_TMP_SEQ)}.tmp")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666), tmp
         except FileNotFoundError:
@@ -374,7 +307,7 @@ def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, dura
 
     ``volatile``: top-level keys of the dict `obj` that differ on every computation (a page's
     ``seconds``): a file holding `obj` but for them is left as it is (mtime, inode). Downstream
-    stages judge their inputs by `rundir.file_identity`, so a recomputation that changes nothing
+    stages judge their inputs by `freshness.file_identity`, so a recomputation that changes nothing
     (``--force``) must not look like new content to them.
     """
     def encode(value: Any) -> bytes:
@@ -526,7 +459,7 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
 
 def _resolve_members(page: dict, table_path: Path, path) -> None:
     """Replace each region's member indices by the records of the page's member table, and
-    its support indices by the table's source names (pages written before hold the names).
+    its support indices by the table's source names.
 
     The indices hold only in the table fused with the page: both record the source pages'
     identities (``inputs``). Fusion writes the table before the variant pages, so a fusion
@@ -537,16 +470,13 @@ def _resolve_members(page: dict, table_path: Path, path) -> None:
 
     try:
         table = read_json(table_path)
-        made_from, fused_from = table.get("inputs"), page["source"].get("inputs")
-        if made_from is not None and fused_from is not None and made_from != fused_from:
+        if table.get("inputs") != page["source"].get("inputs"):
             raise ValueError("made from other source pages than this page (a fusion interrupted, or "
                              "running, between them); rerun newsbag fuse")
-        sources = table.get("sources")
+        sources = table["sources"]
         for region in page["regions"]:
             region["members"] = member_table_records(table, region.get("members", []))
-            support = region.get("support")
-            if support and type(support[0]) is int:
-                region["support"] = [sources[k] for k in support]
+            region["support"] = [sources[k] for k in region.get("support", [])]
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
         reason = first_line(exc)
         raise ValueError(f"{path}: member table {table_path.name}: {type(exc).__name__}: {reason}") from None

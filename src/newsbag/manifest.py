@@ -9,7 +9,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterable
 
-from . import images, rundir
+from . import freshness, images, locks, rundir
 from .errors import InputError
 from .inputs import Rejected
 from .io import atomic_write_text, dumps_strict, jsonl_lines
@@ -147,14 +147,14 @@ def merge(run_dir: Path, pages: list[PageRecord], rejected: list[Rejected], list
     the inputs this call looked at). The manifest is read again under the lock: another job may
     have added pages while this one inspected its images, and a merge from an earlier read would
     drop them."""
-    with rundir.manifest_lock(run_dir):
+    with locks.manifest_lock(run_dir):
         _merge_pages(run_dir, pages)
         _merge_rejected(run_dir, rejected, listed)
 
 
 def checkpoint(run_dir: Path, pages: list[PageRecord]) -> None:
     """`pages` inspected so far into the manifest, as `merge` puts them there at the end."""
-    with rundir.manifest_lock(run_dir):
+    with locks.manifest_lock(run_dir):
         _merge_pages(run_dir, pages)
 
 
@@ -206,7 +206,7 @@ def scan_changes(run_dir: Path, records: Iterable[PageRecord]) -> tuple[list[str
     One stat a page and no hashing: `status` asks it of every page of a 100k-page run."""
     changed, missing = [], []
     for p in records:
-        identity = rundir.file_identity(os.path.abspath(Path(run_dir) / p.path))
+        identity = freshness.file_identity(os.path.abspath(Path(run_dir) / p.path))
         if identity is None:
             missing.append(p.page_id)
         elif changed_in_place(p, identity):

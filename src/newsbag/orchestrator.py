@@ -23,9 +23,11 @@ from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
+from .failures import previous_failure, record_failures
 from .io import DISK_ERRNOS, read_page, remove_dead_temps, write_json, run_dir_error
 from .manifest import PageRecord
-from . import rundir
+from . import freshness, rundir
+from .reports import mark_runner_killed
 from .rundir import failure_path, source_dir
 from .source_run import (Abort, Blame, Decision, Ended, Isolate, Limits, OverBudget, SourceState, Stop, advance,
                          budget_error, describe_exit, how_it_ended, plan_page, settle, setup_error)
@@ -273,7 +275,7 @@ def _note_killed(job: dict, pid: int, how: str) -> None:
     """The runner's report says it was killed, not ``running``; a disk that refuses the write
     must not hide why the runner stopped (the report then stays as it was)."""
     try:
-        rundir.mark_runner_killed(Path(job["out_dir"]), job["report_name"], pid, how)
+        mark_runner_killed(Path(job["out_dir"]), job["report_name"], pid, how)
     except (OSError, RunDirError) as exc:
         log.warning("%s/%s: run report not marked killed: %s", job["stage"], job["variant"], exc)
 
@@ -334,7 +336,7 @@ def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: st
 
 def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
                         started: bool, ledger: bool) -> None:
-    """Keep why the source could not run where `status` finds it (`rundir.not_started`) and in the
+    """Keep why the source could not run where `status` finds it (`failures.not_started`) and in the
     ledger: the run's own line is gone with its terminal or Slurm log a day later. A disk that
     refuses the write must not hide the error being raised."""
     record = {"page_id": None, "status": "stopped" if started else "not started", "error": str(exc),
@@ -343,7 +345,7 @@ def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception,
     try:
         write_json(rundir.not_started_path(run_dir, stage, variant), record)
         if ledger and not started:   # a source that did start has its page failures there
-            rundir.record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
+            record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
     except (OSError, RunDirError) as err:
         log.warning("%s/%s: why it did not run is not recorded: %s", stage, variant, err)
 
@@ -355,12 +357,12 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     read is judged in its turn (each turn needs a new write, so this ends).
     """
     path = out_dir / f"{page.page_id}.json"
-    while (judged := rundir.file_identity(path)) is not None:
+    while (judged := freshness.file_identity(path)) is not None:
         try:
             read_page(path, page.page_id)
             return None
         except ValueError as exc:
-            bad = rundir.set_aside_invalid_page(out_dir, page.page_id, judged)
+            bad = freshness.set_aside_invalid_page(out_dir, page.page_id, judged)
             if bad is not None:
                 reason = str(exc).split(": ", 1)[-1][:200]
                 return f"invalid output JSON ({reason}); moved to {bad.name}"
@@ -370,7 +372,7 @@ def _check_output(out_dir: Path, page: PageRecord) -> str | None:
 def _written_outcome(out_dir: Path, page_id: str, fingerprint: str) -> PageOutcome | None:
     """The outcome of a page whose `done` never arrived (a cut or lost event, a kill right
     after the write) but whose output is on disk and current; None when it is not."""
-    if not rundir.page_is_current(out_dir, page_id, fingerprint):
+    if not freshness.page_is_current(out_dir, page_id, fingerprint):
         return None
     reason = read_page(out_dir / f"{page_id}.json", page_id, members=False).get("empty_reason")
     return PageOutcome(page_id, "empty" if reason else "ok", reason)
@@ -460,8 +462,8 @@ class _SourceRun:
         those that failed before last."""
         out_dir = self.out_dir
         self.prints = {p.page_id: self.stage.page_fingerprint(self.variant, p.image_sha256) for p in pages}
-        self.judged = rundir.page_identities(out_dir, self.prints)
-        self.current = rundir.current_source_pages(out_dir, self.prints, first=self.report_name, now=self.judged)
+        self.judged = freshness.page_identities(out_dir, self.prints)
+        self.current = freshness.current_source_pages(out_dir, self.prints, first=self.report_name, now=self.judged)
         planned: dict[str, list[PageRecord]] = {"fresh": [], "retry": [], "hold": []}
         for page in pages:
             if page.page_id in self.current and not self.force:
@@ -473,8 +475,8 @@ class _SourceRun:
             # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
             # fails, it is removed once the runner is done (`_close`).
             if page.page_id not in self.current:
-                rundir.remove_stale_page(out_dir, page.page_id, self.judged.get(page.page_id))
-            before = None if self.force else rundir.previous_failure(out_dir, page.page_id)
+                freshness.remove_stale_page(out_dir, page.page_id, self.judged.get(page.page_id))
+            before = None if self.force else previous_failure(out_dir, page.page_id)
             kind = plan_page(before, self.prints[page.page_id], retry_failed=retry_failed)
             planned[kind].append(page)
             if kind == "hold":
@@ -563,7 +565,7 @@ class _SourceRun:
         unsettled = [p for p in self.remaining if p.page_id not in self.outcome.pages
                      and (result.exit_code == 0 or p.page_id in result.in_flight)]
         for page in unsettled:
-            if self.force and page.page_id in self.current and rundir.file_identity(
+            if self.force and page.page_id in self.current and freshness.file_identity(
                     self.out_dir / f"{page.page_id}.json") == self.judged.get(page.page_id):
                 continue  # the page `force` kept, not one this call wrote
             written = _written_outcome(self.out_dir, page.page_id, self.prints[page.page_id])
@@ -610,11 +612,11 @@ class _SourceRun:
         failed = [o for o in self.outcome.pages.values() if o.status == "failed"]
         for o in failed if self.force else ():   # a current page kept for `force` that failed now
             if o.page_id in self.current:
-                rundir.remove_stale_page(self.out_dir, o.page_id, self.judged.get(o.page_id))
+                freshness.remove_stale_page(self.out_dir, o.page_id, self.judged.get(o.page_id))
         # Held pages did not run: their failure is in the ledger since the call it happened in.
         not_run = {o.page_id for o in self.held}
         if self.ledger:
-            rundir.record_failures(self.run_dir, self.stage.name,
+            record_failures(self.run_dir, self.stage.name,
                                    [asdict(o) for o in failed if o.page_id not in not_run], variant=self.variant)
 
     def _left(self) -> list[PageRecord]:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
-from . import images, rundir
+from . import freshness, images
 from .errors import InputError
 from .images import InputLimits, copy_png, decode_page, passes_as_is, pixels_sha256
 from .inputs import (Rejected, check_input_file, list_inputs, named_inputs, no_images_message, page_id_for,
@@ -53,7 +53,7 @@ def inspect_page(path: Path, root: Path | None, run_dir: Path, limits: InputLimi
     page_id = page_id or page_id_for(path, root)
     path = Path(os.path.abspath(path))  # not resolved: the manifest keeps a symlink's own path
     check_input_file(path)
-    identity = rundir.file_identity(path)
+    identity = freshness.file_identity(path)
     page = decode_page(path, None if identity is None else identity[0], limits)
     image_path, copy_sha256 = str(path), None
     if page.copy is not None:
@@ -209,7 +209,7 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
     original = Path(os.path.abspath(Path(run_dir) / record.path))
     if original != Path(os.path.abspath(path)) and original.resolve() != Path(path).resolve():
         return False
-    identity = rundir.file_identity(original)
+    identity = freshness.file_identity(original)
     if identity is None:
         return gone_ok
     if changed_in_place(record, identity):
@@ -218,7 +218,7 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return False  # judged by an older rule: judge it again (`_still_passes`, `PageRecord.image_sha256`)
     if record.image_path == str(original):
         return True
-    cached = rundir.file_identity(Path(record.image_path))
+    cached = freshness.file_identity(Path(record.image_path))
     return cached is not None and cached[1] >= identity[1]
 
 
@@ -229,9 +229,9 @@ def _reanchored(run_dir: Path, record: PageRecord, path: Path) -> PageRecord | N
     None otherwise (inspected as a changed page). One hash, no decode: its outputs stay current."""
     if record.identity is None or record.judged_by_older_rule:
         return None
-    if rundir.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
+    if freshness.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
         return None
-    if rundir.file_identity(path) != record.identity:
+    if freshness.file_identity(path) != record.identity:
         return None
     try:
         if hash_file(path, hashlib.sha256()) != record.sha256:

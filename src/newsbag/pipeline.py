@@ -13,7 +13,7 @@ from .config import BuiltinStage, ModelStage, PipelineConfig, load_run_config, r
 from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import read_json, write_json
 from .orchestrator import SourceOutcome, run_source
-from . import rundir
+from . import freshness, rundir
 from .rundir import source_dir
 from .images import InputLimits
 from .inputs import Rejected, select_ids
@@ -124,7 +124,7 @@ def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> 
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
                 prints = {p: stage.page_fingerprint(variant, sha[p]) for p in page_ids if p in sha}
-                done = len(rundir.current_source_pages(source_dir(run_dir, stage.name, variant), prints))
+                done = len(freshness.current_source_pages(source_dir(run_dir, stage.name, variant), prints))
                 rows.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
                              "env": stage.env.python, "device": stage.device,
                              "pages": len(page_ids), "done": done, "todo": len(page_ids) - done})

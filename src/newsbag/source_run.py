@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from . import rundir
 from .errors import EnvError, GpuPreflightError, NewsbagError, RunDirError, RunnerError
+from .failures import is_held
 
 __all__ = [
     "Abort", "Blame", "Continue", "Decision", "Ended", "Isolate", "Limits", "OverBudget", "SourceState", "Stop",
@@ -48,7 +48,7 @@ def plan_page(before: dict | None, fingerprint: str, *, retry_failed: bool) -> L
     failed because it crashed or hung the runner with these inputs (`fingerprint`) last time."""
     if before is None or before.get("error_class") == "NotRun":  # never tried: new
         return "fresh"
-    if not retry_failed and rundir.is_held(before, fingerprint):
+    if not retry_failed and is_held(before, fingerprint):
         return "hold"
     return "retry"
 

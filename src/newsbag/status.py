@@ -7,22 +7,25 @@ import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
-from . import builtin, rundir
+from . import builtin, freshness, liveness, rundir
 from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, checked_builtin_options, load_config, read_config_json
 from .errors import ConfigError
+from .failures import not_started
 from .io import read_json
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .manifest import read_pages, read_rejected, scan_changes
+from .reports import source_reports
 
-__all__ = ["collect_status"]
+__all__ = ["collect_status", "status_lines"]
 
 log = logging.getLogger(__name__)
 
 
 def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
     """Pages a runner reported ``empty`` (answered, nothing usable), with the reason, from the
-    folder's run reports (`rundir.source_reports`).
+    folder's run reports (`source_reports`).
 
     The run reports (one per shard, one for the other calls) are read instead of every page
     file: cheap at 100k pages. Where they disagree on a page (empty in a shard's report, ok in
@@ -50,7 +53,7 @@ def _empty_pages(folder: Path, reports: list[dict]) -> dict[str, str]:
 
 def _devices(reports: list[dict], done: set[str]) -> dict[str, int]:
     """Done pages by the device their runner used, from the run reports (the first report that
-    records a page's device wins; pages written before reports recorded it are not counted)."""
+    records a page's device wins; a runner that skipped a page records none for it)."""
     device: dict[str, str] = {}
     for pages in reports:
         for page_id, rec in pages.items():
@@ -97,9 +100,9 @@ def _degenerate_sources(run_dir: Path) -> dict[str, dict]:
 
 
 def _not_started(run_dir: Path, source: str) -> dict | None:
-    """`rundir.not_started` of a source ("<stage>/<variant>"), its log named from this run dir
+    """`not_started` of a source ("<stage>/<variant>"), its log named from this run dir
     (a run may move); None while its last call ran it."""
-    record = rundir.not_started(run_dir, *source.split("/"))
+    record = not_started(run_dir, *source.split("/"))
     if record is None:
         return None
     log_path = record.get("log")
@@ -112,7 +115,7 @@ def collect_status(run_dir: Path) -> dict:
     """Counts per source, and per builtin stage kind of the registry its outputs (`builtin.Outputs`:
     fused variants, review boards, transcripts, exports) under ``builtin``; failures with their
     one-line errors; the runners a source's reports say are running, alive or died
-    (`rundir.runners_said_running`).
+    (`liveness.runners_said_running`).
 
     Outputs count as done only while a run, `newsbag fuse` / `review` / `transcribe` / `export`
     would skip them (their stages' own rules, with the config the run recorded); the others are
@@ -141,11 +144,11 @@ def collect_status(run_dir: Path) -> dict:
     for name in sorted(set(expected) | found):
         folder = sources_root(run_dir) / name
         present = rundir.page_files(folder) & ids
-        by_name = rundir.source_reports(folder)
+        by_name = source_reports(folder)
         reports = [r["pages"] for r in by_name.values()]
         if name in judged:   # by the rule a run skips pages by
             stage, variant = judged[name]
-            done = rundir.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
+            done = freshness.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
                                                reports)
         else:
             done = present
@@ -166,7 +169,7 @@ def collect_status(run_dir: Path) -> dict:
                         "empty": len(empty), "empty_share": None if share is None else round(share, 4),
                         "flagged": share is not None and share > limit,
                         "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
-                        "runners": rundir.runners_said_running(by_name, now),
+                        "runners": liveness.runners_said_running(by_name, now),
                         "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
@@ -181,3 +184,80 @@ def collect_status(run_dir: Path) -> dict:
             "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
             "scans_changed": len(changed), "scans_missing": len(missing),
             "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir)}
+
+
+def status_lines(info: dict, job_note: Callable[[str], str]) -> list[str]:
+    """The text of `newsbag status` for `collect_status`'s `info`: the run's inputs, then one line
+    per source with what it has to say underneath, then one per builtin stage output (the Slurm
+    jobs and the way out are the caller's). ``job_note(stage)``: what the run's Slurm jobs say of
+    a stage with pages to do ("" when nothing)."""
+    lines = [f"{info['run_dir']}: {info['pages']} page(s)", *_input_lines(info)]
+    for s in info["sources"]:
+        note = job_note(s["source"].split("/")[0]) if s["pending"] or s["stale"] or s["failed"] else ""
+        lines += _source_lines(s, note)
+    for kind, outputs in info["builtin"].items():
+        lines += [_counts_line(f"{kind}/{o['name']}", o) for o in outputs]
+    return lines
+
+
+def _input_lines(info: dict) -> list[str]:
+    """Status lines of the run's inputs: rejected ones, pages judged by an older conversion rule,
+    scans changed or missing since they were inspected."""
+    lines = []
+    if info["rejected"]:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(info["rejected_by_kind"].items()))
+        lines.append(f"  rejected inputs {len(info['rejected'])} ({kinds}); see manifests/rejected.jsonl")
+        lines += [f"      {r['error']}" for r in info["rejected"][:20]]
+    if info["judged_by_older_rule"]:
+        lines.append(f"  {info['judged_by_older_rule']} page(s) judged by an older conversion rule (newsbag upgraded): "
+                     "the next `newsbag run` or `newsbag pages` judges them again and redoes those whose image changed")
+    if info["scans_changed"]:
+        lines.append(f"  scans changed since inspected: {info['scans_changed']} (rerun newsbag run / newsbag pages)")
+    if info["scans_missing"]:
+        lines.append(f"  scans missing since inspected: {info['scans_missing']} (outputs kept; boards, transcripts, "
+                     "model passes and exports' image links need them: put them back where the manifest says)")
+    return lines
+
+
+def _source_lines(s: dict, note: str) -> list[str]:
+    """A source's status line (``note``: its Slurm jobs' note), then its runners, why it did not
+    run, its failed pages, its degenerate pages and, when flagged, its empty pages."""
+    share = "" if s["empty_share"] is None else f" ({s['empty_share']:.0%})"
+    flag = "  FLAGGED: model answers, nothing parses" if s["flagged"] else ""
+    stale = f"  stale {s['stale']:>5}" if s["stale"] else ""
+    devices = s["devices"]
+    on = (f"  on {next(iter(devices))}" if len(devices) == 1
+          else "  on " + ", ".join(f"{k} {v}" for k, v in devices.items()) if devices else "")
+    lines = [f"  {s['source']:<36} done {s['done']:>6}  empty {s['empty']:>5}{share}  failed {s['failed']:>5}"
+             f"{stale}  pending {s['pending']:>6}{on}{flag}" + (f"  ({note})" if note else "")]
+    lines += [_runner_line(r) for r in s["runners"]]
+    if s.get("not_started"):   # the source could not run: say why, and where its log is
+        n = s["not_started"]
+        seen = "" if not n["log"] or n["log"] in n["error"] else f"; log {n['log']}"
+        lines.append(f"      {s['source']}: {'stopped' if n['started'] else 'not started'} ({n['at']}): "
+                     f"{n['error']}{seen}")
+    lines += [f"      {page_id}: {err}" for page_id, err in s["errors"].items()]
+    if s["degenerate"]:
+        lines.append(f"      degenerate on {s['degenerate']} page(s), e.g. {s['degenerate_example']}")
+    if s["flagged"]:
+        lines += [f"      {page_id}: empty: {reason}" for page_id, reason in s["empty_reasons"].items()]
+    return lines
+
+
+def _runner_line(r: dict) -> str:
+    """A status line of a runner a source's report says is running (`liveness.runners_said_running`)."""
+    return f"      runner pid {r['pid']} on {r['host']} " + (
+        f"at work since {r['started']} ({r['report']})" if r["state"] == "running" else
+        f"died without finishing ({r['report']} last written {r['updated']}; killed with newsbag?): "
+        "its unfinished pages are pending; rerun to do them")
+
+
+def _counts_line(label: str, outputs: dict) -> str:
+    """A status line of a builtin stage's outputs (`builtin.Outputs`: a fused variant, the review boards,
+    transcripts, an export layer): done, failed, stale when any, pending, its note; then one line
+    per reason its stale outputs are stale."""
+    stale = f"  stale {outputs['stale']:>5}" if outputs["stale"] else ""
+    note = f"  ({outputs['note']})" if outputs["note"] else ""
+    why = "".join(f"\n      stale: {reason} ({n} page{'s' * (n != 1)})" for reason, n in outputs["reasons"].items())
+    return (f"  {label:<36} done {outputs['done']:>6}  failed {outputs['failed']:>5}{stale}  "
+            f"pending {outputs['pending']:>6}{note}{why}")

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from . import rundir
+from . import freshness, rundir
 from .builtin import Outputs
 from .errors import InputError, RunDirError, first_line, page_failure
+from .failures import record_failures
 from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
 from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
@@ -237,7 +238,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     """A page's `_PageInputs` by page id: the one rule `run_transcription` skips pages by and
     `transcript_status` judges them by (``write=False``: it records nothing).
 
-    Inputs are judged by `rundir.judge_by_record`: by their stats, or, where those changed (a run
+    Inputs are judged by `freshness.judge_by_record`: by their stats, or, where those changed (a run
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
     # The runner's revision too: a recogniser whose output changed for the same crops reads them again.
@@ -252,8 +253,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     block_dirs = _block_dirs(run_dir, params)
 
     def made_from(judged: dict) -> str:
-        """The fingerprint of a transcript made from inputs of these (`rundir.judged_identities`)."""
-        return rundir.fingerprint("transcription", revision("transcription"), params_rec, judged.get("fused"),
+        """The fingerprint of a transcript made from inputs of these (`freshness.judged_identities`)."""
+        return freshness.fingerprint("transcription", revision("transcription"), params_rec, judged.get("fused"),
                                   judged.get("lines"),
                                   *(judged.get(f"block:{name}") for name, _ in block_dirs))
 
@@ -262,7 +263,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
         paths = {"fused": str(fused_path), **({"lines": str(lines_path)} if lines_path else {}),
                  **{f"block:{name}": str(folder / f"{page_id}.json") for name, folder in block_dirs}}
-        judged, stale = rundir.judge_by_record(
+        judged, stale = freshness.judge_by_record(
             paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id),
             lambda judged: force or not _is_current(out_dir / f"{page_id}.json", made_from(judged)), write=write)
         return _PageInputs(fused_path, lines_path, judged.get("fused"), made_from(judged), not stale)
@@ -368,11 +369,11 @@ def _index_is_current(out_dir: Path, page_ids: Iterable[str]) -> bool:
     over 100k pages), leaves an older index; its rerun finds every page current and must
     still rebuild it.
     """
-    index = rundir.file_identity(out_dir / "transcripts.jsonl")
+    index = freshness.file_identity(out_dir / "transcripts.jsonl")
     if index is None:
         return False
     for page_id in page_ids:
-        page = rundir.file_identity(out_dir / f"{page_id}.json")
+        page = freshness.file_identity(out_dir / f"{page_id}.json")
         if page is not None and page[1] > index[1]:
             return False
     return True
@@ -508,6 +509,6 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
     if todo:
         call.recognise(todo)
     call.index(records)   # the index covers the whole manifest
-    rundir.record_failures(run_dir, "transcription", call.summary["failures"])
+    record_failures(run_dir, "transcription", call.summary["failures"])
     call.summary["seconds"] = round(time.monotonic() - t0, 2)
     return call.summary

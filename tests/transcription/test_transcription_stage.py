@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from newsbag import rundir
+from newsbag import freshness, rundir
 from newsbag.transcription import run_transcription
 from newsbag.transcription_options import parse_transcription_options
 from nbtest import REPO, run_cli, write_manifest
@@ -274,8 +274,8 @@ def test_a_run_copied_without_its_mtimes_keeps_its_transcripts_current(tmp_path,
     assert (again["ok"], again["skipped"], again["failed"]) == (0, 1, 0)
     assert {name: os.stat(out / name).st_mtime_ns for name in stamps} == stamps
     hashed = []
-    real = rundir.file_digest
-    monkeypatch.setattr(rundir, "file_digest", lambda path: hashed.append(path) or real(path))
+    real = freshness.file_digest
+    monkeypatch.setattr(freshness, "file_digest", lambda path: hashed.append(path) or real(path))
     assert run_transcription(copy, ["p1"], {})["skipped"] == 1 and hashed == []
 
 

@@ -18,7 +18,7 @@ class ExportInfo:
 
     `layer` is ``fusion/<variant>`` or ``sources/<stage>/<variant>``; `method` the fusion
     method or the source family; `created` an ISO-8601 UTC time (the input page's mtime, so
-    a rerun on the same input writes the same bytes); `fingerprint` is `rundir.fingerprint` of
+    a rerun on the same input writes the same bytes); `fingerprint` is `freshness.fingerprint` of
     the input file's identity, the format and its writer's revision, the layer and the tool
     version (a rerun skips a file whose recorded fingerprint matches).
     """

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .. import rundir
+from .. import __version__, freshness, rundir
 from ..errors import RunDirError, first_line, page_failure
+from ..failures import record_failures
 from ..io import atomic_write_bytes, read_json, read_page
 from ..manifest import read_pages
 from ..parallel import page_map
@@ -27,6 +28,8 @@ from .pagexml import page_xml
 __all__ = ["run_export", "export_layers", "export_status"]
 
 log = logging.getLogger(__name__)
+
+_TOOL = f"newsbag {__version__}"   # provenance written into every export; no part of any fingerprint
 
 _WRITERS = {"page-xml": page_xml, "alto": alto_xml}
 # The fingerprint sits in the first lines of every file (PAGE pcGtsId, ALTO Description,
@@ -111,7 +114,7 @@ def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, linked: str | None,
                       made_by: int | None = None) -> str:
     """What a file of `fmt` made from these inputs records; ``made_by``: by that code revision (else the one now)."""
     code = revision(f"export/{fmt}") if made_by is None else made_by
-    return rundir.fingerprint("export", fmt, code, layer.name, judged["page"], judged.get("text"),
+    return freshness.fingerprint("export", fmt, code, layer.name, judged["page"], judged.get("text"),
                               *([linked] if linked else []))
 
 
@@ -124,7 +127,7 @@ def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tu
 
 
 def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, linked: str | None) -> Callable:
-    """``stale(judged) -> [the formats whose file is not current]``, as `rundir.judge_by_record` asks."""
+    """``stale(judged) -> [the formats whose file is not current]``, as `freshness.judge_by_record` asks."""
     return lambda judged: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, linked))]
 
 
@@ -147,7 +150,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         return page_id, layer.name, statuses, ""
     try:
         stale = _stale_formats(outs, formats, layer, linked)
-        judged, todo = rundir.judge_by_record(paths, record_path,
+        judged, todo = freshness.judge_by_record(paths, record_path,
                                               lambda judged: list(formats) if force else stale(judged))
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
@@ -160,7 +163,7 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
                     transcript = None
             fingerprint = _page_fingerprint(fmt, layer, judged, linked)
-            info = ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL, created=_created(src),
+            info = ExportInfo(layer=layer.name, method=layer.method, tool=_TOOL, created=_created(src),
                               fingerprint=fingerprint,
                               image_filename=_image_name(run_dir, page, outs[fmt].parent, linked))
             atomic_write_bytes(outs[fmt], _WRITERS[fmt](page, info, transcript))
@@ -176,16 +179,16 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
 
 def _coco_fingerprint(layer: _Layer, pages: list[tuple[str, Path, list[int]]], linked: dict[str, str]) -> str:
     named = {p: linked[p] for p, _, _ in pages if p in linked}
-    return rundir.fingerprint("export", "coco", revision("export/coco"), layer.name, [[p, i] for p, _, i in pages],
+    return freshness.fingerprint("export", "coco", revision("export/coco"), layer.name, [[p, i] for p, _, i in pages],
                               *([named] if named else []))
 
 
 def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tuple[str, Path, list[int]]]:
-    """(page id, layer page, its `rundir.file_identity`) of the pages a COCO file of `layer` holds."""
+    """(page id, layer page, its `freshness.file_identity`) of the pages a COCO file of `layer` holds."""
     present = []
     for page_id in page_ids:
         src = layer.folder / f"{page_id}.json"
-        identity = rundir.file_identity(src)
+        identity = freshness.file_identity(src)
         if page_id not in failed and identity is not None:
             present.append((page_id, src, identity))
     return present
@@ -198,8 +201,8 @@ def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, lin
     if not out.exists():
         return False
     # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
-    present = [(page_id, src, rundir.judged_identity(
-        src, identity, rundir.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
+    present = [(page_id, src, freshness.judged_identity(
+        src, identity, freshness.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
         for page_id, src, identity in present]
     return _is_fresh(out, _coco_fingerprint(layer, present, linked))
 
@@ -245,7 +248,7 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
         return "pending", None
     if not formats:
         return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
-    judged, todo = rundir.judge_by_record(paths, _record_path(run_dir, layer, page_id),
+    judged, todo = freshness.judge_by_record(paths, _record_path(run_dir, layer, page_id),
                                           _stale_formats(outs, formats, layer, linked), write=False)
     if not todo:
         return "done", None
@@ -286,7 +289,7 @@ def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str]
         gone = {f["page_id"] for f in left_out}
         kept = [p for p in present if p[0] not in gone]
         newest = max(identity[1] for _, _, identity in kept or present) / 1e9
-        return ExportInfo(layer=layer.name, method=layer.method, tool=rundir.TOOL,
+        return ExportInfo(layer=layer.name, method=layer.method, tool=_TOOL,
                           created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest)),
                           fingerprint=_coco_fingerprint(layer, kept, linked), image_filename="")
 
@@ -342,7 +345,7 @@ def run_export(
         for page_id in page_ids:
             progress(page_id, "skipped")
     coco = _export_cocos(run_dir, exports, layers, page_ids, force, linked, tally) if "coco" in params.formats else {}
-    rundir.record_failures(run_dir, "export", tally.failures)
+    record_failures(run_dir, "export", tally.failures)
     counts = {s: sum(v == s for v in tally.page_status.values()) for s in ("ok", "skipped", "failed")}
     failed = counts["failed"] + len(tally.failed_elsewhere) + sum(v == "failed" for v in coco.values())
     return {"pages": len(page_ids), **counts, "failed": failed,

@@ -14,11 +14,12 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 from shapely import STRtree
 
-from .. import __version__, labels, rundir
+from .. import __version__, freshness, labels, rundir
 from ..builtin import Outputs
 from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
+from ..failures import record_failures
 from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
 from ..parallel import page_map
 from ..revisions import revision, why_stale
@@ -222,14 +223,14 @@ def _jsonable(obj):
 
 
 def _inputs(run_dir: Path, page_id: str, needed: list[str], record: dict | None
-            ) -> tuple[dict[str, str], rundir.Judged]:
-    """(path, `rundir.judged_identities` by the page's stored `record`) of each source output of
+            ) -> tuple[dict[str, str], freshness.Judged]:
+    """(path, `freshness.judged_identities` by the page's stored `record`) of each source output of
     one page that exists, by source name: one stat each while the files keep the stat recorded,
     and no Path built per page and source (status judges 100k pages)."""
     root, name = rundir.sources_root(run_dir), f"{page_id}.json"
     # "<stage>/<variant>", relative to the sources root (`rundir.discover_sources`)
     paths = {s: os.path.join(root, s, name) for s in needed}
-    idents = rundir.judged_identities(paths, (record or {}).get("identities"))
+    idents = freshness.judged_identities(paths, (record or {}).get("identities"))
     return {s: paths[s] for s in idents}, idents
 
 
@@ -250,23 +251,23 @@ def _load_inputs(inputs: dict[str, str], page_id: str) -> tuple[dict[str, Boxes]
 class _Prints:
     """What a page's fusion outputs are made from, except the input files (added per page)."""
 
-    metrics: rundir.Fingerprint              # source metrics: line source, region sources, exclusions
-    variants: dict[str, rundir.Fingerprint]  # variant -> its method, parameters (source order included), sources
+    metrics: freshness.Fingerprint              # source metrics: line source, region sources, exclusions
+    variants: dict[str, freshness.Fingerprint]  # variant -> its method, parameters (source order included), sources
 
     def page(self, idents: dict) -> tuple[str, dict[str, str]]:
-        metrics, *variants = rundir.fingerprint_all([self.metrics, *self.variants.values()], idents)
+        metrics, *variants = freshness.fingerprint_all([self.metrics, *self.variants.values()], idents)
         return metrics, dict(zip(self.variants, variants))
 
 
 def _prints(cfg: FusionConfig, active: dict[str, list[str]], needed: list[str]) -> _Prints:
     """Every variant's fingerprint holds the metrics one (so the shared fusion code's revision)
     and its method's code revision: a method's new revision redoes the variants using it only."""
-    metrics = rundir.fingerprint("fusion-metrics", revision("fusion"), cfg.line_source,
+    metrics = freshness.fingerprint("fusion-metrics", revision("fusion"), cfg.line_source,
                                  list(cfg.exclude_from_variants), needed)
-    variants = {v.name: rundir.Fingerprint(rundir.fingerprint(
+    variants = {v.name: freshness.Fingerprint(freshness.fingerprint(
         "fusion-variant", v.method, revision(_method_key(v.method)), asdict(v.params), active[v.name],
         cfg.line_source, metrics)) for v in cfg.variants if v.name in active}
-    return _Prints(rundir.Fingerprint(metrics), variants)
+    return _Prints(freshness.Fingerprint(metrics), variants)
 
 
 def _method_key(method: str) -> str:
@@ -295,7 +296,7 @@ class _PageState:
     """A page's source outputs and what its fusion outputs are judged by (`_page_state`)."""
 
     inputs: dict[str, str]        # source -> the path of its page, for those that exist
-    idents: rundir.Judged         # their identities (`rundir.judged_identities`)
+    idents: freshness.Judged         # their identities (`freshness.judged_identities`)
     metrics_fp: str               # the fingerprint a current metrics record holds
     variant_fps: dict[str, str]   # variant -> the fingerprint its current fused page holds
     record: dict | None           # the stored metrics record (`_stored_record`)
@@ -357,7 +358,7 @@ def _score_task(task: _ScoreTask) -> dict[str, dict] | None:
             "page_id": page_id, "sources": metrics, "variants": {}, "best_single_choice": {},
             "fingerprint": state.metrics_fp, "variant_fingerprints": {}, "revision": revision("fusion"),
             "variant_revisions": {}, "inputs": state.idents, "dropped": dropped,
-            "identities": rundir.input_record(state.inputs, state.idents, (state.record or {}).get("identities")),
+            "identities": freshness.input_record(state.inputs, state.idents, (state.record or {}).get("identities")),
         }, compact=True, durable=False)
         return metrics
     except Exception:  # noqa: BLE001 - reported once, by the fusion pass
@@ -404,14 +405,14 @@ def _stale_outputs(run_dir: Path, page_id: str, variants, variant_fps: dict[str,
     """
     written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
     table_path = rundir.members_table_path(run_dir, page_id)
-    table_id = rundir.file_identity(table_path)
+    table_id = freshness.file_identity(table_path)
     # A table whose stat is not the recorded one (a run copied without its mtimes) is judged by
     # the source identities it records.
     table_ok = current is not None and table_id is not None and (
         table_id == current.get("members_table") or _table_is_current(table_path, idents))
     stale = [v for v in variants
              if not table_ok or v not in current["variants"]
-             or not rundir.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v], written.get(v))]
+             or not freshness.page_is_current(rundir.fused_dir(run_dir, v), page_id, variant_fps[v], written.get(v))]
     return stale, table_ok
 
 
@@ -470,7 +471,7 @@ def _page_task(task: _PageTask) -> _PageResult:
             page["source"].update(fingerprint=variant_fps[name], inputs=idents, dropped=dropped)
             path = rundir.fused_dir(run_dir, name) / f"{page_id}.json"
             write_json(path, page, compact=True, durable=False, volatile=("seconds",))
-            outputs[name] = rundir.file_identity(path)
+            outputs[name] = freshness.file_identity(path)
             rundir.failure_path(rundir.fused_dir(run_dir, name), page_id).unlink(missing_ok=True)
         new = _jsonable(new)
         kept = {} if current is None else {v: m for v, m in current["variants"].items() if v not in stale}
@@ -481,8 +482,8 @@ def _page_task(task: _PageTask) -> _PageResult:
             "fingerprint": state.metrics_fp, "variant_fingerprints": {v: variant_fps[v] for v in active},
             "revision": revision("fusion"), "variant_revisions": _revisions(task.cfg, active),
             "inputs": idents, "dropped": dropped, "outputs": outputs,
-            "members_table": rundir.file_identity(table_path),
-            "identities": rundir.input_record(state.inputs, idents, (state.record or {}).get("identities")),
+            "members_table": freshness.file_identity(table_path),
+            "identities": freshness.input_record(state.inputs, idents, (state.record or {}).get("identities")),
         }, compact=True, durable=False, keep_same=True)
     except RunDirError:  # a full disk is not this page's fault: stop the stage with one line
         raise
@@ -493,20 +494,20 @@ def _page_task(task: _PageTask) -> _PageResult:
 
 def _refresh_record(run_dir: Path, page_id: str, state: _PageState, active: dict[str, list[str]]) -> None:
     """Give a skipped page's record the stats its files have now once its inputs' differ from
-    the ones recorded (a copied run): its inputs' (`rundir.input_record`), its member table's and
+    the ones recorded (a copied run): its inputs' (`freshness.input_record`), its member table's and
     its fused pages' (of the `active` variants, all judged current just now). Only the record is
     rewritten, never a file review or export judge, and the next rerun stats instead of reading."""
     if state.idents.holds:   # the common rerun: its inputs have the stats recorded, no stat again
         return
     record = state.record
-    identities = rundir.input_record(state.inputs, state.idents, record.get("identities"))
+    identities = freshness.input_record(state.inputs, state.idents, record.get("identities"))
     if identities == record.get("identities"):
         return
     write_json(rundir.metrics_path(run_dir, page_id), {
         **record, "identities": identities,
-        "outputs": {v: rundir.file_identity(rundir.fused_dir(run_dir, v) / f"{page_id}.json")
+        "outputs": {v: freshness.file_identity(rundir.fused_dir(run_dir, v) / f"{page_id}.json")
                     for v in record.get("outputs") or {} if v in active},
-        "members_table": rundir.file_identity(rundir.members_table_path(run_dir, page_id))},
+        "members_table": freshness.file_identity(rundir.members_table_path(run_dir, page_id))},
         compact=True, durable=False)
 
 
@@ -736,7 +737,7 @@ def run_fusion(
         prints = _prints(cfg, plan.active, plan.needed)
         tasks = (_PageTask(run_dir, pid, cfg, plan.active, plan.needed, prints, force) for pid in page_ids)
         results = list(_consume(run_map(_page_task, tasks), counts, failures, progress))
-    rundir.record_failures(run_dir, "fusion", failures)
+    record_failures(run_dir, "fusion", failures)
 
     failed_now = {r.page_id for r in results if r.status == "failed"}
     tables = _write_page_tables(fusion, run_dir, everyone, plan.needed, prints, failed_now)

@@ -15,10 +15,11 @@ import numpy as np
 from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
-from .. import rundir
+from .. import freshness, rundir
 from ..builtin import Outputs
 from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
+from ..failures import record_failures
 from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
 from ..images import open_accepted_image
 from ..manifest import read_pages
@@ -151,7 +152,7 @@ def _load_image(path: str, panel_width: int) -> Image.Image:
 def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
                 ) -> tuple[dict[str, str], dict[str, str], dict, dict[str, str], dict[str, list[int]]]:
     """(outputs, failure records) per name for one page, absent names did not run it, and the
-    `rundir.judged_identity` (by the ``recorded`` `rundir.input_record` of the board), path and stat of
+    `freshness.judged_identity` (by the ``recorded`` `freshness.input_record` of the board), path and stat of
     each by ``"<kind>:<name>"`` / ``"failed_<kind>:<name>"``: one stat a file while it keeps its
     recorded stat, no Path built (status judges 100k boards)."""
     done, failed, identities, paths, stats = {}, {}, {}, {}, {}
@@ -159,9 +160,9 @@ def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
     for name, folder in dirs.items():
         for key, found, out in ((f"{kind}:{name}", done, os.path.join(folder, file)),
                                 (f"failed_{kind}:{name}", failed, os.path.join(folder, rundir.FAILED_DIR, file))):
-            if (now := rundir.file_identity(out)) is not None:
+            if (now := freshness.file_identity(out)) is not None:
                 found[name], paths[key], stats[key] = out, out, now
-                identities[key] = rundir.judged_identity(out, now, recorded.get(key))
+                identities[key] = freshness.judged_identity(out, now, recorded.get(key))
                 break
     return done, failed, identities, paths, stats
 
@@ -197,7 +198,7 @@ class _Inputs:
     fingerprint: str
     paths: dict[str, str]          # each input file by its key in `identities`
     identities: dict[str, list[int]]
-    record_holds: bool             # the board's input record is still theirs (`rundir.record_holds`)
+    record_holds: bool             # the board's input record is still theirs (`freshness.record_holds`)
     scan_gone: bool                # the page image is not on disk (the board can be kept, not drawn)
 
 
@@ -216,14 +217,14 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
     # by its content as the manifest records it (and how it was read: the note), as the
     # sources are, so a scan touched, copied without its mtime or gone (purged from scratch,
     # archived) redraws nothing: its board is still of that scan.
-    on_disk = rundir.file_identity(image_path)
+    on_disk = freshness.file_identity(image_path)
     scan = [record.image_sha256, record.note] if record.sha256 else on_disk  # the copy's pixels where there is one
     identities = {**source_ids, **fused_ids}
-    fingerprint = rundir.fingerprint("review", revision("review"), plan.options, plan.recommended,
+    fingerprint = freshness.fingerprint("review", revision("review"), plan.options, plan.recommended,
                                      sorted(plan.source_dirs), scan, identities)
     return _Inputs(sources, failed_sources, fused, failed_fused, image_path, fingerprint,
                    {**source_paths, **fused_paths}, identities,
-                   rundir.record_holds({**source_stats, **fused_stats}, known), on_disk is None)
+                   freshness.record_holds({**source_stats, **fused_stats}, known), on_disk is None)
 
 
 def _judged(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
@@ -241,7 +242,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
     if fresh and not force:
         # The common rerun: its inputs have the stats recorded (no stat again). Else a copied
         # run: the stats its inputs have now go into the record, so the next rerun reads no more.
-        known = recorded.get("inputs") if inputs.record_holds else rundir.input_record(
+        known = recorded.get("inputs") if inputs.record_holds else freshness.input_record(
             inputs.paths, inputs.identities, recorded.get("inputs"))
         if known != recorded.get("inputs"):
             recorded = {**recorded, "inputs": known}
@@ -266,7 +267,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "panels": content.panel_rows, "dropped_sources": content.dropped,
         "reference_fused": content.reference, "priority": content.priority.to_dict(), "params": plan.options,
         "fingerprint": inputs.fingerprint, "revision": revision("review"),
-        "inputs": rundir.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
+        "inputs": freshness.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
@@ -672,7 +673,7 @@ def run_review(
     write_evaluation_data(run_dir)
     index = write_gallery(review_dir / "index.html", context)
     failures = [{"page_id": o.page_id, "error": o.error} for o in computed if o.status == "failed"]
-    rundir.record_failures(run_dir, "review", failures)
+    record_failures(run_dir, "review", failures)
     return {
         "pages": len(everyone),
         "selected": len(page_ids),

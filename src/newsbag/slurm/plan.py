@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from .. import rundir
+from .. import freshness, rundir
 from ..config import ModelStage, PipelineConfig, load_config
 from ..errors import ConfigError
+from ..failures import is_held, previous_failure
 
 if TYPE_CHECKING:
     from ..manifest import PageRecord   # manifest imports numpy and Pillow: only where a plan reads it
@@ -169,18 +170,18 @@ def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[
     """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
     pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
     (its run reports are read once), whatever the caller then slices. A page the run would
-    leave failed (`rundir.is_held`: it crashed the runner) is no work, its job would only fail
+    leave failed (`is_held`: it crashed the runner) is no work, its job would only fail
     it again, unless the submit passes --retry-failed on (`retry_failed`)."""
     lacking: set[str] = set()
     for stage in stages:
         for v in stage.variants:
             out_dir = rundir.source_dir(run_dir, stage.name, v)
             prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
-            missing = prints.keys() - rundir.current_source_pages(out_dir, prints)
+            missing = prints.keys() - freshness.current_source_pages(out_dir, prints)
             # Only the pages with a failure record are read: one listing, not an open per missing page.
             failed = set() if retry_failed else rundir.page_files(out_dir / rundir.FAILED_DIR) & missing
             lacking |= missing - {page_id for page_id in failed
-                                  if rundir.is_held(rundir.previous_failure(out_dir, page_id), prints[page_id])}
+                                  if is_held(previous_failure(out_dir, page_id), prints[page_id])}
     return lacking
 
 

@@ -97,7 +97,7 @@ def job_note(stage: str, rows: Sequence[dict], run_dir: Path, pending: Callable[
     """What the latest job of `stage` is doing, for a source row with pending, stale or failed pages.
 
     ``pending``: the stages with work left (`stages_with_work`), asked only once the job ended: a
-    stage with none has only failed pages a resubmit would not retry (`rundir.is_held`).
+    stage with none has only failed pages a resubmit would not retry (`failures.is_held`).
     """
     mine = [r for r in rows if stage in stage_set(r.get("stages"))]
     if not mine:

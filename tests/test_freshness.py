@@ -1,11 +1,11 @@
-"""rundir's freshness rule for source pages, with the runners' reports as its index."""
+"""The freshness rules: source pages judged with the runners' reports as their index, fingerprints, input records."""
 
 import json
 import os
 
 import pytest
 
-from newsbag import rundir
+from newsbag import freshness
 from newsbag.io import read_page, read_valid_page
 
 
@@ -14,7 +14,7 @@ def _write_page(folder, fingerprint):
     path.write_text(json.dumps({"page_id": "p", "image": {"path": "p.png", "width": 10, "height": 10},
                                 "source": {"stage": "s", "variant": "v", "family": "f", "fingerprint": fingerprint},
                                 "regions": []}))
-    return rundir.file_identity(path)
+    return freshness.file_identity(path)
 
 
 @pytest.mark.parametrize("made_with, recorded, rewritten_with, current, opened", [
@@ -28,7 +28,7 @@ def _write_page(folder, fingerprint):
 def test_current_source_pages_agrees_with_the_page_itself(tmp_path, monkeypatch, made_with, recorded,
                                                           rewritten_with, current, opened):
     reads = []
-    monkeypatch.setattr(rundir, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
+    monkeypatch.setattr(freshness, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
     identity = _write_page(tmp_path, made_with)
     if recorded:
         pages = {"p": {"status": "ok", "fingerprint": recorded, "identity": identity}}
@@ -36,7 +36,7 @@ def test_current_source_pages_agrees_with_the_page_itself(tmp_path, monkeypatch,
     if rewritten_with:
         _write_page(tmp_path, rewritten_with)
         os.utime(tmp_path / "p.json", ns=(identity[1] + 10**9, identity[1] + 10**9))
-    assert rundir.current_source_pages(tmp_path, {"p": "now"}) == ({"p"} if current else set())
+    assert freshness.current_source_pages(tmp_path, {"p": "now"}) == ({"p"} if current else set())
     assert bool(reads) == opened
 
 
@@ -51,7 +51,7 @@ def test_a_report_entry_that_is_no_record_of_the_file_is_not_trusted(tmp_path, e
     if isinstance(entry, dict) and entry["identity"] is None:
         entry = {**entry, "identity": identity}
     (tmp_path / "run_report.json").write_text(json.dumps({"pages": {"p": entry}}))
-    assert rundir.current_source_pages(tmp_path, {"p": "now"}) == set()
+    assert freshness.current_source_pages(tmp_path, {"p": "now"}) == set()
 
 
 def test_of_two_shardings_reports_the_newest_write_counts(tmp_path):
@@ -62,21 +62,21 @@ def test_of_two_shardings_reports_the_newest_write_counts(tmp_path):
         {"pages": {"p": {"status": "ok", "fingerprint": "now", "identity": identity}}}))
     (tmp_path / "run_report.shard-0-of-2.json").write_text(json.dumps(
         {"pages": {"p": {"status": "ok", "fingerprint": "before", "identity": older}}}))
-    assert rundir.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
-    assert rundir.current_source_pages(tmp_path, {"p": "before"}) == set()
+    assert freshness.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
+    assert freshness.current_source_pages(tmp_path, {"p": "before"}) == set()
 
 
 def test_a_page_its_own_report_does_not_account_for_is_looked_up_in_the_others(tmp_path, monkeypatch):
     """A shard task reads its own report first; a page redone since by a --pages call (recorded in
     run_report.json) is still judged by a stat, from that report, not opened."""
     reads = []
-    monkeypatch.setattr(rundir, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
+    monkeypatch.setattr(freshness, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
     identity = _write_page(tmp_path, "now")
     (tmp_path / "run_report.shard-0-of-2.json").write_text(json.dumps(
         {"pages": {"p": {"status": "ok", "fingerprint": "before", "identity": [identity[0], identity[1] - 10**9]}}}))
     (tmp_path / "run_report.json").write_text(json.dumps(
         {"pages": {"p": {"status": "ok", "fingerprint": "now", "identity": identity}}}))
-    assert rundir.current_source_pages(tmp_path, {"p": "now"}, first="run_report.shard-0-of-2.json") == {"p"}
+    assert freshness.current_source_pages(tmp_path, {"p": "now"}, first="run_report.shard-0-of-2.json") == {"p"}
     assert reads == []
 
 
@@ -92,12 +92,12 @@ def test_a_fingerprint_encoded_once_per_head_equals_the_one_made_whole(head, las
     after this change would redo every page."""
     import hashlib
 
-    whole = hashlib.sha256(json.dumps([rundir.FINGERPRINT_SCHEME, *head, last], sort_keys=True, separators=(",", ":"),
+    whole = hashlib.sha256(json.dumps([freshness.FINGERPRINT_SCHEME, *head, last], sort_keys=True, separators=(",", ":"),
                                       default=str).encode("utf-8")).hexdigest()[:16]
-    assert rundir.fingerprint(*head, last) == whole
-    assert rundir.Fingerprint(*head)(last) == whole
-    assert rundir.fingerprint_all([rundir.Fingerprint(*head), rundir.Fingerprint("other")], last) == [
-        whole, rundir.fingerprint("other", last)]
+    assert freshness.fingerprint(*head, last) == whole
+    assert freshness.Fingerprint(*head)(last) == whole
+    assert freshness.fingerprint_all([freshness.Fingerprint(*head), freshness.Fingerprint("other")], last) == [
+        whole, freshness.fingerprint("other", last)]
 
 
 def test_judging_a_page_current_neither_repairs_nor_logs_its_boxes(tmp_path, caplog):
@@ -115,27 +115,10 @@ def test_judging_a_page_current_neither_repairs_nor_logs_its_boxes(tmp_path, cap
     assert read_page(tmp_path / "p.json", "p")["regions"][0]["bbox_xyxy"] == [2, 2, 10, 8]   # what readers get
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        assert rundir.page_is_current(tmp_path, "p", "now")
-        assert not rundir.page_is_current(tmp_path, "p", "other")
-        assert rundir.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
+        assert freshness.page_is_current(tmp_path, "p", "now")
+        assert not freshness.page_is_current(tmp_path, "p", "other")
+        assert freshness.current_source_pages(tmp_path, {"p": "now"}) == {"p"}
     assert caplog.records == []
-
-
-@pytest.mark.parametrize("host,hours_ago,state", [
-    ("node-elsewhere", 2, "running"),    # another node: it cannot be asked; a report written 2 h ago is taken for alive
-    ("node-elsewhere", 25, "died"),      # ... one not written for over a day is not
-])
-def test_a_runner_of_another_host_is_judged_by_its_last_report_write(host, hours_ago, state):
-    import time
-
-    now = time.time()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now - hours_ago * 3600))
-    reports = {"run_report.shard-1-of-2.json": {"state": "running", "pid": 4242, "host": host, "started": stamp,
-                                                "updated": stamp, "pages": {}},
-               "run_report.json": {"state": "finished", "pid": 1, "host": host, "pages": {}}}
-    assert rundir.runners_said_running(reports, now) == [
-        {"report": "run_report.shard-1-of-2.json", "state": state, "pid": 4242, "host": host,
-         "started": stamp, "updated": stamp}]
 
 
 @pytest.mark.parametrize("change, judged_as, hashed", [
@@ -147,23 +130,23 @@ def test_a_runner_of_another_host_is_judged_by_its_last_report_write(host, hours
 def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monkeypatch, change, judged_as, hashed):
     path = tmp_path / "p.json"
     path.write_text('{"regions": [1]}')
-    made = rundir.file_identity(path)
-    recorded = rundir.input_record({"p": str(path)}, {"p": made})
+    made = freshness.file_identity(path)
+    recorded = freshness.input_record({"p": str(path)}, {"p": made})
     stamp = made[1] + 10**9
     if change in ("rewrite", "grow"):
         path.write_text('{"regions": [2]}' if change == "rewrite" else '{"regions": [1, 2]}')
     if change:
         os.utime(path, ns=(stamp, stamp))
     reads = []
-    real = rundir.file_digest
-    monkeypatch.setattr(rundir, "file_digest", lambda p: reads.append(p) or real(p))
-    judged = rundir.judged_identities({"p": str(path), "gone": str(tmp_path / "gone.json")}, recorded)
-    assert judged == {"p": made if judged_as == "recorded" else rundir.file_identity(path)}
+    real = freshness.file_digest
+    monkeypatch.setattr(freshness, "file_digest", lambda p: reads.append(p) or real(p))
+    judged = freshness.judged_identities({"p": str(path), "gone": str(tmp_path / "gone.json")}, recorded)
+    assert judged == {"p": made if judged_as == "recorded" else freshness.file_identity(path)}
     assert bool(reads) == hashed
     # What the stage records now: the stat the file has, still judged as before (no read when unchanged).
     reads.clear()
-    again = rundir.input_record({"p": str(path)}, judged, recorded)
-    assert again["p"][:2] == rundir.file_identity(path) and [again["p"][0], again["p"][3]] == judged["p"]
+    again = freshness.input_record({"p": str(path)}, judged, recorded)
+    assert again["p"][:2] == freshness.file_identity(path) and [again["p"][0], again["p"][3]] == judged["p"]
     assert bool(reads) == (change is not None)
 
 
@@ -171,7 +154,7 @@ def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monke
 def test_a_record_that_is_not_one_is_no_reason_to_trust_a_file(tmp_path, recorded):
     path = tmp_path / "p.json"
     path.write_text("{}")
-    assert rundir.judged_identities({"p": str(path)}, recorded) == {"p": rundir.file_identity(path)}
+    assert freshness.judged_identities({"p": str(path)}, recorded) == {"p": freshness.file_identity(path)}
 
 
 def test_an_input_replaced_after_it_was_judged_is_left_out_of_the_record(tmp_path):
@@ -179,7 +162,7 @@ def test_an_input_replaced_after_it_was_judged_is_left_out_of_the_record(tmp_pat
     judged identity would let that other content pass as the input the output was made from."""
     path = tmp_path / "p.json"
     path.write_text('{"regions": [1]}')
-    judged = rundir.judged_identities({"p": str(path)}, None)
+    judged = freshness.judged_identities({"p": str(path)}, None)
     path.write_text('{"regions": [2]}')
     os.utime(path, ns=(judged["p"][1] + 10**9,) * 2)
-    assert rundir.input_record({"p": str(path)}, judged) == {}
+    assert freshness.input_record({"p": str(path)}, judged) == {}
