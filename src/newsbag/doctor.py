@@ -94,8 +94,8 @@ def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page
     with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
         out_dir = Path(tmp) / "out"
         if reads_plan:
-            (Path(tmp) / "doctor.json").write_text(json.dumps({"lines": [[0, 0, width, min(height, 100)]],
-                                                               "size_wh": [width, height]}), encoding="utf-8")
+            plan = {"crops": [[0, 0, width, min(height, 100)]], "unit": "line", "size_wh": [width, height]}
+            (Path(tmp) / "doctor.json").write_text(json.dumps(plan), encoding="utf-8")
             params = {**params, "plan_dir": tmp}
         job = {"stage": stage.name, "variant": variant, "family": stage.family, "params": params,
                "device": stage.device, "allow_cpu_fallback": stage.allow_cpu_fallback, "out_dir": str(out_dir),
