@@ -37,7 +37,7 @@ STEPS = ("export", "review", "status")
 def current_sources(run: Path, config: Path) -> None:
     """Give every source page the fingerprint its runner records and each source folder the run
     report a finished runner leaves (`runners/_loop.py`: the page's fingerprint and file
-    identity), so that status judges the sources as on a real run: by the reports, with a stat
+    identity), so that status checks the sources as on a real run: by the reports, with a stat
     a page, not by opening every page (run in a process of its own, as `current_boards`)."""
     from newsbag import freshness, rundir
     from newsbag.config import ModelStage, load_config

@@ -250,7 +250,7 @@ def atomic_write_json(path: Path, obj, durable: bool = True, volatile: tuple[str
 
     ``volatile``: top-level keys of the dict `obj` that differ on every computation (a page's
     ``seconds``): a file that holds `obj` but for them is left as it is (mtime, inode), as
-    newsbag's `io.write_json` does. Fusion judges source pages by size and mtime, so a
+    newsbag's `io.write_json` does. Fusion identifies source pages by size and mtime, so a
     ``--force`` whose model answers the same must not make every later stage redo the page.
     """
     if volatile and _holds_but(path, obj, volatile):
@@ -363,7 +363,7 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
             cx1, cy1 = min(max(x1, 0.0), width), min(max(y1, 0.0), height)
             if (cx0, cy0, cx1, cy1) != (x0, y0, x1, y1):
                 warnings["clipped_box"] = warnings.get("clipped_box", 0) + 1
-        # Judged as written (2 decimals): a box 1.001 wide that rounds to 0.99 would pass here
+        # Tested as written (2 decimals): a box 1.001 wide that rounds to 0.99 would pass here
         # and be dropped by the reader's repair (`contract.repair_regions`, the same 1-px rule).
         cx0, cy0, cx1, cy1 = round(cx0, 2), round(cy0, 2), round(cx1, 2), round(cy1, 2)
         if cx1 - cx0 < 1 or cy1 - cy0 < 1:

@@ -136,7 +136,7 @@ def test_a_transcription_source_no_stage_of_the_config_makes_is_refused(options,
     ({"variants": {"u": {"sources": ["fake/*"], "method": "paragraphs", "params": {"granularity": "auto"}}},
       "line_source": "fake/v"}, True),
 ])
-def test_fusion_sources_a_config_cannot_judge_are_kept(section, model_stages):
+def test_fusion_sources_a_config_cannot_check_are_kept(section, model_stages):
     parse_config(_with_fusion(section, model_stages), "c.json")
 
 

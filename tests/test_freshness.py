@@ -1,4 +1,4 @@
-"""The freshness rules: source pages judged with the runners' reports as their index, fingerprints, input records."""
+"""The freshness rules: source pages checked with the runners' reports as their index, fingerprints, input records."""
 
 import json
 import os
@@ -18,7 +18,7 @@ def _write_page(folder, fingerprint):
 
 
 @pytest.mark.parametrize("made_with, recorded, rewritten_with, current, opened", [
-    ("now", "now", None, True, False),            # the report says what the file is: judged by a stat
+    ("now", "now", None, True, False),            # the report says what the file is: checked by a stat
     ("before", "before", None, False, False),     # recorded with another fingerprint: stale by a stat
     ("before", "before", "now", True, True),      # rewritten since (a runner that records nothing): opened
     ("now", "now", "before", False, True),        # replaced since by an older page: opened, stale
@@ -68,7 +68,7 @@ def test_of_two_shardings_reports_the_newest_write_counts(tmp_path):
 
 def test_a_page_its_own_report_does_not_account_for_is_looked_up_in_the_others(tmp_path, monkeypatch):
     """A shard task reads its own report first; a page redone since by a --pages call (recorded in
-    run_report.json) is still judged by a stat, from that report, not opened."""
+    run_report.json) is still checked by a stat, from that report, not opened."""
     reads = []
     monkeypatch.setattr(freshness, "read_valid_page", lambda path, *a, **k: reads.append(path) or read_valid_page(path, *a, **k))
     identity = _write_page(tmp_path, "now")
@@ -100,10 +100,10 @@ def test_a_fingerprint_encoded_once_per_head_equals_the_one_made_whole(head, las
         whole, freshness.fingerprint("other", last)]
 
 
-def test_judging_a_page_current_neither_repairs_nor_logs_its_boxes(tmp_path, caplog):
+def test_checking_whether_a_page_is_current_neither_repairs_nor_logs_its_boxes(tmp_path, caplog):
     """A freshness check opens a page only for its fingerprint: `newsbag status` (or a rerun's
     skip check) over a run whose pages no run report accounts for logged one "repaired boxes"
-    line per page and source it judged (e.g. 12,000 lines for 2,000 pages of 6 sources whose
+    line per page and source it checked (e.g. 12,000 lines for 2,000 pages of 6 sources whose
     models draw boxes past the page edge), and paid the repair each time."""
     import logging
 
@@ -121,13 +121,13 @@ def test_judging_a_page_current_neither_repairs_nor_logs_its_boxes(tmp_path, cap
     assert caplog.records == []
 
 
-@pytest.mark.parametrize("change, judged_as, hashed", [
-    (None, "recorded", False),           # the stat recorded: judged by it, not read
+@pytest.mark.parametrize("change, known_as, hashed", [
+    (None, "recorded", False),           # the stat recorded: known by it, not read
     ("touch", "recorded", True),         # the same bytes under a new mtime (a copy): read once, the same input
     ("rewrite", "now", True),            # other bytes of the same size: a new input
     ("grow", "now", False),              # another size: a new input, not read
 ])
-def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monkeypatch, change, judged_as, hashed):
+def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monkeypatch, change, known_as, hashed):
     path = tmp_path / "p.json"
     path.write_text('{"regions": [1]}')
     made = freshness.file_identity(path)
@@ -140,13 +140,13 @@ def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monke
     reads = []
     real = freshness.file_digest
     monkeypatch.setattr(freshness, "file_digest", lambda p: reads.append(p) or real(p))
-    judged = freshness.judged_identities({"p": str(path), "gone": str(tmp_path / "gone.json")}, recorded)
-    assert judged == {"p": made if judged_as == "recorded" else freshness.file_identity(path)}
+    identities = freshness.recorded_identities({"p": str(path), "gone": str(tmp_path / "gone.json")}, recorded)
+    assert identities == {"p": made if known_as == "recorded" else freshness.file_identity(path)}
     assert bool(reads) == hashed
-    # What the stage records now: the stat the file has, still judged as before (no read when unchanged).
+    # What the stage records now: the stat the file has, still known as before (no read when unchanged).
     reads.clear()
-    again = freshness.input_record({"p": str(path)}, judged, recorded)
-    assert again["p"][:2] == freshness.file_identity(path) and [again["p"][0], again["p"][3]] == judged["p"]
+    again = freshness.input_record({"p": str(path)}, identities, recorded)
+    assert again["p"][:2] == freshness.file_identity(path) and [again["p"][0], again["p"][3]] == identities["p"]
     assert bool(reads) == (change is not None)
 
 
@@ -154,15 +154,15 @@ def test_an_input_keeps_its_recorded_identity_while_its_bytes_do(tmp_path, monke
 def test_a_record_that_is_not_one_is_no_reason_to_trust_a_file(tmp_path, recorded):
     path = tmp_path / "p.json"
     path.write_text("{}")
-    assert freshness.judged_identities({"p": str(path)}, recorded) == {"p": freshness.file_identity(path)}
+    assert freshness.recorded_identities({"p": str(path)}, recorded) == {"p": freshness.file_identity(path)}
 
 
-def test_an_input_replaced_after_it_was_judged_is_left_out_of_the_record(tmp_path):
-    """Judged by one file, another there when the stage records: recording its digest under the
-    judged identity would let that other content pass as the input the output was made from."""
+def test_an_input_replaced_after_it_was_identified_is_left_out_of_the_record(tmp_path):
+    """Identified by one file, another there when the stage records: recording its digest under the
+    identity it was known by would let that other content pass as the input the output was made from."""
     path = tmp_path / "p.json"
     path.write_text('{"regions": [1]}')
-    judged = freshness.judged_identities({"p": str(path)}, None)
+    identities = freshness.recorded_identities({"p": str(path)}, None)
     path.write_text('{"regions": [2]}')
-    os.utime(path, ns=(judged["p"][1] + 10**9,) * 2)
-    assert freshness.input_record({"p": str(path)}, judged) == {}
+    os.utime(path, ns=(identities["p"][1] + 10**9,) * 2)
+    assert freshness.input_record({"p": str(path)}, identities) == {}

@@ -6,7 +6,7 @@ from newsbag import liveness
 
 
 def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_a_day(tmp_path):
-    """`writer_gone` judges temp files' writers and runners whose reports say running."""
+    """`writer_gone` tells whether the writer of a temp file, or a runner whose report says running, is gone."""
     import os
     import subprocess
     import sys
@@ -29,7 +29,7 @@ def test_a_writer_is_gone_when_its_pid_ended_or_is_a_zombie_and_elsewhere_after_
     ("node-elsewhere", 2, "running"),    # another node: it cannot be asked; a report written 2 h ago is taken for alive
     ("node-elsewhere", 25, "died"),      # ... one not written for over a day is not
 ])
-def test_a_runner_of_another_host_is_judged_by_its_last_report_write(host, hours_ago, state):
+def test_a_runner_of_another_host_is_told_apart_by_its_last_report_write(host, hours_ago, state):
     import time
 
     now = time.time()

@@ -121,7 +121,7 @@ def test_a_shard_task_parses_only_its_own_manifest_lines(tmp_path, capsys, monke
 
 
 def test_a_shard_task_with_nothing_to_do_reads_its_own_report_and_opens_no_page(tmp_path, capsys, monkeypatch):
-    """A task judged its pages from every shard's run report (each task read all N of them: the
+    """A task checked its pages against every shard's run report (each task read all N of them: the
     whole run's index); its own report records its pages, so it reads that one and stats them."""
     from newsbag import freshness, reports as nb_reports
 
@@ -153,9 +153,9 @@ def test_a_shard_task_with_nothing_to_do_lists_no_folder_of_pages(tmp_path, caps
 
 
 @pytest.mark.parametrize("before", ["missing", "stale"])
-def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_failed(tmp_path, capsys, monkeypatch,
-                                                                                       before):
-    """Calls A and B run one source on the same page. B judges it (not current: missing, or
+def test_a_page_another_call_writes_after_this_call_checked_it_is_not_deleted_or_failed(tmp_path, capsys, monkeypatch,
+                                                                                        before):
+    """Calls A and B run one source on the same page. B checks it (not current: missing, or
     made with other parameters), then A's runner writes it; B's removal of stale pages must not delete A's fresh write, or A finds
     its page gone and fails it ("wrote no output") until the next rerun clears it."""
     import threading
@@ -187,12 +187,12 @@ def test_a_page_another_call_writes_after_this_call_judged_it_is_not_deleted_or_
             assert b_planned.wait(60)
         return real_check(out_dir, page)
 
-    def current(*args, **kwargs):  # B has judged its pages: now A runs
-        judged = real_current(*args, **kwargs)
+    def current(*args, **kwargs):  # B has checked its pages: now A runs
+        found = real_current(*args, **kwargs)
         if threading.current_thread() is not a:
             a.start()
             assert a_wrote.wait(60)
-        return judged
+        return found
 
     def launch(*args, **kwargs):  # B is past its removal of stale pages: A checks its page
         if threading.current_thread() is not a:

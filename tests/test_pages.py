@@ -54,7 +54,7 @@ def test_image_kinds(tmp_path, name, mode, fmt, save, expect_cache, note):
 
 def test_inspecting_a_touched_scan_again_leaves_its_cache_copy_as_it_was(tmp_path):
     """A touch makes the next call inspect the scan again; its 8-bit copy comes out the same
-    and is kept (mtime, inode), so nothing judged by the copy's identity is redone."""
+    and is kept (mtime, inode), so nothing made from the copy's identity is redone."""
     import os
 
     src = write_image(tmp_path / "in" / "e.tif", size=(64, 48), mode="I;16", fmt="TIFF")

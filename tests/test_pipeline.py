@@ -175,7 +175,7 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     assert "done      4  failed     0  pending      1  (gallery yes)" in line, out
 
 
-def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page_dir, capsys, monkeypatch):
+def test_status_checks_boards_without_opening_an_image_or_drawing(tmp_path, page_dir, capsys, monkeypatch):
     """status decides from file identities and info.json, as review's own skip check does."""
 
     from newsbag.status import collect_status
@@ -193,7 +193,7 @@ def test_status_judges_boards_without_opening_an_image_or_drawing(tmp_path, page
     assert {p: p.stat().st_mtime_ns for p in (run / "review").rglob("*") if p.is_file()} == before
 
 
-def test_status_judges_what_fuse_and_review_ran_with_their_own_config(tmp_path, page_dir, capsys):
+def test_status_checks_by_what_fuse_and_review_ran_with_their_own_config(tmp_path, page_dir, capsys):
     """`newsbag fuse --config X` records X's fusion section as the run's: status counts the pages
     it just fused done, and a plain `newsbag fuse` skips them. The run's other stages keep
     what they last ran with; `newsbag review --config Y` likewise for boards."""
@@ -354,7 +354,7 @@ def test_two_calls_reviewing_different_pages_at_once_leave_a_gallery_of_every_pa
     assert code == 0, err
     ids = [json.loads(line)["page_id"] for line in (run / "manifests/pages.jsonl").read_text().splitlines()]
     drawing = tmp_path / "drawing"
-    # The slow call draws the last two pages of the manifest (after judging the others) at 1.5 s each.
+    # The slow call draws the last two pages of the manifest (after checking the others) at 1.5 s each.
     slow = subprocess.Popen([sys.executable, "-c", (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -362,7 +362,7 @@ def test_two_calls_reviewing_different_pages_at_once_leave_a_gallery_of_every_pa
         "from newsbag.cli import main\n"
         "draw = stage._review_page\n"
         "def slow_draw(run_dir, record, *args):\n"
-        "    if record.page_id in sys.argv[-1]:  # drawn by this call, not only judged\n"
+        "    if record.page_id in sys.argv[-1]:  # drawn by this call, not only checked\n"
         "        Path(sys.argv[1]).touch()\n"
         "        time.sleep(1.5)\n"
         "    return draw(run_dir, record, *args)\n"
@@ -805,10 +805,10 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
             f"review/pages/{deep}/data.js"} <= set(changed["deep.tif"])
 
 
-def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsys, monkeypatch):
+def test_a_page_passed_as_is_under_an_older_rule_is_converted_again(tmp_path, capsys, monkeypatch):
     """A 16-bit colour PNG was passed to the runners as it was (read nearly black) until its rule
     changed; a page passed as is records no copy, so nothing made it be looked at again. Every
-    page now records the revision that judged it: one an older revision passed as is is read
+    page now records the revision that converted it: one an older revision passed as is is read
     again (its header, no hash), and gets its copy and new outputs only if the rule now makes one."""
     from newsbag import images
 
@@ -835,10 +835,10 @@ def test_a_page_passed_as_is_under_an_older_rule_is_judged_again(tmp_path, capsy
     assert np.asarray(Image.open(run / "cache/images" / f"{rgb16}.png")).max() == 255
 
 
-def test_status_counts_the_pages_an_older_conversion_rule_judged(tmp_path, capsys, monkeypatch):
+def test_status_counts_the_pages_an_older_conversion_rule_converted(tmp_path, capsys, monkeypatch):
     """After an upgrade that changed how pages are converted, status (and so a Slurm resubmit's
     reader) said every source page done, though the next run redoes the pages whose copy changes:
-    it now counts the pages an older rule judged, with what the next call does about them."""
+    it now counts the pages an older rule converted, with what the next call does about them."""
     from newsbag import images
 
     run, args = _converted_run(tmp_path, capsys)
@@ -1006,11 +1006,11 @@ def test_status_says_how_many_pages_of_the_run_the_gallery_holds(tmp_path, page_
     assert pending_stages(load_config(cfg), ["review"], run) == ["review"]
 
 
-# fuse: the "auto" order's pre-pass judges every page's sources before the fusion pass does
+# fuse: the "auto" order's pre-pass checks every page's sources before the fusion pass does
 @pytest.mark.parametrize("command, stats", [("fuse", 2), ("review", 1)])
-def test_a_rerun_with_nothing_changed_stats_each_input_no_more_than_it_judges_it(
+def test_a_rerun_with_nothing_changed_stats_each_input_no_more_than_it_checks_it(
         tmp_path, page_dir, capsys, monkeypatch, command, stats):
-    """A skipped page is judged by one stat of each input: the check that its input record
+    """A skipped page is checked by one stat of each input: the check that its input record
     still holds (a run copied without its mtimes) must not stat them all again (1.7M stats more
     per rerun of 100k pages, each a round trip on Lustre or NFS)."""
     from collections import Counter

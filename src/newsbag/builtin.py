@@ -32,7 +32,7 @@ class BuiltinKind:
     carries at least ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4)
     and ``failures`` [{page_id, error}]. ``status`` names a function
     ``status(run_dir, records, options) -> [Outputs]``: the stage's outputs over the run's pages
-    (`manifest.PageRecord`) judged by the rule its ``run`` skips pages by, which `newsbag status`,
+    (`manifest.PageRecord`) checked by the rule its ``run`` skips pages by, which `newsbag status`,
     ``run --dry-run`` and the Slurm resubmit plan read. ``schemas``: the options dataclasses
     whose fields declare the options (`options.option`), by the heading their table goes under.
     """
@@ -63,7 +63,7 @@ class BuiltinKind:
 @dataclass(frozen=True)
 class Outputs:
     """One line of a builtin stage's status: its outputs of one kind (a fused variant, the boards)
-    by state, as the stage's next call would judge them; done, stale, failed and pending part the
+    by state, as the stage's next call would find them; done, stale, failed and pending part the
     run's pages."""
 
     name: str

@@ -377,7 +377,7 @@ def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Pa
     ids = [p.page_id for p in read_pages(run_dir)]
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
-    # What this call runs with is what the next plain call skips by and status judges by: a config
+    # What this call runs with is what the next plain call skips by and status checks by: a config
     # named, or the embedded one where the run recorded none; one-off flags (export's --format...)
     # are not recorded.
     recorded = rundir.config_record(run_dir).exists()

@@ -293,7 +293,7 @@ def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfi
 
     Only the first entry of that kind changes, to the options the command ran with (the kind's
     defaults when `config` has none); it keeps the recorded entry's name, place and ``default``,
-    and the other stages keep what they last ran with, so status judges each stage's outputs by
+    and the other stages keep what they last ran with, so status checks each stage's outputs by
     what made them. With nothing recorded: `config` whole, as `newsbag run` records it.
     """
     if recorded is None:

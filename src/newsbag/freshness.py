@@ -14,8 +14,8 @@ from .rundir import FAILED_DIR
 
 __all__ = [
     "FINGERPRINT_SCHEME", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
-    "file_identity", "file_digest", "judged_identity", "Judged", "judged_identities", "record_holds",
-    "recorded_inputs", "input_record", "judge_by_record",
+    "file_identity", "file_digest", "recorded_identity", "RecordedIdentities", "recorded_identities",
+    "record_holds", "recorded_inputs", "input_record", "identify_by_record",
     "page_is_current", "current_source_pages", "page_identities", "remove_stale_page", "set_aside_invalid_page",
 ]
 
@@ -52,12 +52,12 @@ def _entry_ok(entry: Any) -> bool:
             and all(isinstance(entry[k], int) for k in (0, 1, 3)))
 
 
-def judged_identity(path: str | os.PathLike, now: list[int], entry: Any) -> list[int]:
-    """The identity a stage judges an input by: its `file_identity` `now`, or the one its
-    `input_record` `entry` says the stage judged it by while the file holds the content recorded.
+def recorded_identity(path: str | os.PathLike, now: list[int], entry: Any) -> list[int]:
+    """The identity a stage knows an input by (and records it under): its `file_identity` `now`,
+    or the one its `input_record` `entry` holds for it while the file holds the content recorded.
 
     A run copied without its mtimes (``cp -r``, ``scp -r``, zip, GNU tar's whole seconds) holds
-    the same bytes under new mtimes: judged by stat alone, fusion, review and export would redo
+    the same bytes under new mtimes: known by stat alone, fusion, review and export would redo
     every page. Same stat as recorded: no read; other stat, same size: one hash of the file.
     """
     if not _entry_ok(entry) or now[0] != entry[0]:
@@ -67,9 +67,9 @@ def judged_identity(path: str | os.PathLike, now: list[int], entry: Any) -> list
     return now
 
 
-class Judged(dict):
-    """`judged_identities`: key -> identity, and ``holds``: whether the record they were judged
-    by is still the `input_record` of these inputs (`record_holds`), so a stage that skips the
+class RecordedIdentities(dict):
+    """`recorded_identities`: key -> identity, and ``holds``: whether the record they were taken
+    from is still the `input_record` of these inputs (`record_holds`), so a stage that skips the
     page need not stat its inputs again to find that out."""
 
     holds: bool = False
@@ -82,15 +82,15 @@ def record_holds(stats: dict[str, list[int]], recorded: Any) -> bool:
             and all(_entry_ok(e := recorded[k]) and stats[k] == e[:2] for k in stats))
 
 
-def judged_identities(paths: dict[str, str], recorded: Any) -> Judged:
-    """key -> `judged_identity` of each path that exists; ``recorded``: the stage's `input_record`
+def recorded_identities(paths: dict[str, str], recorded: Any) -> RecordedIdentities:
+    """key -> `recorded_identity` of each path that exists; ``recorded``: the stage's `input_record`
     of these inputs when it made its output (anything else counts as none)."""
     recorded = recorded if isinstance(recorded, dict) else {}
-    out, stats = Judged(), {}
+    out, stats = RecordedIdentities(), {}
     for key, path in paths.items():
         if (now := file_identity(path)) is not None:
             stats[key] = now
-            out[key] = judged_identity(path, now, recorded.get(key))
+            out[key] = recorded_identity(path, now, recorded.get(key))
     out.holds = record_holds(stats, recorded)
     return out
 
@@ -104,49 +104,49 @@ def recorded_inputs(path: str | os.PathLike) -> dict:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def input_record(paths: dict[str, str], judged: dict[str, list[int]], recorded: Any = None) -> dict[str, list]:
-    """What a stage records beside its output of each input it judged by ``judged[key]``
-    (`judged_identities`), for `judged_identity` to recognise the file under another mtime:
-    ``[size, mtime_ns now, content digest, the judged mtime_ns]``.
+def input_record(paths: dict[str, str], identities: dict[str, list[int]], recorded: Any = None) -> dict[str, list]:
+    """What a stage records beside its output of each input it knew by ``identities[key]``
+    (`recorded_identities`), for `recorded_identity` to recognise the file under another mtime:
+    ``[size, mtime_ns now, content digest, the recorded identity's mtime_ns]``.
 
     An entry of ``recorded`` (the stage's record so far) whose stat the file still has is kept
     as it is (no read); any other input is hashed (one read of a file the stage has just read).
-    An input that changed since it was judged is left out: the next run judges it anew.
+    An input that changed since the stage identified it is left out: the next run identifies it anew.
     """
     recorded = recorded if isinstance(recorded, dict) else {}
     out = {}
     for key, path in paths.items():
-        want, old, now = judged.get(key), recorded.get(key), file_identity(path)
+        want, old, now = identities.get(key), recorded.get(key), file_identity(path)
         if want is None or now is None:
             continue
-        judged_as_recorded = _entry_ok(old) and [old[0], old[3]] == want
-        if judged_as_recorded and now == old[:2]:
+        as_recorded = _entry_ok(old) and [old[0], old[3]] == want
+        if as_recorded and now == old[:2]:
             out[key] = old
         elif (digest := file_digest(path)) is not None and file_identity(path) == now and (
-                now == want or (judged_as_recorded and digest == old[2])):
+                now == want or (as_recorded and digest == old[2])):
             out[key] = [*now, digest, want[1]]
     return out
 
 
-def judge_by_record(paths: dict[str, str], record: Path, stale: Callable[[dict[str, list[int]]], Any],
-                    write: bool = True) -> tuple[dict[str, list[int]], Any]:
+def identify_by_record(paths: dict[str, str], record: Path, stale: Callable[[dict[str, list[int]]], Any],
+                       write: bool = True) -> tuple[dict[str, list[int]], Any]:
     """(identities, ``stale(identities)``) of one page's inputs for a stage that keeps their
     `input_record` in a file of its own (`rundir.inputs_record_path`).
 
-    Judged by stat calls while ``stale`` finds nothing (falsy) and the record exists: the common
-    rerun reads no record. Otherwise judged again by the record (a run copied without its
+    Identified by stat calls while ``stale`` finds nothing (falsy) and the record exists: the
+    common rerun reads no record. Otherwise identified again by the record (a run copied without its
     mtimes holds the same bytes), which then takes the inputs' stats now.
     """
-    judged = judged_identities(paths, None)
-    left = stale(judged)
+    identities = recorded_identities(paths, None)
+    left = stale(identities)
     if not left and os.path.exists(record):
-        return judged, left
+        return identities, left
     recorded = recorded_inputs(record)
-    judged = judged_identities(paths, recorded)
-    left = stale(judged)
-    if write:   # `status` judges and records nothing
-        write_json(record, input_record(paths, judged, recorded), durable=False, keep_same=True)
-    return judged, left
+    identities = recorded_identities(paths, recorded)
+    left = stale(identities)
+    if write:   # `status` checks and records nothing
+        write_json(record, input_record(paths, identities, recorded), durable=False, keep_same=True)
+    return identities, left
 
 
 def _encode(value: Any) -> str:
@@ -220,32 +220,32 @@ def page_identities(out_dir: Path, page_ids: Iterable[str]) -> dict[str, list[in
             if (identity := file_identity(os.path.join(out_dir, f"{page_id}.json"))) is not None}
 
 
-def remove_stale_page(out_dir: Path, page_id: str, judged: list[int] | None) -> None:
-    """Delete a page judged not current while it still is the file that was judged (`judged`: its
+def remove_stale_page(out_dir: Path, page_id: str, seen: list[int] | None) -> None:
+    """Delete a page found not current while it still is the file that was checked (`seen`: its
     `file_identity` then; None: there was none).
 
     Another call running the source on the same page may have written it since: that is a
     fresh page, not the stale one, and deleting it would fail that call's page ("wrote no
     output"). Only the moment between this stat and the unlink is left open, not the plan.
     """
-    _take_if_judged(Path(out_dir) / f"{page_id}.json", judged)
+    _take_if_unchanged(Path(out_dir) / f"{page_id}.json", seen)
 
 
-def set_aside_invalid_page(out_dir: Path, page_id: str, judged: list[int]) -> Path | None:
-    """Move a page judged invalid to ``_failed/<page id>.invalid.json`` (for a look, out of every
-    reader's way) while it still is the file that was judged, as `remove_stale_page`.
+def set_aside_invalid_page(out_dir: Path, page_id: str, seen: list[int]) -> Path | None:
+    """Move a page found invalid to ``_failed/<page id>.invalid.json`` (for a look, out of every
+    reader's way) while it still is the file that was checked, as `remove_stale_page`.
 
     Returns:
-        where it went; None when the page is no longer the file judged (another call's runner
-        has replaced or removed it since): judge what is there now instead.
+        where it went; None when the page is no longer the file checked (another call's runner
+        has replaced or removed it since): check what is there now instead.
     """
     bad = Path(out_dir) / FAILED_DIR / f"{page_id}.invalid.json"
-    return bad if _take_if_judged(Path(out_dir) / f"{page_id}.json", judged, bad) else None
+    return bad if _take_if_unchanged(Path(out_dir) / f"{page_id}.json", seen, bad) else None
 
 
-def _take_if_judged(path: Path, judged: list[int] | None, to: Path | None = None) -> bool:
-    """Delete `path` (or move it to `to`) when its `file_identity` is still `judged`; whether it did."""
-    if judged is None or file_identity(path) != judged:
+def _take_if_unchanged(path: Path, seen: list[int] | None, to: Path | None = None) -> bool:
+    """Delete `path` (or move it to `to`) when its `file_identity` is still `seen`; whether it did."""
+    if seen is None or file_identity(path) != seen:
         return False
     try:
         if to is None:
@@ -265,7 +265,7 @@ def current_source_pages(out_dir: Path, expected: dict[str, str], reports: list[
 
     The runner records each page it writes in its run report with the fingerprint and file
     identity it wrote: a page whose file still has an identity a report records is that very
-    file, judged by that fingerprint with one stat; any other is opened. The folder's reports
+    file, checked against that fingerprint with one stat; any other is opened. The folder's reports
     are read one at a time, the one named `first` (the caller's own: a shard task's) before
     the others, and only while some existing page is not yet accounted for: a Slurm array
     task reads its own report, not every task's. ``reports``: the folder's `reports.source_reports`

@@ -53,8 +53,8 @@ _PASS_MODES = frozenset({"L", "RGB"})
 # second, streaming read, so its bytes are never held whole beside its pixels.
 READ_ONCE_MAX_BYTES = 64 << 20
 # The revision of the rules that pass a page as it is or make its 8-bit copy (formats, scaling,
-# colour, orientation): bump it whenever one changes. A manifest page an older revision judged is
-# judged again: a copy is made again, a page passed as it is has its header read (`passes_as_is`);
+# colour, orientation): bump it whenever one changes. A manifest page an older revision converted
+# is converted again: a copy is made again, a page passed as it is has its header read (`passes_as_is`);
 # its outputs are redone only if what the runners read changed (`PageRecord.image_sha256`).
 # 1: 12-bit data in 16-bit samples scaled by 4095; 2: unsigned 32-bit TIFFs read as unsigned;
 # 3: 16-bit colour PNGs decoded at 16 bits; 4: 16-bit binary PPMs read at 16 bits, and deep
@@ -401,7 +401,7 @@ def _orientation(im: Image.Image) -> int:
         return 1
 
 
-def _judged(im: Image.Image) -> tuple[int, int, int, bool]:
+def _conversion(im: Image.Image) -> tuple[int, int, int, bool]:
     """(frames, deep colour bits, orientation, passed as it is) of an open page, from its header:
     every model library reads a page as it is when it has one frame, upright, in a format and mode
     they all read at 8 bits; any other gets an 8-bit copy."""
@@ -466,10 +466,10 @@ def _decoded(path: Path, data: bytes | None, limits: InputLimits) -> _Decoded:
     8-bit copy, a deep colour page's from its format's reader (`_DEEP_READERS`)."""
     with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
         fmt, mode = im.format, im.mode
-        # A PNG's samples by its raw mode, before `_judged` decodes it (Pillow calls grey+alpha RGBA).
+        # A PNG's samples by its raw mode, before `_conversion` decodes it (Pillow calls grey+alpha RGBA).
         samples = str(im.tile[0].args).split(";")[0] if fmt == "PNG" and im.tile else mode
         _check_declared_size(path, im.width, im.height, limits)
-        frames, deep_colour, orientation, passes = _judged(im)
+        frames, deep_colour, orientation, passes = _conversion(im)
         width, height = im.size
         dpi = im.info.get("dpi")
         if deep_colour:
@@ -508,11 +508,11 @@ def _upright(page: _Decoded, data: bytes | None) -> PageImage:
 
 def passes_as_is(path: Path) -> bool:
     """The image file at `path` would be read by the runners as it is (`decode_page` makes it no
-    copy), judged from its header: no hash and no decode but a PNG's EXIF look-up. False when it
+    copy), decided from its header: no hash and no decode but a PNG's EXIF look-up. False when it
     cannot be read."""
     try:
         with open_accepted_image(path) as im:
-            return _judged(im)[3]
+            return _conversion(im)[3]
     except (OSError, SyntaxError, ValueError, UnidentifiedImageError, Image.DecompressionBombError):
         return False
 

@@ -307,7 +307,7 @@ def write_json(path: str | os.PathLike, obj: Any, *, compact: bool = False, dura
 
     ``volatile``: top-level keys of the dict `obj` that differ on every computation (a page's
     ``seconds``): a file holding `obj` but for them is left as it is (mtime, inode). Downstream
-    stages judge their inputs by `freshness.file_identity`, so a recomputation that changes nothing
+    stages identify their inputs by `freshness.file_identity`, so a recomputation that changes nothing
     (``--force``) must not look like new content to them.
     """
     def encode(value: Any) -> bytes:

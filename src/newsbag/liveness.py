@@ -85,7 +85,7 @@ def _report_time(stamp: object) -> float | None:
 
 
 def runners_said_running(reports: dict[str, dict], now: float) -> list[dict]:
-    """The runners `reports` (`reports.source_reports`) say are ``running``, each judged by
+    """The runners `reports` (`reports.source_reports`) say are ``running``, each told apart by
     `writer_gone`: ``state`` "running", or "died" when its pid is gone on this host (or, on
     another host, its report was last written a day ago).
 

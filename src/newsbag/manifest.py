@@ -51,7 +51,7 @@ class PageRecord:
     note: str = ""     # e.g. "multi-page TIFF (3 frames): first page used"
     identity: list | None = None  # [size, mtime_ns] of the original when sha256 was taken
     orientation: int = 1  # the original's EXIF/TIFF Orientation; not 1: image_path is the upright copy boxes fit
-    conversion: int = field(kw_only=True)  # the CONVERSION_REVISION that judged it: made its copy, or passed it as is
+    conversion: int = field(kw_only=True)  # the CONVERSION_REVISION that converted it: made its copy, or passed it as is
     copy_sha256: str | None = None  # sha256 of that copy's pixels (`images.pixels_sha256`)
 
     @property
@@ -62,8 +62,8 @@ class PageRecord:
         return self.copy_sha256 or self.sha256
 
     @property
-    def judged_by_older_rule(self) -> bool:
-        """An older CONVERSION_REVISION judged the page: the next call naming it judges it again
+    def converted_by_older_rule(self) -> bool:
+        """An older CONVERSION_REVISION converted the page: the next call naming it converts it again
         (`pages._unchanged`), and only then is it known whether its outputs stay."""
         return self.conversion != images.CONVERSION_REVISION
 

@@ -353,16 +353,16 @@ def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception,
 def _check_output(out_dir: Path, page: PageRecord) -> str | None:
     """None when the page's output is valid; else the reason, after moving the bad file aside.
 
-    Only the file judged invalid is moved: one that another call's runner wrote since it was
-    read is judged in its turn (each turn needs a new write, so this ends).
+    Only the file found invalid is moved: one that another call's runner wrote since it was
+    read is checked in its turn (each turn needs a new write, so this ends).
     """
     path = out_dir / f"{page.page_id}.json"
-    while (judged := freshness.file_identity(path)) is not None:
+    while (seen := freshness.file_identity(path)) is not None:
         try:
             read_page(path, page.page_id)
             return None
         except ValueError as exc:
-            bad = freshness.set_aside_invalid_page(out_dir, page.page_id, judged)
+            bad = freshness.set_aside_invalid_page(out_dir, page.page_id, seen)
             if bad is not None:
                 reason = str(exc).split(": ", 1)[-1][:200]
                 return f"invalid output JSON ({reason}); moved to {bad.name}"
@@ -462,8 +462,8 @@ class _SourceRun:
         those that failed before last."""
         out_dir = self.out_dir
         self.prints = {p.page_id: self.stage.page_fingerprint(self.variant, p.image_sha256) for p in pages}
-        self.judged = freshness.page_identities(out_dir, self.prints)
-        self.current = freshness.current_source_pages(out_dir, self.prints, first=self.report_name, now=self.judged)
+        self.seen = freshness.page_identities(out_dir, self.prints)  # a page file is removed only while it is this one
+        self.current = freshness.current_source_pages(out_dir, self.prints, first=self.report_name, now=self.seen)
         planned: dict[str, list[PageRecord]] = {"fresh": [], "retry": [], "hold": []}
         for page in pages:
             if page.page_id in self.current and not self.force:
@@ -475,7 +475,7 @@ class _SourceRun:
             # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
             # fails, it is removed once the runner is done (`_close`).
             if page.page_id not in self.current:
-                freshness.remove_stale_page(out_dir, page.page_id, self.judged.get(page.page_id))
+                freshness.remove_stale_page(out_dir, page.page_id, self.seen.get(page.page_id))
             before = None if self.force else previous_failure(out_dir, page.page_id)
             kind = plan_page(before, self.prints[page.page_id], retry_failed=retry_failed)
             planned[kind].append(page)
@@ -566,7 +566,7 @@ class _SourceRun:
                      and (result.exit_code == 0 or p.page_id in result.in_flight)]
         for page in unsettled:
             if self.force and page.page_id in self.current and freshness.file_identity(
-                    self.out_dir / f"{page.page_id}.json") == self.judged.get(page.page_id):
+                    self.out_dir / f"{page.page_id}.json") == self.seen.get(page.page_id):
                 continue  # the page `force` kept, not one this call wrote
             written = _written_outcome(self.out_dir, page.page_id, self.prints[page.page_id])
             if written:
@@ -612,7 +612,7 @@ class _SourceRun:
         failed = [o for o in self.outcome.pages.values() if o.status == "failed"]
         for o in failed if self.force else ():   # a current page kept for `force` that failed now
             if o.page_id in self.current:
-                freshness.remove_stale_page(self.out_dir, o.page_id, self.judged.get(o.page_id))
+                freshness.remove_stale_page(self.out_dir, o.page_id, self.seen.get(o.page_id))
         # Held pages did not run: their failure is in the ledger since the call it happened in.
         not_run = {o.page_id for o in self.held}
         if self.ledger:

@@ -182,10 +182,10 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
             pages.append(moved)
             unsaved.append(moved)
             continue
-        rejudged = (replace(old, conversion=images.CONVERSION_REVISION)
-                    if old is not None and old.judged_by_older_rule else None)
-        if rejudged is not None and _unchanged(run_dir, rejudged, path) and _still_passes(path, rejudged):
-            pages.append(rejudged)  # only its revision was old, and it still passes as it is
+        reconverted = (replace(old, conversion=images.CONVERSION_REVISION)
+                       if old is not None and old.converted_by_older_rule else None)
+        if reconverted is not None and _unchanged(run_dir, reconverted, path) and _still_passes(path, reconverted):
+            pages.append(reconverted)  # only its revision was old, and it still passes as it is
             continue
         try:
             record = inspect_page(path, None, run_dir, limits, page_id=page_id)
@@ -202,8 +202,8 @@ def _records(run_dir: Path, todo: list[tuple], limits: InputLimits, rejected: li
 
 def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = False) -> bool:
     """`record` still describes the image at `path`: the same file, unchanged since it was
-    hashed, judged by this `images.CONVERSION_REVISION`, and its 8-bit copy (if any) not older; with
-    `gone_ok`, also when the file is gone (it cannot be judged again).
+    hashed, converted by this `images.CONVERSION_REVISION`, and its 8-bit copy (if any) not older; with
+    `gone_ok`, also when the file is gone (it cannot be converted again).
     One or two stat calls when the paths are spelt alike: every job of a 100k-page run asks
     this of each of its pages."""
     original = Path(os.path.abspath(Path(run_dir) / record.path))
@@ -214,8 +214,8 @@ def _unchanged(run_dir: Path, record: PageRecord, path: Path, gone_ok: bool = Fa
         return gone_ok
     if changed_in_place(record, identity):
         return False  # hash it again, so its outputs become stale
-    if record.judged_by_older_rule:
-        return False  # judged by an older rule: judge it again (`_still_passes`, `PageRecord.image_sha256`)
+    if record.converted_by_older_rule:
+        return False  # converted by an older rule: convert it again (`_still_passes`, `PageRecord.image_sha256`)
     if record.image_path == str(original):
         return True
     cached = freshness.file_identity(Path(record.image_path))
@@ -227,7 +227,7 @@ def _reanchored(run_dir: Path, record: PageRecord, path: Path) -> PageRecord | N
     moved or copied elsewhere: its run-relative path points nowhere now) and `path`, the input of
     this call with its page id, is that file: the same [size, mtime_ns] identity and content hash.
     None otherwise (inspected as a changed page). One hash, no decode: its outputs stay current."""
-    if record.identity is None or record.judged_by_older_rule:
+    if record.identity is None or record.converted_by_older_rule:
         return None
     if freshness.file_identity(os.path.abspath(Path(run_dir) / record.path)) is not None:
         return None

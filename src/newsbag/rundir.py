@@ -220,7 +220,7 @@ def reports_dir(run_dir: Path) -> Path:
 def config_record(run_dir: Path) -> Path:
     """RUN/config.resolved.json: the config ($VARs expanded) the run's stages last ran with.
 
-    A call given no --config runs with it (`config_to_run`), and `status` judges outputs by it.
+    A call given no --config runs with it (`config_to_run`), and `status` checks outputs by it.
     """
     return Path(run_dir) / "config.resolved.json"
 
@@ -231,7 +231,7 @@ def config_to_run(run_dir: Path, config_path: Path | None) -> Path | None:
 
     Without --config a resumed `newsbag run` (or a plain `newsbag fuse`) keeps the models and
     options the run was made with; the embedded bag would run other models into it and replace
-    the record that fusion and status judge every output by.
+    the record that fusion and status check every output by.
     """
     if config_path is not None:
         return Path(config_path)

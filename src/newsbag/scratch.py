@@ -51,7 +51,7 @@ def scratch_folder(run_dir: Path, prefix: str) -> Iterator[Path]:
 def _drop_if_abandoned(folder: Path) -> None:
     try:
         fd = os.open(folder / ".lock", os.O_RDWR)
-    except OSError:   # gone meanwhile, or not a scratch folder: not ours to judge
+    except OSError:   # gone meanwhile, or not a scratch folder: not ours to remove
         return
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

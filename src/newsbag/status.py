@@ -77,7 +77,7 @@ def _recorded_stages(record: Path) -> list[dict]:
 
 def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
     """"<stage>/<variant>" -> (stage, variant) of the recorded config's model stages: what their
-    pages' fingerprints are judged by. {} without a record, or with one that no longer loads (a
+    pages' fingerprints are computed by. {} without a record, or with one that no longer loads (a
     runner or its tool.json gone): pages then count as done by their file alone, and the log says why."""
     if not record.exists():
         return {}
@@ -136,7 +136,7 @@ def collect_status(run_dir: Path) -> dict:
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
     found = set(discover_sources(run_dir))
-    judged = _recorded_sources(record)
+    recorded = _recorded_sources(record)
     sha = {p.page_id: p.image_sha256 for p in records}
     degenerate = _degenerate_sources(run_dir)
     now = time.time()
@@ -146,8 +146,8 @@ def collect_status(run_dir: Path) -> dict:
         present = rundir.page_files(folder) & ids
         by_name = source_reports(folder)
         reports = [r["pages"] for r in by_name.values()]
-        if name in judged:   # by the rule a run skips pages by
-            stage, variant = judged[name]
+        if name in recorded:   # by the rule a run skips pages by
+            stage, variant = recorded[name]
             done = freshness.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
                                                reports)
         else:
@@ -181,7 +181,8 @@ def collect_status(run_dir: Path) -> dict:
     for r in rejected:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + 1
     return {"run_dir": str(run_dir), "pages": len(ids), "rejected": rejected, "rejected_by_kind": by_kind,
-            "judged_by_older_rule": sum(p.judged_by_older_rule for p in records),
+            # a key of the `status --json` format, spelt as its readers parse it
+            "judged_by_older_rule": sum(p.converted_by_older_rule for p in records),
             "scans_changed": len(changed), "scans_missing": len(missing),
             "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir)}
 
@@ -201,7 +202,7 @@ def status_lines(info: dict, job_note: Callable[[str], str]) -> list[str]:
 
 
 def _input_lines(info: dict) -> list[str]:
-    """Status lines of the run's inputs: rejected ones, pages judged by an older conversion rule,
+    """Status lines of the run's inputs: rejected ones, pages converted by an older conversion rule,
     scans changed or missing since they were inspected."""
     lines = []
     if info["rejected"]:

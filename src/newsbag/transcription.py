@@ -236,9 +236,9 @@ class _PageInputs:
 def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage: ModelStage
                  ) -> Callable[..., _PageInputs]:
     """A page's `_PageInputs` by page id: the one rule `run_transcription` skips pages by and
-    `transcript_status` judges them by (``write=False``: it records nothing).
+    `transcript_status` counts them by (``write=False``: it records nothing).
 
-    Inputs are judged by `freshness.judge_by_record`: by their stats, or, where those changed (a run
+    Inputs are identified by `freshness.identify_by_record`: by their stats, or, where those changed (a run
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
     # The runner's revision too: a recogniser whose output changed for the same crops reads them again.
@@ -252,21 +252,21 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     lines_dir = rundir.source_dir(run_dir, *params.lines_source.split("/")) if params.lines_source else None
     block_dirs = _block_dirs(run_dir, params)
 
-    def made_from(judged: dict) -> str:
-        """The fingerprint of a transcript made from inputs of these (`freshness.judged_identities`)."""
-        return freshness.fingerprint("transcription", revision("transcription"), params_rec, judged.get("fused"),
-                                  judged.get("lines"),
-                                  *(judged.get(f"block:{name}") for name, _ in block_dirs))
+    def made_from(idents: dict) -> str:
+        """The fingerprint of a transcript made from inputs of these (`freshness.recorded_identities`)."""
+        return freshness.fingerprint("transcription", revision("transcription"), params_rec, idents.get("fused"),
+                                  idents.get("lines"),
+                                  *(idents.get(f"block:{name}") for name, _ in block_dirs))
 
     def inputs(page_id: str, *, force: bool = False, write: bool = True) -> _PageInputs:
         fused_path = fused_dir / f"{page_id}.json"
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
         paths = {"fused": str(fused_path), **({"lines": str(lines_path)} if lines_path else {}),
                  **{f"block:{name}": str(folder / f"{page_id}.json") for name, folder in block_dirs}}
-        judged, stale = freshness.judge_by_record(
+        idents, stale = freshness.identify_by_record(
             paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id),
-            lambda judged: force or not _is_current(out_dir / f"{page_id}.json", made_from(judged)), write=write)
-        return _PageInputs(fused_path, lines_path, judged.get("fused"), made_from(judged), not stale)
+            lambda idents: force or not _is_current(out_dir / f"{page_id}.json", made_from(idents)), write=write)
+        return _PageInputs(fused_path, lines_path, idents.get("fused"), made_from(idents), not stale)
 
     return inputs
 
@@ -305,7 +305,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
 
 
 def _why_stale(path: Path) -> str:
-    """Why a transcript judged not current is stale: the assembly code revision it records, else what changed."""
+    """Why a transcript found not current is stale: the assembly code revision it records, else what changed."""
     try:
         made = read_json(path).get("revision")
     except (OSError, ValueError, AttributeError):
@@ -389,7 +389,7 @@ def _drop_transcript(out_dir: Path, page_id: str) -> bool:
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
     record = _transcript(plan, lines, variant)
-    # A transcript read again the same (`--force`) is left as it is: export judges it by identity.
+    # A transcript read again the same (`--force`) is left as it is: export checks it by identity.
     atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n", keep_same=True)
     write_json(out_dir / f"{page_id}.json", record, keep_same=True)
 

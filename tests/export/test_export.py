@@ -550,7 +550,7 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
 
 def test_status_counts_exports_and_says_a_new_writer_revision_makes_them_stale(run, monkeypatch, capsys):
     """Export had no status: now each exported layer's pages are counted as `newsbag export`
-    judges them, and a writer's new code revision is named as the reason they are stale."""
+    finds them, and a writer's new code revision is named as the reason they are stale."""
     from newsbag.export.stage import export_status
     from newsbag.manifest import read_pages
 

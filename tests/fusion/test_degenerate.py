@@ -21,9 +21,9 @@ PAGE = "one page-sized box"
     ([1, 12, 10], [0, 12, 10], [0.97, 0.1, 0.1], [True, True, True], ["", "", ""]),
     # one page-sized box with many small ones beside it: a frame, not a degenerate answer
     ([30, 40, 40], [29, 40, 40], [0.9, 0.05, 0.05], [True, True, True], ["", "", ""]),
-    # the line evidence is neither judged nor a judge: alone with it, nobody is flagged
+    # the line evidence is neither compared nor counted in the median: alone with it, nobody is flagged
     ([1, 1400], [0, 1400], [0.97, 0.001], [True, False], ["", ""]),
-    # the line evidence with few lines is not judged
+    # the line evidence with few lines is not compared
     ([60, 60, 0], [60, 60, 0], [0.1, 0.1, 0.0], [True, True, False], ["", "", ""]),
     # no sources (0,)
     ([], [], [], [], []),

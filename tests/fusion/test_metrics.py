@@ -66,7 +66,7 @@ def test_overlap_share_costs_stacked_regions():
     assert stacked["score"] == pytest.approx(0.75 * (1 - stacked["overlap_share"]))
 
 
-def test_loo_never_judges_a_source_against_its_own_family():
+def test_loo_never_scores_a_source_against_its_own_family():
     # a/1 and a/2 are one family and agree; b is elsewhere. a/1's reference is b only.
     a1 = make_boxes([[0, 0, 100, 100]], source="a/1", family="a")
     a2 = make_boxes([[0, 0, 100, 100]], source="a/2", family="a")

@@ -506,7 +506,7 @@ def test_a_grey_page_gets_a_jpeg_scan_and_board_a_black_and_white_one_a_1_bit_pn
 
 
 def test_a_top_board_is_drawn_again_only_when_its_page_is_reviewed_again(review_run):
-    """A top page's board is judged by the page review it records, not by mtimes: one stamped an
+    """A top page's board is current by the page review it records, not by mtimes: one stamped an
     hour ahead (a node whose clock runs ahead) is still drawn again when its page changes."""
     run_review(review_run, IDS, CFG)
     board = review_run / "review" / "top20_informative" / "pages" / "p1.png"

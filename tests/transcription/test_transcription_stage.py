@@ -258,7 +258,7 @@ def test_a_moved_run_dir_keeps_its_transcripts_current(tmp_path):
 
 def test_a_run_copied_without_its_mtimes_keeps_its_transcripts_current(tmp_path, monkeypatch):
     """`cp -r` (the same bytes, new mtimes): a rerun skips every page, rewrites no transcript
-    (export judges them), and after it judges the copy by stat calls again."""
+    (export checks them by identity), and after it checks the copy by stat calls again."""
     import shutil
 
     run = write_run(tmp_path)
@@ -322,7 +322,7 @@ def test_a_page_whose_fused_page_is_gone_loses_its_transcript_and_index_lines(tm
 
 def test_a_forced_transcription_that_reads_the_same_text_leaves_its_files_as_they_were(tmp_path):
     """`newsbag transcribe --force` reads every page again; a transcript that comes out the
-    same keeps its files (mtime, inode), so export, which judges transcripts by identity,
+    same keeps its files (mtime, inode), so export, which checks transcripts by identity,
     redoes nothing."""
     run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
@@ -505,7 +505,7 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     # `newsbag transcribe` ends a call with a failed page by sending the user to `newsbag status`,
     # which said nothing of transcription at all.
     run = write_run(tmp_path, pids=("p1", "p2", "p3", "p4"))
-    # named, the config is recorded and status judges by it (the embedded bag's transcription
+    # named, the config is recorded and status checks by it (the embedded bag's transcription
     # options are not the stage's defaults: it reads with Tesseract)
     config = ("--config", str(REPO / "configs" / "pipeline.local.json"))
     (rundir.fused_dir(run, "C") / "p2.json").unlink()   # its fusion failed: the page fails here
@@ -533,7 +533,7 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
 
 def test_a_transcribe_with_no_config_anywhere_records_the_one_it_ran_with(tmp_path, capsys):
     # A run with no recorded config: `transcribe` reads with the embedded bag's options (Tesseract),
-    # status judged by the stage's defaults (PP-OCR) and called every transcript stale.
+    # status checked by the stage's defaults (PP-OCR) and called every transcript stale.
     run = write_run(tmp_path, pids=("p1", "p2"))
     assert not rundir.config_record(run).exists()
     assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0

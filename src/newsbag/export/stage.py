@@ -110,16 +110,16 @@ def _record_path(run_dir: Path, layer: _Layer, page_id: str) -> Path:
     return rundir.inputs_record_path(run_dir, "export", layer.name, page_id)
 
 
-def _page_fingerprint(fmt: str, layer: _Layer, judged: dict, linked: str | None,
+def _page_fingerprint(fmt: str, layer: _Layer, idents: dict, linked: str | None,
                       made_by: int | None = None) -> str:
     """What a file of `fmt` made from these inputs records; ``made_by``: by that code revision (else the one now)."""
     code = revision(f"export/{fmt}") if made_by is None else made_by
-    return freshness.fingerprint("export", fmt, code, layer.name, judged["page"], judged.get("text"),
+    return freshness.fingerprint("export", fmt, code, layer.name, idents["page"], idents.get("text"),
                               *([linked] if linked else []))
 
 
 def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tuple[Path, dict[str, str], dict]:
-    """(one page's layer page, the inputs its exports are judged by, its export file of each format)."""
+    """(one page's layer page, the inputs its exports are made from, its export file of each format)."""
     src = layer.folder / f"{page_id}.json"
     transcript_path = layer.transcripts / f"{page_id}.json" if layer.transcripts else None
     paths = {"page": str(src), **({"text": str(transcript_path)} if transcript_path else {})}
@@ -127,14 +127,14 @@ def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tu
 
 
 def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, linked: str | None) -> Callable:
-    """``stale(judged) -> [the formats whose file is not current]``, as `freshness.judge_by_record` asks."""
-    return lambda judged: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, judged, linked))]
+    """``stale(idents) -> [the formats whose file is not current]``, as `freshness.identify_by_record` asks."""
+    return lambda idents: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, idents, linked))]
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
     """Write one page of one layer in every per-page format: (page_id, layer, {fmt: status}, error).
 
-    A file stale by its inputs' stats is judged again by the inputs as the page's record
+    A file stale by its inputs' stats is checked again by the inputs as the page's record
     (`rundir.inputs_record_path`) knows them: a run copied without its mtimes (the same bytes)
     rewrites nothing, and the record takes the new stats.
     """
@@ -150,19 +150,19 @@ def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
         return page_id, layer.name, statuses, ""
     try:
         stale = _stale_formats(outs, formats, layer, linked)
-        judged, todo = freshness.judge_by_record(paths, record_path,
-                                              lambda judged: list(formats) if force else stale(judged))
+        idents, todo = freshness.identify_by_record(paths, record_path,
+                                                 lambda idents: list(formats) if force else stale(idents))
         statuses.update((fmt, "skipped") for fmt in formats if fmt not in todo)
         page = None
         for fmt in todo:
             if page is None:
                 page = read_page(src, page_id)
-                transcript = read_json(paths["text"]) if "text" in judged else None
+                transcript = read_json(paths["text"]) if "text" in idents else None
                 if transcript is not None and not transcript_fits(page, transcript):
                     log.warning("export: page %s (%s): its transcript was read from an earlier layout (fusion reran "
                                 "since); exported without text: rerun newsbag transcribe", page_id, layer.name)
                     transcript = None
-            fingerprint = _page_fingerprint(fmt, layer, judged, linked)
+            fingerprint = _page_fingerprint(fmt, layer, idents, linked)
             info = ExportInfo(layer=layer.name, method=layer.method, tool=_TOOL, created=_created(src),
                               fingerprint=fingerprint,
                               image_filename=_image_name(run_dir, page, outs[fmt].parent, linked))
@@ -200,8 +200,8 @@ def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, lin
         return True
     if not out.exists():
         return False
-    # Stale by the pages' stats: judged again by the pages as their records know them (a copy).
-    present = [(page_id, src, freshness.judged_identity(
+    # Stale by the pages' stats: checked again by the pages as their records know them (a copy).
+    present = [(page_id, src, freshness.recorded_identity(
         src, identity, freshness.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
         for page_id, src, identity in present]
     return _is_fresh(out, _coco_fingerprint(layer, present, linked))
@@ -242,20 +242,20 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
 
 def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],
                   linked: str | None, coco: bool) -> tuple[str, str | None]:
-    """(done | stale | pending, why stale) of one page of one layer, as `_page_task` judges it."""
+    """(done | stale | pending, why stale) of one page of one layer, as `_page_task` finds it."""
     src, paths, outs = _files(exports, layer, page_id, formats)
     if not src.exists() or formats and not any(o.exists() for o in outs.values()):
         return "pending", None
     if not formats:
         return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
-    judged, todo = freshness.judge_by_record(paths, _record_path(run_dir, layer, page_id),
-                                          _stale_formats(outs, formats, layer, linked), write=False)
+    idents, todo = freshness.identify_by_record(paths, _record_path(run_dir, layer, page_id),
+                                             _stale_formats(outs, formats, layer, linked), write=False)
     if not todo:
         return "done", None
     for fmt in todo:
         now = revision(f"export/{fmt}")
         made = next((r for r in range(now - 1, 0, -1)
-                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, judged, linked, made_by=r))), None)
+                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r))), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
     return "stale", "its layout or transcript changed, or a format's file is missing"

@@ -41,8 +41,8 @@ def degenerate_reasons(n_regions: np.ndarray, n_text: np.ndarray, largest_share:
         n_regions: (S,) regions of each source on the page (text lines not counted).
         n_text: (S,) its text and title regions.
         largest_share: (S,) share of the page its largest box covers (`largest_box_share`).
-        peer: (S,) bool, the sources that judge one another (region sources); the others
-            (the text-line evidence) are neither judged nor judges.
+        peer: (S,) bool, the sources compared with one another (region sources); the others
+            (the text-line evidence) are neither compared nor counted in the median.
 
     Returns:
         (S,) reasons: a page-sized box, or too few text regions, against the median text

@@ -234,7 +234,7 @@ def best_source(boxes: Boxes) -> str:
 def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
     """Each region source's agreement with the consensus of the *other* families.
 
-    No source is judged against itself or its own family (correlated variants of one
+    No source is scored against itself or its own family (correlated variants of one
     model are one voice). With n other families on the page:
     - ``loo_pixel_f1``: pixel F1 of the source's text area against the pixels that at least
       ceil(n/2) other families mark as text (text lines count for their family);
@@ -278,7 +278,7 @@ def loo_agreement(boxes: Boxes, pairs: Pairs | None = None) -> dict[str, dict]:
             out[str(src_names[s])] = {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}
             continue
         ref = (votes - masks[f]) >= (n_other + 1) // 2
-        sel = own & evidence          # a text-line source is judged by its lines
+        sel = own & evidence          # a text-line source is scored by its lines
         _, _, pf = pixel_prf(src_masks[s], ref)
         out[str(src_names[s])] = {"loo_pixel_f1": pf,
                                   "loo_box_agreement": float(matched[sel].mean()) if sel.any() else np.nan}

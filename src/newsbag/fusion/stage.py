@@ -223,14 +223,14 @@ def _jsonable(obj):
 
 
 def _inputs(run_dir: Path, page_id: str, needed: list[str], record: dict | None
-            ) -> tuple[dict[str, str], freshness.Judged]:
-    """(path, `freshness.judged_identities` by the page's stored `record`) of each source output of
+            ) -> tuple[dict[str, str], freshness.RecordedIdentities]:
+    """(path, `freshness.recorded_identities` by the page's stored `record`) of each source output of
     one page that exists, by source name: one stat each while the files keep the stat recorded,
-    and no Path built per page and source (status judges 100k pages)."""
+    and no Path built per page and source (status checks 100k pages)."""
     root, name = rundir.sources_root(run_dir), f"{page_id}.json"
     # "<stage>/<variant>", relative to the sources root (`rundir.discover_sources`)
     paths = {s: os.path.join(root, s, name) for s in needed}
-    idents = freshness.judged_identities(paths, (record or {}).get("identities"))
+    idents = freshness.recorded_identities(paths, (record or {}).get("identities"))
     return {s: paths[s] for s in idents}, idents
 
 
@@ -293,10 +293,10 @@ def _stored_record(run_dir: Path, page_id: str) -> dict | None:
 
 @dataclass(frozen=True)
 class _PageState:
-    """A page's source outputs and what its fusion outputs are judged by (`_page_state`)."""
+    """A page's source outputs and the fingerprints its fusion outputs are current by (`_page_state`)."""
 
     inputs: dict[str, str]        # source -> the path of its page, for those that exist
-    idents: freshness.Judged         # their identities (`freshness.judged_identities`)
+    idents: freshness.RecordedIdentities  # their identities (`freshness.recorded_identities`)
     metrics_fp: str               # the fingerprint a current metrics record holds
     variant_fps: dict[str, str]   # variant -> the fingerprint its current fused page holds
     record: dict | None           # the stored metrics record (`_stored_record`)
@@ -312,7 +312,7 @@ class _PageState:
 
 
 def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints) -> _PageState:
-    """The page's stored record read, its inputs judged, the fingerprints they give."""
+    """The page's stored record read, its inputs identified, the fingerprints they give."""
     record = _stored_record(run_dir, page_id)
     inputs, idents = _inputs(run_dir, page_id, needed, record)
     metrics_fp, variant_fps = prints.page(idents)
@@ -406,7 +406,7 @@ def _stale_outputs(run_dir: Path, page_id: str, variants, variant_fps: dict[str,
     written = (current or {}).get("outputs") or {}   # fused page -> its file identity when written
     table_path = rundir.members_table_path(run_dir, page_id)
     table_id = freshness.file_identity(table_path)
-    # A table whose stat is not the recorded one (a run copied without its mtimes) is judged by
+    # A table whose stat is not the recorded one (a run copied without its mtimes) is checked by
     # the source identities it records.
     table_ok = current is not None and table_id is not None and (
         table_id == current.get("members_table") or _table_is_current(table_path, idents))
@@ -460,7 +460,7 @@ def _page_task(task: _PageTask) -> _PageResult:
         # Per-page files skip the fsync (`io.atomic_write_bytes`): the record below holds the
         # identity of each, so a rerun redoes a page a power cut tore.
         # Whatever comes out the same as it is on disk is left as it is (keep_same; a page's
-        # ``seconds`` differ on every computation): review and export judge these files by
+        # ``seconds`` differ on every computation): review and export check these files by
         # their identity, so a `--force` that changes nothing must redraw and re-export nothing.
         if not table_ok:
             write_json(table_path, {"page_id": page_id, "inputs": idents, **table}, compact=True, durable=False,
@@ -495,8 +495,8 @@ def _page_task(task: _PageTask) -> _PageResult:
 def _refresh_record(run_dir: Path, page_id: str, state: _PageState, active: dict[str, list[str]]) -> None:
     """Give a skipped page's record the stats its files have now once its inputs' differ from
     the ones recorded (a copied run): its inputs' (`freshness.input_record`), its member table's and
-    its fused pages' (of the `active` variants, all judged current just now). Only the record is
-    rewritten, never a file review or export judge, and the next rerun stats instead of reading."""
+    its fused pages' (of the `active` variants, all found current just now). Only the record is
+    rewritten, never a file review or export checks, and the next rerun stats instead of reading."""
     if state.idents.holds:   # the common rerun: its inputs have the stats recorded, no stat again
         return
     record = state.record
@@ -656,11 +656,11 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
     reasons: dict[str, Counter] = {v: Counter() for v in variants}
     for page_id in page_ids:
         present = [v for v in variants if page_id in written[v]]
-        if not present:   # pending or failed in every variant: nothing of the page to judge
+        if not present:   # pending or failed in every variant: nothing of the page to check
             continue
         state = _page_state(run_dir, page_id, needed, prints)
-        judged = [v for v in present if v in active]
-        not_current = set(_stale_outputs(run_dir, page_id, judged, state.variant_fps, state.current(), state.idents)[0])
+        checked = [v for v in present if v in active]
+        not_current = set(_stale_outputs(run_dir, page_id, checked, state.variant_fps, state.current(), state.idents)[0])
         for v in present:
             if v in active and v not in not_current:
                 done[v] += 1
@@ -676,7 +676,7 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
 
 
 def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
-    """Why a fused page judged not current is stale: the code revision it was made by, else what changed."""
+    """Why a fused page found not current is stale: the code revision it was made by, else what changed."""
     if variant not in active:
         return "this config no longer makes the variant (dropped, or its sources did not run)"
     if not record:

@@ -152,9 +152,9 @@ def _load_image(path: str, panel_width: int) -> Image.Image:
 def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
                 ) -> tuple[dict[str, str], dict[str, str], dict, dict[str, str], dict[str, list[int]]]:
     """(outputs, failure records) per name for one page, absent names did not run it, and the
-    `freshness.judged_identity` (by the ``recorded`` `freshness.input_record` of the board), path and stat of
+    `freshness.recorded_identity` (by the ``recorded`` `freshness.input_record` of the board), path and stat of
     each by ``"<kind>:<name>"`` / ``"failed_<kind>:<name>"``: one stat a file while it keeps its
-    recorded stat, no Path built (status judges 100k boards)."""
+    recorded stat, no Path built (status checks 100k boards)."""
     done, failed, identities, paths, stats = {}, {}, {}, {}, {}
     file = f"{page_id}.json"
     for name, folder in dirs.items():
@@ -162,7 +162,7 @@ def _page_files(page_id: str, dirs: dict[str, Path], kind: str, recorded: dict
                                 (f"failed_{kind}:{name}", failed, os.path.join(folder, rundir.FAILED_DIR, file))):
             if (now := freshness.file_identity(out)) is not None:
                 found[name], paths[key], stats[key] = out, out, now
-                identities[key] = freshness.judged_identity(out, now, recorded.get(key))
+                identities[key] = freshness.recorded_identity(out, now, recorded.get(key))
                 break
     return done, failed, identities, paths, stats
 
@@ -227,7 +227,7 @@ def _inputs(run_dir: Path, record, plan: _Plan, recorded: dict) -> _Inputs:
                    freshness.record_holds({**source_stats, **fused_stats}, known), on_disk is None)
 
 
-def _judged(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
+def _board_state(run_dir: Path, record, plan: _Plan) -> tuple[_Inputs, dict, bool]:
     """(the board's inputs, its `_recorded_info`, whether the board is current: made from exactly them)."""
     recorded = _recorded_info(rundir.review_page_dir(run_dir, record.page_id))
     inputs = _inputs(run_dir, record, plan, recorded)
@@ -238,7 +238,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
                  compute: bool = True) -> _Outcome:
     page_id = record.page_id
     page_dir = rundir.review_page_dir(run_dir, page_id)
-    inputs, recorded, fresh = _judged(run_dir, record, plan)
+    inputs, recorded, fresh = _board_state(run_dir, record, plan)
     if fresh and not force:
         # The common rerun: its inputs have the stats recorded (no stat again). Else a copied
         # run: the stats its inputs have now go into the record, so the next rerun reads no more.
@@ -388,7 +388,7 @@ def _board_made_from(path: Path) -> str | None:
 def _top_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outcome: _Outcome, top_dir: Path,
                force: bool) -> str | None:
     """A top page's board file name in `top_dir`, drawn unless one records the page's current review
-    (judged by that fingerprint, as every output is by its inputs, not by mtimes: a node whose
+    (current by that fingerprint, as every output is by its inputs, not by mtimes: a node whose
     clock runs ahead would stamp an old board newer); None, with one log line, when it cannot
     be drawn (its scan gone, say)."""
     for ext in _BOARD_EXTS:
@@ -448,7 +448,7 @@ def _fit_width(image: Image.Image, width: int) -> Image.Image:
 
 
 def _black_and_white(image: Image.Image) -> bool:
-    """Whether the page is mostly black or white pixels already (a binarised scan), judged on
+    """Whether the page is mostly black or white pixels already (a binarised scan), measured on
     every 4th pixel of every 4th row: a 1-bit copy loses nothing a reviewer needs there."""
     grey = np.asarray(image.convert("L"))[::4, ::4]
     return bool(np.mean((grey > _GREY_LOW) & (grey < _GREY_HIGH)) < _MAX_GREY_SHARE)
@@ -587,11 +587,11 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     reasons: Counter = Counter()
     reviewed = rundir.reviewed_pages(run_dir)
     for record in records:
-        if record.page_id not in reviewed:   # no board, no failure: nothing to judge
+        if record.page_id not in reviewed:   # no board, no failure: nothing to check
             counts["pending"] += 1
             continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        _, recorded, current = _judged(run_dir, record, plan)
+        _, recorded, current = _board_state(run_dir, record, plan)
         if current:
             counts["done"] += 1
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
