@@ -401,7 +401,7 @@ def _orientation(im: Image.Image) -> int:
         return 1
 
 
-def _conversion(im: Image.Image) -> tuple[int, int, int, bool]:
+def _decide_conversion(im: Image.Image) -> tuple[int, int, int, bool]:
     """(frames, deep colour bits, orientation, passed as it is) of an open page, from its header:
     every model library reads a page as it is when it has one frame, upright, in a format and mode
     they all read at 8 bits; any other gets an 8-bit copy."""
@@ -466,10 +466,10 @@ def _decoded(path: Path, data: bytes | None, limits: InputLimits) -> _Decoded:
     8-bit copy, a deep colour page's from its format's reader (`_DEEP_READERS`)."""
     with _pillow_guard_lifted(), Image.open(path if data is None else BytesIO(data)) as im:
         fmt, mode = im.format, im.mode
-        # A PNG's samples by its raw mode, before `_conversion` decodes it (Pillow calls grey+alpha RGBA).
+        # A PNG's samples by its raw mode, before `_decide_conversion` decodes it (Pillow calls grey+alpha RGBA).
         samples = str(im.tile[0].args).split(";")[0] if fmt == "PNG" and im.tile else mode
         _check_declared_size(path, im.width, im.height, limits)
-        frames, deep_colour, orientation, passes = _conversion(im)
+        frames, deep_colour, orientation, passes = _decide_conversion(im)
         width, height = im.size
         dpi = im.info.get("dpi")
         if deep_colour:
@@ -512,7 +512,7 @@ def passes_as_is(path: Path) -> bool:
     cannot be read."""
     try:
         with open_accepted_image(path) as im:
-            return _conversion(im)[3]
+            return _decide_conversion(im)[3]
     except (OSError, SyntaxError, ValueError, UnidentifiedImageError, Image.DecompressionBombError):
         return False
 
