@@ -31,7 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -31,7 +31,6 @@ import argparse
 import itertools
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

@@ -112,7 +112,7 @@ def locate_weights(params: dict, download: bool = False) -> Path:
     Raises:
         MissingDependency: not cached / not there / half-copied, with the pre-stage command.
     """
-    hint = (f"copy the model folder there again or fix params.model_dir" if params["model_dir"]
+    hint = ("copy the model folder there again or fix params.model_dir" if params["model_dir"]
             else hf_prestage_hint(params["hub_id"], params["cache_dir"]))
     path = resolve_hf_model(params["model_dir"], params["hub_id"], params["cache_dir"], params["revision"],
                             download=download)

@@ -43,7 +43,7 @@ def test_embedded_default_run_end_to_end(inputs, tmp_path, capsys):
     code, out, err = run_cli(capsys, "run", "--input-dir", inputs, "--recursive", "--run-dir", run)
     assert code == 0, err
     assert out == "" and "2 page(s): 2 ok, 0 failed, 0 skipped" in err and "recommended: " in err
-    page_ids = [json.loads(l)["page_id"] for l in (run / "manifests/pages.jsonl").read_text().splitlines()]
+    page_ids = [json.loads(line)["page_id"] for line in (run / "manifests/pages.jsonl").read_text().splitlines()]
     assert len(page_ids) == 2
     for source in SOURCES:
         for page_id in page_ids:

@@ -9,12 +9,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 80
 
-# Today's offenders ("path::qualified name"). Shorten one, then take it off this list: the
-# list only ever shrinks (a listed function that is gone or short enough fails the test).
-OVER = frozenset({
-})
-
-
 def function_lengths(source: str) -> dict[str, int]:
     """Qualified name ("Class.method", "outer.inner") -> lines of every function in `source`."""
     out: dict[str, int] = {}
@@ -50,13 +44,6 @@ def test_lengths_count_methods_and_nested_functions_from_def_to_last_line():
     assert function_lengths(source) == {"A.m": 4, "A.m.inner": 2, "f": 2}
 
 
-def test_no_function_over_80_lines_but_the_listed_ones():
-    lengths = _all_lengths()
-    over = {name for name, n in lengths.items() if n > MAX_LINES}
-    assert sorted(over - OVER) == [], f"functions over {MAX_LINES} lines: split them"
-
-
-def test_every_listed_function_is_still_over_80_lines():
-    lengths = _all_lengths()
-    fixed = sorted(name for name in OVER if lengths.get(name, 0) <= MAX_LINES)
-    assert fixed == [], "gone or short enough now: take them off OVER"
+def test_no_function_over_80_lines():
+    over = sorted(name for name, n in _all_lengths().items() if n > MAX_LINES)
+    assert over == [], f"functions over {MAX_LINES} lines: split them"

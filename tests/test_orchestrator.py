@@ -105,7 +105,7 @@ def test_page_faults_are_recorded_and_the_rest_goes_on(tmp_path, page_dir, capsy
     clean = outputs(tmp_path / "clean")
     for page_id, page in good.items():  # good pages identical to a clean run (timings aside)
         assert page["regions"] == clean[page_id]["regions"]
-    ledger = [json.loads(l) for l in (run / "logs" / "failures.jsonl").read_text().splitlines()]
+    ledger = [json.loads(line) for line in (run / "logs" / "failures.jsonl").read_text().splitlines()]
     assert [r["page_id"] for r in ledger] == sorted(bad) and ledger[0]["status"] == "failed"
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     status = json.loads(out)

@@ -12,7 +12,7 @@ def test_plain_lines_every_50_pages_when_not_interactive(monkeypatch, caplog):
         for i in range(120):
             tracker.advance("failed" if i == 7 else "skipped" if i < 20 else "ok")
     lines = [r.getMessage() for r in caplog.records]
-    assert [l.split(" failed")[0] for l in lines] == ["dell/v: done 50/120", "dell/v: done 100/120", "dell/v: done 120/120"]
+    assert [line.split(" failed")[0] for line in lines] == ["dell/v: done 50/120", "dell/v: done 100/120", "dell/v: done 120/120"]
     assert "failed 1 skipped 19" in lines[-1] and "p/s, eta 0m00s)" in lines[-1]
 
 

@@ -1,9 +1,7 @@
 """benchmarks/nzz_eval.py's in-memory evaluation on a constructed two-column page: it runs
 against today's fusion (it once unpacked fuse_all's results wrongly and printed nothing)."""
 
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from nbtest import REPO, make_boxes
