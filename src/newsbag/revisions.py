@@ -37,9 +37,11 @@ _EXPORT = ("export/stage.py", "export/layout.py")
 # pooling, the source and variant metrics, the page records); "fusion/<method>" one method's boxes.
 REVISIONS: dict[str, Revision] = {
     "fusion": Revision(1, ("fusion/stage.py", "fusion/metrics.py", "fusion/geometry.py", "fusion/match.py")),
-    "fusion/best_single": Revision(1, _FUSION_METHOD),
-    "fusion/consensus": Revision(1, _FUSION_METHOD),
-    "fusion/paragraphs": Revision(1, (*_FUSION_METHOD, "fusion/paragraphs.py")),
+    # 2: a box that is not text and nearly as tall as the page (the scan's edge) is read last and
+    # no longer stops the cuts across the page.
+    "fusion/best_single": Revision(2, _FUSION_METHOD),
+    "fusion/consensus": Revision(2, _FUSION_METHOD),
+    "fusion/paragraphs": Revision(2, (*_FUSION_METHOD, "fusion/paragraphs.py")),
     "review": Revision(2, ("review/stage.py", "review/render.py", "review/score.py", "review/gallery.py",
                            "review/reading.py")),
     # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.

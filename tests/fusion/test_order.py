@@ -202,6 +202,23 @@ def test_a_tall_band_under_the_columns_is_read_after_them():
     assert np.argsort(reading_order(boxes, 200, 900, lines=lines)).tolist() == [0, 2, 1, 3]
 
 
+@pytest.mark.parametrize("edge_x", [None, 0, 195])
+def test_the_scan_edge_along_the_page_does_not_stop_the_band_under_the_columns(edge_x):
+    # Masthead, two columns, the feuilleton under them; the scanner's dark edge, found as an
+    # image as tall as the page, stood beside every band: the page was read column by column
+    # from the masthead down to the feuilleton's foot.
+    boxes = [[10, 0, 190, 40], [10, 60, 95, 500], [105, 60, 190, 500], [10, 520, 95, 900], [105, 520, 190, 900]]
+    text = [False, True, True, True, True]
+    lines = np.array(_column_lines(10, 95, 60, 500) + _column_lines(105, 190, 60, 500)
+                     + _column_lines(10, 95, 520, 900) + _column_lines(105, 190, 520, 900), float)
+    if edge_x is not None:
+        boxes.append([edge_x, 0, edge_x + 5, 900])
+        text.append(False)
+    rank = reading_order(np.array(boxes, float), 200, 900, lines=lines, text=np.array(text))
+    assert np.argsort(rank).tolist()[:5] == [0, 1, 2, 3, 4]
+    assert edge_x is None or rank[5] == 5
+
+
 @pytest.mark.parametrize("variant", ["ranked", "paragraphs"])
 def test_us_sample_page_reads_column_by_column(variant):
     # Fused regions of the US sample (7 columns, headlines, ads; 175 fragmented regions that

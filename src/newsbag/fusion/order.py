@@ -13,6 +13,10 @@ from .geometry import cross_pairs, group_extent
 __all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
 
 
+# Share of the page's height from which a box that is not text is taken for the scan's edge.
+_EDGE = 0.8
+
+
 def _cuts(lo: np.ndarray, hi: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
     """Sort intervals by `lo` and return (order, group id) where a gap > -tol starts a group."""
     order = np.argsort(lo, kind="stable")
@@ -269,9 +273,15 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
                                             strip)
         if len(part_box) > len(xyxy):
             lo, hi = column_spans(part_xyxy, bounds, poke)
-    out = _grid_cut(part_xyxy, bounds, lo, hi, tol * width, tol * height, strip, merged)
+    # A box that is not text and nearly as tall as the page (the scan's edge, a rule along it)
+    # stands beside every band and would stop each cut across the page: it is read last.
+    edge = np.zeros(len(part_xyxy), bool) if text is None else (
+        ~np.asarray(text, bool)[part_box] & (part_xyxy[:, 3] - part_xyxy[:, 1] >= _EDGE * height))
+    rest = np.flatnonzero(~edge)
+    out = rest[_grid_cut(part_xyxy[rest], bounds, lo[rest], hi[rest], tol * width, tol * height, strip, merged)]
+    out = np.concatenate([out, np.flatnonzero(edge)])
     rank = np.empty(len(part_xyxy), np.int64)
-    rank[np.asarray(out, np.intp)] = np.arange(len(out))
+    rank[out] = np.arange(len(out))
     return part_xyxy, part_box, rank
 
 
