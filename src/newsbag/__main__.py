@@ -1,3 +1,5 @@
+"""`python -m newsbag`: the command line."""
+
 from newsbag.cli import main
 
 main()

@@ -1,5 +1,5 @@
-"""Transcript geometry (pure): which line crops each fused region is read from, in what order,
-and how the recognised lines come back together as region, article and page text."""
+"""Transcript geometry (pure): which crops (regions or their lines) a page is read from, in what
+order, and how the recognised lines come back together as region, article and page text."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """The transcription stage: the text of each page's fused text and title regions, in reading order, as articles.
 
-For every selected page it plans line crops from the chosen fused variant and the run's
-text-line source (no second detection), has the `recognize` runner read them in its own env
-(one model load per job, GPU first, resumable, crash-isolated like every model stage), and
+For every selected page it plans crops from the chosen fused variant: its text regions (or
+their column parts) for a recogniser that finds their lines (Tesseract), else the run's
+text-line source cut to them (no second detection); has the recogniser runner read them in
+its own env (one model load per job, GPU first, resumable, crash-isolated like every model
+stage), and
 writes ``outputs/transcripts/<variant>/<page_id>.json`` and ``.txt``. The run-level
 ``transcripts.jsonl`` (one line per article) always covers every page of the manifest.
 """
