@@ -43,6 +43,7 @@ from _machine import machine_line
 from newsbag.evaluate import match_pages
 from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, gt_conventions, gt_regions, reference_text
 from newsbag.resources import runners_dir
+from newsbag.transcript import crop_plan
 from newsbag.transcription import run_transcription
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +79,8 @@ def gt_tesseract(pages: list[tuple[str, str, Path, dict]], model: str, unit: str
 
     rows, t0 = [], _cpu()
     with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
-        reader = TesseractRecognizer({"models": [model], "tessdata": "", "sample_lines": 0, "plan_dir": plan_dir},
+        reader = TesseractRecognizer({"models": [model], "tessdata": "", "sample_lines": 0, "recheck_below": 0,
+                                      "plan_dir": plan_dir},
                                      "cpu", True)
         for page_id, half, image, ann in pages:
             regions = gt_regions(ann)
@@ -87,8 +89,8 @@ def gt_tesseract(pages: list[tuple[str, str, Path, dict]], model: str, unit: str
                 of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
             else:
                 boxes, of = [r["bbox_xyxy"] for r in regions], list(range(len(regions)))
-            Path(plan_dir, f"{page_id}.json").write_text(json.dumps({"crops": boxes, "unit": unit,
-                                                                     "size_wh": [ann["width"], ann["height"]]}))
+            plan = crop_plan(boxes, [unit] * len(boxes), [ann["width"], ann["height"]])
+            Path(plan_dir, f"{page_id}.json").write_text(json.dumps(plan))
             texts: list[list[str]] = [[] for _ in regions]
             for line in reader.detect(str(image), {"page_id": page_id}):
                 texts[of[line["order"]]].append(line["text"])

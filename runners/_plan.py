@@ -10,9 +10,12 @@ import os
 UNITS = ("line", "region")
 
 
-def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> tuple[list[list[float]], str]:
-    """The crops ``[[x0, y0, x1, y1], ...]`` the stage planned for a page whose image is
-    `width` x `height`, and what each crop is (`UNITS`).
+def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> dict:
+    """The plan the stage made for a page whose image is `width` x `height`: ``crops``
+    ``[[x0, y0, x1, y1], ...]``; ``units``, what each crop is (one of `UNITS`); ``sample``, the
+    page's text lines (empty where the crops are those lines), to choose between models on;
+    ``crop_lines``, each region crop's lines in ``sample``, to read where its block reads
+    poorly.
 
     Raises:
         ValueError: the image is not the size its layout was made on (crops of a replaced scan
@@ -24,4 +27,4 @@ def read_plan(plan_dir: str, page_id: str, width: int, height: int) -> tuple[lis
         raise ValueError(f"the page image is {width}x{height} px but its layout was made on "
                          f"{plan['size_wh'][0]}x{plan['size_wh'][1]} px: the image changed after its layout; "
                          "rerun its layout stages and fusion")
-    return plan["crops"], plan["unit"]
+    return plan

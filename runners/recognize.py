@@ -2,7 +2,7 @@
 
 The transcription stage (src/newsbag/transcription.py) decides which line boxes to read and
 writes them to ``<plan_dir>/<page_id>.json`` as ``{"crops": [[x0, y0, x1, y1], ...]}`` in
-original page pixels, ``"unit": "line"`` and ``"size_wh": [W, H]``, the page size they are in (other keys are
+original page pixels, ``"units"`` (``"line"`` each) and ``"size_wh": [W, H]``, the page size they are in (other keys are
 the stage's own); this runner crops, recognises and returns one region per line, in the
 plan's order, with ``text`` and a score (mean probability of the decoded characters).
 
@@ -148,9 +148,10 @@ class Recognizer:
 
     def detect(self, image_path: str, page: dict) -> list[dict]:
         image = load_page_array(image_path)
-        lines, unit = read_plan(self.plan_dir, page["page_id"], image.shape[1], image.shape[0])
-        if unit != "line":   # the stage plans lines for this runner (`transcription_options.crop_unit`)
-            raise ValueError(f"recognize reads one text line per crop, the plan holds {unit}s")
+        plan = read_plan(self.plan_dir, page["page_id"], image.shape[1], image.shape[0])
+        lines = plan["crops"]
+        if set(plan["units"]) - {"line"}:   # the stage plans lines for this runner (`transcription_options.crop_unit`)
+            raise ValueError("recognize reads one text line per crop, the plan holds regions")
         if not lines:
             return []
         boxes = np.asarray(lines, dtype=np.float64).reshape(-1, 4)

@@ -1,10 +1,10 @@
 """recognize_tesseract runner: Tesseract LSTM recognition (tesserocr) of the transcription stage's crops.
 
 It reads the crop plan the transcription stage writes (``<plan_dir>/<page_id>.json``, see
-runners/_plan.py): text lines, read one line each (page segmentation mode 7), or regions and
-column parts, each read as a block whose lines Tesseract finds (mode 6), which the stage plans
-for this runner by default because Tesseract's own line finding inside one column reads
-better than a line detector's boxes cut to it. It returns one region per line read, in the
+runners/_plan.py): text lines, read one line each (page segmentation mode 7), and regions or
+column parts, each read as a block whose lines Tesseract finds (mode 6); the stage plans
+single-column regions whole for this runner by default, because Tesseract's own line finding
+inside one column reads better than a line detector's boxes cut to it. It returns one region per line read, in the
 plan's order (``order``: the crop's index), with ``text``, a score (mean word confidence,
 0..1), its ``words`` (box, text, confidence) and the ``model`` (traineddata) that read it.
 
@@ -123,6 +123,7 @@ class TesseractRecognizer:
                      for m in paths}
         self.plan_dir = params["plan_dir"]
         self.sample_lines = int(params["sample_lines"])
+        self.recheck_below = float(params["recheck_below"])
         version = tesserocr.tesseract_version().split()[1]
         self.device_used = "cpu"
         self.info = {"model": f"tesseract-{version} {'|'.join(paths)} (LSTM, tesserocr)", "tesseract_version": version,
@@ -158,35 +159,52 @@ class TesseractRecognizer:
     def detect(self, image_path: str, page: dict) -> list[dict]:
         with open_page(image_path) as im:
             image = im.convert("L")   # Tesseract binarises itself; grey keeps the copy small
-        crops, unit = read_plan(self.plan_dir, page["page_id"], image.width, image.height)
+        plan = read_plan(self.plan_dir, page["page_id"], image.width, image.height)
+        crops, units, sample = plan["crops"], plan["units"], plan["sample"]
         if not crops:
             return []
-        models = list(self.apis)
-        read: dict[str, dict[int, list[dict]]] = {m: {} for m in models}
-        if len(models) > 1:
-            for m in models:
-                self.apis[m].SetImage(image)
-                for k in spread_order(len(crops)):   # crops spread over the page, until enough lines
-                    if sum(len(lines) for lines in read[m].values()) >= self.sample_lines:
-                        break
-                    read[m][k] = self._read(self.apis[m], crops[k], unit)
-            chosen = more_confident({m: [line["score"] for lines in read[m].values() for line in lines]
-                                     for m in models})
+        if len(self.apis) > 1:
+            chosen, done = self._choose(image, crops, units, sample)
         else:
-            chosen = models[0]
+            chosen, done = next(iter(self.apis)), {}
             self.apis[chosen].SetImage(image)
-        api, done = self.apis[chosen], read[chosen]
-        out = []
+        api, out = self.apis[chosen], []
         for k, box in enumerate(crops):
-            for line in done[k] if k in done else self._read(api, box, unit):
+            lines = done[k] if k in done else self._read(api, box, units[k])
+            if units[k] == "region" and plan["crop_lines"][k] and _score(lines) < self.recheck_below:
+                by_line = [self._read(api, sample[i], "line")[0] for i in plan["crop_lines"][k]]
+                if _score(by_line) > _score(lines):
+                    lines = [line for line in by_line if line["text"]]
+            for line in lines:
                 out.append({"label": "text_line", "order": k, "model": chosen, **line})
-        for m in models:
-            self.apis[m].Clear()
+        for other in self.apis.values():
+            other.Clear()
         return out
+
+    def _choose(self, image, crops: list, units: list[str], sample: list) -> tuple[str, dict[int, list[dict]]]:
+        """The model most confident on a sample of the page's lines, spread over the page until
+        `sample_lines` lines, and what it read of the crops (none when the sample is the plan's
+        own lines: a page read as regions, where a few whole regions would be a narrow sample,
+        often an advertisement's)."""
+        boxes, kinds = (sample, ["line"] * len(sample)) if sample else (crops, units)
+        read: dict[str, dict[int, list[dict]]] = {m: {} for m in self.apis}
+        for m, api in self.apis.items():
+            api.SetImage(image)
+            for k in spread_order(len(boxes)):
+                if sum(len(lines) for lines in read[m].values()) >= self.sample_lines:
+                    break
+                read[m][k] = self._read(api, boxes[k], kinds[k])
+        chosen = more_confident({m: [line["score"] for lines in read[m].values() for line in lines] for m in read})
+        return chosen, {} if sample else read[chosen]
 
     def close(self) -> None:
         for api in self.apis.values():
             api.End()
+
+
+def _score(lines: list[dict]) -> float:
+    """Mean line score of a reading (0 for none)."""
+    return sum(line["score"] for line in lines) / len(lines) if lines else 0.0
 
 
 def _line(xyxy: list, words: list[dict]) -> dict:

@@ -17,6 +17,7 @@ from typing import Any
 from PIL import Image
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
+from .transcript import crop_plan
 from .orchestrator import split_event
 from .tables import aligned_lines
 
@@ -94,7 +95,7 @@ def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page
     with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
         out_dir = Path(tmp) / "out"
         if reads_plan:
-            plan = {"crops": [[0, 0, width, min(height, 100)]], "unit": "line", "size_wh": [width, height]}
+            plan = crop_plan([[0, 0, width, min(height, 100)]], ["line"], [width, height])
             (Path(tmp) / "doctor.json").write_text(json.dumps(plan), encoding="utf-8")
             params = {**params, "plan_dir": tmp}
         job = {"stage": stage.name, "variant": variant, "family": stage.family, "params": params,

@@ -122,18 +122,45 @@ def column_pieces(xyxy: np.ndarray, is_text: np.ndarray, read: np.ndarray, rank:
     return part_xyxy[keep], pos[part_box[keep]], part_rank[keep], n_parts[part_box[keep]] > 1
 
 
-def plan_regions(region_xyxy: np.ndarray, region_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The crops to recognise when a recogniser finds the lines of a region itself: each region
-    one crop, in reading order.
+def crop_plan(crops, units: list[str], size_wh: list[int], sample=(), crop_lines: list[list[int]] | None = None
+              ) -> dict:
+    """What a recogniser runner reads of a page (runners/_plan.py), as JSON: the crops, what each
+    is ("line" or "region"), the page size they are in, the page's lines to choose a model on,
+    and each region crop's lines among them.
+
+    >>> crop_plan([[0, 0, 10, 5]], ["line"], [10, 5])
+    {'crops': [[0.0, 0.0, 10.0, 5.0]], 'units': ['line'], 'size_wh': [10, 5], 'sample': [], 'crop_lines': [[]]}
+    """
+    return {"crops": np.round(np.asarray(crops, dtype=np.float64).reshape(-1, 4), 2).tolist(), "units": list(units),
+            "size_wh": list(size_wh), "sample": np.round(np.asarray(sample, dtype=np.float64).reshape(-1, 4), 2).tolist(),
+            "crop_lines": crop_lines if crop_lines is not None else [[] for _ in units]}
+
+
+def plan_regions(region_xyxy: np.ndarray, region_rank: np.ndarray, line_crops: np.ndarray, line_of: np.ndarray,
+                 whole: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The crops to recognise with a recogniser that finds the lines of a region itself: each
+    region in `whole` is one crop; the others (text set across columns, where a block reader
+    would read each line across the gutter) are read by their lines, `line_crops` and their
+    region `line_of` (`plan_page`).
 
     Returns:
-        crops (R, 4) and their region index (R,), as `plan_page`.
+        crops (K, 4) in reading order, their region index (K,) and whether each is a whole
+        region (K,) bool (else a text line).
 
-    >>> plan_regions(np.array([[0, 50, 9, 60], [0, 0, 9, 40]]), np.array([1, 0]))[1]
-    array([1, 0])
+    >>> crops, of, is_region = plan_regions(np.array([[0, 50, 9, 60], [0, 0, 9, 40]]), np.array([1, 0]),
+    ...                                     np.zeros((0, 4)), np.zeros(0, int), np.array([True, True]))
+    >>> of.tolist(), is_region.tolist()
+    ([1, 0], [True, True])
     """
-    order = np.argsort(np.asarray(region_rank), kind="stable").astype(np.intp)
-    return np.asarray(region_xyxy, dtype=np.float64).reshape(-1, 4)[order], order
+    region_xyxy = np.asarray(region_xyxy, dtype=np.float64).reshape(-1, 4)
+    whole = np.asarray(whole, bool)
+    by_lines = ~whole[np.asarray(line_of, dtype=np.intp)]
+    crops = np.concatenate([np.asarray(line_crops, dtype=np.float64).reshape(-1, 4)[by_lines],
+                            region_xyxy[whole]]).reshape(-1, 4)
+    region_of = np.concatenate([np.asarray(line_of, dtype=np.intp)[by_lines], np.flatnonzero(whole)]).astype(np.intp)
+    is_region = np.arange(len(crops)) >= by_lines.sum()
+    order = np.argsort(np.asarray(region_rank)[region_of], kind="stable")   # a region's lines keep their order
+    return crops[order], region_of[order], is_region[order]
 
 
 def plan_page(region_xyxy: np.ndarray, region_rank: np.ndarray, line_xyxy: np.ndarray | None,

@@ -33,7 +33,8 @@ from .manifest import read_pages
 from .resources import runners_dir
 from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
-from .transcript import assemble, column_pieces, line_rows, plan_page, plan_regions, take_block_text
+from .fusion.order import spans_columns
+from .transcript import assemble, column_pieces, crop_plan, line_rows, plan_page, plan_regions, take_block_text
 
 if TYPE_CHECKING:
     from .orchestrator import PageOutcome
@@ -181,6 +182,9 @@ class _PagePlan:
     crops: np.ndarray                # (K, 4) in reading order
     region_of: np.ndarray            # (K,) each crop's piece
     block_lines: list[list[dict]]    # per piece, the blocks whose text it took from a page-reading model
+    units: list[str]                 # (K,) what each crop is: "region" or "line" (runners/_plan.py)
+    sample: np.ndarray               # (S, 4) the page's lines for a choice between models (none: the crops are lines)
+    crop_lines: list[list[int]]      # (K,) a region crop's lines in `sample` (runners/_plan.py)
 
 
 def _plan_crops(inputs: _PageInputs, page_id: str, unit: str, block_dirs: list[tuple[str, Path]]) -> _PagePlan:
@@ -188,11 +192,20 @@ def _plan_crops(inputs: _PageInputs, page_id: str, unit: str, block_dirs: list[t
     crops of those are not read again."""
     lines = _lines(inputs.lines_path, page_id)
     regions = _read_regions(inputs.fused_path, page_id, lines)
-    crops, region_of = (plan_regions(regions.xyxy, regions.rank) if unit == "region"
-                        else plan_page(regions.xyxy, regions.rank, lines))
+    line_crops, line_of = plan_page(regions.xyxy, regions.rank, lines)
+    if unit == "region":   # a title is one line: whole even where it spans columns
+        whole = regions.is_title | ~spans_columns(regions.xyxy, regions.page["image"]["width"], lines)
+        crops, region_of, is_region = plan_regions(regions.xyxy, regions.rank, line_crops, line_of, whole)
+    else:
+        crops, region_of, is_region = line_crops, line_of, np.zeros(len(line_crops), bool)
     taken, block_lines = _take_blocks(regions.xyxy, crops, region_of, *_block_text(block_dirs, page_id))
     read = ~taken[region_of]
-    return _PagePlan(regions, crops[read], region_of[read], block_lines)
+    units = np.where(is_region[read], "region", "line").tolist()
+    kept = ~taken[line_of]
+    sample, sample_of = (line_crops[kept], line_of[kept]) if is_region[read].any() else (np.zeros((0, 4)), line_of[:0])
+    crop_lines = [np.flatnonzero(sample_of == r).tolist() if whole else []
+                  for r, whole in zip(region_of[read], is_region[read])]
+    return _PagePlan(regions, crops[read], region_of[read], block_lines, units, sample, crop_lines)
 
 
 def _plan_record(plan: _PagePlan, fingerprint: str) -> dict:
@@ -450,8 +463,8 @@ class _Transcription:
         # the rest waits here for its answer.
         image = page_plan.regions.page["image"]
         write_json(self.plan_dir / f"{page_id}.json",
-                   {"crops": np.round(page_plan.crops, 2).tolist(), "unit": self.unit,
-                    "size_wh": [image["width"], image["height"]], "transcript": plan}, compact=True)
+                   {**crop_plan(page_plan.crops, page_plan.units, [image["width"], image["height"]], page_plan.sample,
+                                page_plan.crop_lines), "transcript": plan}, compact=True)
         return True
 
     def on_read(self, o: PageOutcome) -> None:

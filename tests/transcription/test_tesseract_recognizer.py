@@ -10,6 +10,7 @@ from PIL import Image
 from newsbag import rundir
 from newsbag.errors import NewsbagError
 from newsbag.resources import runners_dir
+from newsbag.transcript import crop_plan
 from newsbag.transcription import run_transcription
 from stage_kit import HEADLINE, LEFT, RIGHT, write_run
 
@@ -36,7 +37,7 @@ def test_tesseract_reads_the_lines_with_word_boxes_and_confidences(tmp_path, rea
     options = {"recognizer_family": "recognize_tesseract", "recognizer": {"models": ["eng"]}, "read": read}
     assert run_transcription(run, ["p1"], options)["ok"] == 1
     plan = json.loads((rundir.transcript_dir(run, "C") / "_plan" / "p1.json").read_text())
-    assert (plan["unit"], len(plan["crops"])) == (unit, crops)
+    assert plan["units"] == [unit] * crops
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
     assert record["models"] == ["eng"]
     assert len(_words(record["regions"][0]["text"]) & _words(HEADLINE)) >= 3
@@ -119,9 +120,9 @@ def test_a_word_tesseract_finds_but_reads_no_text_in_is_left_out_not_a_failed_pa
     box = [39.44, 284.9, 76.93, 296.55]
     with Image.open(SAMPLE) as im:
         size = list(im.size)
-    (tmp_path / "p.json").write_text(json.dumps({"crops": [box], "unit": "line", "size_wh": size}))
+    (tmp_path / "p.json").write_text(json.dumps(crop_plan([box], ["line"], size)))
     reader = recognize_tesseract.TesseractRecognizer(
-        {"models": ["eng"], "tessdata": "", "sample_lines": 24, "plan_dir": str(tmp_path)}, "cpu", True)
+        {"models": ["eng"], "tessdata": "", "sample_lines": 24, "recheck_below": 0.6, "plan_dir": str(tmp_path)}, "cpu", True)
     (line,) = reader.detect(str(SAMPLE), {"page_id": "p"})
     reader.close()
     assert (line["bbox_xyxy"], line["order"]) == (box, 0)

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from newsbag.articles import group_articles
-from newsbag.fusion.order import reading_order
-from newsbag.transcript import assemble, column_pieces, join_hyphens, line_crops, line_rows, plan_page
+from newsbag.fusion.order import reading_order, spans_columns
+from newsbag.transcript import (assemble, column_pieces, join_hyphens, line_crops, line_rows, plan_page,
+                                plan_regions)
 
 # Two columns, x 0-100 and 120-220; lines 10 px tall.
 LEFT, RIGHT = [0, 0, 100, 200], [120, 0, 220, 200]
@@ -190,3 +191,19 @@ def test_group_articles_equals_the_region_by_region_walk():
         is_title = rng.random(n) < rng.random()
         rank = rng.integers(0, max(n, 1), n) if rng.random() < 0.3 else rng.permutation(n)
         np.testing.assert_array_equal(group_articles(xyxy, is_title, rank), group_articles_walk(xyxy, is_title, rank))
+
+
+def test_a_block_reader_reads_single_column_regions_whole_and_a_region_across_columns_by_its_lines():
+    # Two columns of 20 lines; the lower halves fused into one region across the gutter: read
+    # whole by a block reader, each of its lines would run from one column into the other.
+    lines = np.array([[x0, y, x0 + 100, y + 10] for x0 in (0, 120) for y in range(0, 400, 20)], float)
+    regions = np.array([[0, 0, 100, 195], [120, 0, 220, 195], [0, 200, 220, 400]], float)
+    whole = ~spans_columns(regions, 220, lines)
+    assert whole.tolist() == [True, True, False]
+    rank = np.array([0, 1, 2])
+    crops, region_of, is_region = plan_regions(regions, rank, *plan_page(regions, rank, lines), whole)
+    assert region_of.tolist() == [0, 1] + [2] * 20 and is_region.tolist() == [True, True] + [False] * 20
+    assert crops[:2].tolist() == regions[:2].tolist()
+    assert sorted(map(tuple, crops[2:].tolist())) == sorted(map(tuple, lines[lines[:, 1] >= 200].tolist()))
+    # without lines there are no columns to tell: every region whole
+    assert not spans_columns(regions, 220, None).any()

@@ -10,7 +10,7 @@ import numpy as np
 from ..contract import take_rows
 from .geometry import cross_pairs, group_extent
 
-__all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments"]
+__all__ = ["reading_order", "reading_order_parts", "column_bounds", "column_spans", "column_segments", "spans_columns"]
 
 
 # Share of the page's height from which a box that is not text is taken for the scan's edge.
@@ -235,6 +235,21 @@ def _line_grid(lines: np.ndarray, width: float) -> tuple:
     ev, line_h = _line_evidence(lines)
     trim = 0.5 * line_h
     return trim, 2 * line_h, 3 * line_h, 6 * line_h, column_bounds(ev, width, trim)
+
+
+def spans_columns(xyxy: np.ndarray, width: float, lines: np.ndarray | None) -> np.ndarray:
+    """(N,) bool: whether each box reaches into more than one column of the page's grid (the
+    gutters of its text lines, `column_bounds`); none does without lines (fewer than 8).
+
+    >>> spans_columns(np.zeros((2, 4)), 100, None).tolist()
+    [False, False]
+    """
+    xyxy = np.asarray(xyxy, float).reshape(-1, 4)
+    if lines is None or len(lines) < _MIN_LINES:
+        return np.zeros(len(xyxy), bool)
+    _, poke, _, _, bounds = _line_grid(np.asarray(lines, float).reshape(-1, 4), width)
+    lo, hi = column_spans(xyxy, bounds, poke)
+    return hi > lo
 
 
 def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: float = 0.005,
