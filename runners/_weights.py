@@ -141,7 +141,8 @@ def stage_to_local(src: Path, root: Path | None = None) -> Path:
     - a lock file per source serialises the copying: a second job waits for the first's copy
       and reuses it instead of copying again;
     - a finished copy is never deleted or rewritten (another job may be loading from it); a
-      folder without a marker (left by an older newsbag) is moved aside, not removed.
+      folder without a marker (not one this code made: node-local disk outlives a newsbag
+      install) is moved aside, not removed.
     """
     src = Path(src).resolve()
     if not src.exists():
