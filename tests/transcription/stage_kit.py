@@ -1,14 +1,29 @@
 """A rendered two-column page in a run dir, fused and with its text lines: what the transcription stage reads."""
 
 import json
+import sys
+from pathlib import Path
 
+import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from newsbag import rundir
+from newsbag.resources import runners_dir
 from newsbag.contract import boxes_from_page
 from newsbag.fusion.fuse import articles
 
 from nbtest import write_manifest
+
+def needs_traineddata(*models: str):
+    """Skip unless these traineddata are where the Tesseract runner looks (its own tessdata rule)."""
+    sys.path.insert(0, str(runners_dir()))
+    import recognize_tesseract  # noqa: PLC0415  (runners/ is not a package)
+
+    folder = Path(recognize_tesseract.tessdata_dir({"tessdata": ""}))
+    missing = [m for m in models if not (folder / f"{m}.traineddata").is_file()]
+    return pytest.mark.skipif(bool(missing), reason=f"apt-get install "
+                              f"{' '.join(recognize_tesseract.package_for(m) for m in missing)} (.ci/run installs them)")
+
 
 HEADLINE = "Storm over the harbour"
 LEFT = ["The ships came home", "late in the evening", "after the great wind"]

@@ -12,16 +12,13 @@ from newsbag.errors import NewsbagError
 from newsbag.resources import runners_dir
 from newsbag.transcript import crop_plan
 from newsbag.transcription import run_transcription
-from stage_kit import HEADLINE, LEFT, RIGHT, write_run
+from stage_kit import HEADLINE, LEFT, RIGHT, needs_traineddata, write_run
 
 pytest.importorskip("tesserocr")
 sys.path.insert(0, str(runners_dir()))
 import recognize_tesseract  # noqa: E402  (runners/ is not a package)
 
-TESSDATA = recognize_tesseract.tessdata_dir({"tessdata": ""})
-needs = pytest.mark.skipif(
-    not all((Path(TESSDATA) / f"{m}.traineddata").is_file() for m in ("eng", "Fraktur")),
-    reason="apt-get install tesseract-ocr-eng tesseract-ocr-script-frak (.ci/run installs them)")
+needs = needs_traineddata("eng", "Fraktur")
 
 
 def _words(text):

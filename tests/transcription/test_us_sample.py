@@ -11,14 +11,13 @@ from lxml import etree
 
 from newsbag.cli import main
 from nbtest import EXAMPLE_PAGE
+from stage_kit import needs_traineddata
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 from xsd import ALTO_XSD, validation_errors  # noqa: E402
 
 pytest.importorskip("tesserocr")
-TESSDATA = Path("/usr/share/tesseract-ocr/5/tessdata")
-needs = pytest.mark.skipif(not all((TESSDATA / f"{m}.traineddata").is_file() for m in ("eng", "Fraktur")),
-                           reason="apt-get install tesseract-ocr-eng tesseract-ocr-script-frak (.ci/run installs them)")
+needs = needs_traineddata("eng", "Fraktur")
 ALTO = {"a": "http://www.loc.gov/standards/alto/ns-v4#"}
 
 
