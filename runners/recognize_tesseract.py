@@ -164,15 +164,18 @@ class TesseractRecognizer:
         if not crops:
             return []
         if len(self.apis) > 1:
-            chosen, done = self._choose(image, crops, units, sample)
+            chosen, sampled = self._choose(image, crops, units, sample)
         else:
-            chosen, done = next(iter(self.apis)), {}
+            chosen, sampled = next(iter(self.apis)), {}
             self.apis[chosen].SetImage(image)
+        # What the choice read with the chosen model is not read again: crops, or sample lines.
+        done, lines_done = ({}, sampled) if sample else (sampled, {})
         api, out = self.apis[chosen], []
         for k, box in enumerate(crops):
             lines = done[k] if k in done else self._read(api, box, units[k])
             if units[k] == "region" and plan["crop_lines"][k] and _score(lines) < self.recheck_below:
-                by_line = [self._read(api, sample[i], "line")[0] for i in plan["crop_lines"][k]]
+                by_line = [(lines_done.get(i) or self._read(api, sample[i], "line"))[0]
+                           for i in plan["crop_lines"][k]]
                 if _score(by_line) > _score(lines):
                     lines = [line for line in by_line if line["text"]]
             for line in lines:
@@ -183,19 +186,21 @@ class TesseractRecognizer:
 
     def _choose(self, image, crops: list, units: list[str], sample: list) -> tuple[str, dict[int, list[dict]]]:
         """The model most confident on a sample of the page's lines, spread over the page until
-        `sample_lines` lines, and what it read of the crops (none when the sample is the plan's
-        own lines: a page read as regions, where a few whole regions would be a narrow sample,
-        often an advertisement's)."""
+        `sample_lines` lines, and what it read, by index: of the plan's sample lines where it
+        has them (a page read as regions, where a few whole regions would be a narrow sample,
+        often an advertisement's), else of the crops."""
         boxes, kinds = (sample, ["line"] * len(sample)) if sample else (crops, units)
         read: dict[str, dict[int, list[dict]]] = {m: {} for m in self.apis}
         for m, api in self.apis.items():
             api.SetImage(image)
+            n_lines = 0
             for k in spread_order(len(boxes)):
-                if sum(len(lines) for lines in read[m].values()) >= self.sample_lines:
+                if n_lines >= self.sample_lines:
                     break
                 read[m][k] = self._read(api, boxes[k], kinds[k])
+                n_lines += len(read[m][k])
         chosen = more_confident({m: [line["score"] for lines in read[m].values() for line in lines] for m in read})
-        return chosen, {} if sample else read[chosen]
+        return chosen, read[chosen]
 
     def close(self) -> None:
         for api in self.apis.values():
