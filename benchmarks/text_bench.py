@@ -41,7 +41,7 @@ from pathlib import Path
 from _machine import machine_line
 
 from newsbag.evaluate import match_pages
-from newsbag.evaluate_text import char_error_rate, evaluate_transcripts, gt_conventions, gt_regions, reference_text
+from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcript import crop_plan
 from newsbag.transcription import run_transcription
@@ -56,8 +56,7 @@ def _cpu() -> float:
 
 
 def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
-    edits, chars = char_error_rate(pred, ref)
-    edits_conv, _ = char_error_rate(gt_conventions(pred), gt_conventions(ref))
+    edits, edits_conv, chars = page_edits(pred, ref)
     return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
 
 

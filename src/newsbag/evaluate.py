@@ -38,7 +38,7 @@ from .rundir import discover_sources
 from .columns import COLUMN, COLUMNS, EVAL_COLUMNS, EVAL_MEASURE, EVAL_MEASURE_CLASS, EVAL_PER_PAGE_COLUMNS
 from .io import atomic_text_file, atomic_write_text, jsonl_lines, read_json, read_page, write_json
 from .progress import track
-from .tables import aligned_lines, tsv_text, tsv_writer
+from .tables import aligned_lines, number_cell, tsv_text, tsv_writer
 
 __all__ = ["evaluate_page_class", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class", "run_evaluate",
            "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
@@ -366,10 +366,6 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
 SUMMARY_KEYS = ("pixel_f1", "b1x", "xcol", "over_merge", "n_pred")
 
 
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
 def format_summary(result: dict) -> str:
     """The ranked rows of `run_evaluate` as aligned tables, variants then sources, and what
     each printed column means (`columns.COLUMNS`)."""
@@ -380,8 +376,8 @@ def format_summary(result: dict) -> str:
             continue
         lines.append(f"{kind}, ranked by {EVAL_MEASURE_CLASS} {EVAL_MEASURE} ({COLUMN[EVAL_MEASURE].direction}; "
                      "best marked yes):")
-        lines += aligned_lines([head, *([str(r["rank"]), r["name"], r["best"] or "-", _cell(r[EVAL_MEASURE]),
-                                         r["class"], *(_cell(r[k]) for k in SUMMARY_KEYS)] for r in result[kind])])
+        lines += aligned_lines([head, *([str(r["rank"]), r["name"], r["best"] or "-", number_cell(r[EVAL_MEASURE]),
+                                         r["class"], *(number_cell(r[k]) for k in SUMMARY_KEYS)] for r in result[kind])])
     if result.get("recommended_rank"):
         n = sum(r["class"] == EVAL_MEASURE_CLASS for r in result["variants"])
         lines.append(f"recommended variant {result['recommended_variant']}: rank {result['recommended_rank']} of {n} "

@@ -21,7 +21,7 @@ from .errors import EnvError
 from .evaluate import gt_scale, match_pages
 from .fusion.geometry import intersection_matrix
 from .io import atomic_write_text, read_json
-from .tables import aligned_lines, tsv_text
+from .tables import aligned_lines, number_cell, tsv_text
 
 __all__ = ["char_error_rate", "gt_conventions", "gt_regions", "read_text", "reference_text", "order_agreement",
            "evaluate_transcripts", "format_transcripts"]
@@ -103,12 +103,18 @@ def reference_text(ann: dict) -> str:
     return "\n\n".join(r.get("text") or "" for r in gt_regions(ann))
 
 
-def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
-    regions = gt_regions(ann)
-    ref = reference_text(ann)
-    pred = read_text(transcript)
+def page_edits(pred: str, ref: str) -> tuple[int, int, int]:
+    """Edits as read, edits with the ground truth's conventions on both sides, and the reference length."""
     edits, length = char_error_rate(pred, ref)
     edits_conv, _ = char_error_rate(gt_conventions(pred), gt_conventions(ref))
+    return edits, edits_conv, length
+
+
+def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
+    regions = gt_regions(ann)
+    ref = "\n\n".join(r.get("text") or "" for r in regions)   # `reference_text`
+    texts = [_as_read(r) for r in transcript.get("regions", [])]
+    edits, edits_conv, length = page_edits("\n\n".join(texts), ref)   # `read_text`
     gt_xyxy = np.array([r["bbox_xyxy"] for r in regions], float).reshape(-1, 4)
     pred_xyxy = np.array([r["bbox_xyxy"] for r in transcript.get("regions", [])], float).reshape(-1, 4)
     pred_xyxy = pred_xyxy * np.array([sx, sy, sx, sy])
@@ -119,7 +125,6 @@ def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
     agreement, pairs = order_agreement(np.arange(len(regions))[found], pred_rank)
     # The same text read in ground-truth order (each transcript region where the ground-truth
     # region it overlaps most stands): recognition and segmentation errors without order errors.
-    texts = [_as_read(r) for r in transcript.get("regions", [])]
     if pred_xyxy.shape[0] and gt_xyxy.shape[0]:
         best_gt = inter.argmax(axis=0)
         place = np.where(inter.max(axis=0) > 0, best_gt, len(regions))
@@ -174,10 +179,7 @@ def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
 
 def format_transcripts(results: list[dict]) -> str:
     """The transcript table `newsbag evaluate` prints: CER (micro) and reading-order agreement per variant."""
-    def cell(v):
-        return "-" if v is None else f"{v:.4f}"
-
     table = [("transcripts of", "pages", "CER", "CER (GT conventions)", "CER in GT order", "reading order")]
-    table += [(r["variant"], str(r["pages"]), cell(r["cer"]), cell(r["cer_conv"]), cell(r["cer_gt_order"]),
-               cell(r["order"])) for r in results]
+    table += [(r["variant"], str(r["pages"]), number_cell(r["cer"]), number_cell(r["cer_conv"]),
+               number_cell(r["cer_gt_order"]), number_cell(r["order"])) for r in results]
     return "\n".join(aligned_lines(table))

@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Callable, Sequence, TextIO
 
-__all__ = ["tsv_text", "tsv_writer", "aligned_lines"]
+__all__ = ["tsv_text", "tsv_writer", "aligned_lines", "number_cell"]
 
 
 def tsv_writer(fh: TextIO, columns: list[str]) -> Callable[[dict], None]:
@@ -34,3 +34,8 @@ def aligned_lines(table: Sequence[Sequence[str]]) -> list[str]:
     """Rows of cells as lines whose columns line up (two spaces apart, no trailing blanks)."""
     widths = [max(len(str(c)) for c in col) for col in zip(*table)]
     return ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+
+
+def number_cell(value: float | None) -> str:
+    """A measure in a terminal table: 4 decimals, "-" for none."""
+    return "-" if value is None else f"{value:.4f}"
