@@ -385,12 +385,15 @@ def clean_regions(regions, width: int, height: int, label_map: dict) -> tuple[li
             "text": region.get("text"),
         })
         # A recogniser's word boxes and the model that read the line (recognize_tesseract) go to the transcript.
-        for key in _TEXT_KEYS.intersection(region):
-            out[-1][key] = region[key]
+        for key in _TEXT_KEYS:
+            if key in region:
+                out[-1][key] = region[key]
     return out, warnings
 
 
-_TEXT_KEYS = frozenset(("words", "model"))
+# A tuple, not a set: the page's keys come in this order on every run, so a page read again
+# the same is the same bytes (a set's order changes with the process's hash seed).
+_TEXT_KEYS = ("words", "model")
 
 
 class SharedModelOutput:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 from typing import Iterator
 
 from .io import read_json, write_json
+from .liveness import HOST
 from .locks import locked
 
 __all__ = ["source_reports", "report_pages", "mark_runner_killed"]
@@ -63,6 +63,6 @@ def mark_runner_killed(out_dir: Path, report_name: str, pid: int, how: str) -> N
         except (OSError, ValueError):
             return
         if (isinstance(report, dict) and report.get("state") == "running" and report.get("pid") == pid
-                and report.get("host") == socket.gethostname()):
+                and report.get("host") == HOST):
             write_json(path, {**report, "state": "killed", "killed": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                               "killed_by": how})

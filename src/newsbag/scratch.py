@@ -6,10 +6,11 @@ import contextlib
 import fcntl
 import os
 import shutil
-import socket
 import tempfile
 from pathlib import Path
 from typing import Iterator
+
+from .liveness import HOST
 
 __all__ = ["scratch_folder"]
 
@@ -28,7 +29,7 @@ def scratch_folder(run_dir: Path, prefix: str) -> Iterator[Path]:
     """
     root = Path(run_dir) / SCRATCH
     root.mkdir(parents=True, exist_ok=True)
-    mine = f"{prefix}{socket.gethostname()}-{os.getpid()}-"
+    mine = f"{prefix}{HOST}-{os.getpid()}-"
     for folder in root.glob(f"{prefix}*"):
         if not folder.name.startswith(mine):
             _drop_if_abandoned(folder)

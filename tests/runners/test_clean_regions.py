@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from newsbag.contract import repair_regions
 
 
@@ -22,3 +24,19 @@ def test_a_box_kept_by_the_runner_is_not_dropped_by_the_reader_after_rounding():
             "regions": [{**r, "score": None, "order": None, "text": None} for r in out], "seconds": 0.0}
     repaired, counts = repair_regions(page)
     assert counts == {} and repaired["regions"] == page["regions"]
+
+
+def test_a_recognised_line_is_written_with_its_keys_in_one_order_whatever_the_hash_seed():
+    # The page is compared as bytes before it is written again: keys in a set's order (which
+    # follows the process's hash seed) rewrote an unchanged page on about half of the reruns.
+    import subprocess
+    import sys
+
+    import _loop
+
+    code = ("import _loop, json; print(json.dumps(list(_loop.clean_regions([{'bbox_xyxy': [0, 0, 9, 9], "
+            "'label': 't', 'model': 'eng', 'words': []}], 10, 10, {'t': 't'})[0][0])))")
+    orders = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={"PYTHONHASHSEED": str(seed), "PYTHONPATH": str(Path(_loop.__file__).parent)}
+                             ).stdout for seed in range(1, 9)}
+    assert len(orders) == 1
