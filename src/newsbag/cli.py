@@ -273,7 +273,7 @@ def _print_plan(opts, as_json: bool) -> None:
         return
     click.echo(f"{len(ids)} page(s); config {config.path}")
     for row in rows:
-        todo = "" if row["todo"] is None else f" todo {row['todo']} done {row['done']}"
+        todo = f" todo {row['todo']} done {row['done']}"
         click.echo(f"  {row['stage']:<16} {row['source']:<32} {row['family']:<14} device {row['device']:<4}{todo}")
 
 

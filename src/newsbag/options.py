@@ -14,7 +14,10 @@ import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping
 
-__all__ = ["Option", "option", "parse", "markdown_table"]
+__all__ = ["Option", "option", "parse", "markdown_table", "STAGE_KEYS"]
+
+# Keys of a builtin stage's config entry that are the config's own, not the stage's options.
+STAGE_KEYS = frozenset({"name", "kind", "description"})
 
 # What each kind of value is, as error messages and the docs say it.
 _KINDS = {

@@ -119,7 +119,8 @@ def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> 
     rows = []
     records = read_pages(run_dir)
     sha = {p.page_id: p.image_sha256 for p in records}
-    selected = set(page_ids)
+    wanted = set(page_ids)
+    selected = [r for r in records if r.page_id in wanted]
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
@@ -129,7 +130,7 @@ def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> 
                              "env": stage.env.python, "device": stage.device,
                              "pages": len(page_ids), "done": done, "todo": len(page_ids) - done})
         else:
-            outputs = builtin.stage_status(stage.kind, run_dir, [r for r in records if r.page_id in selected],
+            outputs = builtin.stage_status(stage.kind, run_dir, selected,
                                            to_jsonable(stage.options)) or [{"name": stage.kind, "done": 0}]
             rows += [{"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
                       "device": "cpu", "pages": len(page_ids), "done": o["done"], "todo": len(page_ids) - o["done"]}

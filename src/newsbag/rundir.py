@@ -150,12 +150,19 @@ def metrics_path(run_dir: Path, page_id: str) -> Path:
     return fusion_dir(run_dir) / "_metrics" / f"{page_id}.json"
 
 
-def recommended_variant(run_dir: Path) -> str | None:
-    """The fused variant fusion's summary recommends, or None (no summary yet, or none chosen)."""
+def fusion_summary(run_dir: Path) -> dict:
+    """The last fusion's summary.json ({} before fusion ran, or when it cannot be read)."""
     try:
-        value = read_json(fusion_dir(run_dir) / "summary.json").get("recommended_variant")
-    except (OSError, ValueError, AttributeError):
-        return None
+        value = read_json(fusion_dir(run_dir) / "summary.json")
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def recommended_variant(run_dir: Path, summary: dict | None = None) -> str | None:
+    """The fused variant fusion's `summary` (read when not given) recommends, or None (no
+    summary yet, or none chosen)."""
+    value = (fusion_summary(run_dir) if summary is None else summary).get("recommended_variant")
     return value if isinstance(value, str) and value else None
 
 

@@ -89,13 +89,10 @@ def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
     return {f"{s.name}/{v}": (s, v) for s in config.stages if isinstance(s, ModelStage) for v in s.variants}
 
 
-def _degenerate_sources(run_dir: Path) -> dict[str, dict]:
+def _degenerate_sources(fusion: dict) -> dict[str, dict]:
     """source -> {"pages", "example"} where the last fusion found it degenerate
     (`fusion.degenerate`), from its summary: one file, not every page's metrics."""
-    try:
-        found = read_json(rundir.fusion_dir(run_dir) / "summary.json").get("degenerate_sources")
-    except (OSError, ValueError, AttributeError):
-        return {}
+    found = fusion.get("degenerate_sources")
     return found if isinstance(found, dict) else {}
 
 
@@ -138,7 +135,8 @@ def collect_status(run_dir: Path) -> dict:
     found = set(discover_sources(run_dir))
     recorded = _recorded_sources(record)
     sha = {p.page_id: p.image_sha256 for p in records}
-    degenerate = _degenerate_sources(run_dir)
+    fusion = rundir.fusion_summary(run_dir)
+    degenerate = _degenerate_sources(fusion)
     now = time.time()
     sources = []
     for name in sorted(set(expected) | found):
@@ -184,7 +182,7 @@ def collect_status(run_dir: Path) -> dict:
             # a key of the `status --json` format, spelt as its readers parse it
             "judged_by_older_rule": sum(p.converted_by_older_rule for p in records),
             "scans_changed": len(changed), "scans_missing": len(missing),
-            "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir)}
+            "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir, fusion)}
 
 
 def status_lines(info: dict, job_note: Callable[[str], str]) -> list[str]:

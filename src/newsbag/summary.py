@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import rundir
-from .io import read_json
 
 __all__ = ["call_summary", "summary_lines"]
 
@@ -15,13 +14,13 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
     then what the run dir now holds: fusion's recommendation and best source, and the gallery,
     exports and transcripts to open."""
     run_dir = Path(run_dir)
-    fusion = _fusion_summary(run_dir)
+    fusion = rundir.fusion_summary(run_dir)
     recommended = None
     if fusion:
         variant = fusion.get("recommended_variant")
         row = next((r for r in fusion.get("variant_leaderboard") or () if r.get("name") == variant), {})
         recommended = {"variant": variant, "by": fusion.get("recommended_by"), "score": row.get("score")}
-    best = min((r for r in (fusion or {}).get("source_leaderboard") or () if r.get("rank") is not None),
+    best = min((r for r in fusion.get("source_leaderboard") or () if r.get("rank") is not None),
                key=lambda r: r["rank"], default=None)
     look_at = {"gallery": rundir.gallery_path(run_dir), "exports": rundir.exports_dir(run_dir)}
     if recommended and recommended["variant"]:
@@ -81,14 +80,6 @@ def _score(value, template: str) -> str:
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(seconds, 60)
     return f"{int(minutes)}m{secs:04.1f}s" if minutes else f"{secs:.1f}s"
-
-
-def _fusion_summary(run_dir: Path) -> dict | None:
-    try:
-        value = read_json(rundir.fusion_dir(run_dir) / "summary.json")
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _has_files(path: Path) -> bool:

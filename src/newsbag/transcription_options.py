@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .options import option, parse
+from .options import STAGE_KEYS, option, parse
 
 __all__ = ["TranscriptionParams", "RECOGNIZER_FAMILIES", "parse_transcription_options", "transcription_source_names",
            "recognizer_family", "crop_unit"]
@@ -46,7 +46,7 @@ class TranscriptionParams:
 
 def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
     """Validated options; a one-line ValueError on unknown keys or bad values."""
-    params = parse(TranscriptionParams, options, "transcription stage", frozenset({"name", "kind", "description"}))
+    params = parse(TranscriptionParams, options, "transcription stage", STAGE_KEYS)
     if params.read == "regions" and params.recognizer_family not in _READS_REGIONS:
         raise ValueError(f"transcription stage: read 'regions' needs a recogniser that finds lines itself "
                          f"({', '.join(sorted(_READS_REGIONS))}); {params.recognizer_family} reads one line per "

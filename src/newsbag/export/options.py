@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..options import option, parse
+from ..options import STAGE_KEYS, option, parse
 from . import FORMATS
 
 __all__ = ["ExportParams", "parse_export_cfg", "export_variant_names"]
@@ -25,7 +25,7 @@ class ExportParams:
 
 def parse_export_cfg(cfg: Mapping[str, Any]) -> ExportParams:
     """Validated export options (formats once each); raises a one-line ValueError on unknown keys or bad values."""
-    params = parse(ExportParams, cfg, "export stage", frozenset({"name", "kind", "description"}))
+    params = parse(ExportParams, cfg, "export stage", STAGE_KEYS)
     return ExportParams(tuple(dict.fromkeys(params.formats)), params.variants, params.sources)
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..options import option, parse
+from ..options import STAGE_KEYS, option, parse
 
-__all__ = ["ReviewParams", "parse_review_cfg", "STAGE_KEYS", "PANEL_MIN", "BOARD_MIN"]
+__all__ = ["ReviewParams", "parse_review_cfg", "PANEL_MIN", "BOARD_MIN"]
 
 # Keys of a stage entry that are not options.
-STAGE_KEYS = frozenset({"name", "kind", "description"})
 # A board panel is never narrower than this: a box and its label must be checkable one by one.
 PANEL_MIN = 760
 # The narrowest board: one panel and its margins.
