@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,25 +15,25 @@ __all__ = ["STOPPED_THE_RUNNER", "previous_failure", "not_started", "is_held", "
 STOPPED_THE_RUNNER = ("RunnerCrash", "Timeout")
 
 
-def previous_failure(out_dir: Path, page_id: str) -> dict | None:
-    """The page's failure record in `out_dir`, None when it has none (or it is unreadable)."""
+def _record(path: Path) -> dict | None:
+    """The JSON object at `path`, None when there is none (or it is unreadable, or not an object)."""
     try:
-        with open(failure_path(out_dir, page_id), encoding="utf-8") as fh:
-            record = json.load(fh)
+        record = read_json(path)
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def previous_failure(out_dir: Path, page_id: str) -> dict | None:
+    """The page's failure record in `out_dir`, None when it has none (or it is unreadable)."""
+    return _record(failure_path(out_dir, page_id))
 
 
 def not_started(run_dir: Path, stage: str, variant: str) -> dict | None:
     """What the source's last call recorded when its runner could not run (it died or hung before
     its first page, its env or device was missing): ``error``, ``error_class``, ``log``
     (run-relative), ``started`` (some page was done first), ``at``. None once a call ran it."""
-    try:
-        record = read_json(not_started_path(run_dir, stage, variant))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
+    return _record(not_started_path(run_dir, stage, variant))
 
 
 def is_held(record: dict | None, fingerprint: str) -> bool:
