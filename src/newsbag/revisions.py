@@ -38,15 +38,18 @@ _EXPORT = ("export/stage.py", "export/layout.py")
 REVISIONS: dict[str, Revision] = {
     "fusion": Revision(1, ("fusion/stage.py", "fusion/metrics.py", "fusion/geometry.py", "fusion/match.py")),
     # 2: a box that is not text and nearly as tall as the page (the scan's edge) is read last and
-    # no longer stops the cuts across the page.
-    "fusion/best_single": Revision(2, _FUSION_METHOD),
-    "fusion/consensus": Revision(2, _FUSION_METHOD),
-    "fusion/paragraphs": Revision(2, (*_FUSION_METHOD, "fusion/paragraphs.py")),
+    # no longer stops the cuts across the page. 3: a rule across the columns is cut first (the
+    # feuilleton read after the body); columns whose paragraphs end on one line read as one body.
+    "fusion/best_single": Revision(3, _FUSION_METHOD),
+    "fusion/consensus": Revision(3, _FUSION_METHOD),
+    "fusion/paragraphs": Revision(3, (*_FUSION_METHOD, "fusion/paragraphs.py")),
     "review": Revision(2, ("review/stage.py", "review/render.py", "review/score.py", "review/gallery.py",
                            "review/reading.py")),
     # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.
     # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).
-    "transcription": Revision(3, ("transcription.py", "transcript.py")),
+    # 4: a text region fused over a rule across the columns is read as its parts above and below.
+    # The reading order's parts are the crops, so its code is this output's too.
+    "transcription": Revision(4, ("transcription.py", "transcript.py", "fusion/order.py")),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.

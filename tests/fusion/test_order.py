@@ -393,3 +393,80 @@ def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
         rank = np.empty(len(boxes), np.int64)
         rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))
+
+
+def _feuilleton_page(fused_across=True):
+    """A 300 x 1000 page of three columns, a rule across them at y 611 and the feuilleton's
+    three columns under it; column 1's body box runs over the rule into the feuilleton (its
+    lines on both sides), as a fused region does where the detector merged the two."""
+    cols = [(0, 90), (105, 195), (210, 300)]
+    lines = [ln for x0, x1 in cols for ln in _column_lines(x0, x1, 60, 600) + _column_lines(x0, x1, 625, 1000)]
+    boxes = [[0, 60, 90, 598], [105, 60, 195, 760] if fused_across else [105, 60, 195, 598], [210, 60, 300, 598],
+             [0, 625, 90, 1000], [105, 770, 195, 1000], [210, 625, 300, 1000]]
+    if not fused_across:
+        boxes.append([105, 625, 195, 760])
+    return np.array(boxes, float), np.array(lines, float)
+
+
+def test_rules_across_need_three_columns_breaking_together():
+    from newsbag.fusion.order import rules_across
+    _, lines = _feuilleton_page()
+    bounds = np.array([98.0, 203.0])
+    assert rules_across(lines, bounds, 20, 10).tolist() == [pytest.approx(611, abs=2)]
+    # two columns breaking together are paragraphs that happen to end on one line
+    assert rules_across(lines[lines[:, 0] < 200], bounds, 20, 10).size == 0
+    # a column that runs on through the break: no rule
+    running = np.array([ln for ln in _column_lines(210, 300, 60, 1000)], float)
+    assert rules_across(np.concatenate([lines[lines[:, 0] < 200], running]), bounds, 20, 10).size == 0
+
+    # a blank of five line heights in every column is a picture's or an ad's place, not a rule
+    blank = np.array([ln for x0, x1 in [(0, 90), (105, 195), (210, 300)]
+                      for ln in _column_lines(x0, x1, 60, 600) + _column_lines(x0, x1, 650, 1000)], float)
+    assert rules_across(blank, bounds, 20, 10).size == 0
+
+
+def test_the_us_sample_has_no_rule_across_its_columns():
+    # six columns of short items whose headline gaps meet near y 597 within a few pixels:
+    # no rule there (the scan shows running text), so no region is cut at it
+    from newsbag.fusion.order import _line_evidence, _line_grid, rules_across
+    xyxy, width, height, lines, text = _port_gibson("paragraphs")
+    _, poke, _, _, bounds = _line_grid(lines, width)
+    ev, line_h = _line_evidence(lines)
+    assert len(bounds) == 5 and rules_across(ev, bounds, poke, line_h).size == 0
+
+def test_a_box_fused_over_the_feuilleton_rule_is_read_in_its_two_parts():
+    # The body's three columns are read before the feuilleton under the rule; the box fused
+    # over the rule is cut there, and its lower part is read in the feuilleton's column 1.
+    boxes, lines = _feuilleton_page()
+    text = np.ones(len(boxes), bool)
+    parts, box, rank = reading_order_parts(boxes, 300, 1000, lines=lines, text=text)
+    assert box.tolist() == [0, 1, 1, 2, 3, 4, 5]
+    assert parts[1, 3] <= 611 <= parts[2, 1]
+    assert box[np.argsort(rank)].tolist() == [0, 1, 2, 3, 1, 4, 5]
+    # the same page without the fused box reads the same way
+    whole, lines = _feuilleton_page(fused_across=False)
+    assert np.argsort(reading_order(whole, 300, 1000, lines=lines, text=np.ones(len(whole), bool))).tolist() == [
+        0, 1, 2, 3, 6, 4, 5]
+
+
+def test_a_scan_edge_over_the_rule_does_not_hide_it():
+    # a picture along the page's edge (the scan's margin, half the page tall) crosses the rule:
+    # only text stops the cut, so the feuilleton is still read after the body
+    boxes, lines = _feuilleton_page()
+    boxes = np.concatenate([boxes, [[0, 300, 4, 900]]])
+    text = np.r_[np.ones(len(boxes) - 1, bool), False]
+    parts, box, rank = reading_order_parts(boxes, 300, 1000, lines=lines, text=text)
+    read = [b for b in box[np.argsort(rank)].tolist() if b != 6]
+    assert read == [0, 1, 2, 3, 1, 4, 5]
+
+
+def test_columns_whose_paragraphs_end_on_one_line_are_read_column_by_column():
+    # Under a notice over both columns, the paragraphs of both columns end at y 390 and the
+    # next ones start on the next line: one body, read column by column, not in two bands.
+    boxes = np.array([[0, 0, 200, 40], [0, 50, 95, 390], [105, 50, 200, 390], [0, 395, 95, 900],
+                      [105, 395, 200, 900]], float)
+    lines = np.array([[0, 5, 200, 15], [0, 20, 200, 30]] + _column_lines(0, 95, 50, 390)
+                     + _column_lines(105, 200, 50, 390) + _column_lines(0, 95, 395, 900)
+                     + _column_lines(105, 200, 395, 900), float)
+    rank = reading_order(boxes, 200, 900, lines=lines, text=np.ones(len(boxes), bool))
+    assert np.argsort(rank).tolist() == [0, 1, 3, 2, 4]

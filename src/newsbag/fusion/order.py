@@ -286,14 +286,22 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     if cut.any():
         part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, bounds, lines, trim, tol * height,
                                             strip)
-        if len(part_box) > len(xyxy):
-            lo, hi = column_spans(part_xyxy, bounds, poke)
+    rules = np.zeros(0)
+    if text is not None and has_lines:
+        ev, line_h = _line_evidence(lines)
+        rules = rules_across(ev, bounds, poke, line_h)
+        part_xyxy, part_box = _rule_parts(part_xyxy, part_box, np.asarray(text, bool), rules, lines, line_h)
+    if len(part_box) > len(xyxy):
+        lo, hi = column_spans(part_xyxy, bounds, poke)
     # A box that is not text and nearly as tall as the page (the scan's edge, a rule along it)
     # stands beside every band and would stop each cut across the page: it is read last.
     edge = np.zeros(len(part_xyxy), bool) if text is None else (
         ~np.asarray(text, bool)[part_box] & (part_xyxy[:, 3] - part_xyxy[:, 1] >= _EDGE * height))
     rest = np.flatnonzero(~edge)
-    out = rest[_grid_cut(part_xyxy[rest], bounds, lo[rest], hi[rest], tol * width, tol * height, strip, merged)]
+    # Only text stops a rule's cut: a picture or a scan edge across it is placed by its centre.
+    stops = np.ones(len(part_xyxy), bool) if text is None else np.asarray(text, bool)[part_box]
+    out = rest[_grid_cut(part_xyxy[rest], bounds, lo[rest], hi[rest], tol * width, tol * height, strip, merged,
+                         (rules, stops[rest]), strip / 3)]
     out = np.concatenate([out, np.flatnonzero(edge)])
     rank = np.empty(len(part_xyxy), np.int64)
     rank[out] = np.arange(len(out))
@@ -362,23 +370,123 @@ def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np
     return part_xyxy[o], owner_all[o]
 
 
+def rules_across(lines: np.ndarray, bounds: np.ndarray, poke: float, line_h: float, gap: float = 0.6,
+                 slack: float = 0.25, min_columns: int = 3) -> np.ndarray:
+    """y positions where every column of the page breaks at once: a rule across the columns
+    (the feuilleton's), which a region fused over it hides from the XY-cut.
+
+    A column breaks where the space between two of its lines exceeds its usual line spacing
+    (the median: detected lines overlap on one scan and stand apart on another) by `gap`
+    line heights, and by at most 4 (more is a blank, a picture's place). A break is a rule
+    when at least `min_columns` columns run past its middle (lines two line heights above and
+    below) and each of them breaks within `slack` line heights of it: one column's paragraph
+    gap, or two columns' gaps that happen to meet, are not rules.
+
+    Args:
+        lines: (L, 4) single text lines; bounds: (K,) column gutters; poke: `column_spans`'
+            reach; line_h: median line height, pixels.
+
+    Returns:
+        (R,) sorted y positions, pixels.
+
+    >>> col = lambda x, ys: [[x, y, x + 80, y + 10] for y in ys]
+    >>> lines = np.array([b for x in (0, 100, 200) for b in col(x, [0, 9, 18, 40, 49, 58])], float)
+    >>> rules_across(lines, np.array([90.0, 190.0]), 20, 10).tolist()
+    [34.0]
+    """
+    # Boxes under 0.6 line heights are a rule's own pieces or marks in the margin, not lines.
+    lines = lines[lines[:, 3] - lines[:, 1] >= 0.6 * line_h]
+    lo, hi = column_spans(lines, bounds, poke)
+    cols = []   # per column: its breaks (y0s, y1s) and its extent
+    for c in range(len(bounds) + 1):
+        ln = lines[(lo == c) & (hi == c)]
+        if len(ln) < 4:
+            continue
+        ln = ln[np.argsort(ln[:, 1], kind="stable")]
+        run = np.maximum.accumulate(ln[:, 3])
+        space = ln[1:, 1] - run[:-1]
+        wide = (space >= np.median(space) + gap * line_h) & (space <= 4 * line_h)
+        cols.append((run[:-1][wide], ln[1:, 1][wide], ln[0, 1], run[-1]))
+    found = []
+    for b0, b1, _, _ in cols:
+        for y in ((b0 + b1) / 2).tolist():
+            across = [c for c in cols if c[2] < y - 2 * line_h and c[3] > y + 2 * line_h]
+            meet = [((c[0] <= y + slack * line_h) & (c[1] >= y - slack * line_h)).any() for c in across]
+            if len(across) >= min_columns and all(meet):
+                found.append(y)
+    found.sort()
+    merged = [y for k, y in enumerate(found) if k == 0 or y - found[k - 1] > line_h]   # one per rule
+    return np.asarray(merged, float)
+
+
+def _rule_parts(xyxy: np.ndarray, box: np.ndarray, text: np.ndarray, rules: np.ndarray, lines: np.ndarray,
+                line_h: float, min_lines: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Text boxes cut at the rules (`rules_across`) their own lines lie on both sides of, with
+    at least `min_lines` on each and none across: the part above is read with the columns
+    above the rule.
+
+    Args:
+        xyxy: (P, 4) boxes (or column parts); box: (P,) the region each comes from; text:
+            (N,) bool per region.
+
+    Returns:
+        part_xyxy (Q, 4), part_box (Q,): sorted by region, then y.
+    """
+    crossing = text[box] & (xyxy[:, 1] < rules.max(initial=-np.inf)) & (xyxy[:, 3] > rules.min(initial=np.inf))
+    if not crossing.any():
+        return xyxy, box
+    cy = (lines[:, 1] + lines[:, 3]) / 2
+    cx = (lines[:, 0] + lines[:, 2]) / 2
+    parts, owners, keep = [], [], np.ones(len(xyxy), bool)
+    for k in np.flatnonzero(crossing).tolist():
+        x0, y0, x1, y1 = xyxy[k]
+        mine = lines[(cx > x0) & (cx < x1) & (cy > y0) & (cy < y1)]
+        ycen = (mine[:, 1] + mine[:, 3]) / 2
+        # its own lines leave the rule free: the text stops above it and starts again below
+        at = [r for r in rules.tolist() if y0 + line_h < r < y1 - line_h
+              and not ((mine[:, 1] < r - line_h / 4) & (mine[:, 3] > r + line_h / 4)).any()]
+        edges = [y0, *at, y1]
+        pieces = [mine[(ycen > a) & (ycen <= b)] for a, b in zip(edges[:-1], edges[1:])]
+        if len(at) == 0 or min(len(p) for p in pieces) < min_lines:
+            continue
+        keep[k] = False
+        for p in pieces:
+            parts.append([max(x0, p[:, 0].min()), max(y0, p[:, 1].min()), min(x1, p[:, 2].max()),
+                          min(y1, p[:, 3].max())])
+            owners.append(box[k])
+    if not parts:
+        return xyxy, box
+    part_xyxy = np.concatenate([xyxy[keep], np.asarray(parts, float)])
+    part_box = np.concatenate([box[keep], np.asarray(owners, box.dtype)])
+    o = np.lexsort((part_xyxy[:, 1], part_xyxy[:, 0], part_box))
+    return part_xyxy[o], part_box[o]
+
+
 def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float,
-              strip: float, merged: float) -> list[int]:
+              strip: float, merged: float, rules: tuple[np.ndarray, np.ndarray], line_h: float) -> list[int]:
     """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`).
 
-    `lo` and `hi` are updated in place where a box fused across a gutter goes back to one column.
+    A rule across the columns (`rules_across`, with the (N,) bool of the boxes that stop its
+    cut) that no such box of a block crosses cuts it first,
+    before its columns: what stands above it is read before what stands below, even in a
+    column no box spans from top to bottom (the masthead's words apart, the feuilleton's
+    columns under the body's). `lo` and `hi` are updated in place where a box fused across a
+    gutter goes back to one column.
     """
     xycut = _xycutter(xyxy, tol_x, tol_y)
 
     def split(idx: np.ndarray) -> tuple:
         blo, bhi = lo[idx], hi[idx]
+        bands = _rule_bands(xyxy[idx], rules[0], rules[1][idx], tol_y)
+        if bands is not None:
+            return [idx[b] for b in bands], None
         if blo.min() == bhi.max():   # one column: the plain XY-cut of its boxes
             return None, xycut(idx.tolist())
         sub = take_rows(xyxy, idx)
         order, group = _cuts(blo.astype(float), bhi + 0.5, 0.0)
         if group[-1] == 0:
             order, group = _cuts(sub[:, 1], sub[:, 3], tol_y)
-            group = _join_strips(sub, blo, bhi, order, group, strip)
+            group = _join_strips(sub, blo, bhi, order, group, strip, line_h)
         if group[-1] > 0:
             return _split_parts(idx, order, group), None
         # Every column boundary spanned and no clean gap across. A spanning box taller than
@@ -414,14 +522,31 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
     return _depth_first(np.arange(len(xyxy)), split)
 
 
+def _rule_bands(sub: np.ndarray, rules: np.ndarray, stops: np.ndarray, tol_y: float) -> list[np.ndarray] | None:
+    """The boxes `sub` as bands between the `rules` that none of the boxes `stops` crosses by
+    more than `tol_y` (index arrays, top first), or None without such a rule."""
+    rules = rules[(rules > sub[:, 1].min()) & (rules < sub[:, 3].max())]
+    crossed = ((sub[stops, 1, None] < rules - tol_y) & (sub[stops, 3, None] > rules + tol_y)).any(axis=0)
+    rules = rules[~crossed]
+    if rules.size == 0:
+        return None
+    band = np.searchsorted(rules, (sub[:, 1] + sub[:, 3]) / 2)
+    parts = [np.flatnonzero(band == b) for b in range(rules.size + 1)]
+    parts = [p for p in parts if p.size]
+    return parts if len(parts) > 1 else None
+
+
 def _join_strips(sub: np.ndarray, blo: np.ndarray, bhi: np.ndarray, order: np.ndarray, group: np.ndarray,
-                 strip: float) -> np.ndarray:
-    """Band ids of `_cuts` with short strips of column ends joined to the band above.
+                 strip: float, line_h: float) -> np.ndarray:
+    """Band ids of `_cuts` with the bands that continue the columns above joined to them.
 
     A strip at most `strip` tall holds the last lines of the columns above it (a gap across
     the page just above them): it joins the band above instead of being read after all of
-    its columns, unless it spans a column boundary that band leaves free. Taller bands stay
-    (a section under a rule, such as the feuilleton).
+    its columns, unless it spans a column boundary that band leaves free. So does a band of
+    single-column boxes under a tall band of them, less than `line_h` below it: paragraphs
+    of every column that happen to end on one line, not a new section (a rule across the
+    columns is cut before, `_rule_bands`; a section under a headline over several columns
+    spans a boundary). Other bands stay.
     """
     n_band = group[-1] + 1
     y0, y1 = np.full(n_band, np.inf), np.full(n_band, -np.inf)
@@ -431,10 +556,15 @@ def _join_strips(sub: np.ndarray, blo: np.ndarray, bhi: np.ndarray, order: np.nd
     crossing = np.zeros((n_band, cols.size), bool)
     np.logical_or.at(crossing, group, (blo[order, None] <= cols) & (bhi[order, None] > cols))
     keep = np.ones(n_band, bool)
-    above = crossing[0].copy()
+    above, top = crossing[0].copy(), y0[0]
     for g in range(1, n_band):
-        keep[g] = y1[g] - y0[g] > strip or bool((crossing[g] & ~above).any())
-        above = crossing[g].copy() if keep[g] else above | crossing[g]
+        continues = (not crossing[g].any() and not above.any() and y1[g - 1] - top > strip
+                     and y0[g] - y1[g - 1] < line_h)
+        keep[g] = not continues and (y1[g] - y0[g] > strip or bool((crossing[g] & ~above).any()))
+        if keep[g]:
+            above, top = crossing[g].copy(), y0[g]
+        else:
+            above = above | crossing[g]
     return np.cumsum(keep)[group] - 1
 
 
