@@ -131,3 +131,28 @@ def test_the_model_choice_samples_crops_spread_over_the_page():
     assert sorted(recognize_tesseract.spread_order(100)) == list(range(100))
     assert sorted(recognize_tesseract.spread_order(100)[:4]) == [12, 25, 50, 75]
     assert recognize_tesseract.spread_order(0) == []
+
+
+class _FakeApi:
+    def SetImage(self, image):
+        pass
+
+
+def test_the_model_choice_weighs_words_not_lines():
+    # Fraktur reads the sample's text lines well but finds no word in two crops that hold no
+    # text (a rule, a speck); eng reads every crop poorly. As line means the empty crops count
+    # as two lines at 0 and eng would win; words are what the page's text is made of.
+    def line(*scores):
+        return [{"text": "w " * len(scores), "score": sum(scores) / len(scores) if scores else 0.0,
+                 "words": [{"text": "w", "score": s} for s in scores]}]
+
+    readings = {"Fraktur": [line(0.9, 0.9), line(), line(0.85, 0.9, 0.9), line()],
+                "eng": [line(0.7, 0.7), line(0.6), line(0.7, 0.7, 0.7), line(0.6)]}
+    reader = recognize_tesseract.TesseractRecognizer.__new__(recognize_tesseract.TesseractRecognizer)
+    reader.apis = {"Fraktur": _FakeApi(), "eng": _FakeApi()}
+    reader.sample_lines = 4
+    seen = {id(api): model for model, api in reader.apis.items()}
+    reader._read = lambda api, box, unit: readings[seen[id(api)]][box]
+    chosen, read = reader._choose(None, [], [], [0, 1, 2, 3])
+    assert chosen == "Fraktur"
+    assert read[0] == readings["Fraktur"][0]
