@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python benchmarks/text_bench.py RUN [--gt ../shared/eval/nzz] [--model Fraktur]
                                                        [--recognizers recognize_tesseract,recognize] [--limit N]
+                                                       [--no-baselines]
 
 RUN is a run directory whose layout stages, text lines and fusion ran on the nzz pages, e.g.
 ``newsbag run --run-dir RUN --input-dir ../shared/eval/nzz/images --stages tesseract,paddle_layout,text_lines,fusion``.
@@ -143,6 +144,8 @@ def main() -> None:
     parser.add_argument("--model", default="Fraktur", help="traineddata of (a) and (b)")
     parser.add_argument("--recognizers", default="recognize_tesseract,recognize_tesseract/lines,recognize")
     parser.add_argument("--limit", type=int, default=0, help="only the first N matched pages (0: all)")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="only (c): (a), (b) and (b') run no newsbag code, so a change of newsbag leaves them as they were")
     args = parser.parse_args()
     os.environ["OMP_THREAD_LIMIT"] = "1"   # for the tesseract command (the runner sets it itself)
     print(machine_line(), flush=True)
@@ -162,11 +165,12 @@ def main() -> None:
     print("| what | CER raw A | B | all | CER GT conv. A | B | all | reading order | CPU s/page |")
     print("|---|---|---|---|---|---|---|---|---|", flush=True)
     t0 = time.monotonic()
-    _print_row(f"(a) tesseract -l {args.model}, its own layout", *plain_tesseract(pages, args.model), len(pages))
-    _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_tesseract(pages, args.model, "line"),
-               len(pages))
-    _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
-               len(pages))
+    if not args.no_baselines:
+        _print_row(f"(a) tesseract -l {args.model}, its own layout", *plain_tesseract(pages, args.model), len(pages))
+        _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_tesseract(pages, args.model, "line"),
+                   len(pages))
+        _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
+                   len(pages))
     for family in args.recognizers.split(","):
         rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family)
         _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
