@@ -47,7 +47,8 @@ REVISIONS: dict[str, Revision] = {
                            "review/reading.py")),
     # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.
     # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).
-    # 4: a text region fused over a rule across the columns is read as its parts above and below.
+    # 4: a text region fused over a rule across the columns is read as its parts above and below;
+    # text more than half inside a larger region read is not read again.
     # The reading order's parts are the crops, so its code is this output's too.
     "transcription": Revision(4, ("transcription.py", "transcript.py", "fusion/order.py")),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable

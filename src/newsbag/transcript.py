@@ -10,7 +10,7 @@ import numpy as np
 from .fusion.geometry import area, cross_pairs
 from .fusion.order import reading_order_parts
 
-__all__ = ["column_pieces", "line_crops", "line_rows", "plan_page", "join_hyphens", "assemble", "take_block_text"]
+__all__ = ["column_pieces", "inside_larger", "line_crops", "line_rows", "plan_page", "join_hyphens", "assemble", "take_block_text"]
 
 # A word broken at a line end: a letter, then a hyphen as printed or transcribed (Fraktur's
 # double hyphen read as "=", "⸗" or "¬"); the next line goes on with a letter.
@@ -86,6 +86,24 @@ def line_rows(xyxy: np.ndarray) -> np.ndarray:
         else:
             row[k] = row[k - 1]
     return by_y[np.lexsort((xyxy[by_y, 0], row))]
+
+
+def inside_larger(xyxy: np.ndarray, share: float = 0.5) -> np.ndarray:
+    """(N,) bool: boxes more than `share` of whose area lies inside one larger box (of two equal
+    boxes, the later one): a fused layout may keep a paragraph and the block holding it, and
+    a transcript that read both would give its words twice.
+
+    >>> inside_larger(np.array([[0, 0, 100, 100], [10, 10, 50, 50], [90, 0, 150, 40], [0, 0, 100, 100]])).tolist()
+    [False, True, False, True]
+    """
+    xyxy = np.asarray(xyxy, dtype=np.float64).reshape(-1, 4)
+    pairs = cross_pairs(xyxy, xyxy)
+    a = area(xyxy)
+    larger = (a[pairs.j] > a[pairs.i]) | ((a[pairs.j] == a[pairs.i]) & (pairs.j < pairs.i))
+    held = larger & (pairs.inter > share * a[pairs.i])
+    out = np.zeros(len(xyxy), dtype=bool)
+    out[pairs.i[held]] = True
+    return out
 
 
 def column_pieces(xyxy: np.ndarray, is_text: np.ndarray, read: np.ndarray, rank: np.ndarray,

@@ -34,7 +34,8 @@ from .resources import runners_dir
 from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
 from .fusion.order import spans_columns
-from .transcript import assemble, column_pieces, crop_plan, line_rows, plan_page, plan_regions, take_block_text
+from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,
+                         take_block_text)
 
 if TYPE_CHECKING:
     from .orchestrator import PageOutcome
@@ -84,7 +85,12 @@ def _read_regions(fused_path: Path, page_id: str, lines: np.ndarray | None) -> _
     page = read_page(fused_path, page_id)
     boxes = boxes_from_page(page)
     coarse = boxes.coarse
-    idx = np.flatnonzero(np.isin(coarse, _READ_CLASSES))
+    read = np.isin(coarse, _READ_CLASSES)
+    # Running text more than half inside a larger region read is read with it, not again; a
+    # title stays, as its article's headline.
+    within = np.zeros(len(read), dtype=bool)
+    within[read] = inside_larger(boxes.xyxy[read])
+    idx = np.flatnonzero(read & ~(within & (coarse == "text")))
     order = boxes.data["order"][idx]
     rank = np.where(order >= 0, order, order.max(initial=0) + 1 + np.arange(idx.size))  # unordered ones last
     # Fusion writes every region's article; `boxes_from_page` makes no column of a page without regions.

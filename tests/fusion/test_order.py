@@ -419,11 +419,6 @@ def test_rules_across_need_three_columns_breaking_together():
     running = np.array([ln for ln in _column_lines(210, 300, 60, 1000)], float)
     assert rules_across(np.concatenate([lines[lines[:, 0] < 200], running]), bounds, 20, 10).size == 0
 
-    # a blank of five line heights in every column is a picture's or an ad's place, not a rule
-    blank = np.array([ln for x0, x1 in [(0, 90), (105, 195), (210, 300)]
-                      for ln in _column_lines(x0, x1, 60, 600) + _column_lines(x0, x1, 650, 1000)], float)
-    assert rules_across(blank, bounds, 20, 10).size == 0
-
 
 def test_the_us_sample_has_no_rule_across_its_columns():
     # six columns of short items whose headline gaps meet near y 597 within a few pixels:

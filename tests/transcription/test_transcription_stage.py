@@ -559,3 +559,19 @@ def test_reading_whole_regions_needs_a_recogniser_that_finds_their_lines():
     with pytest.raises(ValueError, match="read 'regions' needs a recogniser that finds lines itself "
                                          r"\(recognize_tesseract\); recognize reads one line per crop"):
         parse_transcription_options({"recognizer_family": "recognize", "read": "regions"})
+
+
+def test_text_inside_a_larger_region_is_read_once(tmp_path):
+    # The fused layout keeps the left column's block and, inside it, a paragraph of its last two
+    # lines (another member's box): the transcript reads those lines once, in the block.
+    run = write_run(tmp_path)
+    path = rundir.fused_dir(run, "C") / "p1.json"
+    page = fused_record("p1", [([30, 20, 560, 90], "headline", "headline"), ([30, 140, 480, 340], "text", "text"),
+                               ([530, 140, 980, 340], "text", "text"), ([34, 196, 476, 336], "text", "text")])
+    path.write_text(json.dumps(page))
+    assert run_transcription(run, ["p1"], {})["ok"] == 1
+    record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
+    assert [r["region"] for r in record["regions"]] == [0, 1, 2]
+    text = record["text"].lower()
+    for line in LEFT[1:]:
+        assert text.count(line.split()[-1]) == 1, (line, text)

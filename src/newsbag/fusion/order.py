@@ -377,10 +377,10 @@ def rules_across(lines: np.ndarray, bounds: np.ndarray, poke: float, line_h: flo
 
     A column breaks where the space between two of its lines exceeds its usual line spacing
     (the median: detected lines overlap on one scan and stand apart on another) by `gap`
-    line heights, and by at most 4 (more is a blank, a picture's place). A break is a rule
-    when at least `min_columns` columns run past its middle (lines two line heights above and
-    below) and each of them breaks within `slack` line heights of it: one column's paragraph
-    gap, or two columns' gaps that happen to meet, are not rules.
+    line heights. A break is a rule when at least `min_columns` columns run past its middle
+    (lines two line heights above and below) and each of them breaks within `slack` line
+    heights of it: one column's paragraph gap, or two columns' gaps that happen to meet, are
+    not rules; a blank band across all the columns (under the masthead) reads as one.
 
     Args:
         lines: (L, 4) single text lines; bounds: (K,) column gutters; poke: `column_spans`'
@@ -405,7 +405,7 @@ def rules_across(lines: np.ndarray, bounds: np.ndarray, poke: float, line_h: flo
         ln = ln[np.argsort(ln[:, 1], kind="stable")]
         run = np.maximum.accumulate(ln[:, 3])
         space = ln[1:, 1] - run[:-1]
-        wide = (space >= np.median(space) + gap * line_h) & (space <= 4 * line_h)
+        wide = space >= np.median(space) + gap * line_h
         cols.append((run[:-1][wide], ln[1:, 1][wide], ln[0, 1], run[-1]))
     found = []
     for b0, b1, _, _ in cols:
