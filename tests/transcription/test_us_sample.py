@@ -33,7 +33,7 @@ def test_the_quick_start_page_reads_as_latin_text_in_articles_with_words_in_alto
 
     # Latin script only (the Chinese/English model wrote Han characters into this page's text)
     letters = [c for c in record["text"] if c.isalpha()]
-    assert len(letters) > 5000
+    assert len(letters) > 4500   # the page read (its ~5,000 letters), each once
     assert sorted({c for c in letters if "LATIN" not in unicodedata.name(c, "")}) == []
     assert record["models"] == ["eng"]   # an Antiqua page: English over Fraktur
     for words in ("PORT GIBSON", "Capital and Surplus", "Port Gibson Bank"):
