@@ -430,7 +430,7 @@ def _rule_parts(xyxy: np.ndarray, box: np.ndarray, text: np.ndarray, rules: np.n
             (N,) bool per region.
 
     Returns:
-        part_xyxy (Q, 4), part_box (Q,): sorted by region, then y.
+        part_xyxy (Q, 4), part_box (Q,): sorted by region, then x, then y.
     """
     crossing = text[box] & (xyxy[:, 1] < rules.max(initial=-np.inf)) & (xyxy[:, 3] > rules.min(initial=np.inf))
     if not crossing.any():
@@ -466,12 +466,12 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
               strip: float, merged: float, rules: tuple[np.ndarray, np.ndarray], line_h: float) -> list[int]:
     """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`).
 
-    A rule across the columns (`rules_across`, with the (N,) bool of the boxes that stop its
-    cut) that no such box of a block crosses cuts it first,
-    before its columns: what stands above it is read before what stands below, even in a
-    column no box spans from top to bottom (the masthead's words apart, the feuilleton's
-    columns under the body's). `lo` and `hi` are updated in place where a box fused across a
-    gutter goes back to one column.
+    A rule across the columns (`rules_across`; `rules` also holds the (N,) bool of the boxes
+    that stop its cut) that none of those boxes of a block crosses cuts the block first, before
+    its columns: what stands above it is read before what stands below, even in a column no
+    box spans from top to bottom (the masthead's words apart, the feuilleton's columns under
+    the body's). `lo` and `hi` are updated in place where a box fused across a gutter goes
+    back to one column.
     """
     xycut = _xycutter(xyxy, tol_x, tol_y)
 
