@@ -423,11 +423,10 @@ def test_rules_across_need_three_columns_breaking_together():
 def test_the_us_sample_has_no_rule_across_its_columns():
     # six columns of short items whose headline gaps meet near y 597 within a few pixels:
     # no rule there (the scan shows running text), so no region is cut at it
-    from newsbag.fusion.order import _line_evidence, _line_grid, rules_across
+    from newsbag.fusion.order import _line_grid, rules_across
     xyxy, width, height, lines, text = _port_gibson("paragraphs")
-    _, poke, _, _, bounds = _line_grid(lines, width)
-    ev, line_h = _line_evidence(lines)
-    assert len(bounds) == 5 and rules_across(ev, bounds, poke, line_h).size == 0
+    grid = _line_grid(lines, width)
+    assert len(grid.bounds) == 5 and rules_across(grid.ev, grid.bounds, grid.poke, grid.line_h).size == 0
 
 def test_a_box_fused_over_the_feuilleton_rule_is_read_in_its_two_parts():
     # The body's three columns are read before the feuilleton under the rule; the box fused

@@ -230,11 +230,30 @@ def reading_order(xyxy: np.ndarray, width: float, height: float, tol: float = 0.
     return rank
 
 
-def _line_grid(lines: np.ndarray, width: float) -> tuple:
-    """(trim, poke, strip, merged, column bounds) of a page with text lines (see `reading_order_parts`)."""
+@dataclass(frozen=True)
+class _Grid:
+    """A page's column grid and the lengths the reading order measures on it (`reading_order_parts`)."""
+
+    ev: np.ndarray | None   # (L, 4) the single text lines it comes from (None: from the boxes)
+    line_h: float           # median line height (0: no lines)
+    trim: float             # taken off each end of a line for the gutters
+    poke: float             # how far a box must reach past a gutter to span it
+    strip: float            # a band at most this tall holds the last lines of the columns above
+    merged: float           # a spanning box taller than this is text fused across a gutter
+    bounds: np.ndarray      # (K,) column gutters
+
+
+def _line_grid(lines: np.ndarray, width: float) -> _Grid:
+    """The grid of a page with text lines: lengths in line heights."""
     ev, line_h = _line_evidence(lines)
     trim = 0.5 * line_h
-    return trim, 2 * line_h, 3 * line_h, 6 * line_h, column_bounds(ev, width, trim)
+    return _Grid(ev, line_h, trim, 2 * line_h, 3 * line_h, 6 * line_h, column_bounds(ev, width, trim))
+
+
+def _box_grid(xyxy: np.ndarray, width: float, height: float, tol: float) -> _Grid:
+    """The grid of a page without lines: its boxes are the evidence, with lengths for a broadsheet's body type."""
+    trim = 2 * tol * width
+    return _Grid(None, 0.0, trim, 4 * tol * width, 0.0, 12 * tol * height, column_bounds(xyxy, width, trim))
 
 
 def spans_columns(xyxy: np.ndarray, width: float, lines: np.ndarray | None) -> np.ndarray:
@@ -247,8 +266,8 @@ def spans_columns(xyxy: np.ndarray, width: float, lines: np.ndarray | None) -> n
     xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     if lines is None or len(lines) < _MIN_LINES:
         return np.zeros(len(xyxy), bool)
-    _, poke, _, _, bounds = _line_grid(np.asarray(lines, float).reshape(-1, 4), width)
-    lo, hi = column_spans(xyxy, bounds, poke)
+    grid = _line_grid(np.asarray(lines, float).reshape(-1, 4), width)
+    lo, hi = column_spans(xyxy, grid.bounds, grid.poke)
     return hi > lo
 
 
@@ -275,24 +294,19 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     xyxy = np.asarray(xyxy, float).reshape(-1, 4)
     lines = None if lines is None else np.asarray(lines, float).reshape(-1, 4)
     has_lines = lines is not None and lines.shape[0] >= _MIN_LINES
-    if has_lines:
-        trim, poke, strip, merged, bounds = _line_grid(lines, width)
-    else:   # no lines: the boxes are the evidence, with lengths for a broadsheet's body type
-        trim, poke, strip, merged = 2 * tol * width, 4 * tol * width, 0.0, 12 * tol * height
-        bounds = column_bounds(xyxy, width, trim)
-    lo, hi = column_spans(xyxy, bounds, poke)
+    grid = _line_grid(lines, width) if has_lines else _box_grid(xyxy, width, height, tol)
+    lo, hi = column_spans(xyxy, grid.bounds, grid.poke)
     part_xyxy, part_box = xyxy, np.arange(len(xyxy))
     cut = np.zeros(len(xyxy), bool) if text is None or not has_lines else (hi > lo) & np.asarray(text, bool)
     if cut.any():
-        part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, bounds, lines, trim, tol * height,
-                                            strip)
+        part_xyxy, part_box = _column_parts(xyxy, np.flatnonzero(cut), lo, hi, grid.bounds, lines, grid.trim,
+                                            tol * height, grid.strip)
     rules = np.zeros(0)
     if text is not None and has_lines:
-        ev, line_h = _line_evidence(lines)
-        rules = rules_across(ev, bounds, poke, line_h)
-        part_xyxy, part_box = _rule_parts(part_xyxy, part_box, np.asarray(text, bool), rules, lines, line_h)
+        rules = rules_across(grid.ev, grid.bounds, grid.poke, grid.line_h)
+        part_xyxy, part_box = _rule_parts(part_xyxy, part_box, np.asarray(text, bool), rules, lines, grid.line_h)
     if len(part_box) > len(xyxy):
-        lo, hi = column_spans(part_xyxy, bounds, poke)
+        lo, hi = column_spans(part_xyxy, grid.bounds, grid.poke)
     # A box that is not text and nearly as tall as the page (the scan's edge, a rule along it)
     # stands beside every band and would stop each cut across the page: it is read last.
     edge = np.zeros(len(part_xyxy), bool) if text is None else (
@@ -300,12 +314,22 @@ def reading_order_parts(xyxy: np.ndarray, width: float, height: float, tol: floa
     rest = np.flatnonzero(~edge)
     # Only text stops a rule's cut: a picture or a scan edge across it is placed by its centre.
     stops = np.ones(len(part_xyxy), bool) if text is None else np.asarray(text, bool)[part_box]
-    out = rest[_grid_cut(part_xyxy[rest], bounds, lo[rest], hi[rest], tol * width, tol * height, strip, merged,
-                         (rules, stops[rest]), strip / 3)]
+    out = rest[_grid_cut(part_xyxy[rest], lo[rest], hi[rest], tol * width, tol * height, grid, rules, stops[rest])]
     out = np.concatenate([out, np.flatnonzero(edge)])
     rank = np.empty(len(part_xyxy), np.int64)
     rank[out] = np.arange(len(out))
     return part_xyxy, part_box, rank
+
+
+def _lines_inside(boxes: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lines whose centre lies inside each of `boxes` (the box's own lines, not a
+    neighbour's that overlaps it): (K,) box index, (K, 4) line, sorted by box."""
+    pairs = cross_pairs(boxes, lines)
+    ln = take_rows(lines, pairs.j)
+    cx, cy = (ln[:, 0] + ln[:, 2]) / 2, (ln[:, 1] + ln[:, 3]) / 2
+    bx = take_rows(boxes, pairs.i)
+    inside = (cx > bx[:, 0]) & (cx < bx[:, 2]) & (cy > bx[:, 1]) & (cy < bx[:, 3])
+    return pairs.i[inside], ln[inside]
 
 
 def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np.ndarray, bounds: np.ndarray,
@@ -316,12 +340,7 @@ def _column_parts(xyxy: np.ndarray, spanning: np.ndarray, lo: np.ndarray, hi: np
     Returns:
         part_xyxy (P, 4) sorted by box then x, part_box (P,).
     """
-    pairs = cross_pairs(xyxy[spanning], lines)
-    ln = take_rows(lines, pairs.j)
-    cx, cy = (ln[:, 0] + ln[:, 2]) / 2, (ln[:, 1] + ln[:, 3]) / 2
-    bx = take_rows(xyxy, spanning[pairs.i])
-    inside = (cx > bx[:, 0]) & (cx < bx[:, 2]) & (cy > bx[:, 1]) & (cy < bx[:, 3])
-    owner, ln = pairs.i[inside], ln[inside]
+    owner, ln = _lines_inside(xyxy[spanning], lines)
     mid = (ln[:, 0] + ln[:, 2]) / 2
     t0, t1 = np.minimum(ln[:, 0] + trim, mid), np.maximum(ln[:, 2] - trim, mid)
     parts, part_box, cut = [xyxy], [np.arange(len(xyxy))], np.zeros(len(xyxy), bool)
@@ -432,15 +451,16 @@ def _rule_parts(xyxy: np.ndarray, box: np.ndarray, text: np.ndarray, rules: np.n
     Returns:
         part_xyxy (Q, 4), part_box (Q,): sorted by region, then x, then y.
     """
-    crossing = text[box] & (xyxy[:, 1] < rules.max(initial=-np.inf)) & (xyxy[:, 3] > rules.min(initial=np.inf))
-    if not crossing.any():
+    # a rule more than a line height inside the box, below its top and above its bottom
+    crossing = np.flatnonzero(text[box] & (np.searchsorted(rules, xyxy[:, 1] + line_h, side="right")
+                                           < np.searchsorted(rules, xyxy[:, 3] - line_h, side="left")))
+    if crossing.size == 0:
         return xyxy, box
-    cy = (lines[:, 1] + lines[:, 3]) / 2
-    cx = (lines[:, 0] + lines[:, 2]) / 2
+    owner, ln = _lines_inside(xyxy[crossing], lines)
     parts, owners, keep = [], [], np.ones(len(xyxy), bool)
-    for k in np.flatnonzero(crossing).tolist():
+    for n, k in enumerate(crossing.tolist()):
         x0, y0, x1, y1 = xyxy[k]
-        mine = lines[(cx > x0) & (cx < x1) & (cy > y0) & (cy < y1)]
+        mine = ln[owner == n]
         ycen = (mine[:, 1] + mine[:, 3]) / 2
         # its own lines leave the rule free: the text stops above it and starts again below
         at = [r for r in rules.tolist() if y0 + line_h < r < y1 - line_h
@@ -462,22 +482,21 @@ def _rule_parts(xyxy: np.ndarray, box: np.ndarray, text: np.ndarray, rules: np.n
     return part_xyxy[o], part_box[o]
 
 
-def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float,
-              strip: float, merged: float, rules: tuple[np.ndarray, np.ndarray], line_h: float) -> list[int]:
+def _grid_cut(xyxy: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol_x: float, tol_y: float, grid: _Grid,
+              rules: np.ndarray, stops: np.ndarray) -> list[int]:
     """Box indices in reading order: the XY-cut on column spans `lo`..`hi` (see `reading_order`).
 
-    A rule across the columns (`rules_across`; `rules` also holds the (N,) bool of the boxes
-    that stop its cut) that none of those boxes of a block crosses cuts the block first, before
-    its columns: what stands above it is read before what stands below, even in a column no
-    box spans from top to bottom (the masthead's words apart, the feuilleton's columns under
-    the body's). `lo` and `hi` are updated in place where a box fused across a gutter goes
-    back to one column.
+    A rule across the columns (`rules_across`) that none of the boxes `stops` (N,) of a block
+    crosses cuts the block first, before its columns: what stands above it is read before
+    what stands below, even in a column no box spans from top to bottom (the masthead's words
+    apart, the feuilleton's columns under the body's). `lo` and `hi` are updated in place
+    where a box fused across a gutter goes back to one column.
     """
     xycut = _xycutter(xyxy, tol_x, tol_y)
 
     def split(idx: np.ndarray) -> tuple:
         blo, bhi = lo[idx], hi[idx]
-        bands = _rule_bands(xyxy[idx], rules[0], rules[1][idx], tol_y)
+        bands = _rule_bands(xyxy[idx], rules, stops[idx], tol_y) if rules.size else None
         if bands is not None:
             return [idx[b] for b in bands], None
         if blo.min() == bhi.max():   # one column: the plain XY-cut of its boxes
@@ -486,7 +505,7 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         order, group = _cuts(blo.astype(float), bhi + 0.5, 0.0)
         if group[-1] == 0:
             order, group = _cuts(sub[:, 1], sub[:, 3], tol_y)
-            group = _join_strips(sub, blo, bhi, order, group, strip, line_h)
+            group = _join_strips(sub, blo, bhi, order, group, grid.strip, grid.line_h)
         if group[-1] > 0:
             return _split_parts(idx, order, group), None
         # Every column boundary spanned and no clean gap across. A spanning box taller than
@@ -496,9 +515,9 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         top = sub[spanning, 1][:, None]
         straddled = ((blo[None, :] <= bhi[spanning, None]) & (bhi[None, :] >= blo[spanning, None])
                      & (sub[None, :, 1] < top - tol_y) & (sub[None, :, 3] > top + tol_y)).any(axis=1)
-        merged_across = spanning[straddled & (sub[spanning, 3] - sub[spanning, 1] > merged)]
+        merged_across = spanning[straddled & (sub[spanning, 3] - sub[spanning, 1] > grid.merged)]
         if merged_across.size:
-            col = np.searchsorted(bounds, (sub[merged_across, 0] + sub[merged_across, 2]) / 2, side="right")
+            col = np.searchsorted(grid.bounds, (sub[merged_across, 0] + sub[merged_across, 2]) / 2, side="right")
             lo[idx[merged_across]] = hi[idx[merged_across]] = col
             return [idx], None
         # Otherwise bands that start at the top of each spanning box; it is read first in its
@@ -511,7 +530,7 @@ def _grid_cut(xyxy: np.ndarray, bounds: np.ndarray, lo: np.ndarray, hi: np.ndarr
         # it, is read before it.
         s_k = spanning[np.maximum(band - 1, 0)]
         band -= ((band > 0) & (mid <= sub[s_k, 3]) & (sub[rest, 2] <= sub[s_k, 0] + tol_x)
-                 & (sub[s_k, 3] - sub[s_k, 1] <= strip))
+                 & (sub[s_k, 3] - sub[s_k, 1] <= grid.strip))
         by_band = rest[np.argsort(band, kind="stable")]
         ends = np.searchsorted(np.sort(band), np.arange(len(spanning) + 1), side="right")
         parts = [idx[by_band[:ends[0]]]]
