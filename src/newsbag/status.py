@@ -108,6 +108,17 @@ def _not_started(run_dir: Path, source: str) -> dict | None:
             "started": bool(record.get("started")), "at": record.get("at")}
 
 
+def _configured(outputs: list[dict], configured: bool) -> list[dict]:
+    """A builtin stage's `outputs` as status shows them: all of them when the run's config has the
+    stage (or the run records none), else only those a call of it made (a `newsbag review` run on
+    its own), said to be outside the config: a stage the config lacks has no pages pending."""
+    if configured:
+        return outputs
+    note = "not in the run's config"
+    return [{**o, "note": f"{o['note']}; {note}" if o["note"] else note}
+            for o in outputs if o["done"] or o["stale"] or o["failed"]]
+
+
 def collect_status(run_dir: Path) -> dict:
     """Counts per source, and per builtin stage kind of the registry its outputs (`builtin.Outputs`:
     fused variants, review boards, transcripts, exports) under ``builtin``; failures with their
@@ -171,8 +182,9 @@ def collect_status(run_dir: Path) -> dict:
                         "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
-    in_order = sorted(records, key=lambda r: r.page_id)
-    stages = {kind: builtin.stage_status(kind, run_dir, in_order, options.get(kind, {})) for kind in builtin.kinds()}
+    # the pages in manifest order, as the stages aggregate over them (`rundir.members`)
+    stages = {kind: _configured(builtin.stage_status(kind, run_dir, records, options.get(kind, {})),
+                                kind in options or not record.exists()) for kind in builtin.kinds()}
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     changed, missing = scan_changes(run_dir, records)
     by_kind: dict[str, int] = {}

@@ -225,8 +225,9 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
     linked = _linked_images(records)
     ids = [r.page_id for r in records]
     rows = []
+    everyone = rundir.members(run_dir, ids)   # the pages, in the order, a COCO file of the run holds
     for layer in export_layers(run_dir, params):
-        present = _coco_pages(layer, ids, set())
+        present = _coco_pages(layer, everyone, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
                                                                    layer, present, linked)
         counts, reasons = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter()
