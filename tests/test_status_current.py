@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+import pytest
 
 from newsbag import rundir
 from nbtest import EXAMPLE_PAGE, run_cli, write_fake_config
@@ -42,6 +43,43 @@ def _outputs(info: dict, kind: str, name: str) -> dict:
 
 def _first_page(run) -> str:
     return rundir.manifest_page_ids(run)[0]
+
+
+# Each output a run skips by what its first bytes (or its record) say, and where it lies.
+_CUT = {
+    "page-xml": lambda run: rundir.exports_dir(run) / "page-xml" / "fusion" / "C" / f"{_first_page(run)}.xml",
+    "alto": lambda run: rundir.exports_dir(run) / "alto" / "fusion" / "C" / f"{_first_page(run)}.xml",
+    "coco": lambda run: rundir.exports_dir(run) / "coco" / "fusion" / "C.json",
+    "data.js": lambda run: rundir.review_page_dir(run, _first_page(run)) / "data.js",
+    "thumb.jpg": lambda run: rundir.review_page_dir(run, _first_page(run)) / "thumb.jpg",
+    "scan": lambda run: next(rundir.review_page_dir(run, _first_page(run)).glob("scan.*")),
+}
+
+
+@pytest.mark.parametrize("output", list(_CUT))
+def test_an_output_cut_to_half_its_size_is_not_done_and_the_next_run_redoes_it(tmp_path, capsys, output):
+    # An interrupted `cp` or `rsync --inplace` leaves the head of a file, fingerprint and all.
+    run = _run(tmp_path, capsys, [FUSION, REVIEW, EXPORT])
+    path = _CUT[output](run)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    info = _status(capsys, run)
+    if output in ("data.js", "thumb.jpg", "scan"):
+        boards = _outputs(info, "review", "boards")
+        assert (boards["done"], boards["stale"]) == (1, 1)
+    else:
+        layer = _outputs(info, "export", "fusion/C")
+        if output == "coco":
+            assert (layer["whole"], layer["note"]) == (False, "COCO file out of date")
+        else:
+            assert (layer["done"], layer["stale"]) == (1, 1)
+    code, _, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0, err
+    assert path.read_bytes() == whole
+    info = _status(capsys, run)
+    assert _outputs(info, "review", "boards")["done"] == 2
+    layer = _outputs(info, "export", "fusion/C")
+    assert (layer["done"], layer["stale"], layer["whole"]) == (2, 0, True)
 
 
 def test_the_coco_file_is_current_right_after_export_whatever_the_page_ids_sort_as(tmp_path, capsys):

@@ -19,6 +19,7 @@ from ..parallel import page_map
 from ..builtin import Outputs
 from ..revisions import revision, why_stale
 from . import FORMATS
+from . import alto, coco, pagexml
 from .alto import alto_xml
 from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
@@ -33,8 +34,10 @@ _TOOL = f"newsbag {__version__}"   # provenance written into every export; no pa
 
 _WRITERS = {"page-xml": page_xml, "alto": alto_xml}
 # The fingerprint sits in the first lines of every file (PAGE pcGtsId, ALTO Description,
-# COCO info), so a freshness check reads this many bytes, never the whole file.
+# COCO info), so a freshness check reads this many bytes and the file's last ones (how each
+# format's files end: a file cut short is no file of its inputs), never the whole file.
 _HEAD_BYTES = 4096
+_ENDS = {"page-xml": pagexml.FILE_END, "alto": alto.FILE_END, "coco": coco.FILE_END}
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,10 @@ def export_layers(run_dir: Path, params: ExportParams) -> list[_Layer]:
     return layers
 
 
-def _is_fresh(path: Path, fingerprint: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fingerprint.encode() in fh.read(_HEAD_BYTES)
-    except OSError:
-        return False
+def _is_fresh(path: Path, fingerprint: str, fmt: str) -> bool:
+    """Whether the `fmt` file at `path` is whole and records `fingerprint`."""
+    head = freshness.head_of_whole(path, _HEAD_BYTES, _ENDS[fmt])
+    return head is not None and fingerprint.encode() in head
 
 
 def _created(path: Path) -> str:
@@ -128,7 +129,7 @@ def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tu
 
 def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, linked: str | None) -> Callable:
     """``stale(idents) -> [the formats whose file is not current]``, as `freshness.identify_by_record` asks."""
-    return lambda idents: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, idents, linked))]
+    return lambda idents: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, idents, linked), f)]
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
@@ -196,7 +197,7 @@ def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tu
 
 def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, linked: dict[str, str]) -> bool:
     """Whether the COCO file `out` holds exactly the `present` pages (`_coco_pages`) as they are."""
-    if _is_fresh(out, _coco_fingerprint(layer, present, linked)):
+    if _is_fresh(out, _coco_fingerprint(layer, present, linked), "coco"):
         return True
     if not out.exists():
         return False
@@ -204,7 +205,7 @@ def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, lin
     present = [(page_id, src, freshness.recorded_identity(
         src, identity, freshness.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
         for page_id, src, identity in present]
-    return _is_fresh(out, _coco_fingerprint(layer, present, linked))
+    return _is_fresh(out, _coco_fingerprint(layer, present, linked), "coco")
 
 
 def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -> list[Outputs]:
@@ -256,10 +257,10 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
     for fmt in todo:
         now = revision(f"export/{fmt}")
         made = next((r for r in range(now - 1, 0, -1)
-                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r))), None)
+                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r), fmt)), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
-    return "stale", "its layout or transcript changed, or a format's file is missing"
+    return "stale", "its layout or transcript changed, or a format's file is missing or cut short"
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,

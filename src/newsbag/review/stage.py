@@ -173,17 +173,20 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
 
 
 def _recorded_info(page_dir: Path) -> dict:
-    """The page's info.json when scan, thumbnail and gallery data exist and it says they were made
-    successfully; else {}. Read once: a rerun with every board current skips each page on it,
-    and lists it from it."""
-    if not all((page_dir / name).is_file() for name in (THUMB, DATA_JS)):
-        return {}
+    """The page's info.json when it says scan, thumbnail and gallery data were made successfully
+    and each still has the size it was written with (``files``: one cut short by an interrupted
+    copy is no board; boards drawn before sizes were recorded: each exists); else {}. Read once: a
+    rerun with every board current skips each page on it, and lists it from it."""
     try:
         recorded = read_json(page_dir / "info.json")
     except (OSError, ValueError):
         return {}
-    ok = isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("scan") in SCANS
-    return recorded if ok and (page_dir / recorded["scan"]).is_file() else {}
+    if not (isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("scan") in SCANS):
+        return {}
+    made, files = (THUMB, DATA_JS, recorded["scan"]), recorded.get("files")
+    whole = (freshness.sizes_hold(page_dir, files) if isinstance(files, dict) and files.keys() == set(made)
+             else all((page_dir / name).is_file() for name in made))
+    return recorded if whole else {}
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "reference_fused": content.reference, "priority": content.priority.to_dict(), "params": plan.options,
         "fingerprint": inputs.fingerprint, "revision": revision("review"),
         "inputs": freshness.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
+        "files": freshness.file_sizes(page_dir, (scan, THUMB, DATA_JS)),
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
@@ -599,7 +603,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         elif (page_dir / "info.json").is_file():
             counts["stale"] += 1
             reasons[(why_stale("review", recorded.get("revision")) if recorded
-                     else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
+                     else "its info.json, scan or gallery data is missing or cut short") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
     shown = gallery_pages(rundir.gallery_path(run_dir))
