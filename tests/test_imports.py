@@ -34,7 +34,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
-        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
+        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files",
+        "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status
     ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),

@@ -50,7 +50,7 @@ REVISIONS: dict[str, Revision] = {
     # 4: a text region fused over a rule across the columns is read as its parts above and below;
     # text more than half inside a larger region read is not read again.
     # The reading order's parts are the crops, so its code is this output's too.
-    "transcription": Revision(4, ("transcription.py", "transcript.py", "fusion/order.py")),
+    "transcription": Revision(4, ("transcription.py", "transcript.py", "transcript_files.py", "fusion/order.py")),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.

@@ -12,6 +12,7 @@ names; whether an output found there is current is `freshness`'s question.
     RUN/review/pages/<page_id>/{scan.*, thumb.jpg, data.js, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
     RUN/outputs/_inputs/{export,transcription}/<layer>/<page_id>.json   what those outputs were made from
+    RUN/outputs/_inputs/transcription/<variant>.index.json             the size transcripts.jsonl was written with
     RUN/logs/failures.jsonl             one line per page failure of any stage
     RUN/reports/run_<stages>.json       one report per kind of call
     RUN/cache/images/                   8-bit copies of pages the models cannot read as they are
@@ -36,7 +37,7 @@ __all__ = [
     "fused_dir", "discover_fused", "drop_shared_passes", "runner_folders", "evaluation_dir",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
     "reviewed_pages",
-    "exports_dir", "inputs_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
+    "exports_dir", "inputs_record_path", "index_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record", "failure_path", "not_started_path",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members",
 ]
@@ -202,6 +203,12 @@ def inputs_record_path(run_dir: Path, stage: str, layer: str, page_id: str) -> P
     """The `freshness.input_record` of one page's outputs of a stage whose outputs cannot hold it (export's
     files are handed on as they are; a transcript rewritten would redo its export)."""
     return Path(run_dir) / "outputs" / "_inputs" / stage / layer / f"{page_id}.json"
+
+
+def index_record_path(run_dir: Path, stage: str, layer: str) -> Path:
+    """What a stage's run-level output of a layer (transcripts.jsonl) was written as, beside its
+    pages' input records (`inputs_record_path`): a page id names no file here."""
+    return Path(run_dir) / "outputs" / "_inputs" / stage / f"{layer}.index.json"
 
 
 def logs_dir(run_dir: Path) -> Path:
