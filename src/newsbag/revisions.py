@@ -44,7 +44,7 @@ REVISIONS: dict[str, Revision] = {
     "fusion/consensus": Revision(3, _FUSION_METHOD),
     "fusion/paragraphs": Revision(3, (*_FUSION_METHOD, "fusion/paragraphs.py")),
     "review": Revision(2, ("review/stage.py", "review/render.py", "review/score.py", "review/gallery.py",
-                           "review/reading.py")),
+                           "review/reading.py", "review/scan.py")),
     # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.
     # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).
     # 4: a text region fused over a rule across the columns is read as its parts above and below;
