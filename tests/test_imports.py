@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.review.scan"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
-        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files",
+        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",
         "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status

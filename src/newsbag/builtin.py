@@ -18,7 +18,8 @@ from .transcription_options import (TranscriptionParams, parse_transcription_opt
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
-           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "has_work", "run_stage"]
+           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "update_command", "has_work",
+           "run_stage"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class BuiltinKind:
     # ``variants(options) -> [(key, fused variant name)]`` for a kind whose options name fused
     # variants: the config refuses one that its fusion stage does not make
     variants: Callable[[Mapping[str, Any]], list] | None = None
+    # the command that runs the stage alone (`newsbag COMMAND`): what status names to bring its outputs up to date
+    command: str = ""
 
     def function(self, ref: str) -> Callable:
         """The function a ``"module:function"`` reference names, its module imported now."""
@@ -80,14 +83,15 @@ class Outputs:
 REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind(parse_fusion_config, "newsbag.fusion.stage:run_fusion", "newsbag.fusion.stage:fused_status",
                           {"consensus params": ConsensusParams, "paragraphs params": ParagraphParams},
-                          sources=fusion_source_names),
+                          sources=fusion_source_names, command="fuse"),
     "review": BuiltinKind(parse_review_cfg, "newsbag.review.stage:run_review", "newsbag.review.stage:board_status",
-                          {"": ReviewParams}),
+                          {"": ReviewParams}, command="review"),
     "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", "newsbag.export.stage:export_status",
-                          {"": ExportParams}, variants=export_variant_names),
+                          {"": ExportParams}, variants=export_variant_names, command="export"),
     "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
                                  "newsbag.transcription:transcript_status", {"": TranscriptionParams},
-                                 ("python",), {"recognizer": recognizer_family}, transcription_source_names),
+                                 ("python",), {"recognizer": recognizer_family}, transcription_source_names,
+                                 command="transcribe"),
 }
 
 
@@ -146,6 +150,11 @@ def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, 
     """The `Outputs` of one builtin stage over `records` (the run's pages) as JSON-able dicts."""
     entry = get(kind)
     return [asdict(o) for o in entry.function(entry.status)(Path(run_dir), records, options)]
+
+
+def update_command(kind: str, run_dir: Path) -> str:
+    """The command line that brings the outputs of builtin stage `kind` in `run_dir` up to date."""
+    return f"newsbag {get(kind).command} --run-dir {run_dir}"
 
 
 def has_work(outputs: list[dict], pages: int) -> bool:

@@ -58,6 +58,7 @@ class RunSummary:
     rejected: list[Rejected] = field(default_factory=list)
     sources: list[SourceOutcome] = field(default_factory=list)
     builtin: dict[str, dict] = field(default_factory=dict)
+    builtin_kinds: list[str] = field(default_factory=list)   # the kind of each builtin stage the call ran
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # per source and builtin stage, in run order
@@ -243,6 +244,7 @@ def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: R
     from . import builtin
 
     started = time.monotonic()
+    summary.builtin_kinds.append(stage.kind)
 
     def progress(page_id: str, status: str) -> None:
         summary.note_page(page_id, status)

@@ -35,7 +35,7 @@ __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "SHARED_DIR",
     "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir",
     "fused_dir", "discover_fused", "drop_shared_passes", "runner_folders", "evaluation_dir",
-    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
+    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "discover_transcripts", "review_dir", "review_page_dir",
     "reviewed_pages",
     "exports_dir", "inputs_record_path", "index_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "config_to_run", "update_config_record", "failure_path", "not_started_path",
@@ -170,6 +170,11 @@ def recommended_variant(run_dir: Path, summary: dict | None = None) -> str | Non
 def transcript_dir(run_dir: Path, variant: str) -> Path:
     """RUN/outputs/transcripts/<variant>/: transcripts of one fused variant."""
     return Path(run_dir) / "outputs" / "transcripts" / variant
+
+
+def discover_transcripts(run_dir: Path) -> list[str]:
+    """Names of the fused variants that have a transcript folder, sorted."""
+    return [p.name for p in _subdirs(transcript_dir(run_dir, "_").parent)]
 
 
 def members_table_path(run_dir: Path, page_id: str) -> Path:

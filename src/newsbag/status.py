@@ -18,7 +18,7 @@ from .rundir import FAILED_DIR, discover_sources, sources_root
 from .manifest import read_pages, read_rejected, scan_changes
 from .reports import source_reports
 
-__all__ = ["collect_status", "status_lines"]
+__all__ = ["builtin_options", "collect_status", "status_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,18 @@ def _recorded_stages(record: Path) -> list[dict]:
         raise ConfigError(f"config {record}: not a newsbag config record (a JSON object with a list of stages); "
                           f"rewrite it with newsbag run --config F")
     return stages
+
+
+def builtin_options(run_dir: Path) -> dict[str, dict]:
+    """kind -> the options `newsbag fuse` / `review` / `transcribe` / `export` run with: the first
+    stage of the kind in the run's recorded config (`PipelineConfig.builtin`); a kind it has not
+    is left out (its defaults)."""
+    record = rundir.config_record(run_dir)
+    options: dict[str, dict] = {}
+    for stage in _recorded_stages(record):
+        if stage.get("kind") in builtin.REGISTRY and stage["kind"] not in options:
+            options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
+    return options
 
 
 def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
@@ -133,13 +145,9 @@ def collect_status(run_dir: Path) -> dict:
     ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    # The options `newsbag fuse` / `review` / `transcribe` / `export` run with: the first stage of the kind in the
-    # recorded config (`PipelineConfig.builtin`), the kind's defaults without one.
-    options: dict[str, dict] = {}
+    options = builtin_options(run_dir)
     record = rundir.config_record(run_dir)
     for stage in _recorded_stages(record):
-        if stage.get("kind") in builtin.REGISTRY and stage["kind"] not in options:
-            options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
@@ -208,6 +216,8 @@ def status_lines(info: dict, job_note: Callable[[str], str]) -> list[str]:
         lines += _source_lines(s, note)
     for kind, outputs in info["builtin"].items():
         lines += [_counts_line(f"{kind}/{o['name']}", o) for o in outputs]
+        if builtin.get(kind).command and any(o["stale"] or not o["whole"] for o in outputs):
+            lines.append(f"      run {builtin.update_command(kind, info['run_dir'])} to bring them up to date")
     return lines
 
 

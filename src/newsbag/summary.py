@@ -11,8 +11,9 @@ __all__ = ["call_summary", "summary_lines"]
 
 def call_summary(command: str, run_dir: Path, summary) -> dict:
     """The facts a call ends with: its page counts and times (`summary`, a `pipeline.RunSummary`),
-    then what the run dir now holds: fusion's recommendation and best source, and the gallery,
-    exports and transcripts to open."""
+    then what the run dir now holds: fusion's recommendation and best source, the gallery,
+    exports and transcripts to open, and, after a call that transcribed, what shows older text
+    (`text_views.stale_text_views`)."""
     run_dir = Path(run_dir)
     fusion = rundir.fusion_summary(run_dir)
     recommended = None
@@ -38,7 +39,14 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
         "builtin": {k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list)}
                     for k, v in summary.builtin.items()},
         "errors": summary.errors,
+        "stale": _stale_text(run_dir) if "transcription" in summary.builtin_kinds else [],
     }
+
+
+def _stale_text(run_dir: Path) -> list[dict]:
+    from .text_views import stale_text_views   # the export and review rules: only after a call that transcribed
+
+    return stale_text_views(run_dir)
 
 
 def summary_lines(facts: dict) -> list[str]:
@@ -60,7 +68,15 @@ def summary_lines(facts: dict) -> list[str]:
     parts += [f"{name} in {where[name]}" for name in ("exports", "transcripts") if name in where]
     if parts:
         lines.append("look at: " + "; ".join(parts))
+    lines += [f"stale: {_what(o)}: run {o['command']}" for o in facts.get("stale") or ()]
     return lines
+
+
+def _what(stale: dict) -> str:
+    """What a `text_views.stale_text_views` entry says is stale."""
+    if stale["pages"] is None:
+        return "the gallery links older transcripts"
+    return f"{stale['output']} shows older text on {stale['pages']} page(s)"
 
 
 def _recommendation(recommended: dict, best: dict | None) -> str:

@@ -26,10 +26,11 @@ from .layout import ExportInfo, transcript_fits
 from .options import ExportParams, parse_export_cfg
 from .pagexml import page_xml
 
-__all__ = ["run_export", "export_layers", "export_status"]
+__all__ = ["TEXT_CHANGED", "run_export", "export_layers", "export_status"]
 
 log = logging.getLogger(__name__)
 
+TEXT_CHANGED = "its transcript changed"   # why a page's text-bearing exports are stale after `newsbag transcribe`
 _TOOL = f"newsbag {__version__}"   # provenance written into every export; no part of any fingerprint
 
 _WRITERS = {"page-xml": page_xml, "alto": alto_xml}
@@ -250,8 +251,8 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
         return "pending", None
     if not formats:
         return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
-    idents, todo = freshness.identify_by_record(paths, _record_path(run_dir, layer, page_id),
-                                             _stale_formats(outs, formats, layer, linked), write=False)
+    record = _record_path(run_dir, layer, page_id)
+    idents, todo = freshness.identify_by_record(paths, record, _stale_formats(outs, formats, layer, linked), write=False)
     if not todo:
         return "done", None
     for fmt in todo:
@@ -260,7 +261,20 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
                      if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r), fmt)), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
-    return "stale", "its layout or transcript changed, or a format's file is missing or cut short"
+    return "stale", _changed(idents, freshness.recorded_inputs(record))
+
+
+def _changed(idents: dict, recorded: dict) -> str:
+    """Why a page's exports made from inputs `recorded` (its `freshness.input_record`) are stale
+    now that they are `idents`: its transcript alone changed (the text `newsbag transcribe` read
+    since), or something else."""
+    def known(key: str) -> list[int] | None:   # the identity the record knows an input by
+        entry = recorded.get(key)
+        return [entry[0], entry[3]] if isinstance(entry, list) and len(entry) == 4 else None
+
+    if "page" in recorded and known("page") == idents.get("page") and known("text") != idents.get("text"):
+        return TEXT_CHANGED
+    return "its layout or transcript changed, or a format's file is missing or cut short"
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,

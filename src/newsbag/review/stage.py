@@ -25,7 +25,7 @@ from ..manifest import read_pages
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from .options import PANEL_MIN, ReviewParams, parse_review_cfg
-from .gallery import DATA_JS, SCANS, THUMB, gallery_pages, page_layer, write_gallery, write_page_data
+from .gallery import DATA_JS, SCANS, THUMB, gallery_links_current, gallery_pages, page_layer, write_gallery, write_page_data
 from . import reading
 from .evaluation import EVALUATION_JS, write_evaluation_data
 from .render import ARTICLE_COLOR, CLASS_COLORS, render_board
@@ -470,7 +470,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
                                 "better layout; the leaderboards' score)") if k == "score"
                  else f"fusion/{reference} per-page metric {k} (see the leaderboard legend)",
                  "extra": k != "score"} for k in metric_keys]
-    transcripts = sorted(_variant_dirs(rundir.transcript_dir(run_dir, "x").parent, 1))
+    transcripts = rundir.discover_transcripts(run_dir)
     leaderboards = [("Fusion variants", reading.leaderboard(rundir.fusion_dir(run_dir) / "variant_leaderboard.tsv")),
                     ("Sources", reading.leaderboard(rundir.fusion_dir(run_dir) / "source_leaderboard.tsv"))]
     strip_names, strip = reading.layout_scores(run_dir, {o.page_id for o in ranked[:_STRIP_PAGES]})
@@ -486,7 +486,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
     return {
         "run": {
             "name": run_dir.resolve().name, "pages_ok": len(ranked), "pages_failed": len(failed),
-            "pages_absent": absent,
+            "pages_absent": absent, "transcript_links": reading.transcript_links(run_dir, rundir.members(run_dir, [])),
             "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
             "reference": reference,
         },
@@ -555,6 +555,8 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     whole = shown is not None and shown >= len(records)
     note = ("gallery no" if shown is None else "gallery yes" if whole
             else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
+    if shown is not None and not gallery_links_current(run_dir, [r.page_id for r in records]):
+        whole, note = False, f"{note}; transcript links out of date (rerun newsbag review)"
     return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
 
 
