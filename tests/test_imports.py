@@ -21,7 +21,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
     ("run directory, inputs and configuration", frozenset({
-        "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config",
+        "newsbag.upstream", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
         "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",

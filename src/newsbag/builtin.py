@@ -18,7 +18,7 @@ from .transcription_options import (TranscriptionParams, parse_transcription_opt
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
-           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "update_command", "has_work",
+           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_outputs", "stage_status", "update_command", "has_work",
            "run_stage"]
 
 
@@ -77,6 +77,14 @@ class Outputs:
     reasons: Mapping[str, int] = field(default_factory=dict)   # why the stale ones are stale: pages
     note: str = ""       # said after the counts ("recommended", "gallery yes")
     whole: bool = True   # its run-level outputs (gallery, COCO file) hold every page as it is now
+    # For the planner (`upstream.carry_upstream`), not for show: the outputs its pages are read from
+    # ("source:<stage>/<variant>", "<kind>:<output name>"), and its done pages (None: not said).
+    inputs: tuple[str, ...] = field(default=(), compare=False)
+    done_pages: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    def row(self) -> dict:
+        """The JSON-able status line of these outputs (`newsbag status --json`, ``run --dry-run``)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("inputs", "done_pages")}
 
 
 # One line per builtin stage kind, in no particular order.
@@ -146,10 +154,15 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
     return None
 
 
-def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
-    """The `Outputs` of one builtin stage over `records` (the run's pages) as JSON-able dicts."""
+def stage_outputs(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
+    """The `Outputs` of one builtin stage over `records` (the run's pages), as its own rule finds them."""
     entry = get(kind)
-    return [asdict(o) for o in entry.function(entry.status)(Path(run_dir), records, options)]
+    return entry.function(entry.status)(Path(run_dir), records, options)
+
+
+def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
+    """`stage_outputs` as JSON-able dicts (`Outputs.row`)."""
+    return [o.row() for o in stage_outputs(kind, run_dir, records, options)]
 
 
 def update_command(kind: str, run_dir: Path) -> str:

@@ -321,11 +321,12 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
-    ids = [r.page_id for r in records]
+    ids, done = [r.page_id for r in records], set()
     for page_id in ids:
         page = inputs(page_id, write=False) if page_id in written else None
         if page is not None and page.current and transcript_files.text_holds(out_dir, page_id, page.record):
             counts["done"] += 1
+            done.add(page_id)
         elif page_id in failed:
             counts["failed"] += 1
         elif page is not None:
@@ -335,8 +336,10 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
         else:
             counts["pending"] += 1
     whole = transcript_files.index_is_current(run_dir, variant, ids)
+    read_from = (f"fusion:{variant}", *(f"source:{s}" for s in (params.lines_source, *params.block_text_sources) if s))
     return [Outputs(variant, **counts, reasons=dict(reasons.most_common()), whole=whole,
-                    note="" if whole else f"{transcript_files.INDEX} out of date (rerun newsbag transcribe)")]
+                    note="" if whole else f"{transcript_files.INDEX} out of date (rerun newsbag transcribe)",
+                    inputs=read_from, done_pages=frozenset(done))]
 
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:

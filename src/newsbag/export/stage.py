@@ -232,15 +232,24 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
         present = _coco_pages(layer, everyone, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
                                                                    layer, present, linked)
-        counts, reasons = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter()
+        counts, reasons, done = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter(), set()
         for page_id in ids:
             state, why = _export_state(run_dir, exports, layer, page_id, per_page, linked.get(page_id), coco)
             counts[state] += 1
             if why:
                 reasons[why] += 1
+            if state == "done":
+                done.add(page_id)
         rows.append(Outputs(layer.name, **counts, reasons=dict(reasons.most_common()), whole=coco,
-                            note="" if coco else "COCO file out of date"))
+                            note="" if coco else "COCO file out of date", inputs=_inputs(layer),
+                            done_pages=frozenset(done)))
     return rows
+
+
+def _inputs(layer: _Layer) -> tuple[str, ...]:
+    """What a layer's exports are read from, as `upstream.carry_upstream` names outputs."""
+    kind, _, name = layer.name.partition("/")
+    return (f"source:{name}",) if kind == "sources" else (f"fusion:{name}", f"transcription:{name}")
 
 
 def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],

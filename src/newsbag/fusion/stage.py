@@ -651,9 +651,8 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
     prints = _prints(cfg, active, needed)
     variants = rundir.discover_fused(run_dir)
     written = {v: rundir.page_files(rundir.fused_dir(run_dir, v)) for v in variants}   # one listing a folder
-    done = dict.fromkeys(variants, 0)
-    stale = dict.fromkeys(variants, 0)
-    reasons: dict[str, Counter] = {v: Counter() for v in variants}
+    done: dict[str, set[str]] = {v: set() for v in variants}
+    stale, reasons = dict.fromkeys(variants, 0), {v: Counter() for v in variants}
     for page_id in page_ids:
         present = [v for v in variants if page_id in written[v]]
         if not present:   # pending or failed in every variant: nothing of the page to check
@@ -663,16 +662,16 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
         not_current = set(_stale_outputs(run_dir, page_id, checked, state.variant_fps, state.current(), state.idents)[0])
         for v in present:
             if v in active and v not in not_current:
-                done[v] += 1
+                done[v].add(page_id)
             else:
                 stale[v] += 1
                 reasons[v][_why_stale(v, state.record, cfg, active)] += 1
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
-    recommended = rundir.recommended_variant(run_dir)
-    return [Outputs(v, done[v], stale[v], failed[v], len(wanted) - done[v] - stale[v] - failed[v],
-                    dict(reasons[v].most_common()), "recommended" if v == recommended else "") for v in variants]
+    return [Outputs(v, len(done[v]), stale[v], failed[v], len(wanted) - len(done[v]) - stale[v] - failed[v],
+                    dict(reasons[v].most_common()), "recommended" if v == rundir.recommended_variant(run_dir) else "",
+                    inputs=tuple(f"source:{s}" for s in needed if v in active), done_pages=frozenset(done[v])) for v in variants]
 
 
 def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:

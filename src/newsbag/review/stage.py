@@ -534,7 +534,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     plan = _plan(run_dir, params)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
-    reviewed = rundir.reviewed_pages(run_dir)
+    reviewed, done = rundir.reviewed_pages(run_dir), set()
     for record in records:
         if record.page_id not in reviewed:   # no board, no failure: nothing to check
             counts["pending"] += 1
@@ -543,6 +543,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         _, recorded, current = _board_state(run_dir, record, plan)
         if current:
             counts["done"] += 1
+            done.add(record.page_id)
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
         elif (page_dir / "info.json").is_file():
@@ -557,7 +558,9 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
             else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
     if shown is not None and not gallery_links_current(run_dir, [r.page_id for r in records]):
         whole, note = False, f"{note}; transcript links out of date (rerun newsbag review)"
-    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
+    inputs = (*(f"source:{s}" for s in plan.source_dirs), *(f"fusion:{v}" for v in plan.gallery_dirs))
+    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole, inputs=inputs,
+                    done_pages=frozenset(done))]
 
 
 def run_review(
