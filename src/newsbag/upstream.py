@@ -55,7 +55,8 @@ def carry_upstream(order: Sequence[tuple[str, str]], sources: Mapping[str, set[s
         order: the stages in run order (`stage_order`); outputs not in it are left as they are.
         sources: "<stage>/<variant>" -> the pages a run computes for the source (`source_redo`).
         outputs: each builtin stage's outputs by its key in `order`, naming what they are read
-            from (``inputs``) and their done pages (``done_pages``; None: left as they are).
+            from (``inputs``) and their done pages (``done_pages``; None: outputs the run does not
+            redo, such as a fused variant the config dropped, left as they are).
         page_ids: the pages counted.
     """
     every = set(page_ids)

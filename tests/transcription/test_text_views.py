@@ -7,12 +7,10 @@ import json
 import pytest
 
 from newsbag import rundir
-from newsbag.config import load_config
 from newsbag.export.stage import run_export
-from newsbag.manifest import read_pages
 from newsbag.review.stage import run_review
 from nbtest import FAKE_RUNNERS, run_cli
-from stage_kit import write_run
+from stage_kit import as_made_by, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr_onnxruntime")
@@ -30,21 +28,10 @@ def _config(tmp_path):
     return path
 
 
-def _made_by(config_path, run):
-    """The text-line pages written by hand, as the config's text_lines stage would have made them
-    (their fingerprints): current, so nothing upstream of the transcripts is redone."""
-    (stage,) = [s for s in load_config(config_path).stages if s.name == "text_lines"]
-    for record in read_pages(run):
-        path = rundir.source_dir(run, "text_lines", "lines") / f"{record.page_id}.json"
-        page = json.loads(path.read_text())
-        page["source"]["fingerprint"] = stage.page_fingerprint("lines", record.image_sha256)
-        path.write_text(json.dumps(page))
-
-
 def test_after_transcribe_status_and_the_summary_name_the_stale_text_and_the_command(tmp_path, capsys):
     run = write_run(tmp_path, pids=("p1", "p2"))
     ids, config = ["p1", "p2"], _config(tmp_path)
-    _made_by(config, run)
+    as_made_by(run, config)
     assert run_review(run, ids, {})["failed"] == 0
     assert run_export(run, ids, {"formats": EXPORT["formats"]})["failed"] == 0
     code, out, err = run_cli(capsys, "transcribe", "--run-dir", run, "--config", config)

@@ -10,7 +10,8 @@ from newsbag.transcription import run_transcription
 from newsbag.transcription_options import parse_transcription_options
 from nbtest import REPO, run_cli, write_manifest
 from PIL import Image
-from stage_kit import HEADLINE, LEFT, RIGHT, fused_record, page_record, write_run
+from newsbag.resources import default_config_path
+from stage_kit import HEADLINE, LEFT, RIGHT, as_made_by, fused_record, page_record, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr_onnxruntime")
@@ -508,6 +509,7 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     # named, the config is recorded and status checks by it (the embedded bag's transcription
     # options are not the stage's defaults: it reads with Tesseract)
     config = ("--config", str(REPO / "configs" / "pipeline.local.json"))
+    as_made_by(run, config[1])   # its text lines current: no run redoes them, nor the transcripts after them
     (rundir.fused_dir(run, "C") / "p2.json").unlink()   # its fusion failed: the page fails here
     code, out, err = run_cli(capsys, "transcribe", "--run-dir", run, *config)
     assert code == 4 and "`newsbag status --run-dir" in err
@@ -535,6 +537,7 @@ def test_a_transcribe_with_no_config_anywhere_records_the_one_it_ran_with(tmp_pa
     # A run with no recorded config: `transcribe` reads with the embedded bag's options (Tesseract),
     # status checked by the stage's defaults (PP-OCR) and called every transcript stale.
     run = write_run(tmp_path, pids=("p1", "p2"))
+    as_made_by(run, default_config_path())
     assert not rundir.config_record(run).exists()
     assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")

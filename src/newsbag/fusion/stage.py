@@ -671,7 +671,8 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
     return [Outputs(v, len(done[v]), stale[v], failed[v], len(wanted) - len(done[v]) - stale[v] - failed[v],
                     dict(reasons[v].most_common()), "recommended" if v == rundir.recommended_variant(run_dir) else "",
-                    inputs=tuple(f"source:{s}" for s in needed if v in active), done_pages=frozenset(done[v])) for v in variants]
+                    inputs=tuple(f"source:{s}" for s in needed), done_pages=frozenset(done[v]) if v in active else None)
+            for v in variants]
 
 
 def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
