@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -556,7 +557,7 @@ def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_ru
     data = review_run / "review" / "pages" / "p1" / "data.js"
     stamp = data.stat().st_mtime_ns
     now = revisions.REVISIONS["review"]
-    monkeypatch.setitem(revisions.REVISIONS, "review", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "review", dataclasses.replace(now, number=now.number + 1))
     (boards,) = board_status(review_run, read_pages(review_run), CFG)
     assert (boards.done, boards.stale) == (0, 2)
     assert boards.reasons == {f"made by review code revision {now.number}, now {now.number + 1}": 2}
