@@ -250,7 +250,7 @@ def test_sources_and_variant_choice(run):
     ({"formats": "coco"}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got 'coco'"),
     ({"formats": []}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got []"),
     ({"sources": "yes"}, "sources must be true or false"),
-    ({"variant": ["V1"]}, "unknown key(s) variant"),
+    ({"variant": ["V1"]}, "unknown key 'variant'; did you mean 'variants'?"),
 ])
 def test_bad_options_are_refused(cfg, message):
     with pytest.raises(ValueError) as exc:

@@ -217,7 +217,7 @@ def test_which_fused_variants_are_shown(run_kit, summary, variants, expected_pan
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"top_n": 5, "colour": "red"}, "review stage: unknown key(s) colour; allowed: max_board_width, top_n, variants"),
+    ({"top_n": 5, "colour": "red"}, "review stage: unknown key 'colour' (known: max_board_width, top_n, variants)"),
     ({"top_n": 0}, "review stage: top_n must be a whole number >= 1, got 0"),
     ({"top_n": True}, "review stage: top_n must be a whole number >= 1, got True"),
     ({"max_board_width": 100}, "review stage: max_board_width must be a whole number >= 960 (px), got 100"),
