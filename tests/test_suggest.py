@@ -86,14 +86,15 @@ def test_pick_is_deterministic_whatever_the_input_order():
 
 
 @pytest.mark.parametrize("page_id, issue, year", [
-    ("nzz_17810901_0_0_a1_p1_1-0a1b2c3d", "nzz_17810901", "1781"),                   # YYYYMMDD in the stem
-    ("sn84026749__1908-03-12__ed-1__seq-1-0a1b2c3d", "sn84026749__1908-03-12", "1908"),  # date folder
-    ("paper__1921_07_04__p3-0a1b2c3d", "paper__1921_07_04", "1921"),                 # YYYY_MM_DD
-    ("issue7__p1-0a1b2c3d", "issue7", None),                                         # folder, no year
-    ("box__1850__p4-0a1b2c3d", "box__1850", "1850"),                                 # a year, no date
-    ("scan12-0a1b2c3d", "scan12", None),                                             # no folder: the page alone
-    ("a__b__c-0a1b2c3d", "a__b", None),                                              # nested folders
-    ("x__12345678901-0a1b2c3d", "x", None),                                          # digits that hold no date
+    ("nzz_17810901_0_0_a1_p1_1-0a1b2c3d", "1781-09-01", "1781"),                 # YYYYMMDD in the stem
+    ("sn84026749__1908-03-12__ed-1__seq-1-0a1b2c3d", "1908-03-12", "1908"),      # date folder
+    ("paper__1921_07_04__p3-0a1b2c3d", "1921-07-04", "1921"),                    # YYYY_MM_DD
+    ("issue7__p1-0a1b2c3d", "issue7", None),                                     # folder, no year
+    ("paper__1921__p3-0a1b2c3d", "paper/1921", "1921"),                          # a year, no date
+    ("scan12-0a1b2c3d", "scan12", None),                                         # no folder: the page alone
+    ("a__b__c-0a1b2c3d", "a/b", None),                                           # nested folders
+    ("x__12345678901-0a1b2c3d", "x", None),                                      # digits that hold no date
+    ("x__1921-13-04-0a1b2c3d", "x", "1921"),                                     # month 13: no date, a year
 ])
 def test_issue_of(page_id, issue, year):
     assert issue_of(page_id) == (issue, year)

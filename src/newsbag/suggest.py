@@ -17,9 +17,9 @@ __all__ = ["PageFacts", "Pick", "SPREAD_PENALTY", "issue_of", "layout_signature"
 # issue unless it disagrees less by more than 0.5 (0.8 when year and layout are shared too).
 SPREAD_PENALTY: Mapping[str, float] = {"issue": 0.5, "year": 0.2, "layout": 0.1}
 
-# A date in a page's name: YYYYMMDD, YYYY-MM-DD, YYYY_MM_DD or YYYY.MM.DD, years 1500..2099,
-# not part of a longer number (a newspaper's id such as sn84026749 holds none).
-_DATE = re.compile(r"(?<!\d)(1[5-9]\d\d|20\d\d)([-_.]?)(0[1-9]|1[0-2])\2(0[1-9]|[12]\d|3[01])(?!\d)")
+# A date in a page's name: 17810901, 1781-09-01, 1781_09_01 (years 1500..2099), not part of a
+# longer number (a newspaper's id such as sn84026749 holds none).
+_DATE = re.compile(r"(?<!\d)(1[5-9]\d\d|20\d\d)[-_]?(0[1-9]|1[0-2])[-_]?(0[1-9]|[12]\d|3[01])(?!\d)")
 _YEAR = re.compile(r"(?<!\d)(1[5-9]\d\d|20\d\d)(?!\d)")
 # Region counts are told apart in these buckets: (upper bound exclusive, name).
 _REGION_BUCKETS = ((10, "<10"), (30, "10-29"), (100, "30-99"), (float("inf"), "100+"))
@@ -53,12 +53,11 @@ def issue_of(page_id: str) -> tuple[str, str | None]:
     """(issue, year) of a page, from the readable part of its id (the folders and stem of its
     path under the input root, folders joined by ``__``; `inputs.page_id_for`).
 
-    The rule: when the name holds a date, the issue is the name up to the end of the first date
-    (``nzz_17810901`` of ``nzz_17810901_0_0_a1_p1_1``, ``sn84026749__1908-03-12`` of
-    ``sn84026749__1908-03-12__ed-1__seq-1``: one title's pages of one day), and the year is the
-    date's. Otherwise the issue is the folder part (every page of one folder is one issue) or,
-    for a page in no folder, the page itself; the year is the first stand-alone year (1500..2099)
-    in the name, else None.
+    The rule: the first date in the name is the issue (``1781-09-01`` for
+    ``nzz_17810901_0_0_a1_p1_1``, ``1908-03-12`` for ``sn84026749/1908-03-12/ed-1/seq-1``),
+    and its year the year. Otherwise the issue is the folder part (every page of one folder is one
+    issue; ``paper/1921`` for ``paper/1921/p3``) or, for a page in no folder, the page itself;
+    the year is the first stand-alone year (1500..2099) in the name, else None.
 
     >>> issue_of("issue7__p1-0a1b2c3d")
     ('issue7', None)
@@ -66,10 +65,10 @@ def issue_of(page_id: str) -> tuple[str, str | None]:
     readable = page_id.rsplit("-", 1)[0] if re.search(r"-[0-9a-f]{8}$", page_id) else page_id
     date = _DATE.search(readable)
     if date:
-        return readable[:date.end()], date.group(1)
+        return "-".join(date.groups()), date.group(1)
     folder, _, _ = readable.rpartition("__")
     year = _YEAR.search(readable)
-    return folder or readable, year.group(1) if year else None
+    return folder.replace("__", "/") or readable, year.group(1) if year else None
 
 
 def layout_signature(text_xyxy: np.ndarray, n_regions: int, width: float) -> str:

@@ -104,7 +104,7 @@ def test_suggest_writes_a_bundle_spread_over_issues(run, capsys):
     # the loudest page of issue 1801-09-22, then one page each of the other two issues, although
     # two more pages of the first disagree more (0.85, 0.8 against 0.4 and 0.3)
     assert [r["page_id"] for r in rows] == [PAGES[0][1], PAGES[3][1], PAGES[4][1]]
-    assert [r["issue"] for r in rows] == ["nzz_18010922", "nzz_18500105", "nzz_19000310"]
+    assert [r["issue"] for r in rows] == ["1801-09-22", "1850-01-05", "1900-03-10"]
     assert [float(r["disagreement"]) for r in rows] == [PAGES[0][2], PAGES[3][2], PAGES[4][2]]
     assert [r["image"] for r in rows] == ["nzz_18010922_p1.png", "nzz_18500105_p1.png", "nzz_19000310_p1.png"]
     assert "review source disagreement" in out and PAGES[3][1] in out
