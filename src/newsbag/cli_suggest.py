@@ -16,9 +16,11 @@ _BUNDLE_DIR = "bundle"   # RUN/exports/bundle: export --bundle's folder
 def _finish(result, as_json: bool, payload: dict, lines: list[str]) -> None:
     """Print what a bundle write did (JSON or lines) on stdout; raise PartialFailure when a page was left out."""
     from .errors import PartialFailure
+    from .export.bundle import LIST_COLUMNS
 
-    payload = {**payload, "bundle": str(result.folder), "written": result.written, "kept_corrected": result.kept,
-               "failures": result.failures}
+    rows = [{k: r.get(k) for k in LIST_COLUMNS} for r in result.rows]
+    payload = {"pages": rows, **payload, "bundle": str(result.folder), "written": result.written,
+               "kept_corrected": result.kept, "failures": result.failures}
     if as_json:
         click.echo(json.dumps(payload, ensure_ascii=False, indent=1))
     else:
@@ -51,7 +53,7 @@ def suggest(run_dir, count, out, as_json):
              p.facts.layout] for p in picks]
     lines = [f"disagreement: {MEASURES[measure]}",
              *aligned_lines([["rank", "page_id", "disagreement", "issue", "year", "layout"], *rows])]
-    _finish(result, as_json, {"measure": measure, "picks": result.rows}, lines)
+    _finish(result, as_json, {"measure": measure}, lines)
 
 
 def _export_bundle(run_dir: Path, variants: tuple[str, ...], formats, sources, as_json: bool) -> None:
@@ -69,7 +71,7 @@ def _export_bundle(run_dir: Path, variants: tuple[str, ...], formats, sources, a
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
     result = write_bundle(run_dir, rundir.exports_dir(run_dir) / _BUNDLE_DIR, ids, None,
                           variants[0] if variants else None)
-    _finish(result, as_json, {"pages": result.rows}, [])
+    _finish(result, as_json, {}, [])
 
 
 def bundle_option(func):

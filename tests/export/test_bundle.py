@@ -16,7 +16,7 @@ from nbtest import run_cli, write_image, write_manifest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from xsd import PAGE_XSD, validation_errors  # noqa: E402
 
-from newsbag.export.bundle import bundle_basenames, write_bundle  # noqa: E402
+from newsbag.export.bundle import LIST_COLUMNS, bundle_basenames, write_bundle  # noqa: E402
 from newsbag.export.mets import IMAGE_GROUP, PAGE_GROUP, PAGE_MIMETYPE  # noqa: E402
 from newsbag.manifest import PageRecord  # noqa: E402
 
@@ -115,7 +115,8 @@ def test_suggest_json_and_out(run, capsys, tmp_path):
     assert code == 0
     payload = json.loads(out)
     assert payload["measure"] == "review" and payload["bundle"] == str(tmp_path / "mine")
-    assert [p["page_id"] for p in payload["picks"]] == [PAGES[0][1], PAGES[3][1]]
+    assert [p["page_id"] for p in payload["pages"]] == [PAGES[0][1], PAGES[3][1]]
+    assert list(payload["pages"][0]) == list(LIST_COLUMNS)
     assert not (run / "corrections").exists()
 
 
@@ -127,7 +128,7 @@ def test_suggest_without_review_ranks_by_fusion_agreement(run, capsys):
     (run / "outputs" / "fusion" / "per_page_source_metrics.tsv").write_text("\n".join(table) + "\n")
     code, out, _ = run_cli(capsys, "suggest", "--run-dir", run, "-n", "1", "--json")
     assert code == 0
-    (pick,) = json.loads(out)["picks"]
+    (pick,) = json.loads(out)["pages"]
     assert json.loads(out)["measure"] == "fusion"
     assert pick["page_id"] == PAGES[0][1] and pick["disagreement"] == pytest.approx(1 - 0.05)
 
