@@ -91,9 +91,12 @@ def _check_bundle(folder: Path, scans: Path) -> list[dict]:
     assert {f.get("MIMETYPE") for f in groups[PAGE_GROUP]} == {PAGE_MIMETYPE}
     divs = mets.findall(".//mets:structMap[@TYPE='PHYSICAL']/mets:div[@TYPE='physSequence']/mets:div", METS)
     assert [d.get("ORDER") for d in divs] == [str(k) for k in range(1, len(rows) + 1)]
-    assert [[p.get("FILEID") for p in d] for d in divs] == [[f"{IMAGE_GROUP}_{k:04d}", f"{PAGE_GROUP}_{k:04d}"]
+    # a PAGE file's ID is its pcGtsId, as OCR-D's workspace validator asks
+    pcgts = [etree.parse(str(folder / r["xml"])).getroot().get("pcGtsId") for r in rows]
+    assert [f.get("ID") for f in groups[PAGE_GROUP]] == pcgts
+    assert [[p.get("FILEID") for p in d] for d in divs] == [[f"{IMAGE_GROUP}_{k:04d}", pcgts[k - 1]]
                                                            for k in range(1, len(rows) + 1)]
-    assert mets.findtext(".//mods:identifier", namespaces=METS)
+    assert mets.find(".//mods:identifier[@type='urn']", METS).text.startswith("urn:newsbag:")
     return rows
 
 

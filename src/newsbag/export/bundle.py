@@ -33,6 +33,8 @@ METS_NAME, LIST_NAME = "mets.xml", "list.tsv"
 # xml_sha256 is the PAGE-XML as newsbag wrote it, so a later write knows a file corrected since.
 LIST_COLUMNS = ("rank", "page_id", "image", "xml", "disagreement", "issue", "year", "layout", "gain", "xml_sha256")
 _RESERVED = {Path(METS_NAME).stem.casefold(), Path(LIST_NAME).stem.casefold()}
+_PCGTS_ID = re.compile(rb'pcGtsId="([A-Za-z_][\w.-]*)"')
+_HEAD_BYTES = 4096
 _MIMETYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
               ".tiff": "image/tiff"}
 
@@ -117,7 +119,7 @@ def _write_page(run_dir: Path, folder: Path, record: PageRecord, name: str, vari
     layer = f"fusion/{variant}"
     info = ExportInfo(layer=layer, method=method, tool=_TOOL, created=_created(src),
                       fingerprint=freshness.fingerprint("export", "bundle", revision("export/page-xml"), layer,
-                                                        freshness.file_identity(src)),
+                                                        record.page_id, freshness.file_identity(src)),
                       image_filename=image_name)
     data = page_xml(page, info)
     xml = folder / f"{name}.xml"
@@ -132,6 +134,16 @@ def _write_page(run_dir: Path, folder: Path, record: PageRecord, name: str, vari
     atomic_write_bytes(folder / image_name, image.read_bytes(), keep_same=True)
     return {"page_id": record.page_id, "image": image_name, "xml": xml.name, "xml_sha256": sha,
             "created": info.created}
+
+
+def _pcgts_id(path: Path) -> str | None:
+    """The ``pcGtsId`` of the PAGE-XML at `path` (from its first bytes, where the root element is), or None."""
+    try:
+        with open(path, "rb") as fh:
+            found = _PCGTS_ID.search(fh.read(_HEAD_BYTES))
+    except OSError:
+        return None
+    return found.group(1).decode("utf-8", "replace") if found else None
 
 
 def _drop_stale(folder: Path, before: Mapping[str, str], rows: list[dict]) -> None:
@@ -192,10 +204,11 @@ def write_bundle(run_dir: Path, folder: Path, page_ids: list[str], facts: Mappin
     # The newest layout's time, not the clock: a rerun with nothing changed writes the same METS.
     created = max((r["created"] for r in result.rows), default="1970-01-01T00:00:00Z")
     pages = [MetsPage(r["image"], _MIMETYPES.get(Path(r["image"]).suffix)
-                      or mimetypes.guess_type(r["image"])[0] or "application/octet-stream", r["xml"], r["page_id"])
+                      or mimetypes.guess_type(r["image"])[0] or "application/octet-stream", r["xml"], r["page_id"],
+                      _pcgts_id(folder / r["xml"]))
              for r in result.rows]
-    atomic_write_bytes(folder / METS_NAME, bundle_mets(pages, created=created, creator=_TOOL,
-                                                       identifier=f"newsbag:{run_dir.resolve().name}:{variant}"),
+    identifier = f"urn:newsbag:{_safe(run_dir.resolve().name)}:{_safe(variant)}"
+    atomic_write_bytes(folder / METS_NAME, bundle_mets(pages, created=created, creator=_TOOL, identifier=identifier),
                        keep_same=True)
     atomic_write_text(folder / LIST_NAME, tsv_text(result.rows, list(LIST_COLUMNS)), keep_same=True)
     return result
