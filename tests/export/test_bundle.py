@@ -227,3 +227,17 @@ def test_bundle_image(tmp_path, copy_sha256, orientation, original_there, expect
                         copy_sha256=copy_sha256, conversion=1)
     got = bundle_image(run, record)
     assert got == (run / "../scans/p.tif" if expected == "original" else copy)
+
+
+def test_a_rewrite_copies_an_image_again_only_when_it_changed(run):
+    folder = run / "b"
+    ids = [pid for _, pid, _ in PAGES]
+    write_bundle(run, folder, ids[:2])
+    copy, original = folder / "nzz_18010922_p1.png", run.parent / "scans" / "nzz_18010922_p1.png"
+    assert copy.stat().st_mtime_ns == original.stat().st_mtime_ns
+    inode = copy.stat().st_ino
+    write_bundle(run, folder, ids[:2])
+    assert copy.stat().st_ino == inode   # same size and time: not copied again
+    write_image(original, size=(W, H), mode="L")   # the scan replaced
+    write_bundle(run, folder, ids[:2])
+    assert copy.read_bytes() == original.read_bytes()
