@@ -31,13 +31,15 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.slurm.canary", "newsbag.slurm.limits"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
-        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
+        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
+        "newsbag.suggest"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
-        "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status
-    ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),
+        "newsbag.slurm.plan",   # which stages have work: it reads the run's status
+        "newsbag.export.bundle", "newsbag.corrections"})),   # correction bundles: written like an export
+    ("command line", frozenset({"newsbag.cli", "newsbag.cli_suggest", "newsbag.__main__"})),
 )
 
 
