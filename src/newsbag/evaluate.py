@@ -206,6 +206,9 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     matched, unmatched, bad = match_pages(run_dir, gt_dir)
     for name, why in bad.items():
         log.warning("evaluate: ground truth %s: %s; skipped", gt_root(gt_dir) / name, why)
+    for name in unmatched:
+        log.warning("evaluate: ground truth %s: no run page is the image it names (by file, page id, path, or "
+                    "file name without extension); skipped", gt_root(gt_dir) / name)
     out = rundir.evaluation_dir(run_dir)
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]

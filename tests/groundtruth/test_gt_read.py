@@ -201,3 +201,24 @@ def test_the_label_table_is_the_manual_s():
 
     assert label_table_markdown() in (REPO / "docs/ground-truth.md").read_text(encoding="utf-8")
     assert all(key == key.lower().replace("_", "-") for key in TYPES)   # as `type_key` compares them
+
+
+def test_ground_truth_of_no_run_page_is_named_and_the_rest_scored(tmp_path, caplog):
+    from nbtest import write_manifest
+    from newsbag.evaluate import run_evaluate
+
+    run = tmp_path / "run"
+    write_manifest(run, [{"page_id": "s1", "path": "scans/issue1/s1.tif", "width": 1000, "height": 2000}])
+    (run / "outputs/sources/x/y").mkdir(parents=True)
+    (run / "outputs/sources/x/y/s1.json").write_text(json.dumps(
+        {"page_id": "s1", "image": {"path": "scans/issue1/s1.tif", "width": 1000, "height": 2000}, "source": {},
+         "regions": [{"bbox_xyxy": [10, 60, 400, 300], "label": "t", "class": "text"}]}))
+    body = '<TextRegion id="p"><Coords points="10,60 400,60 400,300 10,300"/></TextRegion>'
+    _write(tmp_path / "gt/issue1/page/s1.xml", _page_xml(PAGE_2019, body, image="s1.jpg"))   # by file name
+    _write(tmp_path / "gt/issue9/page/s9.xml", _page_xml(PAGE_2019, body, image="s9.jpg"))
+    with caplog.at_level("WARNING"):
+        res = run_evaluate(run, tmp_path / "gt")
+    assert res["pages"] == 1 and res["sources"][0]["iou_f1"] == 1.0 and res["unmatched_gt"] == ["issue9/page/s9.xml"]
+    assert [r.getMessage() for r in caplog.records if "s9" in r.getMessage()] == [
+        f"evaluate: ground truth {tmp_path / 'gt/issue9/page/s9.xml'}: no run page is the image it names (by file, "
+        "page id, path, or file name without extension); skipped"]
