@@ -222,3 +222,18 @@ def test_ground_truth_of_no_run_page_is_named_and_the_rest_scored(tmp_path, capl
     assert [r.getMessage() for r in caplog.records if "s9" in r.getMessage()] == [
         f"evaluate: ground truth {tmp_path / 'gt/issue9/page/s9.xml'}: no run page is the image it names (by file, "
         "page id, path, or file name without extension); skipped"]
+
+
+@pytest.mark.parametrize("xml, image, named, expected", [
+    ("a/p1.xml", "a/p1.tif", "p1.tif", "a/p1.tif"),                           # beside the file (eScriptorium)
+    ("a/page/p1.xml", "a/p1.tif", "p1.tif", "a/p1.tif"),                      # Transkribus
+    ("ws/OCR-D-GT-SEG/g1.xml", "ws/OCR-D-IMG/1.tif", "OCR-D-IMG/1.tif", "ws/OCR-D-IMG/1.tif"),   # OCR-D workspace
+    ("a/page/p1.xml", None, "p1.tif", "a/p1.tif"),                            # images not exported: Transkribus' place
+    ("a/p1.xml", None, "C:\\scans\\p1.tif", "C:/scans/p1.tif"),               # Aletheia on Windows
+])
+def test_the_named_image_is_found_where_each_tool_puts_it(tmp_path, xml, image, named, expected):
+    _write(tmp_path / "gt" / xml, _page_xml(PAGE_2019, "", image=named))
+    if image:
+        _write(tmp_path / "gt" / image, "")
+    (page,), _ = read_ground_truth(tmp_path / "gt")
+    assert page.image == expected

@@ -52,18 +52,21 @@ def _clean(name: str) -> str:
 def image_path(root: Path, file: Path, name: str) -> str:
     """The image `name` a ground-truth `file` names, relative to the ground-truth `root`.
 
-    Tools resolve it against the file's own folder; a Transkribus export keeps its XML in a
-    ``page/`` folder beside the images and names them bare, so in a `TOOL_FOLDERS` folder the
-    parent is taken unless the image exists beside the file. An absolute name stays absolute.
+    Tools resolve it against different folders: the file's own (eScriptorium, newsbag), the
+    folder above a ``page/`` folder (Transkribus names the image bare), the workspace holding
+    the file's folder (OCR-D: ``OCR-D-IMG/0001.tif``). The first of the file's folder and the
+    folders above it, up to `root`, where the image exists is taken; when it exists nowhere,
+    the file's folder (the one above a `TOOL_FOLDERS` folder). An absolute name stays absolute.
     """
     name = _clean(name)
     if not name:
         return ""
     if posixpath.isabs(name) or (len(name) > 1 and name[1] == ":"):
         return name
-    folder = file.parent
-    if folder.name.lower() in TOOL_FOLDERS and not (folder / name).exists():
-        folder = folder.parent
+    folders = [file.parent, *file.parent.parents]
+    folders = folders[:folders.index(root) + 1] if root in folders else folders[:1]
+    default = file.parent.parent if file.parent.name.lower() in TOOL_FOLDERS else file.parent
+    folder = next((f for f in folders if (f / name).is_file()), default)
     return Path(os.path.normpath(os.path.relpath(folder / name, root))).as_posix()
 
 
