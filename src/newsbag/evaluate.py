@@ -98,8 +98,10 @@ def evaluate_page_class(pred: np.ndarray, gt: np.ndarray, width: float, height: 
     out["over_merge"] = float(n_in[n_in > 0].mean()) if (n_in > 0).any() else np.nan
     x_disjoint = (gt[:, None, 2] <= gt[None, :, 0]) | (gt[None, :, 2] <= gt[:, None, 0])
     y_overlap = np.minimum(gt[:, None, 3], gt[None, :, 3]) > np.maximum(gt[:, None, 1], gt[None, :, 1])
-    side = (x_disjoint & y_overlap).astype(np.int64)
-    hi = holds.astype(np.int64)
+    # float32 for BLAS: an int64 product has none, and took 12.9 s for 2,000 GT regions and
+    # predictions (0.5 s now); its counts stay below 2**24, so > 0 is exact.
+    side = (x_disjoint & y_overlap).astype(np.float32)
+    hi = holds.astype(np.float32)
     xpred = ((hi @ side) * hi).sum(axis=1) > 0
     out["xcol"] = float(xpred.mean()) if len(pred) else np.nan
     if len(gt):
