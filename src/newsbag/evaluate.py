@@ -49,6 +49,7 @@ LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
              "over_merge", "xcol", "b1x", "n_pred", "n_gt")
 PRED_CLASS = {"text": "text", "title": "text", "line": "text", "image": "image", "table": "table"}
+_NAMED = 5   # unmatched ground-truth pages named in the warning
 CLASSES = ("text", "image", "table")
 
 log = logging.getLogger(__name__)
@@ -262,9 +263,11 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     matched, unmatched, bad = match_pages(run_dir, gt_dir)
     for name, why in bad.items():
         log.warning("evaluate: ground truth %s: %s; skipped", gt_root(gt_dir) / name, why)
-    for name in unmatched:
-        log.warning("evaluate: ground truth %s: no run page is the image it names (by file, page id, path, or "
-                    "file name without extension); skipped", gt_root(gt_dir) / name)
+    if unmatched:   # one line, not one per file: ground truth of a whole collection against a few pages is common
+        shown = ", ".join(unmatched[:_NAMED])
+        log.warning("evaluate: %d ground-truth page(s) in %s match no run page (by the image they name, page id, "
+                    "path, or file name without extension), skipped: %s%s", len(unmatched), gt_root(gt_dir), shown,
+                    f" and {len(unmatched) - _NAMED} more" if len(unmatched) > _NAMED else "")
     out = rundir.evaluation_dir(run_dir)
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]
