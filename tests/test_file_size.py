@@ -11,7 +11,6 @@ MAX_LINES = 500
 # The files still over the cap, each with its line count when the cap came as its ceiling: none
 # may grow, and each leaves this list once a split brings it under the cap (issue 45, "Rooms").
 OVER_CAP = {
-    "runners/_loop.py": 993,                          # the page loop and every helper it uses
     "src/newsbag/cli.py": 827,                        # the command definitions and the `run` options
     "src/newsbag/config.py": 601,                     # pipeline parsing, validation and params
     "src/newsbag/contract.py": 534,                   # the page contract, its reader and repair

@@ -158,6 +158,23 @@ def test_a_runner_family_s_code_is_every_helper_it_reaches(tmp_path):
     assert _now(SRC, runners)["runner/fam"]["code"] != before
 
 
+def test_a_helper_reached_only_through_the_loop_changes_every_runner_family(tmp_path):
+    """`_report.py` (the run report) is imported by `_loop.py` alone: an edit to it is an edit to
+    every family that runs through the loop, which is all of them."""
+    direct = [s.name for s in RUNNERS.glob("*.py") if not s.name.startswith("_")
+              and any(isinstance(n, (ast.Import, ast.ImportFrom)) and "_report" in
+                      ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module])
+                      for n in ast.walk(ast.parse(s.read_text(encoding="utf-8"))))]
+    assert direct == []
+    runners = tmp_path / "runners"
+    shutil.copytree(RUNNERS, runners, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(runners / "_report.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef appended_by_the_test():\n    return None\n")
+    before, after = _now(SRC, RUNNERS), _now(SRC, runners)
+    changed = {key for key in after if after[key]["code"] != before[key]["code"]}
+    assert changed == {f"runner/{spec.name[:-len('.tool.json')]}" for spec in RUNNERS.glob("*.tool.json")}
+
+
 def test_infrastructure_names_modules_an_entry_imports():
     """No stale name in the list, and no content module hidden in it."""
     imported = set(import_closure(tuple(e for r in revisions.REVISIONS.values() for e in r.entries)))
