@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
+        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
     ("run directory, inputs and configuration", frozenset({
@@ -33,14 +33,15 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
-        "newsbag.review.scan"})),
+        "newsbag.review.scan", "newsbag.suggest", "newsbag.groundtruth.*"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",
         "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
-        "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status
-    ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),
+        "newsbag.slurm.plan",   # which stages have work: it reads the run's status
+        "newsbag.export.bundle", "newsbag.corrections"})),   # correction bundles: written like an export
+    ("command line", frozenset({"newsbag.cli", "newsbag.cli_suggest", "newsbag.__main__"})),
 )
 
 

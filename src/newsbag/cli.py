@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .cli_suggest import bundle_option, suggest
 from .errors import NewsbagError, did_you_mean
 
 __all__ = ["cli", "main"]
@@ -135,7 +136,7 @@ def _input_options(func):
 
 
 # The order a user needs the commands in (click lists them alphabetically).
-_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "pages", "doctor")
+_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "suggest", "pages", "doctor")
 
 
 class _Group(click.Group):
@@ -196,6 +197,9 @@ def cli() -> None:
       newsbag status --run-dir runs/demo                               # what is done, what failed
     then open runs/demo/review/index.html; `newsbag COMMAND --help` for each command.
     """
+
+
+cli.command("suggest")(_common(suggest))
 
 
 @cli.command(cls=_SectionedCommand, sections={
@@ -436,6 +440,7 @@ class _FormatsType(click.ParamType):
 @click.option("--variant", "variants", multiple=True,
               help="Fused variant to export (repeatable; 'all' = every variant; default: the recommended one).")
 @click.option("--sources", is_flag=True, default=None, help="Export every source layout too.")
+@bundle_option
 def export(run_dir, config_path, force, workers, as_json, formats, variants, sources):
     """Write PAGE-XML, ALTO and COCO exports of the fused (and source) layouts under RUN/exports."""
     overrides = {k: v for k, v in (("formats", list(formats) if formats else None),
@@ -472,8 +477,9 @@ def transcribe(run_dir, config_path, force, workers, as_json):
 
 @cli.command()
 @_common
-@click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Ground truth folder (index.json + annotations/, the nzz format).")
+@click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, path_type=Path),
+              help="Ground truth: a folder of PAGE-XML or ALTO files (a Transkribus export too), a COCO JSON file, "
+                   "or the nzz format (a folder with annotations/); see the manual's Ground truth page.")
 def evaluate(run_dir, gt_dir):
     """Score every source and fusion variant against ground truth."""
     from .evaluate import format_summary, run_evaluate
