@@ -41,7 +41,7 @@ def test_a_stale_fused_variant_makes_its_readers_stale_in_status_dry_run_and_slu
         assert run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fake")[0] == 0
     else:                    # an upgrade whose consensus code makes other boxes
         now = revisions.REVISIONS["fusion/consensus"]
-        monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+        monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.entries))
     pages = 2
 
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")

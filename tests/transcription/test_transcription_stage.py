@@ -444,7 +444,7 @@ def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_stat
     run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
     now = revisions.REVISIONS["transcription"]
-    monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.entries))
     assert transcript_status(run, read_pages(run), {}) == [Outputs(
         "C", done=0, stale=2, failed=0, pending=0,
         reasons={f"made by transcription code revision {now.number}, now {now.number + 1}": 2})]
