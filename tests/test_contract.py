@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from newsbag.contract import MAX_REGIONS, repair_regions, validate_source_page
+from newsbag.contract import MAX_REGIONS
 from newsbag.io import dumps_strict, read_page, write_json
+from newsbag.page_repair import repair_regions, validate_source_page
 
 
 def page_with(boxes, width=100, height=50, scores=None):
@@ -179,7 +180,8 @@ def test_compact_json_is_strict_and_reads_back_the_same_values(tmp_path, monkeyp
 
 
 def test_repaired_boxes_are_the_boxes_of_the_repaired_page(tmp_path, caplog):
-    from newsbag.contract import boxes_from_page, repaired_boxes
+    from newsbag.contract import boxes_from_page
+    from newsbag.page_repair import repaired_boxes
     from newsbag.io import read_source_boxes
 
     boxes = [[10, 10, 20, 20], [math.nan, 0, 5, 5], [None, 0, 5, 5], [30, 25, 12, 2], [-5, -5, 10, 1e9],

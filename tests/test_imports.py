@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
         "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
-    ("contract", frozenset({"newsbag.contract"})),
+    ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",

@@ -375,7 +375,7 @@ def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tup
     Raises:
         ValueError: as `read_page`.
     """
-    from .contract import repaired_boxes, warnings_with
+    from .page_repair import repaired_boxes, warnings_with
 
     page = read_valid_page(path, page_id)
     family = page["source"].get("family") or source.split("/")[0]
@@ -398,13 +398,14 @@ def read_valid_page(path: str | os.PathLike, page_id: str) -> dict:
         ValueError: as `read_page`.
     """
     from . import contract
+    from .page_repair import validate_source_page
 
     try:
         size = os.stat(path).st_size
         if size > contract.MAX_PAGE_BYTES:
             raise ValueError(f"{_size_text(size)}, over the {_size_text(contract.MAX_PAGE_BYTES)} a page file may hold")
         page = read_json(path)
-        contract.validate_source_page(page)
+        validate_source_page(page)
     except (OSError, ValueError) as exc:
         reason = first_line(exc)
         raise ValueError(f"{path}: {reason}") from None
@@ -426,14 +427,14 @@ def _refuse_piles(path: str | os.PathLike, xyxy) -> None:
 
 
 def _log_repairs(page_id: str, path, repaired: dict[str, int]) -> None:
-    from .contract import repairs_text
+    from .page_repair import repairs_text
 
     log.warning("page %s: %s: repaired boxes: %s", page_id, path, repairs_text(repaired))
 
 
 def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) -> dict:
     """A source or fused page that passes the contract and belongs to `page_id`, with its
-    lying boxes repaired (`contract.repair_regions`: every reader gets the same boxes; what
+    lying boxes repaired (`page_repair.repair_regions`: every reader gets the same boxes; what
     was repaired is added to the page's ``warnings`` and logged once per read).
 
     A fused page stores its regions' ``members`` as indices into the page's member table,
@@ -445,7 +446,8 @@ def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) ->
         ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page,
             boxes piled up: `_refuse_piles`).
     """
-    from .contract import region_corners, repair_regions
+    from .contract import region_corners
+    from .page_repair import repair_regions
 
     page, repaired = repair_regions(read_valid_page(path, page_id))
     _refuse_piles(path, region_corners(page["regions"]))
