@@ -39,7 +39,7 @@ __all__ = [
 # (README "Performance"), and a fused page of 20,000 boxes is 12 MB.
 MAX_REGIONS = 100_000
 MAX_PAGE_BYTES = 256_000_000
-# Overlapping box pairs, on one page's repaired boxes (`io`) and on a page's sources pooled
+# Overlapping box pairs, on one page's repaired boxes (`page_reader`) and on a page's sources pooled
 # (fusion): every reader that pairs boxes holds each pair, and 30,000 boxes piled on one spot
 # (3 MB) are 450 million (> 6 GB). Measured: densest real source 2,505, densest pool 11,327;
 # the 20,000-box benchmark pool 84,504; a pool at the bound fuses in 0.4 s and 183 MB.

@@ -1,5 +1,5 @@
 """What a reader accepts of a source page's JSON, and the repair of its lying boxes: the contract's
-checks on page dicts, applied the same way for every reader (`io.read_page`)."""
+checks on page dicts, applied the same way for every reader (`page_reader.read_page`)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def _repair_boxes(xyxy: np.ndarray, bad_score: np.ndarray, image: dict
 def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
     """The page with its lying boxes mended or dropped, and what was done (counts).
 
-    The one place every reader's boxes are repaired (via `io.read_page`):
+    The one place every reader's boxes are repaired (via `page_reader.read_page`):
     a coordinate that is NaN, infinite or null drops the box (``non_finite_box``); inverted
     corners are swapped (``inverted_box``); boxes reaching off the page are clipped to it
     (``clipped_box``) and dropped when nothing is left (``outside_page_box``); a box less
