@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                                                             "newsbag.page_reader"})),   # page files read by the contract
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.image_depth",   # the 8-bit copy's scaling, which images uses
         "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",
