@@ -15,9 +15,9 @@ OVER_CAP = {
     "src/newsbag/config.py": 601,                     # pipeline parsing, validation and params
     "src/newsbag/fusion/fuse.py": 905,                # the fusion methods and their shared steps
     "src/newsbag/fusion/order.py": 768,               # reading order and its column model
-    "src/newsbag/fusion/stage.py": 867,               # page fusion, disk, freshness, leaderboard
-    "src/newsbag/orchestrator.py": 665,               # starting runners and reading their events
-    "src/newsbag/review/stage.py": 743,               # boards, their freshness and the gallery
+    "src/newsbag/fusion/stage.py": 868,               # page fusion, disk, freshness, leaderboard
+    "src/newsbag/orchestrator.py": 666,               # starting runners and reading their events
+    "src/newsbag/review/stage.py": 744,               # boards, their freshness and the gallery
     "src/newsbag/review/templates/gallery.js": 545,   # the gallery's browser code
     "src/newsbag/transcription.py": 536,              # the transcription stage and its recogniser
 }
