@@ -3,189 +3,28 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from contextlib import contextmanager
-from functools import cache, wraps
+from functools import cache
 from pathlib import Path
 
 import click
 
 from . import __version__
+from .cli_kit import (Group, SectionedCommand, ShardType, builtin_options, common, config_option, csv_list,
+                      input_options)
 from .cli_suggest import bundle_option, suggest
 from .errors import NewsbagError, did_you_mean
+from .logsetup import setup_logging
 
 __all__ = ["cli", "main"]
-
-log = logging.getLogger("newsbag")
-
-
-class _LogFormatter(logging.Formatter):
-    """A plain line for users: the time (Slurm logs), "WARNING: "/"ERROR: " when it is one, the
-    message; the level and module of every line only at debug level, where a developer reads it."""
-
-    def __init__(self, debug: bool):
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s" if debug
-                         else "%(asctime)s %(level_tag)s%(message)s", "%Y-%m-%d %H:%M:%S")
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        record.level_tag = f"{record.levelname}: " if record.levelno >= logging.WARNING else ""
-        return super().formatMessage(record)
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever `sys.stderr` is when a line is logged, not the one it was made with: a
-    caller that swaps it (pytest's capture, a program calling `main`) gets the lines, and a
-    closed earlier stream never breaks a later call."""
-
-    def __init__(self):
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value) -> None:
-        pass
-
-
-def _setup_logging(level: str) -> None:
-    root = logging.getLogger()
-    debug = level.lower() == "debug"
-    handler = getattr(root, "_newsbag_handler", None)
-    if handler is None:
-        from .progress import is_interactive
-
-        if is_interactive():
-            from rich.logging import RichHandler
-            from rich.console import Console
-
-            handler = RichHandler(console=Console(stderr=True), show_path=False)
-        else:
-            handler = _StderrHandler()
-        # Added, not put in place of the root's handlers: a program that calls `main` keeps its own
-        # (pytest's log capture was dropped by the first call in a process, so tests passed or failed by order).
-        root.addHandler(handler)
-        root._newsbag_handler = handler  # type: ignore[attr-defined]
-    if isinstance(handler, logging.StreamHandler):
-        handler.setFormatter(_LogFormatter(debug))
-    else:  # rich shows the time and level itself
-        handler.setFormatter(logging.Formatter("%(name)s: %(message)s" if debug else "%(message)s"))
-    root.setLevel(level.upper())
-
-
-def _common(func):
-    """Options every command shares: --run-dir and --log-level."""
-
-    @click.option("--run-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-                  help="Run directory (`run` and `pages` create it; every command resumes or reads what is there).")
-    @click.option("-l", "--log-level", default="info", show_default=True,
-                  type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False))
-    @wraps(func)
-    def wrapper(*args, log_level: str, **kwargs):
-        _setup_logging(log_level)
-        return func(*args, **kwargs)
-
-    return wrapper
-
-
-class ShardType(click.ParamType):
-    name = "K/N"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        try:
-            k, n = (int(v) for v in str(value).split("/"))
-        except ValueError:
-            self.fail(f"{value!r} is not K/N (e.g. 0/4)", param, ctx)
-        if n < 1 or not 0 <= k < n:
-            self.fail(f"{value!r}: need 0 <= K < N", param, ctx)
-        return (k, n)
-
-
-def _csv(value: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
-
-
-_config_option = click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                              help="Pipeline config JSON (default: the embedded CPU bag).")
-
-
-def _input_options(func):
-    @click.argument("inputs", nargs=-1, metavar="[INPUT]...", type=click.Path(exists=True, path_type=Path))
-    @click.option("--input", "input_paths", multiple=True, type=click.Path(exists=True, path_type=Path),
-                  help="A page image or a folder of them (repeatable); the same as naming it after the command.")
-    @click.option("--input-dir", "input_dirs", multiple=True,
-                  type=click.Path(exists=True, file_okay=False, path_type=Path),
-                  help="Folder of page images (repeatable).")
-    @click.option("--recursive", is_flag=True, help="Descend into sub-folders of --input-dir.")
-    @click.option("--manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                  help="File with one image path per line (# comments, relative to the file).")
-    @click.option("--max-pages", type=click.IntRange(min=1), help="Take only the first N pages.")
-    @click.option("--max-megapixels", type=click.FloatRange(min=0), default=400.0, show_default=True,
-                  envvar="NEWSBAG_MAX_MEGAPIXELS",
-                  help="Refuse pages whose header declares more pixels, before decoding them (0 = no limit).")
-    @wraps(func)
-    def wrapper(*args, inputs, input_paths, input_dirs, **kwargs):
-        # a single image's id root is its folder (`inputs.list_inputs`), so a file goes where folders go
-        return func(*args, input_dirs=(*inputs, *input_paths, *input_dirs), **kwargs)
-
-    return wrapper
-
 
 # The order a user needs the commands in (click lists them alphabetically).
 _COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "suggest", "pages", "doctor")
 
 
-class _Group(click.Group):
-    """A group whose commands list in `_COMMAND_ORDER`, that names the nearest command for a typo,
-    and that answers being named alone with its help (exit 2), in the click versions that raise
-    an error for it and those that do not."""
-
-    group_class = type   # its sub-groups (slurm) are one too
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args and self.no_args_is_help and not ctx.resilient_parsing:
-            click.echo(ctx.get_help(), err=True)
-            ctx.exit(2)
-        return super().parse_args(ctx, args)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        rank = {name: i for i, name in enumerate(_COMMAND_ORDER)}
-        return sorted(self.commands, key=lambda name: rank.get(name, len(rank)))
-
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        name = args[0] if args else ""
-        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
-            shown = [n for n in self.list_commands(ctx) if not self.commands[n].hidden]
-            ctx.fail(f"no command {name!r}{did_you_mean(name, shown)} (commands: {', '.join(shown)})")
-        return super().resolve_command(ctx, args)
-
-
-class _SectionedCommand(click.Command):
-    """A command whose --help shows its options under headings: `sections` maps a heading to the
-    names of its parameters, in order; a parameter no section names goes under the last one."""
-
-    def __init__(self, *args, sections: dict[str, tuple[str, ...]], **kwargs):
-        super().__init__(*args, **kwargs)
-        self.sections = sections
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        records = {p.name: rec for p in self.get_params(ctx)
-                   if isinstance(p, click.Option) and (rec := p.get_help_record(ctx)) is not None}
-        headings = list(self.sections)
-        for heading in headings:
-            rows = [records.pop(name) for name in self.sections[heading] if name in records]
-            if heading == headings[-1]:
-                rows += records.values()
-            if rows:
-                with formatter.section(heading):
-                    formatter.write_dl(rows)
-
-
-@click.group(cls=_Group, context_settings={"auto_envvar_prefix": "NEWSBAG", "help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, order=_COMMAND_ORDER,
+             context_settings={"auto_envvar_prefix": "NEWSBAG", "help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="newsbag")
 def cli() -> None:
     """Run layout detectors over newspaper pages, fuse their boxes, and say which layout to trust.
@@ -199,16 +38,17 @@ def cli() -> None:
     """
 
 
-cli.command("suggest")(_common(suggest))
+# The commands defined in their own modules: each imports cli_kit, never this module.
+cli.command("suggest")(common(suggest))
 
 
-@cli.command(cls=_SectionedCommand, sections={
+@cli.command(cls=SectionedCommand, sections={
     "Input": ("input_paths", "input_dirs", "recursive", "manifest", "max_megapixels"),
     "Run": ("run_dir", "config_path", "device", "workers", "force", "retry_failed", "max_failed_fraction"),
     "Selection": ("stages", "page_ids", "shard", "max_pages"),
     "Output": ("dry_run", "as_json", "log_level")})
-@_common
-@_input_options
+@common
+@input_options
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Pipeline config JSON (default: the run's config.resolved.json, else the embedded CPU bag).")
 @click.option("--stages", help="Comma-separated stages to run (default: all in the config).")
@@ -229,9 +69,9 @@ def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, con
     from .pipeline import RunOptions, run_pipeline
 
     opts = RunOptions(run_dir=run_dir, config_path=config_path, input_dirs=tuple(input_dirs),
-                      manifest=manifest, recursive=recursive, stages=_csv(stages), max_pages=max_pages,
+                      manifest=manifest, recursive=recursive, stages=csv_list(stages), max_pages=max_pages,
                       max_megapixels=max_megapixels,
-                      page_ids=_csv(page_ids), shard=shard, force=force, device=device, workers=workers,
+                      page_ids=csv_list(page_ids), shard=shard, force=force, device=device, workers=workers,
                       retry_failed=retry_failed, max_failed_fraction=max_failed_fraction)
     if dry_run:
         _print_plan(opts, as_json)
@@ -282,8 +122,8 @@ def _print_plan(opts, as_json: bool) -> None:
 
 
 @cli.command()
-@_common
-@_input_options
+@common
+@input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, as_json):
     """Build RUN/manifests/pages.jsonl only (run once before submitting parallel jobs)."""
@@ -303,7 +143,7 @@ def pages(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, a
 
 
 @cli.command()
-@_common
+@common
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(run_dir, as_json):
     """Pages done / failed / pending per stage and source."""
@@ -348,22 +188,6 @@ def _status_info(run_dir: Path):
     return info, jobs, work
 
 
-def _builtin_options(workers_help: str = "Processes."):
-    def decorate(func):
-        @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                      help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there).")
-        @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
-        @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help=workers_help)
-        @click.option("--json", "as_json", is_flag=True, help="Print the call's summary as JSON on stdout.")
-        @wraps(func)
-        def wrapper(*args, **kwargs):
-            return func(*args, **kwargs)
-
-        return wrapper
-
-    return decorate
-
-
 def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Path | None, force: bool,
                          workers: int, as_json: bool, overrides: dict | None = None) -> None:
     import time
@@ -399,16 +223,16 @@ def _run_builtin_command(command: str, kind: str, run_dir: Path, config_path: Pa
 
 
 @cli.command()
-@_common
-@_builtin_options()
+@common
+@builtin_options()
 def fuse(run_dir, config_path, force, workers, as_json):
     """Fuse the source boxes of a run (CPU only)."""
     _run_builtin_command("fuse", "fusion", run_dir, config_path, force, workers, as_json)
 
 
 @cli.command()
-@_common
-@_builtin_options()
+@common
+@builtin_options()
 def review(run_dir, config_path, force, workers, as_json):
     """Draw review boards and the HTML gallery."""
     _run_builtin_command("review", "review", run_dir, config_path, force, workers, as_json)
@@ -422,7 +246,7 @@ class _FormatsType(click.ParamType):
 
         if isinstance(value, tuple):
             return value
-        names = _csv(value)
+        names = csv_list(value)
         bad = [n for n in names if n not in FORMATS]
         if bad:
             self.fail(f"unknown format {bad[0]!r}{did_you_mean(bad[0], FORMATS)} (choose from {', '.join(FORMATS)}, "
@@ -433,8 +257,8 @@ class _FormatsType(click.ParamType):
 
 
 @cli.command()
-@_common
-@_builtin_options()
+@common
+@builtin_options()
 @click.option("--format", "formats", type=_FormatsType(),
               help="page-xml, alto and/or coco, comma-separated (default: the config's export stage, else all).")
 @click.option("--variant", "variants", multiple=True,
@@ -466,8 +290,8 @@ _ONE_RECOGNISER = ("transcription reads the pages in one recogniser process, whi
 
 
 @cli.command()
-@_common
-@_builtin_options(f"Only 1: {_ONE_RECOGNISER}.")
+@common
+@builtin_options(f"Only 1: {_ONE_RECOGNISER}.")
 def transcribe(run_dir, config_path, force, workers, as_json):
     """Read the text of the recommended variant's regions in reading order, as articles."""
     if workers != 1:   # accepted and silently unused before: a user waited for a speed-up that never came
@@ -476,7 +300,7 @@ def transcribe(run_dir, config_path, force, workers, as_json):
 
 
 @cli.command()
-@_common
+@common
 @click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, path_type=Path),
               help="Ground truth: a folder of PAGE-XML or ALTO files (a Transkribus export too), a COCO JSON file, "
                    "or the nzz format (a folder with annotations/); see the manual's Ground truth page.")
@@ -505,7 +329,7 @@ def evaluate(run_dir, gt_dir):
 
 
 @cli.command()
-@_config_option
+@config_option
 @click.option("--page", "page", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Image to run through every member (default: a synthetic test page).")
 @click.option("--no-page", is_flag=True, help="Check envs and devices only; run no page.")
@@ -522,14 +346,14 @@ def doctor(config_path, page, no_page, stages, device, as_json, log_level):
     from .doctor import format_doctor_table, run_doctor
     from .errors import EnvError
 
-    _setup_logging(log_level)
+    setup_logging(log_level)
     from dataclasses import replace
 
     from .pipeline import with_device
 
     config = with_device(load_config(config_path), device)
     if stages:
-        config = replace(config, stages=config.select(list(_csv(stages))))
+        config = replace(config, stages=config.select(list(csv_list(stages))))
     with tempfile.TemporaryDirectory(prefix="newsbag-doctor-") as tmp:
         if page is None and not no_page:
             page = _synthetic_page(Path(tmp) / "doctor_page.png")
@@ -549,7 +373,7 @@ _stages_option = click.option("--stages", default="", help="Comma-separated stag
 
 
 @slurm.command("stages")
-@_config_option
+@config_option
 @_stages_option
 def slurm_stages(config_path, stages):
     """Print 'name<TAB>kind' for each selected stage, in config order."""
@@ -561,7 +385,7 @@ def slurm_stages(config_path, stages):
 
 
 @slurm.command("check-env")
-@_config_option
+@config_option
 @_stages_option
 @click.pass_context
 def slurm_check_env(ctx, config_path, stages):
@@ -570,7 +394,7 @@ def slurm_check_env(ctx, config_path, stages):
     from .errors import EnvError
     from .slurm.limits import check_envs
 
-    problems = check_envs(load_config(config_path), _csv(stages))
+    problems = check_envs(load_config(config_path), csv_list(stages))
     for msg in problems:
         click.echo(f"newsbag env check: {msg}", err=True)
     if problems:
@@ -600,7 +424,7 @@ def slurm_record(run_dir, job_id, kind, partition, gres, stages, array, dependen
 
 
 @slurm.command("plan")
-@_config_option
+@config_option
 @_stages_option
 @click.option("--gpu", "mode", default="split", show_default=True, help="l40s, h200, split or cpu.")
 @click.option("--split-h200", default="dell,mineru", show_default=True, help="Stages split mode sends to H200.")
@@ -626,8 +450,8 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, sha
     from .slurm.plan import job_array, pending_stages, plan_jobs
 
     config = load_config(config_path)
-    names = list(_csv(stages))
-    jobs, notes = plan_jobs(config, names, mode, _csv(split_h200))
+    names = list(csv_list(stages))
+    jobs, notes = plan_jobs(config, names, mode, csv_list(split_h200))
     if run_dir is not None:
         selected = [n for job in jobs for n in job.stages]
         pending = set(pending_stages(config, selected, run_dir, retry_failed=retry_failed))
