@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan",   # which stages have work: it reads the run's status
         "newsbag.export.bundle", "newsbag.corrections"})),   # correction bundles: written like an export
-    ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_suggest",
+    ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_slurm", "newsbag.cli_suggest",
                                 "newsbag.logsetup", "newsbag.__main__"})),
 )
 
