@@ -12,7 +12,7 @@ import click
 
 from . import __version__
 from .cli_kit import (Group, SectionedCommand, ShardType, builtin_options, common, config_option, csv_list,
-                      input_options)
+                      input_options, split_csv)
 from .cli_slurm import slurm
 from .cli_suggest import bundle_option, suggest
 from .errors import NewsbagError, did_you_mean
@@ -53,8 +53,8 @@ cli.add_command(slurm)
 @input_options
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Pipeline config JSON (default: the run's config.resolved.json, else the embedded CPU bag).")
-@click.option("--stages", help="Comma-separated stages to run (default: all in the config).")
-@click.option("--pages", "page_ids", help="Comma-separated page ids to (re)run.")
+@click.option("--stages", callback=split_csv, help="Comma-separated stages to run (default: all in the config).")
+@click.option("--pages", "page_ids", callback=split_csv, help="Comma-separated page ids to (re)run.")
 @click.option("--shard", type=ShardType(), help="Run only shard K of N of the pages (K/N, 0-based).")
 @click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), help="Override the device of every model stage.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Fusion and review processes.")
@@ -65,23 +65,16 @@ cli.add_command(slurm)
               help="Stop a source once more than this share of its pages failed (default: config, else 0.5).")
 @click.option("--dry-run", is_flag=True, help="Print the plan (pages x sources) and write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
-def run(run_dir, input_dirs, recursive, manifest, max_pages, max_megapixels, config_path, stages, page_ids, shard,
-        device, workers, force, retry_failed, max_failed_fraction, dry_run, as_json):
+def run(dry_run, as_json, **fields):
     """Run the pipeline stages over the pages INPUT... (images or folders; resumes finished pages)."""
-    from .pipeline import RunOptions, run_pipeline
+    from .pipeline import RunOptions, RunSummary, run_pipeline
 
-    opts = RunOptions(run_dir=run_dir, config_path=config_path, input_dirs=tuple(input_dirs),
-                      manifest=manifest, recursive=recursive, stages=csv_list(stages), max_pages=max_pages,
-                      max_megapixels=max_megapixels,
-                      page_ids=csv_list(page_ids), shard=shard, force=force, device=device, workers=workers,
-                      retry_failed=retry_failed, max_failed_fraction=max_failed_fraction)
+    opts = RunOptions(**fields)   # every other option is named as its field
     if dry_run:
         _print_plan(opts, as_json)
         return
-    from .pipeline import RunSummary
-
     summary = RunSummary(pages=0)
-    with _ends_with_summary("run", run_dir, summary, as_json):
+    with _ends_with_summary("run", opts.run_dir, summary, as_json):
         run_pipeline(opts, summary)
 
 
