@@ -11,7 +11,6 @@ MAX_LINES = 500
 # The files still over the cap, each with its line count when the cap came as its ceiling: none
 # may grow, and each leaves this list once a split brings it under the cap (issue 45, "Rooms").
 OVER_CAP = {
-    "src/newsbag/cli.py": 828,                        # the command definitions and the `run` options
     "src/newsbag/config.py": 601,                     # pipeline parsing, validation and params
     "src/newsbag/fusion/fuse.py": 905,                # the fusion methods and their shared steps
     "src/newsbag/fusion/order.py": 768,               # reading order and its column model
