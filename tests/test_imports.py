@@ -36,8 +36,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
-        "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status
-    ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),
+        "newsbag.slurm.plan", "newsbag.recommend", "newsbag.tuning.*"})),   # which stages have work: it reads the run's status
+    ("command line", frozenset({"newsbag.cli", "newsbag.cli_tune", "newsbag.__main__"})),
 )
 
 

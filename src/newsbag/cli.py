@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .cli_tune import recommend_command, tune_command
 from .errors import NewsbagError, did_you_mean
 
 __all__ = ["cli", "main"]
@@ -135,7 +136,8 @@ def _input_options(func):
 
 
 # The order a user needs the commands in (click lists them alphabetically).
-_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "pages", "doctor")
+_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "tune", "recommend", "pages",
+                  "doctor")
 
 
 class _Group(click.Group):
@@ -496,6 +498,10 @@ def evaluate(run_dir, gt_dir):
         click.echo(format_transcripts(transcripts))
         for row in transcripts:
             click.echo(row["written"])
+
+
+cli.add_command(recommend_command(_common))
+cli.add_command(tune_command(_common))
 
 
 @cli.command()

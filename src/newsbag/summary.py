@@ -69,7 +69,7 @@ def _recommendation(recommended: dict, best: dict | None) -> str:
     if not recommended["variant"]:
         return f"recommended: none (no fused variant has a score){best_text}"
     by = recommended["by"]
-    why = "pinned by the config" if by == "config" else "highest score" if by == "score" else by
+    why = {"config": "pinned by the config", "user": "pinned by the user", "score": "highest score"}.get(by, by)
     return f"recommended: {recommended['variant']} ({why}{_score(recommended['score'], ', score {}')}){best_text}"
 
 
