@@ -31,7 +31,7 @@ from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metric
 from .pin import Pin, choose_recommended, is_pinned, read_pin
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
-__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page"]
+__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "pool_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
 
 @dataclass(frozen=True)
 class _Pooled:
-    """One page's sources pooled (`_pool`) and scored (`_measure_sources`)."""
+    """One page's sources pooled (`pool_sources`) and scored (`_measure_sources`)."""
 
     pool: Boxes                       # every source box of the page
     pairs: Pairs                      # its overlapping pairs
@@ -110,7 +110,7 @@ class _Pooled:
     metrics: dict[str, dict] | None   # source -> metrics dict with "family" (`_measure_sources`)
 
 
-def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
+def pool_sources(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
     """One page's sources pooled, not scored yet."""
     pool = Boxes.concat(list(pages.values()))
     # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
@@ -127,7 +127,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 
     ``known``: metrics already computed for exactly these sources; they are returned as is.
     """
-    pooled = _pool(pages, cfg)
+    pooled = pool_sources(pages, cfg)
     if known is not None:
         return replace(pooled, metrics=known)
     pool, pairs, line_mask, line_tree = pooled.pool, pooled.pairs, pooled.line_mask, pooled.line_tree

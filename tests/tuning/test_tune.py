@@ -1,0 +1,85 @@
+"""`newsbag tune` end to end on a synthetic run: records written, and the adoption rule both ways."""
+
+import csv
+import json
+
+import pytest
+from fusion.synthetic_run import LOCAL_SOURCES, write_synthetic_run
+from nbtest import run_cli
+
+from newsbag import rundir
+from newsbag.io import read_page
+
+# One page per issue (a date in each page id), so folds hold out whole issues.
+PAGES = [f"1921-03-0{k}" for k in range(1, 7)]
+TRIALS, FOLDS = 12, 3
+
+
+def _fused_run(tmp_path, capsys):
+    run = write_synthetic_run(tmp_path / "run", LOCAL_SOURCES, PAGES, seed=5)
+    code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
+    assert code == 0, err
+    return run
+
+
+def _gt_from(run, variant, tmp_path):
+    """Ground truth in the nzz format made from `variant`'s own text regions."""
+    gt = tmp_path / f"gt-{variant}"
+    (gt / "annotations").mkdir(parents=True)
+    for pid in PAGES:
+        page = read_page(run / f"outputs/fusion/{variant}/{pid}.json", pid)
+        regions = [{"bbox_xyxy": r["bbox_xyxy"], "label": "text"} for r in page["regions"]
+                   if r["class"] in ("text", "title", "headline")]
+        ann = {"page_id": pid, "image": f"{pid}.png", "width": page["image"]["width"],
+               "height": page["image"]["height"], "regions": regions}
+        (gt / "annotations" / f"{pid}.json").write_text(json.dumps(ann))
+    return gt
+
+
+def _tsv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def _tune(capsys, run, gt):
+    return run_cli(capsys, "tune", "--run-dir", run, "--gt", gt, "--trials", TRIALS, "--folds", FOLDS, "--seed", 1)
+
+
+def test_tune_keeps_the_recommendation_when_it_already_matches_the_ground_truth(tmp_path, capsys):
+    run = _fused_run(tmp_path, capsys)
+    code, out, err = _tune(capsys, run, _gt_from(run, "paragraphs", tmp_path))
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("kept the current recommendation: on 6 pages the held-out gain ")
+    tuning = run / "outputs/tuning"
+    assert len(_tsv(tuning / "trials.tsv")) == TRIALS * FOLDS            # no final study
+    folds = _tsv(tuning / "folds.tsv")
+    assert len(folds) == FOLDS and sum(int(f["test_pages"]) for f in folds) == len(PAGES)
+    pages = _tsv(tuning / "pages.tsv")
+    assert sorted(p["page_id"] for p in pages) == PAGES
+    assert all(float(p["current_iou_f1"]) == pytest.approx(1.0) for p in pages)   # GT is its own output
+    summary = json.loads((tuning / "summary.json").read_text())
+    assert summary["adopted"] is False and summary["tuned"] is None
+    assert not rundir.pin_path(run).exists()
+    assert not (run / "outputs/fusion/tuned").exists()
+    assert rundir.recommended_variant(run) == "paragraphs"
+
+
+def test_tune_adopts_a_fusion_that_gains_on_held_out_pages_and_pins_it(tmp_path, capsys):
+    run = _fused_run(tmp_path, capsys)
+    code, out, err = _tune(capsys, run, _gt_from(run, "union", tmp_path))
+    assert code == 0, err
+    summary = json.loads((run / "outputs/tuning/summary.json").read_text())
+    assert summary["adopted"] is True and summary["gain"]["low"] > 0
+    line = out.splitlines()[0]
+    assert line.startswith("tuned on 6 pages: held-out gain +")
+    assert len(_tsv(run / "outputs/tuning/trials.tsv")) == TRIALS * (FOLDS + 1)   # folds, then all pages
+    config = json.loads(rundir.config_record(run).read_text())
+    fusion = next(s for s in config["stages"] if s.get("kind") == "fusion")
+    assert fusion["variants"]["tuned"] == summary["tuned"]
+    assert "paragraphs" in fusion["variants"]                      # the other variants stay
+    assert sorted(p.stem for p in (run / "outputs/fusion/tuned").glob("*.json")) == PAGES
+    fused = json.loads((run / "outputs/fusion/summary.json").read_text())
+    assert (fused["recommended_variant"], fused["recommended_by"]) == ("tuned", line)
+    code, _, err = run_cli(capsys, "fuse", "--run-dir", run, "--force")   # a rerun keeps the pin
+    assert code == 0, err
+    assert rundir.recommended_variant(run) == "tuned"
