@@ -26,6 +26,7 @@ from ..fusion.variants import DEFAULT_FUSION_CFG, METHODS, Variant, parse_fusion
 from ..io import atomic_write_text, write_json
 from ..progress import track
 from ..recommend import fusion_section
+from ..review.evaluation import write_evaluation_data
 from ..tables import tsv_text
 from .pages import TunePage, load_pages, score_candidate
 from .protocol import PIXEL_GUARD, bootstrap_interval, decide, fold_split
@@ -186,13 +187,14 @@ def run_tune(run_dir: Path, gt_dir: Path, opts: TuneOptions = TuneOptions()) -> 
     if spec is not None:
         _adopt(run_dir, spec, decision.reason)
         written.append(rundir.fused_dir(run_dir, TUNED))
+    write_evaluation_data(run_dir)   # the gallery shows the tuning beside the ground truth
     log.info("tune: %s", result["verdict"])
     return {**result, "written": [str(p) for p in written]}
 
 
 def _write_records(run_dir: Path, result: dict, trial_rows: list[dict], fold_rows: list[dict],
                    page_rows: list[dict]) -> list[Path]:
-    out = run_dir / "outputs" / "tuning"
+    out = rundir.tuning_dir(run_dir)
     paths = [out / "trials.tsv", out / "folds.tsv", out / "pages.tsv", out / "summary.json"]
     for path, rows in zip(paths, (trial_rows, fold_rows, page_rows)):
         atomic_write_text(path, tsv_text(rows, list(rows[0]) if rows else []))

@@ -519,6 +519,12 @@
     $("evaluation-measure").textContent = `(${Object.keys(ev.pages).length} pages with ground truth; ${ev.measure}, higher is better)`;
     evaluationTable(ev);
     evaluationPlot(ev);
+    if (ev.tuning) {
+      const t = ev.tuning;
+      $("evaluation-tuning").textContent = `newsbag tune: ${t.verdict}. Held-out folds (text IoU-F1, tuned vs current): ` +
+        t.folds.map((f) => `fold ${f.fold}, ${f.test_pages} pages: ${f.tuned_iou_f1.toFixed(3)} vs ${f.current_iou_f1.toFixed(3)}`).join("; ") + ".";
+      $("evaluation-tuning").hidden = false;
+    }
     $("evaluation").hidden = false;
     const legend = $("legend");
     const li = document.createElement("li");
