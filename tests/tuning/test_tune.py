@@ -83,3 +83,19 @@ def test_tune_adopts_a_fusion_that_gains_on_held_out_pages_and_pins_it(tmp_path,
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run, "--force")   # a rerun keeps the pin
     assert code == 0, err
     assert rundir.recommended_variant(run) == "tuned"
+
+
+def test_pages_of_one_issue_cannot_be_held_out_and_tune_says_so_in_one_line(tmp_path, capsys):
+    run = write_synthetic_run(tmp_path / "run", LOCAL_SOURCES, ["a1", "a2"], seed=5)   # both in ../images
+    assert run_cli(capsys, "fuse", "--run-dir", run)[0] == 0
+    gt = tmp_path / "gt"
+    (gt / "annotations").mkdir(parents=True)
+    for pid in ("a1", "a2"):
+        (gt / "annotations" / f"{pid}.json").write_text(json.dumps(
+            {"page_id": pid, "image": f"{pid}.png", "width": 2400, "height": 3400,
+             "regions": [{"bbox_xyxy": [100, 100, 900, 900], "label": "text"}]}))
+    code, out, err = run_cli(capsys, "tune", "--run-dir", run, "--gt", gt, "--trials", 2)
+    assert code == 2
+    assert err.strip().splitlines()[-1] == (f"newsbag: error: tune: {gt}: cross-validation needs pages of at least 2 "
+                                            "issues, got 1 (issues are read from the pages' paths)")
+    assert not (run / "outputs/tuning").exists()

@@ -12,7 +12,6 @@ into the run's config, is fused for every page and pinned as recommended.
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -33,8 +32,6 @@ from .protocol import PIXEL_GUARD, bootstrap_interval, decide, fold_split
 from .space import Candidate, baseline_trial, suggest, to_variant_spec
 
 __all__ = ["TuneOptions", "run_tune", "TUNED"]
-
-log = logging.getLogger(__name__)
 
 TUNED = "tuned"   # the variant tuning writes into the run's config
 
@@ -110,16 +107,16 @@ def _held_out(pages: list[TunePage], best: Candidate | None, search: _Search) ->
     return np.column_stack([scores.iou_f1, scores.pixel_f1]), current
 
 
-def _cross_validate(pages: list[TunePage], search: _Search, opts: TuneOptions, tracker
+def _cross_validate(pages: list[TunePage], folds: list[list[str]], search: _Search, opts: TuneOptions
                     ) -> tuple[list[dict], list[dict], list[dict]]:
-    """(trial rows, fold rows, held-out page rows) of the cross-validation."""
+    """(trial rows, fold rows, held-out page rows) of the cross-validation over `folds` (page ids)."""
     by_id = {p.page_id: p for p in pages}
-    folds = fold_split({p.page_id: p.issue for p in pages}, opts.folds, opts.seed)
     trial_rows, fold_rows, page_rows = [], [], []
     for k, test_ids in enumerate(folds):
         train = [p for p in pages if p.page_id not in test_ids]
         test = [by_id[i] for i in test_ids]
-        best = _study(train, search, opts, opts.seed + k, str(k), trial_rows, tracker)
+        with track(f"tune fold {k + 1}/{len(folds)}", opts.trials) as tracker:
+            best = _study(train, search, opts, opts.seed + k, str(k), trial_rows, tracker)
         tuned, current = _held_out(test, best, search)
         fold_rows.append({"fold": k, "train_pages": len(train), "test_pages": len(test),
                           "issues": " ".join(sorted({p.issue for p in test})),
@@ -165,30 +162,32 @@ def run_tune(run_dir: Path, gt_dir: Path, opts: TuneOptions = TuneOptions()) -> 
         raise InputError(f"tune: {run_dir} has no recommended variant; run fusion first")
     search = _search(run_dir, current)
     pages, skipped = load_pages(run_dir, gt_dir, parse_fusion_config(fusion_section(run_dir)), current)
+    try:
+        folds = fold_split({p.page_id: p.issue for p in pages}, opts.folds, opts.seed)
+    except ValueError as exc:
+        raise InputError(f"tune: {gt_dir}: {exc} (issues are read from the pages' paths)") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    n_folds = min(opts.folds, len({p.issue for p in pages}))
-    with track("tune", opts.trials * (n_folds + 1)) as tracker:
-        trial_rows, fold_rows, page_rows = _cross_validate(pages, search, opts, tracker)
-        gain = bootstrap_interval(np.array([r["gain"] for r in page_rows]), [r["issue"] for r in page_rows],
-                                  opts.seed, opts.bootstrap)
-        pixel_change = float(np.mean([r["tuned_pixel_f1"] - r["current_pixel_f1"] for r in page_rows]))
-        decision = decide(gain, pixel_change, len(pages))
-        spec = None
-        if decision.adopt:
-            best = _study(pages, search, opts, opts.seed + len(fold_rows), "all", trial_rows, tracker)
-            spec = to_variant_spec(best, search.base) if best else None
+    trial_rows, fold_rows, page_rows = _cross_validate(pages, folds, search, opts)
+    gain = bootstrap_interval(np.array([r["gain"] for r in page_rows]), [r["issue"] for r in page_rows],
+                              opts.seed, opts.bootstrap)
+    pixel_change = float(np.mean([r["tuned_pixel_f1"] - r["current_pixel_f1"] for r in page_rows]))
+    decision = decide(gain, pixel_change, len(pages))
+    spec = None
+    if decision.adopt:
+        with track("tune on every page", opts.trials) as tracker:
+            best = _study(pages, search, opts, opts.seed + len(folds), "all", trial_rows, tracker)
+        spec = to_variant_spec(best, search.base) if best else None
     result = {"verdict": decision.reason if spec or not decision.adopt else
               "kept the current recommendation: no setting kept pixel F1 on all pages",
               "adopted": spec is not None, "current": current, "gain": vars(gain), "pixel_change": pixel_change,
               "pages": len(pages), "skipped": skipped, "folds": fold_rows, "tuned": spec,
               "search": {"methods": search.methods, "sources": search.sources, "trials": opts.trials,
-                         "seed": opts.seed, "folds": n_folds}}
+                         "seed": opts.seed, "folds": len(folds)}}
     written = _write_records(run_dir, result, trial_rows, fold_rows, page_rows)
     if spec is not None:
         _adopt(run_dir, spec, decision.reason)
         written.append(rundir.fused_dir(run_dir, TUNED))
     write_evaluation_data(run_dir)   # the gallery shows the tuning beside the ground truth
-    log.info("tune: %s", result["verdict"])
     return {**result, "written": [str(p) for p in written]}
 
 
