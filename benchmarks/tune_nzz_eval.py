@@ -19,7 +19,6 @@ copy, adoption's fusion of every page included.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -35,7 +34,8 @@ from _machine import machine_line  # noqa: E402
 from nzz_eval import split_halves  # noqa: E402
 
 from newsbag import rundir  # noqa: E402
-from newsbag.evaluate import match_pages, page_metrics_by_class  # noqa: E402
+from newsbag.evaluate import page_metrics_by_class  # noqa: E402
+from newsbag.groundtruth import gt_root, match_pages  # noqa: E402
 from newsbag.fusion.variants import parse_fusion_config  # noqa: E402
 from newsbag.recommend import fusion_section  # noqa: E402
 from newsbag.tuning.pages import load_pages, score_candidate  # noqa: E402
@@ -43,15 +43,14 @@ from newsbag.tuning.run import TuneOptions, _search, _study, run_tune  # noqa: E
 
 
 def half_gt(gt_dir: Path, run_dir: Path, page_ids: set[str], into: Path) -> Path:
-    """A ground-truth folder holding only the annotations of `page_ids` (links to the originals)."""
+    """A ground-truth folder (nzz layout) holding only the annotations of `page_ids` (links to the originals)."""
     (into / "annotations").mkdir(parents=True)
     for name in ("images", "index.json"):
         if (gt_dir / name).exists():
             os.symlink((gt_dir / name).resolve(), into / name)
-    for rec, ann in match_pages(run_dir, gt_dir)[0]:
+    for rec, gt in match_pages(run_dir, gt_dir)[0]:
         if rec["page_id"] in page_ids:
-            src = next(p for p in (gt_dir / "annotations").glob("*.json")
-                       if json.loads(p.read_text()).get("page_id") == ann.get("page_id"))
+            src = gt_root(gt_dir) / gt.name
             os.symlink(src.resolve(), into / "annotations" / src.name)
     return into
 

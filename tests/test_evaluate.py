@@ -127,7 +127,7 @@ def test_match_pages_by_relative_path_never_by_stem_alone(tmp_path, pages, annot
             match_pages(run, gt)
         return
     matched, unmatched, bad = match_pages(run, gt)
-    assert {ann["page_id"]: rec["page_id"] for rec, ann in matched} == expected and not unmatched and not bad
+    assert {ann.page_id: rec["page_id"] for rec, ann in matched} == expected and not unmatched and not bad
 
 
 def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
@@ -140,7 +140,7 @@ def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
     _annotation(gt, "by_file", "images/scan.png")
     _annotation(gt, "by_id", "elsewhere/unrelated.png", page_id="id1")
     matched = match_pages(run, gt)[0]
-    assert sorted((ann["page_id"], rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]
+    assert sorted((ann.page_id, rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]
 
 
 def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, monkeypatch):
@@ -148,6 +148,7 @@ def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, mon
     100k-page run took 26 s, and ground truth grows with the run. Page names repeat in every
     issue folder (p0..p7 here), so the folders above decide."""
     from newsbag import evaluate
+    from newsbag.groundtruth import match
 
     run, gt = tmp_path / "run", tmp_path / "gt"
     pages = [f"../scans/issue{k // 8}/p{k % 8}.tif" for k in range(200)]
@@ -155,10 +156,10 @@ def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, mon
     for j in range(10):
         _annotation(gt, f"g{j}", f"images/issue{2 * j}/p{j % 8}.tif")
     calls = []
-    real = evaluate._parts
-    monkeypatch.setattr(evaluate, "_parts", lambda path: calls.append(path) or real(path))
+    real = match._parts
+    monkeypatch.setattr(match, "_parts", lambda path: calls.append(path) or real(path))
     matched = evaluate.match_pages(run, gt)[0]
-    assert {ann["page_id"]: rec["path"] for rec, ann in matched} == {
+    assert {ann.page_id: rec["path"] for rec, ann in matched} == {
         f"g{j}": f"../scans/issue{2 * j}/p{j % 8}.tif" for j in range(10)}
     assert len(calls) <= len(pages) + 10   # was 10 x 200 + 10
 
@@ -216,7 +217,7 @@ def test_only_malformed_annotations_end_in_one_line_naming_them(tmp_path, capsys
     (gt / "annotations/bad.json").write_text("[]")
     code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
     assert code == 2
-    assert err.splitlines()[-1].endswith("1 annotation(s) unreadable, e.g. bad.json: expected a JSON object, got list")
+    assert err.splitlines()[-1].endswith("1 ground-truth file(s) unusable, e.g. bad.json: expected a JSON object, got list")
 
 
 def _source_page(run, page_id, boxes, folder="outputs/sources/x/y"):

@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
+        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
     ("contract", frozenset({"newsbag.contract"})),
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
     ("run directory, inputs and configuration", frozenset({
@@ -31,7 +31,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.slurm.canary", "newsbag.slurm.limits"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
-        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
+        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
+        "newsbag.groundtruth.*"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",

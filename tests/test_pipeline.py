@@ -1,5 +1,6 @@
 """`newsbag run` / `fuse` / `status` over a run whose stages fail: every failure reaches exit 4, the report, the ledger and status."""
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -1044,7 +1045,7 @@ def test_a_new_fusion_method_revision_reruns_its_variants_and_the_boards_drawn_f
                                                                "outputs/fusion/C"))
     boards = _identities(run, "review/pages")
     now = revisions.REVISIONS["fusion/consensus"]
-    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", dataclasses.replace(now, number=now.number + 1))
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     fusion = {o["name"]: (o["done"], o["stale"], o["reasons"]) for o in json.loads(out)["builtin"]["fusion"]}
     assert fusion == {"C": (0, 5, {f"made by fusion/consensus code revision {now.number}, now {now.number + 1}": 5}),

@@ -474,8 +474,9 @@ def transcribe(run_dir, config_path, force, workers, as_json):
 
 @cli.command()
 @_common
-@click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Ground truth folder (index.json + annotations/, the nzz format).")
+@click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, path_type=Path),
+              help="Ground truth: a folder of PAGE-XML or ALTO files (a Transkribus export too), a COCO JSON file, "
+                   "or the nzz format (a folder with annotations/); see the manual's Ground truth page.")
 def evaluate(run_dir, gt_dir):
     """Score every source and fusion variant against ground truth."""
     from .evaluate import format_summary, run_evaluate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -249,7 +250,7 @@ def test_sources_and_variant_choice(run):
     ({"formats": "coco"}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got 'coco'"),
     ({"formats": []}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got []"),
     ({"sources": "yes"}, "sources must be true or false"),
-    ({"variant": ["V1"]}, "unknown key(s) variant"),
+    ({"variant": ["V1"]}, "unknown key 'variant'; did you mean 'variants'?"),
 ])
 def test_bad_options_are_refused(cfg, message):
     with pytest.raises(ValueError) as exc:
@@ -539,7 +540,7 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
     for fmt, expected in (("alto", {"alto/fusion/V1/p1.xml", "alto/fusion/V1/p2.xml"}),
                           ("coco", {"coco/fusion/V1.json"})):
         now = revisions.REVISIONS[f"export/{fmt}"]
-        monkeypatch.setitem(revisions.REVISIONS, f"export/{fmt}", revisions.Revision(now.number + 1, now.code))
+        monkeypatch.setitem(revisions.REVISIONS, f"export/{fmt}", dataclasses.replace(now, number=now.number + 1))
         result = _export(run)
         changed = {f.relative_to(run / "exports").as_posix() for f in files if f.stat().st_mtime_ns != stamps[f]}
         assert changed == expected
@@ -559,7 +560,7 @@ def test_status_counts_exports_and_says_a_new_writer_revision_makes_them_stale(r
     (layer,) = export_status(run, read_pages(run), {})
     assert (layer.name, layer.done, layer.stale, layer.pending, layer.whole) == ("fusion/V1", 2, 0, 0, True)
     now = revisions.REVISIONS["export/alto"]
-    monkeypatch.setitem(revisions.REVISIONS, "export/alto", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "export/alto", dataclasses.replace(now, number=now.number + 1))
     (layer,) = export_status(run, read_pages(run), {})
     assert (layer.done, layer.stale) == (0, 2)
     assert layer.reasons == {f"made by export/alto code revision {now.number}, now {now.number + 1}": 2}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -216,7 +217,7 @@ def test_which_fused_variants_are_shown(run_kit, summary, variants, expected_pan
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"top_n": 5, "colour": "red"}, "review stage: unknown key(s) colour; allowed: max_board_width, top_n, variants"),
+    ({"top_n": 5, "colour": "red"}, "review stage: unknown key 'colour' (known: max_board_width, top_n, variants)"),
     ({"top_n": 0}, "review stage: top_n must be a whole number >= 1, got 0"),
     ({"top_n": True}, "review stage: top_n must be a whole number >= 1, got True"),
     ({"max_board_width": 100}, "review stage: max_board_width must be a whole number >= 960 (px), got 100"),
@@ -556,7 +557,7 @@ def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_ru
     data = review_run / "review" / "pages" / "p1" / "data.js"
     stamp = data.stat().st_mtime_ns
     now = revisions.REVISIONS["review"]
-    monkeypatch.setitem(revisions.REVISIONS, "review", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "review", dataclasses.replace(now, number=now.number + 1))
     (boards,) = board_status(review_run, read_pages(review_run), CFG)
     assert (boards.done, boards.stale) == (0, 2)
     assert boards.reasons == {f"made by review code revision {now.number}, now {now.number + 1}": 2}

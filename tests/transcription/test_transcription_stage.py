@@ -98,7 +98,7 @@ def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"colour": 1}, "unknown key(s) colour"),
+    ({"colour": 1}, "unknown key 'colour'"),
     ({"device": "tpu"}, "device must be one of auto, gpu, cpu, got 'tpu'"),
     ({"lines_source": "text_lines"}, "lines_source must be a string 'stage/variant' or '', got 'text_lines'"),
     ({"page_timeout_s": 0}, "page_timeout_s must be a number > 0 (s), got 0"),

@@ -16,10 +16,11 @@ import numpy as np
 from .. import labels, rundir
 from ..contract import Boxes
 from ..errors import InputError, first_line
-from ..evaluate import LONG_SIDE, PRED_CLASS, gt_layer, gt_scale, match_pages, page_metrics_by_class
+from ..evaluate import LONG_SIDE, PRED_CLASS, eval_classes, gt_scale, page_metrics_by_class
 from ..fusion.fuse import VARIANTS, take_sources
 from ..fusion.metrics import iou_f1, pixel_prf, union_mask
 from ..fusion.stage import pool_sources
+from ..groundtruth import GtPage, match_pages
 from ..fusion.variants import FusionConfig
 from ..io import read_source_boxes
 from .protocol import issue_key
@@ -89,14 +90,12 @@ def score_candidate(pages: list[TunePage], c: Candidate, order: tuple[str, ...])
     return Scores(np.nan_to_num(iou), np.nan_to_num(pix))
 
 
-def _gt_text(rec: dict, ann: dict) -> np.ndarray:
-    """(G, 4) the page's ground-truth text boxes in the annotation's pixels, as `evaluate` scores them."""
-    sx, sy = gt_scale(rec, ann)
-    text = [r["bbox_xyxy"] for r in gt_layer(rec, ann)["regions"] if r["class"] == "text"]
-    return np.asarray(text, float).reshape(-1, 4) * np.array([sx, sy, sx, sy])
+def _gt_text(gt: GtPage) -> np.ndarray:
+    """(G, 4) the page's ground-truth text boxes in its own pixels, as `evaluate` scores them."""
+    return gt.xyxy[eval_classes(gt) == "text"].reshape(-1, 4)
 
 
-def _load_one(run_dir: Path, rec: dict, ann: dict, cfg: FusionConfig, sources: list[str], current: str) -> TunePage:
+def _load_one(run_dir: Path, rec: dict, ann: GtPage, cfg: FusionConfig, sources: list[str], current: str) -> TunePage:
     pid = rec["page_id"]
     boxes = {}
     for s in sources:
@@ -109,8 +108,8 @@ def _load_one(run_dir: Path, rec: dict, ann: dict, cfg: FusionConfig, sources: l
     by_class, absent = page_metrics_by_class(rundir.fused_dir(run_dir, current), rec, ann)
     if absent:
         raise ValueError(f"the recommended variant {current} has no output for it; run fusion first")
-    gt = _gt_text(rec, ann)
-    size = (float(ann["width"]), float(ann["height"]))
+    gt = _gt_text(ann)
+    size = (float(ann.width), float(ann.height))
     return TunePage(pid, issue_key(rec["path"]), pooled.pool, pooled.pairs, pooled.line_mask, gt,
                     union_mask(gt, *size, LONG_SIDE), gt_scale(rec, ann), size,
                     (float(np.nan_to_num(by_class["text"]["iou_f1"])), float(np.nan_to_num(by_class["text"]["pixel_f1"]))))
@@ -125,7 +124,7 @@ def load_pages(run_dir: Path, gt_dir: Path, cfg: FusionConfig, current: str) -> 
     sources = rundir.discover_sources(run_dir)
     pages = []
     for rec, ann in matched:
-        if not len(_gt_text(rec, ann)):
+        if not len(_gt_text(ann)):
             skipped[rec["page_id"]] = "its ground truth has no text region"
             continue
         try:
