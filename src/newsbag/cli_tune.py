@@ -31,8 +31,8 @@ def recommend_command(common: Callable) -> click.Command:
 def tune_command(common: Callable) -> click.Command:
     @click.command("tune")
     @common
-    @click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-                  help="Ground truth folder (as `evaluate --gt` reads it).")
+    @click.option("--gt", "gt_dir", required=True, type=click.Path(exists=True, path_type=Path),
+                  help="Ground truth as `evaluate --gt` reads it: a PAGE-XML or ALTO folder, a COCO file, or nzz.")
     @click.option("--trials", type=click.IntRange(min=1), default=40, show_default=True,
                   help="Fusion settings tried per fold (and for the final fit).")
     @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the optimiser and the bootstrap.")
