@@ -62,6 +62,9 @@ def test_tune_keeps_the_recommendation_when_it_already_matches_the_ground_truth(
     assert not rundir.pin_path(run).exists()
     assert not (run / "outputs/fusion/tuned").exists()
     assert rundir.recommended_variant(run) == "paragraphs"
+    before = {p.name: p.read_bytes() for p in tuning.iterdir()}
+    assert _tune(capsys, run, tmp_path / "gt-paragraphs")[0] == 0                # seeded: the same trials again
+    assert {p.name: p.read_bytes() for p in tuning.iterdir()} == before
 
 
 @pytest.mark.parametrize("gt_format", ["nzz", "page-xml"])
