@@ -56,6 +56,7 @@ class _Search:
 
 
 def _search(run_dir: Path, current: str) -> _Search:
+    """What tune searches, from the run's fusion config and the sources each variant took last time."""
     summary = rundir.fusion_summary(run_dir)
     cfg = parse_fusion_config(fusion_section(run_dir))
     base = next((v for v in cfg.variants if v.name == current), None)
