@@ -18,10 +18,11 @@ from ..contract import Boxes
 from ..errors import InputError, first_line
 from ..evaluate import LONG_SIDE, PRED_CLASS, eval_classes, gt_scale, page_metrics_by_class
 from ..fusion.fuse import VARIANTS, take_sources
+from ..fusion.geometry import Pairs
 from ..fusion.metrics import iou_f1, pixel_prf, union_mask
 from ..fusion.stage import pool_sources
-from ..groundtruth import GtPage, match_pages
 from ..fusion.variants import FusionConfig
+from ..groundtruth import GtPage, match_pages
 from ..io import read_source_boxes
 from .protocol import issue_key
 from .space import Candidate
@@ -41,7 +42,7 @@ class TunePage:
     page_id: str
     issue: str                        # `protocol.issue_key` of its path
     pool: Boxes                       # every source box of the page
-    pairs: object                     # its overlapping pairs (`geometry.Pairs`)
+    pairs: Pairs                      # its overlapping pairs
     line_mask: np.ndarray             # (N,) the text-line evidence
     gt_text: np.ndarray               # (G, 4) ground-truth text boxes, annotation pixels
     gt_mask: np.ndarray               # their union, rasterised as `evaluate` does
@@ -50,7 +51,8 @@ class TunePage:
     current: tuple[float, float]      # the current recommendation's (iou_f1, pixel_f1), from its stored page
     _taken: dict = field(default_factory=dict)   # member tuple -> (boxes, pairs)
 
-    def take(self, members: tuple[str, ...]):
+    def take(self, members: tuple[str, ...]) -> tuple[Boxes, Pairs]:
+        """The pool's boxes of `members` and the text lines, with their pairs (cached per member set)."""
         if members not in self._taken:
             mask = np.isin(self.pool.data["source"], members) | self.line_mask
             self._taken[members] = take_sources(self.pool, self.pairs, mask)
