@@ -32,13 +32,15 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
-        "newsbag.groundtruth.*"})),
+        "newsbag.suggest", "newsbag.groundtruth.*"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
-        "newsbag.slurm.plan", "newsbag.recommend", "newsbag.tuning.*"})),   # which stages have work: it reads the run's status
-    ("command line", frozenset({"newsbag.cli", "newsbag.cli_tune", "newsbag.__main__"})),
+        "newsbag.slurm.plan",   # which stages have work: it reads the run's status
+        "newsbag.export.bundle", "newsbag.corrections",   # correction bundles: written like an export
+        "newsbag.recommend", "newsbag.tuning.*"})),   # pinning and tuning the recommended variant
+    ("command line", frozenset({"newsbag.cli", "newsbag.cli_suggest", "newsbag.cli_tune", "newsbag.__main__"})),
 )
 
 

@@ -12,9 +12,9 @@ outputs confirm), record the new hash of that entry alone:
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -44,25 +44,43 @@ def _module_files(key: str, src: Path) -> list[Path]:
     return [src / m for m in closure if m not in revisions.INFRASTRUCTURE]
 
 
-def _entries(src: Path = SRC) -> dict[str, tuple[int, list[Path], Path, str]]:
+def _helper_closure(script: Path, runners: Path) -> list[Path]:
+    """The ``_*.py`` helpers beside `script` that it imports, and those they import in turn
+    (`_loop` imports `_report`, ...): a family's code is all of them."""
+    seen: dict[str, Path] = {}
+    todo = [script]
+    while todo:
+        tree = ast.parse(todo.pop().read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                     else [])
+            for name in names:
+                path = runners / f"{name}.py"
+                if name.startswith("_") and name not in seen and path.is_file():
+                    seen[name] = path
+                    todo.append(path)
+    return sorted(seen.values())
+
+
+def _entries(src: Path = SRC, runners: Path = RUNNERS) -> dict[str, tuple[int, list[Path], Path, str]]:
     """key -> (revision now, its code files, the folder they are named from, where the revision is):
     every `revisions` entry, and each runner family (its script and the ``_*.py`` helpers it
-    imports; ``revision`` in its tool.json)."""
+    imports, directly or through other helpers; ``revision`` in its tool.json)."""
     out = {key: (r.number, _module_files(key, src), src, "src/newsbag/revisions.py")
            for key, r in revisions.REVISIONS.items()}
-    for spec in sorted(RUNNERS.glob("*.tool.json")):
+    for spec in sorted(runners.glob("*.tool.json")):
         family = spec.name[:-len(".tool.json")]
-        script = RUNNERS / f"{family}.py"
-        helpers = set(re.findall(r"^\s*(?:from|import) (_\w+)", script.read_text(), re.M))
-        code = [script, *(RUNNERS / f"{h}.py" for h in helpers if (RUNNERS / f"{h}.py").is_file())]
-        out[f"runner/{family}"] = (json.loads(spec.read_text()).get("revision", 0), code, RUNNERS.parent,
+        script = runners / f"{family}.py"
+        out[f"runner/{family}"] = (json.loads(spec.read_text()).get("revision", 0),
+                                   [script, *_helper_closure(script, runners)], runners.parent,
                                    f"runners/{spec.name}")
     return out
 
 
-def _now(src: Path = SRC) -> dict[str, dict]:
+def _now(src: Path = SRC, runners: Path = RUNNERS) -> dict[str, dict]:
     return {key: {"revision": number, "code": _code_hash(code, root)}
-            for key, (number, code, root, _) in sorted(_entries(src).items())}
+            for key, (number, code, root, _) in sorted(_entries(src, runners).items())}
 
 
 def _problem(key: str, stored: dict | None, now: dict) -> str | None:
@@ -119,6 +137,42 @@ def test_a_module_changes_the_code_of_the_entries_that_import_it(tmp_path, modul
         f.write("\n\ndef appended_by_the_test():\n    return None\n")
     before, after = _now(SRC), _now(src)
     assert {key for key in after if after[key]["code"] != before[key]["code"]} == changed
+
+
+def test_a_runner_family_s_code_is_every_helper_it_reaches(tmp_path):
+    """Helpers imported through other helpers count: an edit to one reached only that way moves
+    the family's hash; a helper it never reaches does not."""
+    runners = tmp_path / "runners"
+    runners.mkdir()
+    (runners / "fam.tool.json").write_text('{"revision": 1}')
+    (runners / "fam.py").write_text("import sys\nimport _a\n")
+    (runners / "_a.py").write_text("def f():\n    from _b import x\n    return x\n")
+    (runners / "_b.py").write_text("import _a, os\nx = 1\n")
+    (runners / "_c.py").write_text("y = 2\n")
+    _, code, root, _ = _entries(SRC, runners)["runner/fam"]
+    assert [p.relative_to(root).as_posix() for p in code] == ["runners/fam.py", "runners/_a.py", "runners/_b.py"]
+    before = _now(SRC, runners)["runner/fam"]["code"]
+    (runners / "_c.py").write_text("y = 3\n")
+    assert _now(SRC, runners)["runner/fam"]["code"] == before
+    (runners / "_b.py").write_text("import _a, os\nx = 2\n")
+    assert _now(SRC, runners)["runner/fam"]["code"] != before
+
+
+def test_a_helper_reached_only_through_the_loop_changes_every_runner_family(tmp_path):
+    """`_report.py` (the run report) is imported by `_loop.py` alone: an edit to it is an edit to
+    every family that runs through the loop, which is all of them."""
+    direct = [s.name for s in RUNNERS.glob("*.py") if not s.name.startswith("_")
+              and any(isinstance(n, (ast.Import, ast.ImportFrom)) and "_report" in
+                      ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module])
+                      for n in ast.walk(ast.parse(s.read_text(encoding="utf-8"))))]
+    assert direct == []
+    runners = tmp_path / "runners"
+    shutil.copytree(RUNNERS, runners, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(runners / "_report.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef appended_by_the_test():\n    return None\n")
+    before, after = _now(SRC, RUNNERS), _now(SRC, runners)
+    changed = {key for key in after if after[key]["code"] != before[key]["code"]}
+    assert changed == {f"runner/{spec.name[:-len('.tool.json')]}" for spec in RUNNERS.glob("*.tool.json")}
 
 
 def test_infrastructure_names_modules_an_entry_imports():

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .cli_tune import recommend_command, tune_command
+from .cli_suggest import bundle_option, suggest
+from .cli_tune import register as register_tuning
 from .errors import NewsbagError, did_you_mean
 
 __all__ = ["cli", "main"]
@@ -136,8 +137,7 @@ def _input_options(func):
 
 
 # The order a user needs the commands in (click lists them alphabetically).
-_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "tune", "recommend", "pages",
-                  "doctor")
+_COMMAND_ORDER = tuple("run status review fuse export transcribe evaluate suggest tune recommend pages doctor".split())
 
 
 class _Group(click.Group):
@@ -198,6 +198,10 @@ def cli() -> None:
       newsbag status --run-dir runs/demo                               # what is done, what failed
     then open runs/demo/review/index.html; `newsbag COMMAND --help` for each command.
     """
+
+
+cli.command("suggest")(_common(suggest))
+register_tuning(cli, _common)
 
 
 @cli.command(cls=_SectionedCommand, sections={
@@ -438,6 +442,7 @@ class _FormatsType(click.ParamType):
 @click.option("--variant", "variants", multiple=True,
               help="Fused variant to export (repeatable; 'all' = every variant; default: the recommended one).")
 @click.option("--sources", is_flag=True, default=None, help="Export every source layout too.")
+@bundle_option
 def export(run_dir, config_path, force, workers, as_json, formats, variants, sources):
     """Write PAGE-XML, ALTO and COCO exports of the fused (and source) layouts under RUN/exports."""
     overrides = {k: v for k, v in (("formats", list(formats) if formats else None),
@@ -499,10 +504,6 @@ def evaluate(run_dir, gt_dir):
         click.echo(format_transcripts(transcripts))
         for row in transcripts:
             click.echo(row["written"])
-
-
-cli.add_command(recommend_command(_common))
-cli.add_command(tune_command(_common))
 
 
 @cli.command()

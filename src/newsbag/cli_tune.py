@@ -1,7 +1,7 @@
 """The commands that choose the run's recommended layout: `recommend` (pin one) and `tune` (fit one to ground truth).
 
 Each is built by a function that takes cli.py's shared option decorator (`--run-dir`,
-`--log-level`), so this module never imports cli.py (cli.py registers them).
+`--log-level`), so this module never imports cli.py; cli.py calls `register`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ from typing import Callable
 
 import click
 
-__all__ = ["recommend_command", "tune_command"]
+__all__ = ["register", "recommend_command", "tune_command"]
+
+
+def register(group: click.Group, common: Callable) -> None:
+    """Add `recommend` and `tune` to the CLI `group`, each with its shared options (`common`)."""
+    group.add_command(recommend_command(common))
+    group.add_command(tune_command(common))
 
 
 def recommend_command(common: Callable) -> click.Command:

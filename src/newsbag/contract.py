@@ -335,7 +335,7 @@ def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
     corners are swapped (``inverted_box``); boxes reaching off the page are clipped to it
     (``clipped_box``) and dropped when nothing is left (``outside_page_box``); a box less
     than a pixel wide or high, on the page or once clipped, is dropped (``degenerate_box``:
-    no area to fuse, count or export; the runners' `_loop.clean_regions` drops the same, but
+    no area to fuse, count or export; the runners' `_regions.clean_regions` drops the same, but
     a foreign runner's page comes only through here); a score that is not a finite number
     becomes null (``non_finite_score``). The counts are added to the page's ``warnings``.
     The input is not changed; an unchanged page is returned as is.

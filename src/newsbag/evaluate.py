@@ -25,6 +25,7 @@ a name two pages share); ground truth drawn on an image of another aspect ratio 
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from pathlib import Path
@@ -41,13 +42,14 @@ from .io import atomic_text_file, atomic_write_text, read_page, write_json
 from .progress import track
 from .tables import aligned_lines, number_cell, tsv_text, tsv_writer
 
-__all__ = ["evaluate_page_class", "eval_classes", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class",
+__all__ = ["evaluate_page_class", "held_centres", "eval_classes", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class",
            "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS"]
 
 LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
              "over_merge", "xcol", "b1x", "n_pred", "n_gt")
 PRED_CLASS = {"text": "text", "title": "text", "line": "text", "image": "image", "table": "table"}
+_NAMED = 5   # unmatched ground-truth pages named in the warning
 CLASSES = ("text", "image", "table")
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,69 @@ def _rect_share(mask: np.ndarray, xyxy: np.ndarray, s: float) -> np.ndarray:
     x1, y1 = np.clip(np.maximum(c[:, 2], x0 + 1), 1, w), np.clip(np.maximum(c[:, 3], y0 + 1), 1, h)
     inside = sat[y1, x1] - sat[y0, x1] - sat[y1, x0] + sat[y0, x0]
     return inside / np.maximum((x1 - x0) * (y1 - y0), 1)
+
+
+def held_centres(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) how many ground-truth centres each prediction holds (edges included), and (P,) whether
+    it holds the centres of two side-by-side regions (x ranges disjoint or touching, y ranges
+    overlapping): the over_merge and xcol tests.
+
+    Memory and time grow with the (prediction, held centre) pairs: the (P, G) and (G, G)
+    matrices this was computed with took 7 bytes a cell (70 GB for the 100,000 regions a page
+    may hold) and, as an int64 product, 12.9 s CPU for 2,000 regions and predictions (5 ms now).
+
+    Args:
+        pred: (P, 4), gt: (G, 4) boxes, x0 <= x1 and y0 <= y1.
+    """
+    import shapely
+
+    from .fusion.geometry import box_tree
+
+    cx, cy = (gt[:, 0] + gt[:, 2]) / 2, (gt[:, 1] + gt[:, 3]) / 2
+    # An envelope query is the closed box test: a centre on an edge is held.
+    if len(pred) and len(gt):
+        ig, ip = box_tree(pred).query(shapely.points(cx, cy))
+    else:
+        ig = ip = np.zeros(0, np.intp)
+    n_in = np.bincount(ip, minlength=len(pred))
+    order = np.lexsort((gt[ig, 1], ip))          # by prediction, then by the region's top
+    ip, ig = ip[order], ig[order]
+    starts = np.flatnonzero(np.r_[True, ip[1:] != ip[:-1]]) if len(ip) else np.zeros(0, np.intp)
+    xpred = np.zeros(len(pred), bool)
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(ip)]):
+        xpred[ip[a]] = _side_by_side(gt[ig[a:b]].tolist())
+    return n_in, xpred
+
+
+def _side_by_side(boxes: list[list[float]]) -> bool:
+    """Whether two of `boxes` (sorted by top) have overlapping y ranges and disjoint x ranges.
+
+    A sweep down the page: after the regions starting at one height are added and those ending
+    there dropped, the live ones all overlap in y, and two of them are side by side exactly when
+    the smallest right edge is at or left of the largest left edge.
+    """
+    ends: list = []
+    right: list = []
+    left: list = []
+    live: set[int] = set()
+    k = 0
+    while k < len(boxes):
+        top = boxes[k][1]
+        while k < len(boxes) and boxes[k][1] == top:
+            x0, _, x1, y1 = boxes[k]
+            heapq.heappush(ends, (y1, k))
+            heapq.heappush(right, (x1, k))
+            heapq.heappush(left, (-x0, k))
+            live.add(k)
+            k += 1
+        while ends and ends[0][0] <= top:
+            live.discard(heapq.heappop(ends)[1])
+        for heap in (right, left):
+            while heap and heap[0][1] not in live:
+                heapq.heappop(heap)
+        if right and right[0][0] <= -left[0][0]:
+            return True
+    return False
 
 
 def evaluate_page_class(pred: np.ndarray, gt: np.ndarray, width: float, height: float,
@@ -91,18 +156,8 @@ def evaluate_page_class(pred: np.ndarray, gt: np.ndarray, width: float, height: 
     else:
         out["region_precision"] = np.nan
     out["iou_f1"] = iou_f1(pred, gt)
-    cx, cy = (gt[:, 0] + gt[:, 2]) / 2, (gt[:, 1] + gt[:, 3]) / 2
-    holds = ((pred[:, None, 0] <= cx) & (cx <= pred[:, None, 2]) &
-             (pred[:, None, 1] <= cy) & (cy <= pred[:, None, 3]))
-    n_in = holds.sum(axis=1)
+    n_in, xpred = held_centres(pred, gt)
     out["over_merge"] = float(n_in[n_in > 0].mean()) if (n_in > 0).any() else np.nan
-    x_disjoint = (gt[:, None, 2] <= gt[None, :, 0]) | (gt[None, :, 2] <= gt[:, None, 0])
-    y_overlap = np.minimum(gt[:, None, 3], gt[None, :, 3]) > np.maximum(gt[:, None, 1], gt[None, :, 1])
-    # float32 for BLAS: an int64 product has none, and took 12.9 s for 2,000 GT regions and
-    # predictions (0.5 s now); its counts stay below 2**24, so > 0 is exact.
-    side = (x_disjoint & y_overlap).astype(np.float32)
-    hi = holds.astype(np.float32)
-    xpred = ((hi @ side) * hi).sum(axis=1) > 0
     out["xcol"] = float(xpred.mean()) if len(pred) else np.nan
     if len(gt):
         pm_x = union_mask(pred[~xpred], width, height, long_side)
@@ -208,9 +263,11 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     matched, unmatched, bad = match_pages(run_dir, gt_dir)
     for name, why in bad.items():
         log.warning("evaluate: ground truth %s: %s; skipped", gt_root(gt_dir) / name, why)
-    for name in unmatched:
-        log.warning("evaluate: ground truth %s: no run page is the image it names (by file, page id, path, or "
-                    "file name without extension); skipped", gt_root(gt_dir) / name)
+    if unmatched:   # one line, not one per file: ground truth of a whole collection against a few pages is common
+        shown = ", ".join(unmatched[:_NAMED])
+        log.warning("evaluate: %d ground-truth page(s) in %s match no run page (by the image they name, page id, "
+                    "path, or file name without extension), skipped: %s%s", len(unmatched), gt_root(gt_dir), shown,
+                    f" and {len(unmatched) - _NAMED} more" if len(unmatched) > _NAMED else "")
     out = rundir.evaluation_dir(run_dir)
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]

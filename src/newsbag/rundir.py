@@ -58,7 +58,7 @@ def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
     return sources_root(run_dir) / stage / variant
 
 
-SHARED_DIR = "_shared"  # runners/_loop.py SHARED_DIR: one model pass shared by a stage's variants
+SHARED_DIR = "_shared"  # runners/_shared.py SHARED_DIR: one model pass shared by a stage's variants
 
 
 def drop_shared_passes(run_dir: Path, stage: str, page_ids: Iterable[str]) -> int:

@@ -220,8 +220,26 @@ def test_ground_truth_of_no_run_page_is_named_and_the_rest_scored(tmp_path, capl
         res = run_evaluate(run, tmp_path / "gt")
     assert res["pages"] == 1 and res["sources"][0]["iou_f1"] == 1.0 and res["unmatched_gt"] == ["issue9/page/s9.xml"]
     assert [r.getMessage() for r in caplog.records if "s9" in r.getMessage()] == [
-        f"evaluate: ground truth {tmp_path / 'gt/issue9/page/s9.xml'}: no run page is the image it names (by file, "
-        "page id, path, or file name without extension); skipped"]
+        f"evaluate: 1 ground-truth page(s) in {tmp_path / 'gt'} match no run page (by the image they name, page id, "
+        "path, or file name without extension), skipped: issue9/page/s9.xml"]
+
+
+def test_many_unmatched_ground_truth_pages_are_one_line(tmp_path, caplog):
+    """Ground truth of a whole collection against a few pages: one warning naming five and the count."""
+    from nbtest import write_manifest
+    from newsbag.evaluate import run_evaluate
+
+    run = tmp_path / "run"
+    write_manifest(run, [{"page_id": "s1", "path": "scans/s1.tif", "width": 1000, "height": 2000}])
+    body = '<TextRegion id="p"><Coords points="10,60 400,60 400,300 10,300"/></TextRegion>'
+    for i in range(1, 9):
+        _write(tmp_path / f"gt/s{i}.xml", _page_xml(PAGE_2019, body, image=f"s{i}.jpg"))
+    with caplog.at_level("WARNING"):
+        run_evaluate(run, tmp_path / "gt")
+    lines = [r.getMessage() for r in caplog.records if "match no run page" in r.getMessage()]
+    assert lines == [f"evaluate: 7 ground-truth page(s) in {tmp_path / 'gt'} match no run page (by the image they "
+                     "name, page id, path, or file name without extension), skipped: s2.xml, s3.xml, s4.xml, "
+                     "s5.xml, s6.xml and 2 more"]
 
 
 @pytest.mark.parametrize("xml, image, named, expected", [

@@ -48,13 +48,16 @@ def _layout_scores(run_dir: Path, pages: set[str]) -> dict[str, dict[str, float]
 
 def _tuning(run_dir: Path) -> dict | None:
     """What the last `newsbag tune` decided, for the gallery: its one-line verdict, the held-out
-    gain and interval, and each fold's held-out scores; None when tune has not run."""
+    gain and interval, each fold's held-out scores, and the ``line`` the gallery shows; None
+    when tune has not run."""
     try:
         found = read_json(rundir.tuning_dir(run_dir) / "summary.json")
+        folds = [{k: f[k] for k in ("fold", "test_pages", "tuned_iou_f1", "current_iou_f1")} for f in found["folds"]]
+        line = (f"newsbag tune: {found['verdict']}. Held-out folds (text IoU-F1, tuned vs current): "
+                + "; ".join(f"fold {f['fold']}, {f['test_pages']} pages: {f['tuned_iou_f1']:.3f} vs "
+                            f"{f['current_iou_f1']:.3f}" for f in folds) + ".")
         return {"verdict": str(found["verdict"]), "gain": found["gain"], "pages": found["pages"],
-                "adopted": bool(found["adopted"]),
-                "folds": [{k: f[k] for k in ("fold", "test_pages", "tuned_iou_f1", "current_iou_f1")}
-                          for f in found["folds"]]}
+                "adopted": bool(found["adopted"]), "folds": folds, "line": line}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -512,19 +512,13 @@
     $("evaluation-plot").replaceChildren(svg);
     const rho = pts.length > 2 ? spearman(pts.map((p) => p.x), pts.map((p) => p.y)) : null;
     $("evaluation-note").textContent = `${pts.length} (page, variant or source) pairs; blue: fused variants, grey: sources. ` +
-      (rho === null ? "" : `Rank correlation of the no-GT score with ${ev.measure}: ${rho.toFixed(2)} (1 = the score orders layouts as the ground truth does).`);
+      (rho === null ? "" : `Rank correlation of the no-GT score with ${ev.measure}: ${rho.toFixed(2)} (1 = the score orders layouts as the ground truth does).`) + (ev.tuning ? `\n${ev.tuning.line}` : "");
   }
   window.newsbagEvaluation = function (ev) {
     evaluation = ev;
     $("evaluation-measure").textContent = `(${Object.keys(ev.pages).length} pages with ground truth; ${ev.measure}, higher is better)`;
     evaluationTable(ev);
     evaluationPlot(ev);
-    if (ev.tuning) {
-      const t = ev.tuning;
-      $("evaluation-tuning").textContent = `newsbag tune: ${t.verdict}. Held-out folds (text IoU-F1, tuned vs current): ` +
-        t.folds.map((f) => `fold ${f.fold}, ${f.test_pages} pages: ${f.tuned_iou_f1.toFixed(3)} vs ${f.current_iou_f1.toFixed(3)}`).join("; ") + ".";
-      $("evaluation-tuning").hidden = false;
-    }
     $("evaluation").hidden = false;
     const legend = $("legend");
     const li = document.createElement("li");
