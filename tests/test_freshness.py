@@ -6,7 +6,7 @@ import os
 import pytest
 
 from newsbag import freshness
-from newsbag.io import read_page, read_valid_page
+from newsbag.page_reader import read_page, read_valid_page
 
 
 def _write_page(folder, fingerprint):

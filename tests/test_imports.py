@@ -18,10 +18,12 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
         "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
-    ("contract", frozenset({"newsbag.contract"})),
-    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
+    ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
+    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch",
+                                                            "newsbag.page_reader"})),   # page files read by the contract
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.image_depth",   # the 8-bit copy's scaling, which images uses
         "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",

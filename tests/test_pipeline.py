@@ -783,11 +783,11 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
     an upgrade. The manifest now records the conversion revision that made a copy and the copy's
     pixel hash: a rerun remakes the copies an older revision made, and only a page whose copy
     changed gets its sources, fused pages and board redone."""
-    from newsbag import images
+    from newsbag import image_depth, images
 
     run, args = _converted_run(tmp_path, capsys)
     with monkeypatch.context() as m:   # the rule before: 16-bit samples always scaled by 65535
-        m.setattr(images, "_white_point", lambda peak, declared: (65535, ""))
+        m.setattr(image_depth, "_white_point", lambda peak, declared: (65535, ""))
         m.setattr(images, "CONVERSION_REVISION", images.CONVERSION_REVISION - 1)
         code, _, err = run_cli(capsys, *args)
     assert code == 0, err

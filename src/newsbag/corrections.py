@@ -12,8 +12,8 @@ import numpy as np
 from . import rundir
 from .errors import InputError, first_line
 from .export.bundle import BundleResult, write_bundle
-from .io import read_page
 from .labels import coarse_for
+from .page_reader import read_page
 from .review.reading import number, tsv_rows
 from .suggest import PageFacts, Pick, issue_of, layout_signature, pick_pages
 

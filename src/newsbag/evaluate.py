@@ -38,7 +38,8 @@ from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .groundtruth import GtPage, gt_root, match_pages
 from .rundir import discover_sources
 from .columns import COLUMN, COLUMNS, EVAL_COLUMNS, EVAL_MEASURE, EVAL_MEASURE_CLASS, EVAL_PER_PAGE_COLUMNS
-from .io import atomic_text_file, atomic_write_text, read_page, write_json
+from .io import atomic_text_file, atomic_write_text, write_json
+from .page_reader import read_page
 from .progress import track
 from .tables import aligned_lines, number_cell, tsv_text, tsv_writer
 

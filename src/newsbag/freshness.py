@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .io import hash_file, read_json, read_valid_page, write_json
+from .io import hash_file, read_json, write_json
+from .page_reader import read_valid_page
 from .reports import report_pages
 from .rundir import FAILED_DIR
 

@@ -68,7 +68,7 @@ REVISIONS: dict[str, Revision] = {
 INFRASTRUCTURE: dict[str, str] = {
     "__init__.py": "the package version, which is in no fingerprint",
     "errors.py": "exception classes and exit codes",
-    "io.py": "atomic writes and reading page JSON",
+    "io.py": "atomic writes and reading JSON",
     "locks.py": "record locks on the run directory",
     "liveness.py": "whether a writer process has ended",
     "rundir.py": "where each output lives in the run directory",

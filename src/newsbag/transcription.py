@@ -28,8 +28,9 @@ from .errors import InputError, RunDirError, first_line, page_failure
 from .failures import record_failures
 from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
-from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
+from .io import atomic_text_file, atomic_write_text, read_json, write_json
 from .manifest import read_pages
+from .page_reader import read_page
 from .resources import runners_dir
 from .revisions import revision, why_stale
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options

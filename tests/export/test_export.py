@@ -422,7 +422,7 @@ def test_streamed_coco_is_the_coco_dataset_of_its_pages(run):
     """The file written page by page is, byte for byte, `coco_dataset` of the same pages as one JSON."""
     from newsbag.export.coco import coco_dataset
     from newsbag.export.layout import ExportInfo
-    from newsbag.io import read_page
+    from newsbag.page_reader import read_page
 
     ids = _more_pages(run, 4)
     (run / "outputs" / "fusion" / "V1" / "p3.json").write_text('{"page_id": "p3", "regions": [')  # left out
@@ -615,7 +615,7 @@ def test_warnings_of_worker_processes_reach_the_handlers_of_the_call(run, capsys
     assert code == 0, err
     repaired = [r for r in caplog.records if "repaired boxes: clipped_box 1" in r.getMessage()]
     assert [(r.levelname, r.name, r.processName != "MainProcess") for r in repaired] == [
-        ("WARNING", "newsbag.io", True)]
+        ("WARNING", "newsbag.page_reader", True)]
     caplog.clear()
     code, _, err = run_cli(capsys, "export", "--run-dir", run, "--workers", "2", "--force", "-l", "error")
     assert code == 0, err

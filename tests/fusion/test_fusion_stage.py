@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from newsbag.fusion.stage import run_fusion
-from newsbag.io import read_page
+from newsbag.page_reader import read_page
 from newsbag.rundir import discover_sources
 
 from nbtest import run_cli, write_manifest

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from newsbag.contract import repair_regions
+from newsbag.page_repair import repair_regions
 
 
 def test_a_box_kept_by_the_runner_is_not_dropped_by_the_reader_after_rounding():
     """The runner rounds coordinates to 2 decimals; a box is tested by the 1-px rule as written,
-    as the reader's repair (`contract.repair_regions`) tests it, so the reader never drops what
+    as the reader's repair (`page_repair.repair_regions`) tests it, so the reader never drops what
     a runner wrote: 3.847..4.8482 is 1.0012 wide, but 3.85..4.85 is 0.9999999999999996 in floats."""
     import _regions
 

@@ -6,7 +6,7 @@ from fusion.synthetic_run import LOCAL_SOURCES, write_synthetic_run
 from nbtest import run_cli
 
 from newsbag import rundir
-from newsbag.io import read_page
+from newsbag.page_reader import read_page
 from newsbag.status import collect_status
 
 PAGES = ["p1", "p2"]

@@ -8,7 +8,7 @@ from fusion.synthetic_run import LOCAL_SOURCES, write_synthetic_run
 from nbtest import run_cli
 
 from newsbag import rundir
-from newsbag.io import read_page
+from newsbag.page_reader import read_page
 
 # One page per issue (a date in each page id), so folds hold out whole issues.
 PAGES = [f"1921-03-0{k}" for k in range(1, 7)]

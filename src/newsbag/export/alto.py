@@ -76,7 +76,7 @@ def alto_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
     """ALTO 4.4 bytes of one fused or source page.
 
     Args:
-        page: a page dict that passed `io.read_page` (boxes in original image pixels).
+        page: a page dict that passed `page_reader.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
         transcript: the page's transcript record, if any: TextBlocks get TextLines of
             Strings (one per word: its box and confidence where the recogniser gave them, else

@@ -15,8 +15,9 @@ from typing import Iterable, Mapping
 
 from .. import freshness, rundir
 from ..errors import InputError, first_line
-from ..io import atomic_write_bytes, atomic_write_text, read_page
+from ..io import atomic_write_bytes, atomic_write_text
 from ..manifest import PageRecord, read_pages
+from ..page_reader import read_page
 from ..progress import track
 from ..review.reading import tsv_rows
 from ..revisions import revision

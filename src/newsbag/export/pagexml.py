@@ -90,7 +90,7 @@ def page_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
     """PAGE-XML bytes of one fused or source page.
 
     Args:
-        page: a page dict that passed `io.read_page` (boxes in original image pixels).
+        page: a page dict that passed `page_reader.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
         transcript: the page's transcript record, if any: text regions get TextLine
             elements (Coords, TextEquiv with conf) and the region's TextEquiv.

@@ -13,8 +13,9 @@ from typing import Any, Callable, Mapping
 from .. import __version__, freshness, rundir
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import atomic_write_bytes, read_json, read_page
+from ..io import atomic_write_bytes, read_json
 from ..manifest import read_pages
+from ..page_reader import read_page
 from ..parallel import page_map
 from ..builtin import Outputs
 from ..revisions import revision, why_stale

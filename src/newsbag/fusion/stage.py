@@ -20,7 +20,8 @@ from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
+from ..io import atomic_text_file, atomic_write_text, read_json, write_json
+from ..page_reader import read_source_boxes
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from ..tables import tsv_text, tsv_writer
@@ -113,7 +114,7 @@ class _Pooled:
 def pool_sources(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
     """One page's sources pooled, not scored yet."""
     pool = Boxes.concat(list(pages.values()))
-    # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
+    # Each source is under the bound (`page_reader.read_source_boxes`), but their boxes may still
     # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
     if crowded := sources_crowded({s: b.xyxy for s, b in pages.items()}, MAX_OVERLAPPING_PAIRS, "fuse"):
         raise ValueError(f"{crowded}; remove or redo the source page that piles up boxes")
@@ -163,7 +164,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     Regions' ``members`` are indices into the page's member table (every source box once,
     shared by all variants: 11 variants repeated them 11 times, 3.7 MB per page) and their
     ``support`` indices into its ``sources``; the page records where that table is
-    (``source.members_file``) and `io.read_page` resolves both.
+    (``source.members_file``) and `page_reader.read_page` resolves both.
 
     Returns:
         (pages by variant, metrics record, member table: every pooled source box, as columns
@@ -456,7 +457,7 @@ def _page_task(task: _PageTask) -> _PageResult:
             source_metrics=None if known is None else _nan_for_none(known),
             members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"))
         # The table first: a variant page on disk always finds the table it indexes (an older
-        # page left beside it by an interruption is refused by `io.read_page`: other inputs). It
+        # page left beside it by an interruption is refused by `page_reader.read_page`: other inputs). It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         # Per-page files skip the fsync (`io.atomic_write_bytes`): the record below holds the
         # identity of each, so a rerun redoes a page a power cut tore.

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import contract
+from ..page_repair import repair_regions, repairs_text
 from ..labels import coarse_for
 
 __all__ = ["GtPage", "GtError", "gt_page", "check_size", "check_count"]
@@ -33,7 +34,7 @@ class GtPage:
         width, height: the size of the page the regions were drawn on (ALTO mm10/inch1200:
             in those units), > 0.
         xyxy: (N, 4) float64 region boxes (a polygon's bounding box), x right, y down, on the
-            page, each at least 1 x 1 (repaired as `contract.repair_regions` repairs pages).
+            page, each at least 1 x 1 (repaired as `page_repair.repair_regions` repairs pages).
         coarse: (N,) str coarse class (`labels.COARSE_CLASSES`) of each region's label.
         raw: (N,) str region type as the file writes it (``TextRegion/heading``,
             ``Illustration/image``, a COCO category name, an nzz label).
@@ -80,7 +81,7 @@ def gt_page(name: str, image: str, width, height, regions: list[dict], *, page_i
             stem_path: str | None = None, where: Path | None = None) -> GtPage:
     """A `GtPage` of `regions` ([{"bbox_xyxy", "label" (canonical), "raw", "order"?, "text"?,
     "lines"?}]), checked against the fusion's limits before any array or raster is made; boxes
-    repaired as `contract.repair_regions` repairs a page's, with one warning naming the file
+    repaired as `page_repair.repair_regions` repairs a page's, with one warning naming the file
     (`where`, else `name`).
 
     Raises:
@@ -93,9 +94,9 @@ def gt_page(name: str, image: str, width, height, regions: list[dict], *, page_i
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 0:
             raise GtError(f"page {key} must be a positive number, got {value!r}")
     check_count(len(regions))
-    page, repaired = contract.repair_regions({"image": {"width": width, "height": height}, "regions": regions})
+    page, repaired = repair_regions({"image": {"width": width, "height": height}, "regions": regions})
     if repaired:
-        log.warning("evaluate: ground truth %s: repaired boxes: %s", where or name, contract.repairs_text(repaired))
+        log.warning("evaluate: ground truth %s: repaired boxes: %s", where or name, repairs_text(repaired))
     kept = page["regions"]
     xyxy = np.array([r["bbox_xyxy"] for r in kept], np.float64).reshape(-1, 4)
     if pairs_exceed(xyxy, contract.MAX_OVERLAPPING_PAIRS):

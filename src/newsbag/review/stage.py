@@ -20,9 +20,10 @@ from ..builtin import Outputs
 from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
+from ..io import atomic_write_bytes, atomic_write_text, read_json, write_json
 from ..images import open_accepted_image
 from ..manifest import read_pages
+from ..page_reader import read_page
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from .options import PANEL_MIN, ReviewParams, parse_review_cfg

@@ -23,7 +23,7 @@ from ..fusion.metrics import iou_f1, pixel_prf, union_mask
 from ..fusion.stage import pool_sources
 from ..fusion.variants import FusionConfig
 from ..groundtruth import GtPage, match_pages
-from ..io import read_source_boxes
+from ..page_reader import read_source_boxes
 from .protocol import issue_key
 from .space import Candidate
 
