@@ -42,9 +42,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan",   # which stages have work: it reads the run's status
-        "newsbag.export.bundle", "newsbag.corrections"})),   # correction bundles: written like an export
+        "newsbag.export.bundle", "newsbag.corrections",   # correction bundles: written like an export
+        "newsbag.recommend", "newsbag.tuning.*"})),   # pinning and tuning the recommended variant
     ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_slurm", "newsbag.cli_suggest",
-                                "newsbag.logsetup", "newsbag.__main__"})),
+                                "newsbag.cli_tune", "newsbag.logsetup", "newsbag.__main__"})),
 )
 
 

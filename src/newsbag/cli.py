@@ -15,13 +15,14 @@ from .cli_kit import (Group, SectionedCommand, ShardType, builtin_options, commo
                       input_options, split_csv)
 from .cli_slurm import slurm
 from .cli_suggest import bundle_option, suggest
+from .cli_tune import register as register_tuning
 from .errors import NewsbagError, did_you_mean
 from .logsetup import setup_logging
 
 __all__ = ["cli", "main"]
 
 # The order a user needs the commands in (click lists them alphabetically).
-_COMMAND_ORDER = ("run", "status", "review", "fuse", "export", "transcribe", "evaluate", "suggest", "pages", "doctor")
+_COMMAND_ORDER = tuple("run status review fuse export transcribe evaluate suggest tune recommend pages doctor".split())
 
 
 @click.group(cls=Group, order=_COMMAND_ORDER,
@@ -42,6 +43,7 @@ def cli() -> None:
 # The commands defined in their own modules: each imports cli_kit, never this module.
 cli.command("suggest")(common(suggest))
 cli.add_command(slurm)
+register_tuning(cli, common)
 
 
 @cli.command(cls=SectionedCommand, sections={

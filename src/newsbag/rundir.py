@@ -5,9 +5,11 @@ names; whether an output found there is current is `freshness`'s question.
 
     RUN/manifests/pages.jsonl           the run's membership: every page of every call
     RUN/config.resolved.json            the config each stage last ran with (`config_record`)
+    RUN/recommended.json                the variant pinned as recommended, and by whom (`pin_path`)
     RUN/outputs/sources/<stage>/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/_metrics/<page_id>.json, _members/<page_id>.json, summary.json, *.tsv
+    RUN/outputs/tuning/{trials,folds,pages}.tsv, summary.json   what `newsbag tune` tried and decided
     RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
     RUN/review/pages/<page_id>/{scan.*, thumb.jpg, data.js, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
@@ -38,7 +40,7 @@ __all__ = [
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "discover_transcripts", "review_dir", "review_page_dir",
     "reviewed_pages",
     "exports_dir", "inputs_record_path", "index_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
-    "config_record", "config_to_run", "update_config_record", "failure_path", "not_started_path",
+    "config_record", "pin_path", "tuning_dir", "config_to_run", "update_config_record", "failure_path", "not_started_path",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members",
 ]
 
@@ -242,6 +244,16 @@ def config_record(run_dir: Path) -> Path:
     A call given no --config runs with it (`config_to_run`), and `status` checks outputs by it.
     """
     return Path(run_dir) / "config.resolved.json"
+
+
+def pin_path(run_dir: Path) -> Path:
+    """RUN/recommended.json: the fused variant ``recommend`` or ``tune`` pinned (`fusion.pin`)."""
+    return Path(run_dir) / "recommended.json"
+
+
+def tuning_dir(run_dir: Path) -> Path:
+    """RUN/outputs/tuning/: every trial and fold of the last `newsbag tune`, and its decision."""
+    return Path(run_dir) / "outputs" / "tuning"
 
 
 def config_to_run(run_dir: Path, config_path: Path | None) -> Path | None:

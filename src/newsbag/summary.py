@@ -6,7 +6,12 @@ from pathlib import Path
 
 from . import rundir
 
-__all__ = ["call_summary", "summary_lines"]
+__all__ = ["call_summary", "summary_lines", "DEGENERATE_MEANS"]
+
+# What a degenerate member (`fusion.degenerate`) means for the person reading the summary.
+DEGENERATE_MEANS = ("it failed on those pages without saying so (one page-sized box, or almost no text, where the "
+                    "other members find dozens of regions); its boxes there are no layout, so read its scores with "
+                    "care, or leave it out of the config")
 
 
 def call_summary(command: str, run_dir: Path, summary) -> dict:
@@ -34,6 +39,7 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
         "stage_seconds": {k: round(v, 2) for k, v in summary.stage_seconds.items()},
         "recommended": recommended,
         "best_source": None if best is None else {"name": best.get("name"), "score": best.get("score")},
+        "degenerate": fusion.get("degenerate_sources") or {},
         "look_at": {k: str(p) for k, p in look_at.items() if _has_files(p)},
         "sources": [o.to_json() for o in summary.sources],
         "builtin": {k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list)}
@@ -63,6 +69,8 @@ def summary_lines(facts: dict) -> list[str]:
                      + (f" ({stages})" if stages else ""))
         if facts["recommended"] is not None:
             lines.append(_recommendation(facts["recommended"], facts["best_source"]))
+        lines += [f"degenerate member {name} on {d.get('pages')} of {facts['pages']} page(s), e.g. {d.get('example')}: "
+                  + DEGENERATE_MEANS for name, d in sorted((facts.get("degenerate") or {}).items())]
     where = facts["look_at"]
     parts = [str(where["gallery"])] if "gallery" in where else []
     parts += [f"{name} in {where[name]}" for name in ("exports", "transcripts") if name in where]
@@ -85,7 +93,7 @@ def _recommendation(recommended: dict, best: dict | None) -> str:
     if not recommended["variant"]:
         return f"recommended: none (no fused variant has a score){best_text}"
     by = recommended["by"]
-    why = "pinned by the config" if by == "config" else "highest score" if by == "score" else by
+    why = {"config": "pinned by the config", "user": "pinned by the user", "score": "highest score"}.get(by, by)
     return f"recommended: {recommended['variant']} ({why}{_score(recommended['score'], ', score {}')}){best_text}"
 
 

@@ -565,3 +565,17 @@ def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_ru
     assert (again["ok"], again["skipped"]) == (2, 0) and data.stat().st_mtime_ns > stamp
     assert json.loads((data.parent / "info.json").read_text())["revision"] == now.number + 1
     assert board_status(review_run, read_pages(review_run), CFG)[0].done == 2
+
+
+@pytest.mark.parametrize("pinned_rank, says", [(2, True), (1, False)])
+def test_the_leaderboard_says_why_a_pinned_recipe_ranks_below_another_by_the_score(run_kit, pinned_rank, says):
+    other = 3 - pinned_rank
+    rows = sorted([{"rank": pinned_rank, "name": "v1", "recommended": "pinned", "score": 0.5},
+                   {"rank": other, "name": "v9", "recommended": "", "score": 0.9 if other == 1 else 0.1}],
+                  key=lambda r: r["rank"])
+    run = run_kit.build(summary={"recommended_variant": "v1", "variant_leaderboard": rows})
+    run_review(run, list(run_kit.pages), {"top_n": 1})
+    html = (run / "review" / "index.html").read_text()
+    line = f"<b>v1</b> is pinned, yet ranks {pinned_rank} by the"
+    assert (line in html) is says
+    assert html.count("is pinned, yet ranks") == int(says)

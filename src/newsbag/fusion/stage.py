@@ -29,9 +29,10 @@ from .degenerate import degenerate_reasons, largest_box_share
 from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
+from .pin import Pin, choose_recommended, is_pinned, read_pin
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
-__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page"]
+__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "pool_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
 
 @dataclass(frozen=True)
 class _Pooled:
-    """One page's sources pooled (`_pool`) and scored (`_measure_sources`)."""
+    """One page's sources pooled (`pool_sources`) and scored (`_measure_sources`)."""
 
     pool: Boxes                       # every source box of the page
     pairs: Pairs                      # its overlapping pairs
@@ -110,7 +111,7 @@ class _Pooled:
     metrics: dict[str, dict] | None   # source -> metrics dict with "family" (`_measure_sources`)
 
 
-def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
+def pool_sources(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
     """One page's sources pooled, not scored yet."""
     pool = Boxes.concat(list(pages.values()))
     # Each source is under the bound (`page_reader.read_source_boxes`), but their boxes may still
@@ -127,7 +128,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 
     ``known``: metrics already computed for exactly these sources; they are returned as is.
     """
-    pooled = _pool(pages, cfg)
+    pooled = pool_sources(pages, cfg)
     if known is not None:
         return replace(pooled, metrics=known)
     pool, pairs, line_mask, line_tree = pooled.pool, pooled.pairs, pooled.line_mask, pooled.line_tree
@@ -742,7 +743,7 @@ def run_fusion(
 
     failed_now = {r.page_id for r in results if r.status == "failed"}
     tables = _write_page_tables(fusion, run_dir, everyone, plan.needed, prints, failed_now)
-    boards = _write_leaderboards(fusion, cfg, plan.active, tables.variants, tables.sources)
+    boards = _write_leaderboards(fusion, cfg, plan.active, tables.variants, tables.sources, read_pin(run_dir))
     summary = _jsonable(_summary(cfg, plan, len(everyone), source_order, tables, boards))
     write_json(fusion / "summary.json", summary, keep_same=True)
     return {**summary, "counts": counts, **counts, "failures": failures}
@@ -818,36 +819,25 @@ class _Leaderboards:
     variant_rows: list[dict]
     source_rows: list[dict]
     recommended: str | None   # the recommended variant
-    recommended_by: str       # why (`_recommend`)
+    recommended_by: str       # who chose it (`pin.choose_recommended`)
     best_source: str | None   # the best-scored region source
 
 
 def _write_leaderboards(fusion: Path, cfg: FusionConfig, active: dict[str, list[str]], variants: _Board,
-                        sources: _Board) -> _Leaderboards:
+                        sources: _Board, pin: Pin | None) -> _Leaderboards:
     """Write variant_leaderboard.tsv and source_leaderboard.tsv from the summed boards."""
     vrows, srows = variants.rows(), sources.rows()
     method = {v.name: v.method for v in cfg.variants}
     for r in vrows:
         r["method"] = method.get(r["name"], "")
         r["what"] = RECIPE_DOC.get(r["name"], r["method"])
-    recommended, by = _recommend(cfg, active, vrows)
+    recommended, by = choose_recommended(cfg, active, vrows, pin)
     best_source = next((r["name"] for r in srows if r["score"] is not None and _is_region_source(r["name"], cfg)), None)
-    vrows = _marked(vrows, recommended, "pinned" if by == "config" else "chosen", VARIANT_COLUMNS)
+    vrows = _marked(vrows, recommended, "pinned" if is_pinned(by) else "chosen", VARIANT_COLUMNS)
     srows = _marked(srows, best_source, "yes", SOURCE_COLUMNS)
     atomic_write_text(fusion / "variant_leaderboard.tsv", tsv_text(vrows, list(VARIANT_COLUMNS)), keep_same=True)
     atomic_write_text(fusion / "source_leaderboard.tsv", tsv_text(srows, list(SOURCE_COLUMNS)), keep_same=True)
     return _Leaderboards(vrows, srows, recommended, by, best_source)
-
-
-def _recommend(cfg: FusionConfig, active: dict[str, list[str]], vrows: list[dict]) -> tuple[str | None, str]:
-    """(the recommended variant, why: "config", "score", or the pinned one skipped)."""
-    if cfg.recommended is not None and cfg.recommended in active:
-        return cfg.recommended, "config"
-    scored = [r for r in vrows if r["score"] is not None]
-    recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
-    if cfg.recommended is not None:
-        by = f"score (pinned {cfg.recommended!r} was skipped)"
-    return recommended, by
 
 
 def _marked(rows: list[dict], name: str | None, mark: str, columns: tuple[str, ...]) -> list[dict]:
