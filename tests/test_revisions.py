@@ -78,7 +78,8 @@ def test_the_guard_names_the_entry_to_bump_and_the_command_to_record():
     stored = {"revision": 3, "code": "a"}
     assert _problem("fusion/consensus", stored, {"revision": 3, "code": "a"}) is None
     assert _problem("fusion/consensus", stored, {"revision": 3, "code": "b"}).startswith(
-        "the code of fusion/consensus (fusion/fuse.py, fusion/order.py, newsbag/articles.py) changed: bump fusion/consensus "
+        "the code of fusion/consensus (fusion/fuse.py, fusion/order.py, fusion/grid.py, fusion/rules.py, fusion/xycut.py, "
+        "fusion/segments.py, newsbag/articles.py) changed: bump fusion/consensus "
         "revision in src/newsbag/revisions.py, or if the output cannot change, run python tests/test_revisions.py "
         "--record")
     assert "record the code hash" in _problem("fusion/consensus", stored, {"revision": 4, "code": "b"})

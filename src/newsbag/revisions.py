@@ -30,7 +30,9 @@ class Revision:
     code: tuple[str, ...]
 
 
-_FUSION_METHOD = ("fusion/fuse.py", "fusion/order.py", "articles.py")
+# The reading order: its parts are fused regions' order and transcription's crops.
+_ORDER = ("fusion/order.py", "fusion/grid.py", "fusion/rules.py", "fusion/xycut.py")
+_FUSION_METHOD = ("fusion/fuse.py", *_ORDER, "fusion/segments.py", "articles.py")
 _EXPORT = ("export/stage.py", "export/layout.py")
 
 # One entry per output a builtin stage makes. "fusion" is what every fused variant shares (the
@@ -50,7 +52,7 @@ REVISIONS: dict[str, Revision] = {
     # 4: a text region fused over a rule across the columns is read as its parts above and below;
     # text more than half inside a larger region read is not read again.
     # The reading order's parts are the crops, so its code is this output's too.
-    "transcription": Revision(4, ("transcription.py", "transcript.py", "fusion/order.py")),
+    "transcription": Revision(4, ("transcription.py", "transcript.py", *_ORDER)),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.
