@@ -123,6 +123,22 @@ def _row_runs_kept(mask: np.ndarray, keep) -> np.ndarray:
     return out
 
 
+def _rule_flanks(share: np.ndarray, w: int, rule_ink: float, flank_ink: float) -> np.ndarray:
+    """Cells within `w` of a vertical rule: a run of at most `w` cells inked in `rule_ink` of the
+    window's rows, with a column inked in at most `flank_ink` of them within `w` on each side."""
+    ruled = _row_runs_kept(share >= rule_ink, lambda n: n <= w)
+    light = (share <= flank_ink).astype(np.uint8)
+    pad = np.zeros((share.shape[0], w), np.uint8)
+    ext = np.hstack([pad, light, pad])
+    left = np.zeros(share.shape, bool)
+    right = np.zeros(share.shape, bool)
+    for d in range(1, w + 1):   # a light column d cells to the left / right
+        left |= ext[:, w - d: w - d + share.shape[1]].astype(bool)
+        right |= ext[:, w + d: w + d + share.shape[1]].astype(bool)
+    rule = ruled & left & right
+    return maximum_filter1d(rule.astype(np.uint8), 2 * w + 1, axis=1).astype(bool)
+
+
 def _bridged(mask: np.ndarray, gap: int) -> np.ndarray:
     """`mask` with the gaps of at most `gap` cells between two runs of a row filled."""
     row, first, end = _gutter_runs(~mask)
@@ -135,7 +151,8 @@ def _bridged(mask: np.ndarray, gap: int) -> np.ndarray:
 
 def blank_gutters(grey: np.ndarray, xyxy: np.ndarray, line_h: float, window: float = 4.0, reach: float = 3.0,
                   ink: float = 0.02, max_ink: float = 0.05, min_cover: float = 0.5, min_w: float = 0.4,
-                  bridge: float = 0.25, min_len: float = 6.0, shrink: float = 0.25) -> Gutters:
+                  bridge: float = 0.25, min_len: float = 6.0, shrink: float = 0.25, rule_ink: float = 0.9,
+                  flank_ink: float = 0.3, rule_w: float = 0.3) -> Gutters:
     """Gutter cells of a page from its pixels: vertical bands left blank between columns of text.
 
     DB runs lines across a narrow gutter (two columns of the 1780s-1810s NZZ, 20-30 px at
@@ -143,9 +160,13 @@ def blank_gutters(grey: np.ndarray, xyxy: np.ndarray, line_h: float, window: flo
     does. A cell is a gutter cell when it holds no ink, the cells of its column within
     ``window`` line heights above it (or below it) hold ink in at most ``max_ink`` of
     them, and single text lines cover at least ``min_cover`` of the cells on each side
-    within ``reach`` line heights. Blank runs closer than ``bridge`` line heights join (a
-    thin rule in the gutter), runs narrower than ``min_w`` are word spaces, and a gutter
-    runs down at least ``min_len`` line heights (the masthead's letter spacing does not).
+    within ``reach`` line heights. A vertical rule in the gutter (1813: letters touch it, so
+    the bands beside it are not quite blank) counts as blank with its sides: a run at most
+    ``rule_w`` line heights wide inked in ``rule_ink`` of the window's rows, with a column
+    inked in at most ``flank_ink`` of them within ``rule_w`` on each side (`_rule_flanks`).
+    Blank runs closer than ``bridge`` line heights join, runs narrower than ``min_w`` are
+    word spaces, and a gutter runs down at least ``min_len`` line heights (the masthead's
+    letter spacing does not).
 
     Args:
         grey: (H, W) uint8 page; xyxy: (N, 4) its text lines, page pixels; line_h: their
@@ -168,10 +189,14 @@ def blank_gutters(grey: np.ndarray, xyxy: np.ndarray, line_h: float, window: flo
     h = max(1, int(round(reach * line_h / cell_w / 2)))
     r = np.arange(shape[0])
     mask = np.zeros(shape, bool)
+    near_rule = np.zeros(shape, bool)
     for top, bottom in ((np.clip(r - k, 0, None), r + 1), (r, np.clip(r + k + 1, None, shape[0]))):
-        blank = _window_share(inked.astype(np.float64), top, bottom) <= max_ink
+        share = _window_share(inked.astype(np.float64), top, bottom)
+        near = _rule_flanks(share, max(1, int(round(rule_w * line_h / cell_w))), rule_ink, flank_ink)
+        near_rule |= near
+        blank = (share <= max_ink) | (near & (share <= flank_ink)) | (near & (share >= rule_ink))
         mask |= blank & (_side_best(_window_share(covered, top, bottom), h) >= min_cover)
-    mask &= ~inked
+    mask &= ~inked | near_rule
     gap, width = int(round(bridge * line_h / cell_w)), int(round(min_w * line_h / cell_w))
     mask = _bridged(mask, gap)
     mask = _row_runs_kept(mask, lambda n: n >= width)

@@ -1,8 +1,10 @@
-"""Lines that DB ran across a narrow gutter are cut where the page's pixels leave the gutter blank."""
+"""Lines that DB ran across a narrow gutter are cut where the page's pixels leave the gutter blank
+(or hold only a thin rule)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PIL import Image, ImageDraw
 
 import _columns  # noqa: E402  (runners/ is on sys.path via conftest)
@@ -13,11 +15,21 @@ COLUMNS = ((50, 480), (510, 950))          # a 30 px gutter: 1.25 line heights
 MERGED = range(10, 26)                     # rows whose line DB ran over the gutter
 
 
-def _page(columns=COLUMNS, seed=0) -> np.ndarray:
-    """A grey page of words (black bars 16 px high, spaces 8-14 px) in `columns`."""
+def _page(columns=COLUMNS, seed=0, rule: bool = False) -> np.ndarray:
+    """A grey page of words (black bars 16 px high, spaces 8-14 px) in `columns`; with `rule`, a
+    vertical rule down the gutter that a word of one column or the other touches in one row of three."""
     rng = np.random.default_rng(seed)
     img = Image.new("L", (1000, TOP + ROWS * PITCH + 60), 255)
     draw = ImageDraw.Draw(img)
+    if rule:
+        mid = (columns[0][1] + columns[1][0]) // 2
+        draw.rectangle([mid - 2, TOP, mid + 1, TOP + ROWS * PITCH], fill=0)
+        for r in range(ROWS):
+            y = TOP + r * PITCH + 4
+            if r % 6 == 0:
+                draw.rectangle([columns[0][1], y, mid - 2, y + 15], fill=0)
+            elif r % 6 == 3:
+                draw.rectangle([mid + 1, y, columns[1][0], y + 15], fill=0)
     for r in range(ROWS):
         y = TOP + r * PITCH + 4
         for x0, x1 in columns:
@@ -38,9 +50,10 @@ def _lines(columns=COLUMNS, merged=MERGED) -> np.ndarray:
     return np.array(out, float)
 
 
-def test_lines_run_over_a_blank_gutter_are_cut_at_it():
+@pytest.mark.parametrize("rule", [False, True])
+def test_lines_run_over_a_blank_gutter_are_cut_at_it(rule):
     lines = _lines()
-    pieces, scores = text_lines.cut_at_blank_gutters(_page(), lines, np.arange(len(lines), dtype=float))
+    pieces, scores = text_lines.cut_at_blank_gutters(_page(rule=rule), lines, np.arange(len(lines), dtype=float))
     assert len(pieces) == len(lines) + len(MERGED)
     gutter_l, gutter_r = COLUMNS[0][1], COLUMNS[1][0]
     merged = np.flatnonzero(lines[:, 2] - lines[:, 0] > 600)
