@@ -1,7 +1,8 @@
 """text_lines runner: PP-OCR DB text-line detection (rapidocr-onnxruntime's ONNX), optionally grouped into blocks.
 
 Lines (raw label ``text_line``) are evidence for fusion metrics; grouped (``group``: true)
-they become ``text_block`` regions, a bag member of their own.
+they become ``text_block`` regions, a bag member of their own. Lines DB ran across a gutter
+that the page leaves blank are cut there (`cut_at_blank_gutters`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 
 import numpy as np
 
+import _columns
 import _db
 import _loop
 import _picodet
@@ -33,6 +35,18 @@ def lines_to_blocks(xyxy: np.ndarray, scores: np.ndarray, gap_factor: float):
     k = int(block.max()) + 1 if block.size else 0
     mean_score = np.bincount(block, weights=scores[parent], minlength=k) / np.maximum(np.bincount(block, minlength=k), 1)
     return _db.union_xyxy(pieces, block), mean_score
+
+
+def cut_at_blank_gutters(image: np.ndarray, xyxy: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lines cut at the column gutters the page's pixels leave blank (`_columns.blank_gutters`);
+    each piece keeps its line's score. DB runs lines across narrow gutters, and the fused
+    regions and the reading order follow the lines."""
+    if len(xyxy) == 0:
+        return xyxy, scores
+    grey = image if image.ndim == 2 else image.min(axis=2)
+    line_h = float(np.median(xyxy[:, 3] - xyxy[:, 1]))
+    pieces, parent = _columns.split_at_gutters(xyxy, _columns.blank_gutters(grey, xyxy, line_h), 2 * line_h)
+    return pieces, scores[parent]
 
 
 def locate_weights(params: dict) -> str:
@@ -72,7 +86,7 @@ class TextLinesDetector:
         tensor = _picodet.to_input_tensor(image, in_hw)
         prob = self.session.run(None, {self.input_name: tensor})[0][0, 0]
         xyxy, scores = _db.db_boxes(prob, self.bin_threshold, self.box_threshold, self.unclip_ratio)
-        xyxy = xyxy * np.array([width / in_hw[1], height / in_hw[0]] * 2)
+        xyxy, scores = cut_at_blank_gutters(image, xyxy * np.array([width / in_hw[1], height / in_hw[0]] * 2), scores)
         return {"xyxy": xyxy.tolist(), "score": scores.tolist()}
 
     def detect(self, image_path: str, page: dict) -> list[dict]:

@@ -13,7 +13,6 @@ MAX_LINES = 500
 OVER_CAP = {
     "src/newsbag/config.py": 601,                     # pipeline parsing, validation and params
     "src/newsbag/fusion/fuse.py": 905,                # the fusion methods and their shared steps
-    "src/newsbag/fusion/order.py": 768,               # reading order and its column model
     "src/newsbag/fusion/stage.py": 868,               # page fusion, disk, freshness, leaderboard
     "src/newsbag/orchestrator.py": 666,               # starting runners and reading their events
     "src/newsbag/review/stage.py": 744,               # boards, their freshness and the gallery

@@ -4,7 +4,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from newsbag.fusion.order import column_bounds, column_segments, reading_order, reading_order_parts
+from newsbag.fusion.grid import column_bounds
+from newsbag.fusion.order import reading_order, reading_order_parts
+from newsbag.fusion.segments import column_segments
 
 
 def test_three_column_page_with_masthead_and_headline():
@@ -95,14 +97,14 @@ def _random_boxes(rng, n: int) -> np.ndarray:
 def test_column_xycut_equals_the_recursive_xycut():
     # Inside one column the plain XY-cut still orders the boxes: the iterative one equals
     # the recursive one it replaced.
-    from newsbag.fusion.order import _xycutter
+    from newsbag.fusion.xycut import xycutter
     from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(2)
     for _ in range(300):
         boxes = _random_boxes(rng, int(rng.integers(0, 300)))
         rank = np.empty(len(boxes), np.int64)
-        rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
+        rank[np.asarray(xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))
 
 
@@ -176,9 +178,9 @@ def test_columns_of_a_page_with_spanning_headlines_overlapping_regions_and_skew(
 
 def test_column_bounds_finds_gutters_crossed_by_a_few_lines():
     _, lines = _four_column_page()
-    from newsbag.fusion.order import _line_evidence
+    from newsbag.fusion.grid import line_evidence
 
-    ev, line_h = _line_evidence(lines)
+    ev, line_h = line_evidence(lines)
     bounds = column_bounds(ev, 1000, 0.5 * line_h)
     assert len(bounds) == 3
     assert 250 <= bounds[0] <= 260 and 490 <= bounds[1] <= 500 and 730 <= bounds[2] <= 742
@@ -380,9 +382,9 @@ def test_a_short_box_touching_text_cut_at_the_same_gutter_is_cut_too():
 
 
 def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
-    # `_xycutter` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
+    # `xycutter` cuts on Python floats: the same order as the numpy XY-cut it replaced, on
     # ties, touching edges, infinite and NaN coordinates too.
-    from newsbag.fusion.order import _xycutter
+    from newsbag.fusion.xycut import xycutter
     from reference.recursive_order import reading_order_recursive
 
     rng = np.random.default_rng(7)
@@ -391,7 +393,7 @@ def test_xycut_on_python_floats_cuts_as_the_numpy_reference_does():
         if len(boxes) and rng.random() < 0.3:
             boxes[rng.integers(0, len(boxes), 3), rng.integers(0, 4, 3)] = rng.choice([np.nan, np.inf, -np.inf, -0.0])
         rank = np.empty(len(boxes), np.int64)
-        rank[np.asarray(_xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
+        rank[np.asarray(xycutter(boxes, 5.0, 5.0)(list(range(len(boxes)))), np.intp)] = np.arange(len(boxes))
         np.testing.assert_array_equal(rank, reading_order_recursive(boxes, 1000, 1000))
 
 
@@ -409,7 +411,7 @@ def _feuilleton_page(fused_across=True):
 
 
 def test_rules_across_need_three_columns_breaking_together():
-    from newsbag.fusion.order import rules_across
+    from newsbag.fusion.rules import rules_across
     _, lines = _feuilleton_page()
     bounds = np.array([98.0, 203.0])
     assert rules_across(lines, bounds, 20, 10).tolist() == [pytest.approx(611, abs=2)]
@@ -423,9 +425,10 @@ def test_rules_across_need_three_columns_breaking_together():
 def test_the_us_sample_has_no_rule_across_its_columns():
     # six columns of short items whose headline gaps meet near y 597 within a few pixels:
     # no rule there (the scan shows running text), so no region is cut at it
-    from newsbag.fusion.order import _line_grid, rules_across
+    from newsbag.fusion.grid import line_grid
+    from newsbag.fusion.rules import rules_across
     xyxy, width, height, lines, text = _port_gibson("paragraphs")
-    grid = _line_grid(lines, width)
+    grid = line_grid(lines, width)
     assert len(grid.bounds) == 5 and rules_across(grid.ev, grid.bounds, grid.poke, grid.line_h).size == 0
 
 def test_a_box_fused_over_the_feuilleton_rule_is_read_in_its_two_parts():

@@ -22,7 +22,9 @@ from ..labels import COARSE, coarse_codes
 from .geometry import Pairs, area, box_tree, cross_pairs, group_extent, pairs_between, self_pairs, subset_pairs
 from .match import connected_groups, pair_scores
 from .metrics import best_source
-from .order import column_bounds, column_segments, reading_order
+from .grid import column_bounds
+from .order import PageLines, reading_order
+from .segments import recipe_segments
 from .paragraphs import gutter_cuts, inside_pairs, join_pairs, lines_back, matched_lines, noise_mask, unnest_blocks
 from .variants import BestSingleParams, ConsensusParams, ParagraphParams
 
@@ -342,10 +344,10 @@ def _drop_shadowed(res: _Resolved, t_shadow: float) -> _Resolved:
     return res if alive.all() else res.take(np.flatnonzero(alive))
 
 
-def _order(xyxy: np.ndarray, label: np.ndarray, meta, lines: np.ndarray) -> np.ndarray:
-    """Reading rank of fused regions (`order.reading_order`): running text may be read as column parts."""
-    text = coarse_codes(label) == COARSE["text"]
-    return reading_order(xyxy, meta.width, meta.height, lines=lines, text=text)
+def _order(xyxy: np.ndarray, label: np.ndarray, meta, lines: np.ndarray, page: PageLines | None) -> np.ndarray:
+    """Reading rank of fused regions (`order.reading_order`, on the page's `PageLines` if they hold `lines`)."""
+    ev = page if page is not None and page.holds(lines, meta.width) else lines
+    return reading_order(xyxy, meta.width, meta.height, lines=ev, text=coarse_codes(label) == COARSE["text"])
 
 
 def _textlike_of(label: np.ndarray) -> np.ndarray:
@@ -438,11 +440,11 @@ def _voted(boxes: Boxes, n_fam: np.ndarray, lines: np.ndarray, params: Consensus
 
 
 def _split_at_gutters(res: _Resolved, lines: np.ndarray, params: ConsensusParams, width: float) -> _Resolved:
-    """Text regions cut at the column gutters their text lines show (`order.column_segments`)."""
+    """Text regions cut at the column gutters their text lines show (`segments.column_segments`)."""
     t = np.flatnonzero(_textlike_of(res.label))
     t_xyxy = take_rows(res.xyxy, t)
     mb, ml = inside_pairs(t_xyxy, lines)
-    n_cols, parent, seg = _column_segments(t_xyxy, lines, mb, ml, params, width)
+    n_cols, parent, seg = recipe_segments(t_xyxy, lines, mb, ml, params, width)
     if not len(parent):
         return res
     stay = np.setdiff1d(np.arange(len(res.xyxy)), t[n_cols >= 2])
@@ -451,7 +453,8 @@ def _split_at_gutters(res: _Resolved, lines: np.ndarray, params: ConsensusParams
     return res.take(stay).extend(pieces)
 
 
-def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None) -> Boxes:
+def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = None,
+                   page: PageLines | None = None) -> Boxes:
     """Fuse pooled source boxes by family votes, WBF averaging and granularity choice.
 
     Steps: (0) boxes covering `max_page_share` of the page or more are left out. (1) support of a box = families whose same-class boxes (text lines count for
@@ -467,13 +470,14 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     region covers, as blocks of those lines. With `t_shadow` < 1, drop boxes that
     better-ranked boxes already cover (`granularity` ranks). (6) With
     `split_columns`, give the uncovered lines of containers that gave way blocks too, then
-    cut text regions at column gutters of their text lines (`order.column_segments`).
+    cut text regions at column gutters of their text lines (`segments.column_segments`).
     (7) With `titles`, text regions with heading evidence become ``headline`` (`_titles`).
 
     Args:
         boxes: pooled boxes of one page (sources plus optional text-line evidence).
         params: the variant's parameters.
         pairs: overlapping pairs of `boxes` when the caller already has them.
+        page: the page's `order.PageLines`, computed once for all its variants.
 
     Returns:
         Fused boxes with ``member_idx``, ``support_bits`` and ``order`` columns.
@@ -490,7 +494,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
         page_sized = _page_sized(boxes, params.max_page_share)
         if page_sized.any():
             sel = np.flatnonzero(~page_sized)
-            out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized))
+            out = fuse_consensus(boxes[sel], replace(params, max_page_share=1.0), subset_pairs(pairs, ~page_sized), page)
             members = np.fromiter((sel[m].tolist() for m in out.data["member_idx"]), dtype=object, count=len(out))
             return Boxes(out.xyxy, out.score, out.label, out.meta, {**out.data, "member_idx": members})
     pre = _Prepared(boxes, pairs)
@@ -519,7 +523,7 @@ def fuse_consensus(boxes: Boxes, params: ConsensusParams, pairs: Pairs | None = 
     if params.titles:
         label = _titles(xyxy, label, take_rows(boxes.xyxy, region & (coarse == COARSE["title"])), lines)
 
-    order = _order(xyxy, label, meta, lines)
+    order = _order(xyxy, label, meta, lines, page)
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support, "order": order},
@@ -568,7 +572,7 @@ def _empty(boxes: Boxes) -> Boxes:
 
 
 def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None = None,
-                     choose: Callable[[Boxes], str] | None = None) -> Boxes:
+                     choose: Callable[[Boxes], str] | None = None, page: PageLines | None = None) -> Boxes:
     """The boxes of one region source, chosen by `choose` (default: `metrics.best_source`)."""
     coarse = coarse_codes(boxes.label)
     region = coarse != COARSE["line"]
@@ -584,7 +588,7 @@ def fuse_best_single(boxes: Boxes, params: BestSingleParams, pairs: Pairs | None
     return Boxes(
         xyxy=xyxy, score=boxes.score[idx], label=boxes.label[idx], meta=boxes.meta,
         data={"member_idx": members, "support_bits": np.full(len(idx), bit, np.int64),
-              "order": _order(xyxy, boxes.label[idx], boxes.meta, boxes.xyxy[coarse == COARSE["line"]])},
+              "order": _order(xyxy, boxes.label[idx], boxes.meta, boxes.xyxy[coarse == COARSE["line"]], page)},
     )
 
 
@@ -674,7 +678,8 @@ def _paragraph_evidence(boxes: Boxes, params: ParagraphParams, pairs: Pairs | No
         lines=lines, line_h=float(np.median(lines[:, 3] - lines[:, 1])) if len(lines) else 0.0, pairs=pairs)
 
 
-def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None = None) -> Boxes:
+def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None = None,
+                    page: PageLines | None = None) -> Boxes:
     """Paragraph regions: the structure source's text blocks, corrected by the other members.
 
     Steps (`paragraphs` has each one): (0) boxes covering `max_page_share` of the page are
@@ -683,7 +688,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
     blocks no other family sees are dropped (`noise_mask`); low blocks built around another
     block across a column gutter become their lines (`unnest_blocks`, with `nest_share`).
     (3) Blocks are cut at gutters between side-by-side text boxes of the other families
-    (`gutter_cuts`) and (4) at column gutters of the text lines (`order.column_segments`,
+    (`gutter_cuts`) and (4) at column gutters of the text lines (`segments.column_segments`,
     with `split_columns`). (5) With `join`, blocks of one column with no paragraph cue
     between them are joined (`join_pairs`). (5b) With `lines_match`, lines the regions leave
     out that another family boxes too become regions (`matched_lines`). (6) Image and table
@@ -703,7 +708,7 @@ def fuse_paragraphs(boxes: Boxes, params: ParagraphParams, pairs: Pairs | None =
                                    boxes.meta.width)
     extra = _other_classes(boxes, ev.region & ~ev.textlike, ev.coarse, ev.src, ev.rank, blocks.xyxy)
     blocks = blocks.appended(boxes.xyxy[extra], extra, np.arange(len(extra)))
-    return _paragraph_boxes(boxes, blocks, ev, params)
+    return _paragraph_boxes(boxes, blocks, ev, params, page)
 
 
 def _corrected_blocks(blocks: _Blocks, base_score: np.ndarray, evidence: np.ndarray, ev: _ParagraphEvidence,
@@ -721,7 +726,7 @@ def _corrected_blocks(blocks: _Blocks, base_score: np.ndarray, evidence: np.ndar
         blocks = blocks.replaced(cut, parent, pieces)
     if params.split_columns:
         mb, ml = inside_pairs(blocks.xyxy, lines, tree=tree)
-        n_cols, parent, seg = _column_segments(blocks.xyxy, lines, mb, ml, params, width)
+        n_cols, parent, seg = recipe_segments(blocks.xyxy, lines, mb, ml, params, width)
         blocks = blocks.replaced(np.flatnonzero(n_cols >= 2), parent, seg)
     if params.join:
         a, b = join_pairs(blocks.xyxy, lines, lh, params.join_gap, params.join_indent, params.join_short, tree=tree)
@@ -755,7 +760,8 @@ def _denoised_blocks(blocks: _Blocks, base_score: np.ndarray, evidence: np.ndarr
     return blocks.kept(keep)
 
 
-def _paragraph_boxes(boxes: Boxes, blocks: _Blocks, ev: _ParagraphEvidence, params: ParagraphParams) -> Boxes:
+def _paragraph_boxes(boxes: Boxes, blocks: _Blocks, ev: _ParagraphEvidence, params: ParagraphParams,
+                     page: PageLines | None) -> Boxes:
     """The finished regions of `fuse_paragraphs` as fused boxes: members, score, label, support, order."""
     meta, xyxy = boxes.meta, blocks.xyxy
     n = len(xyxy)
@@ -775,14 +781,8 @@ def _paragraph_boxes(boxes: Boxes, blocks: _Blocks, ev: _ParagraphEvidence, para
     return Boxes(
         xyxy=xyxy, score=score.astype(np.float32), label=label, meta=meta,
         data={"member_idx": members, "support_bits": support,
-              "order": _order(xyxy, label, meta, ev.lines)},
+              "order": _order(xyxy, label, meta, ev.lines, page)},
     )
-
-
-def _column_segments(xyxy, lines, mb, ml, params, width: float):
-    """`order.column_segments` with a recipe's column-split params (`col_*`, shares of the page width)."""
-    return column_segments(xyxy, lines, mb, ml, params.col_gap * width, min_lines=params.col_min_lines,
-                           tol=params.col_tol, slack=params.col_slack * width)
 
 
 def _other_classes(boxes: Boxes, cand: np.ndarray, coarse: np.ndarray, src: np.ndarray, rank: np.ndarray,

@@ -9,7 +9,7 @@ from ..contract import Boxes, PageMeta, column_codes, take_rows
 from ..labels import COARSE, coarse_codes
 from .geometry import Pairs, area, cross_pairs, self_pairs
 from .match import pair_scores
-from .order import column_segments
+from .segments import column_segments
 
 __all__ = [
     "union_mask",

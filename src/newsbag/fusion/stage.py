@@ -30,6 +30,7 @@ from .fuse import VARIANTS, describe, effective_params, member_table, take_sourc
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .pin import Pin, choose_recommended, is_pinned, read_pin
+from .order import page_lines
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "pool_sources"]
@@ -58,7 +59,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
     pool, pairs, line_mask, line_tree, source_metrics = (measured.pool, measured.pairs, measured.line_mask,
                                                          measured.line_tree, measured.metrics)
     src = pool.data["source"]
-    lines = pool.xyxy[line_mask]
+    page = page_lines(pool.xyxy[line_mask], pool.meta.width, line_tree)   # the variants share the page's lines
     line_source = [cfg.line_source] if cfg.line_source in pages else []
 
     def choose(boxes: Boxes) -> str:
@@ -84,17 +85,16 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
         same = (key, v.method, effective_params(v.params, boxes))
         if same in done:
             fused = done[same]
-        elif v.method == "best_single":
-            fused = done[same] = fn(boxes, v.params, sub_pairs, choose=choose)
         else:
-            fused = done[same] = fn(boxes, v.params, sub_pairs)
+            fused = done[same] = fn(boxes, v.params, sub_pairs, page=page,
+                                    **({"choose": choose} if v.method == "best_single" else {}))
         fused_all[v.name] = (fused, index, boxes)
         if v.method == "best_single" and len(fused):
             chosen[v.name] = str(src[index[fused.data["member_idx"][0][0]]])
             # Its regions are exactly the chosen source's, already measured the same way.
             variant_metrics[v.name] = {k: source_metrics[chosen[v.name]][k] for k in METRIC_KEYS}
         else:
-            variant_metrics[v.name] = page_metrics(fused, lines, line_tree)
+            variant_metrics[v.name] = page_metrics(fused, page.lines, line_tree)
     record = {"page_id": pool.meta.page_id, "sources": source_metrics, "variants": variant_metrics,
               "best_single_choice": chosen}
     return pool, fused_all, record
@@ -139,15 +139,15 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
     loo = loo_agreement(*take_sources(pool, pairs, region_mask))
     metrics = {}
     line_source = [cfg.line_source] if cfg.line_source in pages else []
-    line_pairs = text_line_pairs(pool, pairs, line_mask, {s: s in line_source for s in region_sources + line_source})
-    for s in region_sources + line_source:
+    names = region_sources + line_source
+    line_pairs = text_line_pairs(pool, pairs, line_mask, {s: s in line_source for s in names})
+    for s in names:
         own = pool[src == s]
         if s in line_source:  # the evidence itself, scored as if each line were a text region
             own = Boxes(own.xyxy, own.score, np.full(len(own), labels.label_code("text")), own.meta, own.data)
         m = page_metrics(own, lines, line_tree, line_pairs[s])
         metrics[s] = {**m, **loo.get(s, {"loo_pixel_f1": np.nan, "loo_box_agreement": np.nan}),
                       "family": str(pages[s].data["family"][0]) if len(pages[s]) else s.split("/")[0]}
-    names = region_sources + line_source
     reasons = degenerate_reasons([metrics[s]["n_regions"] for s in names], [metrics[s]["n_text"] for s in names],
                                  [largest_box_share(pages[s].xyxy, pool.meta.width, pool.meta.height) for s in names],
                                  [s in region_sources for s in names])
