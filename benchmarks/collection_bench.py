@@ -70,7 +70,8 @@ def current_boards(run: Path, config: Path) -> None:
     from newsbag.manifest import read_pages
     from newsbag.review.gallery import DATA_JS, THUMB
     from newsbag.review.options import parse_review_cfg
-    from newsbag.review.stage import _inputs, _plan, run_review
+    from newsbag.review.stage import run_review
+    from newsbag.review.state import board_inputs, review_plan
 
     records = read_pages(run)
     Image.new("1", (records[0].width, records[0].height), 1).save(run / records[0].image_path)
@@ -78,13 +79,13 @@ def current_boards(run: Path, config: Path) -> None:
     run_review(run, [records[0].page_id], options)
     first = rundir.review_page_dir(run, records[0].page_id)
     template = json.loads((first / "info.json").read_text())
-    plan = _plan(run, parse_review_cfg(options))
+    plan = review_plan(run, parse_review_cfg(options))
     for record in records[1:]:
         page_dir = rundir.review_page_dir(run, record.page_id)
         page_dir.mkdir(parents=True, exist_ok=True)
         for name in (template["scan"], THUMB, DATA_JS):
             os.link(first / name, page_dir / name)
-        inputs = _inputs(run, record, plan, {})   # no info.json recorded for this board yet
+        inputs = board_inputs(run, record, plan, {})   # no info.json recorded for this board yet
         info = {**template, "page_id": record.page_id, "path": record.path, "image_path": record.image_path,
                 "fingerprint": inputs.fingerprint, "inputs": freshness.input_record(inputs.paths, inputs.identities)}
         (page_dir / "info.json").write_text(json.dumps(info, indent=1))

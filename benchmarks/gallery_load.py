@@ -34,7 +34,8 @@ from cdp import CHROMIUM, Browser  # noqa: E402
 from _machine import machine_line  # noqa: E402
 
 from newsbag.review.gallery import DATA_JS, SCANS, page_layer, write_gallery, write_page_data  # noqa: E402
-from newsbag.review.stage import _gallery_context, _Outcome  # noqa: E402
+from newsbag.review.listing import gallery_context  # noqa: E402
+from newsbag.review.state import Outcome  # noqa: E402
 
 W, H = 2400, 3200
 
@@ -61,9 +62,9 @@ def build(root: Path, n_pages: int, n_boxes: int, n_data: int) -> Path:
         score = {"review_priority": rng.random() * 3, "source_disagreement": rng.random(), "fused_disagreement": rng.random(),
                  "line_coverage": rng.random(), "failed_share": 0.0, "failed_sources": [],
                  "reasons": ["sources disagree: 60% of blocks unmatched between sources"] if k % 3 == 0 else []}
-        outcomes.append(_Outcome(page_id, "ok", info={"priority": score, "path": f"scans/{page_id}.tif"}))
+        outcomes.append(Outcome(page_id, "ok", info={"priority": score, "path": f"scans/{page_id}.tif"}))
     ranked = sorted(outcomes, key=lambda o: -o.info["priority"]["review_priority"])
-    ctx = _gallery_context(root, ranked, [], {"a/x": None, "b/y": None, "text_lines/lines": None},
+    ctx = gallery_context(root, ranked, [], {"a/x": None, "b/y": None, "text_lines/lines": None},
                            {"v1": None, "v2": None}, "v1", "top20_informative", absent=0)
     ctx["leaderboards"] = [("Fusion variants", {"columns": ["rank", "name", "score"],
                                                 "rows": [[1, "v1", 0.7], [2, "v2", 0.6]]}),

@@ -253,13 +253,14 @@ def test_a_page_whose_recommended_fused_layer_failed_or_is_pending_opens_on_a_fu
 def _long_gallery(root, n_pages):
     """index.html listing `n_pages` pages (ranked p0000 first) and the page data of each, without boards."""
     from newsbag.review.gallery import DATA_JS, page_layer, write_gallery, write_page_data
-    from newsbag.review.stage import _gallery_context, _Outcome
+    from newsbag.review.listing import gallery_context
+    from newsbag.review.state import Outcome
 
     review = root / "review"
     score = {"review_priority": 1.0, "source_disagreement": 0.5, "fused_disagreement": 0.5, "line_coverage": None,
              "failed_share": 0.0, "failed_sources": [], "reasons": []}
-    ranked = [_Outcome(f"p{k:04d}", "ok", info={"priority": score, "path": f"p{k:04d}.png"}) for k in range(n_pages)]
-    write_gallery(review / "index.html", _gallery_context(root, ranked, [], {"a/x": None}, {}, None, "top",
+    ranked = [Outcome(f"p{k:04d}", "ok", info={"priority": score, "path": f"p{k:04d}.png"}) for k in range(n_pages)]
+    write_gallery(review / "index.html", gallery_context(root, ranked, [], {"a/x": None}, {}, None, "top",
                                                           absent=0))
     for o in ranked:
         page = {"page_id": o.page_id, "image": {"path": "", "width": 100, "height": 100},

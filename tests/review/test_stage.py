@@ -475,8 +475,8 @@ def test_a_call_keeps_only_what_the_listing_needs_of_each_page_not_its_whole_inf
         info_path = review_run / "review" / "pages" / page_id / "info.json"
         info_path.write_text(json.dumps(json.loads(info_path.read_text()) | {"bloat": bloat}))
     held = []
-    listing = stage._gallery_context
-    monkeypatch.setattr(stage, "_gallery_context",
+    listing = stage.gallery_context
+    monkeypatch.setattr(stage, "gallery_context",
                         lambda *a, **kw: held.append(tracemalloc.get_traced_memory()[0]) or listing(*a, **kw))
     tracemalloc.start()
     try:
