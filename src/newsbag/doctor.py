@@ -170,16 +170,16 @@ def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:
 
 
 def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
-    """Each model stage, and the transcription stage's recogniser as one, with whether it reads
+    """Each model stage, and the transcription stage's recognisers as ones, with whether it reads
     a line plan (a recogniser reads the lines its stage planned, not a whole page)."""
     out = []
     for stage in cfg.stages:
         if isinstance(stage, ModelStage):
             out.append((stage, False))
         elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
-            from .transcription import recognizer_stage
+            from .transcription import recognizer_stages
 
-            out.append((recognizer_stage(to_jsonable(stage.options)), True))
+            out.extend((s, True) for s in recognizer_stages(to_jsonable(stage.options)))
     return out
 
 

@@ -49,8 +49,11 @@ REVISIONS: dict[str, Revision] = {
     # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).
     # 4: a text region fused over a rule across the columns is read as its parts above and below;
     # text more than half inside a larger region read is not read again.
+    # 5: a recogniser bag: its members read the same lines, each line voted, with its winner and
+    # every member's reading.
     # The reading order's parts are the crops, so its code is this output's too.
-    "transcription": Revision(4, ("transcription.py", "transcript.py", "fusion/order.py")),
+    "transcription": Revision(5, ("transcription.py", "transcript.py", "transcription_bag.py", "text_vote.py",
+                                  "fusion/order.py")),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.
