@@ -39,13 +39,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import _gt_lines
 from _machine import machine_line
 
 from newsbag.evaluate import match_pages
-from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, reference_text
+from newsbag import rundir
+from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, read_text, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcript import crop_plan
 from newsbag.transcription import run_transcription
+from newsbag.transcription_options import BagMember
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,15 +102,20 @@ def gt_tesseract(pages: list[tuple[str, str, Path, dict]], model: str, unit: str
     return rows, _cpu() - t0
 
 
-def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str
-                        ) -> tuple[list[dict], float, str]:
+def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str,
+                        bag_members: dict[str, tuple[str, dict]]) -> tuple[list[dict], float, str]:
     """(c): the transcription stage with `family` on the run's recommended variant; rows, CPU seconds, variant."""
     config = json.loads((REPO / "configs" / "pipeline.local.json").read_text())
     options = next(s for s in config["stages"] if s.get("kind") == "transcription")
     options = {k: v for k, v in options.items() if k not in ("name", "kind", "default", "description")}
     family, _, read = family.partition("/")
-    if family != options.get("recognizer_family"):
-        options = {**options, "recognizer_family": family, "recognizer": {}}
+    if family == "bag":   # the recogniser bag of `bag_members`, voted by `read` (rover or confident)
+        options = {**options, "recognizers": [{"family": f, "name": n, "recognizer": p}
+                                              for n, (f, p) in bag_members.items()], "vote": read or "rover"}
+        read = "lines"
+    elif family != options.get("recognizer_family") or family == "recognize_tesseract":
+        options = {**options, "recognizer_family": family,
+                   "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract" else {}}
     options = {**options, "read": read or "auto"}
     t0 = _cpu()
     summary = run_transcription(run, page_ids, options, force=True)
@@ -117,6 +125,45 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
     result = next(r for r in evaluate_transcripts(run, gt) if r["variant"] == summary["variant"])
     rows = [{**r, "half": halves[r["page_id"]]} for r in result["rows"] if r["page_id"] in halves]
     return rows, cpu, summary["variant"]
+
+
+def _gt_line_rows(pages: list, members: dict[str, tuple[str, dict]], readings: Path | None) -> None:
+    """(d) and (e): the members' readings of the GT line boxes (from `readings` where it holds
+    these pages), each member alone, the better line of each (oracle), and the vote."""
+    ids = sorted(p[0] for p in pages)
+    read = json.loads(readings.read_text()) if readings and readings.exists() else None
+    if read is None or any(sorted(read["lines"][n]) != ids for n in members):
+        read = _gt_lines.read_gt_lines(pages, members)
+        if readings:
+            readings.write_text(json.dumps(read))
+    n = len(pages)
+    names = list(members)
+    families = {name: family for name, (family, _) in members.items()}
+    for name in names:
+        _print_row(f"(d) {name} on the GT line boxes", _gt_lines.member_rows(pages, read, name), read["cpu"][name], n)
+    _print_row("(d) oracle: the better line of each by its GT", _gt_lines.oracle_rows(pages, read, names), 0, n)
+    bag = [BagMember(families[name], name) for name in names]
+    cpu = sum(read["cpu"].values())
+    for method in _gt_lines.METHODS:
+        _print_row(f"(d) vote {method}, weights 1", _gt_lines.vote_rows(pages, read, bag, method), cpu, n)
+    for half in "AB":
+        method, tuned, cer = _gt_lines.tune(pages, read, names, families, half)
+        m = tuned[1]
+        _print_row(f"(e) vote tuned on {half} ({cer:.3f} there, in-sample): {method}, {m.name} weight {m.weight:g} "
+                   f"min_score {m.min_score:g}", _gt_lines.vote_rows(pages, read, tuned, method), cpu, n)
+
+
+def member_transcript_rows(run: Path, variant: str, pages: list, name: str) -> list[dict]:
+    """Page rows of a bag's transcripts with each line as member `name` read it (the same lines
+    and layout as the vote: what the member alone would have given)."""
+    rows = []
+    for page_id, half, _, ann in pages:
+        record = json.loads((rundir.transcript_dir(run, variant) / f"{page_id}.json").read_text(encoding="utf-8"))
+        for region in record["regions"]:
+            for line in region["lines"]:
+                line["text"] = next((r["text"] for r in line.get("readings", []) if r["recognizer"] == name), "")
+        rows.append(_row(page_id, half, read_text(record), reference_text(ann)))
+    return rows
 
 
 def _cer(rows: list[dict], key: str) -> str:
@@ -139,21 +186,29 @@ def _print_row(name: str, rows: list[dict], cpu: float, n_pages: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path)
+    parser.add_argument("run", type=Path, nargs="?", help="none: only the rows on the GT boxes, (a), (b), (d), (e)")
     parser.add_argument("--gt", type=Path, default=REPO.parent / "shared" / "eval" / "nzz")
     parser.add_argument("--model", default="Fraktur", help="traineddata of (a) and (b)")
     parser.add_argument("--recognizers", default="recognize_tesseract,recognize_tesseract/lines,recognize")
     parser.add_argument("--limit", type=int, default=0, help="only the first N matched pages (0: all)")
     parser.add_argument("--no-baselines", action="store_true",
                         help="only (c): (a), (b) and (b') run no newsbag code, so a change of newsbag leaves them as they were")
+    parser.add_argument("--gt-lines", action="store_true",
+                        help="(d) each bag member, their oracle and their vote on the GT line boxes, (e) the vote tuned "
+                             "on one half and scored on the other")
+    parser.add_argument("--readings", type=Path, help="(d): keep the members' readings in this JSON file, and reuse it")
     args = parser.parse_args()
+    # The bag's members: PP-OCRv6 (the recognize family's defaults) and Tesseract MODEL.
+    members = {"ppocr": ("recognize", {}),
+               "tesseract": ("recognize_tesseract", {"models": [args.model], "sample_lines": 0, "recheck_below": 0})}
     os.environ["OMP_THREAD_LIMIT"] = "1"   # for the tesseract command (the runner sets it itself)
     print(machine_line(), flush=True)
 
-    matched = sorted(match_pages(args.run, args.gt)[0], key=lambda m: m[1]["page_id"])
+    anns = [json.loads(p.read_text(encoding="utf-8")) for p in (args.gt / "annotations").glob("*.json")]
+    matched = sorted(match_pages(args.run, args.gt)[0] if args.run else [({"page_id": a["page_id"]}, a) for a in anns],
+                     key=lambda m: m[1]["page_id"])
     # The halves are fixed over the whole ground truth, whichever of its pages the run holds.
-    gt_ids = sorted(json.loads(p.read_text(encoding="utf-8"))["page_id"]
-                    for p in (args.gt / "annotations").glob("*.json"))
+    gt_ids = sorted(a["page_id"] for a in anns)
     halves = {rec["page_id"]: "AB"[gt_ids.index(ann["page_id"]) % 2] for rec, ann in matched}
     if args.limit:
         matched = matched[:args.limit]
@@ -171,9 +226,14 @@ def main() -> None:
                    len(pages))
         _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
                    len(pages))
-    for family in args.recognizers.split(","):
-        rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family)
+    for family in args.recognizers.split(",") if args.run else ():
+        rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family, members)
         _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
+        for name in members if family.startswith("bag") else ():
+            _print_row(f"(c) ... its member {name} alone (its readings in the transcripts)",
+                       member_transcript_rows(args.run, variant, pages, name), 0, len(pages))
+    if args.gt_lines:
+        _gt_line_rows(pages, members, args.readings)
     print(f"\n{time.monotonic() - t0:.0f} s wall")
 
 
