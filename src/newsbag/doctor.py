@@ -64,7 +64,7 @@ def _probe(stage: ModelStage, runners: Path, imports: list[str], timeout_s: floa
     return json.loads(lines[-1])
 
 
-def _probe_weights(stage: ModelStage, runners: Path, params: dict, timeout_s: float) -> dict:
+def probe_weights(stage: ModelStage, runners: Path, params: dict, timeout_s: float) -> dict:
     """Ask the family's own ``locate_weights`` (in the stage env) whether the weights are where
     the config says: no model is loaded, nothing is downloaded."""
     cmd = [stage.env.python, str(runners / "_probe.py"), "--weights", stage.family, "--params", json.dumps(params)]
@@ -225,7 +225,7 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                 probes[key] = _probe(stage, runners, imports, timeout_s)
             _diagnose(row, probes[key], imports)
             if row["imports_ok"]:
-                weights = _probe_weights(stage, runners, params, timeout_s)
+                weights = probe_weights(stage, runners, params, timeout_s)
                 row["weights_ok"] = bool(weights.get("ok"))
                 row["weights"] = weights.get("paths", [])
                 if not weights.get("ok"):

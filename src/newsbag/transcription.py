@@ -11,7 +11,6 @@ writes ``outputs/transcripts/<variant>/<page_id>.json`` and ``.txt``. The run-le
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -27,12 +26,15 @@ from .errors import InputError, RunDirError, first_line, page_failure
 from .failures import record_failures
 from .config import ModelStage
 from .contract import boxes_from_page
-from .io import atomic_text_file, atomic_write_text, read_json, read_page, write_json
+from .io import atomic_write_text, read_json, read_page, write_json
 from .manifest import read_pages
 from .revisions import revision, why_stale
 from .transcription_bag import BagStage, bag_stages, read_lines, recognizer_record
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
 from .fusion.order import spans_columns
+from .recognizer_choice import usable_recognizer
+from .transcript_index import index_is_current, write_search_index
+from .transcript_resolution import ResolutionCheck
 from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,
                          take_block_text)
 
@@ -290,7 +292,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     Raises:
         ValueError: bad transcription options (one line).
     """
-    params = parse_transcription_options(options)
+    params, _ = usable_recognizer(options)   # the recogniser `run_transcription` reads with here
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
@@ -328,65 +330,6 @@ def _is_current(path: Path, fingerprint: str) -> bool:
         return False
 
 
-def _articles(path: Path) -> list[dict]:
-    """The articles of a transcript file.
-
-    Raises:
-        OSError; ValueError: not JSON, or no transcript (no list of articles with text).
-    """
-    record = read_json(path)
-    arts = record.get("articles") if isinstance(record, dict) else None
-    if not isinstance(arts, list) or not all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in arts):
-        raise ValueError("not a transcript (no list of articles with text)")
-    return arts
-
-
-def _write_search_index(run_dir: Path, variant: str) -> tuple[int, list[dict]]:
-    """transcripts.jsonl: one line per article of every transcribed page of the manifest, written
-    as the transcripts are read (over 100k pages it is GBs of text).
-
-    Returns:
-        the number of articles, and a failure record for each transcript file that cannot be
-        read (left out: one bad file must not keep every other page's text out of the index).
-    """
-    out_dir = rundir.transcript_dir(run_dir, variant)
-    n, left_out = 0, []
-    with atomic_text_file(out_dir / "transcripts.jsonl") as fh:
-        for page_id in rundir.members(run_dir, []):
-            path = out_dir / f"{page_id}.json"
-            if not path.exists():
-                continue
-            try:
-                arts = _articles(path)
-            except (OSError, ValueError) as exc:
-                left_out.append({"page_id": page_id, "error": f"page {page_id}: {path}: {first_line(exc)}; left out "
-                                                              "of transcripts.jsonl until newsbag transcribe reads it again"})
-                continue
-            for art in arts:
-                if art["text"]:
-                    fh.write(json.dumps({"page_id": page_id, "variant": variant, **art}, ensure_ascii=False) + "\n")
-                    n += 1
-    return n, left_out
-
-
-def _index_is_current(out_dir: Path, page_ids: Iterable[str]) -> bool:
-    """Whether transcripts.jsonl is newer than the transcript of each of `page_ids` (the
-    manifest's, as the caller read it; stat calls only).
-
-    A call killed after writing its transcripts, before or while it rebuilt the index (minutes
-    over 100k pages), leaves an older index; its rerun finds every page current and must
-    still rebuild it.
-    """
-    index = freshness.file_identity(out_dir / "transcripts.jsonl")
-    if index is None:
-        return False
-    for page_id in page_ids:
-        page = freshness.file_identity(out_dir / f"{page_id}.json")
-        if page is not None and page[1] > index[1]:
-            return False
-    return True
-
-
 def _drop_transcript(out_dir: Path, page_id: str) -> bool:
     """Remove a page's transcript files; whether it had one (the search index then changes)."""
     had = (out_dir / f"{page_id}.json").exists()
@@ -416,6 +359,7 @@ class _Transcription:
         self.block_dirs = _block_dirs(run_dir, params)
         self.unit = crop_unit(params)
         self.dropped = False   # a transcript was removed: the search index changes
+        self.resolution = ResolutionCheck.for_family(self.stages[0].stage.family)   # a bag's first member
 
     def settle(self, page_id: str, error: str | None, shown: bool = True) -> None:
         """Count a page's outcome; a failed page keeps a failure record (`transcript_status`) until it is read."""
@@ -448,6 +392,7 @@ class _Transcription:
             self.settle(page_id, _page_error(page_id, exc))
             return False
         plan = _plan_record(page_plan, inputs.fingerprint)
+        self.resolution.check(page_id, page_plan.crops, page_plan.units, page_plan.sample)
         if len(page_plan.crops) == 0:   # nothing left to recognise: no runner call for this page
             _write_transcript(self.out_dir, page_id, plan, [], self.variant)
             self.settle(page_id, None)
@@ -487,9 +432,9 @@ class _Transcription:
     def index(self, page_ids: Iterable[str]) -> None:
         """Rebuild the search index when a transcript changed (a no-change rerun over 100k pages
         must not reread every transcript) or it is older than one of `page_ids`' transcripts."""
-        if not (self.summary["ok"] or self.dropped or not _index_is_current(self.out_dir, page_ids)):
+        if not (self.summary["ok"] or self.dropped or not index_is_current(self.out_dir, page_ids)):
             return
-        self.summary["articles"], left_out = _write_search_index(self.run_dir, self.variant)
+        self.summary["articles"], left_out = write_search_index(self.run_dir, self.variant)
         failed = {f["page_id"] for f in self.summary["failures"]}
         for failure in left_out:   # pages this call may not have selected: no progress line
             if failure["page_id"] not in failed:
@@ -505,17 +450,21 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             run, or every variant skipped).
     """
     t0 = time.monotonic()
-    params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
+    params, note = usable_recognizer(options)
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     if not variant:
         raise InputError("transcription: no recommended variant in outputs/fusion/summary.json; run fusion first "
                          "or set the stage's variant")
     call = _Transcription(run_dir, variant, params, progress)
+    if note:   # said once, before the pages' lines
+        log.warning(note)
+        call.summary["recognizer_note"] = note
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo = [records[page_id] for page_id in page_ids if call.plan(page_id, force)]
     if todo:
         call.recognise(todo)
     call.index(records)   # the index covers the whole manifest
     record_failures(run_dir, "transcription", call.summary["failures"])
+    call.summary.update(call.resolution.summary())
     call.summary["seconds"] = round(time.monotonic() - t0, 2)
     return call.summary

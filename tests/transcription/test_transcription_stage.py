@@ -214,7 +214,7 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
     whole in memory (every line, then their join, then its bytes): memory does not grow with the pages."""
     import tracemalloc
 
-    from newsbag.transcription import _write_search_index
+    from newsbag.transcript_index import write_search_index
 
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
@@ -231,7 +231,7 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
                 {"article": 0, "regions": [0], "headline": "", "text": text}]}))
         tracemalloc.start()
         try:
-            assert _write_search_index(run, "C") == (n, [])
+            assert write_search_index(run, "C") == (n, [])
             return tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -294,7 +294,7 @@ def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_reru
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(transcription, "_write_search_index", killed)
+        m.setattr(transcription, "write_search_index", killed)
         with pytest.raises(KeyboardInterrupt):
             run_transcription(run, ["p2"], {})
     assert (rundir.transcript_dir(run, "C") / "p2.json").exists()
