@@ -146,7 +146,7 @@ def _gt_line_rows(pages: list, members: dict[str, tuple[str, dict]], readings: P
     cpu = sum(read["cpu"].values())
     for method in _gt_lines.METHODS:
         _print_row(f"(d) vote {method}, weights 1", _gt_lines.vote_rows(pages, read, bag, method), cpu, n)
-    for half in "AB":
+    for half in sorted({p[1] for p in pages}):
         method, tuned, cer = _gt_lines.tune(pages, read, names, families, half)
         m = tuned[1]
         _print_row(f"(e) vote tuned on {half} ({cer:.3f} there, in-sample): {method}, {m.name} weight {m.weight:g} "
@@ -226,7 +226,7 @@ def main() -> None:
                    len(pages))
         _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
                    len(pages))
-    for family in args.recognizers.split(",") if args.run else ():
+    for family in [f for f in args.recognizers.split(",") if f] if args.run else ():
         rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family, members)
         _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
         for name in members if family.startswith("bag") else ():
