@@ -14,6 +14,7 @@ import resource
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from rapidfuzz.distance import Levenshtein
 
@@ -119,20 +120,20 @@ def oracle_rows(pages: list, read: dict, names: list[str]) -> list[dict]:
     return rows
 
 
-def _cer(rows: list[dict]) -> float:
+def cer(rows: list[dict]) -> float:
+    """Micro CER with the ground truth's conventions."""
     return sum(r["edits_conv"] for r in rows) / max(sum(r["ref_chars"] for r in rows), 1)
 
 
-def tune(pages: list, read: dict, names: list[str], families: dict[str, str], half: str
+def tune(rows: Callable[[list[BagMember], str], list[dict]], names: list[str], families: dict[str, str]
          ) -> tuple[str, list[BagMember], float]:
-    """The method and the second member's weight and min_score with the lowest CER (GT
-    conventions) on `half`'s pages: (method, members, that CER in-sample)."""
-    mine = [p for p in pages if p[1] == half]
+    """The method and the second member's weight and min_score whose `rows` (one half's pages,
+    voted by those members and method) have the lowest CER: (method, members, that CER, in-sample)."""
     best = None
     for method, w, floor in itertools.product(METHODS, WEIGHTS, MIN_SCORES):
         members = [BagMember(families[names[0]], names[0]),
                    BagMember(families[names[1]], names[1], weight=w, min_score=floor)]
-        cer = _cer(vote_rows(mine, read, members, method))
-        if best is None or cer < best[2]:
-            best = (method, members, cer)
+        score = cer(rows(members, method))
+        if best is None or score < best[2]:
+            best = (method, members, score)
     return best

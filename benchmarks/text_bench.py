@@ -48,6 +48,7 @@ from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, 
 from newsbag.resources import runners_dir
 from newsbag.transcript import crop_plan
 from newsbag.transcription import run_transcription
+from newsbag.transcription_bag import voted_lines
 from newsbag.transcription_options import BagMember
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,7 +104,7 @@ def gt_tesseract(pages: list[tuple[str, str, Path, dict]], model: str, unit: str
 
 
 def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str,
-                        bag_members: dict[str, tuple[str, dict]]) -> tuple[list[dict], float, str]:
+                        bag_members: dict[str, tuple[str, dict]], reuse: bool = False) -> tuple[list[dict], float, str]:
     """(c): the transcription stage with `family` on the run's recommended variant; rows, CPU seconds, variant."""
     config = json.loads((REPO / "configs" / "pipeline.local.json").read_text())
     options = next(s for s in config["stages"] if s.get("kind") == "transcription")
@@ -118,7 +119,8 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
                    "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract" else {}}
     options = {**options, "read": read or "auto"}
     t0 = _cpu()
-    summary = run_transcription(run, page_ids, options, force=True)
+    # force=False with --reuse: the transcripts the run holds for these options are scored, none read again
+    summary = run_transcription(run, page_ids, options, force=not reuse)
     cpu = _cpu() - t0
     if summary["failed"]:
         raise SystemExit(f"{family}: {summary['failed']} page(s) failed: {summary['failures'][0]['error']}")
@@ -146,24 +148,46 @@ def _gt_line_rows(pages: list, members: dict[str, tuple[str, dict]], readings: P
     cpu = sum(read["cpu"].values())
     for method in _gt_lines.METHODS:
         _print_row(f"(d) vote {method}, weights 1", _gt_lines.vote_rows(pages, read, bag, method), cpu, n)
+    _tuned_rows("(e)", pages, lambda some, members, method: _gt_lines.vote_rows(some, read, members, method),
+                names, families, cpu)
+
+
+def _tuned_rows(key: str, pages: list, rows, names: list[str], families: dict[str, str], cpu: float) -> None:
+    """The vote tuned on each half, scored on all pages: `rows(pages, members, method)`."""
     for half in sorted({p[1] for p in pages}):
-        method, tuned, cer = _gt_lines.tune(pages, read, names, families, half)
+        mine = [p for p in pages if p[1] == half]
+        method, tuned, cer = _gt_lines.tune(lambda members, method: rows(mine, members, method), names, families)
         m = tuned[1]
-        _print_row(f"(e) vote tuned on {half} ({cer:.3f} there, in-sample): {method}, {m.name} weight {m.weight:g} "
-                   f"min_score {m.min_score:g}", _gt_lines.vote_rows(pages, read, tuned, method), cpu, n)
+        _print_row(f"{key} vote tuned on {half} ({cer:.3f} there, in-sample): {method}, {m.name} weight "
+                   f"{m.weight:g} min_score {m.min_score:g}", rows(pages, tuned, method), cpu, len(pages))
 
 
-def member_transcript_rows(run: Path, variant: str, pages: list, name: str) -> list[dict]:
-    """Page rows of a bag's transcripts with each line as member `name` read it (the same lines
-    and layout as the vote: what the member alone would have given)."""
+def revote_rows(run: Path, variant: str, pages: list, members: list[BagMember], method: str) -> list[dict]:
+    """Page rows of a bag's transcripts with each line voted again by `members` and `method`
+    from the members' line files the bag left (``_lines/<name>/``): the same lines and layout."""
     rows = []
+    out = rundir.transcript_dir(run, variant)
     for page_id, half, _, ann in pages:
-        record = json.loads((rundir.transcript_dir(run, variant) / f"{page_id}.json").read_text(encoding="utf-8"))
+        read = [(m, json.loads((out / "_lines" / m.name / f"{page_id}.json").read_text(encoding="utf-8"))["regions"])
+                for m in members]
+        text = {tuple(line["bbox_xyxy"]): line["text"] for line in voted_lines(read, method)}
+        record = json.loads((out / f"{page_id}.json").read_text(encoding="utf-8"))
         for region in record["regions"]:
             for line in region["lines"]:
-                line["text"] = next((r["text"] for r in line.get("readings", []) if r["recognizer"] == name), "")
+                line["text"] = text.get(tuple(line["bbox_xyxy"]), "")
         rows.append(_row(page_id, half, read_text(record), reference_text(ann)))
     return rows
+
+
+def _bag_rows(run: Path, variant: str, pages: list, members: dict[str, tuple[str, dict]], cpu: float) -> None:
+    """(c) each member of a bag alone on the bag's lines, and (c') the vote tuned on each half."""
+    names = list(members)
+    families = {name: family for name, (family, _) in members.items()}
+    for name in names:
+        _print_row(f"(c) ... its member {name} alone (the same lines)",
+                   revote_rows(run, variant, pages, [BagMember(families[name], name)], "rover"), 0, len(pages))
+    _tuned_rows("(c')", pages, lambda some, bag, method: revote_rows(run, variant, some, bag, method), names,
+                families, cpu)
 
 
 def _cer(rows: list[dict], key: str) -> str:
@@ -196,6 +220,8 @@ def main() -> None:
     parser.add_argument("--gt-lines", action="store_true",
                         help="(d) each bag member, their oracle and their vote on the GT line boxes, (e) the vote tuned "
                              "on one half and scored on the other")
+    parser.add_argument("--reuse", action="store_true",
+                        help="(c): score the run's current transcripts; read only pages that are not (CPU: theirs)")
     parser.add_argument("--readings", type=Path, help="(d): keep the members' readings in this JSON file, and reuse it")
     args = parser.parse_args()
     # The bag's members: PP-OCRv6 (the recognize family's defaults) and Tesseract MODEL.
@@ -227,11 +253,11 @@ def main() -> None:
         _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
                    len(pages))
     for family in [f for f in args.recognizers.split(",") if f] if args.run else ():
-        rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family, members)
+        rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family, members,
+                                                 args.reuse)
         _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
-        for name in members if family.startswith("bag") else ():
-            _print_row(f"(c) ... its member {name} alone (its readings in the transcripts)",
-                       member_transcript_rows(args.run, variant, pages, name), 0, len(pages))
+        if family.startswith("bag"):
+            _bag_rows(args.run, variant, pages, members, cpu)
     if args.gt_lines:
         _gt_line_rows(pages, members, args.readings)
     print(f"\n{time.monotonic() - t0:.0f} s wall")

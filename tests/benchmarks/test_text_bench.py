@@ -76,8 +76,8 @@ def test_text_bench_prints_each_recogniser_and_their_vote(tmp_path):
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     cell = rf"\| ({ROW}) \| - \| {ROW} \| {ROW} \| - \| {ROW} \| [\d.-]+ \| {ROW} \|"
-    names = ["newsbag bag/rover, C variant", "... its member ppocr alone (its readings in the transcripts)",
-             "... its member tesseract alone (its readings in the transcripts)", "ppocr on the GT line boxes",
+    names = ["newsbag bag/rover, C variant", "... its member ppocr alone (the same lines)",
+             "... its member tesseract alone (the same lines)", "ppocr on the GT line boxes",
              "tesseract on the GT line boxes", "oracle: the better line of each by its GT", "vote rover, weights 1",
              "vote confident, weights 1"]
     cer = {}
@@ -89,7 +89,9 @@ def test_text_bench_prints_each_recogniser_and_their_vote(tmp_path):
     assert max(cer.values()) < 0.1, done.stdout
     # the oracle takes the better line of each: never worse than either member
     assert cer[names[5]] <= min(cer[names[3]], cer[names[4]])
-    # (e): tuned on one half; this ground truth has one page, in half A
+    # (c') and (e): tuned on one half; this ground truth has one page, in half A
+    assert re.search(r"\| \(c'\) vote tuned on A \([\d.]+ there, in-sample\): (rover|confident), tesseract weight",
+                     done.stdout), done.stdout
     assert re.search(r"\| \(e\) vote tuned on A \([\d.]+ there, in-sample\): (rover|confident), tesseract weight",
                      done.stdout), done.stdout
     # the readings are kept: a second call reads no page again
