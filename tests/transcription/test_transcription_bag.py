@@ -5,7 +5,8 @@ import json
 import pytest
 
 from newsbag import rundir
-from newsbag.transcription import run_transcription
+from newsbag.manifest import read_pages
+from newsbag.transcription import run_transcription, transcript_status
 from newsbag.transcription_bag import voted_lines
 from newsbag.transcription_options import BagMember, crop_unit, parse_transcription_options
 from stage_kit import LEFT, needs_traineddata, write_run
@@ -96,6 +97,13 @@ def test_a_member_whose_model_is_missing_is_left_out_with_a_note_and_the_others_
         assert line["text"] == (next(r["text"] for r in line["readings"] if r["recognizer"] == line["won"])
                                 if line["won"] != "vote" else line["text"])
     assert record["regions"][1]["text"].splitlines()[0].lower().split()[:2] == LEFT[0].lower().split()[:2]
+    # a rerun finds it current; another weight of a member makes it stale
+    assert run_transcription(run, ["p1"], _bag(empty))["skipped"] == 1
+    reweighed = _bag(empty)
+    reweighed["recognizers"][1]["weight"] = 2.0
+    (current,) = transcript_status(run, read_pages(run), _bag(empty))
+    (stale,) = transcript_status(run, read_pages(run), reweighed)
+    assert (current.done, current.stale, stale.done, stale.stale) == (1, 0, 0, 1)
 
 
 @pytest.mark.slow
