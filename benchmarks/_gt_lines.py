@@ -26,8 +26,8 @@ from newsbag.transcription_bag import voted_lines
 from newsbag.transcription_options import BagMember
 
 # The grid the vote is tuned on: the second member's weight (the first's is 1) and min_score, and the method.
-WEIGHTS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
-MIN_SCORES = (0.0, 0.5, 0.7, 0.8, 0.85, 0.9)
+WEIGHTS = (0.75, 1.0, 1.25, 1.5, 2.0)
+MIN_SCORES = (0.0, 0.8, 0.9)
 METHODS = ("rover", "confident")
 
 
@@ -57,10 +57,14 @@ def gt_line_boxes(ann: dict) -> tuple[list, list[int], list[str]]:
     return [b for b, _, _ in lines], [k for _, k, _ in lines], [t for _, _, t in lines]
 
 
-def read_gt_lines(pages: list, members: dict[str, tuple[str, dict]]) -> dict:
+def read_gt_lines(pages: list, members: dict[str, tuple[str, dict]], keep: Path | None = None) -> dict:
     """{"lines": {member: {page_id: [line records]}}, "cpu": {member: seconds}}: each member's
-    runner on every page's ground-truth line boxes."""
-    out: dict = {"lines": {}, "cpu": {}}
+    runner on every page's ground-truth line boxes. With `keep`, a JSON file: the members it
+    holds for these pages are not read again, and it is written after each member (a long
+    run stopped midway keeps what it read)."""
+    out: dict = json.loads(keep.read_text()) if keep and keep.exists() else {"lines": {}, "cpu": {}}
+    ids = sorted(p[0] for p in pages)
+    members = {n: m for n, m in members.items() if sorted(out["lines"].get(n, {})) != ids}
     with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
         for page_id, _, _, ann in pages:
             boxes = gt_line_boxes(ann)[0]
@@ -73,6 +77,8 @@ def read_gt_lines(pages: list, members: dict[str, tuple[str, dict]]) -> dict:
                                   for page_id, _, image, _ in pages}
             reader.close()
             out["cpu"][name] = _cpu() - t0
+            if keep:
+                keep.write_text(json.dumps(out))
             print(f"  read the GT lines with {name}: {out['cpu'][name]:.0f} CPU s", file=sys.stderr, flush=True)
     return out
 

@@ -132,12 +132,7 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
 def _gt_line_rows(pages: list, members: dict[str, tuple[str, dict]], readings: Path | None) -> None:
     """(d) and (e): the members' readings of the GT line boxes (from `readings` where it holds
     these pages), each member alone, the better line of each (oracle), and the vote."""
-    ids = sorted(p[0] for p in pages)
-    read = json.loads(readings.read_text()) if readings and readings.exists() else None
-    if read is None or any(sorted(read["lines"][n]) != ids for n in members):
-        read = _gt_lines.read_gt_lines(pages, members)
-        if readings:
-            readings.write_text(json.dumps(read))
+    read = _gt_lines.read_gt_lines(pages, members, readings)
     n = len(pages)
     names = list(members)
     families = {name: family for name, (family, _) in members.items()}
