@@ -2,22 +2,30 @@
 
     nice -n 10 .venv/bin/python benchmarks/text_bench.py RUN [--gt ../shared/eval/nzz] [--model Fraktur]
                                                        [--recognizers recognize_tesseract,recognize] [--limit N]
-                                                       [--no-baselines]
+                                                       [--gt-lines recognize_tesseract,recognize] [--no-baselines]
+                                                       [--vote-lines [--readings FILE]] [--reuse]
 
 RUN is a run directory whose layout stages, text lines and fusion ran on the nzz pages, e.g.
 ``newsbag run --run-dir RUN --input-dir ../shared/eval/nzz/images --stages tesseract,paddle_layout,text_lines,fusion``.
 Its recommended variant is transcribed once per recogniser, in place (the last one's
 transcripts stay in RUN/outputs/transcripts), with the options of the transcription entry of
-configs/pipeline.local.json (`recognize` with its own defaults: PP-OCRv4 rec, script latin).
+configs/pipeline.local.json (PP-OCRv6 rec, script latin; another family with its own defaults).
 
 Per page and for each half (the ground truth's pages sorted by page id: A even positions, B
-odd; nothing here is tuned, so both halves are held out):
+odd; nothing but (c') and (e) is tuned, so both halves are held out elsewhere):
   (a) ``tesseract IMAGE - -l MODEL``: Tesseract's own layout and text, as a user runs it;
-  (b) Tesseract MODEL on the ground-truth line boxes (runners/recognize_tesseract.py): no
-      layout errors, the recogniser alone; (b') on the ground truth's text regions, whose
-      lines Tesseract finds: what newsbag's default reading would give with a perfect layout;
+  (b) each recogniser of ``--gt-lines`` on the ground-truth line boxes: Tesseract MODEL
+      (runners/recognize_tesseract.py), PP-OCRv6 (runners/recognize.py, its defaults): no
+      layout errors, the recogniser alone; (b') Tesseract on the ground truth's text regions,
+      whose lines Tesseract finds: what its reading would give with a perfect layout;
   (c) newsbag's transcript with each recogniser (``family`` or ``family/read``, e.g.
-      ``recognize_tesseract/lines``: the stage's ``read`` option).
+      ``recognize_tesseract/lines``: the stage's ``read`` option), or the recogniser bag of
+      PP-OCRv6 and Tesseract MODEL (``bag/rover`` or ``bag/confident``: the stage's ``vote``),
+      then each member alone on the bag's lines, and (c') the vote tuned on one half;
+  (d) with ``--vote-lines``: PP-OCRv6 and Tesseract MODEL on the ground-truth line boxes, the
+      better line of each by its ground truth (oracle) and the vote of the two; (e) the vote
+      tuned on one half (its method, Tesseract's weight and min_score; in-sample there, held
+      out on the other half).
 Tesseract runs single-threaded (OMP_THREAD_LIMIT=1): its OpenMP threads spin on a loaded
 machine and cost CPU without saving wall time.
 CER is micro (edits / reference characters over the pages), whitespace collapsed; "raw"
@@ -42,6 +50,7 @@ from pathlib import Path
 import _gt_lines
 from _machine import machine_line
 
+from newsbag.config import load_tool_spec
 from newsbag.evaluate import match_pages
 from newsbag import rundir
 from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, read_text, reference_text
@@ -75,17 +84,26 @@ def plain_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> tup
     return rows, _cpu() - t0
 
 
-def gt_tesseract(pages: list[tuple[str, str, Path, dict]], model: str, unit: str) -> tuple[list[dict], float]:
-    """(b): the recogniser runner on the ground truth's line boxes (`unit` "line") or its text
-    regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
+def _reader(family: str, model: str, plan_dir: str):
+    """A recogniser runner of `family` with its tool.json defaults (Tesseract: `model` alone, no re-reading)."""
     sys.path.insert(0, str(runners_dir()))
-    from recognize_tesseract import TesseractRecognizer
+    params = {name: decl["default"] for name, decl in load_tool_spec(family, runners_dir())["parameters"].items()}
+    if family == "recognize_tesseract":
+        from recognize_tesseract import TesseractRecognizer
 
+        return TesseractRecognizer({**params, "models": [model], "sample_lines": 0, "recheck_below": 0,
+                                    "plan_dir": plan_dir}, "cpu", True)
+    from recognize import Recognizer
+
+    return Recognizer({**params, "plan_dir": plan_dir}, "cpu", True)
+
+
+def gt_lines(pages: list[tuple[str, str, Path, dict]], family: str, model: str, unit: str) -> tuple[list[dict], float]:
+    """(b): a recogniser runner on the ground truth's line boxes (`unit` "line") or its text
+    regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
     rows, t0 = [], _cpu()
     with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
-        reader = TesseractRecognizer({"models": [model], "tessdata": "", "sample_lines": 0, "recheck_below": 0,
-                                      "plan_dir": plan_dir},
-                                     "cpu", True)
+        reader = _reader(family, model, plan_dir)
         for page_id, half, image, ann in pages:
             regions = gt_regions(ann)
             if unit == "line":
@@ -210,9 +228,11 @@ def main() -> None:
     parser.add_argument("--model", default="Fraktur", help="traineddata of (a) and (b)")
     parser.add_argument("--recognizers", default="recognize_tesseract,recognize_tesseract/lines,recognize")
     parser.add_argument("--limit", type=int, default=0, help="only the first N matched pages (0: all)")
+    parser.add_argument("--gt-lines", default="recognize_tesseract,recognize",
+                        help="recognisers of (b), on the ground-truth line boxes ('': none)")
     parser.add_argument("--no-baselines", action="store_true",
-                        help="only (c): (a), (b) and (b') run no newsbag code, so a change of newsbag leaves them as they were")
-    parser.add_argument("--gt-lines", action="store_true",
+                        help="no (a) or (b'): they run no newsbag code, so a change of newsbag leaves them as they were")
+    parser.add_argument("--vote-lines", action="store_true",
                         help="(d) each bag member, their oracle and their vote on the GT line boxes, (e) the vote tuned "
                              "on one half and scored on the other")
     parser.add_argument("--reuse", action="store_true",
@@ -243,17 +263,18 @@ def main() -> None:
     t0 = time.monotonic()
     if not args.no_baselines:
         _print_row(f"(a) tesseract -l {args.model}, its own layout", *plain_tesseract(pages, args.model), len(pages))
-        _print_row(f"(b) Tesseract {args.model} on the GT line boxes", *gt_tesseract(pages, args.model, "line"),
-                   len(pages))
-        _print_row(f"(b') Tesseract {args.model} on the GT regions", *gt_tesseract(pages, args.model, "region"),
-                   len(pages))
+        _print_row(f"(b') Tesseract {args.model} on the GT regions",
+                   *gt_lines(pages, "recognize_tesseract", args.model, "region"), len(pages))
+    for family in filter(None, args.gt_lines.split(",")):
+        name = f"Tesseract {args.model}" if family == "recognize_tesseract" else "PP-OCRv6 (recognize)"
+        _print_row(f"(b) {name} on the GT line boxes", *gt_lines(pages, family, args.model, "line"), len(pages))
     for family in [f for f in args.recognizers.split(",") if f] if args.run else ():
         rows, cpu, variant = newsbag_transcripts(args.run, args.gt, [p[0] for p in pages], halves, family, members,
                                                  args.reuse)
         _print_row(f"(c) newsbag {family}, {variant} variant", rows, cpu, len(pages))
         if family.startswith("bag"):
             _bag_rows(args.run, variant, pages, members, cpu)
-    if args.gt_lines:
+    if args.vote_lines:
         _gt_line_rows(pages, members, args.readings)
     print(f"\n{time.monotonic() - t0:.0f} s wall")
 

@@ -72,7 +72,8 @@ def test_text_bench_prints_each_recogniser_and_their_vote(tmp_path):
     readings = tmp_path / "readings.json"
     env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "TESSDATA_PREFIX": str(TESSDATA)}
     command = [sys.executable, str(REPO / "benchmarks" / "text_bench.py"), str(run), "--gt", str(gt), "--model", "eng",
-               "--no-baselines", "--recognizers", "bag/rover", "--gt-lines", "--readings", str(readings)]
+               "--no-baselines", "--gt-lines", "", "--recognizers", "bag/rover", "--vote-lines", "--readings",
+               str(readings)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     cell = rf"\| ({ROW}) \| - \| {ROW} \| {ROW} \| - \| {ROW} \| [\d.-]+ \| {ROW} \|"
@@ -95,6 +96,6 @@ def test_text_bench_prints_each_recogniser_and_their_vote(tmp_path):
     assert re.search(r"\| \(e\) vote tuned on A \([\d.]+ there, in-sample\): (rover|confident), tesseract weight",
                      done.stdout), done.stdout
     # the readings are kept: a second call reads no page again
-    again = subprocess.run(command[:-5] + ["--recognizers", "", "--gt-lines", "--readings", str(readings)], env=env,
+    again = subprocess.run(command[:-5] + ["--recognizers", "", "--vote-lines", "--readings", str(readings)], env=env,
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "read the GT lines" not in again.stderr, again.stderr[-2000:]

@@ -1,0 +1,175 @@
+"""PP-OCRv6 rec (the `recognize` runner) on the ground truth's line boxes: word gaps, long s, line height.
+
+    nice -n 10 .venv/bin/python benchmarks/rec_lines_bench.py [--gt ../shared/eval/nzz] [--cache FILE]
+                                                             [--scales 1,0.5,0.35,0.25] [--scale-pages 4]
+
+Every ground-truth text line of ../shared/eval/nzz is read once (script latin, no word-gap
+rule); per line the greedy CTC path after the script mask is kept (in `--cache`, outside the
+repository: the data is CC BY-NC), so the rules below are tried without reading again:
+  - the word-gap rule (`recognize`'s ``word_gap``): a run of blank frames wider than a share
+    of the line height between two characters is a space. The share is tuned on half A (the
+    ground truth's pages sorted by page id, even positions) and reported on half B, and the
+    reverse;
+  - the confusions left: spaces missing or extra, ſ read as f (and the reverse), counted on
+    the raw text by Levenshtein alignment;
+  - line height: the first `--scale-pages` pages of half A scaled down (page and boxes), and the
+    CER by the median line box height in pixels the recogniser then sees.
+CER is micro over lines (edits / reference characters), whitespace collapsed, with the ground
+truth's conventions (`evaluate_text.gt_conventions`: ſ as s, line-end ¬ ⸗ = as -).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import resource
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from _machine import machine_line
+from PIL import Image
+
+from newsbag.evaluate_text import gt_regions, page_edits
+from newsbag.resources import runners_dir
+
+REPO = Path(__file__).resolve().parents[1]
+GAPS = (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 1.0)
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def _recognizer():
+    sys.path.insert(0, str(runners_dir()))
+    from recognize import Recognizer
+
+    return Recognizer({"model_path": "", "dict_path": "", "plan_dir": "", "batch_lines": 32, "script": "latin",
+                       "max_ratio": 60, "word_gap": 0}, "cpu", True)
+
+
+def gt_pages(gt: Path) -> list[tuple[str, str, dict]]:
+    """(page id, half, annotation) of every ground-truth page, halves as text_bench.py and nzz_eval.py cut them."""
+    anns = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (gt / "annotations").glob("*.json")),
+                  key=lambda a: a["page_id"])
+    return [(a["page_id"], "AB"[k % 2], a) for k, a in enumerate(anns)]
+
+
+def read_lines(reader, image: np.ndarray, boxes: np.ndarray) -> list[dict]:
+    """Per line: its greedy CTC path (class per frame) and the frames per line height."""
+    from recognize import REC_HEIGHT
+
+    out: list[dict] = [{}] * len(boxes)
+    for chunk, probs, width in reader.batches(image, boxes):
+        best = probs.argmax(axis=2).astype(np.uint16)
+        for i, path in zip(chunk, best):
+            out[i] = {"path": path, "frames_per_height": REC_HEIGHT * probs.shape[1] / width}
+    return out
+
+
+def collect(gt: Path, scales: list[float], scale_pages: int) -> dict:
+    """Read every GT line at scale 1, and the first `scale_pages` pages of half A at each of `scales`."""
+    reader = _recognizer()
+    lines, cpu = [], {}
+    pages = gt_pages(gt)
+    scaled = {page_id for page_id, half, _ in pages if half == "A"}
+    scaled = set(sorted(scaled)[:scale_pages])
+    for page_id, half, ann in pages:
+        gt_lines = [ln for r in gt_regions(ann) for ln in r.get("lines") or []]
+        if not gt_lines:
+            continue
+        image = np.asarray(Image.open(gt / ann["image"]).convert("RGB"))
+        boxes = np.array([ln["bbox_xyxy"] for ln in gt_lines], dtype=np.float64)
+        for scale in [1.0] + [s for s in scales if s != 1] if page_id in scaled else [1.0]:
+            t0 = _cpu()
+            img = image if scale == 1 else np.asarray(Image.fromarray(image).resize(
+                (round(image.shape[1] * scale), round(image.shape[0] * scale)), Image.BILINEAR))
+            read = read_lines(reader, img, boxes * scale)
+            if scale == 1:
+                cpu[page_id] = _cpu() - t0
+            for ln, box, r in zip(gt_lines, boxes * scale, read):
+                lines.append({"page_id": page_id, "half": half, "scale": scale, "ref": ln["text"] or "",
+                              "height": float(box[3] - box[1]), **r})
+        print(f"{page_id} {half}: {len(gt_lines)} lines, {cpu[page_id]:.1f} CPU-s", file=sys.stderr, flush=True)
+    return {"characters": reader.characters, "lines": lines, "cpu": cpu}
+
+
+def decode(line: dict, characters: list[str], gap: float) -> str:
+    from recognize import ctc_greedy, halfwidth_latin
+
+    path = line["path"]
+    probs = np.zeros((1, len(path), len(characters) + 1), dtype=np.float32)
+    probs[0, np.arange(len(path)), path] = 1.0
+    return halfwidth_latin(ctc_greedy(probs, characters, gap * line["frames_per_height"])[0][0])
+
+
+def cer(lines: list[dict], texts: list[str]) -> float:
+    edits = chars = 0
+    for line, text in zip(lines, texts):
+        _, e, n = page_edits(text, line["ref"])
+        edits, chars = edits + e, chars + n
+    return edits / max(chars, 1)
+
+
+def confusions(lines: list[dict], texts: list[str]) -> Counter:
+    """Counts of the edits of interest (raw text, Levenshtein alignment) and all edits."""
+    from rapidfuzz.distance import Levenshtein
+
+    counts: Counter = Counter()
+    for line, text in zip(lines, texts):
+        pred, ref = " ".join(text.split()), " ".join(line["ref"].split())
+        for op, i, j in Levenshtein.editops(pred, ref):
+            counts["all"] += 1
+            if op == "insert" and ref[j] == " ":
+                counts["space missing"] += 1
+            elif op == "delete" and pred[i] == " ":
+                counts["space extra"] += 1
+            elif op == "replace" and (pred[i], ref[j]) in (("f", "ſ"), ("ſ", "f"), ("s", "ſ"), ("ſ", "s")):
+                counts[f"{pred[i]} read for {ref[j]}"] += 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gt", type=Path, default=REPO.parent / "shared" / "eval" / "nzz")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/newsbag-rec-lines.pkl"))
+    parser.add_argument("--scales", default="1,0.7,0.5,0.4,0.3,0.25")
+    parser.add_argument("--scale-pages", type=int, default=4)
+    args = parser.parse_args()
+    print(machine_line(), flush=True)
+    if args.cache.exists():
+        data = pickle.loads(args.cache.read_bytes())
+    else:
+        data = collect(args.gt, [float(s) for s in args.scales.split(",")], args.scale_pages)
+        args.cache.write_bytes(pickle.dumps(data))
+    sys.path.insert(0, str(runners_dir()))
+    chars, full = data["characters"], [ln for ln in data["lines"] if ln["scale"] == 1]
+    halves = {h: [ln for ln in full if ln["half"] == h] for h in "AB"}
+    print(f"{len(full)} lines on {len(data['cpu'])} pages; {sum(data['cpu'].values()) / len(data['cpu']):.1f} "
+          "CPU-s/page (batches of 32, one thread budget: onnxruntime's default)")
+    print("\n| word_gap (line heights) | CER A | CER B |\n|---|---|---|")
+    table = {g: {h: cer(ls, [decode(ln, chars, g) for ln in ls]) for h, ls in halves.items()} for g in GAPS}
+    for g, row in table.items():
+        print(f"| {g or 'off'} | {row['A']:.4f} | {row['B']:.4f} |")
+    for tune, test in ("AB", "BA"):
+        best = min(GAPS, key=lambda g: table[g][tune])
+        print(f"tuned on {tune}: word_gap {best or 'off'}; held-out {test}: {table[best][test]:.4f} "
+              f"against {table[0.0][test]:.4f} without")
+    print("\nconfusions (raw text), without the rule:")
+    for h, ls in halves.items():
+        counts = confusions(ls, [decode(ln, chars, 0.0) for ln in ls])
+        print(f"  half {h}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    scaled = [ln for ln in data["lines"] if ln["page_id"] in {x["page_id"] for x in data["lines"] if x["scale"] != 1}]
+    print("\n| scale | median line box height px | CER |\n|---|---|---|")
+    for scale in sorted({ln["scale"] for ln in scaled}, reverse=True):
+        ls = [ln for ln in scaled if ln["scale"] == scale]
+        print(f"| {scale} | {np.median([ln['height'] for ln in ls]):.1f} | "
+              f"{cer(ls, [decode(ln, chars, 0.0) for ln in ls]):.4f} |")
+
+
+if __name__ == "__main__":
+    main()
