@@ -131,12 +131,12 @@ def cer(rows: list[dict]) -> float:
     return sum(r["edits_conv"] for r in rows) / max(sum(r["ref_chars"] for r in rows), 1)
 
 
-def tune(rows: Callable[[list[BagMember], str], list[dict]], names: list[str], families: dict[str, str]
-         ) -> tuple[str, list[BagMember], float]:
+def tune(rows: Callable[[list[BagMember], str], list[dict]], names: list[str], families: dict[str, str],
+         min_scores: tuple[float, ...] = MIN_SCORES) -> tuple[str, list[BagMember], float]:
     """The method and the second member's weight and min_score whose `rows` (one half's pages,
     voted by those members and method) have the lowest CER: (method, members, that CER, in-sample)."""
     best = None
-    for method, w, floor in itertools.product(METHODS, WEIGHTS, MIN_SCORES):
+    for method, w, floor in itertools.product(METHODS, WEIGHTS, min_scores):
         members = [BagMember(families[names[0]], names[0]),
                    BagMember(families[names[1]], names[1], weight=w, min_score=floor)]
         score = cer(rows(members, method))

@@ -165,11 +165,13 @@ def _gt_line_rows(pages: list, members: dict[str, tuple[str, dict]], readings: P
                 names, families, cpu)
 
 
-def _tuned_rows(key: str, pages: list, rows, names: list[str], families: dict[str, str], cpu: float) -> None:
+def _tuned_rows(key: str, pages: list, rows, names: list[str], families: dict[str, str], cpu: float,
+                min_scores: tuple[float, ...] = _gt_lines.MIN_SCORES) -> None:
     """The vote tuned on each half, scored on all pages: `rows(pages, members, method)`."""
     for half in sorted({p[1] for p in pages}):
         mine = [p for p in pages if p[1] == half]
-        method, tuned, cer = _gt_lines.tune(lambda members, method: rows(mine, members, method), names, families)
+        method, tuned, cer = _gt_lines.tune(lambda members, method: rows(mine, members, method), names, families,
+                                            min_scores)
         m = tuned[1]
         _print_row(f"{key} vote tuned on {half} ({cer:.3f} there, in-sample): {method}, {m.name} weight "
                    f"{m.weight:g} min_score {m.min_score:g}", rows(pages, tuned, method), cpu, len(pages))
@@ -199,8 +201,9 @@ def _bag_rows(run: Path, variant: str, pages: list, members: dict[str, tuple[str
     for name in names:
         _print_row(f"(c) ... its member {name} alone (the same lines)",
                    revote_rows(run, variant, pages, [BagMember(families[name], name)], "rover"), 0, len(pages))
+    # min_score 0 only: a whole page's transcript is voted again for each setting (minutes a half)
     _tuned_rows("(c')", pages, lambda some, bag, method: revote_rows(run, variant, some, bag, method), names,
-                families, cpu)
+                families, cpu, (0.0,))
 
 
 def _cer(rows: list[dict], key: str) -> str:
