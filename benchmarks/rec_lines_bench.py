@@ -12,6 +12,8 @@ repository: the data is CC BY-NC), so the rules below are tried without reading 
     reverse;
   - the confusions left: spaces missing or extra, ſ read as f (and the reverse), counted on
     the raw text by Levenshtein alignment;
+  - long s: a frame read as f whose long s or s has a share of f's probability read as long s
+    (tuned on one half, reported on the other);
   - line height: the first `--scale-pages` pages of half A scaled down (page and boxes), and the
     CER by the median line box height in pixels the recogniser then sees.
 CER is micro over lines (edits / reference characters), whitespace collapsed, with the ground
@@ -32,7 +34,7 @@ import numpy as np
 from _machine import machine_line
 from PIL import Image
 
-from newsbag.evaluate_text import gt_regions, page_edits
+from newsbag.evaluate_text import gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,22 +62,26 @@ def gt_pages(gt: Path) -> list[tuple[str, str, dict]]:
 
 
 def read_lines(reader, image: np.ndarray, boxes: np.ndarray) -> list[dict]:
-    """Per line: its greedy CTC path (class per frame) and the frames per line height."""
+    """Per line: its greedy CTC path (class per frame), the frames per line height, and the
+    probabilities of f, long s and s in each frame (the long-s rule)."""
     from recognize import REC_HEIGHT
 
+    fss = [reader.characters.index(c) + 1 for c in "fſs"]
     out: list[dict] = [{}] * len(boxes)
     for chunk, probs, width in reader.batches(image, boxes):
         best = probs.argmax(axis=2).astype(np.uint16)
-        for i, path in zip(chunk, best):
-            out[i] = {"path": path, "frames_per_height": REC_HEIGHT * probs.shape[1] / width}
+        for i, path, p in zip(chunk, best, probs):
+            out[i] = {"path": path, "frames_per_height": REC_HEIGHT * probs.shape[1] / width,
+                      "p_fss": p[:, fss].astype(np.float16)}
     return out
 
 
-def collect(gt: Path, scales: list[float], scale_pages: int) -> dict:
-    """Read every GT line at scale 1, and the first `scale_pages` pages of half A at each of `scales`."""
+def collect(gt: Path, scales: list[float], scale_pages: int, limit: int = 0) -> dict:
+    """Read every GT line (of the first `limit` pages, 0: all) at scale 1, and the first
+    `scale_pages` pages of half A at each of `scales`."""
     reader = _recognizer()
     lines, cpu = [], {}
-    pages = gt_pages(gt)
+    pages = gt_pages(gt)[:limit or None]
     scaled = {page_id for page_id, half, _ in pages if half == "A"}
     scaled = set(sorted(scaled)[:scale_pages])
     for page_id, half, ann in pages:
@@ -98,13 +104,17 @@ def collect(gt: Path, scales: list[float], scale_pages: int) -> dict:
     return {"characters": reader.characters, "lines": lines, "cpu": cpu}
 
 
-def decode(line: dict, characters: list[str], gap: float) -> str:
-    from recognize import ctc_greedy, halfwidth_latin
+def decode(line: dict, characters: list[str], gap: float, long_s: float = 0.0) -> str:
+    """The line's text by `recognize`'s decoding; `long_s` > 0: a frame read as f whose long s
+    or s has more than that share of f's probability is read as long s."""
+    from recognize import ctc_text, halfwidth_latin
 
     path = line["path"]
-    probs = np.zeros((1, len(path), len(characters) + 1), dtype=np.float32)
-    probs[0, np.arange(len(path)), path] = 1.0
-    return halfwidth_latin(ctc_greedy(probs, characters, gap * line["frames_per_height"])[0][0])
+    if long_s > 0:
+        f, ls = characters.index("f") + 1, characters.index("ſ") + 1
+        p = line["p_fss"].astype(np.float32)
+        path = np.where((path == f) & (np.maximum(p[:, 1], p[:, 2]) > long_s * p[:, 0]), ls, path)
+    return halfwidth_latin(ctc_text(path.astype(np.int64), characters, gap * line["frames_per_height"])[0])
 
 
 def cer(lines: list[dict], texts: list[str]) -> float:
@@ -113,6 +123,23 @@ def cer(lines: list[dict], texts: list[str]) -> float:
         _, e, n = page_edits(text, line["ref"])
         edits, chars = edits + e, chars + n
     return edits / max(chars, 1)
+
+
+def page_rows(gt: Path, lines: list[dict], texts: list[str]) -> str:
+    """text_bench.py's (b) row: page CER raw and with GT conventions per half, the lines of a page
+    joined in the ground truth's order (line and region breaks are whitespace, which CER collapses)."""
+    by_page: dict[str, list[str]] = {}
+    for line, text in zip(lines, texts):
+        by_page.setdefault(line["page_id"], []).append(text)
+    totals = {h: [0, 0, 0] for h in "AB"}
+    for page_id, half, ann in gt_pages(gt):
+        if page_id in by_page:
+            for k, v in enumerate(page_edits("\n".join(by_page[page_id]), reference_text(ann))):
+                totals[half][k] += v
+    raw = [t[0] / max(t[2], 1) for t in totals.values()]
+    conv = [t[1] / max(t[2], 1) for t in totals.values()]
+    every = [sum(t[k] for t in totals.values()) / max(sum(t[2] for t in totals.values()), 1) for k in (0, 1)]
+    return (f"{raw[0]:.3f} | {raw[1]:.3f} | {every[0]:.3f} | {conv[0]:.3f} | {conv[1]:.3f} | {every[1]:.3f}")
 
 
 def confusions(lines: list[dict], texts: list[str]) -> Counter:
@@ -128,8 +155,9 @@ def confusions(lines: list[dict], texts: list[str]) -> Counter:
                 counts["space missing"] += 1
             elif op == "delete" and pred[i] == " ":
                 counts["space extra"] += 1
-            elif op == "replace" and (pred[i], ref[j]) in (("f", "ſ"), ("ſ", "f"), ("s", "ſ"), ("ſ", "s")):
+            elif op == "replace" and {pred[i], ref[j]} in ({"f", "s"}, {"f", "ſ"}, {"s", "ſ"}):
                 counts[f"{pred[i]} read for {ref[j]}"] += 1
+        counts["ſ read"] += pred.count("ſ")
     return counts
 
 
@@ -139,12 +167,13 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/newsbag-rec-lines.pkl"))
     parser.add_argument("--scales", default="1,0.7,0.5,0.4,0.3,0.25")
     parser.add_argument("--scale-pages", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N pages by page id (0: all)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
     if args.cache.exists():
         data = pickle.loads(args.cache.read_bytes())
     else:
-        data = collect(args.gt, [float(s) for s in args.scales.split(",")], args.scale_pages)
+        data = collect(args.gt, [float(s) for s in args.scales.split(",")], args.scale_pages, args.limit)
         args.cache.write_bytes(pickle.dumps(data))
     sys.path.insert(0, str(runners_dir()))
     chars, full = data["characters"], [ln for ln in data["lines"] if ln["scale"] == 1]
@@ -155,6 +184,12 @@ def main() -> None:
     table = {g: {h: cer(ls, [decode(ln, chars, g) for ln in ls]) for h, ls in halves.items()} for g in GAPS}
     for g, row in table.items():
         print(f"| {g or 'off'} | {row['A']:.4f} | {row['B']:.4f} |")
+    cpu = sum(data["cpu"].values()) / len(data["cpu"])
+    print("\ntext_bench.py's (b) rows (page CER):\n| what | CER raw A | B | all | CER GT conv. A | B | all | "
+          "reading order | CPU s/page |\n|---|---|---|---|---|---|---|---|---|")
+    for g in sorted({0.0, *(min(GAPS, key=lambda g: table[g][h]) for h in "AB")}):
+        name = "(b) PP-OCRv6 (recognize) on the GT line boxes" + (f", word_gap {g}" if g else "")
+        print(f"| {name} | {page_rows(args.gt, full, [decode(ln, chars, g) for ln in full])} | - | {cpu:.1f} |")
     for tune, test in ("AB", "BA"):
         best = min(GAPS, key=lambda g: table[g][tune])
         print(f"tuned on {tune}: word_gap {best or 'off'}; held-out {test}: {table[best][test]:.4f} "
@@ -163,6 +198,17 @@ def main() -> None:
     for h, ls in halves.items():
         counts = confusions(ls, [decode(ln, chars, 0.0) for ln in ls])
         print(f"  half {h}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    if "p_fss" in full[0]:
+        print("\n| long s over f (share of p(f)), no word-gap rule | CER A | CER B |\n|---|---|---|")
+        shares = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+        rows = {r: {h: cer(ls, [decode(ln, chars, 0.0, r) for ln in ls]) for h, ls in halves.items()}
+                for r in shares}
+        for r, row in rows.items():
+            print(f"| {r or 'off'} | {row['A']:.4f} | {row['B']:.4f} |")
+        for tune, test in ("AB", "BA"):
+            best = min(shares, key=lambda r: rows[r][tune])
+            print(f"tuned on {tune}: long s share {best or 'off'}; held-out {test}: {rows[best][test]:.4f} "
+                  f"against {rows[0.0][test]:.4f} without")
     scaled = [ln for ln in data["lines"] if ln["page_id"] in {x["page_id"] for x in data["lines"] if x["scale"] != 1}]
     print("\n| scale | median line box height px | CER |\n|---|---|---|")
     for scale in sorted({ln["scale"] for ln in scaled}, reverse=True):

@@ -70,25 +70,34 @@ def script_classes(characters: list[str], script: str) -> np.ndarray:
 def ctc_greedy(probs: np.ndarray, characters: list[str], gap_frames: float = 0.0) -> list[tuple[str, float]]:
     """Greedy CTC decoding of (N, T, C) class probabilities; class 0 is the blank.
 
-    `gap_frames` > 0: a run of more than that many blank frames between two characters, neither
-    a space, is read as a space (PP-OCRv6 drops many word gaps: "behandeltgegen").
-    Returns one (text, score) per row; score is the mean probability of the kept steps (0 when empty).
+    Returns one (text, score) per row (`ctc_text`); score is the mean probability of the kept
+    steps (0 when empty).
     """
     best = probs.argmax(axis=2)
     best_p = probs.max(axis=2)
     out = []
     for idx, p in zip(best, best_p):
-        keep = idx != 0
-        keep[1:] &= idx[1:] != idx[:-1]
-        pos = np.flatnonzero(keep)
-        chars = [characters[c - 1] if c <= len(characters) else "" for c in idx[pos]]
-        if gap_frames > 0 and len(pos) > 1:
-            blanks = np.concatenate([[0], np.cumsum(idx == 0)])   # blank frames before each frame
-            wide = (blanks[pos[1:]] - blanks[pos[:-1]]) > gap_frames
-            chars = [chars[0]] + [(" " + c if w and c != " " and prev != " " else c)
-                                  for c, prev, w in zip(chars[1:], chars[:-1], wide)]
-        out.append(("".join(chars), float(p[keep].mean()) if keep.any() else 0.0))
+        text, keep = ctc_text(idx, characters, gap_frames)
+        out.append((text, float(p[keep].mean()) if keep.any() else 0.0))
     return out
+
+
+def ctc_text(idx: np.ndarray, characters: list[str], gap_frames: float = 0.0) -> tuple[str, np.ndarray]:
+    """The text of a (T,) greedy CTC path (a class per frame, 0 the blank) and its kept frames.
+
+    `gap_frames` > 0: a run of more than that many blank frames between two characters, neither
+    a space, is read as a space (PP-OCRv6 drops many word gaps: "behandeltgegen").
+    """
+    keep = idx != 0
+    keep[1:] &= idx[1:] != idx[:-1]
+    pos = np.flatnonzero(keep)
+    chars = [characters[c - 1] if c <= len(characters) else "" for c in idx[pos]]
+    if gap_frames > 0 and len(pos) > 1:
+        blanks = np.concatenate([[0], np.cumsum(idx == 0)])   # blank frames before each frame
+        wide = (blanks[pos[1:]] - blanks[pos[:-1]]) > gap_frames
+        chars = [chars[0]] + [(" " + c if w and c != " " and prev != " " else c)
+                              for c, prev, w in zip(chars[1:], chars[:-1], wide)]
+    return "".join(chars), keep
 
 
 # Full-width ASCII forms (U+FF01-FF5E) and the scripts that use them: Han, kana, hangul and CJK punctuation.
