@@ -28,6 +28,7 @@ import json
 import pickle
 import resource
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -165,7 +166,8 @@ def confusions(lines: list[dict], texts: list[str]) -> Counter:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gt", type=Path, default=REPO.parent / "shared" / "eval" / "nzz")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/newsbag-rec-lines.pkl"))
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "newsbag-rec-lines.pkl",
+                        help="the CTC paths read (outside the repository: the ground truth is CC BY-NC)")
     parser.add_argument("--scales", default="1,0.7,0.5,0.4,0.3,0.25")
     parser.add_argument("--scale-pages", type=int, default=4)
     parser.add_argument("--limit", type=int, default=0, help="only the first N pages by page id (0: all)")
