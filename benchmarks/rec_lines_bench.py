@@ -12,8 +12,9 @@ repository: the data is CC BY-NC), so the rules below are tried without reading 
     reverse;
   - the confusions left: spaces missing or extra, ſ read as f (and the reverse), counted on
     the raw text by Levenshtein alignment;
-  - long s: a frame read as f whose long s or s has a share of f's probability read as long s
-    (tuned on one half, reported on the other);
+  - long s (`recognize`'s ``long_s``): an f before a letter, read in a frame where long s or s
+    has more than a share of f's probability, is read as long s (tuned on one half, reported on
+    the other; with ``--limit``, the first pages only);
   - line height: the first `--scale-pages` pages of half A scaled down (page and boxes), and the
     CER by the median line box height in pixels the recogniser then sees.
 CER is micro over lines (edits / reference characters), whitespace collapsed, with the ground
@@ -27,6 +28,7 @@ import json
 import pickle
 import resource
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -109,12 +111,12 @@ def decode(line: dict, characters: list[str], gap: float, long_s: float = 0.0) -
     or s has more than that share of f's probability is read as long s."""
     from recognize import ctc_text, halfwidth_latin
 
-    path = line["path"]
+    frames = None
     if long_s > 0:
-        f, ls = characters.index("f") + 1, characters.index("ſ") + 1
         p = line["p_fss"].astype(np.float32)
-        path = np.where((path == f) & (np.maximum(p[:, 1], p[:, 2]) > long_s * p[:, 0]), ls, path)
-    return halfwidth_latin(ctc_text(path.astype(np.int64), characters, gap * line["frames_per_height"])[0])
+        frames = np.maximum(p[:, 1], p[:, 2]) > long_s * p[:, 0]   # `recognize.long_s_frames`
+    return halfwidth_latin(ctc_text(line["path"].astype(np.int64), characters, gap * line["frames_per_height"],
+                                    frames)[0])
 
 
 def cer(lines: list[dict], texts: list[str]) -> float:
@@ -164,7 +166,8 @@ def confusions(lines: list[dict], texts: list[str]) -> Counter:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gt", type=Path, default=REPO.parent / "shared" / "eval" / "nzz")
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/newsbag-rec-lines.pkl"))
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "newsbag-rec-lines.pkl",
+                        help="the CTC paths read (outside the repository: the ground truth is CC BY-NC)")
     parser.add_argument("--scales", default="1,0.7,0.5,0.4,0.3,0.25")
     parser.add_argument("--scale-pages", type=int, default=4)
     parser.add_argument("--limit", type=int, default=0, help="only the first N pages by page id (0: all)")
@@ -200,7 +203,7 @@ def main() -> None:
         print(f"  half {h}: " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     if "p_fss" in full[0]:
         print("\n| long s over f (share of p(f)), no word-gap rule | CER A | CER B |\n|---|---|---|")
-        shares = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+        shares = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
         rows = {r: {h: cer(ls, [decode(ln, chars, 0.0, r) for ln in ls]) for h, ls in halves.items()}
                 for r in shares}
         for r, row in rows.items():

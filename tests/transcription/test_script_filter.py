@@ -78,3 +78,15 @@ def test_latin_keeps_no_other_script_of_the_v6_dictionary():
     assert not any(ord(ch) > 0xFFFF for c in kept for ch in c)   # no emoji
     for sample in "美のカα":   # Han, hiragana, katakana, Greek: all in the dictionary
         assert sample in chars and sample not in kept
+
+
+def test_an_f_where_long_s_kept_some_probability_is_long_s_inside_a_word_only():
+    chars = ["a", "f", "ſ", "s", "o", " "]
+    # "afa of": frames a, f (s at 5 % of f), a, space, o, f (s at 5 % of f); a sure f stays
+    frames = [1, 2, 1, 6, 5, 2]
+    probs = np.full((1, len(frames), len(chars) + 1), 1e-4, dtype=np.float32)
+    probs[0, np.arange(len(frames)), frames] = 0.9
+    probs[0, [1, 5], 4] = 0.045
+    assert ctc_greedy(probs, chars)[0][0] == "afa of"
+    assert ctc_greedy(probs, chars, long_s=0.02)[0][0] == "aſa of"   # a word-final f stays: round s ends words
+    assert ctc_greedy(probs, chars, long_s=0.1)[0][0] == "afa of"    # s under 10 % of f: f
