@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
         "newsbag.review.scan", "newsbag.review.state", "newsbag.review.boards", "newsbag.review.listing",
-        "newsbag.suggest", "newsbag.groundtruth.*"})),
+        "newsbag.suggest", "newsbag.groundtruth.*", "newsbag.text_vote"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",
@@ -44,7 +44,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan",   # which stages have work: it reads the run's status
         "newsbag.export.bundle", "newsbag.corrections",   # correction bundles: written like an export
-        "newsbag.recommend", "newsbag.tuning.*"})),   # pinning and tuning the recommended variant
+        "newsbag.recommend", "newsbag.tuning.*",   # pinning and tuning the recommended variant
+        # the recognisers the transcription stage reads with, and what it checks of a page first
+        "newsbag.transcription_bag", "newsbag.recognizer_choice", "newsbag.transcript_resolution",
+        "newsbag.runner_probe"})),   # pinning and tuning the recommended variant
     ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_slurm", "newsbag.cli_suggest",
                                 "newsbag.cli_tune", "newsbag.logsetup", "newsbag.__main__"})),
 )

@@ -203,7 +203,8 @@ def _record(keys: list[str]) -> None:
     if not keys or unknown:
         sys.exit(f"usage: {RECORD} KEY [KEY ...] | --all; "
                  f"{'unknown ' + ', '.join(unknown) + '; ' if unknown else ''}keys: {', '.join(sorted(now))}")
-    stored = json.loads(STORED.read_text()) if STORED.is_file() else {}
+    # --all needs nothing of the old file (after a merge it may hold conflict markers).
+    stored = json.loads(STORED.read_text()) if STORED.is_file() and keys != sorted(now) else {}
     stored = {k: v for k, v in stored.items() if k in now} | {k: now[k] for k in keys}
     STORED.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
     print(f"recorded {len(keys)} code hash(es) in {STORED}: {', '.join(keys)}")

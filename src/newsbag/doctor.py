@@ -17,6 +17,7 @@ from typing import Any
 from PIL import Image
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
+from .runner_probe import probe_imports, probe_weights, subprocess_env
 from .transcript import crop_plan
 from .orchestrator import split_event
 from .tables import aligned_lines
@@ -45,38 +46,6 @@ def family_imports(family: str, params: dict) -> list[str]:
     else:
         extra = _FAMILY_IMPORTS.get(family, [])
     return _BASE_IMPORTS + extra
-
-
-def _subprocess_env(stage: ModelStage) -> dict[str, str]:
-    return {**os.environ, **dict(stage.env.env)}
-
-
-def _probe(stage: ModelStage, runners: Path, imports: list[str], timeout_s: float) -> dict:
-    cmd = [stage.env.python, str(runners / "_probe.py"), "--imports", ",".join(imports)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_subprocess_env(stage), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {"error": f"probe timed out after {timeout_s:.0f}s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"probe exited {proc.returncode}: {tail[:300]}"}
-    return json.loads(lines[-1])
-
-
-def _probe_weights(stage: ModelStage, runners: Path, params: dict, timeout_s: float) -> dict:
-    """Ask the family's own ``locate_weights`` (in the stage env) whether the weights are where
-    the config says: no model is loaded, nothing is downloaded."""
-    cmd = [stage.env.python, str(runners / "_probe.py"), "--weights", stage.family, "--params", json.dumps(params)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_subprocess_env(stage), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"weights check timed out after {timeout_s:.0f}s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"ok": False, "error": f"weights check exited {proc.returncode}: {tail[:300]}"}
-    return json.loads(lines[-1])["weights"]
 
 
 def _would_use(stage: ModelStage, cuda: bool) -> str:
@@ -108,7 +77,7 @@ def _run_page(stage: ModelStage, variant: str, params: dict, runners: Path, page
         job_path.write_text(json.dumps(job), encoding="utf-8")
         cmd = [stage.env.python, str(runners / f"{stage.family}.py"), "--job", str(job_path)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=_subprocess_env(stage), timeout=timeout_s)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(stage), timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"page_ok": False, "page_error": f"runner timed out after {timeout_s:.0f}s"}
         out: dict[str, Any] = {"page_exit": proc.returncode}
@@ -170,16 +139,16 @@ def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:
 
 
 def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
-    """Each model stage, and the transcription stage's recogniser as one, with whether it reads
+    """Each model stage, and the transcription stage's recognisers as ones, with whether it reads
     a line plan (a recogniser reads the lines its stage planned, not a whole page)."""
     out = []
     for stage in cfg.stages:
         if isinstance(stage, ModelStage):
             out.append((stage, False))
         elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
-            from .transcription import recognizer_stage
+            from .transcription import recognizer_stages
 
-            out.append((recognizer_stage(to_jsonable(stage.options)), True))
+            out.extend((s, True) for s in recognizer_stages(to_jsonable(stage.options)))
     return out
 
 
@@ -222,10 +191,10 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
             imports = family_imports(stage.family, params)
             key = (stage.env.python, tuple(sorted(stage.env.env.items())), tuple(imports))
             if key not in probes:
-                probes[key] = _probe(stage, runners, imports, timeout_s)
+                probes[key] = probe_imports(stage, runners, imports, timeout_s)
             _diagnose(row, probes[key], imports)
             if row["imports_ok"]:
-                weights = _probe_weights(stage, runners, params, timeout_s)
+                weights = probe_weights(stage, runners, params, timeout_s)
                 row["weights_ok"] = bool(weights.get("ok"))
                 row["weights"] = weights.get("paths", [])
                 if not weights.get("ok"):

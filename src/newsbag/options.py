@@ -25,7 +25,7 @@ STAGE_KEYS = frozenset({"name", "kind", "description"})
 _KINDS = {
     "integer": "a whole number", "number": "a number", "boolean": "true or false", "string": "a string",
     "strings": "a list of strings", "pair": "a [first, second] pair of numbers", "weights": "an object of numbers",
-    "object": "an object",
+    "object": "an object", "objects": "a list of objects",
 }
 
 
@@ -186,5 +186,10 @@ def _object(opt: Option, v: Any) -> Any:
     return dict(v) if isinstance(v, Mapping) else _BAD
 
 
+def _objects(opt: Option, v: Any) -> Any:
+    ok = isinstance(v, (list, tuple)) and len(v) >= opt.min_items and all(isinstance(o, Mapping) for o in v)
+    return tuple(dict(o) for o in v) if ok else _BAD
+
+
 _CONVERT = {"integer": _integer, "number": _number, "boolean": _boolean, "string": _string, "strings": _strings,
-            "pair": _pair, "weights": _weights, "object": _object}
+            "pair": _pair, "weights": _weights, "object": _object, "objects": _objects}

@@ -53,7 +53,9 @@ REVISIONS: dict[str, Revision] = {
     # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).
     # 4: a text region fused over a rule across the columns is read as its parts above and below;
     # text more than half inside a larger region read is not read again.
-    "transcription": Revision(4, ("transcription.py",)),
+    # 5: a recogniser bag: its members read the same lines, each line voted, with its winner and
+    # every member's reading.
+    "transcription": Revision(5, ("transcription.py",)),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.

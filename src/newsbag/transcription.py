@@ -12,7 +12,6 @@ writes ``outputs/transcripts/<variant>/<page_id>.json`` and ``.txt``. The run-le
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -25,45 +24,38 @@ from . import freshness, rundir, transcript_files
 from .builtin import Outputs
 from .errors import InputError, RunDirError, first_line, page_failure
 from .failures import record_failures
-from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
+from .config import ModelStage
 from .contract import boxes_from_page
 from .io import read_json, write_json
 from .manifest import read_pages
 from .page_reader import read_page
-from .resources import runners_dir
 from .revisions import revision
+from .transcription_bag import BagStage, bag_stages, read_lines, recognizer_record
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
 from .fusion.order import spans_columns
+from .recognizer_choice import usable_recognizer
+from .transcript_resolution import ResolutionCheck
 from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,
                          take_block_text)
 
 if TYPE_CHECKING:
     from .orchestrator import PageOutcome
 
-__all__ = ["recognizer_stage", "run_transcription", "transcript_status"]
+__all__ = ["recognizer_stages", "run_transcription", "transcript_status"]
 
 log = logging.getLogger(__name__)
 
 _READ_CLASSES = ("text", "title")
 # What a recogniser may tell of a line besides its text and score: word boxes with their
-# confidences, and the model that read it (the per-page choice between several).
-_LINE_EXTRAS = ("words", "model")
+# confidences, the model that read it (the per-page choice between several); and a bag's
+# winner and every member's reading (transcription_bag.voted_lines).
+_LINE_EXTRAS = ("words", "model", "won", "readings")
 
 
-def recognizer_stage(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> ModelStage:
-    """The recogniser runner as a model stage, so it gets the orchestrator's launch, resume and
-    crash handling (and `newsbag doctor`'s checks)."""
+def recognizer_stages(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> list[ModelStage]:
+    """Each recogniser runner (one, or a bag's members) as a model stage (`transcription_bag.bag_stages`)."""
     params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
-    spec = load_tool_spec(params.recognizer_family, runners_dir())
-    recognizer = validate_params("transcription stage: recognizer", dict(params.recognizer), spec)
-    return ModelStage(
-        name="transcription", family=params.recognizer_family,
-        env=EnvSpec("transcription", params.python or sys.executable),
-        device=params.device, allow_cpu_fallback=params.allow_cpu_fallback,
-        timeout_s=params.timeout_s, page_timeout_s=params.page_timeout_s, max_restarts=params.max_restarts,
-        variants={"lines": {**recognizer, "plan_dir": str(plan_dir.resolve())}}, revision=spec["revision"],
-        volatile=volatile_params(spec),
-    )
+    return [b.stage for b in bag_stages(params, plan_dir)]
 
 
 @dataclass(frozen=True)
@@ -255,7 +247,7 @@ class _PageInputs:
     record: dict | None              # the transcript record, when current
 
 
-def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage: ModelStage
+def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stages: list[BagStage]
                  ) -> Callable[..., _PageInputs]:
     """A page's `_PageInputs` by page id: the one rule `run_transcription` skips pages by and
     `transcript_status` counts them by (``write=False``: it records nothing).
@@ -263,10 +255,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     Inputs are identified by `freshness.identify_by_record`: by their stats, or, where those changed (a run
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
-    # The runner's revision too: a recogniser whose output changed for the same crops reads them again.
-    params_rec = {"lines_source": params.lines_source, "unit": crop_unit(params), "revision": stage.revision,
-                  "family": stage.family,
-                  "recognizer": {k: v for k, v in stage.variants["lines"].items() if k not in stage.volatile}}
+    params_rec = {"lines_source": params.lines_source, "unit": crop_unit(params), **recognizer_record(params, stages)}
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
     fused_dir = rundir.fused_dir(run_dir, variant)
@@ -313,12 +302,12 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     Raises:
         ValueError: bad transcription options (one line).
     """
-    params = parse_transcription_options(options)
+    params, _ = usable_recognizer(options)   # the recogniser `run_transcription` reads with here
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
         return []
-    inputs = _page_inputs(run_dir, variant, params, recognizer_stage(params, out_dir / "_plan"))
+    inputs = _page_inputs(run_dir, variant, params, bag_stages(params, out_dir / "_plan"))
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
@@ -356,11 +345,12 @@ class _Transcription:
         self.summary: dict = {"ok": 0, "skipped": 0, "failed": 0, "failures": [], "variant": variant}
         self.out_dir = rundir.transcript_dir(run_dir, variant)
         self.plan_dir = self.out_dir / "_plan"
-        self.stage = recognizer_stage(params, self.plan_dir)
-        self.inputs = _page_inputs(run_dir, variant, params, self.stage)
+        self.stages, self.vote = bag_stages(params, self.plan_dir), params.vote
+        self.inputs = _page_inputs(run_dir, variant, params, self.stages)
         self.block_dirs = _block_dirs(run_dir, params)
         self.unit = crop_unit(params)
         self.dropped = False   # a transcript was removed: the search index changes
+        self.resolution = ResolutionCheck.for_family(self.stages[0].stage.family)   # a bag's first member
 
     def settle(self, page_id: str, error: str | None, shown: bool = True) -> None:
         """Count a page's outcome; a failed page keeps a failure record (`transcript_status`) until it is read."""
@@ -394,6 +384,7 @@ class _Transcription:
             self.settle(page_id, _page_error(page_id, exc))
             return False
         plan = _plan_record(page_plan, inputs.fingerprint)
+        self.resolution.check(page_id, page_plan.crops, page_plan.units, page_plan.sample)
         if len(page_plan.crops) == 0:   # nothing left to recognise: no runner call for this page
             _write_transcript(self.out_dir, page_id, plan, [], self.variant)
             self.settle(page_id, None)
@@ -424,12 +415,11 @@ class _Transcription:
             self.settle(o.page_id, None)
 
     def recognise(self, todo: list) -> None:
-        """Have the recogniser read the planned pages, each transcript written as it comes (`on_read`)."""
-        from .orchestrator import run_source
-
-        outcome = run_source(self.run_dir, self.stage, "lines", todo, runners=runners_dir(), force=True,
-                             out_dir=self.out_dir / "_lines", on_page=self.on_read, ledger=False)
-        self.summary["device_used"] = outcome.device_used
+        """Have the recognisers read the planned pages, each transcript written as it comes (`on_read`)."""
+        read = read_lines(self.run_dir, self.stages, self.vote, todo, self.out_dir / "_lines", self.on_read)
+        self.summary["device_used"] = read["device_used"]
+        if read["notes"]:
+            self.summary["notes"] = read["notes"]
 
     def index(self, page_ids: Iterable[str]) -> None:
         """Rebuild the search index when a transcript changed (a no-change rerun over 100k pages
@@ -453,17 +443,21 @@ def run_transcription(run_dir: Path, page_ids: list[str], options: Mapping[str, 
             run, or every variant skipped).
     """
     t0 = time.monotonic()
-    params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
+    params, note = usable_recognizer(options)
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     if not variant:
         raise InputError("transcription: no recommended variant in outputs/fusion/summary.json; run fusion first "
                          "or set the stage's variant")
     call = _Transcription(run_dir, variant, params, progress)
+    if note:   # said once, before the pages' lines
+        log.warning(note)
+        call.summary["recognizer_note"] = note
     records = {p.page_id: p for p in read_pages(run_dir)}
     todo = [records[page_id] for page_id in page_ids if call.plan(page_id, force)]
     if todo:
         call.recognise(todo)
     call.index(records)   # the index covers the whole manifest
     record_failures(run_dir, "transcription", call.summary["failures"])
+    call.summary.update(call.resolution.summary())
     call.summary["seconds"] = round(time.monotonic() - t0, 2)
     return call.summary

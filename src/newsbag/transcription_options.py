@@ -7,8 +7,8 @@ from typing import Any, Mapping
 
 from .options import STAGE_KEYS, option, parse
 
-__all__ = ["TranscriptionParams", "RECOGNIZER_FAMILIES", "parse_transcription_options", "transcription_source_names",
-           "recognizer_family", "crop_unit"]
+__all__ = ["TranscriptionParams", "BagMember", "RECOGNIZER_FAMILIES", "parse_transcription_options",
+           "transcription_source_names", "recognizer_family", "crop_unit", "bag_members"]
 
 _SOURCE = r"[^/]+/[^/]+"   # "<stage>/<variant>"
 RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
@@ -38,26 +38,72 @@ class TranscriptionParams:
                                     choices=RECOGNIZER_FAMILIES)
     recognizer: Mapping[str, Any] = option("object", {}, "parameters of the recogniser family's tool.json "
                                            "(runners/<recognizer_family>.tool.json)")
+    recognizers: tuple[dict, ...] = option(
+        "objects", (), "a recogniser bag: several recognisers read the same text lines and each line's text is "
+        "voted (`vote`); each {family, name, recognizer, weight, min_score} (see docs/transcription.md); "
+        "empty: recognizer_family alone")
+    vote: str = option("string", "rover", "how a bag's readings of a line make its text: rover (a character vote "
+                       "weighted by confidence) or confident (the most confident reading whole)",
+                       choices=("rover", "confident"))
     read: str = option("string", "auto", "what one crop is: lines (a text line of lines_source each) or regions "
                        "(a fused region or column part each, whose lines the recogniser finds: "
                        "recognize_tesseract); auto: regions where the recogniser finds lines, else lines",
                        choices=("auto", "lines", "regions"))
 
 
+@dataclass(frozen=True)
+class BagMember:
+    """One recogniser of a bag: which runner, under which name, and how much its confidence counts."""
+
+    family: str = option("string", "recognize", "the recogniser runner", choices=RECOGNIZER_FAMILIES)
+    name: str = option("string", "", 'the name its readings go by in the transcript ("": its family)',
+                       pattern=r"[A-Za-z0-9_.-]*")
+    recognizer: Mapping[str, Any] = option("object", {}, "parameters of its family's tool.json")
+    weight: float = option("number", 1.0, "how much its confidence counts in the vote", minimum=0, above=True)
+    min_score: float = option("number", 0.0, "a reading of it scoring under this does not vote", minimum=0,
+                              maximum=1)
+
+
+def bag_members(params: TranscriptionParams) -> list[BagMember]:
+    """The recognisers that read the lines: the ``recognizers`` bag, else ``recognizer_family`` alone.
+
+    Raises:
+        ValueError: a bad member, or two members of one name (one line).
+    """
+    if not params.recognizers:
+        return [BagMember(params.recognizer_family, params.recognizer_family, dict(params.recognizer))]
+    members = []
+    for k, given in enumerate(params.recognizers):
+        member = parse(BagMember, given, f"transcription stage: recognizers[{k}]")
+        members.append(BagMember(member.family, member.name or member.family, dict(member.recognizer),
+                                 member.weight, member.min_score))
+    names = [m.name for m in members]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"transcription stage: recognizers: two members named {twice[0]!r}; give each a name")
+    return members
+
+
 def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionParams:
     """Validated options; a one-line ValueError on unknown keys or bad values."""
     params = parse(TranscriptionParams, options, "transcription stage", STAGE_KEYS)
-    if params.read == "regions" and params.recognizer_family not in _READS_REGIONS:
+    members = bag_members(params)
+    if params.read == "regions" and len(members) > 1:
+        raise ValueError("transcription stage: read 'regions' with a recogniser bag: its vote pairs the members' "
+                         "readings line by line; set read to 'lines'")
+    if params.read == "regions" and members[0].family not in _READS_REGIONS:
         raise ValueError(f"transcription stage: read 'regions' needs a recogniser that finds lines itself "
-                         f"({', '.join(sorted(_READS_REGIONS))}); {params.recognizer_family} reads one line per "
+                         f"({', '.join(sorted(_READS_REGIONS))}); {members[0].family} reads one line per "
                          "crop: set read to 'lines'")
     return params
 
 
 def crop_unit(params: TranscriptionParams) -> str:
-    """What one crop of the recogniser's plan is: "region" or "line" (runners/_plan.py `UNITS`)."""
+    """What one crop of the recogniser's plan is: "region" or "line" (runners/_plan.py `UNITS`);
+    always lines for a bag, whose members must read the same lines."""
+    members = bag_members(params)
     if params.read == "auto":
-        return "region" if params.recognizer_family in _READS_REGIONS else "line"
+        return "region" if len(members) == 1 and members[0].family in _READS_REGIONS else "line"
     return params.read[:-1]
 
 

@@ -423,12 +423,12 @@ def test_a_new_revision_of_the_recogniser_reads_the_transcripts_again(tmp_path, 
     # The recogniser's output changed for the same crops (revision 2: full-width punctuation
     # in Latin text as ASCII), but a transcript's fingerprint held only its parameters: every
     # transcript made before stayed current, with its old text, on every rerun.
-    import newsbag.transcription as transcription
+    import newsbag.transcription_bag as bag
 
     run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
-    load = transcription.load_tool_spec
-    monkeypatch.setattr(transcription, "load_tool_spec", lambda *a: {**load(*a), "revision": load(*a)["revision"] + 1})
+    load = bag.load_tool_spec
+    monkeypatch.setattr(bag, "load_tool_spec", lambda *a: {**load(*a), "revision": load(*a)["revision"] + 1})
     again = run_transcription(run, ["p1"], {})
     assert (again["ok"], again["skipped"]) == (1, 0)
 
