@@ -13,6 +13,7 @@ from PIL import Image
 from cdp import CHROMIUM, Browser
 from review_kit import build_run, run_kit  # noqa: F401  (fixture)
 
+from newsbag.review.gallery import SCRIPTS
 from newsbag.review.stage import run_review
 
 pytestmark = [
@@ -181,8 +182,8 @@ def test_hostile_paths_labels_and_names_are_shown_as_text_and_run_no_script(brow
     browser.mouse("mouseMoved", x, y)
     browser.wait_for("!document.getElementById('tip').hidden")
     assert browser.eval("document.querySelector('#tip .tip-label .v').textContent") == f"text ({HOSTILE})"
-    # the data block, the gallery's script and evaluation.js's tag
-    assert browser.eval("document.querySelectorAll('script').length") == 3
+    # the data block, the gallery's scripts and evaluation.js's tag
+    assert browser.eval("document.querySelectorAll('script').length") == 1 + len(SCRIPTS) + 1
     assert browser.console_errors() == []
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -14,6 +15,7 @@ import review_kit
 from review_kit import review_run, run_kit  # noqa: F401  (fixtures)
 
 from newsbag.manifest import read_pages
+from newsbag.review import gallery
 from newsbag.review.options import parse_review_cfg
 from newsbag.review.stage import board_status, run_review
 
@@ -133,6 +135,20 @@ def test_workers_draw_the_same_boards_and_ranking_as_one_process(review_run, tmp
         {k: serial[k] for k in ("ok", "failed", "top", "failures")}
     assert (review_run / "review" / "scores.tsv").read_text() == scores
     assert all((top / f"{p}.png").read_bytes() == b for p, b in boards.items())
+
+
+def test_the_gallery_inlines_each_of_its_scripts_whole_in_order_and_loads_no_other(review_run):
+    """The gallery's browser code is several files (each under the line cap): every one must be in
+    index.html, whole and in the order they run (gallery.js calls what gallery_plots.js defines),
+    since the gallery works from file:// with no server; the only script it loads by name is the
+    run's own evaluation.js."""
+    run_review(review_run, IDS, CFG)
+    html = (review_run / "review" / "index.html").read_text()
+    inline = re.findall(r"<script>\n(.*?)\n</script>", html, re.S)
+    templates = Path(gallery.__file__).parent / "templates"
+    assert inline == [(templates / name).read_text() for name in gallery.SCRIPTS]
+    assert gallery.SCRIPTS.index("gallery_plots.js") < gallery.SCRIPTS.index("gallery.js")
+    assert re.findall(r'<script src="([^"]*)"', html) == ["evaluation.js"]
 
 
 def test_resume_skips_fresh_boards_and_redraws_changed_inputs(review_run):

@@ -19,11 +19,14 @@ from ..io import atomic_write_text
 from ..labels import CANONICAL, LABELS
 from .reading import transcript_links
 
-__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCANS", "THUMB", "render_gallery", "write_gallery", "gallery_pages", "gallery_links_current", "page_layer",
+__all__ = ["TEMPLATE", "STYLE", "SCRIPTS", "DATA_JS", "SCANS", "THUMB", "render_gallery", "write_gallery", "gallery_pages", "gallery_links_current", "page_layer",
            "write_page_data"]
 
 TEMPLATE = "gallery.html.j2"
-ASSETS = ("gallery.css", "gallery.js")
+STYLE = "gallery.css"
+# The gallery's scripts, each inlined in its own <script> in this order: gallery.js calls what
+# gallery_plots.js defines.
+SCRIPTS = ("gallery_plots.js", "gallery.js")
 # Shipped inside the package, beside this module.
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 DATA_JS = "data.js"
@@ -68,8 +71,9 @@ def render_gallery(context: dict) -> str:
     env.filters["pct"] = _pct
     env.filters["num"] = _num
     # CSS and JS are read as plain text (not templates) so their braces never meet jinja.
-    css, js = ((_TEMPLATES / name).read_text(encoding="utf-8") for name in ASSETS)
-    return env.get_template(TEMPLATE).render(**context, css=css, js=js)
+    css = (_TEMPLATES / STYLE).read_text(encoding="utf-8")
+    scripts = [(_TEMPLATES / name).read_text(encoding="utf-8") for name in SCRIPTS]
+    return env.get_template(TEMPLATE).render(**context, css=css, scripts=scripts)
 
 
 def gallery_pages(path: Path) -> int | None:
