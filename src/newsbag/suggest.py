@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .fusion.order import column_bounds
+from .fusion.grid import column_bounds
 
 __all__ = ["PageFacts", "Pick", "SPREAD_PENALTY", "issue_of", "layout_signature", "pick_pages"]
 

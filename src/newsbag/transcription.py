@@ -32,7 +32,7 @@ from .page_reader import read_page
 from .revisions import revision
 from .transcription_bag import BagStage, bag_stages, read_lines, recognizer_record
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
-from .fusion.order import spans_columns
+from .fusion.grid import spans_columns
 from .recognizer_choice import usable_recognizer
 from .transcript_resolution import ResolutionCheck
 from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,

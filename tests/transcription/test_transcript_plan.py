@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from newsbag.articles import group_articles
-from newsbag.fusion.order import reading_order, spans_columns
+from newsbag.fusion.grid import spans_columns
+from newsbag.fusion.order import reading_order
 from newsbag.transcript import (assemble, column_pieces, join_hyphens, line_crops, line_rows, plan_page,
                                 plan_regions)
 
