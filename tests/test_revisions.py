@@ -110,7 +110,7 @@ def test_the_guard_names_the_entry_to_bump_and_the_command_to_record():
     stored = {"revision": 3, "code": "a"}
     assert _problem("fusion/consensus", stored, {"revision": 3, "code": "a"}) is None
     problem = _problem("fusion/consensus", stored, {"revision": 3, "code": "b"})
-    assert problem.startswith("the code of fusion/consensus (articles.py, contract.py, fusion/fuse.py, ")
+    assert problem.startswith("the code of fusion/consensus (articles.py, contract.py, fusion/consensus.py, ")
     assert problem.endswith(") changed: bump fusion/consensus revision in src/newsbag/revisions.py, or if the "
                             "output cannot change, run python tests/test_revisions.py --record fusion/consensus "
                             "to record the new hash")

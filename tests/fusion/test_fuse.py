@@ -3,7 +3,9 @@ import pytest
 from nbtest import make_boxes
 
 from newsbag.contract import Boxes
-from newsbag.fusion.fuse import VARIANTS, describe, fuse_consensus, take_sources
+from newsbag.fusion.consensus import fuse_consensus
+from newsbag.fusion.fuse import VARIANTS, describe
+from newsbag.fusion.pooling import take_sources
 from newsbag.fusion.variants import METHODS, ConsensusParams
 
 
@@ -377,7 +379,7 @@ def test_consensus_on_take_sources_boxes_is_the_consensus_on_fresh_copies(tmp_pa
     ([0, 0], [-float("inf"), -float("inf")], [0]),              # -inf is a weight too
 ])
 def test_heaviest_is_the_head_of_each_group_in_lexsort_order(gid, w, expected):
-    from newsbag.fusion.fuse import _heaviest
+    from newsbag.fusion.consensus import _heaviest
 
     gid, w = np.array(gid), np.array(w)
     top = np.lexsort((-w, gid))

@@ -6,7 +6,7 @@ import pytest
 from nbtest import make_boxes
 from newsbag import labels
 from newsbag.contract import Boxes
-from newsbag.fusion.fuse import fuse_paragraphs
+from newsbag.fusion.paragraph_regions import fuse_paragraphs
 from newsbag.fusion.paragraphs import gutter_cuts, join_pairs, matched_lines, noise_mask, unnest_blocks
 from newsbag.fusion.variants import ParagraphParams
 

@@ -1,6 +1,6 @@
 """Paragraph regions from a structure source's blocks, corrected with the other members' evidence.
 
-The steps of the ``paragraphs`` recipe (`fuse.fuse_paragraphs` strings them together), each a
+The steps of the ``paragraphs`` recipe (`paragraph_regions.fuse_paragraphs` strings them together), each a
 pure function over (N, 4) xyxy arrays. Lengths given "in lines" are multiples of the page's
 median text-line height ``lh``. Everything is sort-and-sweep or STRtree pairs: near-linear in
 the number of boxes.

@@ -26,7 +26,8 @@ from ..parallel import page_map
 from ..revisions import revision, why_stale
 from ..tables import tsv_text, tsv_writer
 from .degenerate import degenerate_reasons, largest_box_share
-from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
+from .fuse import VARIANTS, describe, member_table
+from .pooling import effective_params, take_sources
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
 from .pin import Pin, choose_recommended, is_pinned, read_pin

@@ -17,7 +17,8 @@ from .. import labels, rundir
 from ..contract import Boxes
 from ..errors import InputError, first_line
 from ..evaluate import LONG_SIDE, PRED_CLASS, eval_classes, gt_scale, page_metrics_by_class
-from ..fusion.fuse import VARIANTS, take_sources
+from ..fusion.fuse import VARIANTS
+from ..fusion.pooling import take_sources
 from ..fusion.geometry import Pairs
 from ..fusion.metrics import iou_f1, pixel_prf, union_mask
 from ..fusion.stage import pool_sources
