@@ -144,7 +144,8 @@ def replay_overhead(config: dict, src_run: Path, work: Path) -> tuple[dict[str, 
     """
     runners = work / "replay_runners"
     runners.mkdir()
-    shutil.copy(REPO / "runners" / "_loop.py", runners)
+    for helper in (REPO / "runners").glob("_*.py"):  # _loop.py and the helpers it imports
+        shutil.copy(helper, runners)
     (runners / "replay.py").write_text(REPLAY)
     labels = {}
     for stage in _model_stages(config):

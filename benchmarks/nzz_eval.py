@@ -38,7 +38,8 @@ from scipy.stats import spearmanr
 
 from newsbag import labels
 from newsbag.contract import Boxes
-from newsbag.evaluate import evaluate_page_class, match_pages
+from newsbag.evaluate import eval_classes, evaluate_page_class, match_pages
+from newsbag.groundtruth import GtPage
 from newsbag.fusion.stage import (_Board, _has_lines, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source,
                                   fuse_all)
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
@@ -68,7 +69,7 @@ def split_halves(page_ids: list[str]) -> tuple[list[str], list[str]]:
 
 
 def load_pages(run_dir: Path, gt_dir: Path) -> dict[str, tuple[dict[str, Boxes], dict, dict]]:
-    """page id -> (source boxes by name, manifest record, GT annotation)."""
+    """page id -> (source boxes by name, manifest record, ground-truth page)."""
     sources = discover_sources(run_dir)
     out = {}
     for rec, ann in match_pages(run_dir, gt_dir)[0]:
@@ -79,12 +80,12 @@ def load_pages(run_dir: Path, gt_dir: Path) -> dict[str, tuple[dict[str, Boxes],
     return out
 
 
-def _gt_text(ann: dict) -> np.ndarray:
-    return np.array([r["bbox_xyxy"] for r in ann["regions"] if r["label"] == "text"], float).reshape(-1, 4)
+def _gt_text(gt: GtPage) -> np.ndarray:
+    return gt.xyxy[eval_classes(gt) == "text"]
 
 
-def _gt_metrics(boxes: Boxes, ann: dict) -> dict:
-    w, h = float(ann["width"]), float(ann["height"])
+def _gt_metrics(boxes: Boxes, ann: GtPage) -> dict:
+    w, h = ann.width, ann.height
     s = np.array([w / boxes.meta.width, h / boxes.meta.height] * 2)
     pred = boxes.xyxy[_TEXT[boxes.label.astype(np.intp)]] * s
     return evaluate_page_class(pred, _gt_text(ann), w, h)

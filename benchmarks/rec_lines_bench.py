@@ -24,7 +24,6 @@ truth's conventions (`evaluate_text.gt_conventions`: ſ as s, line-end ¬ ⸗ = 
 from __future__ import annotations
 
 import argparse
-import json
 import pickle
 import resource
 import sys
@@ -36,6 +35,8 @@ import numpy as np
 from _machine import machine_line
 from PIL import Image
 
+from newsbag.config import load_tool_spec
+from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
 from newsbag.evaluate_text import gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
 
@@ -52,15 +53,14 @@ def _recognizer():
     sys.path.insert(0, str(runners_dir()))
     from recognize import Recognizer
 
-    return Recognizer({"model_path": "", "dict_path": "", "plan_dir": "", "batch_lines": 32, "script": "latin",
-                       "max_ratio": 60, "word_gap": 0}, "cpu", True)
+    params = {name: decl["default"] for name, decl in load_tool_spec("recognize", runners_dir())["parameters"].items()}
+    return Recognizer({**params, "word_gap": 0, "long_s": 0}, "cpu", True)   # the rules are tried on the paths
 
 
-def gt_pages(gt: Path) -> list[tuple[str, str, dict]]:
-    """(page id, half, annotation) of every ground-truth page, halves as text_bench.py and nzz_eval.py cut them."""
-    anns = sorted((json.loads(p.read_text(encoding="utf-8")) for p in (gt / "annotations").glob("*.json")),
-                  key=lambda a: a["page_id"])
-    return [(a["page_id"], "AB"[k % 2], a) for k, a in enumerate(anns)]
+def gt_pages(gt: Path) -> list[tuple[str, str, GtPage]]:
+    """(page id, half, page) of every ground-truth page, halves as text_bench.py and nzz_eval.py cut them."""
+    pages = sorted(read_ground_truth(gt)[0], key=lambda p: p.page_id)
+    return [(p.page_id, "AB"[k % 2], p) for k, p in enumerate(pages)]
 
 
 def read_lines(reader, image: np.ndarray, boxes: np.ndarray) -> list[dict]:
@@ -90,7 +90,7 @@ def collect(gt: Path, scales: list[float], scale_pages: int, limit: int = 0) -> 
         gt_lines = [ln for r in gt_regions(ann) for ln in r.get("lines") or []]
         if not gt_lines:
             continue
-        image = np.asarray(Image.open(gt / ann["image"]).convert("RGB"))
+        image = np.asarray(Image.open(gt_root(gt) / ann.image).convert("RGB"))
         boxes = np.array([ln["bbox_xyxy"] for ln in gt_lines], dtype=np.float64)
         for scale in [1.0] + [s for s in scales if s != 1] if page_id in scaled else [1.0]:
             t0 = _cpu()

@@ -44,6 +44,7 @@ from _machine import machine_line
 
 from newsbag.config import load_tool_spec
 from newsbag.evaluate import match_pages
+from newsbag.groundtruth import GtPage, gt_root
 from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcript import crop_plan
@@ -63,7 +64,7 @@ def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
     return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
 
 
-def plain_tesseract(pages: list[tuple[str, str, Path, dict]], model: str) -> tuple[list[dict], float]:
+def plain_tesseract(pages: list[tuple[str, str, Path, GtPage]], model: str) -> tuple[list[dict], float]:
     """(a): the tesseract command on each page image; rows and CPU seconds."""
     rows, t0 = [], _cpu()
     for page_id, half, image, ann in pages:
@@ -87,7 +88,7 @@ def _reader(family: str, model: str, plan_dir: str):
     return Recognizer({**params, "plan_dir": plan_dir}, "cpu", True)
 
 
-def gt_lines(pages: list[tuple[str, str, Path, dict]], family: str, model: str, unit: str) -> tuple[list[dict], float]:
+def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str, unit: str) -> tuple[list[dict], float]:
     """(b): a recogniser runner on the ground truth's line boxes (`unit` "line") or its text
     regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
     rows, t0 = [], _cpu()
@@ -100,7 +101,7 @@ def gt_lines(pages: list[tuple[str, str, Path, dict]], family: str, model: str, 
                 of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
             else:
                 boxes, of = [r["bbox_xyxy"] for r in regions], list(range(len(regions)))
-            plan = crop_plan(boxes, [unit] * len(boxes), [ann["width"], ann["height"]])
+            plan = crop_plan(boxes, [unit] * len(boxes), [ann.width, ann.height])
             Path(plan_dir, f"{page_id}.json").write_text(json.dumps(plan))
             texts: list[list[str]] = [[] for _ in regions]
             for line in reader.detect(str(image), {"page_id": page_id}):
@@ -163,17 +164,17 @@ def main() -> None:
     os.environ["OMP_THREAD_LIMIT"] = "1"   # for the tesseract command (the runner sets it itself)
     print(machine_line(), flush=True)
 
-    matched = sorted(match_pages(args.run, args.gt)[0], key=lambda m: m[1]["page_id"])
+    matched = sorted(match_pages(args.run, args.gt)[0], key=lambda m: m[1].page_id)
     # The halves are fixed over the whole ground truth, whichever of its pages the run holds.
     gt_ids = sorted(json.loads(p.read_text(encoding="utf-8"))["page_id"]
                     for p in (args.gt / "annotations").glob("*.json"))
-    halves = {rec["page_id"]: "AB"[gt_ids.index(ann["page_id"]) % 2] for rec, ann in matched}
+    halves = {rec["page_id"]: "AB"[gt_ids.index(ann.page_id) % 2] for rec, ann in matched}
     if args.limit:
         matched = matched[:args.limit]
         halves = {rec["page_id"]: halves[rec["page_id"]] for rec, _ in matched}
-    pages = [(rec["page_id"], halves[rec["page_id"]], args.gt / ann["image"], ann) for rec, ann in matched]
+    pages = [(rec["page_id"], halves[rec["page_id"]], gt_root(args.gt) / ann.image, ann) for rec, ann in matched]
     print(f"{len(pages)} pages ({sum(h == 'A' for h in halves.values())} in half A): "
-          f"{', '.join(ann['page_id'] for _, ann in matched)}", flush=True)
+          f"{', '.join(ann.page_id for _, ann in matched)}", flush=True)
 
     print("| what | CER raw A | B | all | CER GT conv. A | B | all | reading order | CPU s/page |")
     print("|---|---|---|---|---|---|---|---|---|", flush=True)

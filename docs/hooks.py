@@ -6,6 +6,7 @@ readable where it is not built (GitHub):
     <!-- newsbag:runner-options -->     every runners/<family>.tool.json, one table per family
     <!-- newsbag:stage-options -->      every builtin stage's options, from their declarations
     <!-- newsbag:leaderboard-legend --> the leaderboard columns, from newsbag.columns
+    <!-- newsbag:revisions -->          every code revision, its number and its code (newsbag.revisions)
 
 The tables are generated, never written by hand, so they cannot drift from what the config
 loader accepts.
@@ -92,10 +93,23 @@ def leaderboard_legend_markdown() -> str:
     return render()
 
 
+def revisions_markdown() -> str:
+    """One row per code revision: its number, the modules it is named by, and every module in its code."""
+    from newsbag.revisions import REVISIONS, code_files
+
+    rows = ["| entry | revision | named by | its code (what these import, less the infrastructure) |",
+            "|---|---|---|---|"]
+    for key, rev in REVISIONS.items():
+        code = ", ".join(f"`{m}`" for m in code_files(key))
+        rows.append(f"| `{key}` | {rev.number} | {', '.join(f'`{e}`' for e in rev.entries)} | {code} |")
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS = {
     "runner-options": runner_options_markdown,
     "stage-options": stage_options_markdown,
     "leaderboard-legend": leaderboard_legend_markdown,
+    "revisions": revisions_markdown,
 }
 
 

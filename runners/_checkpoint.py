@@ -12,7 +12,7 @@ import json
 import struct
 from pathlib import Path
 
-from _loop import MissingDependency
+from _errors import MissingDependency
 
 __all__ = ["check_safetensors", "check_hf_folder", "check_paddle_folder"]
 

@@ -9,7 +9,7 @@ once, not the same CUDA error on every page. ``newsbag doctor``'s probe reports 
 
 from __future__ import annotations
 
-from _loop import DeviceUnavailable, MissingDependency, error_line
+from _errors import DeviceUnavailable, MissingDependency, error_line
 
 __all__ = ["arch_supported", "choose", "torch_status", "paddle_status", "cuda_usable", "paddle_cuda_usable"]
 

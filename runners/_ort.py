@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from _loop import DeviceUnavailable, MissingDependency, error_line
+from _errors import DeviceUnavailable, MissingDependency, error_line
 
 
 def make_session(model_path: str, device: str, allow_cpu_fallback: bool, threads: int = 0):

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _device import paddle_status, torch_status  # noqa: E402
-from _loop import error_line  # noqa: E402
+from _errors import error_line  # noqa: E402
 
 
 def probe_imports(names: list[str]) -> dict:

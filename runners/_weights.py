@@ -17,7 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from _loop import MissingDependency, log
+from _errors import MissingDependency
+from _events import log
 
 STAGED_MARKER = ".newsbag-staged"
 

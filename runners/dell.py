@@ -16,8 +16,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _loop  # noqa: E402
+from _errors import DeviceUnavailable, MissingDependency  # noqa: E402
 from _image import load_rgb  # noqa: E402
 from _ort import make_session  # noqa: E402
+from _shared import shared_floor  # noqa: E402
 from _weights import stage_to_local  # noqa: E402
 from _yolo import decode_yolov8, letterbox, nms_xyxy, unletterbox_xyxy  # noqa: E402
 
@@ -43,12 +45,12 @@ def locate_weights(params: dict) -> Path:
         MissingDependency: not set, not there or empty.
     """
     if not params["model_path"]:
-        raise _loop.MissingDependency("dell: params.model_path (the American Stories layout .onnx) is not set")
+        raise MissingDependency("dell: params.model_path (the American Stories layout .onnx) is not set")
     path = Path(params["model_path"]).expanduser()
     if not path.is_file():
-        raise _loop.MissingDependency(f"dell: model file not found: {params['model_path']}")
+        raise MissingDependency(f"dell: model file not found: {params['model_path']}")
     if path.stat().st_size == 0:
-        raise _loop.MissingDependency(f"dell: model file {path} is empty: the copy is incomplete")
+        raise MissingDependency(f"dell: model file {path} is empty: the copy is incomplete")
     return path
 
 
@@ -72,7 +74,7 @@ class DellDetector:
             path = stage_to_local(path)
         self.session, ort_info = make_session(str(path), device, allow_cpu_fallback, int(params["threads"]))
         if params["require_cuda_provider"] and "CUDAExecutionProvider" not in ort_info["providers_used"]:
-            raise _loop.DeviceUnavailable(
+            raise DeviceUnavailable(
                 f"dell: require_cuda_provider is set but the session uses {ort_info['providers_used']}; "
                 "install onnxruntime-gpu matching the node's CUDA/cuDNN")
         inp = self.session.get_inputs()[0]
@@ -84,7 +86,7 @@ class DellDetector:
         out_shape = self.session.get_outputs()[0].shape
         n_out = out_shape[1] if len(out_shape) == 3 else None
         if isinstance(n_out, int) and n_out != 4 + len(self.labels):
-            raise _loop.MissingDependency(
+            raise MissingDependency(
                 f"dell: model output has {n_out} rows, expected 4 + {len(self.labels)} labels; wrong model file?")
         self.iou, self.max_det = float(params["iou"]), int(params["max_det"])
         self.device_used = ort_info["device_used"]
@@ -92,9 +94,9 @@ class DellDetector:
                      "imgsz": self.imgsz, "labels": self.labels, **ort_info}
 
     def model_pass(self, image_path: str) -> dict:
-        """Boxes above the conf of the pass (`_loop.shared_floor`) after NMS, in page pixels, best
+        """Boxes above the conf of the pass (`_shared.shared_floor`) after NMS, in page pixels, best
         first, with their label names (JSON lists)."""
-        conf = _loop.shared_floor(self, float(self.params["conf"]))
+        conf = shared_floor(self, float(self.params["conf"]))
         image = load_rgb(image_path)
         height, width = image.shape[:2]
         canvas, gain, pad = letterbox(image, self.imgsz, 114)

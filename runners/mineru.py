@@ -25,8 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _loop  # noqa: E402
 from _checkpoint import check_hf_folder  # noqa: E402
 from _device import choose, cuda_usable, torch_status  # noqa: E402
+from _errors import MissingDependency  # noqa: E402
 from _image import load_pil_rgb  # noqa: E402
+from _regions import NoRegions  # noqa: E402
 from _weights import hf_prestage_hint, resolve_hf_model, stage_to_local  # noqa: E402
+from _writes import atomic_write_json  # noqa: E402
 
 MODES = ("layout", "two_step")
 LOG_PREVIEW = 300  # characters of a library log message kept (raw answers can be megabytes)
@@ -165,13 +168,13 @@ def load_model(path: Path, torch_device: str, dtype: str):
     fix = (f"transformers {transformers.__version__} left them randomly initialised; install a tested "
            "version (see the README's MinerU section: transformers >=5.16,<6 with mineru-vl-utils 2.0.x)")
     if missing:
-        raise _loop.MissingDependency(
+        raise MissingDependency(
             f"mineru: {len(missing)} weight(s) of {path} were not in the checkpoint as loaded "
             f"({', '.join(missing[:3])}); {fix}")
     head, emb = model.get_output_embeddings(), model.get_input_embeddings()
     if tied and head is not None and head.weight.data_ptr() != emb.weight.data_ptr():
-        raise _loop.MissingDependency(f"mineru: {path} ties lm_head to the embeddings but the loaded lm_head "
-                                      f"is a separate tensor; {fix}")
+        raise MissingDependency(f"mineru: {path} ties lm_head to the embeddings but the loaded lm_head "
+                                f"is a separate tensor; {fix}")
     return model
 
 
@@ -189,7 +192,7 @@ class MinerUDetector:
             from mineru_vl_utils.mineru_client import DEFAULT_SAMPLING_PARAMS, MinerUSamplingParams
             from transformers import AutoProcessor
         except ImportError as exc:
-            raise _loop.MissingDependency(f"mineru: {exc}; install mineru-vl-utils[transformers]") from exc
+            raise MissingDependency(f"mineru: {exc}; install mineru-vl-utils[transformers]") from exc
         import mineru_vl_utils
 
         quiet_library_log(params["library_log_level"])
@@ -278,7 +281,7 @@ class MinerUDetector:
         out = []
         for blocks, image, answer in zip(results, images, answers):
             regions = blocks_to_regions(blocks, *image.size)
-            out.append(regions if regions else _loop.NoRegions(self._empty_reason(answer)))
+            out.append(regions if regions else NoRegions(self._empty_reason(answer)))
         return out
 
     def close(self) -> None:
@@ -298,7 +301,7 @@ def write_run_meta(job: dict, report: dict) -> None:
     """
     meta = {"stage": job["stage"], "variant": job["variant"], "device_requested": job.get("device", "auto"),
             **{k: report[k] for k in META_KEYS if k in report}}
-    _loop.atomic_write_json(Path(job["out_dir"]) / "run_meta.json", meta)
+    atomic_write_json(Path(job["out_dir"]) / "run_meta.json", meta)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,10 @@ import numpy as np
 import _loop
 import _picodet
 from _checkpoint import check_paddle_folder
+from _errors import MissingDependency
 from _image import load_page_array
 from _ort import make_session
+from _shared import shared_floor
 from _weights import packaged_file, paddlex_cache_dir, paddlex_prestage_hint
 
 EXPORT_INPUTS = {"image", "im_shape", "scale_factor"}
@@ -79,13 +81,13 @@ class OnnxLayoutBackend:
         return [s for s in meta.get("character", "").splitlines() if s]
 
     def model_pass(self, image_path: str) -> dict:
-        """Boxes above the threshold of the pass (`_loop.shared_floor`) after NMS, with their label
+        """Boxes above the threshold of the pass (`_shared.shared_floor`) after NMS, with their label
         names, as JSON lists (shared by variants).
 
         ``score`` keeps the dtype the threshold is compared in (float32 for the GFL head's
         scores, float64 for export rows), so a cut applied later compares exactly as here.
         """
-        threshold = _loop.shared_floor(self, self.threshold)
+        threshold = shared_floor(self, self.threshold)
         image = load_page_array(image_path)
         height, width = image.shape[:2]
         tensor = _picodet.to_input_tensor(image, self.input_hw, self.mean, self.std)
@@ -170,7 +172,7 @@ class PaddleOCRLayoutBackend:
             import paddleocr
             from paddleocr import LayoutDetection
         except ImportError as exc:
-            raise _loop.MissingDependency(f"paddle_layout (paddleocr backend): {exc}; pip install paddleocr") from exc
+            raise MissingDependency(f"paddle_layout (paddleocr backend): {exc}; pip install paddleocr") from exc
         if params["stage_weights"]:
             model_dir = str(stage_to_local(model_dir))
         try:
@@ -217,8 +219,8 @@ def set_offline() -> None:
 def raise_if_no_model_source(exc: Exception, what: str, hint: str) -> None:
     """paddlex's own "no model source" error means the weights are not here: exit 3 with the remedy."""
     if "No model source is available" in str(exc) or "No available model hosting platforms" in str(exc):
-        raise _loop.MissingDependency(f"{what}: weights not found and no download on a compute node "
-                                      f"({str(exc).splitlines()[0][:200]}); {hint}") from exc
+        raise MissingDependency(f"{what}: weights not found and no download on a compute node "
+                                f"({str(exc).splitlines()[0][:200]}); {hint}") from exc
 
 
 def locate_weights(params: dict) -> Path:
@@ -230,18 +232,18 @@ def locate_weights(params: dict) -> Path:
     if params.get("backend", "onnxruntime") == "onnxruntime":
         path = Path(params["model_path"] or default_cdla_model())
         if not path.is_file() or path.stat().st_size == 0:
-            raise _loop.MissingDependency(f"paddle_layout: model file {path} is missing or empty")
+            raise MissingDependency(f"paddle_layout: model file {path} is missing or empty")
         return path
     model_name = params["model_name"] or "PP-DocLayout_plus-L"
     hint = paddlex_prestage_hint(f"LayoutDetection(model_name='{model_name}')")
     if params["model_dir"]:
         path = Path(params["model_dir"]).expanduser()
         if not path.is_dir():
-            raise _loop.MissingDependency(f"paddle_layout: model_dir {path} does not exist; {hint}")
+            raise MissingDependency(f"paddle_layout: model_dir {path} does not exist; {hint}")
     else:
         path = paddlex_cache_dir(model_name)
         if not path.is_dir():
-            raise _loop.MissingDependency(f"paddle_layout: {model_name} is not in the PaddleX cache {path}; {hint}")
+            raise MissingDependency(f"paddle_layout: {model_name} is not in the PaddleX cache {path}; {hint}")
     check_paddle_folder(path, hint)
     return path
 

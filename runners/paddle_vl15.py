@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _loop  # noqa: E402
 from _checkpoint import check_paddle_folder  # noqa: E402
 from _device import choose, paddle_cuda_usable, paddle_status  # noqa: E402
+from _errors import MissingDependency  # noqa: E402
 from _weights import paddlex_cache_dir, paddlex_prestage_hint, stage_to_local  # noqa: E402
 from paddle_layout import raise_if_no_model_source, set_offline  # noqa: E402
 
@@ -109,16 +110,16 @@ def locate_weights(params: dict) -> dict[str, Path]:
         if given:
             path = Path(given).expanduser()
             if not path.is_dir():
-                raise _loop.MissingDependency(f"{what}: {role}_model_dir {path} does not exist; {hint}")
+                raise MissingDependency(f"{what}: {role}_model_dir {path} does not exist; {hint}")
         else:
             path = paddlex_cache_dir(name)
             if not path.is_dir():
-                raise _loop.MissingDependency(f"{what} is not in the PaddleX cache {path}; {hint} "
-                                              f"or set {role}_model_dir")
+                raise MissingDependency(f"{what} is not in the PaddleX cache {path}; {hint} "
+                                        f"or set {role}_model_dir")
         try:
             check_paddle_folder(path, hint)
-        except _loop.MissingDependency as exc:
-            raise _loop.MissingDependency(f"{what}: {exc}") from None
+        except MissingDependency as exc:
+            raise MissingDependency(f"{what}: {exc}") from None
         found[role] = path
     return found
 
@@ -133,7 +134,7 @@ class PaddleVL15Detector:
             import paddleocr
             from paddleocr import PaddleOCRVL
         except ImportError as exc:
-            raise _loop.MissingDependency(f"paddle_vl15: {exc}; install paddleocr[doc-parser]") from exc
+            raise MissingDependency(f"paddle_vl15: {exc}; install paddleocr[doc-parser]") from exc
         kwargs = {"pipeline_version": params["pipeline_version"],
                   "device": "gpu:0" if self.device_used == "cuda" else "cpu",
                   "vl_rec_backend": params["vl_rec_backend"],

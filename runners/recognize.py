@@ -24,6 +24,7 @@ import numpy as np
 
 import _loop
 import _picodet
+from _errors import MissingDependency
 from _image import load_page_array
 from _plan import read_plan
 from _ort import make_session
@@ -187,7 +188,7 @@ class Recognizer:
         else:
             meta = self.session.get_modelmeta().custom_metadata_map
             if "character" not in meta:
-                raise _loop.MissingDependency("the rec model has no 'character' metadata; set params.dict_path")
+                raise MissingDependency("the rec model has no 'character' metadata; set params.dict_path")
             chars = meta["character"].splitlines()
         return chars + [" "]  # PP-OCR's use_space_char: the last class is a space
 

@@ -26,6 +26,7 @@ from collections import deque
 from pathlib import Path
 
 import _loop
+from _errors import DeviceUnavailable, MissingDependency
 from _image import open_page
 from _plan import read_plan
 
@@ -62,12 +63,12 @@ def locate_weights(params: dict) -> dict[str, Path]:
     """
     folder = Path(tessdata_dir(params)).expanduser()
     if not params["models"]:
-        raise _loop.MissingDependency("recognize_tesseract: params.models is empty; name a traineddata, e.g. Fraktur")
+        raise MissingDependency("recognize_tesseract: params.models is empty; name a traineddata, e.g. Fraktur")
     found = {}
     for model in params["models"]:
         path = folder / f"{model}.traineddata"
         if not path.is_file() or path.stat().st_size == 0:
-            raise _loop.MissingDependency(
+            raise MissingDependency(
                 f"recognize_tesseract: {model}.traineddata not found in {folder}; "
                 f"apt-get install {package_for(model)}, or set params.tessdata to a folder holding {model}.traineddata")
         found[model] = path
@@ -110,10 +111,10 @@ class TesseractRecognizer:
         try:
             import tesserocr
         except ImportError as exc:
-            raise _loop.MissingDependency(
+            raise MissingDependency(
                 f"tesserocr is not installed in {sys.executable}: {exc}; pip install tesserocr") from exc
         if device == "gpu" and not allow_cpu_fallback:
-            raise _loop.DeviceUnavailable("Tesseract recognises on CPU only; allow CPU fallback")
+            raise DeviceUnavailable("Tesseract recognises on CPU only; allow CPU fallback")
         paths = locate_weights(params)
         folder = str(next(iter(paths.values())).parent)
         self.tesserocr = tesserocr

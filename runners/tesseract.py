@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 import _loop
+from _errors import DeviceUnavailable, MissingDependency
 from _image import open_page
 
 LEVELS = ("block", "paragraph")
@@ -47,13 +48,13 @@ class TesseractDetector:
         try:
             import tesserocr
         except ImportError as exc:
-            raise _loop.MissingDependency(
+            raise MissingDependency(
                 f"tesserocr is not installed in {sys.executable}: {exc}; pip install tesserocr") from exc
         level = params["level"]
         if level not in LEVELS:
             raise ValueError(f"tesseract: unknown level {level!r}; choose one of {list(LEVELS)}")
         if device == "gpu" and not allow_cpu_fallback:
-            raise _loop.DeviceUnavailable("tesseract layout analysis runs on CPU only; allow CPU fallback")
+            raise DeviceUnavailable("tesseract layout analysis runs on CPU only; allow CPU fallback")
         self.params = params
         self.rils = {"block": tesserocr.RIL.BLOCK, "paragraph": tesserocr.RIL.PARA}
         self.max_side = int(params["max_side"])

@@ -13,6 +13,7 @@ import numpy as np
 import _db
 import _loop
 import _picodet
+from _errors import MissingDependency
 from _image import load_page_array
 from _ort import make_session
 from _weights import packaged_file
@@ -38,7 +39,7 @@ def locate_weights(params: dict) -> str:
     """The det .onnx this variant would load."""
     path = params["model_path"] or default_det_model()
     if not os.path.isfile(path):
-        raise _loop.MissingDependency(f"text_lines: model file not found: {path}")
+        raise MissingDependency(f"text_lines: model file not found: {path}")
     return path
 
 

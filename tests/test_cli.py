@@ -40,8 +40,8 @@ def test_top_level_help_lists_commands(capsys):
     (["run", "--run-dir", "{run}", "--shard", "x"], 2, "is not K/N"),                            # shard syntax
     (["run", "--run-dir", "{run}", "--input-dir", "{tmp}/missing"], 2, "does not exist"),         # missing dir
     (["run", "--run-dir", "{run}", "--config", "{tmp}/bad.json"], 2, "invalid JSON at line 1"),    # broken config
-    (["run", "--run-dir", "{run}", "--config", "{tmp}/unknown_key.json"], 2, "unknown key(s) colour"),  # typo
-    (["run", "--run-dir", "{run}", "--config", "{tmp}/bad_param.json"], 2, "unknown parameter(s) moed"),  # param typo
+    (["run", "--run-dir", "{run}", "--config", "{tmp}/unknown_key.json"], 2, "unknown key 'colour'"),  # typo
+    (["run", "--run-dir", "{run}", "--config", "{tmp}/bad_param.json"], 2, "unknown key 'moed'; did you mean 'mode'?"),  # param typo
     (["run", "--run-dir", "{run}"], 2, "no pages: give --input-dir or --manifest"),               # nothing to do
     (["pages", "--run-dir", "{run}"], 2, "give --input-dir or --manifest"),
     (["status", "--run-dir", "{tmp}/nope"], 2, "is not a run directory"),
@@ -68,6 +68,46 @@ def test_usage_errors(tmp_path, capsys, args, code, message):
     assert got == code
     assert message in err
     assert not run.exists()  # refused before anything is written
+
+
+def _mistyped(level: str, config: dict) -> dict:
+    """`config` with one key mistyped at `level`."""
+    fusion = {"name": "fusion", "kind": "fusion",
+              "variants": {"u": {"sources": ["*"], "method": "consensus", "params": {"vote": 1}}}}
+    review = {"name": "review", "kind": "review", "top_n": 3}
+    config["stages"] += [fusion, review]
+    if level == "pipeline":
+        config["devise"] = config.pop("device")
+    elif level == "model stage":
+        config["stages"][0]["page_timeout"] = config["stages"][0].pop("page_timeout_s")
+    elif level == "runner parameter":
+        config["stages"][0]["variants"]["v"]["moed"] = "ok"
+    elif level == "fusion section":
+        fusion["variantz"] = fusion.pop("variants")
+    elif level == "variant option":
+        fusion["variants"]["u"]["params"] = {"vot": 1}
+    else:
+        review["top_m"] = review.pop("top_n")
+    return config
+
+
+@pytest.mark.parametrize("level, typo, meant", [
+    ("pipeline", "devise", "device"),
+    ("model stage", "page_timeout", "page_timeout_s"),
+    ("runner parameter", "moed", "mode"),
+    ("fusion section", "variantz", "variants"),
+    ("variant option", "vot", "vote"),
+    ("builtin stage option", "top_m", "top_n"),
+])
+def test_a_mistyped_key_at_every_level_gets_one_message(tmp_path, capsys, level, typo, meant):
+    config = json.loads(write_fake_config(tmp_path / "c.json", {"v": {}}).read_text())
+    (tmp_path / "c.json").write_text(json.dumps(_mistyped(level, config)))
+    write_image(tmp_path / "pages" / "p1.png")
+    code, _, err = run_cli(capsys, "run", "--run-dir", tmp_path / "run", "--input-dir", tmp_path / "pages",
+                           "--config", tmp_path / "c.json")
+    assert code == 2
+    assert f"unknown key {typo!r}; did you mean {meant!r}? (known: " in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path, page_dir, capsys):
@@ -130,7 +170,7 @@ def test_doctor_runs_a_page_through_the_embedded_bag(capsys):
 
 @pytest.mark.parametrize("stage,message", [
     ({"name": "fusion", "kind": "fusion", "variants": {"X": {"sources": ["*"], "method": "vote"}}}, "fusion"),  # bad method
-    ({"name": "review", "kind": "review", "top_m": 3}, "unknown key(s) top_m"),                                  # typo
+    ({"name": "review", "kind": "review", "top_m": 3}, "unknown key 'top_m'; did you mean 'top_n'?"),                                  # typo
 ])
 def test_builtin_stage_options_are_checked_before_running(tmp_path, page_dir, capsys, stage, message):
     cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[stage])

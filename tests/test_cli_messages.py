@@ -139,7 +139,8 @@ def test_help_lists_commands_in_the_order_a_user_needs_them_with_an_example(caps
     code, out, _ = run_cli(capsys, "--help")
     assert code == 0
     listed = [line.split()[0] for line in out.split("Commands:", 1)[1].splitlines() if line.startswith("  ")]
-    assert listed == ["run", "status", "review", "fuse", "export", "transcribe", "evaluate", "pages", "doctor"]
+    assert listed == ["run", "status", "review", "fuse", "export", "transcribe", "evaluate", "suggest", "tune",
+                      "recommend", "pages", "doctor"]
     assert "newsbag run --input-dir" in out and "slurm" not in out
     code, out, _ = run_cli(capsys, "slurm", "--help")   # hidden, still there for the sbatch scripts
     assert code == 0 and "check-env" in out

@@ -1,4 +1,4 @@
-"""The contract repairs lying boxes at one place (io.read_page) for every reader."""
+"""The contract repairs lying boxes at one place (page_reader.read_page) for every reader."""
 
 import json
 import math
@@ -6,8 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from newsbag.contract import MAX_REGIONS, repair_regions, validate_source_page
-from newsbag.io import dumps_strict, read_page, write_json
+from newsbag.contract import MAX_REGIONS
+from newsbag.io import dumps_strict, write_json
+from newsbag.page_reader import read_page
+from newsbag.page_repair import repair_regions, validate_source_page
 
 
 def page_with(boxes, width=100, height=50, scores=None):
@@ -126,7 +128,7 @@ def test_a_page_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, 
     path = tmp_path / "p.json"
     path.write_text(json.dumps(page_with([[1, 1, 2, 2]] * 50)))
     monkeypatch.setattr("newsbag.contract.MAX_PAGE_BYTES", 1000)
-    monkeypatch.setattr("newsbag.io.read_json", lambda *a, **k: pytest.fail("read a page over the limit"))
+    monkeypatch.setattr("newsbag.page_reader.read_json", lambda *a, **k: pytest.fail("read a page over the limit"))
     with pytest.raises(ValueError, match=rf"^{path}: {path.stat().st_size / 1000:.1f} KB, over the 1.0 KB a page file may hold"):
         read_page(path, "p")
 
@@ -179,8 +181,9 @@ def test_compact_json_is_strict_and_reads_back_the_same_values(tmp_path, monkeyp
 
 
 def test_repaired_boxes_are_the_boxes_of_the_repaired_page(tmp_path, caplog):
-    from newsbag.contract import boxes_from_page, repaired_boxes
-    from newsbag.io import read_source_boxes
+    from newsbag.contract import boxes_from_page
+    from newsbag.page_reader import read_source_boxes
+    from newsbag.page_repair import repaired_boxes
 
     boxes = [[10, 10, 20, 20], [math.nan, 0, 5, 5], [None, 0, 5, 5], [30, 25, 12, 2], [-5, -5, 10, 1e9],
              [500, 500, 600, 600], [1.5, 2.5, 3.5, 4.5]]

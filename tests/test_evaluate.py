@@ -127,7 +127,7 @@ def test_match_pages_by_relative_path_never_by_stem_alone(tmp_path, pages, annot
             match_pages(run, gt)
         return
     matched, unmatched, bad = match_pages(run, gt)
-    assert {ann["page_id"]: rec["page_id"] for rec, ann in matched} == expected and not unmatched and not bad
+    assert {ann.page_id: rec["page_id"] for rec, ann in matched} == expected and not unmatched and not bad
 
 
 def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
@@ -140,7 +140,7 @@ def test_match_pages_by_page_id_and_by_the_same_file(tmp_path):
     _annotation(gt, "by_file", "images/scan.png")
     _annotation(gt, "by_id", "elsewhere/unrelated.png", page_id="id1")
     matched = match_pages(run, gt)[0]
-    assert sorted((ann["page_id"], rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]
+    assert sorted((ann.page_id, rec["page_id"]) for rec, ann in matched) == [("by_file", "id0"), ("id1", "id1")]
 
 
 def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, monkeypatch):
@@ -148,6 +148,7 @@ def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, mon
     100k-page run took 26 s, and ground truth grows with the run. Page names repeat in every
     issue folder (p0..p7 here), so the folders above decide."""
     from newsbag import evaluate
+    from newsbag.groundtruth import match
 
     run, gt = tmp_path / "run", tmp_path / "gt"
     pages = [f"../scans/issue{k // 8}/p{k % 8}.tif" for k in range(200)]
@@ -155,10 +156,10 @@ def test_match_pages_splits_each_path_once_not_once_per_annotation(tmp_path, mon
     for j in range(10):
         _annotation(gt, f"g{j}", f"images/issue{2 * j}/p{j % 8}.tif")
     calls = []
-    real = evaluate._parts
-    monkeypatch.setattr(evaluate, "_parts", lambda path: calls.append(path) or real(path))
+    real = match._parts
+    monkeypatch.setattr(match, "_parts", lambda path: calls.append(path) or real(path))
     matched = evaluate.match_pages(run, gt)[0]
-    assert {ann["page_id"]: rec["path"] for rec, ann in matched} == {
+    assert {ann.page_id: rec["path"] for rec, ann in matched} == {
         f"g{j}": f"../scans/issue{2 * j}/p{j % 8}.tif" for j in range(10)}
     assert len(calls) <= len(pages) + 10   # was 10 x 200 + 10
 
@@ -216,7 +217,7 @@ def test_only_malformed_annotations_end_in_one_line_naming_them(tmp_path, capsys
     (gt / "annotations/bad.json").write_text("[]")
     code, out, err = run_cli(capsys, "evaluate", "--run-dir", run, "--gt", gt)
     assert code == 2
-    assert err.splitlines()[-1].endswith("1 annotation(s) unreadable, e.g. bad.json: expected a JSON object, got list")
+    assert err.splitlines()[-1].endswith("1 ground-truth file(s) unusable, e.g. bad.json: expected a JSON object, got list")
 
 
 def _source_page(run, page_id, boxes, folder="outputs/sources/x/y"):
@@ -377,3 +378,50 @@ def test_evaluate_says_where_ground_truth_ranks_the_recommended_variant(tmp_path
     from newsbag.evaluate import format_summary
 
     assert "recommended variant W: rank 2 of 2 by text iou_f1 (best: V)" in format_summary(res).splitlines()
+
+
+def _held_by_definition(pred, gt):
+    """over_merge's and xcol's tests as written down: every prediction against every pair of regions."""
+    cx, cy = (gt[:, 0] + gt[:, 2]) / 2, (gt[:, 1] + gt[:, 3]) / 2
+    holds = [[p[0] <= x <= p[2] and p[1] <= y <= p[3] for x, y in zip(cx, cy)] for p in pred]
+    side = [[(a[2] <= b[0] or b[2] <= a[0]) and min(a[3], b[3]) > max(a[1], b[1]) for b in gt] for a in gt]
+    xcol = [any(h[i] and h[j] and side[i][j] for i in range(len(gt)) for j in range(len(gt))) for h in holds]
+    return [sum(h) for h in holds], xcol
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_held_centres_is_the_definition_on_random_pages_with_ties(seed):
+    """Integer corners on a small grid: touching edges, equal tops, zero-size boxes, centres on edges."""
+    from newsbag.evaluate import held_centres
+
+    rng = np.random.default_rng(seed)
+
+    def boxes(n, span):
+        corner = rng.integers(0, 20, (n, 2))
+        return np.hstack([corner, corner + rng.integers(0, span, (n, 2))]).astype(float)
+
+    pred, gt = boxes(rng.integers(0, 25), 20), boxes(rng.integers(0, 25), 8)
+    n_in, xpred = held_centres(pred, gt)
+    expected_n, expected_x = _held_by_definition(pred, gt)
+    assert n_in.tolist() == expected_n and xpred.tolist() == expected_x
+
+
+def test_evaluation_needs_memory_for_held_pairs_not_for_every_pair_of_regions():
+    """Ground truth of lines (4,000 regions) against 500 predictions: the (G, G) and (P, G)
+    matrices of the cross-column test took 200 MB here (70 GB for the 100,000 regions a page
+    may hold: issue 46's ground truth of 200,000 regions allocated 37 GiB); the rasters of the
+    other measures take ~30 MB."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    xy = rng.uniform(0, 30000, (4000, 2))
+    gt = np.hstack([xy, xy + [400, 20]])
+    xy = rng.uniform(0, 30000, (500, 2))
+    pred = np.hstack([xy, xy + [2000, 600]])
+    tracemalloc.start()
+    try:
+        evaluate_page_class(pred, gt, 31000, 31000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60_000_000

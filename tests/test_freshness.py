@@ -6,7 +6,7 @@ import os
 import pytest
 
 from newsbag import freshness
-from newsbag.io import read_page, read_valid_page
+from newsbag.page_reader import read_page, read_valid_page
 
 
 def _write_page(folder, fingerprint):
@@ -166,3 +166,27 @@ def test_an_input_replaced_after_it_was_identified_is_left_out_of_the_record(tmp
     path.write_text('{"regions": [2]}')
     os.utime(path, ns=(identities["p"][1] + 10**9,) * 2)
     assert freshness.input_record({"p": str(path)}, identities) == {}
+
+
+@pytest.mark.parametrize("size", [4, 64])   # a head shorter than the file, and one longer
+def test_a_head_counts_only_while_its_file_ends_as_its_writer_ends_every_file(tmp_path, size):
+    path = tmp_path / "f.xml"
+    whole = b"<r>fingerprint" + b"x" * 40 + b"</r>\n"
+    path.write_bytes(whole)
+    assert freshness.head_of_whole(path, size, b"</r>\n") == whole[:size]
+    path.write_bytes(whole[: len(whole) // 2])
+    assert freshness.head_of_whole(path, size, b"</r>\n") is None
+    assert freshness.head_of_whole(tmp_path / "gone.xml", size, b"</r>\n") is None
+
+
+def test_sizes_hold_while_each_file_keeps_the_size_it_was_written_with(tmp_path):
+    (tmp_path / "a").write_bytes(b"1234")
+    (tmp_path / "b").write_bytes(b"12")
+    sizes = freshness.file_sizes(tmp_path, ["a", "b", "missing"])
+    assert sizes == {"a": 4, "b": 2}
+    os.utime(tmp_path / "a", ns=(1, 1))   # a copy without its mtimes is whole
+    assert freshness.sizes_hold(tmp_path, sizes)
+    (tmp_path / "b").write_bytes(b"1")
+    assert not freshness.sizes_hold(tmp_path, sizes)
+    (tmp_path / "b").unlink()
+    assert not freshness.sizes_hold(tmp_path, sizes) and not freshness.sizes_hold(tmp_path, None)

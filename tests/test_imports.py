@@ -17,11 +17,14 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
-    ("contract", frozenset({"newsbag.contract"})),
-    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch"})),
+        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
+    ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
+    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch",
+                                                            "newsbag.page_reader"})),   # page files read by the contract
     ("run directory, inputs and configuration", frozenset({
-        "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config",
+        "newsbag.upstream", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.image_depth",   # the 8-bit copy's scaling, which images uses
         "newsbag.pages",
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",
@@ -31,13 +34,18 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.slurm.canary", "newsbag.slurm.limits"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
-        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation"})),
+        "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
+        "newsbag.review.scan", "newsbag.suggest", "newsbag.groundtruth.*"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
-        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.orchestrator",
+        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",
+        "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
-        "newsbag.slurm.plan"})),   # which stages have work: it reads the run's status
-    ("command line", frozenset({"newsbag.cli", "newsbag.__main__"})),
+        "newsbag.slurm.plan",   # which stages have work: it reads the run's status
+        "newsbag.export.bundle", "newsbag.corrections",   # correction bundles: written like an export
+        "newsbag.recommend", "newsbag.tuning.*"})),   # pinning and tuning the recommended variant
+    ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_slurm", "newsbag.cli_suggest",
+                                "newsbag.cli_tune", "newsbag.logsetup", "newsbag.__main__"})),
 )
 
 

@@ -24,7 +24,7 @@ def test_a_new_parameter_is_checked_by_its_declaration_not_its_name():
 
 
 @pytest.mark.parametrize("given, message", [
-    ({"round": 2}, "toy: unknown key(s) round; allowed: gap, order, rounds, share"),
+    ({"round": 2}, "toy: unknown key 'round'; did you mean 'rounds'? (known: gap, order, rounds, share)"),
     ({"rounds": 0}, "toy: rounds must be a whole number >= 1, got 0"),
     ({"rounds": True}, "toy: rounds must be a whole number >= 1, got True"),     # JSON true is no count
     ({"rounds": 2.5}, "toy: rounds must be a whole number >= 1, got 2.5"),

@@ -200,7 +200,7 @@ def test_a_runner_revision_bump_redoes_that_family_only(tmp_path, page_dir, caps
     runners.mkdir()
     spec = json.loads((FAKE_RUNNERS / "fake.tool.json").read_text())
     for family in ("fake", "other"):
-        (runners / f"{family}.py").symlink_to(FAKE_RUNNERS / "fake.py")  # it finds runners/_loop.py through the link
+        (runners / f"{family}.py").symlink_to(FAKE_RUNNERS / "fake.py")  # it finds runners/_loop.py and its helpers through the link
         (runners / f"{family}.tool.json").write_text(json.dumps(spec))
     cfg = write_fake_config(tmp_path / "c.json", {"v": {}}, runners_dir=runners,
                             extra_stages=[{"name": "other", "family": "other", "env": "fake", "variants": {"v": {}}}])
@@ -318,13 +318,13 @@ def test_the_temp_file_of_a_runner_killed_mid_write_is_removed_before_its_restar
 def test_a_runner_names_its_temp_files_by_host_and_pid(tmp_path, monkeypatch):
     """The name tells the next call whether the writer is gone (`io._temp_writer_gone`)."""
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "runners"))
-    import _loop
+    import _writes
     from newsbag import io
 
     names = []
     real_replace = os.replace
-    monkeypatch.setattr(_loop.os, "replace", lambda src, dst: (names.append(Path(src).name), real_replace(src, dst)))
-    _loop.atomic_write_json(tmp_path / "p1.json", {"page_id": "p1"})
+    monkeypatch.setattr(_writes.os, "replace", lambda src, dst: (names.append(Path(src).name), real_replace(src, dst)))
+    _writes.atomic_write_json(tmp_path / "p1.json", {"page_id": "p1"})
     assert json.loads((tmp_path / "p1.json").read_text()) == {"page_id": "p1"}
     (name,) = names
     assert name.startswith(".p1.json.") and not io._temp_writer_gone(name, str(tmp_path), time.time())

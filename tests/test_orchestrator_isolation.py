@@ -282,6 +282,7 @@ def test_streamed_batch_reports_each_page_and_retries_only_unfinished_ones(tmp_p
     """A detect_batch generator: pages are written as yielded; a raise retries only the rest, one by one."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
     import _loop
+    import _events
 
     class Streaming:
         def __init__(self, params, device, allow_cpu_fallback):
@@ -299,7 +300,7 @@ def test_streamed_batch_reports_each_page_and_retries_only_unfinished_ones(tmp_p
     pages = [{"page_id": k, "image_path": "-", "path": f"{k}.png", "width": 10, "height": 10} for k in "abcd"]
     job = {"stage": "s", "variant": "v", "family": "f", "out_dir": str(tmp_path), "pages": pages, "batch_size": 4}
     assert _loop.run_job(job, Streaming) == 4
-    events = [json.loads(line[len(_loop.EVENT_PREFIX):]) for line in capsys.readouterr().out.splitlines()]
+    events = [json.loads(line[len(_events.EVENT_PREFIX):]) for line in capsys.readouterr().out.splitlines()]
     steps = [(e["event"], e.get("page_id") or e.get("page_ids"), e.get("status")) for e in events
              if e["event"] in ("batch", "start", "done")]
     assert steps == [("batch", ["a", "b", "c", "d"], None), ("done", "a", "ok"), ("done", "b", "ok"),
@@ -312,6 +313,7 @@ def test_the_runner_keeps_only_a_page_made_with_the_jobs_fingerprint(tmp_path, c
     The report records what each written page is (fingerprint, size and mtime): newsbag's index."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
     import _loop
+    import _events
 
     class OneBox:
         def __init__(self, params, device, allow_cpu_fallback):
@@ -327,7 +329,7 @@ def test_the_runner_keeps_only_a_page_made_with_the_jobs_fingerprint(tmp_path, c
              for k in ("kept", "stale")]
     job = {"stage": "s", "variant": "v", "family": "f", "out_dir": str(tmp_path), "pages": pages}
     assert _loop.run_job(job, OneBox) == 0
-    events = [json.loads(line[len(_loop.EVENT_PREFIX):]) for line in capsys.readouterr().out.splitlines()]
+    events = [json.loads(line[len(_events.EVENT_PREFIX):]) for line in capsys.readouterr().out.splitlines()]
     assert {e["page_id"]: e["status"] for e in events if e["event"] == "done"} == {"kept": "skipped", "stale": "ok"}
     redone = tmp_path / "stale.json"
     assert json.loads(redone.read_text())["source"]["fingerprint"] == "now"
@@ -343,6 +345,7 @@ def test_the_runner_sorts_its_pages_into_done_and_to_do_in_one_pass(tmp_path, ca
     100k-page job. The pages it is handed are sorted in one pass, never compared with each other."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
     import _loop
+    import _events
 
     compared = []
 
@@ -365,7 +368,7 @@ def test_the_runner_sorts_its_pages_into_done_and_to_do_in_one_pass(tmp_path, ca
              for i in range(40)]
     job = {"stage": "s", "variant": "v", "family": "f", "out_dir": str(tmp_path), "pages": pages}
     assert _loop.run_job(job, OneBox) == 0
-    statuses = [json.loads(line[len(_loop.EVENT_PREFIX):]).get("status") for line in capsys.readouterr().out.splitlines()]
+    statuses = [json.loads(line[len(_events.EVENT_PREFIX):]).get("status") for line in capsys.readouterr().out.splitlines()]
     assert statuses.count("skipped") == 1 and statuses.count("ok") == 39
     assert compared == []
 
@@ -380,9 +383,9 @@ def test_the_runner_spends_at_most_a_twentieth_of_its_time_rewriting_its_report(
     """The report was rewritten every second while pages finished, whatever its size: at 100k
     pages a quarter of the runner's time (and of its GIL) went to serialising it."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runners"))
-    import _loop
+    import _report
 
-    assert _loop.flush_wait(flush_s, last_write_s) == pytest.approx(wait)
+    assert _report.flush_wait(flush_s, last_write_s) == pytest.approx(wait)
 
 
 @pytest.mark.parametrize("value", [1.5, -0.1, "half", True])

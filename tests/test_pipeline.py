@@ -1,5 +1,6 @@
 """`newsbag run` / `fuse` / `status` over a run whose stages fail: every failure reaches exit 4, the report, the ledger and status."""
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -782,11 +783,11 @@ def test_a_changed_conversion_rule_remakes_the_copies_it_changes_and_their_outpu
     an upgrade. The manifest now records the conversion revision that made a copy and the copy's
     pixel hash: a rerun remakes the copies an older revision made, and only a page whose copy
     changed gets its sources, fused pages and board redone."""
-    from newsbag import images
+    from newsbag import image_depth, images
 
     run, args = _converted_run(tmp_path, capsys)
     with monkeypatch.context() as m:   # the rule before: 16-bit samples always scaled by 65535
-        m.setattr(images, "_white_point", lambda peak, declared: (65535, ""))
+        m.setattr(image_depth, "_white_point", lambda peak, declared: (65535, ""))
         m.setattr(images, "CONVERSION_REVISION", images.CONVERSION_REVISION - 1)
         code, _, err = run_cli(capsys, *args)
     assert code == 0, err
@@ -1044,7 +1045,7 @@ def test_a_new_fusion_method_revision_reruns_its_variants_and_the_boards_drawn_f
                                                                "outputs/fusion/C"))
     boards = _identities(run, "review/pages")
     now = revisions.REVISIONS["fusion/consensus"]
-    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", dataclasses.replace(now, number=now.number + 1))
     code, out, _ = run_cli(capsys, "status", "--run-dir", run, "--json")
     fusion = {o["name"]: (o["done"], o["stale"], o["reasons"]) for o in json.loads(out)["builtin"]["fusion"]}
     assert fusion == {"C": (0, 5, {f"made by fusion/consensus code revision {now.number}, now {now.number + 1}": 5}),

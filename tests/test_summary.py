@@ -2,7 +2,7 @@
 
 import pytest
 
-from newsbag.summary import summary_lines
+from newsbag.summary import DEGENERATE_MEANS, summary_lines
 
 _BASE = {"command": "run", "pages": 3, "ok": 2, "failed": 1, "skipped": 0, "rejected": 0, "nothing_to_do": False,
          "seconds": 75.25, "stage_seconds": {"a/x": 70.0, "fusion": 5.25}, "recommended": None, "best_source": None,
@@ -32,6 +32,19 @@ _BASE = {"command": "run", "pages": 3, "ok": 2, "failed": 1, "skipped": 0, "reje
     ({"nothing_to_do": True, "recommended": {"variant": "vote", "by": "config", "score": 0.7},
       "look_at": {"transcripts": "R/outputs/transcripts/vote", "gallery": "R/review/index.html"}},
      ["nothing to do: 3 pages current", "look at: R/review/index.html; transcripts in R/outputs/transcripts/vote"]),
+    # pinned by `newsbag recommend`, and by `newsbag tune` with its evidence
+    ({"recommended": {"variant": "union", "by": "user", "score": 0.6}},
+     ["run: 3 page(s): 2 ok, 1 failed, 0 skipped in 1m15.2s (a/x 1m10.0s, fusion 5.2s)",
+      "recommended: union (pinned by the user, score 0.600)"]),
+    ({"recommended": {"variant": "tuned", "by": "tuned on 9 pages: held-out gain +0.020 (95% CI +0.004..+0.031)",
+                      "score": None}},
+     ["run: 3 page(s): 2 ok, 1 failed, 0 skipped in 1m15.2s (a/x 1m10.0s, fusion 5.2s)",
+      "recommended: tuned (tuned on 9 pages: held-out gain +0.020 (95% CI +0.004..+0.031))"]),
+    # a degenerate member is named, with an example page and what it means
+    ({"degenerate": {"c/d": {"pages": 2, "example": "page p1: one page-sized box (98% of the page)"}}},
+     ["run: 3 page(s): 2 ok, 1 failed, 0 skipped in 1m15.2s (a/x 1m10.0s, fusion 5.2s)",
+      "degenerate member c/d on 2 of 3 page(s), e.g. page p1: one page-sized box (98% of the page): "
+      + DEGENERATE_MEANS]),
 ])
 def test_summary_lines(facts, expected):
     assert summary_lines({**_BASE, **facts}) == expected

@@ -18,7 +18,8 @@ from .transcription_options import (TranscriptionParams, parse_transcription_opt
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
-           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_status", "has_work", "run_stage"]
+           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_outputs", "stage_status", "update_command", "has_work",
+           "run_stage"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class BuiltinKind:
     # ``variants(options) -> [(key, fused variant name)]`` for a kind whose options name fused
     # variants: the config refuses one that its fusion stage does not make
     variants: Callable[[Mapping[str, Any]], list] | None = None
+    # the command that runs the stage alone (`newsbag COMMAND`): what status names to bring its outputs up to date
+    command: str = ""
 
     def function(self, ref: str) -> Callable:
         """The function a ``"module:function"`` reference names, its module imported now."""
@@ -74,20 +77,29 @@ class Outputs:
     reasons: Mapping[str, int] = field(default_factory=dict)   # why the stale ones are stale: pages
     note: str = ""       # said after the counts ("recommended", "gallery yes")
     whole: bool = True   # its run-level outputs (gallery, COCO file) hold every page as it is now
+    # For the planner (`upstream.carry_upstream`), not for show: the outputs its pages are read from
+    # ("source:<stage>/<variant>", "<kind>:<output name>"), and its done pages (None: not said).
+    inputs: tuple[str, ...] = field(default=(), compare=False)
+    done_pages: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    def row(self) -> dict:
+        """The JSON-able status line of these outputs (`newsbag status --json`, ``run --dry-run``)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("inputs", "done_pages")}
 
 
 # One line per builtin stage kind, in no particular order.
 REGISTRY: dict[str, BuiltinKind] = {
     "fusion": BuiltinKind(parse_fusion_config, "newsbag.fusion.stage:run_fusion", "newsbag.fusion.stage:fused_status",
                           {"consensus params": ConsensusParams, "paragraphs params": ParagraphParams},
-                          sources=fusion_source_names),
+                          sources=fusion_source_names, command="fuse"),
     "review": BuiltinKind(parse_review_cfg, "newsbag.review.stage:run_review", "newsbag.review.stage:board_status",
-                          {"": ReviewParams}),
+                          {"": ReviewParams}, command="review"),
     "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", "newsbag.export.stage:export_status",
-                          {"": ExportParams}, variants=export_variant_names),
+                          {"": ExportParams}, variants=export_variant_names, command="export"),
     "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
                                  "newsbag.transcription:transcript_status", {"": TranscriptionParams},
-                                 ("python",), {"recognizer": recognizer_family}, transcription_source_names),
+                                 ("python",), {"recognizer": recognizer_family}, transcription_source_names,
+                                 command="transcribe"),
 }
 
 
@@ -142,10 +154,20 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
     return None
 
 
-def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
-    """The `Outputs` of one builtin stage over `records` (the run's pages) as JSON-able dicts."""
+def stage_outputs(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
+    """The `Outputs` of one builtin stage over `records` (the run's pages), as its own rule finds them."""
     entry = get(kind)
-    return [asdict(o) for o in entry.function(entry.status)(Path(run_dir), records, options)]
+    return entry.function(entry.status)(Path(run_dir), records, options)
+
+
+def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
+    """`stage_outputs` as JSON-able dicts (`Outputs.row`)."""
+    return [o.row() for o in stage_outputs(kind, run_dir, records, options)]
+
+
+def update_command(kind: str, run_dir: Path) -> str:
+    """The command line that brings the outputs of builtin stage `kind` in `run_dir` up to date."""
+    return f"newsbag {get(kind).command} --run-dir {run_dir}"
 
 
 def has_work(outputs: list[dict], pages: int) -> bool:

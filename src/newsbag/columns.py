@@ -47,7 +47,7 @@ COLUMNS: tuple[Column, ...] = (
            f"leaderboards, by `{EVAL_MEASURE}` within its class in the evaluation ones", LOWER, False, FUSION + EVAL),
     Column("name", "the fusion variant, or the source (`stage/variant`)", NEUTRAL, False,
            FUSION + EVAL + (PER_PAGE,)),
-    Column("recommended", "variants: `pinned` when the config names the recommended variant, `chosen` when "
+    Column("recommended", "variants: `pinned` when `newsbag recommend`, `newsbag tune` or the config chose it, `chosen` when "
            "the highest `score` picked it; sources: `yes` on the region source with the highest `score` "
            "(the text-line evidence is no candidate)", NEUTRAL, False, FUSION),
     Column("score", "layout quality without ground truth, in [0, 1]: line_coverage x (1 - cross_share) x "

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Literal, Mapping
 
 from . import builtin, freshness, rundir
-from .errors import ConfigError, did_you_mean
+from .errors import ConfigError, did_you_mean, unknown_keys
 from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
 
@@ -262,9 +262,8 @@ def validate_params(where: str, params: Any, spec: dict) -> dict:
     if not isinstance(params, dict):
         raise ConfigError(f"{where}: variant parameters must be an object, got {type(params).__name__}")
     declared = spec.get("parameters", {})
-    unknown = sorted(set(params) - set(declared))
-    if unknown:
-        raise ConfigError(f"{where}: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(sorted(declared))})")
+    if problem := unknown_keys(where, params, declared):
+        raise ConfigError(problem)
     out = {}
     for name, decl in declared.items():
         value = params.get(name, decl.get("default"))
@@ -414,8 +413,8 @@ def _fields(where: str, section: Mapping[str, Any], fields: _Fields, top: Mappin
 
 
 def _unknown_keys(where: str, section: Mapping[str, Any], known: set[str]) -> None:
-    if unknown := sorted(set(section) - known):
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    if problem := unknown_keys(where, section, known):
+        raise ConfigError(problem)
 
 
 def _freeze(value: Any) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import contains, itemgetter
@@ -20,12 +19,11 @@ __all__ = [
     "Boxes",
     "SourcePage",
     "Region",
-    "validate_source_page",
-    "repair_regions", "repairs_text",
+    "NUMBER_OR_NULL",
     "boxes_from_page",
-    "repaired_boxes",
+    "region_values",
+    "region_columns",
     "region_corners",
-    "warnings_with",
     "regions_from_boxes",
     "member_table_records",
     "str_list",
@@ -41,7 +39,7 @@ __all__ = [
 # (README "Performance"), and a fused page of 20,000 boxes is 12 MB.
 MAX_REGIONS = 100_000
 MAX_PAGE_BYTES = 256_000_000
-# Overlapping box pairs, on one page's repaired boxes (`io`) and on a page's sources pooled
+# Overlapping box pairs, on one page's repaired boxes (`page_reader`) and on a page's sources pooled
 # (fusion): every reader that pairs boxes holds each pair, and 30,000 boxes piled on one spot
 # (3 MB) are 450 million (> 6 GB). Measured: densest real source 2,505, densest pool 11,327;
 # the 20,000-box benchmark pool 84,504; a pool at the bound fuses in 0.4 s and 183 MB.
@@ -210,43 +208,7 @@ class Boxes:
         )
 
 
-def validate_source_page(page: Any) -> None:
-    """Raise ValueError naming the first thing wrong with a source-page dict.
-
-    Coordinates that are numbers but lie (NaN, inf, null, inverted, off the page, no area) pass here:
-    `repair_regions` mends or drops them, so one bad box never costs a whole page.
-    """
-    if not isinstance(page, dict):
-        raise ValueError(f"page must be a JSON object, got {type(page).__name__}")
-    for key in ("page_id", "image", "source", "regions"):
-        if key not in page:
-            raise ValueError(f"missing key {key!r}")
-    image = page["image"]
-    if not isinstance(image, dict) or not all(k in image for k in ("path", "width", "height")):
-        raise ValueError("image must have path, width and height")
-    for key in ("width", "height"):
-        value = image[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
-            raise ValueError(f"image.{key} must be a positive number, got {value!r}")
-    if not isinstance(page["source"], dict):
-        raise ValueError("source must be an object")
-    if not isinstance(page["regions"], list):
-        raise ValueError("regions must be a list")
-    if len(page["regions"]) > MAX_REGIONS:
-        raise ValueError(f"{len(page['regions'])} regions, over the {MAX_REGIONS} a page may hold "
-                         "(a runaway detector or a file that is not one page's layout)")
-    if _regions_look_valid(page["regions"]):
-        return
-    for i, region in enumerate(page["regions"]):
-        bbox = region.get("bbox_xyxy") if isinstance(region, dict) else None
-        if not (isinstance(bbox, list) and len(bbox) == 4
-                and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in bbox)):
-            raise ValueError(f"regions[{i}].bbox_xyxy must be 4 numbers, got {bbox!r}")
-        if not isinstance(region.get("label"), str):
-            raise ValueError(f"regions[{i}].label must be a string")
-
-
-def _column(regions: list[dict], key: str) -> list:
+def region_values(regions: list[dict], key: str) -> list:
     """Every region's value of `key`, None where missing: a C-level itemgetter pass (2-3x a list
     comprehension of ``r.get``), which falls back to ``r.get`` only when some region lacks it."""
     try:
@@ -256,199 +218,60 @@ def _column(regions: list[dict], key: str) -> list:
 
 
 def region_corners(regions: list[dict]) -> np.ndarray:
-    """(N, 4) float64 ``bbox_xyxy`` of regions that passed `validate_source_page` (null -> NaN)."""
-    return _corners(_column(regions, "bbox_xyxy"))
+    """(N, 4) float64 ``bbox_xyxy`` of regions that passed `page_repair.validate_source_page` (null -> NaN)."""
+    return _corners(region_values(regions, "bbox_xyxy"))
 
 
 def _corners(bboxes: list) -> np.ndarray:
-    """(N, 4) float64 corners of ``bbox_xyxy`` lists that passed `validate_source_page`, null -> NaN."""
+    """(N, 4) float64 corners of ``bbox_xyxy`` lists that passed `page_repair.validate_source_page`, null -> NaN."""
     try:   # all numbers: one flat C-level pass, half the time of np.array on nested lists
         return np.fromiter(chain.from_iterable(bboxes), np.float64, count=4 * len(bboxes)).reshape(-1, 4)
     except TypeError:   # a null
         return np.array(bboxes, dtype=np.float64).reshape(len(bboxes), 4)
 
 
-_NUMBER_OR_NULL = frozenset({int, float, type(None)})
+# The types of a JSON number or null: whole columns are checked by their set of exact types.
+NUMBER_OR_NULL = frozenset({int, float, type(None)})
 _NUMBER = frozenset({int, float})
-
-
-def _regions_look_valid(regions: list) -> bool:
-    """True when every region passes `validate_source_page`'s checks, decided by a few C-level
-    passes over the list instead of a Python loop per box and coordinate (22 of 60 ms of
-    reading a 6 x 300-box page). False means "look closer": the per-region loop then names
-    the first bad region (or accepts what this exact-type test is too strict for)."""
-    if not regions:
-        return True
-    if set(map(type, regions)) != {dict}:
-        return False
-    bboxes = _column(regions, "bbox_xyxy")
-    if set(map(type, bboxes)) != {list} or set(map(len, bboxes)) != {4}:
-        return False
-    if not set(map(type, chain.from_iterable(bboxes))) <= _NUMBER_OR_NULL:
-        return False
-    return set(map(type, _column(regions, "label"))) == {str}
-
-
-def _bad_scores(scores: list) -> np.ndarray:
-    """(N,) bool: scores that are present but not a finite number (None is no score, not bad)."""
-    if set(map(type, scores)) <= _NUMBER_OR_NULL:
-        # None becomes NaN here; only the few non-finite entries are looked at one by one.
-        values = np.array(scores, dtype=np.float64)
-        bad = ~np.isfinite(values)
-        for i in np.flatnonzero(bad).tolist():
-            bad[i] = scores[i] is not None
-        return bad
-    return np.array([s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s))
-                     for s in scores], dtype=bool)
-
-
-def _repair_boxes(xyxy: np.ndarray, bad_score: np.ndarray, image: dict
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """The repair rules on arrays (see `repair_regions`): (keep (N,) bool, repaired (N, 4) corners,
-    changed (N,) bool: corners swapped or clipped, counts of what was done, zeros left out)."""
-    width, height = float(image["width"]), float(image["height"])
-    finite = np.isfinite(xyxy).all(axis=1)
-    fixed = np.where(finite[:, None], xyxy, 0.0)
-    inverted = finite & ((fixed[:, 0] > fixed[:, 2]) | (fixed[:, 1] > fixed[:, 3]))
-    fixed = np.hstack([np.minimum(fixed[:, :2], fixed[:, 2:]), np.maximum(fixed[:, :2], fixed[:, 2:])])
-    clipped_xyxy = np.clip(fixed, 0.0, [width, height, width, height])
-    clipped = finite & (clipped_xyxy != fixed).any(axis=1)
-    size_wh = clipped_xyxy[:, 2:] - clipped_xyxy[:, :2]
-    thin = finite & (size_wh < 1.0).any(axis=1)
-    outside = clipped & (size_wh <= 0.0).any(axis=1)
-    counts = {
-        "non_finite_box": int((~finite).sum()),
-        "inverted_box": int(inverted.sum()),
-        "clipped_box": int((clipped & ~thin).sum()),
-        "outside_page_box": int(outside.sum()),
-        "degenerate_box": int((thin & ~outside).sum()),
-        "non_finite_score": int(bad_score.sum()),
-    }
-    return finite & ~thin, clipped_xyxy, inverted | clipped, {k: v for k, v in counts.items() if v}
-
-
-def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
-    """The page with its lying boxes mended or dropped, and what was done (counts).
-
-    The one place every reader's boxes are repaired (via `io.read_page`):
-    a coordinate that is NaN, infinite or null drops the box (``non_finite_box``); inverted
-    corners are swapped (``inverted_box``); boxes reaching off the page are clipped to it
-    (``clipped_box``) and dropped when nothing is left (``outside_page_box``); a box less
-    than a pixel wide or high, on the page or once clipped, is dropped (``degenerate_box``:
-    no area to fuse, count or export; the runners' `_loop.clean_regions` drops the same, but
-    a foreign runner's page comes only through here); a score that is not a finite number
-    becomes null (``non_finite_score``). The counts are added to the page's ``warnings``.
-    The input is not changed; an unchanged page is returned as is.
-
-    Args:
-        page: a page that passed `validate_source_page`.
-
-    Returns:
-        (page, counts): counts is empty when nothing needed repair.
-
-    >>> repair_regions({"image": {"width": 10, "height": 10}, "regions": []})[1]
-    {}
-    """
-    regions = page["regions"]
-    n = len(regions)
-    if n == 0:
-        return page, {}
-    xyxy = np.array(_column(regions, "bbox_xyxy"), dtype=np.float64)   # null -> NaN
-    bad_score = _bad_scores(_column(regions, "score"))
-    keep, clipped_xyxy, changed, counts = _repair_boxes(xyxy, bad_score, page["image"])
-    if not counts:
-        return page, {}
-    out = list(regions)
-    for i in np.flatnonzero(keep & (changed | bad_score)).tolist():   # the few repaired ones only
-        region = out[i] = dict(regions[i])
-        if changed[i]:
-            region["bbox_xyxy"] = clipped_xyxy[i].tolist()
-        if bad_score[i]:
-            region["score"] = None
-    if not keep.all():
-        out = [out[i] for i in np.flatnonzero(keep).tolist()]
-    return {**page, "regions": out, "warnings": warnings_with(page, counts)}, counts
-
-
-def repairs_text(counts: dict[str, int]) -> str:
-    """`repair_regions` counts as a log line's tail: "clipped_box 1, degenerate_box 2"."""
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-
-
-def warnings_with(page: dict, counts: dict[str, int]) -> dict:
-    """The page's ``warnings`` (a dict, else none) with `counts` added to them."""
-    warnings = dict(page.get("warnings") or {}) if isinstance(page.get("warnings"), dict) else {}
-    for key, value in counts.items():
-        warnings[key] = int(warnings.get(key, 0) or 0) + value
-    return warnings
 
 
 _LABEL_CODE = {name: k for k, name in enumerate(labels.LABELS)}
 _UNKNOWN = labels.label_code("unknown")
 
 
-def repaired_boxes(page: dict, source: str, extra: dict[str, Any] | None = None) -> tuple[Boxes, dict[str, int]]:
-    """``boxes_from_page(repair_regions(page)[0], source)`` in one pass over the regions: the
-    same boxes by the same rules, without rebuilding region dicts (the fusion stage reads
-    every source page twice; this is half its reading time).
-
-    Args:
-        page: a page that passed `validate_source_page`.
-        source: the ``source`` column; extra: constant columns to add (name -> value).
-
-    Returns:
-        (boxes, counts of what was repaired, as `repair_regions` gives them).
-    """
-    regions = page["regions"]
-    xyxy = region_corners(regions)
-    scores = _column(regions, "score")
-    bad_score = _bad_scores(scores)
-    keep, fixed, _, counts = _repair_boxes(xyxy, bad_score, page["image"])
-    if counts:
-        xyxy = fixed
-        if bad_score.any():
-            scores = [None if b else v for v, b in zip(scores, bad_score.tolist())]
-        if not keep.all():
-            kept = np.flatnonzero(keep).tolist()
-            regions, scores, xyxy = [regions[i] for i in kept], [scores[i] for i in kept], xyxy[keep]
-    columns = _region_columns(page, source, regions, xyxy, scores)
-    columns["data"].update({k: np.full(len(regions), v, object) for k, v in (extra or {}).items()})
-    return Boxes(**columns), counts
-
-
 def boxes_from_page(page: dict, source: str | None = None) -> Boxes:
     """Columns of a source or fused page dict; the canonical ``class`` gives the label code."""
     regions = page["regions"]
     src = source or f"{page['source'].get('stage', '')}/{page['source'].get('variant', '')}"
-    xyxy = np.array(_column(regions, "bbox_xyxy"), dtype=np.float64).reshape(len(regions), 4)
-    return Boxes(**_region_columns(page, src, regions, xyxy, _column(regions, "score")))
+    xyxy = np.array(region_values(regions, "bbox_xyxy"), dtype=np.float64).reshape(len(regions), 4)
+    return Boxes(**region_columns(page, src, regions, xyxy, region_values(regions, "score")))
 
 
-def _region_columns(page: dict, src: str, regions: list[dict], xyxy: np.ndarray, scores: list) -> dict:
+def region_columns(page: dict, src: str, regions: list[dict], xyxy: np.ndarray, scores: list) -> dict:
     """`Boxes` keyword arguments of a page's regions, given their corners and scores."""
     meta = PageMeta(
         page_id=page["page_id"], width=int(page["image"]["width"]),
         height=int(page["image"]["height"]), source=src, image_path=page["image"]["path"],
     )
     n = len(regions)
-    if set(map(type, scores)) <= _NUMBER_OR_NULL:
+    if set(map(type, scores)) <= NUMBER_OR_NULL:
         score = np.array(scores, dtype=np.float64).astype(np.float32)   # null -> NaN
     else:
         score = np.array([np.nan if s is None else s for s in scores], dtype=np.float32)
-    classes = _column(regions, "class")
+    classes = region_values(regions, "class")
     if set(map(type, classes)) <= {str}:
         label = np.fromiter(map(_LABEL_CODE.get, classes, repeat(_UNKNOWN)), dtype=np.int8, count=n)
     else:
         label = np.array([_LABEL_CODE.get(c, _UNKNOWN) if type(c) is str else _UNKNOWN for c in classes], dtype=np.int8)
-    orders = _column(regions, "order")
+    orders = region_values(regions, "order")
     if set(map(type, orders)) <= {type(None)}:
         order = np.full(n, -1, np.int64)
     else:
         order = np.array([-1 if o is None else int(o) for o in orders], dtype=np.int64)
     data = {
         "source": np.full(n, src, dtype=object),
-        "raw_label": np.array(_column(regions, "label"), dtype=object).reshape(n),
-        "text": np.array(_column(regions, "text"), dtype=object).reshape(n),
+        "raw_label": np.array(region_values(regions, "label"), dtype=object).reshape(n),
+        "text": np.array(region_values(regions, "text"), dtype=object).reshape(n),
         "order": order,
     }
     if any(map(contains, regions, repeat("article"))):  # fused pages: the article each text/title region belongs to

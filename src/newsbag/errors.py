@@ -102,3 +102,17 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     known = {c.lower(): c for c in choices}   # case apart: a variant `c` is `C`
     near = difflib.get_close_matches(name.lower(), list(known), n=1)
     return f"; did you mean {known[near[0]]!r}?" if near else ""
+
+
+def unknown_keys(where: str, given: Iterable[str], known: Iterable[str]) -> str | None:
+    """The one message for keys of a config object that its declaration lacks, at every level
+    (pipeline, stage, runner parameter, fusion section, variant and stage options), or None when
+    every key is known: "<where>: unknown key 'colgap'; did you mean 'col_gap'? (known: ...)".
+    """
+    known = sorted(known)
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return None
+    names = ", ".join(repr(k) for k in unknown)
+    return (f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {names}{did_you_mean(unknown[0], known)}"
+            f" (known: {', '.join(known) or 'none'})")

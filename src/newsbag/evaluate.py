@@ -1,4 +1,4 @@
-"""Score sources and fusion variants of a run against region ground truth (nzz format).
+"""Score sources and fusion variants of a run against region ground truth (`newsbag.groundtruth`).
 
 Writes RUN/outputs/evaluation/ (`run_evaluate`): a leaderboard of variants and one of
 sources, one row per (name, class) with metrics averaged over the pages whose ground truth
@@ -15,39 +15,42 @@ declared in `newsbag.columns`:
   disjoint, y ranges overlapping); b1x: region_recall without those predictions.
 Region recall and precision alone reward a whole-page box; read them with over_merge,
 xcol and b1x. A page with no output from a source counts as empty predictions.
-Classes: text (predicted text, title and text lines; GT "text"), image (predicted image;
-GT "graphic"), table. Run pages match GT pages as `match_pages` says (same image file, same
-page id, or the longest common tail of their relative paths; never the file stem alone).
+Classes: text (text, title and text lines), image, table: the coarse class of a predicted region's
+label, and of a ground-truth region's type through the ground truth's label table
+(`groundtruth.labels`); other regions (separators, headers, ...) are not scored. Run pages match
+ground-truth pages as `groundtruth.match_pages` says (same image file, same page id, the longest
+common tail of their paths, or of those paths without extensions for PAGE, ALTO and COCO; never
+a name two pages share); ground truth drawn on an image of another aspect ratio is left out.
 """
 
 from __future__ import annotations
 
-import json
+import heapq
 import logging
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from . import __version__, labels, rundir
-from .contract import repair_regions, repairs_text
-from .errors import InputError, first_line
+from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
+from .groundtruth import GtPage, gt_root, match_pages
 from .rundir import discover_sources
 from .columns import COLUMN, COLUMNS, EVAL_COLUMNS, EVAL_MEASURE, EVAL_MEASURE_CLASS, EVAL_PER_PAGE_COLUMNS
-from .io import atomic_text_file, atomic_write_text, jsonl_lines, read_json, read_page, write_json
+from .io import atomic_text_file, atomic_write_text, write_json
+from .page_reader import read_page
 from .progress import track
 from .tables import aligned_lines, number_cell, tsv_text, tsv_writer
 
-__all__ = ["evaluate_page_class", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class", "run_evaluate",
-           "format_summary", "EVAL_KEYS", "PRED_CLASS", "GT_CLASS"]
+__all__ = ["evaluate_page_class", "held_centres", "eval_classes", "gt_layer", "gt_scale", "match_pages", "page_metrics_by_class",
+           "run_evaluate", "format_summary", "EVAL_KEYS", "PRED_CLASS"]
 
 LONG_SIDE = 1024
 EVAL_KEYS = ("pixel_p", "pixel_r", "pixel_f1", "region_recall", "region_precision", "iou_f1",
              "over_merge", "xcol", "b1x", "n_pred", "n_gt")
 PRED_CLASS = {"text": "text", "title": "text", "line": "text", "image": "image", "table": "table"}
-GT_CLASS = {"text": "text", "graphic": "image", "table": "table"}
+_NAMED = 5   # unmatched ground-truth pages named in the warning
 CLASSES = ("text", "image", "table")
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,69 @@ def _rect_share(mask: np.ndarray, xyxy: np.ndarray, s: float) -> np.ndarray:
     x1, y1 = np.clip(np.maximum(c[:, 2], x0 + 1), 1, w), np.clip(np.maximum(c[:, 3], y0 + 1), 1, h)
     inside = sat[y1, x1] - sat[y0, x1] - sat[y1, x0] + sat[y0, x0]
     return inside / np.maximum((x1 - x0) * (y1 - y0), 1)
+
+
+def held_centres(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) how many ground-truth centres each prediction holds (edges included), and (P,) whether
+    it holds the centres of two side-by-side regions (x ranges disjoint or touching, y ranges
+    overlapping): the over_merge and xcol tests.
+
+    Memory and time grow with the (prediction, held centre) pairs: the (P, G) and (G, G)
+    matrices this was computed with took 7 bytes a cell (70 GB for the 100,000 regions a page
+    may hold) and, as an int64 product, 12.9 s CPU for 2,000 regions and predictions (5 ms now).
+
+    Args:
+        pred: (P, 4), gt: (G, 4) boxes, x0 <= x1 and y0 <= y1.
+    """
+    import shapely
+
+    from .fusion.geometry import box_tree
+
+    cx, cy = (gt[:, 0] + gt[:, 2]) / 2, (gt[:, 1] + gt[:, 3]) / 2
+    # An envelope query is the closed box test: a centre on an edge is held.
+    if len(pred) and len(gt):
+        ig, ip = box_tree(pred).query(shapely.points(cx, cy))
+    else:
+        ig = ip = np.zeros(0, np.intp)
+    n_in = np.bincount(ip, minlength=len(pred))
+    order = np.lexsort((gt[ig, 1], ip))          # by prediction, then by the region's top
+    ip, ig = ip[order], ig[order]
+    starts = np.flatnonzero(np.r_[True, ip[1:] != ip[:-1]]) if len(ip) else np.zeros(0, np.intp)
+    xpred = np.zeros(len(pred), bool)
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(ip)]):
+        xpred[ip[a]] = _side_by_side(gt[ig[a:b]].tolist())
+    return n_in, xpred
+
+
+def _side_by_side(boxes: list[list[float]]) -> bool:
+    """Whether two of `boxes` (sorted by top) have overlapping y ranges and disjoint x ranges.
+
+    A sweep down the page: after the regions starting at one height are added and those ending
+    there dropped, the live ones all overlap in y, and two of them are side by side exactly when
+    the smallest right edge is at or left of the largest left edge.
+    """
+    ends: list = []
+    right: list = []
+    left: list = []
+    live: set[int] = set()
+    k = 0
+    while k < len(boxes):
+        top = boxes[k][1]
+        while k < len(boxes) and boxes[k][1] == top:
+            x0, _, x1, y1 = boxes[k]
+            heapq.heappush(ends, (y1, k))
+            heapq.heappush(right, (x1, k))
+            heapq.heappush(left, (-x0, k))
+            live.add(k)
+            k += 1
+        while ends and ends[0][0] <= top:
+            live.discard(heapq.heappop(ends)[1])
+        for heap in (right, left):
+            while heap and heap[0][1] not in live:
+                heapq.heappop(heap)
+        if right and right[0][0] <= -left[0][0]:
+            return True
+    return False
 
 
 def evaluate_page_class(pred: np.ndarray, gt: np.ndarray, width: float, height: float,
@@ -91,16 +157,8 @@ def evaluate_page_class(pred: np.ndarray, gt: np.ndarray, width: float, height: 
     else:
         out["region_precision"] = np.nan
     out["iou_f1"] = iou_f1(pred, gt)
-    cx, cy = (gt[:, 0] + gt[:, 2]) / 2, (gt[:, 1] + gt[:, 3]) / 2
-    holds = ((pred[:, None, 0] <= cx) & (cx <= pred[:, None, 2]) &
-             (pred[:, None, 1] <= cy) & (cy <= pred[:, None, 3]))
-    n_in = holds.sum(axis=1)
+    n_in, xpred = held_centres(pred, gt)
     out["over_merge"] = float(n_in[n_in > 0].mean()) if (n_in > 0).any() else np.nan
-    x_disjoint = (gt[:, None, 2] <= gt[None, :, 0]) | (gt[None, :, 2] <= gt[:, None, 0])
-    y_overlap = np.minimum(gt[:, None, 3], gt[None, :, 3]) > np.maximum(gt[:, None, 1], gt[None, :, 1])
-    side = (x_disjoint & y_overlap).astype(np.int64)
-    hi = holds.astype(np.int64)
-    xpred = ((hi @ side) * hi).sum(axis=1) > 0
     out["xcol"] = float(xpred.mean()) if len(pred) else np.nan
     if len(gt):
         pm_x = union_mask(pred[~xpred], width, height, long_side)
@@ -120,13 +178,14 @@ def _pred_by_class(page: dict | None, sx: float, sy: float) -> dict[str, np.ndar
     return {c: np.asarray(v, float).reshape(-1, 4) for c, v in out.items()}
 
 
-def _gt_by_class(ann: dict) -> dict[str, np.ndarray]:
-    out = {c: [] for c in CLASSES}
-    for region in ann["regions"]:
-        cls = GT_CLASS.get(region["label"])
-        if cls:
-            out[cls].append(region["bbox_xyxy"])
-    return {c: np.asarray(v, float).reshape(-1, 4) for c, v in out.items()}
+def eval_classes(gt: GtPage) -> np.ndarray:
+    """(N,) the class each ground-truth region is scored in (`CLASSES`), "" for regions not scored."""
+    return np.array([PRED_CLASS.get(c, "") for c in gt.coarse], dtype=object).astype(str).reshape(-1)
+
+
+def _gt_by_class(gt: GtPage) -> dict[str, np.ndarray]:
+    cls = eval_classes(gt)
+    return {c: gt.xyxy[cls == c] for c in CLASSES}
 
 
 def _read_page(path: Path, page_id: str) -> dict | None:
@@ -139,140 +198,30 @@ def _read_page(path: Path, page_id: str) -> dict | None:
         raise InputError(f"unreadable page JSON {exc}; rerun the stage that wrote it") from None
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _read_annotation(path: Path) -> dict:
-    """One ground-truth annotation, checked for every field evaluation reads.
-
-    Raises:
-        OSError; ValueError: one line saying what is wrong (not JSON, a field missing or bad).
-    """
-    ann = read_json(path)
-    if not isinstance(ann, dict):
-        raise ValueError(f"expected a JSON object, got {type(ann).__name__}")
-    for key in ("width", "height"):
-        if not (_is_number(ann.get(key)) and ann[key] > 0):
-            raise ValueError(f"{key} must be a positive number, got {ann.get(key)!r}")
-    if not isinstance(ann.get("regions"), list):
-        raise ValueError(f"regions must be a list, got {ann.get('regions')!r}")
-    for k, region in enumerate(ann["regions"]):
-        region = region if isinstance(region, dict) else {}
-        box = region.get("bbox_xyxy")
-        if not (isinstance(box, list) and len(box) == 4 and all(map(_is_number, box))
-                and box[0] <= box[2] and box[1] <= box[3]):
-            raise ValueError(f"region {k}: bbox_xyxy must be 4 finite numbers with x0 <= x1 and y0 <= y1, got {box!r}")
-        if not isinstance(region.get("label"), str):
-            raise ValueError(f"region {k}: label must be a string, got {region.get('label')!r}")
-        order = region.get("order")
-        if order is not None and not (isinstance(order, int) and not isinstance(order, bool)):
-            raise ValueError(f"region {k}: order must be an integer or null, got {order!r}")
-        if not isinstance(region.get("text"), (str, type(None))):
-            raise ValueError(f"region {k}: text must be a string or null, got {region.get('text')!r}")
-    # The readers' rule (`contract.repair_regions`): a region off the page or without area is
-    # one no prediction can cover, and would lower every recall with no word.
-    page, repaired = repair_regions({"image": ann, "regions": ann["regions"]})
-    if repaired:
-        log.warning("evaluate: ground truth %s: repaired boxes: %s", path, repairs_text(repaired))
-    return {**ann, "regions": page["regions"]}
-
-
-def _parts(path: str) -> tuple[str, ...]:
-    return tuple(p for p in Path(path).as_posix().split("/") if p not in ("", "."))
-
-
-def match_pages(run_dir: Path, gt_dir: Path) -> tuple[list[tuple[dict, dict]], list[str], dict[str, str]]:
-    """(manifest record, annotation) of each run page with ground truth, the names of the
-    annotations no run page matches, and each unreadable annotation's file name -> why (it is
-    left out; the others are still matched).
-
-    A page matches an annotation when it is the same image file, when their page ids are
-    equal, or else by the longest common tail of the annotation's image path (relative to
-    `gt_dir`) and the page's path: whole file names (extension included) and the folders
-    above them, and only when exactly one page has that longest tail. Never by file stem
-    alone: ``a/p1.png`` and ``b/p1.png`` are different pages, and an annotation both match
-    equally well matches neither.
-
-    Raises:
-        InputError: missing manifest or ground truth, or no page matches.
-    """
-    run_dir, gt_dir = Path(run_dir), Path(gt_dir)
-    manifest = run_dir / rundir.MANIFEST
-    ann_dir = gt_dir / "annotations"
-    if not manifest.is_file():
-        raise InputError(f"{manifest}: no page manifest; is {run_dir} a newsbag run directory?")
-    if not ann_dir.is_dir():
-        raise InputError(f"{ann_dir}: no ground-truth annotations folder (expected the nzz format)")
-    records = [json.loads(line) for _, line in jsonl_lines(manifest)]
-    by_id = {rec["page_id"]: rec for rec in records}
-    by_file = {os.path.realpath(run_dir / rec["path"]): rec for rec in records}
-    # Every tail of every page's path (file name, folder/file name, ...) -> its page, or None
-    # where pages share it, so an annotation finds its longest common tail in one lookup per
-    # part of its path (comparing it with every page took 26 s for 50 annotations over 100k pages).
-    by_tail: dict[tuple[str, ...], dict | None] = {}
-    for rec in records:
-        have = _parts(rec["path"])
-        for n in range(1, len(have) + 1):
-            by_tail[have[-n:]] = None if have[-n:] in by_tail else rec
-    matched, unmatched, bad = [], [], {}
-    for ann_path in sorted(ann_dir.glob("*.json")):
-        try:
-            ann = _read_annotation(ann_path)
-        except (OSError, ValueError) as exc:
-            bad[ann_path.name] = first_line(exc)
-            continue
-        image = str(ann.get("image", ""))
-        rec = by_file.get(os.path.realpath(gt_dir / image)) or by_id.get(ann.get("page_id"))
-        want = _parts(image) if rec is None else ()
-        for n in range(len(want), 0, -1):
-            if want[-n:] in by_tail:   # the longest common tail decides; a tie between pages matches none
-                rec = by_tail[want[-n:]]
-                break
-        (matched.append((rec, ann, ann_path.name)) if rec else unmatched.append(ann_path.stem))
-    # Two annotations of one page would score it twice in every mean, and which one is right
-    # is not ours to guess: the page is left out and both are named.
-    names: dict[str, list[str]] = {}
-    for rec, _, name in matched:
-        names.setdefault(rec["page_id"], []).append(name)
-    for rec, _, name in matched:
-        if len(twins := names[rec["page_id"]]) > 1:
-            others = " and ".join(n for n in twins if n != name)
-            bad[name] = f"matches run page {rec['page_id']} ({rec['path']}) as {others} does; keep one of them"
-    matched = [(rec, ann) for rec, ann, name in matched if name not in bad]
-    if not matched:
-        first = next(iter(bad.items()), None)
-        unreadable = f"; {len(bad)} annotation(s) unreadable, e.g. {first[0]}: {first[1]}" if first else ""
-        raise InputError(f"no run page matches a ground-truth image in {gt_dir} "
-                         f"(matched by image file, page id, or relative path){unreadable}")
-    return matched, unmatched, bad
-
-
-def gt_scale(rec: dict, ann: dict) -> tuple[float, float]:
-    """(x, y) factors from the run page's pixels to the annotation's."""
-    w, h = float(ann["width"]), float(ann["height"])
+def gt_scale(rec: dict, gt: GtPage) -> tuple[float, float]:
+    """(x, y) factors from the run page's pixels to the ground truth's."""
+    w, h = gt.width, gt.height
     return w / float(rec.get("width") or w), h / float(rec.get("height") or h)
 
 
-def page_metrics_by_class(folder: Path, rec: dict, ann: dict) -> tuple[dict[str, dict], bool]:
+def page_metrics_by_class(folder: Path, rec: dict, gt: GtPage) -> tuple[dict[str, dict], bool]:
     """`evaluate_page_class` of one page of a source or variant folder, per class present in
     its ground truth; and whether the folder had no output for that page."""
     page = _read_page(Path(folder) / f"{rec['page_id']}.json", rec["page_id"])
-    w, h = float(ann["width"]), float(ann["height"])
-    pred, gt = _pred_by_class(page, *gt_scale(rec, ann)), _gt_by_class(ann)
-    return {c: evaluate_page_class(pred[c], gt[c], w, h) for c in CLASSES if len(gt[c])}, page is None
+    pred, truth = _pred_by_class(page, *gt_scale(rec, gt)), _gt_by_class(gt)
+    return {c: evaluate_page_class(pred[c], truth[c], gt.width, gt.height) for c in CLASSES if len(truth[c])}, page is None
 
 
-def gt_layer(rec: dict, ann: dict) -> dict:
+def gt_layer(rec: dict, gt: GtPage) -> dict:
     """The page's ground-truth regions in the run page's pixels, for the gallery to draw: each
-    with its coarse ``class`` (text, image, table; other for the rest, e.g. separators) and the
-    annotation's own ``label``."""
-    sx, sy = gt_scale(rec, ann)
-    return {"page_id": rec["page_id"], "image": {"width": rec.get("width") or ann["width"],
-                                                  "height": rec.get("height") or ann["height"]},
-            "regions": [{"bbox_xyxy": [round(v, 2) for v in (x0 / sx, y0 / sy, x1 / sx, y1 / sy)],
-                         "class": GT_CLASS.get(r["label"], "other"), "label": r["label"]}
-                        for r in ann["regions"] for x0, y0, x1, y1 in [r["bbox_xyxy"]]]}
+    with the ``class`` it is scored in (text, image, table; other for the rest, e.g. separators)
+    and the ground truth's own region type as ``label``."""
+    sx, sy = gt_scale(rec, gt)
+    boxes = np.round(gt.xyxy / np.array([sx, sy, sx, sy]), 2).tolist()
+    return {"page_id": rec["page_id"], "image": {"width": rec.get("width") or gt.width,
+                                                  "height": rec.get("height") or gt.height},
+            "regions": [{"bbox_xyxy": box, "class": cls or "other", "label": raw}
+                        for box, cls, raw in zip(boxes, eval_classes(gt).tolist(), gt.raw.tolist())]}
 
 
 def _ranked(rows: list[dict]) -> list[dict]:
@@ -295,7 +244,8 @@ def _best(rows: list[dict]) -> str | None:
 
 
 def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
-    """Evaluate every source and fusion variant of `run_dir` against `gt_dir`; write
+    """Evaluate every source and fusion variant of `run_dir` against the ground truth at `gt_dir`
+    (a folder or a COCO file, `groundtruth.read_ground_truth`); write
     RUN/outputs/evaluation/: variant_leaderboard.tsv and source_leaderboard.tsv (ranked by
     `EVAL_MEASURE` within each class, `columns.EVAL_COLUMNS`), per_page.tsv (the measure per
     page, name and kind), gt/<page_id>.json (`gt_layer`) and summary.json.
@@ -304,7 +254,8 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
         {"pages": matched page count, "unscored": run page ids without ground truth (not in the
         numbers), "unmatched_gt": [...], "bad_gt": {file name: why}, "sources": ranked rows,
         "variants": ranked rows, "best_variant", "best_source", "recommended_variant" (fusion's),
-        "recommended_rank" (its text rank here, None when not evaluated), "written": [paths]}
+        "recommended_rank" (its text rank here, None when not evaluated), "written": [paths]}; ground
+        truth is named relative to `groundtruth.gt_root`.
 
     Raises:
         InputError: missing manifest or ground truth, or no page matches.
@@ -312,7 +263,12 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     run_dir, gt_dir = Path(run_dir), Path(gt_dir)
     matched, unmatched, bad = match_pages(run_dir, gt_dir)
     for name, why in bad.items():
-        log.warning("evaluate: ground truth %s: %s; skipped", gt_dir / "annotations" / name, why)
+        log.warning("evaluate: ground truth %s: %s; skipped", gt_root(gt_dir) / name, why)
+    if unmatched:   # one line, not one per file: ground truth of a whole collection against a few pages is common
+        shown = ", ".join(unmatched[:_NAMED])
+        log.warning("evaluate: %d ground-truth page(s) in %s match no run page (by the image they name, page id, "
+                    "path, or file name without extension), skipped: %s%s", len(unmatched), gt_root(gt_dir), shown,
+                    f" and {len(unmatched) - _NAMED} more" if len(unmatched) > _NAMED else "")
     out = rundir.evaluation_dir(run_dir)
     targets = [("source", s, rundir.sources_root(run_dir) / s) for s in discover_sources(run_dir)]
     targets += [("variant", v, rundir.fused_dir(run_dir, v)) for v in rundir.discover_fused(run_dir)]
@@ -322,10 +278,10 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
     # One step per page and name: a plain line every 50 of them or 60 s (a page alone is ~10 names).
     with track("evaluate", len(matched) * len(targets)) as tracker, atomic_text_file(out / "per_page.tsv") as fh:
         write = tsv_writer(fh, list(EVAL_PER_PAGE_COLUMNS))
-        for rec, ann in matched:
-            write_json(out / "gt" / f"{rec['page_id']}.json", gt_layer(rec, ann), durable=False)
+        for rec, gt in matched:
+            write_json(out / "gt" / f"{rec['page_id']}.json", gt_layer(rec, gt), durable=False)
             for kind, name, folder in targets:
-                by_class, absent = page_metrics_by_class(folder, rec, ann)
+                by_class, absent = page_metrics_by_class(folder, rec, gt)
                 missing[(kind, name)] += absent
                 for c, m in by_class.items():
                     acc[(kind, name, c)].append(m)

@@ -1,7 +1,7 @@
 """Transcripts against ground truth: character error rate of the page text and reading-order agreement.
 
-The ground truth (the nzz format) gives every text region its hand-corrected text and its
-reading-order index. The page's reference text is those regions' texts in that order; the
+The ground truth (the nzz format, or PAGE-XML with TextEquiv; `newsbag.groundtruth`) gives every
+text region its hand-corrected text and its reading-order index. The page's reference text is those regions' texts in that order; the
 prediction is the transcript's regions in its reading order, each as its lines were read
 (`read_text`: line-end hyphens where they were, as the ground truth keeps them). Whitespace is
 collapsed on both sides (line breaks are layout, not text). The raw CER normalises nothing
@@ -18,7 +18,8 @@ import numpy as np
 
 from . import rundir
 from .errors import EnvError
-from .evaluate import gt_scale, match_pages
+from .evaluate import eval_classes, gt_scale, match_pages
+from .groundtruth import GtPage
 from .fusion.geometry import intersection_matrix
 from .io import atomic_write_text, read_json
 from .tables import aligned_lines, number_cell, tsv_text
@@ -91,16 +92,18 @@ def order_agreement(gt_rank: np.ndarray, pred_rank: np.ndarray) -> tuple[float, 
     return float(credit.mean()), int(i.size)
 
 
-def gt_regions(ann: dict) -> list[dict]:
-    """The ground truth's text regions in its reading order (those outside it left out)."""
-    regions = [r for r in ann["regions"] if r.get("label") == "text" and r.get("order") is not None]
-    return sorted(regions, key=lambda r: r["order"])
+def gt_regions(gt: GtPage) -> list[dict]:
+    """The ground truth's text regions in its reading order (those outside it left out), each
+    {"bbox_xyxy", "text", "lines"}."""
+    keep = [k for k in np.argsort(gt.order, kind="stable").tolist()
+            if gt.order[k] >= 0 and eval_classes(gt)[k] == "text"]
+    return [{"bbox_xyxy": gt.xyxy[k].tolist(), "text": gt.text[k], "lines": gt.lines[k]} for k in keep]
 
 
-def reference_text(ann: dict) -> str:
+def reference_text(gt: GtPage) -> str:
     """The page text a transcript is scored against: the ground truth's text regions in its
     reading order, apart by a blank line."""
-    return "\n\n".join(r.get("text") or "" for r in gt_regions(ann))
+    return "\n\n".join(r.get("text") or "" for r in gt_regions(gt))
 
 
 def page_edits(pred: str, ref: str) -> tuple[int, int, int]:
@@ -110,8 +113,8 @@ def page_edits(pred: str, ref: str) -> tuple[int, int, int]:
     return edits, edits_conv, length
 
 
-def _page_scores(transcript: dict, ann: dict, sx: float, sy: float) -> dict:
-    regions = gt_regions(ann)
+def _page_scores(transcript: dict, gt: GtPage, sx: float, sy: float) -> dict:
+    regions = gt_regions(gt)
     ref = "\n\n".join(r.get("text") or "" for r in regions)   # `reference_text`
     texts = [_as_read(r) for r in transcript.get("regions", [])]
     edits, edits_conv, length = page_edits("\n\n".join(texts), ref)   # `read_text`
@@ -160,10 +163,10 @@ def evaluate_transcripts(run_dir: Path, gt_dir: Path) -> list[dict]:
     for variant in sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         folder = rundir.transcript_dir(run_dir, variant)
         rows = []
-        for rec, ann in matched:
+        for rec, gt in matched:
             path = folder / f"{rec['page_id']}.json"
             if path.exists():
-                rows.append(_page_scores(read_json(path), ann, *gt_scale(rec, ann)))
+                rows.append(_page_scores(read_json(path), gt, *gt_scale(rec, gt)))
         if rows:
             edits, chars = sum(r["edits"] for r in rows), sum(r["ref_chars"] for r in rows)
             edits_gt_order = sum(r["edits_gt_order"] for r in rows)

@@ -8,13 +8,14 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .io import hash_file, read_json, read_valid_page, write_json
+from .io import hash_file, read_json, write_json
+from .page_reader import read_valid_page
 from .reports import report_pages
 from .rundir import FAILED_DIR
 
 __all__ = [
     "FINGERPRINT_SCHEME", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
-    "file_identity", "file_digest", "recorded_identity", "RecordedIdentities", "recorded_identities",
+    "file_identity", "file_digest", "head_of_whole", "file_sizes", "sizes_hold", "recorded_identity", "RecordedIdentities", "recorded_identities",
     "record_holds", "recorded_inputs", "input_record", "identify_by_record",
     "page_is_current", "current_source_pages", "page_identities", "remove_stale_page", "set_aside_invalid_page",
 ]
@@ -45,6 +46,43 @@ def file_digest(path: str | os.PathLike) -> str | None:
         return hash_file(path, hashlib.blake2b(digest_size=16))
     except OSError:
         return None
+
+
+def head_of_whole(path: str | os.PathLike, size: int, ending: bytes) -> bytes | None:
+    """The first `size` bytes of the file at `path` while it ends with `ending`, the bytes its
+    writer ends every such file with (an XML root's end tag, COCO's categories); None when it is
+    missing, unreadable or cut short.
+
+    An interrupted ``cp`` or ``rsync --inplace`` leaves the head of a file, and with it the
+    fingerprint an output records there: the head alone would pass it as current for ever.
+    One read at each end, whatever the file's size.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(max(size, len(ending)))
+            if fh.read(1):   # longer than the head: its last bytes
+                fh.seek(-len(ending), os.SEEK_END)
+                tail = fh.read()
+            else:
+                tail = head
+    except OSError:
+        return None
+    return head[:size] if tail.endswith(ending) else None
+
+
+def file_sizes(folder: str | os.PathLike, names: Iterable[str]) -> dict[str, int]:
+    """name -> size of each file `names` in `folder` has (just written): what a stage records
+    beside outputs that hold no fingerprint of their own, to find them whole again (`sizes_hold`)."""
+    return {name: identity[0] for name in names if (identity := file_identity(os.path.join(folder, name)))}
+
+
+def sizes_hold(folder: str | os.PathLike, sizes: Any) -> bool:
+    """Whether each file of `folder` that `sizes` (`file_sizes` when they were written) names still
+    has that size: one cut short by an interrupted copy has not, one copied whole has (whatever
+    its mtime). Stat calls only."""
+    return isinstance(sizes, dict) and all(
+        isinstance(size, int) and (now := file_identity(os.path.join(folder, name))) is not None and now[0] == size
+        for name, size in sizes.items())
 
 
 def _entry_ok(entry: Any) -> bool:

@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from .errors import InputError, InputRejected, first_line
+from .image_depth import BAND_ROWS, declared_max, scaled_8bit, shown_as_stored, tag_values, to_8bit
 
 __all__ = [
     "CONVERSION_REVISION",
@@ -39,7 +40,6 @@ DEFAULT_MAX_MEGAPIXELS = 400.0
 # above 16 MP, where decoding starts to cost (a 16 MP RGB page is 48 MB).
 MAX_PIXELS_PER_BYTE = 1000.0
 _RATIO_FLOOR_PIXELS = 16_000_000
-_BAND_ROWS = 256  # rows scaled at once by _scaled_8bit: ~30 MB of int64 on a 600 dpi broadsheet
 # EXIF/TIFF Orientation -> the transpose that shows the page as a viewer does (Pillow's exif_transpose).
 _ORIENT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
@@ -52,9 +52,9 @@ _PASS_MODES = frozenset({"L", "RGB"})
 # (an uncompressed TIFF at the 400 MP limit is 1.2 GB) is decoded from the file and hashed by a
 # second, streaming read, so its bytes are never held whole beside its pixels.
 READ_ONCE_MAX_BYTES = 64 << 20
-# The revision of the rules that pass a page as it is or make its 8-bit copy (formats, scaling,
-# colour, orientation): bump it whenever one changes. A manifest page an older revision converted
-# is converted again: a copy is made again, a page passed as it is has its header read (`passes_as_is`);
+# The revision of the rules that pass a page as it is or make its 8-bit copy (formats, scaling in
+# `image_depth`, colour, orientation): bump it whenever one changes. A manifest page an older revision
+# converted is converted again: a copy is made again, a page passed as it is has its header read (`passes_as_is`);
 # its outputs are redone only if what the runners read changed (`PageRecord.image_sha256`).
 # 1: 12-bit data in 16-bit samples scaled by 4095; 2: unsigned 32-bit TIFFs read as unsigned;
 # 3: 16-bit colour PNGs decoded at 16 bits; 4: 16-bit binary PPMs read at 16 bits, and deep
@@ -91,7 +91,7 @@ class _Decoded:
     orientation: int
     dpi: tuple | None
     copy: Image.Image | None   # None: passed as it is
-    depth: str         # what scaling a deep page to 8 bits did (`_white_point`)
+    depth: str         # what scaling a deep page to 8 bits did (`image_depth.scaled_8bit`)
     upright_on_load: bool = False   # Pillow turned it (a TIFF) as it loaded it
 
 
@@ -146,119 +146,9 @@ def pixels_sha256(page: Image.Image) -> str:
     """sha256 of an 8-bit copy's mode, size and pixels, a band of rows at a time: the same for the
     same pixels whatever PNG encoder (Pillow, zlib version) wrote the copy."""
     h = hashlib.sha256(f"{page.mode} {page.width}x{page.height}".encode())
-    for row in range(0, page.height, _BAND_ROWS):
-        h.update(page.crop((0, row, page.width, min(row + _BAND_ROWS, page.height))).tobytes())
+    for row in range(0, page.height, BAND_ROWS):
+        h.update(page.crop((0, row, page.width, min(row + BAND_ROWS, page.height))).tobytes())
     return h.hexdigest()
-
-
-def _to_8bit(im: Image.Image) -> tuple[Image.Image, str]:
-    """8-bit L or RGB rendering of any Pillow mode (16/32-bit and float scaled by `_scaled_8bit`,
-    CMYK/P/1/LA converted), and what the scaling did when the manifest should say so."""
-    if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        tags = getattr(im, "tag_v2", {})
-        arr = np.asarray(im)
-        if arr.dtype == np.int32 and _tag_values(tags.get(258)) == [32] and _tag_values(tags.get(339, 1)) == [1]:
-            arr = arr.view(np.uint32)  # Pillow holds an unsigned 32-bit TIFF's samples as int32: >= 2**31 negative
-        arr, how = _shown_as_stored(*_scaled_8bit(arr, _declared_max(tags.get)), tags.get(262))
-        return Image.fromarray(arr, "L"), how
-    if im.mode in ("1", "L", "LA"):
-        return im.convert("L"), ""
-    return im.convert("RGB"), ""
-
-
-def _shown_as_stored(grey: np.ndarray, how: str, photometric) -> tuple[np.ndarray, str]:
-    """An 8-bit grey page (`_scaled_8bit`'s result) with black where its TIFF's PhotometricInterpretation
-    (`photometric`, tag 262) puts it: WhiteIsZero (0) stores black as the largest value. Pillow inverts
-    1- and 8-bit such pages on load but reads deeper ones as stored, as tifffile does: their copy was
-    the page's negative, with nothing said."""
-    if _tag_values(photometric) != [0]:
-        return grey, how
-    np.subtract(255, grey, out=grey)
-    return grey, "; ".join(filter(None, [how, "WhiteIsZero: inverted"]))
-
-
-def _declared_max(tag_value) -> int | None:
-    """A TIFF's MaxSampleValue (281) or SMaxSampleValue (341), one value or one per sample, as one
-    integer; None when absent or not a positive number. `tag_value` looks a tag's value up by its
-    code (None when absent), from Pillow's or tifffile's tags."""
-    value = tag_value(281)
-    values = _tag_values(tag_value(341) if value is None else value)
-    return max(values) if values and min(values) > 0 else None
-
-
-def _tag_values(value) -> list[int] | None:
-    """A TIFF tag's value, one integer or one per sample, as a list of integers; None when absent
-    or not integers."""
-    try:
-        return [int(v) for v in (value if isinstance(value, (tuple, list)) else [value])]
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _white_point(peak: int, declared: int | None) -> tuple[int, str]:
-    """The integer value that becomes 255 on a page whose largest value is `peak`, and why when it
-    is not the full 16-bit range.
-
-    Scanners write 12-bit data (0..4095, or 10/14-bit) into 16-bit samples; scaled by 65535 such a
-    page came out nearly black. A TIFF that declares its maximum (`declared`) is scaled by the depth
-    that maximum needs (4095 -> 12 bit; rounded up to 2^n-1, so a writer recording its content's
-    maximum does not stretch the page); else values all <= 255 are 8-bit and <= 4095 12-bit. Any
-    other page keeps the depth its type holds, so a genuinely dark 16-bit page stays dark.
-    """
-    if peak > 65535:
-        return peak, ""
-    bits = (declared or 0).bit_length()
-    if declared is not None and declared >= peak and bits <= 16:
-        top = (1 << bits) - 1
-        return top, f"{bits}-bit values (0..{top}, its MaxSampleValue {declared}) scaled to 0..255" if bits < 16 else ""
-    top = 255 if peak <= 255 else 4095 if peak <= 4095 else 65535
-    return top, f"{top.bit_length()}-bit values (0..{top}) scaled to 0..255" if top < 65535 else ""
-
-
-def _scaled_8bit(arr: np.ndarray, declared: int | None = None) -> tuple[np.ndarray, str]:
-    """uint8 copy of a page array of any depth, and what the scaling did for the page's note:
-    integers by the depth their values use (`_white_point`: 8, 12 or 16 bit, a TIFF's `declared`
-    MaxSampleValue, else their maximum), floats over their finite range.
-
-    It is scaled a band of rows at a time into the 8-bit result: with the decoded page and its
-    array that is ~5 bytes per pixel of a 16-bit page (~2 GB at the 400 MP limit). int64 copies
-    of the whole page took ~25, about 10 GB.
-    """
-    how = ""
-    if arr.dtype.kind == "f":
-        lo, hi = _finite_range(arr)
-
-        def scale(band: np.ndarray) -> np.ndarray:
-            scaled = (band.astype(np.float64) - lo) * 255 / max(hi - lo, 1e-9)
-            return np.clip(np.nan_to_num(scaled, nan=0.0), 0, 255)  # NaN, -inf black; +inf white
-    else:
-        top, how = _white_point(int(arr.max(initial=0)), declared)
-        how = how if arr.dtype.itemsize > 1 else ""  # an 8-bit page is at its own depth
-
-        def scale(band: np.ndarray) -> np.ndarray:
-            return np.clip(band.astype(np.float64 if top > 65535 else np.int64) * 255 // top, 0, 255)
-    out = np.empty(arr.shape, np.uint8)
-    for row in range(0, arr.shape[0], _BAND_ROWS):
-        out[row:row + _BAND_ROWS] = scale(arr[row:row + _BAND_ROWS])
-    return out, how
-
-
-def _finite_range(arr: np.ndarray) -> tuple[float, float]:
-    """(min, max) of the finite pixels of a float page, a band at a time: one NaN or inf pixel
-    in the range made the whole 8-bit copy black.
-
-    Raises:
-        ValueError: no pixel is finite (the page has no content to show).
-    """
-    lo, hi = np.inf, -np.inf
-    for row in range(0, arr.shape[0], _BAND_ROWS):
-        band = arr[row:row + _BAND_ROWS]
-        finite = band[np.isfinite(band)]
-        if finite.size:
-            lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
-    if lo > hi:
-        raise ValueError("no finite pixel value (every pixel is NaN or infinite)")
-    return lo, hi
 
 
 def _deep_colour_bits(im: Image.Image) -> int:
@@ -274,13 +164,13 @@ def _deep_colour_bits(im: Image.Image) -> int:
         return 16 if any(str(t.args).endswith(";16B") for t in im.tile) else 0
     if im.format != "TIFF":
         return 0
-    bits = max(_tag_values(im.tag_v2.get(258, 8)) or [8])
+    bits = max(tag_values(im.tag_v2.get(258, 8)) or [8])
     return bits if bits > 8 and importlib.util.find_spec("tifffile") is not None else 0
 
 
 def _read_deep_png(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
     """A 16-bit PNG with more than one sample a pixel at its full depth, scaled to 8 bits as
-    `_to_8bit` scales Pillow's deep pages (with what the scaling did): RGB for colour, L for grey
+    `to_8bit` scales Pillow's deep pages (with what the scaling did): RGB for colour, L for grey
     and alpha (the alpha dropped, as for an 8-bit one). Pillow has no such 16-bit mode, so its PNG
     decoder runs twice for colour: unpacking each sample's high byte (``RGB;16B``, its default),
     then its low byte (``RGB;16L`` takes the big-endian pair the other way round). Grey+alpha
@@ -305,12 +195,12 @@ def _read_deep_png(path: Path, data: bytes | None, limits: InputLimits) -> tuple
     arr = high.astype(np.uint16)
     arr <<= 8
     arr |= low
-    out, how = _scaled_8bit(arr)
+    out, how = scaled_8bit(arr)
     return Image.fromarray(out, "L" if grey else "RGB"), how
 
 
 def _read_deep_ppm(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
-    """A binary 16-bit PPM (P6, maxval 65535) at its full depth, scaled to 8-bit RGB as `_to_8bit`
+    """A binary 16-bit PPM (P6, maxval 65535) at its full depth, scaled to 8-bit RGB as `to_8bit`
     scales Pillow's deep pages (with what the scaling did): its samples are big-endian after the
     header, read in place (`data`, the file's bytes when `decode_page` read them once, else the file;
     its size checked already: `limits` unused)."""
@@ -323,13 +213,13 @@ def _read_deep_ppm(path: Path, data: bytes | None, limits: InputLimits) -> tuple
         arr = np.fromfile(path, ">u2", count=count, offset=offset)
     if arr.size < count:
         raise OSError(f"image file is truncated ({arr.size} of {count} 16-bit samples)")
-    out, how = _scaled_8bit(arr.reshape(height, width, 3))
+    out, how = scaled_8bit(arr.reshape(height, width, 3))
     return Image.fromarray(out, "RGB"), how
 
 
 def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits) -> tuple[Image.Image, str]:
     """A TIFF Pillow cannot identify (float64, float colour) or reads at 8 bits (16-bit colour), read
-    with tifffile and scaled to 8-bit L or RGB as `_to_8bit` scales Pillow's pages (with what the
+    with tifffile and scaled to 8-bit L or RGB as `to_8bit` scales Pillow's pages (with what the
     scaling did). It decodes `data`, the file's bytes when `decode_page` read them once, else the file."""
     try:
         import tifffile
@@ -346,7 +236,7 @@ def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits
             def tag(code: int):
                 return getattr(tags.get(code), "value", None)
 
-            declared = _declared_max(tag)
+            declared = declared_max(tag)
             try:
                 arr = tif.pages[0].asarray()
             except Exception as exc:  # noqa: BLE001 - its decoders raise anything on a cut file (zlib.error...)
@@ -358,9 +248,9 @@ def _read_tiff_with_tifffile(path: Path, data: bytes | None, limits: InputLimits
         if arr.ndim not in (2, 3):
             raise ValueError(f"pixel array of shape {arr.shape}")
         if arr.ndim == 2:
-            out, how = _shown_as_stored(*_scaled_8bit(arr, declared), tag(262))
+            out, how = shown_as_stored(*scaled_8bit(arr, declared), tag(262))
             return Image.fromarray(out, "L"), how
-        out, how = _scaled_8bit(arr[..., :3], declared)
+        out, how = scaled_8bit(arr[..., :3], declared)
         return Image.fromarray(out, "RGB"), how
     except (tifffile.TiffFileError, ValueError, TypeError, IndexError, OSError) as exc:
         raise InputRejected(f"{path}: not a readable image ({first_line(exc)})", "not_an_image") from None
@@ -484,7 +374,7 @@ def _decoded(path: Path, data: bytes | None, limits: InputLimits) -> _Decoded:
         upright_on_load = orientation != 1 and fmt == "TIFF" and 0x0112 not in im.tag_v2
         if upright_on_load:
             width, height = im.size
-        copy, depth = _to_8bit(im)
+        copy, depth = to_8bit(im)
         return _Decoded(fmt, mode, width, height, frames, orientation, dpi, copy, depth, upright_on_load)
 
 

@@ -1,4 +1,4 @@
-"""Atomic file writes and JSON page read/write: the only way newsbag puts bytes on disk."""
+"""Atomic file writes and JSON read/write: the only way newsbag puts bytes on disk."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import errno
 import filecmp
 import itertools
 import json
-import logging
 import math
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, TextIO
 
-from .errors import first_line
 from .liveness import HOST, writer_gone
 
 try:
@@ -22,18 +20,16 @@ try:
 except ImportError:  # a venv made before orjson became a dependency: the stdlib does it all, slower
     orjson = None
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "read_page", "read_source_boxes",
-           "read_valid_page",
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "size_text",
            "append_jsonl", "jsonl_lines", "hash_file", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
 # one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO})
 
-log = logging.getLogger(__name__)
 
-
-def _size_text(n: float) -> str:
+def size_text(n: float) -> str:
+    """A size of `n` bytes as people read it: "512 B", "1.5 MB" (powers of 1000)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -51,11 +47,11 @@ def run_dir_error(exc: OSError, path: str | os.PathLike, needed: int | None = No
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
-    need = f"the write needs {'more than ' if at_least else ''}{_size_text(needed)}, " if needed is not None else ""
+    need = f"the write needs {'more than ' if at_least else ''}{size_text(needed)}, " if needed is not None else ""
     limit = _file_size_limit() if exc.errno == errno.EFBIG else None
     try:
         usage = os.statvfs(probe)
-        free = _size_text(usage.f_bavail * usage.f_frsize)
+        free = size_text(usage.f_bavail * usage.f_frsize)
         # A file system can run out of inodes with bytes to spare (many small files): freeing
         # space there means removing files, not making room. Under 0.1 % free counts as none:
         # by the time this is asked, the failed call may have removed its scratch files.
@@ -361,125 +357,6 @@ def _parse(data: bytes, *, strict: bool = False) -> Any:
 
 def _refuse_constant(token: str) -> Any:
     raise ValueError(f"{token} is not strict JSON")
-
-
-def read_source_boxes(path: str | os.PathLike, page_id: str, source: str) -> tuple[Any, dict]:
-    """A source page's boxes as `read_page` + `contract.boxes_from_page` give them (the same
-    contract, repairs and log line), in one pass over its regions: fusion's hot path.
-
-    Returns:
-        (`contract.Boxes` with a ``source`` column (`source`) and a ``family`` column (the
-        page's ``source.family``, else the stage part of `source`), the page without its
-        regions, with the repairs added to its ``warnings``).
-
-    Raises:
-        ValueError: as `read_page`.
-    """
-    from .contract import repaired_boxes, warnings_with
-
-    page = read_valid_page(path, page_id)
-    family = page["source"].get("family") or source.split("/")[0]
-    boxes, repaired = repaired_boxes(page, source, {"family": family})
-    _refuse_piles(path, boxes.xyxy)
-    header = {k: v for k, v in page.items() if k != "regions"}
-    if repaired:
-        _log_repairs(page_id, path, repaired)
-        header["warnings"] = warnings_with(page, repaired)
-    return boxes, header
-
-
-def read_valid_page(path: str | os.PathLike, page_id: str) -> dict:
-    """The page at `path` when it passes the contract and belongs to `page_id`, as written: not
-    repaired, nothing logged. For a freshness check, which wants its fingerprint only (`read_page`
-    for its boxes). Its size is checked before it is read: a file of gigabytes would be read and
-    parsed whole.
-
-    Raises:
-        ValueError: as `read_page`.
-    """
-    from . import contract
-
-    try:
-        size = os.stat(path).st_size
-        if size > contract.MAX_PAGE_BYTES:
-            raise ValueError(f"{_size_text(size)}, over the {_size_text(contract.MAX_PAGE_BYTES)} a page file may hold")
-        page = read_json(path)
-        contract.validate_source_page(page)
-    except (OSError, ValueError) as exc:
-        reason = first_line(exc)
-        raise ValueError(f"{path}: {reason}") from None
-    if page["page_id"] != page_id:
-        raise ValueError(f"{path}: page_id is {page['page_id']!r}, expected {page_id!r}")
-    return page
-
-
-def _refuse_piles(path: str | os.PathLike, xyxy) -> None:
-    """Raise ValueError when a page's (repaired) boxes overlap in more pairs than any layout:
-    every reader that pairs them up (fusion, review, evaluation) needs memory for each pair,
-    and 30,000 boxes piled on one spot (3 MB) are 450 million pairs, > 6 GB."""
-    from .contract import MAX_OVERLAPPING_PAIRS
-    from .sweep import pairs_exceed
-
-    if pairs_exceed(xyxy, MAX_OVERLAPPING_PAIRS):
-        raise ValueError(f"{path}: over {MAX_OVERLAPPING_PAIRS:,} pairs of overlapping boxes "
-                         "(boxes piled on one another: a runaway detector, or not one page's layout)")
-
-
-def _log_repairs(page_id: str, path, repaired: dict[str, int]) -> None:
-    from .contract import repairs_text
-
-    log.warning("page %s: %s: repaired boxes: %s", page_id, path, repairs_text(repaired))
-
-
-def read_page(path: str | os.PathLike, page_id: str, *, members: bool = True) -> dict:
-    """A source or fused page that passes the contract and belongs to `page_id`, with its
-    lying boxes repaired (`contract.repair_regions`: every reader gets the same boxes; what
-    was repaired is added to the page's ``warnings`` and logged once per read).
-
-    A fused page stores its regions' ``members`` as indices into the page's member table,
-    written once per page for all variants (``source.members_file``, relative to the page's
-    folder). With ``members`` (the default) they are resolved here into the member dicts,
-    so every reader sees the shape of docs/design.md, Contracts; ``members=False`` leaves the indices.
-
-    Raises:
-        ValueError: one line, ``"<path>: <reason>"`` (missing, not JSON, wrong shape, other page,
-            boxes piled up: `_refuse_piles`).
-    """
-    from .contract import region_corners, repair_regions
-
-    page, repaired = repair_regions(read_valid_page(path, page_id))
-    _refuse_piles(path, region_corners(page["regions"]))
-    if repaired:
-        _log_repairs(page_id, path, repaired)
-    ref = page["source"].get("members_file") if isinstance(page["source"], dict) else None
-    if members and ref:
-        _resolve_members(page, Path(path).parent / ref, path)
-    return page
-
-
-def _resolve_members(page: dict, table_path: Path, path) -> None:
-    """Replace each region's member indices by the records of the page's member table, and
-    its support indices by the table's source names.
-
-    The indices hold only in the table fused with the page: both record the source pages'
-    identities (``inputs``). Fusion writes the table before the variant pages, so a fusion
-    interrupted in between (or running while this reads) leaves older pages beside a newer
-    table, whose members they would take for theirs.
-    """
-    from .contract import member_table_records
-
-    try:
-        table = read_json(table_path)
-        if table.get("inputs") != page["source"].get("inputs"):
-            raise ValueError("made from other source pages than this page (a fusion interrupted, or "
-                             "running, between them); rerun newsbag fuse")
-        sources = table["sources"]
-        for region in page["regions"]:
-            region["members"] = member_table_records(table, region.get("members", []))
-            region["support"] = [sources[k] for k in region.get("support", [])]
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-        reason = first_line(exc)
-        raise ValueError(f"{path}: member table {table_path.name}: {type(exc).__name__}: {reason}") from None
 
 
 def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:

@@ -14,6 +14,8 @@ import re
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Mapping
 
+from .errors import unknown_keys
+
 __all__ = ["Option", "option", "parse", "markdown_table", "STAGE_KEYS"]
 
 # Keys of a builtin stage's config entry that are the config's own, not the stage's options.
@@ -105,10 +107,8 @@ def parse(cls: type, given: Mapping[str, Any], where: str, ignore: frozenset[str
     if not isinstance(given, Mapping):
         raise ValueError(f"{where} must be an object, got {type(given).__name__}")
     declared = {f.name: f.metadata["option"] for f in fields(cls)}
-    unknown = sorted(set(given) - set(declared) - ignore)
-    if unknown:
-        allowed = ", ".join(sorted(declared)) or "none"
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    if problem := unknown_keys(where, set(given) - ignore, declared):
+        raise ValueError(problem)
     return cls(**{k: declared[k].check(f"{where}: {k}", v) for k, v in given.items() if k in declared})
 
 

@@ -24,9 +24,10 @@ from typing import Callable, Iterator
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .failures import previous_failure, record_failures
-from .io import DISK_ERRNOS, read_page, remove_dead_temps, write_json, run_dir_error
+from .io import DISK_ERRNOS, remove_dead_temps, write_json, run_dir_error
 from .manifest import PageRecord
 from . import freshness, rundir
+from .page_reader import read_page
 from .reports import mark_runner_killed
 from .rundir import failure_path, source_dir
 from .source_run import (Abort, Blame, Decision, Ended, Isolate, Limits, OverBudget, SourceState, Stop, advance,

@@ -58,6 +58,7 @@ class RunSummary:
     rejected: list[Rejected] = field(default_factory=list)
     sources: list[SourceOutcome] = field(default_factory=list)
     builtin: dict[str, dict] = field(default_factory=dict)
+    builtin_kinds: list[str] = field(default_factory=list)   # the kind of each builtin stage the call ran
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # per source and builtin stage, in run order
@@ -110,32 +111,39 @@ def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
 
 
 def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> list[dict]:
-    """Rows of what a run would do: per source, and per output of a builtin stage (`builtin.stage_status`),
+    """Rows of what a run would do: per source, and per output of a builtin stage (`builtin.stage_outputs`),
     pages to run and pages already done, by the rule a run skips pages by (an upgrade that bumped
-    a runner's or a stage's code revision shows its pages to do); a page not yet in the manifest
-    has nothing done."""
-    from . import builtin
+    a runner's or a stage's code revision shows its pages to do), a page whose inputs the run
+    redoes first counted to do (`upstream.carry_upstream`, as `newsbag status` counts); a page
+    not yet in the manifest has nothing done."""
+    from . import builtin, upstream
 
-    rows = []
     records = read_pages(run_dir)
     sha = {p.page_id: p.image_sha256 for p in records}
     wanted = set(page_ids)
     selected = [r for r in records if r.page_id in wanted]
+    sources, redo, outputs = [], {}, {}
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
+                out_dir = source_dir(run_dir, stage.name, variant)
                 prints = {p: stage.page_fingerprint(variant, sha[p]) for p in page_ids if p in sha}
-                done = len(freshness.current_source_pages(source_dir(run_dir, stage.name, variant), prints))
-                rows.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
-                             "env": stage.env.python, "device": stage.device,
-                             "pages": len(page_ids), "done": done, "todo": len(page_ids) - done})
+                done = freshness.current_source_pages(out_dir, prints)
+                redo[f"{stage.name}/{variant}"] = upstream.source_redo(out_dir, prints, done)
+                sources.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
+                                "env": stage.env.python, "device": stage.device, "done": len(done)})
         else:
-            outputs = builtin.stage_status(stage.kind, run_dir, selected,
-                                           to_jsonable(stage.options)) or [{"name": stage.kind, "done": 0}]
-            rows += [{"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
-                      "device": "cpu", "pages": len(page_ids), "done": o["done"], "todo": len(page_ids) - o["done"]}
-                     for o in outputs]
-    return rows
+            outputs[stage.name] = builtin.stage_outputs(stage.kind, run_dir, selected, to_jsonable(stage.options))
+    outputs = upstream.carry_upstream(upstream.stage_order(stages, by_name=True), redo, outputs,
+                                      [r.page_id for r in selected])
+    rows = []
+    for stage in stages:
+        rows += [r for r in sources if r["stage"] == stage.name] if isinstance(stage, ModelStage) else [
+            {"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
+             "device": "cpu", "done": o["done"]}
+            for o in [o.row() for o in outputs[stage.name]] or [{"name": stage.kind, "done": 0}]]
+    return [{**{k: v for k, v in r.items() if k != "done"}, "pages": len(page_ids), "done": r["done"],
+             "todo": len(page_ids) - r["done"]} for r in rows]
 
 
 def _report_name(opts: RunOptions) -> str:
@@ -243,6 +251,7 @@ def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: R
     from . import builtin
 
     started = time.monotonic()
+    summary.builtin_kinds.append(stage.kind)
 
     def progress(page_id: str, status: str) -> None:
         summary.note_page(page_id, status)

@@ -52,7 +52,7 @@ def mark_runner_killed(out_dir: Path, report_name: str, pid: int, how: str) -> N
     (SIGKILL, the OOM killer, newsbag stopping it on Ctrl-C or a timeout) it cannot write
     again, and its report would say ``running`` until some later run. A report another runner
     wrote since (a call on other pages of the variant, a restart) keeps that runner's state.
-    Read and replaced under the runner's own report lock (runners/_loop.py `_report_lock`).
+    Read and replaced under the runner's own report lock (runners/_report.py `_report_lock`).
     """
     path = Path(out_dir) / report_name
     if not path.is_file():

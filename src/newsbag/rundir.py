@@ -5,13 +5,16 @@ names; whether an output found there is current is `freshness`'s question.
 
     RUN/manifests/pages.jsonl           the run's membership: every page of every call
     RUN/config.resolved.json            the config each stage last ran with (`config_record`)
+    RUN/recommended.json                the variant pinned as recommended, and by whom (`pin_path`)
     RUN/outputs/sources/<stage>/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/<variant>/<page_id>.json, _failed/<page_id>.json
     RUN/outputs/fusion/_metrics/<page_id>.json, _members/<page_id>.json, summary.json, *.tsv
+    RUN/outputs/tuning/{trials,folds,pages}.tsv, summary.json   what `newsbag tune` tried and decided
     RUN/outputs/transcripts/<variant>/<page_id>.{json,txt}, transcripts.jsonl, _lines/, _plan/
     RUN/review/pages/<page_id>/{scan.*, thumb.jpg, data.js, info.json | failed.json}, index.html, scores.tsv
     RUN/exports/{page-xml,alto}/<layer>/<page_id>.xml, coco/<layer>.json
     RUN/outputs/_inputs/{export,transcription}/<layer>/<page_id>.json   what those outputs were made from
+    RUN/outputs/_inputs/transcription/<variant>.index.json             the size transcripts.jsonl was written with
     RUN/logs/failures.jsonl             one line per page failure of any stage
     RUN/reports/run_<stages>.json       one report per kind of call
     RUN/cache/images/                   8-bit copies of pages the models cannot read as they are
@@ -34,10 +37,10 @@ __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "SHARED_DIR",
     "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir",
     "fused_dir", "discover_fused", "drop_shared_passes", "runner_folders", "evaluation_dir",
-    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "review_dir", "review_page_dir",
+    "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "discover_transcripts", "review_dir", "review_page_dir",
     "reviewed_pages",
-    "exports_dir", "inputs_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
-    "config_record", "config_to_run", "update_config_record", "failure_path", "not_started_path",
+    "exports_dir", "inputs_record_path", "index_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
+    "config_record", "pin_path", "tuning_dir", "config_to_run", "update_config_record", "failure_path", "not_started_path",
     "is_run_dir", "has_run_state", "manifest_page_ids", "members",
 ]
 
@@ -56,7 +59,7 @@ def source_dir(run_dir: Path, stage: str, variant: str) -> Path:
     return sources_root(run_dir) / stage / variant
 
 
-SHARED_DIR = "_shared"  # runners/_loop.py SHARED_DIR: one model pass shared by a stage's variants
+SHARED_DIR = "_shared"  # runners/_shared.py SHARED_DIR: one model pass shared by a stage's variants
 
 
 def drop_shared_passes(run_dir: Path, stage: str, page_ids: Iterable[str]) -> int:
@@ -171,6 +174,11 @@ def transcript_dir(run_dir: Path, variant: str) -> Path:
     return Path(run_dir) / "outputs" / "transcripts" / variant
 
 
+def discover_transcripts(run_dir: Path) -> list[str]:
+    """Names of the fused variants that have a transcript folder, sorted."""
+    return [p.name for p in _subdirs(transcript_dir(run_dir, "_").parent)]
+
+
 def members_table_path(run_dir: Path, page_id: str) -> Path:
     """Fusion's per-page member table: every source box of the page once; fused regions index it."""
     return fusion_dir(run_dir) / "_members" / f"{page_id}.json"
@@ -204,6 +212,12 @@ def inputs_record_path(run_dir: Path, stage: str, layer: str, page_id: str) -> P
     return Path(run_dir) / "outputs" / "_inputs" / stage / layer / f"{page_id}.json"
 
 
+def index_record_path(run_dir: Path, stage: str, layer: str) -> Path:
+    """What a stage's run-level output of a layer (transcripts.jsonl) was written as, beside its
+    pages' input records (`inputs_record_path`): a page id names no file here."""
+    return Path(run_dir) / "outputs" / "_inputs" / stage / f"{layer}.index.json"
+
+
 def logs_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "logs"
 
@@ -230,6 +244,16 @@ def config_record(run_dir: Path) -> Path:
     A call given no --config runs with it (`config_to_run`), and `status` checks outputs by it.
     """
     return Path(run_dir) / "config.resolved.json"
+
+
+def pin_path(run_dir: Path) -> Path:
+    """RUN/recommended.json: the fused variant ``recommend`` or ``tune`` pinned (`fusion.pin`)."""
+    return Path(run_dir) / "recommended.json"
+
+
+def tuning_dir(run_dir: Path) -> Path:
+    """RUN/outputs/tuning/: every trial and fold of the last `newsbag tune`, and its decision."""
+    return Path(run_dir) / "outputs" / "tuning"
 
 
 def config_to_run(run_dir: Path, config_path: Path | None) -> Path | None:

@@ -17,7 +17,7 @@ __all__ = [
 
 EXIT_MISSING_DEPENDENCY = 3
 EXIT_DEVICE_UNAVAILABLE = 5
-EXIT_CONTEXT_LOST = 8  # runners/_loop.py: a sticky CUDA error; a fresh runner does the rest
+EXIT_CONTEXT_LOST = 8  # runners/_errors.py: a sticky CUDA error; a fresh runner does the rest
 
 
 def describe_exit(code: int) -> str:

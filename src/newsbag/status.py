@@ -9,8 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from . import builtin, freshness, liveness, rundir
-from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, checked_builtin_options, load_config, read_config_json
+from . import builtin, freshness, liveness, rundir, upstream
+from .config import (DEFAULT_MAX_EMPTY_SHARE, ModelStage, PipelineConfig, checked_builtin_options, load_config,
+                     read_config_json)
 from .errors import ConfigError
 from .failures import not_started
 from .io import read_json
@@ -18,7 +19,7 @@ from .rundir import FAILED_DIR, discover_sources, sources_root
 from .manifest import read_pages, read_rejected, scan_changes
 from .reports import source_reports
 
-__all__ = ["collect_status", "status_lines"]
+__all__ = ["builtin_options", "collect_status", "status_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +76,43 @@ def _recorded_stages(record: Path) -> list[dict]:
     return stages
 
 
-def _recorded_sources(record: Path) -> dict[str, tuple[ModelStage, str]]:
-    """"<stage>/<variant>" -> (stage, variant) of the recorded config's model stages: what their
-    pages' fingerprints are computed by. {} without a record, or with one that no longer loads (a
-    runner or its tool.json gone): pages then count as done by their file alone, and the log says why."""
+def builtin_options(run_dir: Path) -> dict[str, dict]:
+    """kind -> the options `newsbag fuse` / `review` / `transcribe` / `export` run with: the first
+    stage of the kind in the run's recorded config (`PipelineConfig.builtin`); a kind it has not
+    is left out (its defaults)."""
+    record = rundir.config_record(run_dir)
+    options: dict[str, dict] = {}
+    for stage in _recorded_stages(record):
+        if stage.get("kind") in builtin.REGISTRY and stage["kind"] not in options:
+            options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
+    return options
+
+
+def _recorded_config(record: Path) -> PipelineConfig | None:
+    """The recorded config: what source pages' fingerprints are computed by, and the order its
+    stages run in. None without a record, or with one that no longer loads (a runner or its
+    tool.json gone): source pages then count as done by their file alone, and the log says why."""
     if not record.exists():
-        return {}
+        return None
     try:
-        config = load_config(record)
+        return load_config(record)
     except ConfigError as exc:
         log.warning("status: source pages counted without checking their fingerprints: %s", exc)
-        return {}
-    return {f"{s.name}/{v}": (s, v) for s in config.stages if isinstance(s, ModelStage) for v in s.variants}
+        return None
+
+
+def _builtin_status(run_dir: Path, records: list, options: dict[str, dict], config: PipelineConfig | None,
+                    redo: dict[str, set[str]]) -> dict[str, list[dict]]:
+    """Each builtin kind's outputs (`builtin.stage_outputs`) over `records` in manifest order (as the
+    stages aggregate over them, `rundir.members`), with the pages whose inputs the next run redoes
+    first counted stale in the recorded config's order (`upstream.carry_upstream`; `redo`: the pages
+    each source computes), and the kinds the config lacks left out (`_configured`); `options`:
+    `builtin_options`."""
+    outputs = {kind: builtin.stage_outputs(kind, run_dir, records, options.get(kind, {})) for kind in builtin.kinds()}
+    order = upstream.stage_order(config.stages) if config is not None else []
+    outputs = upstream.carry_upstream(order, redo, outputs, [r.page_id for r in records])
+    return {kind: _configured([o.row() for o in rows], kind in options or not rundir.config_record(run_dir).exists())
+            for kind, rows in outputs.items()}
 
 
 def _degenerate_sources(fusion: dict) -> dict[str, dict]:
@@ -108,6 +134,17 @@ def _not_started(run_dir: Path, source: str) -> dict | None:
             "started": bool(record.get("started")), "at": record.get("at")}
 
 
+def _configured(outputs: list[dict], configured: bool) -> list[dict]:
+    """A builtin stage's `outputs` as status shows them: all of them when the run's config has the
+    stage (or the run records none), else only those a call of it made (a `newsbag review` run on
+    its own), said to be outside the config: a stage the config lacks has no pages pending."""
+    if configured:
+        return outputs
+    note = "not in the run's config"
+    return [{**o, "note": f"{o['note']}; {note}" if o["note"] else note}
+            for o in outputs if o["done"] or o["stale"] or o["failed"]]
+
+
 def collect_status(run_dir: Path) -> dict:
     """Counts per source, and per builtin stage kind of the registry its outputs (`builtin.Outputs`:
     fused variants, review boards, transcripts, exports) under ``builtin``; failures with their
@@ -122,18 +159,17 @@ def collect_status(run_dir: Path) -> dict:
     ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    # The options `newsbag fuse` / `review` / `transcribe` / `export` run with: the first stage of the kind in the
-    # recorded config (`PipelineConfig.builtin`), the kind's defaults without one.
-    options: dict[str, dict] = {}
+    options = builtin_options(run_dir)   # a record that is no config fails here, in one line
     record = rundir.config_record(run_dir)
     for stage in _recorded_stages(record):
-        if stage.get("kind") in builtin.REGISTRY and stage["kind"] not in options:
-            options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
     found = set(discover_sources(run_dir))
-    recorded = _recorded_sources(record)
+    config = _recorded_config(record)
+    recorded = {f"{s.name}/{v}": (s, v) for s in (config.stages if config else ()) if isinstance(s, ModelStage)
+                for v in s.variants}
+    redo: dict[str, set[str]] = {}   # the pages each source computes next
     sha = {p.page_id: p.image_sha256 for p in records}
     fusion = rundir.fusion_summary(run_dir)
     degenerate = _degenerate_sources(fusion)
@@ -146,8 +182,9 @@ def collect_status(run_dir: Path) -> dict:
         reports = [r["pages"] for r in by_name.values()]
         if name in recorded:   # by the rule a run skips pages by
             stage, variant = recorded[name]
-            done = freshness.current_source_pages(folder, {p: stage.page_fingerprint(variant, sha[p]) for p in present},
-                                               reports)
+            prints = {p: stage.page_fingerprint(variant, sha[p]) for p in ids}
+            done = freshness.current_source_pages(folder, {p: prints[p] for p in present}, reports)
+            redo[name] = upstream.source_redo(folder, prints, done)
         else:
             done = present
         failed_files = {p.stem: p for p in (folder / FAILED_DIR).glob("*.json") if not p.name.endswith(".invalid.json")}
@@ -171,8 +208,7 @@ def collect_status(run_dir: Path) -> dict:
                         "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
-    in_order = sorted(records, key=lambda r: r.page_id)
-    stages = {kind: builtin.stage_status(kind, run_dir, in_order, options.get(kind, {})) for kind in builtin.kinds()}
+    stages = _builtin_status(run_dir, records, options, config, redo)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     changed, missing = scan_changes(run_dir, records)
     by_kind: dict[str, int] = {}
@@ -196,6 +232,8 @@ def status_lines(info: dict, job_note: Callable[[str], str]) -> list[str]:
         lines += _source_lines(s, note)
     for kind, outputs in info["builtin"].items():
         lines += [_counts_line(f"{kind}/{o['name']}", o) for o in outputs]
+        if builtin.get(kind).command and any(o["stale"] or not o["whole"] for o in outputs):
+            lines.append(f"      run {builtin.update_command(kind, info['run_dir'])} to bring them up to date")
     return lines
 
 

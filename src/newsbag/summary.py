@@ -6,13 +6,19 @@ from pathlib import Path
 
 from . import rundir
 
-__all__ = ["call_summary", "summary_lines"]
+__all__ = ["call_summary", "summary_lines", "DEGENERATE_MEANS"]
+
+# What a degenerate member (`fusion.degenerate`) means for the person reading the summary.
+DEGENERATE_MEANS = ("it failed on those pages without saying so (one page-sized box, or almost no text, where the "
+                    "other members find dozens of regions); its boxes there are no layout, so read its scores with "
+                    "care, or leave it out of the config")
 
 
 def call_summary(command: str, run_dir: Path, summary) -> dict:
     """The facts a call ends with: its page counts and times (`summary`, a `pipeline.RunSummary`),
-    then what the run dir now holds: fusion's recommendation and best source, and the gallery,
-    exports and transcripts to open."""
+    then what the run dir now holds: fusion's recommendation and best source, the gallery,
+    exports and transcripts to open, and, after a call that transcribed, what shows older text
+    (`text_views.stale_text_views`)."""
     run_dir = Path(run_dir)
     fusion = rundir.fusion_summary(run_dir)
     recommended = None
@@ -33,12 +39,20 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
         "stage_seconds": {k: round(v, 2) for k, v in summary.stage_seconds.items()},
         "recommended": recommended,
         "best_source": None if best is None else {"name": best.get("name"), "score": best.get("score")},
+        "degenerate": fusion.get("degenerate_sources") or {},
         "look_at": {k: str(p) for k, p in look_at.items() if _has_files(p)},
         "sources": [o.to_json() for o in summary.sources],
         "builtin": {k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list)}
                     for k, v in summary.builtin.items()},
         "errors": summary.errors,
+        "stale": _stale_text(run_dir) if "transcription" in summary.builtin_kinds else [],
     }
+
+
+def _stale_text(run_dir: Path) -> list[dict]:
+    from .text_views import stale_text_views   # the export and review rules: only after a call that transcribed
+
+    return stale_text_views(run_dir)
 
 
 def summary_lines(facts: dict) -> list[str]:
@@ -55,12 +69,22 @@ def summary_lines(facts: dict) -> list[str]:
                      + (f" ({stages})" if stages else ""))
         if facts["recommended"] is not None:
             lines.append(_recommendation(facts["recommended"], facts["best_source"]))
+        lines += [f"degenerate member {name} on {d.get('pages')} of {facts['pages']} page(s), e.g. {d.get('example')}: "
+                  + DEGENERATE_MEANS for name, d in sorted((facts.get("degenerate") or {}).items())]
     where = facts["look_at"]
     parts = [str(where["gallery"])] if "gallery" in where else []
     parts += [f"{name} in {where[name]}" for name in ("exports", "transcripts") if name in where]
     if parts:
         lines.append("look at: " + "; ".join(parts))
+    lines += [f"stale: {_what(o)}: run {o['command']}" for o in facts.get("stale") or ()]
     return lines
+
+
+def _what(stale: dict) -> str:
+    """What a `text_views.stale_text_views` entry says is stale."""
+    if stale["pages"] is None:
+        return "the gallery links older transcripts"
+    return f"{stale['output']} shows older text on {stale['pages']} page(s)"
 
 
 def _recommendation(recommended: dict, best: dict | None) -> str:
@@ -69,7 +93,7 @@ def _recommendation(recommended: dict, best: dict | None) -> str:
     if not recommended["variant"]:
         return f"recommended: none (no fused variant has a score){best_text}"
     by = recommended["by"]
-    why = "pinned by the config" if by == "config" else "highest score" if by == "score" else by
+    why = {"config": "pinned by the config", "user": "pinned by the user", "score": "highest score"}.get(by, by)
     return f"recommended: {recommended['variant']} ({why}{_score(recommended['score'], ', score {}')}){best_text}"
 
 

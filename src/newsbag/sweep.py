@@ -1,6 +1,6 @@
 """Overlapping pairs of axis-aligned (N, 4) xyxy boxes by sort and sweep: their intersection
 areas, and how many overlap counted in bounded memory (the pile bound every page reader
-enforces, `io.read_page`). Numpy only, so the readers below fusion can use it."""
+enforces, `page_reader.read_page`). Numpy only, so the readers below fusion can use it."""
 
 from __future__ import annotations
 

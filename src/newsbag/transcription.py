@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from . import freshness, rundir
+from . import freshness, rundir, transcript_files
 from .builtin import Outputs
 from .errors import InputError, RunDirError, first_line, page_failure
 from .failures import record_failures
 from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
 from .contract import boxes_from_page
-from .io import atomic_write_text, read_json, read_page, write_json
+from .io import read_json, write_json
 from .manifest import read_pages
+from .page_reader import read_page
 from .resources import runners_dir
-from .revisions import revision, why_stale
+from .revisions import revision
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
 from .fusion.order import spans_columns
 from .recognizer_choice import usable_recognizer
-from .transcript_index import index_is_current, write_search_index
 from .transcript_resolution import ResolutionCheck
 from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,
                          take_block_text)
@@ -254,6 +254,7 @@ class _PageInputs:
     fused_identity: list[int] | None  # None: fusion failed on the page or never ran
     fingerprint: str
     current: bool                    # never with ``force``
+    record: dict | None              # the transcript record, when current
 
 
 def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage: ModelStage
@@ -286,10 +287,16 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         lines_path = lines_dir / f"{page_id}.json" if lines_dir else None
         paths = {"fused": str(fused_path), **({"lines": str(lines_path)} if lines_path else {}),
                  **{f"block:{name}": str(folder / f"{page_id}.json") for name, folder in block_dirs}}
-        idents, stale = freshness.identify_by_record(
-            paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id),
-            lambda idents: force or not _is_current(out_dir / f"{page_id}.json", made_from(idents)), write=write)
-        return _PageInputs(fused_path, lines_path, idents.get("fused"), made_from(idents), not stale)
+        found: dict = {}
+
+        def stale(idents: dict) -> bool:
+            found["record"] = None if force else transcript_files.read_record(out_dir / f"{page_id}.json")
+            return found["record"] is None or found["record"].get("fingerprint") != made_from(idents)
+
+        idents, left = freshness.identify_by_record(
+            paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id), stale, write=write)
+        return _PageInputs(fused_path, lines_path, idents.get("fused"), made_from(idents), not left,
+                           None if left else found["record"])
 
     return inputs
 
@@ -297,6 +304,9 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
 def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
     """Transcripts that are current, stale, failed or not read yet (pending), by the rule
     `run_transcription` skips pages by (what it counts stale is what the next call reads again).
+
+    A page is done while its record is current and its ``.txt`` whole; the variant's outputs are
+    ``whole`` while transcripts.jsonl is (`transcript_files.index_is_current`).
 
     Returns:
         One `builtin.Outputs`, named by the variant read; none when the stage has no transcript
@@ -314,48 +324,29 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
-    for page_id in (r.page_id for r in records):
-        if page_id in written and inputs(page_id, write=False).current:
+    ids, done = [r.page_id for r in records], set()
+    for page_id in ids:
+        page = inputs(page_id, write=False) if page_id in written else None
+        if page is not None and page.current and transcript_files.text_holds(out_dir, page_id, page.record):
             counts["done"] += 1
+            done.add(page_id)
         elif page_id in failed:
             counts["failed"] += 1
-        elif page_id in written:
+        elif page is not None:
             counts["stale"] += 1
-            reasons[_why_stale(out_dir / f"{page_id}.json")] += 1
+            reasons[transcript_files.TEXT_LOST if page.current
+                    else transcript_files.why_stale_record(out_dir / f"{page_id}.json")] += 1
         else:
             counts["pending"] += 1
-    return [Outputs(variant, **counts, reasons=dict(reasons.most_common()))]
-
-
-def _why_stale(path: Path) -> str:
-    """Why a transcript found not current is stale: the assembly code revision it records, else what changed."""
-    try:
-        made = read_json(path).get("revision")
-    except (OSError, ValueError, AttributeError):
-        return "its transcript file is unreadable"
-    return why_stale("transcription", made) or "its fused page, lines or recogniser changed"
-
-
-def _is_current(path: Path, fingerprint: str) -> bool:
-    try:
-        return read_json(path).get("fingerprint") == fingerprint
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _drop_transcript(out_dir: Path, page_id: str) -> bool:
-    """Remove a page's transcript files; whether it had one (the search index then changes)."""
-    had = (out_dir / f"{page_id}.json").exists()
-    for suffix in (".json", ".txt"):
-        (out_dir / f"{page_id}{suffix}").unlink(missing_ok=True)
-    return had
+    whole = transcript_files.index_is_current(run_dir, variant, ids)
+    read_from = (f"fusion:{variant}", *(f"source:{s}" for s in (params.lines_source, *params.block_text_sources) if s))
+    return [Outputs(variant, **counts, reasons=dict(reasons.most_common()), whole=whole,
+                    note="" if whole else f"{transcript_files.INDEX} out of date (rerun newsbag transcribe)",
+                    inputs=read_from, done_pages=frozenset(done))]
 
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
-    record = _transcript(plan, lines, variant)
-    # A transcript read again the same (`--force`) is left as it is: export checks it by identity.
-    atomic_write_text(out_dir / f"{page_id}.txt", record["text"] + "\n", keep_same=True)
-    write_json(out_dir / f"{page_id}.json", record, keep_same=True)
+    transcript_files.write_transcript(out_dir, page_id, _transcript(plan, lines, variant))
 
 
 class _Transcription:
@@ -390,6 +381,7 @@ class _Transcription:
         page with nothing left to recognise is written, a page that cannot be planned failed)."""
         inputs = self.inputs(page_id, force=force)
         if inputs.current:
+            transcript_files.restore_text(self.out_dir, page_id, inputs.record)
             self.summary["skipped"] += 1
             if self.progress:
                 self.progress(page_id, "skipped")
@@ -401,7 +393,7 @@ class _Transcription:
         except Exception as exc:  # noqa: BLE001 - the page boundary
             # fusion failed (or never ran): no text of an older layout passes as current
             if inputs.fused_identity is None:
-                self.dropped = _drop_transcript(self.out_dir, page_id) or self.dropped
+                self.dropped = transcript_files.drop_transcript(self.out_dir, page_id) or self.dropped
             self.settle(page_id, _page_error(page_id, exc))
             return False
         plan = _plan_record(page_plan, inputs.fingerprint)
@@ -446,9 +438,10 @@ class _Transcription:
     def index(self, page_ids: Iterable[str]) -> None:
         """Rebuild the search index when a transcript changed (a no-change rerun over 100k pages
         must not reread every transcript) or it is older than one of `page_ids`' transcripts."""
-        if not (self.summary["ok"] or self.dropped or not index_is_current(self.out_dir, page_ids)):
+        if not (self.summary["ok"] or self.dropped
+                or not transcript_files.index_is_current(self.run_dir, self.variant, page_ids)):
             return
-        self.summary["articles"], left_out = write_search_index(self.run_dir, self.variant)
+        self.summary["articles"], left_out = transcript_files.write_search_index(self.run_dir, self.variant)
         failed = {f["page_id"] for f in self.summary["failures"]}
         for failure in left_out:   # pages this call may not have selected: no progress line
             if failure["page_id"] not in failed:

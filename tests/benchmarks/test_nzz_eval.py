@@ -6,6 +6,7 @@ import pytest
 
 from nbtest import REPO, make_boxes
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG
+from newsbag.groundtruth import gt_page
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def _page():
     pages = {"text_lines/blocks": make_boxes([[50, 100, 950, 400]], source="text_lines/blocks", score=0.99),
              "text_lines/lines": make_boxes(lines, label="text_line", source="text_lines/lines", score=0.99),
              "tesseract/paragraphs": make_boxes(cols, source="tesseract/paragraphs")}
-    ann = {"width": 1000, "height": 1000, "regions": [{"bbox_xyxy": c, "label": "text"} for c in cols]}
+    ann = gt_page("p.json", "p.png", 1000, 1000, [{"bbox_xyxy": c, "label": "text", "raw": "text"} for c in cols])
     return pages, {"page_id": "p"}, ann
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -249,7 +250,7 @@ def test_sources_and_variant_choice(run):
     ({"formats": "coco"}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got 'coco'"),
     ({"formats": []}, "export stage: formats must be a list of page-xml, alto, coco (at least 1), got []"),
     ({"sources": "yes"}, "sources must be true or false"),
-    ({"variant": ["V1"]}, "unknown key(s) variant"),
+    ({"variant": ["V1"]}, "unknown key 'variant'; did you mean 'variants'?"),
 ])
 def test_bad_options_are_refused(cfg, message):
     with pytest.raises(ValueError) as exc:
@@ -421,7 +422,7 @@ def test_streamed_coco_is_the_coco_dataset_of_its_pages(run):
     """The file written page by page is, byte for byte, `coco_dataset` of the same pages as one JSON."""
     from newsbag.export.coco import coco_dataset
     from newsbag.export.layout import ExportInfo
-    from newsbag.io import read_page
+    from newsbag.page_reader import read_page
 
     ids = _more_pages(run, 4)
     (run / "outputs" / "fusion" / "V1" / "p3.json").write_text('{"page_id": "p3", "regions": [')  # left out
@@ -539,7 +540,7 @@ def test_a_writer_revision_bump_redoes_that_format_only(run, monkeypatch):
     for fmt, expected in (("alto", {"alto/fusion/V1/p1.xml", "alto/fusion/V1/p2.xml"}),
                           ("coco", {"coco/fusion/V1.json"})):
         now = revisions.REVISIONS[f"export/{fmt}"]
-        monkeypatch.setitem(revisions.REVISIONS, f"export/{fmt}", revisions.Revision(now.number + 1, now.code))
+        monkeypatch.setitem(revisions.REVISIONS, f"export/{fmt}", dataclasses.replace(now, number=now.number + 1))
         result = _export(run)
         changed = {f.relative_to(run / "exports").as_posix() for f in files if f.stat().st_mtime_ns != stamps[f]}
         assert changed == expected
@@ -559,7 +560,7 @@ def test_status_counts_exports_and_says_a_new_writer_revision_makes_them_stale(r
     (layer,) = export_status(run, read_pages(run), {})
     assert (layer.name, layer.done, layer.stale, layer.pending, layer.whole) == ("fusion/V1", 2, 0, 0, True)
     now = revisions.REVISIONS["export/alto"]
-    monkeypatch.setitem(revisions.REVISIONS, "export/alto", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "export/alto", dataclasses.replace(now, number=now.number + 1))
     (layer,) = export_status(run, read_pages(run), {})
     assert (layer.done, layer.stale) == (0, 2)
     assert layer.reasons == {f"made by export/alto code revision {now.number}, now {now.number + 1}": 2}
@@ -614,7 +615,7 @@ def test_warnings_of_worker_processes_reach_the_handlers_of_the_call(run, capsys
     assert code == 0, err
     repaired = [r for r in caplog.records if "repaired boxes: clipped_box 1" in r.getMessage()]
     assert [(r.levelname, r.name, r.processName != "MainProcess") for r in repaired] == [
-        ("WARNING", "newsbag.io", True)]
+        ("WARNING", "newsbag.page_reader", True)]
     caplog.clear()
     code, _, err = run_cli(capsys, "export", "--run-dir", run, "--workers", "2", "--force", "-l", "error")
     assert code == 0, err

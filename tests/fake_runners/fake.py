@@ -27,7 +27,10 @@ if "importerror" in os.environ.get("FAKE_MODES", ""):
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runners"))
 
+import _errors  # noqa: E402
 import _loop  # noqa: E402
+import _regions  # noqa: E402
+import _writes  # noqa: E402
 
 
 class Detector:
@@ -40,15 +43,15 @@ class Detector:
         if os.environ.get("FAKE_BREAK_ON_RESTART") and Path(os.environ["FAKE_BREAK_ON_RESTART"]).exists():
             raise RuntimeError("CUDA error: an illegal memory access was encountered (after a restart)")
         if params["mode"] == "missing":
-            raise _loop.MissingDependency("fakelib is not installed")
+            raise _errors.MissingDependency("fakelib is not installed")
         if params["mode"] == "nogpu" and not allow_cpu_fallback:
-            raise _loop.DeviceUnavailable("no CUDA device")
+            raise _errors.DeviceUnavailable("no CUDA device")
         if params["mode"] == "setupfail":
             raise RuntimeError("CUDA error: initialization error")
         if params["mode"] == "garbage":
-            _loop.atomic_write_json = self._garbage_writer(_loop.atomic_write_json)
+            _writes.atomic_write_json = self._garbage_writer(_writes.atomic_write_json)
         if params["mode"] == "torn":
-            _loop.atomic_write_json = self._torn_writer(_loop.atomic_write_json)
+            _writes.atomic_write_json = self._torn_writer(_writes.atomic_write_json)
         if int(params.get("batch_size") or 1) > 1:
             self.detect_batch = self._detect_batch
 
@@ -63,7 +66,7 @@ class Detector:
     def _torn_writer(self, real):
         def write(path, obj, **kwargs):
             if isinstance(obj, dict) and "regions" in obj and self._hit(obj["page_id"]):
-                fd, _ = _loop._open_temp(Path(path))
+                fd, _ = _writes._open_temp(Path(path))
                 os.write(fd, b'{"page_id": ')
                 os.kill(os.getpid(), signal.SIGKILL)
             real(path, obj, **kwargs)
@@ -97,7 +100,7 @@ class Detector:
             if mode == "exit0":
                 sys.exit(0)
             if mode == "empty":
-                return _loop.NoRegions("no layout block in the answer 'I cannot read this page'")
+                return _regions.NoRegions("no layout block in the answer 'I cannot read this page'")
         w, h = page["width"], page["height"]
         return [{"bbox_xyxy": [1, 1, w / 2, h / 2], "label": "text", "score": 0.9},
                 {"bbox_xyxy": [w / 2, h / 2, w - 1, h - 1], "label": "mystery", "score": 0.5}]

@@ -15,7 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "runners"))
 
+import _events  # noqa: E402
 import _loop  # noqa: E402
+import _regions  # noqa: E402
+import _writes  # noqa: E402
 
 GARBAGE = [
     "@@newsbag [1,2]",
@@ -47,14 +50,14 @@ class Detector:
         self.device_used = "cpu"
         self.info = {"model": "liar-1"}
         if self.mode == "lie":
-            _loop.clean_regions = lambda regions, w, h, label_map: (
+            _regions.clean_regions = lambda regions, w, h, label_map: (
                 [{**r, "class": "text"} for r in regions], {})
-            _loop.atomic_write_json = self._raw_writer(_loop.atomic_write_json)
+            _writes.atomic_write_json = self._raw_writer(_writes.atomic_write_json)
         if self.mode == "truncate":
-            _loop.emit = self._done_truncator(_loop.emit)
+            _events.emit = self._done_truncator(_events.emit)
         if self.mode == "skip":
-            _loop.atomic_write_json = self._no_page_writer(_loop.atomic_write_json)
-            _loop.emit = self._skip_claimer(_loop.emit)
+            _writes.atomic_write_json = self._no_page_writer(_writes.atomic_write_json)
+            _events.emit = self._skip_claimer(_events.emit)
 
     @staticmethod
     def _raw_writer(real):
@@ -85,7 +88,7 @@ class Detector:
             if event != "done":
                 return real(event, **fields)
             text = json.dumps({"event": event, **fields})
-            print(_loop.EVENT_PREFIX + text[:len(text) // 2], flush=True)
+            print(_events.EVENT_PREFIX + text[:len(text) // 2], flush=True)
         return emit
 
     def detect(self, image_path, page):

@@ -5,7 +5,7 @@ image, a table and a page number, with text lines inside every text and title bl
 merged across a gutter). Every source sees that layout its own way: paragraph or column
 granularity, jittered corners, dropped and false boxes, its own raw labels, no scores
 (MinerU), a page-sized "figure" on a page it failed, and lying boxes (off the page,
-inverted, a null coordinate) that `contract.repair_regions` mends.
+inverted, a null coordinate) that `page_repair.repair_regions` mends.
 """
 
 from __future__ import annotations

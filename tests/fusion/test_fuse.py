@@ -346,7 +346,7 @@ def test_consensus_on_take_sources_boxes_is_the_consensus_on_fresh_copies(tmp_pa
     from synthetic_run import TORCH_SOURCES, write_synthetic_run
 
     from newsbag.fusion.geometry import self_pairs, subset_pairs
-    from newsbag.io import read_source_boxes
+    from newsbag.page_reader import read_source_boxes
 
     run = write_synthetic_run(tmp_path, TORCH_SOURCES, ["p"])
     parts = [read_source_boxes(f, "p", f"{f.parts[-3]}/{f.parts[-2]}")[0]

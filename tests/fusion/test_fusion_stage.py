@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from newsbag.fusion.stage import run_fusion
-from newsbag.io import read_page
+from newsbag.page_reader import read_page
 from newsbag.rundir import discover_sources
 
 from nbtest import run_cli, write_manifest
@@ -734,7 +735,7 @@ def test_a_new_fusion_method_revision_redoes_exactly_its_variants_and_status_say
     fused = run / "outputs/fusion"
     before = {p.relative_to(fused).as_posix(): p.stat().st_mtime_ns for p in fused.glob("[!_]*/p*.json")}
     now = revisions.REVISIONS["fusion/consensus"]
-    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", dataclasses.replace(now, number=now.number + 1))
 
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
     assert code == 0, err

@@ -104,7 +104,7 @@ def test_text_line_pairs_are_the_query_pairs_of_each_sources_text(tmp_path):
     from newsbag.contract import Boxes
     from newsbag.fusion.geometry import cross_pairs, self_pairs
     from newsbag.fusion.metrics import _page_metrics, _textlike, text_line_pairs
-    from newsbag.io import read_source_boxes
+    from newsbag.page_reader import read_source_boxes
 
     run = write_synthetic_run(tmp_path, TORCH_SOURCES, ["p"])
     pool = Boxes.concat([read_source_boxes(f, "p", f"{f.parts[-3]}/{f.parts[-2]}")[0]

@@ -2,7 +2,7 @@
 
 The fixed synthetic runs of `synthetic_run` (the Torch bag's sources and the embedded bag's) go
 through `run_fusion` with each shipped config's fusion section; every fused page, read back as
-readers see it (`io.read_page`: members resolved), is digested per variant together with the
+readers see it (`page_reader.read_page`: members resolved), is digested per variant together with the
 leaderboards and per-page metric tables, and compared with `pinned_output.json`.
 
 When a change to fusion's *algorithm* (not its speed) is intended, regenerate and commit the
@@ -24,7 +24,7 @@ from synthetic_run import LOCAL_SOURCES, TORCH_SOURCES, write_synthetic_run
 
 from newsbag.config import BuiltinStage, load_config, to_jsonable
 from newsbag.fusion.stage import run_fusion
-from newsbag.io import read_page
+from newsbag.page_reader import read_page
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = Path(__file__).with_name("pinned_output.json")

@@ -33,15 +33,15 @@ def test_embedded_config_ships_the_recipes_as_defined():
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"variantz": {}}, "unknown key(s) ['variantz']"),
+    ({"variantz": {}}, "unknown key 'variantz'; did you mean 'variants'?"),
     ({"variants": {"A": {"sources": ["*"], "method": "vote"}}}, "method must be one of"),
     ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vot": 2}}}},
-     "fusion.variants.A.params: unknown key(s) vot; allowed: col_gap, col_min_lines"),
+     "fusion.variants.A.params: unknown key 'vot'; did you mean 'vote'? (known: col_gap, col_min_lines"),
     ({"variants": {"A": {"sources": "*", "method": "consensus"}}}, "sources must be a list of strings"),
     ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"t_iou": 2}}}}, "t_iou must be a number in [0, 1], got 2"),
     ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"vote": 0}}}}, "vote must be a whole number >= 1, got 0"),
     ({"variants": {"A": {"sources": ["*"], "method": "best_single", "params": {"vote": 1}}}},
-     "unknown key(s) vote; allowed: none"),
+     "unknown key 'vote' (known: none)"),
     ({"variants": {}, "recommended": "X"}, "fusion.recommended 'X' is not a variant"),
     ({"variants": {"a/b": {"sources": ["*"], "method": "consensus"}}}, "plain folder names"),
     ({"variants": {"A": {"sources": ["*"], "method": "consensus", "params": {"solo_min_size": 3}}}},

@@ -48,3 +48,22 @@ def test_no_review_folder_no_evaluation_js(review_run):  # noqa: F811
     review_kit.write_evaluation(review_run, MEASURES, SCORES, GT)
     assert write_evaluation_data(review_run) is None
     assert not (review_run / "review").exists()
+
+
+def test_the_last_tuning_goes_to_the_gallery_beside_the_ground_truth(review_run):  # noqa: F811
+    review_kit.write_evaluation(review_run, MEASURES, SCORES, GT)
+    (review_run / "review").mkdir()
+    assert _read(write_evaluation_data(review_run))["tuning"] is None      # tune has not run
+    folds = [{"fold": 0, "train_pages": 1, "test_pages": 1, "tuned_iou_f1": 0.7, "current_iou_f1": 0.6},
+             {"fold": 1, "train_pages": 1, "test_pages": 1, "tuned_iou_f1": 0.5, "current_iou_f1": 0.5}]
+    gain = {"mean": 0.05, "low": 0.0, "high": 0.1}
+    verdict = "kept the current recommendation: on 2 pages the held-out gain +0.050 (95% CI +0.000..+0.100) ..."
+    (review_run / "outputs" / "tuning").mkdir(parents=True)
+    (review_run / "outputs" / "tuning" / "summary.json").write_text(json.dumps(
+        {"verdict": verdict, "gain": gain, "pages": 2, "adopted": False, "folds": folds, "tuned": None}))
+    tuning = _read(write_evaluation_data(review_run))["tuning"]
+    assert tuning == {"verdict": verdict, "gain": gain, "pages": 2, "adopted": False,
+                      "folds": [{k: f[k] for k in ("fold", "test_pages", "tuned_iou_f1", "current_iou_f1")}
+                                for f in folds],
+                      "line": f"newsbag tune: {verdict}. Held-out folds (text IoU-F1, tuned vs current): "
+                              "fold 0, 1 pages: 0.700 vs 0.600; fold 1, 1 pages: 0.500 vs 0.500."}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -216,7 +217,7 @@ def test_which_fused_variants_are_shown(run_kit, summary, variants, expected_pan
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"top_n": 5, "colour": "red"}, "review stage: unknown key(s) colour; allowed: max_board_width, top_n, variants"),
+    ({"top_n": 5, "colour": "red"}, "review stage: unknown key 'colour' (known: max_board_width, top_n, variants)"),
     ({"top_n": 0}, "review stage: top_n must be a whole number >= 1, got 0"),
     ({"top_n": True}, "review stage: top_n must be a whole number >= 1, got True"),
     ({"max_board_width": 100}, "review stage: max_board_width must be a whole number >= 960 (px), got 100"),
@@ -556,7 +557,7 @@ def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_ru
     data = review_run / "review" / "pages" / "p1" / "data.js"
     stamp = data.stat().st_mtime_ns
     now = revisions.REVISIONS["review"]
-    monkeypatch.setitem(revisions.REVISIONS, "review", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "review", dataclasses.replace(now, number=now.number + 1))
     (boards,) = board_status(review_run, read_pages(review_run), CFG)
     assert (boards.done, boards.stale) == (0, 2)
     assert boards.reasons == {f"made by review code revision {now.number}, now {now.number + 1}": 2}
@@ -564,3 +565,17 @@ def test_a_new_review_revision_redraws_every_board_and_status_says_why(review_ru
     assert (again["ok"], again["skipped"]) == (2, 0) and data.stat().st_mtime_ns > stamp
     assert json.loads((data.parent / "info.json").read_text())["revision"] == now.number + 1
     assert board_status(review_run, read_pages(review_run), CFG)[0].done == 2
+
+
+@pytest.mark.parametrize("pinned_rank, says", [(2, True), (1, False)])
+def test_the_leaderboard_says_why_a_pinned_recipe_ranks_below_another_by_the_score(run_kit, pinned_rank, says):
+    other = 3 - pinned_rank
+    rows = sorted([{"rank": pinned_rank, "name": "v1", "recommended": "pinned", "score": 0.5},
+                   {"rank": other, "name": "v9", "recommended": "", "score": 0.9 if other == 1 else 0.1}],
+                  key=lambda r: r["rank"])
+    run = run_kit.build(summary={"recommended_variant": "v1", "variant_leaderboard": rows})
+    run_review(run, list(run_kit.pages), {"top_n": 1})
+    html = (run / "review" / "index.html").read_text()
+    line = f"<b>v1</b> is pinned, yet ranks {pinned_rank} by the"
+    assert (line in html) is says
+    assert html.count("is pinned, yet ranks") == int(says)

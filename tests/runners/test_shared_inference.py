@@ -71,7 +71,7 @@ def test_the_sibling_loads_no_model_when_every_page_has_a_pass(family, harness, 
     """README's bag_bench "model set-up s" of a shared-pass variant is its model load; the second
     variant reads every page's pass, so it loads nothing; without the entry of one page it loads
     once and runs the pass on that page only."""
-    import _loop
+    import _shared
 
     method, variants = STAGES[family]
     cls = getattr(importlib.import_module(family), DETECTOR_CLASSES[family])
@@ -80,7 +80,7 @@ def test_the_sibling_loads_no_model_when_every_page_has_a_pass(family, harness, 
     init, model_pass = cls.__init__, getattr(cls, method)
     monkeypatch.setattr(cls, "__init__", lambda self, *a, **k: loads.append(1) or init(self, *a, **k))
     monkeypatch.setattr(cls, method, lambda self, path: passes.append(path) or model_pass(self, path))
-    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)  # keep the entries
+    monkeypatch.setattr(_shared.SharedModelOutput, "release", lambda self, page_id: None)  # keep the entries
     first, second = variants
     _run_stage(harness, tmp_path / "a", family, {first: variants[first], second: variants[second]}, pages, shared=True)
     assert (len(loads), len(passes)) == (1, len(pages))

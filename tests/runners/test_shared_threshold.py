@@ -104,12 +104,13 @@ def test_a_variant_with_its_own_model_params_runs_its_own_pass(harness, tmp_path
 def test_an_entry_from_a_higher_floor_is_never_read_below_it(harness, tmp_path, monkeypatch):
     """A run interrupted with only {0.5, 0.7} leaves a 0.5-floor entry; adding 0.3 must not read it."""
     import _loop
+    import _shared
     import paddle_layout
 
     page = harness.page_entry(harness.sample_page, "us")
     cls = paddle_layout.PaddleLayoutDetector
     before = {"t05": {}, "t07": {"threshold": 0.7}}
-    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)  # as if killed
+    monkeypatch.setattr(_shared.SharedModelOutput, "release", lambda self, page_id: None)  # as if killed
     assert _loop.run_job(_job("paddle_layout", "t05", {}, [page], tmp_path / "run", before), cls) == 0
     monkeypatch.undo()
     after = {**before, "t03": {"threshold": 0.3}}
@@ -182,13 +183,14 @@ def test_a_sibling_loads_its_model_only_for_pages_without_a_shared_pass(family, 
     have one loads nothing (no model set-up per variant); one page without an entry costs it one
     load and one inference, for that page only; its pages match a solo run's."""
     import _loop
+    import _shared
 
     variants = CASES[family](tmp_path)
     pages = ([harness.page_entry(harness.sample_page, "us")] if family == "paddle_layout" else
              [make_page(tmp_path, "p1", (2000, 1000))])
     pages.append(make_page(tmp_path, "p2", (1000, 2000)))
     cls = getattr(importlib.import_module(family), CLASSES[family])
-    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)  # keep entries
+    monkeypatch.setattr(_shared.SharedModelOutput, "release", lambda self, page_id: None)  # keep entries
     first, second, third = variants
     out = tmp_path / "run"
     loads = _count_loads(monkeypatch, cls)
@@ -217,12 +219,13 @@ def test_a_sibling_whose_late_model_load_fails_keeps_the_pages_it_read(tmp_path,
     """The model a sibling loads for its first page without a pass is gone: the pages read from
     stored passes stay written and reported, the job exits 3 (missing dependency) with a fatal."""
     import _loop
+    import _shared
 
     variants = CASES["dell"](tmp_path)
     pages = [make_page(tmp_path, "p1", (2000, 1000)), make_page(tmp_path, "p2", (1000, 2000))]
     out = tmp_path / "run"
     first, second, _ = variants
-    monkeypatch.setattr(_loop.SharedModelOutput, "release", lambda self, page_id: None)
+    monkeypatch.setattr(_shared.SharedModelOutput, "release", lambda self, page_id: None)
     assert _loop.run_job(_job("dell", first, variants[first], pages, out, variants), _dell_cls()) == 0
     for entry in (out / "dell" / "_shared").rglob("p2.json"):
         entry.unlink()

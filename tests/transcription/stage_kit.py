@@ -62,6 +62,20 @@ def fused_record(pid, regions):
     return page
 
 
+def as_made_by(run, config_path):
+    """The text-line pages of `write_run`, written by hand, as `config_path`'s text_lines stage would
+    have made them (their fingerprints): current, so no run redoes what the transcripts read."""
+    from newsbag.config import load_config
+    from newsbag.manifest import read_pages
+
+    (stage,) = [s for s in load_config(config_path).stages if s.name == "text_lines"]
+    for record in read_pages(run):
+        path = rundir.source_dir(run, "text_lines", "lines") / f"{record.page_id}.json"
+        page = json.loads(path.read_text())
+        page["source"]["fingerprint"] = stage.page_fingerprint("lines", record.image_sha256)
+        path.write_text(json.dumps(page))
+
+
 def write_run(tmp_path, pids=("p1",)):
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)

@@ -91,3 +91,22 @@ def test_the_prediction_is_the_lines_as_read_with_their_hyphens(tmp_path):
     ref = len("Die Zei¬ tung iſt da")
     assert result["cer"] == pytest.approx(2 / ref)        # "=" for "¬", "s" for "ſ"
     assert result["cer_conv"] == 0.0
+
+
+def test_page_xml_ground_truth_gives_its_lines_text_in_its_reading_order(tmp_path):
+    """The reference text from PAGE-XML: TextLine TextEquiv in ReadingOrder, as from the nzz JSON."""
+    run, gt, out = _gt_and_run(tmp_path, (200, 100), (200, 100), [])
+    ns = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2013-07-15"
+    line = '<TextLine id="{0}l"><Coords points="{1}"/><TextEquiv><Unicode>{2}</Unicode></TextEquiv></TextLine>'
+    regions = "".join(f'<TextRegion id="{rid}" type="paragraph"><Coords points="{pts}"/>{line.format(rid, pts, text)}'
+                      "</TextRegion>" for rid, pts, text in (("r", "110,0 200,100", "right"),
+                                                            ("l", "0,0 90,100", "left text")))
+    page = gt / "page" / "a.xml"
+    page.parent.mkdir()
+    page.write_text(f'<PcGts xmlns="{ns}"><Page imageFilename="a.png" imageWidth="200" imageHeight="100">'
+                    '<ReadingOrder><OrderedGroup id="g"><RegionRefIndexed index="0" regionRef="l"/>'
+                    f'<RegionRefIndexed index="1" regionRef="r"/></OrderedGroup></ReadingOrder>{regions}</Page></PcGts>')
+    (out / "a.json").write_text(json.dumps({"page_id": "a", "text": "left text\n\nright", "regions": [
+        {"bbox_xyxy": [0, 0, 90, 100], "text": "left text"}, {"bbox_xyxy": [110, 0, 200, 100], "text": "right"}]}))
+    [result] = evaluate_transcripts(run, gt / "page")
+    assert (result["pages"], result["cer"], result["order"]) == (1, 0.0, 1.0)

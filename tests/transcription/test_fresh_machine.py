@@ -3,6 +3,7 @@ resolution check: a page whose lines are too low for its recogniser is said so, 
 
 import json
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ from PIL import Image
 from newsbag import rundir
 from newsbag.config import load_tool_spec
 from newsbag.resources import runners_dir
-from newsbag.transcription import run_transcription
+from newsbag.manifest import read_pages
+from newsbag.transcription import run_transcription, transcript_status
 from nbtest import REPO, run_cli, write_manifest
 from stage_kit import write_run
 
@@ -67,9 +69,10 @@ def test_a_config_naming_tesseract_reads_with_ppocr_and_says_so_in_one_line(tmp_
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
     assert "harbour" in record["text"].lower() and _outside_latin(record["text"]) == []
     # status checks by the recogniser the call read with: the transcript is current
-    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")   # by the config transcribe recorded
-    (outputs,) = json.loads(out)["builtin"]["transcription"]
-    assert (outputs["done"], outputs["stale"]) == (1, 0)
+    entry = next(s for s in json.loads(Path(config).read_text())["stages"] if s.get("kind") == "transcription")
+    options = {k: v for k, v in entry.items() if k not in ("name", "kind", "default", "description")}
+    (outputs,) = transcript_status(run, read_pages(run), options)
+    assert (outputs.done, outputs.stale) == (1, 0)
 
 
 def _shrink(run, pid: str, scale: float) -> None:

@@ -10,7 +10,8 @@ from newsbag.transcription import run_transcription
 from newsbag.transcription_options import parse_transcription_options
 from nbtest import REPO, run_cli, write_manifest
 from PIL import Image
-from stage_kit import HEADLINE, LEFT, RIGHT, fused_record, page_record, write_run
+from newsbag.resources import default_config_path
+from stage_kit import HEADLINE, LEFT, RIGHT, as_made_by, fused_record, page_record, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr_onnxruntime")
@@ -98,7 +99,7 @@ def test_cli_transcribe_with_no_recommended_variant_says_so_in_one_line(tmp_path
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"colour": 1}, "unknown key(s) colour"),
+    ({"colour": 1}, "unknown key 'colour'"),
     ({"device": "tpu"}, "device must be one of auto, gpu, cpu, got 'tpu'"),
     ({"lines_source": "text_lines"}, "lines_source must be a string 'stage/variant' or '', got 'text_lines'"),
     ({"page_timeout_s": 0}, "page_timeout_s must be a number > 0 (s), got 0"),
@@ -214,7 +215,7 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
     whole in memory (every line, then their join, then its bytes): memory does not grow with the pages."""
     import tracemalloc
 
-    from newsbag.transcript_index import write_search_index
+    from newsbag.transcript_files import write_search_index
 
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
@@ -283,7 +284,7 @@ def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_reru
     # Slurm's time limit hits while transcripts.jsonl is rebuilt (GBs over 100k pages), after the
     # pages' transcripts were written: the rerun finds every page current, and the index must
     # still come to hold them.
-    from newsbag import transcription
+    from newsbag import transcript_files
 
     run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1"], {})["ok"] == 1
@@ -294,7 +295,7 @@ def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_reru
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(transcription, "write_search_index", killed)
+        m.setattr(transcript_files, "write_search_index", killed)
         with pytest.raises(KeyboardInterrupt):
             run_transcription(run, ["p2"], {})
     assert (rundir.transcript_dir(run, "C") / "p2.json").exists()
@@ -443,7 +444,7 @@ def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_stat
     run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
     now = revisions.REVISIONS["transcription"]
-    monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.code))
+    monkeypatch.setitem(revisions.REVISIONS, "transcription", revisions.Revision(now.number + 1, now.entries))
     assert transcript_status(run, read_pages(run), {}) == [Outputs(
         "C", done=0, stale=2, failed=0, pending=0,
         reasons={f"made by transcription code revision {now.number}, now {now.number + 1}": 2})]
@@ -508,6 +509,7 @@ def test_status_counts_transcripts_done_stale_failed_and_pending(tmp_path, capsy
     # named, the config is recorded and status checks by it (the embedded bag's transcription
     # options are not the stage's defaults: it reads with Tesseract)
     config = ("--config", str(REPO / "configs" / "pipeline.local.json"))
+    as_made_by(run, config[1])   # its text lines current: no run redoes them, nor the transcripts after them
     (rundir.fused_dir(run, "C") / "p2.json").unlink()   # its fusion failed: the page fails here
     code, out, err = run_cli(capsys, "transcribe", "--run-dir", run, *config)
     assert code == 4 and "`newsbag status --run-dir" in err
@@ -535,6 +537,7 @@ def test_a_transcribe_with_no_config_anywhere_records_the_one_it_ran_with(tmp_pa
     # A run with no recorded config: `transcribe` reads with the embedded bag's options (Tesseract),
     # status checked by the stage's defaults (PP-OCR) and called every transcript stale.
     run = write_run(tmp_path, pids=("p1", "p2"))
+    as_made_by(run, default_config_path())
     assert not rundir.config_record(run).exists()
     assert run_cli(capsys, "transcribe", "--run-dir", run)[0] == 0
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")

@@ -8,12 +8,14 @@ import xml.etree.ElementTree as ET
 from .layout import ExportInfo, ExportRegion, compact_members, page_regions, reading_order
 from .serialize import xml_bytes
 
-__all__ = ["ALTO_NS", "ALTO_SCHEMA", "BLOCK_TYPES", "alto_xml"]
+__all__ = ["ALTO_NS", "ALTO_SCHEMA", "BLOCK_TYPES", "FILE_END", "alto_xml"]
 
 ALTO_NS = "http://www.loc.gov/standards/alto/ns-v4#"
 ALTO_SCHEMA = f"{ALTO_NS} http://www.loc.gov/standards/alto/v4/alto-4-4.xsd"
 _XSI = "http://www.w3.org/2001/XMLSchema-instance"
 _XLINK = "http://www.w3.org/1999/xlink"
+# How every file `alto_xml` writes ends (`xml_bytes`): a file without it was cut short.
+FILE_END = b"</alto>\n"
 
 # canonical label -> (ALTO block element, its TYPE attribute or None). Text-like labels are
 # TextBlocks (without lines: the layout has none); the label itself is a LayoutTag.
@@ -76,7 +78,7 @@ def alto_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
     """ALTO 4.4 bytes of one fused or source page.
 
     Args:
-        page: a page dict that passed `io.read_page` (boxes in original image pixels).
+        page: a page dict that passed `page_reader.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
         transcript: the page's transcript record, if any: TextBlocks get TextLines of
             Strings (one per word: its box and confidence where the recogniser gave them, else

@@ -14,7 +14,7 @@ from ..io import atomic_text_file
 from ..labels import CANONICAL, LABELS
 from .layout import ExportInfo, page_regions
 
-__all__ = ["CATEGORIES", "coco_dataset", "coco_entries", "image_id_for", "write_coco"]
+__all__ = ["CATEGORIES", "FILE_END", "coco_dataset", "coco_entries", "image_id_for", "write_coco"]
 
 # Category id = position in labels.LABELS + 1 (COCO ids start at 1); the coarse class is the
 # supercategory.
@@ -23,6 +23,8 @@ CATEGORIES: list[dict] = [{"id": k + 1, "name": name, "supercategory": CANONICAL
 _CATEGORY_ID = {c["name"]: c["id"] for c in CATEGORIES}
 _dumps = functools.partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
 _COPY_CHUNK = 1 << 20
+# How every file `write_coco` writes ends: a file without it was cut short.
+FILE_END = f'],"categories":{_dumps(CATEGORIES)}}}\n'.encode()
 
 
 def image_id_for(page_id: str) -> int:
@@ -113,7 +115,7 @@ def write_coco(path: Path, pages: Iterable[tuple[dict, str]], info: Callable[[],
                 annotations.write(annotation_comma + _dumps(anns)[1:-1])
                 annotation_comma = ","
         fh.write(f'{{"info":{_dumps(_info(info()))},"licenses":[],"images":[')
-        for part, close in ((images, '],"annotations":['), (annotations, f'],"categories":{_dumps(CATEGORIES)}}}\n')):
+        for part, close in ((images, '],"annotations":['), (annotations, FILE_END.decode())):
             part.seek(0)
             shutil.copyfileobj(part, fh, _COPY_CHUNK)
             fh.write(close)

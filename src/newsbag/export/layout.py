@@ -130,7 +130,7 @@ def transcript_fits(page: dict, transcript: dict) -> bool:
 
 
 def page_regions(page: dict, transcript: dict | None = None) -> list[ExportRegion]:
-    """Regions of a page dict that passed `io.read_page`, in stored order.
+    """Regions of a page dict that passed `page_reader.read_page`, in stored order.
 
     Support and members are read here and nowhere else in the exporters, so a change of the
     fused page layout (e.g. members stored once per page) stays in this function. With the

@@ -8,11 +8,13 @@ import xml.etree.ElementTree as ET
 from .layout import ExportInfo, ExportRegion, compact_members, page_regions, reading_order
 from .serialize import xml_bytes
 
-__all__ = ["PAGE_NS", "PAGE_SCHEMA", "REGION_TYPES", "page_xml"]
+__all__ = ["PAGE_NS", "PAGE_SCHEMA", "REGION_TYPES", "FILE_END", "page_xml"]
 
 PAGE_NS = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"
 PAGE_SCHEMA = f"{PAGE_NS} {PAGE_NS}/pagecontent.xsd"
 _XSI = "http://www.w3.org/2001/XMLSchema-instance"
+# How every file `page_xml` writes ends (`xml_bytes`): a file without it was cut short.
+FILE_END = b"</PcGts>\n"
 
 # canonical label -> (PAGE region element, TextRegion @type or None). Labels PAGE has no
 # word for keep it in custom="structure {type:...;}" (the OCR-D convention).
@@ -90,7 +92,7 @@ def page_xml(page: dict, info: ExportInfo, transcript: dict | None = None) -> by
     """PAGE-XML bytes of one fused or source page.
 
     Args:
-        page: a page dict that passed `io.read_page` (boxes in original image pixels).
+        page: a page dict that passed `page_reader.read_page` (boxes in original image pixels).
         info: provenance (layer, method, tool, created, fingerprint, image file name).
         transcript: the page's transcript record, if any: text regions get TextLine
             elements (Coords, TextEquiv with conf) and the region's TextEquiv.

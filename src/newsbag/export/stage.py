@@ -13,28 +13,33 @@ from typing import Any, Callable, Mapping
 from .. import __version__, freshness, rundir
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import atomic_write_bytes, read_json, read_page
+from ..io import atomic_write_bytes, read_json
 from ..manifest import read_pages
+from ..page_reader import read_page
 from ..parallel import page_map
 from ..builtin import Outputs
 from ..revisions import revision, why_stale
 from . import FORMATS
+from . import alto, coco, pagexml
 from .alto import alto_xml
 from .coco import write_coco
 from .layout import ExportInfo, transcript_fits
 from .options import ExportParams, parse_export_cfg
 from .pagexml import page_xml
 
-__all__ = ["run_export", "export_layers", "export_status"]
+__all__ = ["TEXT_CHANGED", "run_export", "export_layers", "export_status"]
 
 log = logging.getLogger(__name__)
 
+TEXT_CHANGED = "its transcript changed"   # why a page's text-bearing exports are stale after `newsbag transcribe`
 _TOOL = f"newsbag {__version__}"   # provenance written into every export; no part of any fingerprint
 
 _WRITERS = {"page-xml": page_xml, "alto": alto_xml}
 # The fingerprint sits in the first lines of every file (PAGE pcGtsId, ALTO Description,
-# COCO info), so a freshness check reads this many bytes, never the whole file.
+# COCO info), so a freshness check reads this many bytes and the file's last ones (how each
+# format's files end: a file cut short is no file of its inputs), never the whole file.
 _HEAD_BYTES = 4096
+_ENDS = {"page-xml": pagexml.FILE_END, "alto": alto.FILE_END, "coco": coco.FILE_END}
 
 
 @dataclass(frozen=True)
@@ -77,12 +82,10 @@ def export_layers(run_dir: Path, params: ExportParams) -> list[_Layer]:
     return layers
 
 
-def _is_fresh(path: Path, fingerprint: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fingerprint.encode() in fh.read(_HEAD_BYTES)
-    except OSError:
-        return False
+def _is_fresh(path: Path, fingerprint: str, fmt: str) -> bool:
+    """Whether the `fmt` file at `path` is whole and records `fingerprint`."""
+    head = freshness.head_of_whole(path, _HEAD_BYTES, _ENDS[fmt])
+    return head is not None and fingerprint.encode() in head
 
 
 def _created(path: Path) -> str:
@@ -128,7 +131,7 @@ def _files(exports: Path, layer: _Layer, page_id: str, formats: list[str]) -> tu
 
 def _stale_formats(outs: dict[str, Path], formats: list[str], layer: _Layer, linked: str | None) -> Callable:
     """``stale(idents) -> [the formats whose file is not current]``, as `freshness.identify_by_record` asks."""
-    return lambda idents: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, idents, linked))]
+    return lambda idents: [f for f in formats if not _is_fresh(outs[f], _page_fingerprint(f, layer, idents, linked), f)]
 
 
 def _page_task(task: tuple) -> tuple[str, str, dict[str, str], str]:
@@ -196,7 +199,7 @@ def _coco_pages(layer: _Layer, page_ids: list[str], failed: set[str]) -> list[tu
 
 def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, linked: dict[str, str]) -> bool:
     """Whether the COCO file `out` holds exactly the `present` pages (`_coco_pages`) as they are."""
-    if _is_fresh(out, _coco_fingerprint(layer, present, linked)):
+    if _is_fresh(out, _coco_fingerprint(layer, present, linked), "coco"):
         return True
     if not out.exists():
         return False
@@ -204,7 +207,7 @@ def _coco_is_current(run_dir: Path, out: Path, layer: _Layer, present: list, lin
     present = [(page_id, src, freshness.recorded_identity(
         src, identity, freshness.recorded_inputs(_record_path(run_dir, layer, page_id)).get("page")))
         for page_id, src, identity in present]
-    return _is_fresh(out, _coco_fingerprint(layer, present, linked))
+    return _is_fresh(out, _coco_fingerprint(layer, present, linked), "coco")
 
 
 def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -> list[Outputs]:
@@ -225,19 +228,29 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
     linked = _linked_images(records)
     ids = [r.page_id for r in records]
     rows = []
+    everyone = rundir.members(run_dir, ids)   # the pages, in the order, a COCO file of the run holds
     for layer in export_layers(run_dir, params):
-        present = _coco_pages(layer, ids, set())
+        present = _coco_pages(layer, everyone, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
                                                                    layer, present, linked)
-        counts, reasons = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter()
+        counts, reasons, done = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter(), set()
         for page_id in ids:
             state, why = _export_state(run_dir, exports, layer, page_id, per_page, linked.get(page_id), coco)
             counts[state] += 1
             if why:
                 reasons[why] += 1
+            if state == "done":
+                done.add(page_id)
         rows.append(Outputs(layer.name, **counts, reasons=dict(reasons.most_common()), whole=coco,
-                            note="" if coco else "COCO file out of date"))
+                            note="" if coco else "COCO file out of date", inputs=_inputs(layer),
+                            done_pages=frozenset(done)))
     return rows
+
+
+def _inputs(layer: _Layer) -> tuple[str, ...]:
+    """What a layer's exports are read from, as `upstream.carry_upstream` names outputs."""
+    kind, _, name = layer.name.partition("/")
+    return (f"source:{name}",) if kind == "sources" else (f"fusion:{name}", f"transcription:{name}")
 
 
 def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],
@@ -248,17 +261,30 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
         return "pending", None
     if not formats:
         return ("done", None) if coco else ("stale", "the COCO file does not hold the page as it is")
-    idents, todo = freshness.identify_by_record(paths, _record_path(run_dir, layer, page_id),
-                                             _stale_formats(outs, formats, layer, linked), write=False)
+    record = _record_path(run_dir, layer, page_id)
+    idents, todo = freshness.identify_by_record(paths, record, _stale_formats(outs, formats, layer, linked), write=False)
     if not todo:
         return "done", None
     for fmt in todo:
         now = revision(f"export/{fmt}")
         made = next((r for r in range(now - 1, 0, -1)
-                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r))), None)
+                     if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r), fmt)), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
-    return "stale", "its layout or transcript changed, or a format's file is missing"
+    return "stale", _changed(idents, freshness.recorded_inputs(record))
+
+
+def _changed(idents: dict, recorded: dict) -> str:
+    """Why a page's exports made from inputs `recorded` (its `freshness.input_record`) are stale
+    now that they are `idents`: its transcript alone changed (the text `newsbag transcribe` read
+    since), or something else."""
+    def known(key: str) -> list[int] | None:   # the identity the record knows an input by
+        entry = recorded.get(key)
+        return [entry[0], entry[3]] if isinstance(entry, list) and len(entry) == 4 else None
+
+    if "page" in recorded and known("page") == idents.get("page") and known("text") != idents.get("text"):
+        return TEXT_CHANGED
+    return "its layout or transcript changed, or a format's file is missing or cut short"
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,

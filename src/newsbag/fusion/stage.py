@@ -20,7 +20,8 @@ from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import atomic_text_file, atomic_write_text, read_json, read_source_boxes, write_json
+from ..io import atomic_text_file, atomic_write_text, read_json, write_json
+from ..page_reader import read_source_boxes
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from ..tables import tsv_text, tsv_writer
@@ -28,9 +29,10 @@ from .degenerate import degenerate_reasons, largest_box_share
 from .fuse import VARIANTS, describe, effective_params, member_table, take_sources
 from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, empty_page_metrics, loo_agreement, page_metrics, text_line_pairs
+from .pin import Pin, choose_recommended, is_pinned, read_pin
 from .variants import RECIPE_DOC, FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
-__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page"]
+__all__ = ["run_fusion", "fused_status", "fuse_all", "fuse_page", "pool_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,7 @@ def fuse_all(pages: dict[str, Boxes], cfg: FusionConfig, active: dict[str, list[
 
 @dataclass(frozen=True)
 class _Pooled:
-    """One page's sources pooled (`_pool`) and scored (`_measure_sources`)."""
+    """One page's sources pooled (`pool_sources`) and scored (`_measure_sources`)."""
 
     pool: Boxes                       # every source box of the page
     pairs: Pairs                      # its overlapping pairs
@@ -109,10 +111,10 @@ class _Pooled:
     metrics: dict[str, dict] | None   # source -> metrics dict with "family" (`_measure_sources`)
 
 
-def _pool(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
+def pool_sources(pages: dict[str, Boxes], cfg: FusionConfig) -> _Pooled:
     """One page's sources pooled, not scored yet."""
     pool = Boxes.concat(list(pages.values()))
-    # Each source is under the bound (`io.read_source_boxes`), but their boxes may still
+    # Each source is under the bound (`page_reader.read_source_boxes`), but their boxes may still
     # cross one another's in more pairs than fusion can hold (a real pool: ~11,000).
     if crowded := sources_crowded({s: b.xyxy for s, b in pages.items()}, MAX_OVERLAPPING_PAIRS, "fuse"):
         raise ValueError(f"{crowded}; remove or redo the source page that piles up boxes")
@@ -126,7 +128,7 @@ def _measure_sources(pages: dict[str, Boxes], cfg: FusionConfig, known: dict[str
 
     ``known``: metrics already computed for exactly these sources; they are returned as is.
     """
-    pooled = _pool(pages, cfg)
+    pooled = pool_sources(pages, cfg)
     if known is not None:
         return replace(pooled, metrics=known)
     pool, pairs, line_mask, line_tree = pooled.pool, pooled.pairs, pooled.line_mask, pooled.line_tree
@@ -162,7 +164,7 @@ def fuse_page(pages: dict[str, Boxes], page_image: dict, cfg: FusionConfig, acti
     Regions' ``members`` are indices into the page's member table (every source box once,
     shared by all variants: 11 variants repeated them 11 times, 3.7 MB per page) and their
     ``support`` indices into its ``sources``; the page records where that table is
-    (``source.members_file``) and `io.read_page` resolves both.
+    (``source.members_file``) and `page_reader.read_page` resolves both.
 
     Returns:
         (pages by variant, metrics record, member table: every pooled source box, as columns
@@ -455,7 +457,7 @@ def _page_task(task: _PageTask) -> _PageResult:
             source_metrics=None if known is None else _nan_for_none(known),
             members_file=os.path.relpath(table_path, rundir.fusion_dir(run_dir) / "_"))
         # The table first: a variant page on disk always finds the table it indexes (an older
-        # page left beside it by an interruption is refused by `io.read_page`: other inputs). It
+        # page left beside it by an interruption is refused by `page_reader.read_page`: other inputs). It
         # depends on the inputs only, so redoing one variant leaves a current table alone.
         # Per-page files skip the fsync (`io.atomic_write_bytes`): the record below holds the
         # identity of each, so a rerun redoes a page a power cut tore.
@@ -651,9 +653,8 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
     prints = _prints(cfg, active, needed)
     variants = rundir.discover_fused(run_dir)
     written = {v: rundir.page_files(rundir.fused_dir(run_dir, v)) for v in variants}   # one listing a folder
-    done = dict.fromkeys(variants, 0)
-    stale = dict.fromkeys(variants, 0)
-    reasons: dict[str, Counter] = {v: Counter() for v in variants}
+    done: dict[str, set[str]] = {v: set() for v in variants}
+    stale, reasons = dict.fromkeys(variants, 0), {v: Counter() for v in variants}
     for page_id in page_ids:
         present = [v for v in variants if page_id in written[v]]
         if not present:   # pending or failed in every variant: nothing of the page to check
@@ -663,16 +664,17 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
         not_current = set(_stale_outputs(run_dir, page_id, checked, state.variant_fps, state.current(), state.idents)[0])
         for v in present:
             if v in active and v not in not_current:
-                done[v] += 1
+                done[v].add(page_id)
             else:
                 stale[v] += 1
                 reasons[v][_why_stale(v, state.record, cfg, active)] += 1
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
-    recommended = rundir.recommended_variant(run_dir)
-    return [Outputs(v, done[v], stale[v], failed[v], len(wanted) - done[v] - stale[v] - failed[v],
-                    dict(reasons[v].most_common()), "recommended" if v == recommended else "") for v in variants]
+    return [Outputs(v, len(done[v]), stale[v], failed[v], len(wanted) - len(done[v]) - stale[v] - failed[v],
+                    dict(reasons[v].most_common()), "recommended" if v == rundir.recommended_variant(run_dir) else "",
+                    inputs=tuple(f"source:{s}" for s in needed), done_pages=frozenset(done[v]) if v in active else None)
+            for v in variants]
 
 
 def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
@@ -741,7 +743,7 @@ def run_fusion(
 
     failed_now = {r.page_id for r in results if r.status == "failed"}
     tables = _write_page_tables(fusion, run_dir, everyone, plan.needed, prints, failed_now)
-    boards = _write_leaderboards(fusion, cfg, plan.active, tables.variants, tables.sources)
+    boards = _write_leaderboards(fusion, cfg, plan.active, tables.variants, tables.sources, read_pin(run_dir))
     summary = _jsonable(_summary(cfg, plan, len(everyone), source_order, tables, boards))
     write_json(fusion / "summary.json", summary, keep_same=True)
     return {**summary, "counts": counts, **counts, "failures": failures}
@@ -817,36 +819,25 @@ class _Leaderboards:
     variant_rows: list[dict]
     source_rows: list[dict]
     recommended: str | None   # the recommended variant
-    recommended_by: str       # why (`_recommend`)
+    recommended_by: str       # who chose it (`pin.choose_recommended`)
     best_source: str | None   # the best-scored region source
 
 
 def _write_leaderboards(fusion: Path, cfg: FusionConfig, active: dict[str, list[str]], variants: _Board,
-                        sources: _Board) -> _Leaderboards:
+                        sources: _Board, pin: Pin | None) -> _Leaderboards:
     """Write variant_leaderboard.tsv and source_leaderboard.tsv from the summed boards."""
     vrows, srows = variants.rows(), sources.rows()
     method = {v.name: v.method for v in cfg.variants}
     for r in vrows:
         r["method"] = method.get(r["name"], "")
         r["what"] = RECIPE_DOC.get(r["name"], r["method"])
-    recommended, by = _recommend(cfg, active, vrows)
+    recommended, by = choose_recommended(cfg, active, vrows, pin)
     best_source = next((r["name"] for r in srows if r["score"] is not None and _is_region_source(r["name"], cfg)), None)
-    vrows = _marked(vrows, recommended, "pinned" if by == "config" else "chosen", VARIANT_COLUMNS)
+    vrows = _marked(vrows, recommended, "pinned" if is_pinned(by) else "chosen", VARIANT_COLUMNS)
     srows = _marked(srows, best_source, "yes", SOURCE_COLUMNS)
     atomic_write_text(fusion / "variant_leaderboard.tsv", tsv_text(vrows, list(VARIANT_COLUMNS)), keep_same=True)
     atomic_write_text(fusion / "source_leaderboard.tsv", tsv_text(srows, list(SOURCE_COLUMNS)), keep_same=True)
     return _Leaderboards(vrows, srows, recommended, by, best_source)
-
-
-def _recommend(cfg: FusionConfig, active: dict[str, list[str]], vrows: list[dict]) -> tuple[str | None, str]:
-    """(the recommended variant, why: "config", "score", or the pinned one skipped)."""
-    if cfg.recommended is not None and cfg.recommended in active:
-        return cfg.recommended, "config"
-    scored = [r for r in vrows if r["score"] is not None]
-    recommended, by = (scored[0]["name"], "score") if scored else (None, "none")
-    if cfg.recommended is not None:
-        by = f"score (pinned {cfg.recommended!r} was skipped)"
-    return recommended, by
 
 
 def _marked(rows: list[dict], name: str | None, mark: str, columns: tuple[str, ...]) -> list[dict]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .. import rundir
+from ..errors import unknown_keys
 from ..options import option, parse
 
 __all__ = [
@@ -252,9 +253,8 @@ DEFAULT_FUSION_CFG: dict[str, Any] = {
 def _check_keys(obj: Any, allowed: set[str], where: str) -> dict:
     if not isinstance(obj, dict):
         raise ValueError(f"{where} must be an object, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    if problem := unknown_keys(where, obj, allowed):
+        raise ValueError(problem)
     return obj
 
 

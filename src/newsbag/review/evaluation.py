@@ -46,12 +46,29 @@ def _layout_scores(run_dir: Path, pages: set[str]) -> dict[str, dict[str, float]
     return out
 
 
+def _tuning(run_dir: Path) -> dict | None:
+    """What the last `newsbag tune` decided, for the gallery: its one-line verdict, the held-out
+    gain and interval, each fold's held-out scores, and the ``line`` the gallery shows; None
+    when tune has not run."""
+    try:
+        found = read_json(rundir.tuning_dir(run_dir) / "summary.json")
+        folds = [{k: f[k] for k in ("fold", "test_pages", "tuned_iou_f1", "current_iou_f1")} for f in found["folds"]]
+        line = (f"newsbag tune: {found['verdict']}. Held-out folds (text IoU-F1, tuned vs current): "
+                + "; ".join(f"fold {f['fold']}, {f['test_pages']} pages: {f['tuned_iou_f1']:.3f} vs "
+                            f"{f['current_iou_f1']:.3f}" for f in folds) + ".")
+        return {"verdict": str(found["verdict"]), "gain": found["gain"], "pages": found["pages"],
+                "adopted": bool(found["adopted"]), "folds": folds, "line": line}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def evaluation_data(run_dir: Path) -> dict | None:
     """The evaluation as the gallery reads it; None when evaluate has not run (no per_page.tsv).
 
     Returns:
         {"measure": the GT measure's column name, "kinds": {name: variant|source}, "pages": {page_id:
-        {name: GT measure}}, "scores": {page_id: {name: no-GT score}}, "gt": {page_id: ground truth}}.
+        {name: GT measure}}, "scores": {page_id: {name: no-GT score}}, "gt": {page_id: ground truth},
+        "tuning": the last `newsbag tune`'s verdict, gain and folds, or None}.
     """
     folder = rundir.evaluation_dir(run_dir)
     measure, pages, kinds = None, {}, {}
@@ -68,7 +85,7 @@ def evaluation_data(run_dir: Path) -> dict | None:
         if found is not None:
             gt[page_id] = found
     return {"measure": measure, "kinds": kinds, "pages": pages, "scores": _layout_scores(run_dir, set(pages)),
-            "gt": gt}
+            "gt": gt, "tuning": _tuning(run_dir)}
 
 
 def write_evaluation_data(run_dir: Path) -> Path | None:

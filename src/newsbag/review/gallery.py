@@ -13,11 +13,13 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from .. import rundir
 from ..export.layout import page_regions
 from ..io import atomic_write_text
 from ..labels import CANONICAL, LABELS
+from .reading import transcript_links
 
-__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCANS", "THUMB", "render_gallery", "write_gallery", "gallery_pages", "page_layer",
+__all__ = ["TEMPLATE", "ASSETS", "DATA_JS", "SCANS", "THUMB", "render_gallery", "write_gallery", "gallery_pages", "gallery_links_current", "page_layer",
            "write_page_data"]
 
 TEMPLATE = "gallery.html.j2"
@@ -29,8 +31,10 @@ DATA_JS = "data.js"
 # scans are binarised: ~0.1 MB where a JPEG of their sharp edges is ~0.4 MB), else a JPEG.
 SCANS = ("scan.png", "scan.jpg")
 THUMB = "thumb.jpg"
-# The template's first lines say how many pages the gallery holds (reviewed + failed): `gallery_pages`.
+# The template's first lines say how many pages the gallery holds (reviewed + failed): `gallery_pages`,
+# and which transcripts it links (`reading.transcript_links`): `gallery_links_current`.
 _PAGES_META = re.compile(rb'<meta name="newsbag-pages" content="(\d+)">')
+_LINKS_META = re.compile(rb'<meta name="newsbag-transcripts" content="(\d+:[0-9a-f]+)">')
 _HEAD_BYTES = 1024
 # Members listed one by one up to this many per source; more (text lines) are counted.
 _MEMBERS_LISTED = 3
@@ -72,12 +76,26 @@ def gallery_pages(path: Path) -> int | None:
     """How many pages the gallery at `path` holds (reviewed or failed; the rest of the run's pages
     it leaves out), from its first KB; None when there is none, or it does not say. Cheap for
     `status` at 100k pages: the page rows are never parsed."""
+    found = _head_meta(path, _PAGES_META)
+    return None if found is None else int(found)
+
+
+def gallery_links_current(run_dir: Path, page_ids: list[str]) -> bool:
+    """Whether the run's gallery links the transcripts of `page_ids` there are now (those it
+    records, `reading.transcript_links`): a `newsbag transcribe` since may have made others. A
+    gallery made before it recorded them counts while the run has no transcript."""
+    made_with = _head_meta(rundir.gallery_path(run_dir), _LINKS_META)
+    now = transcript_links(run_dir, page_ids)
+    return made_with == now or made_with is None and now.startswith("0:")
+
+
+def _head_meta(path: Path, meta: re.Pattern) -> str | None:
     try:
         with open(path, "rb") as f:
-            found = _PAGES_META.search(f.read(_HEAD_BYTES))
+            found = meta.search(f.read(_HEAD_BYTES))
     except OSError:
         return None
-    return int(found.group(1)) if found else None
+    return found.group(1).decode() if found else None
 
 
 def write_gallery(path: Path, context: dict) -> Path:

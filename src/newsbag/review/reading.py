@@ -4,14 +4,16 @@ header name: their column order changes), and which pages have a transcript."""
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from .. import rundir
 
 __all__ = ["tsv_rows", "number", "leaderboard", "per_page_metrics", "layout_scores", "transcript_variants",
-           "LEADERBOARD_FIRST"]
+           "transcript_links", "LEADERBOARD_FIRST"]
 
 # The columns a leaderboard opens with, whatever order its file has (the rest follow as written).
 LEADERBOARD_FIRST = ("rank", "name", "recommended", "score")
@@ -88,6 +90,19 @@ def layout_scores(run_dir: Path, pages: set[str]) -> tuple[list[dict], dict[str,
 def transcript_variants(run_dir: Path, page_id: str, variants: list[str]) -> list[str]:
     """The variants of `variants` with a transcript of the page (outputs/transcripts/<variant>/<page_id>.txt)."""
     return [v for v in variants if os.path.isfile(rundir.transcript_dir(run_dir, v) / f"{page_id}.txt")]
+
+
+def transcript_links(run_dir: Path, page_ids: Iterable[str]) -> str:
+    """Which transcripts of `page_ids` the gallery's page list can link (a ``.txt`` in a variant's
+    folder), as "<count>:<digest>" of the (variant, page id) pairs: the gallery records it, and
+    while it is the value now the gallery links every transcript there is. One listing a variant."""
+    wanted = set(page_ids)
+    pairs = []
+    for variant in rundir.discover_transcripts(run_dir):
+        with os.scandir(rundir.transcript_dir(run_dir, variant)) as entries:
+            pairs += [[variant, e.name[:-4]] for e in entries if e.name.endswith(".txt") and e.name[:-4] in wanted]
+    digest = hashlib.sha256(json.dumps(sorted(pairs)).encode()).hexdigest()[:16]
+    return f"{len(pairs)}:{digest}"
 
 
 def _float(text: str | None) -> float | None:

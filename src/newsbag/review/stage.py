@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import numpy as np
 from PIL import Image, PngImagePlugin
 
 from ..contract import Boxes, PageMeta, boxes_from_page
@@ -20,16 +19,18 @@ from ..builtin import Outputs
 from ..columns import LEGEND, SCORE_NOTE
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import atomic_write_bytes, atomic_write_text, read_json, read_page, write_json
+from ..io import atomic_write_bytes, atomic_write_text, read_json, write_json
 from ..images import open_accepted_image
 from ..manifest import read_pages
+from ..page_reader import read_page
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from .options import PANEL_MIN, ReviewParams, parse_review_cfg
-from .gallery import DATA_JS, SCANS, THUMB, gallery_pages, page_layer, write_gallery, write_page_data
+from .gallery import DATA_JS, SCANS, THUMB, gallery_links_current, gallery_pages, page_layer, write_gallery, write_page_data
 from . import reading
 from .evaluation import EVALUATION_JS, write_evaluation_data
 from .render import ARTICLE_COLOR, CLASS_COLORS, render_board
+from .scan import SCAN_WIDTH, black_and_white, files_whole, fit_width, to_one_bit, write_scan, written_files
 from .score import PageScore, score_page
 
 __all__ = ["run_review", "board_status"]
@@ -48,16 +49,6 @@ _BOARD_OF = "newsbag-review"   # a board's PNG text key: the fingerprint of the 
 _BOARD_COLOURS = 64
 _BOARD_QUALITY = 70
 _PNG_LEVEL = 3
-# The page list's thumbnails.
-_THUMB_WIDTH = 120
-# The page view shows the scan at most this wide: body text stays legible, and an NZZ page is
-# ~0.1 MB as a 1-bit PNG (a 1600-px JPEG at quality 80 was 0.3-1.1 MB, the review's largest file).
-_SCAN_WIDTH = 1200
-_SCAN_QUALITY = 60
-# A page is black and white when under a half of its pixels are grey (NZZ scans: 9-30 %; a
-# greyscale photograph of a page: ~97 %).
-_GREY_LOW, _GREY_HIGH, _MAX_GREY_SHARE = 32, 224, 0.5
-_JPEG_MAX_SIDE = 65500  # libjpeg refuses a longer side (a 1 x 70000 strip stopped the whole run)
 _FAILED_LISTED = 200
 
 
@@ -173,17 +164,16 @@ def _panel_width(n_cells: int, max_board_width: int) -> int:
 
 
 def _recorded_info(page_dir: Path) -> dict:
-    """The page's info.json when scan, thumbnail and gallery data exist and it says they were made
-    successfully; else {}. Read once: a rerun with every board current skips each page on it,
-    and lists it from it."""
-    if not all((page_dir / name).is_file() for name in (THUMB, DATA_JS)):
-        return {}
+    """The page's info.json when it says scan, thumbnail and gallery data were made successfully
+    and they are whole (`scan.files_whole`); else {}. Read once: a rerun with every board current
+    skips each page on it, and lists it from it."""
     try:
         recorded = read_json(page_dir / "info.json")
     except (OSError, ValueError):
         return {}
-    ok = isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("scan") in SCANS
-    return recorded if ok and (page_dir / recorded["scan"]).is_file() else {}
+    if not (isinstance(recorded, dict) and recorded.get("status") == "ok" and recorded.get("scan") in SCANS):
+        return {}
+    return recorded if files_whole(page_dir, recorded) else {}
 
 
 @dataclass(frozen=True)
@@ -260,7 +250,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         log.warning("review: page %s: source %s dropped: %s", page_id, name, why)
     if content.priority.unscored:
         log.warning("review: page %s: %s", page_id, content.priority.unscored)
-    scan = _write_scan(content.image, page_dir)
+    scan = write_scan(content.image, page_dir)
     write_page_data(page_dir / DATA_JS, page_id, record.width, record.height, content.layers, scan)
     info = {
         "page_id": page_id, "status": "ok", "path": record.path, "scan": scan,
@@ -268,6 +258,7 @@ def _review_page(run_dir: Path, record, plan: _Plan, params: ReviewParams, force
         "reference_fused": content.reference, "priority": content.priority.to_dict(), "params": plan.options,
         "fingerprint": inputs.fingerprint, "revision": revision("review"),
         "inputs": freshness.input_record(inputs.paths, inputs.identities, recorded.get("inputs")),
+        "files": written_files(page_dir, scan),
     }
     write_json(page_dir / "info.json", info)
     (page_dir / rundir.REVIEW_FAILED).unlink(missing_ok=True)
@@ -304,7 +295,7 @@ def _page_content(record, plan: _Plan, params: ReviewParams, inputs: _Inputs) ->
     fused_boxes = {name: boxes_from_page(page, source=f"fusion/{name}") for name, page in fused_pages.items()
                    if name in fused_dirs}
     panel_w = _panel_width(len(source_dirs) + len(fused_dirs), params.max_board_width)
-    image = _load_image(str(inputs.image_path), max(panel_w, _SCAN_WIDTH))
+    image = _load_image(str(inputs.image_path), max(panel_w, SCAN_WIDTH))
 
     meta = PageMeta(page_id=page_id, width=record.width, height=record.height)
     panels: list[tuple[str, Boxes]] = []
@@ -350,9 +341,9 @@ def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outco
     inputs = _inputs(run_dir, record, plan, {})
     content = _page_content(record, plan, params, inputs)
     image = content.image
-    one_bit = _black_and_white(image)
+    one_bit = black_and_white(image)
     if one_bit:   # drawn on the 1-bit page, the board's PNG is a third of the size
-        image = _one_bit(_fit_width(image, content.panel_width)).convert("L")
+        image = to_one_bit(fit_width(image, content.panel_width)).convert("L")
     board = render_board(image, content.panels, max_panel_width=content.panel_width,
                          max_board_width=params.max_board_width, title=record.page_id,
                          note="why look: " + "; ".join(outcome.info["priority"]["reasons"]))
@@ -364,7 +355,7 @@ def _write_board(run_dir: Path, record, plan: _Plan, params: ReviewParams, outco
         board.quantize(_BOARD_COLOURS, method=Image.Quantize.FASTOCTREE).save(
             buf, format="PNG", compress_level=_PNG_LEVEL, pnginfo=note)
     else:
-        _fit_width(board, board.width).save(buf, format="JPEG", quality=_BOARD_QUALITY, comment=made_from)
+        fit_width(board, board.width).save(buf, format="JPEG", quality=_BOARD_QUALITY, comment=made_from)
     names = [f"{record.page_id}{ext}" for ext in _BOARD_EXTS]
     name = names[0] if one_bit else names[1]
     atomic_write_bytes(top_dir / name, buf.getvalue())
@@ -438,47 +429,6 @@ def _fail_page(run_dir: Path, page_id: str, error: str) -> _Outcome:
     return _Outcome(page_id, "failed", error=error)
 
 
-def _fit_width(image: Image.Image, width: int) -> Image.Image:
-    """`image` at most `width` wide and `_JPEG_MAX_SIDE` high (libjpeg refuses longer sides)."""
-    scale = min(1.0, width / image.width, _JPEG_MAX_SIDE / image.height)
-    if scale >= 1.0:
-        return image
-    return image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
-                        Image.Resampling.LANCZOS)
-
-
-def _black_and_white(image: Image.Image) -> bool:
-    """Whether the page is mostly black or white pixels already (a binarised scan), measured on
-    every 4th pixel of every 4th row: a 1-bit copy loses nothing a reviewer needs there."""
-    grey = np.asarray(image.convert("L"))[::4, ::4]
-    return bool(np.mean((grey > _GREY_LOW) & (grey < _GREY_HIGH)) < _MAX_GREY_SHARE)
-
-
-def _one_bit(image: Image.Image) -> Image.Image:
-    return image.convert("L").point(lambda v: 255 if v > 127 else 0).convert("1", dither=Image.Dither.NONE)
-
-
-def _write_scan(image: Image.Image, page_dir: Path) -> str:
-    """The page view's scan (browsers show no TIFF) and the list's thumbnail; returns the scan's
-    file name (one of `SCANS`), removing the other one."""
-    scan = _fit_width(image, _SCAN_WIDTH)
-    buf = io.BytesIO()
-    if _black_and_white(image):
-        name = SCANS[0]
-        _one_bit(scan).save(buf, format="PNG", optimize=True)
-    else:
-        name = SCANS[1]
-        scan.save(buf, format="JPEG", quality=_SCAN_QUALITY)
-    atomic_write_bytes(page_dir / name, buf.getvalue())
-    for other in SCANS:
-        if other != name:
-            (page_dir / other).unlink(missing_ok=True)
-    buf = io.BytesIO()
-    _fit_width(image, _THUMB_WIDTH).save(buf, format="JPEG", quality=_SCAN_QUALITY)
-    atomic_write_bytes(page_dir / THUMB, buf.getvalue())
-    return name
-
-
 def _tsv_cell(value: Any) -> str:
     if value is None:
         return ""
@@ -521,7 +471,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
                                 "better layout; the leaderboards' score)") if k == "score"
                  else f"fusion/{reference} per-page metric {k} (see the leaderboard legend)",
                  "extra": k != "score"} for k in metric_keys]
-    transcripts = sorted(_variant_dirs(rundir.transcript_dir(run_dir, "x").parent, 1))
+    transcripts = rundir.discover_transcripts(run_dir)
     leaderboards = [("Fusion variants", reading.leaderboard(rundir.fusion_dir(run_dir) / "variant_leaderboard.tsv")),
                     ("Sources", reading.leaderboard(rundir.fusion_dir(run_dir) / "source_leaderboard.tsv"))]
     strip_names, strip = reading.layout_scores(run_dir, {o.page_id for o in ranked[:_STRIP_PAGES]})
@@ -537,7 +487,7 @@ def _gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dic
     return {
         "run": {
             "name": run_dir.resolve().name, "pages_ok": len(ranked), "pages_failed": len(failed),
-            "pages_absent": absent,
+            "pages_absent": absent, "transcript_links": reading.transcript_links(run_dir, rundir.members(run_dir, [])),
             "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
             "reference": reference,
         },
@@ -585,7 +535,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     plan = _plan(run_dir, params)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
-    reviewed = rundir.reviewed_pages(run_dir)
+    reviewed, done = rundir.reviewed_pages(run_dir), set()
     for record in records:
         if record.page_id not in reviewed:   # no board, no failure: nothing to check
             counts["pending"] += 1
@@ -594,19 +544,24 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         _, recorded, current = _board_state(run_dir, record, plan)
         if current:
             counts["done"] += 1
+            done.add(record.page_id)
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
             counts["failed"] += 1
         elif (page_dir / "info.json").is_file():
             counts["stale"] += 1
             reasons[(why_stale("review", recorded.get("revision")) if recorded
-                     else "its info.json, scan or gallery data is missing") or "its inputs or options changed"] += 1
+                     else "its info.json, scan or gallery data is missing or cut short") or "its inputs or options changed"] += 1
         else:
             counts["pending"] += 1
     shown = gallery_pages(rundir.gallery_path(run_dir))
     whole = shown is not None and shown >= len(records)
     note = ("gallery no" if shown is None else "gallery yes" if whole
             else f"gallery {shown} of {len(records)} pages (rerun newsbag review)")
-    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole)]
+    if shown is not None and not gallery_links_current(run_dir, [r.page_id for r in records]):
+        whole, note = False, f"{note}; transcript links out of date (rerun newsbag review)"
+    inputs = (*(f"source:{s}" for s in plan.source_dirs), *(f"fusion:{v}" for v in plan.gallery_dirs))
+    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole, inputs=inputs,
+                    done_pages=frozenset(done))]
 
 
 def run_review(

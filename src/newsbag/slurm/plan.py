@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 from .. import freshness, rundir
 from ..config import ModelStage, PipelineConfig, load_config
 from ..errors import ConfigError
-from ..failures import is_held, previous_failure
+from ..upstream import source_redo
 
 if TYPE_CHECKING:
     from ..manifest import PageRecord   # manifest imports numpy and Pillow: only where a plan reads it
@@ -127,11 +127,12 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     """Selected stages that still have work in `run_dir`, in config order.
 
     A model stage is pending while any of its sources lacks a current page of the manifest
-    (failed and stale pages count: a resubmit redoes them). A builtin stage is pending when a
-    stage before it is, or when its outputs in `collect_status` say a call of it has work
-    (`builtin.has_work`: nothing made yet, a page not done, a run-level output such as the
-    gallery leaving pages out). ``status``: the run's `collect_status` when the caller has it;
-    ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
+    (failed and stale pages count: a resubmit redoes them). A builtin stage is pending when its
+    outputs in `collect_status` say a call of it has work (`builtin.has_work`: nothing made yet,
+    a page not done, a run-level output such as the gallery leaving pages out); status counts a
+    page whose inputs an earlier stage redoes first as not done (`upstream.carry_upstream`), so
+    this plan, status and ``run --dry-run`` agree. ``status``: the run's `collect_status` when
+    the caller has it; ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
     """
     from .. import builtin
     from ..manifest import read_pages
@@ -140,13 +141,11 @@ def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: 
     pages = read_pages(run_dir)
     status = status if status is not None else collect_status(run_dir)
     pending: list[str] = []
-    upstream = False   # a stage before this one has work: what it makes next is this one's input
     for stage in config.select(list(stage_names) or None):
         if isinstance(stage, ModelStage):
             todo = bool(_lacking_pages(run_dir, [stage], pages, retry_failed))
         else:
-            todo = upstream or builtin.has_work(status["builtin"].get(stage.kind, []), len(pages))
-        upstream |= todo
+            todo = builtin.has_work(status["builtin"].get(stage.kind, []), len(pages))
         if todo:
             pending.append(stage.name)
     return pending
@@ -177,11 +176,7 @@ def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[
         for v in stage.variants:
             out_dir = rundir.source_dir(run_dir, stage.name, v)
             prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
-            missing = prints.keys() - freshness.current_source_pages(out_dir, prints)
-            # Only the pages with a failure record are read: one listing, not an open per missing page.
-            failed = set() if retry_failed else rundir.page_files(out_dir / rundir.FAILED_DIR) & missing
-            lacking |= missing - {page_id for page_id in failed
-                                  if is_held(previous_failure(out_dir, page_id), prints[page_id])}
+            lacking |= source_redo(out_dir, prints, freshness.current_source_pages(out_dir, prints), retry_failed)
     return lacking
 
 

@@ -512,7 +512,7 @@
     $("evaluation-plot").replaceChildren(svg);
     const rho = pts.length > 2 ? spearman(pts.map((p) => p.x), pts.map((p) => p.y)) : null;
     $("evaluation-note").textContent = `${pts.length} (page, variant or source) pairs; blue: fused variants, grey: sources. ` +
-      (rho === null ? "" : `Rank correlation of the no-GT score with ${ev.measure}: ${rho.toFixed(2)} (1 = the score orders layouts as the ground truth does).`);
+      (rho === null ? "" : `Rank correlation of the no-GT score with ${ev.measure}: ${rho.toFixed(2)} (1 = the score orders layouts as the ground truth does).`) + (ev.tuning ? `\n${ev.tuning.line}` : "");
   }
   window.newsbagEvaluation = function (ev) {
     evaluation = ev;

@@ -1,0 +1,1 @@
+"""Fitting the fusion to a user's corrected pages (`newsbag tune`): protocol, search space, pages, the run."""

@@ -1,0 +1,58 @@
+"""No file in src/ or runners/ runs over 500 lines (as ``wc -l`` counts them): a file that long
+holds several ideas, and a reader looking for one has to wade through the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MAX_LINES = 500
+
+# The files still over the cap, each with its line count when the cap came as its ceiling: none
+# may grow, and each leaves this list once a split brings it under the cap (issue 45, "Rooms").
+OVER_CAP = {
+    "src/newsbag/config.py": 601,                     # pipeline parsing, validation and params
+    "src/newsbag/fusion/fuse.py": 905,                # the fusion methods and their shared steps
+    "src/newsbag/fusion/order.py": 768,               # reading order and its column model
+    "src/newsbag/fusion/stage.py": 868,               # page fusion, disk, freshness, leaderboard
+    "src/newsbag/orchestrator.py": 666,               # starting runners and reading their events
+    "src/newsbag/review/stage.py": 744,               # boards, their freshness and the gallery
+    "src/newsbag/review/templates/gallery.js": 545,   # the gallery's browser code
+}
+
+
+def line_count(path: Path) -> int:
+    """Lines as ``wc -l`` counts them: newline bytes (a last line without one does not count)."""
+    return path.read_bytes().count(b"\n")
+
+
+def _files() -> dict[str, int]:
+    """Every file under src/ and runners/ but caches -> its line count."""
+    return {path.relative_to(REPO).as_posix(): line_count(path)
+            for folder in ("src", "runners") for path in sorted((REPO / folder).rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts and not path.parent.name.endswith(".egg-info")}
+
+
+def test_lines_are_counted_as_wc_does(tmp_path):
+    (tmp_path / "a").write_bytes(b"one\ntwo\nthree")
+    (tmp_path / "b").write_bytes(b"")
+    (tmp_path / "c").write_bytes(b"\n\n")
+    assert [line_count(tmp_path / n) for n in "abc"] == [2, 0, 2]
+
+
+def test_no_file_over_500_lines():
+    over = {name: n for name, n in _files().items() if n > MAX_LINES and name not in OVER_CAP}
+    assert over == {}, f"files over {MAX_LINES} lines: split them into modules with one job each"
+
+
+def test_no_file_on_the_list_grows():
+    files = _files()
+    grown = {name: f"{files[name]} > {ceiling}" for name, ceiling in OVER_CAP.items()
+             if name in files and files[name] > ceiling}
+    assert grown == {}, "files over the cap that grew: put the new code in a new module"
+
+
+def test_the_list_names_only_files_still_over_the_cap():
+    files = _files()
+    stale = sorted(name for name in OVER_CAP if files.get(name, 0) <= MAX_LINES)
+    assert stale == [], f"under the cap or gone: drop them from OVER_CAP in {Path(__file__).name}"
