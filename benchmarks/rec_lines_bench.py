@@ -35,8 +35,9 @@ import numpy as np
 from _machine import machine_line
 from PIL import Image
 
-from newsbag.evaluate_text import gt_regions, page_edits, reference_text
+from newsbag.config import load_tool_spec
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
+from newsbag.evaluate_text import gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,8 +53,8 @@ def _recognizer():
     sys.path.insert(0, str(runners_dir()))
     from recognize import Recognizer
 
-    return Recognizer({"model_path": "", "dict_path": "", "plan_dir": "", "batch_lines": 32, "script": "latin",
-                       "max_ratio": 60, "word_gap": 0}, "cpu", True)
+    params = {name: decl["default"] for name, decl in load_tool_spec("recognize", runners_dir())["parameters"].items()}
+    return Recognizer({**params, "word_gap": 0, "long_s": 0}, "cpu", True)   # the rules are tried on the paths
 
 
 def gt_pages(gt: Path) -> list[tuple[str, str, GtPage]]:
