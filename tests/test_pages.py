@@ -316,7 +316,7 @@ def test_a_folder_in_a_page_list_is_named_as_a_folder(tmp_path):
 
 def test_a_listed_path_with_a_unicode_line_break_stays_one_path(tmp_path):
     """A list file's lines end at \n (or \r\n): a scan named with U+2028 or U+0085 is one path,
-    as the manifest keeps it (`io.jsonl_lines`), not two broken ones."""
+    as the manifest keeps it (`jsontext.jsonl_lines`), not two broken ones."""
     listing = tmp_path / "list.txt"
     listing.write_text("issue\u2028one/p1.png\r\nissue\x85two/p1.png\n", encoding="utf-8", newline="")
     assert read_manifest_list(listing) == [tmp_path / "issue\u2028one/p1.png", tmp_path / "issue\x85two/p1.png"]

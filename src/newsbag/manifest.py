@@ -12,7 +12,8 @@ from typing import Iterable
 from . import freshness, images, locks, rundir
 from .errors import InputError
 from .inputs import Rejected
-from .io import atomic_write_text, dumps_strict, jsonl_lines
+from .io import atomic_write_text, dumps_strict
+from .jsontext import jsonl_lines
 
 __all__ = [
     "RUN_FORMAT",

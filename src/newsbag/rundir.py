@@ -30,7 +30,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .io import jsonl_lines, read_json, write_json
+from .io import read_json, write_json
+from .jsontext import jsonl_lines
 from .locks import locked
 
 __all__ = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import rundir
 from ..errors import InputError
-from ..io import jsonl_lines
+from ..jsontext import jsonl_lines
 from .model import GtPage
 from .read import gt_root, read_ground_truth
 

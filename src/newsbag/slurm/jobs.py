@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..io import append_jsonl, jsonl_lines, read_json
+from ..io import append_jsonl, read_json
+from ..jsontext import jsonl_lines
 from .client import call, read_stdout
 
 __all__ = [
