@@ -449,8 +449,7 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
     """The manifest is UTF-8 JSON lines (ensure_ascii off), so a name holding U+2028 or U+0085
     is written as it is; readers split with str.splitlines, which breaks lines there too: every
     later call failed on 'bad manifest line', and its rejected.jsonl row vanished."""
-    from newsbag import rundir
-    from newsbag.manifest import read_rejected
+    from newsbag.manifest import manifest_page_ids, read_rejected
 
     for name in ("issue\u2028one.png", "issue\x85two.png", "plain.png"):
         write_image(tmp_path / "in" / name)
@@ -459,7 +458,7 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
     pages, rejected = build_pages(run, [tmp_path / "in"], None, False, None)
     assert len(pages) == 3 and len(rejected) == 1
     assert read_pages(run) == pages
-    assert rundir.manifest_page_ids(run) == [p.page_id for p in pages]
+    assert manifest_page_ids(run) == [p.page_id for p in pages]
     assert read_rejected(run) == rejected
 
 

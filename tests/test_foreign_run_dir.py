@@ -1,0 +1,138 @@
+"""A run dir received from someone else (shared scratch, a tarball, a copied Slurm run): what its
+files hold may not write outside it, append through a planted link, reach the operator's terminal
+as control characters, or turn one page into two."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nbtest import run_cli, write_fake_config, write_image
+
+STAGES = [{"name": "fusion", "kind": "fusion"}, {"name": "review", "kind": "review"},
+          {"name": "export", "kind": "export"}]
+
+
+def _finished(tmp_path: Path, capsys, scans: Path | None = None) -> Path:
+    """A run of one small page through every stage, two folders down from `tmp_path` (so that
+    ``../`` escapes land inside the test's folder, where they are seen)."""
+    if scans is None:
+        scans = tmp_path / "scans"
+        write_image(scans / "a.png", size=(120, 90))
+    config = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=STAGES)
+    run = tmp_path / "deep" / "er" / "run"
+    code, _, err = run_cli(capsys, "run", scans, "--run-dir", run, "--config", config)
+    assert code == 0, err
+    return run
+
+
+def _files_outside(tmp_path: Path, run: Path) -> dict[str, bytes | None]:
+    """Everything under `tmp_path` but the run dir, with the content of its files."""
+    return {str(p): (p.read_bytes() if p.is_file() else None)
+            for p in tmp_path.rglob("*") if p != run and run not in p.parents}
+
+
+def _append_line(manifest: Path, **change) -> None:
+    first = json.loads(manifest.read_text().splitlines()[0])
+    with manifest.open("a") as fh:
+        fh.write(json.dumps({**first, **change}) + "\n")
+
+
+# --- a page id is a file name, never a path ---------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "fuse", "review", "export"])
+def test_a_page_id_that_climbs_out_of_the_run_is_refused_before_anything_is_written(tmp_path, capsys, command):
+    """`../../../../pwned` made run, fuse, review and export write .json, .jpg and folders outside
+    the run dir, with no model run: any file the user could write."""
+    run = _finished(tmp_path, capsys)
+    manifest = run / "manifests" / "pages.jsonl"
+    _append_line(manifest, page_id="../../../../pwned")
+    before = _files_outside(tmp_path, run)
+    code, out, err = run_cli(capsys, command, "--run-dir", run)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"newsbag: error: {manifest}:2: bad page id '../../../../pwned' ("), err
+    assert len(err.splitlines()) == 1
+    assert _files_outside(tmp_path, run) == before
+    assert not [p for p in tmp_path.rglob("*pwned*")]
+
+
+@pytest.mark.parametrize("page_id,ok", [
+    ("a-69aba0d0", True),           # what `page_id_for` makes
+    ("issue1__p1.x-3fa9c2d1", True),
+    ("-x-3fa9c2d1", True),          # a scan named "-x.png"
+    ("p", True),                    # a short id a hand-made manifest gives
+    ("..", False),                  # the parent folder
+    (".", False),
+    (".hidden", False),             # a hidden file, never listed again
+    ("_failed", False),             # the folder of a stage's failure records
+    ("a/b", False),                 # two path parts
+    ("a\\b", False),
+    ("", False),
+    ("a\x1bb", False),
+    ("x" * 201, False),             # no file system takes the name with its suffixes
+    (7, False),                     # not a string
+])
+def test_the_manifest_reader_takes_only_ids_page_id_for_can_make(tmp_path, page_id, ok):
+    from newsbag.errors import InputError
+    from newsbag.manifest import manifest_page_ids, read_pages
+
+    from nbtest import write_manifest
+
+    run = tmp_path / "run"
+    path = write_manifest(run, [{"page_id": "first", "path": "a.png", "image_path": "a.png", "width": 4,
+                                 "height": 3, "sha256": "0"},
+                                {"page_id": page_id, "path": "b.png", "image_path": "b.png", "width": 4,
+                                 "height": 3, "sha256": "1"}])
+    for read in (read_pages, manifest_page_ids):
+        if ok:
+            assert [p if isinstance(p, str) else p.page_id for p in read(run)] == ["first", page_id]
+            continue
+        with pytest.raises(InputError) as exc:
+            read(run)
+        assert str(exc.value).startswith(f"{path}:2: bad page id {page_id!r} (")
+
+
+def test_every_id_page_id_for_makes_passes_the_reader():
+    from newsbag.inputs import page_id_for
+    from newsbag.rundir import is_page_id
+
+    root = Path("/scans")
+    for name in ("a.png", "-x.png", "..png", "._x.png", "__.png", "ä ö/ü.tif", "x" * 300 + ".png", ".png",
+                 "a\x1bb.png", "../elsewhere/p.png"):
+        assert is_page_id(page_id_for(root / name, root)), name
+
+
+# --- bytes that are not UTF-8 -----------------------------------------------------------------
+
+
+def test_a_manifest_line_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys):
+    run = _finished(tmp_path, capsys)
+    manifest = run / "manifests" / "pages.jsonl"
+    good = manifest.read_bytes()
+    manifest.write_bytes(good + b'{"page_id": "b\xff"}\n')
+    column = len(b'{"page_id": "b') + 1
+    for command in ("status", "run", "fuse", "review", "export"):
+        code, out, err = run_cli(capsys, command, "--run-dir", run)
+        assert (code, out, err) == (2, "", f"newsbag: error: {manifest}: line 2 column {column}: not UTF-8 text (byte 0xff)\n")
+
+
+# --- one page on two manifest lines ---------------------------------------------------------
+
+
+def test_a_page_on_two_manifest_lines_is_named_and_counted_once(tmp_path, capsys):
+    """status said `done 2 ... pending -1` for one page, and run deduplicated without a word."""
+    run = _finished(tmp_path, capsys)
+    manifest = run / "manifests" / "pages.jsonl"
+    page_id = json.loads(manifest.read_text())["page_id"]
+    _append_line(manifest)
+    code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")
+    assert code == 0, err
+    assert f"{manifest}:2: page {page_id} is on line 1 too" in err
+    info = json.loads(out)
+    assert info["pages"] == 1
+    counts = [(o["name"], o["done"], o["pending"]) for outs in info["builtin"].values() for o in outs]
+    assert counts and all((done, pending) == (1, 0) for _, done, pending in counts), counts
+    assert [(s["done"], s["pending"]) for s in info["sources"]] == [(1, 0)]
+    code, out, err = run_cli(capsys, "run", "--run-dir", run)
+    assert code == 0 and "nothing to do: 1 pages current" in err
