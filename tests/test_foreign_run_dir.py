@@ -103,6 +103,36 @@ def test_every_id_page_id_for_makes_passes_the_reader():
         assert is_page_id(page_id_for(root / name, root)), name
 
 
+# --- a planted link in logs/ ------------------------------------------------------------------
+
+
+def test_a_stage_log_planted_as_a_link_is_replaced_not_appended_through(tmp_path, capsys):
+    run = _finished(tmp_path, capsys)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    log = run / "logs" / "fake.v.log"
+    log.unlink()
+    log.symlink_to(victim)
+    code, _, err = run_cli(capsys, "run", "--run-dir", run, "--force")
+    assert code == 0, err
+    assert victim.read_text() == "keep me\n"
+    assert not log.is_symlink() and log.read_text().startswith("=== ")
+
+
+def test_a_ledger_planted_as_a_link_is_replaced_not_appended_through(tmp_path):
+    from newsbag.io import append_jsonl
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    ledger = tmp_path / "logs" / "failures.jsonl"
+    ledger.parent.mkdir()
+    ledger.symlink_to(victim)
+    append_jsonl(ledger, [{"page_id": "p", "error": "x"}])
+    assert victim.read_text() == "keep me\n"
+    assert not ledger.is_symlink() and [json.loads(line) for line in ledger.read_text().splitlines()] == [
+        {"page_id": "p", "error": "x"}]
+
+
 # --- bytes that are not UTF-8 -----------------------------------------------------------------
 
 
