@@ -3,6 +3,8 @@ files hold may not write outside it, append through a planted link, reach the op
 as control characters, or turn one page into two."""
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ from nbtest import run_cli, write_fake_config, write_image
 
 STAGES = [{"name": "fusion", "kind": "fusion"}, {"name": "review", "kind": "review"},
           {"name": "export", "kind": "export"}]
+# C0 controls and DEL, C1 controls: what retitles or clears a terminal, or starts a forged line
+CONTROL = re.compile(r"[\x00-\x1f\x7f\x80-\x9f]")
 
 
 def _finished(tmp_path: Path, capsys, scans: Path | None = None) -> Path:
@@ -101,6 +105,46 @@ def test_every_id_page_id_for_makes_passes_the_reader():
     for name in ("a.png", "-x.png", "..png", "._x.png", "__.png", "ä ö/ü.tif", "x" * 300 + ".png", ".png",
                  "a\x1bb.png", "../elsewhere/p.png"):
         assert is_page_id(page_id_for(root / name, root)), name
+
+
+# --- control characters in names ------------------------------------------------------------
+
+
+def test_control_characters_in_names_are_escaped_in_every_message(tmp_path, capsys):
+    """A scan named with an escape sequence retitled and cleared the operator's terminal, and one
+    with a newline forged a summary line, in pages, run, status and review messages."""
+    scans = tmp_path / "scans"
+    title = "x\x1b]0;PWNED\x07\x1b[2Jy"
+    forged = "n\nrun: 9 page(s): 9 ok\x85"
+    write_image(scans / f"{title}.png", size=(120, 90))
+    (scans / f"{forged}.png").write_bytes(b"")          # rejected: named in pages, run and status
+    (scans / f"{title}.tif").write_bytes(b"not a tiff")  # rejected: not an image
+    run = tmp_path / "run"
+    config = write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=STAGES)
+    said = [run_cli(capsys, "pages", scans, "--run-dir", run),
+            run_cli(capsys, "run", scans, "--run-dir", run, "--config", config),
+            run_cli(capsys, "status", "--run-dir", run)]
+    os.unlink(scans / f"{title}.png")                   # its board cannot be drawn again: an error naming it
+    said.append(run_cli(capsys, "review", "--run-dir", run, "--force"))
+    for code, out, err in said:
+        text = out + err
+        assert not CONTROL.search(text.replace("\n", "")), text
+        assert not any(line.startswith("run: 9 page(s)") for line in text.splitlines()), text
+    shown_title = "x\\x1b]0;PWNED\\x07\\x1b[2Jy"
+    shown_forged = "n\\x0arun: 9 page(s): 9 ok\\u0085"
+    for code, out, err in said[:3]:                     # the rejected inputs, named
+        assert f"{shown_forged}.png" in out + err and f"{shown_title}.tif" in out + err
+    assert f"{shown_title}.png" in said[3][2]            # the page whose scan is gone
+
+
+def test_printable_escapes_controls_and_keeps_the_rest():
+    from newsbag.errors import printable
+
+    assert printable("plain ä 日本 \\x") == "plain ä 日本 \\x"
+    assert printable("a\x1b[2J\x07b\tc\x7f") == "a\\x1b[2J\\x07b\\x09c\\x7f"
+    assert printable("line\nforged\r") == "line\\x0aforged\\x0d"
+    assert printable("c1\x85\x9b") == "c1\\u0085\\u009b"
+    assert printable(os.fsdecode(b"Z\xfcrich")) == "Z\\xfcrich"   # a non-UTF-8 name, as before
 
 
 # --- a planted link in logs/ ------------------------------------------------------------------
