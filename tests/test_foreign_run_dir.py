@@ -191,6 +191,17 @@ def test_a_manifest_line_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys
         assert (code, out, err) == (2, "", f"newsbag: error: {manifest}: line 2 column {column}: not UTF-8 text (byte 0xff)\n")
 
 
+@pytest.mark.parametrize("damage", [b'{"path": "a\xff.png", "error": "x"}\n', b'{"path": \n'])
+def test_a_damaged_rejected_list_is_a_warning_and_status_goes_on(tmp_path, capsys, damage):
+    run = _finished(tmp_path, capsys)
+    rejected = run / "manifests" / "rejected.jsonl"
+    rejected.write_bytes(b'{"path": "/x/b.png", "error": "/x/b.png: empty", "kind": "empty"}\n' + damage)
+    code, out, err = run_cli(capsys, "status", "--run-dir", run)
+    assert code == 0, err
+    assert f"WARNING: {rejected}:2: " in err or f"WARNING: {rejected}: line 2 " in err, err
+    assert "rejected inputs 1 (empty 1)" in out and "fake/v " in out
+
+
 # --- one page on two manifest lines ---------------------------------------------------------
 
 

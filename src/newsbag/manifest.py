@@ -222,14 +222,20 @@ def _merge_pages(run_dir: Path, pages: list[PageRecord]) -> None:
 
 
 def read_rejected(run_dir: Path) -> list[Rejected]:
-    """The inputs the run skipped, with their reasons (RUN/manifests/rejected.jsonl)."""
+    """The inputs the run skipped, with their reasons (RUN/manifests/rejected.jsonl). A damaged
+    line (not a row, not UTF-8) is a warning and left out: the list only informs, and the next
+    merge writes it whole again."""
+    path = rundir.rejected_path(run_dir)
     out = []
-    for _, line in jsonl_lines(rundir.rejected_path(run_dir)):
-        try:
-            row = json.loads(line)
-            out.append(Rejected(str(row["path"]), str(row["error"]), str(row.get("kind", "unreadable"))))
-        except (ValueError, TypeError, KeyError):
-            continue
+    try:
+        for n, line in jsonl_lines(path):
+            try:
+                row = json.loads(line)
+                out.append(Rejected(str(row["path"]), str(row["error"]), str(row.get("kind", "unreadable"))))
+            except (ValueError, TypeError, KeyError, RecursionError):
+                log.warning("%s:%d: not a rejected input's row; left out", path, n)
+    except InputError as exc:
+        log.warning("%s; the rejected inputs from there on are left out", exc)
     return out
 
 
