@@ -6,6 +6,7 @@ import pytest
 
 from newsbag.config import load_config, parse_config, to_jsonable
 from newsbag.errors import ConfigError
+from newsbag.jsontext import MAX_DEPTH
 
 from nbtest import FAKE_RUNNERS
 
@@ -300,6 +301,8 @@ _VALID = '{"runners_dir": %s, "envs": {"e": {"python": ""}},\n "stages": [{"name
     ('{"a": [{"b": {"c": 1, "c": 2}}]}', "key 'c' is given twice in a[0].b (JSON keeps only the last)"),
     ("[" * 100_000 + "]" * 100_000, "invalid JSON (nested too deep)"),              # RecursionError, exit 1
     ('{"a":' * 100_000 + "1" + "}" * 100_000, "invalid JSON (nested too deep)"),
+    # parsed, but $VAR expansion and the record's writer recursed past Python's limit: a traceback
+    ('{"a":' * 500 + "1" + "}" * 500, f"invalid JSON (nested too deep: over {MAX_DEPTH} levels)"),
     (_NOT_UTF8, f"invalid JSON at line 2 column {_NOT_UTF8.splitlines()[1].index(chr(0xff)) + 1}: "
                 "not UTF-8 text (byte 0xff)"),                                   # a Latin-1 editor's save
 ])

@@ -43,18 +43,30 @@ def _object(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
+# A config nests a few levels (stages[0].variants.v.params.x). Its readers recurse (`$VAR`
+# expansion, freezing, writing the record): a document the parser takes at 500 levels still
+# overflowed them, so one past this is refused as the parser refuses one past ~1,000.
+MAX_DEPTH = 100
+
+
 def _first_repeat(value: Any) -> tuple[str, str] | None:
     """(JSON path of the object, key) of the first object in document order that repeats a key.
-    A loop, not recursion: the value may nest as deep as the parser allows."""
-    stack = [(value, "")]
+    A loop, not recursion: the value may nest as deep as the parser allows.
+
+    Raises:
+        ValueError: the value nests deeper than `MAX_DEPTH`.
+    """
+    stack = [(value, "", 0)]
     while stack:
-        node, path = stack.pop()
+        node, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"invalid JSON (nested too deep: over {MAX_DEPTH} levels)")
         if isinstance(node, _Repeats):
             return path, node.repeated
         if isinstance(node, dict):
-            stack += [(v, f"{path}.{k}" if path else str(k)) for k, v in reversed(node.items())]
+            stack += [(v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in reversed(node.items())]
         elif isinstance(node, list):
-            stack += [(v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node)))]
+            stack += [(v, f"{path}[{i}]", depth + 1) for i, v in reversed(list(enumerate(node)))]
     return None
 
 
