@@ -45,15 +45,22 @@ def _append_line(manifest: Path, **change) -> None:
 # --- a page id is a file name, never a path ---------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["run", "fuse", "review", "export"])
+@pytest.mark.parametrize("command", ["run", "fuse", "review", "export", "evaluate"])
 def test_a_page_id_that_climbs_out_of_the_run_is_refused_before_anything_is_written(tmp_path, capsys, command):
     """`../../../../pwned` made run, fuse, review and export write .json, .jpg and folders outside
     the run dir, with no model run: any file the user could write."""
     run = _finished(tmp_path, capsys)
     manifest = run / "manifests" / "pages.jsonl"
     _append_line(manifest, page_id="../../../../pwned")
+    args = []
+    if command == "evaluate":   # ground truth of the page: its layer is written per page id
+        gt = tmp_path / "gt" / "annotations"
+        gt.mkdir(parents=True)
+        (gt / "a.json").write_text(json.dumps({"page_id": "../../../../pwned", "image": "images/b.png",
+                                               "width": 120, "height": 90, "regions": []}))
+        args = ["--gt", gt.parent]
     before = _files_outside(tmp_path, run)
-    code, out, err = run_cli(capsys, command, "--run-dir", run)
+    code, out, err = run_cli(capsys, command, "--run-dir", run, *args)
     assert (code, out) == (2, "")
     assert err.startswith(f"newsbag: error: {manifest}:2: bad page id '../../../../pwned' ("), err
     assert len(err.splitlines()) == 1

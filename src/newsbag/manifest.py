@@ -25,6 +25,7 @@ __all__ = [
     "CACHE",
     "PageRecord",
     "read_pages",
+    "manifest_rows",
     "manifest_page_ids",
     "members",
     "write_pages",
@@ -138,11 +139,20 @@ def _fields(run_dir: Path, n: int, line: str, run_format: bool = True) -> dict:
     return fields
 
 
+def manifest_rows(run_dir: Path) -> list[dict]:
+    """The lines of RUN/manifests/pages.jsonl as fields, page ids checked as `read_pages` checks
+    them and each page once, in manifest order ([] when there is none), without making records:
+    what a reader of a few fields of every page needs (ids, paths)."""
+    rows: dict[str, dict] = {}
+    for n, line in jsonl_lines(Path(run_dir) / MANIFEST):
+        fields = _fields(run_dir, n, line, False)
+        rows[fields["page_id"]] = fields
+    return list(rows.values())
+
+
 def manifest_page_ids(run_dir: Path) -> list[str]:
-    """Page ids of RUN/manifests/pages.jsonl in manifest order, each once ([] when there is none),
-    checked as `read_pages` checks them, without making records."""
-    ids = {_fields(run_dir, n, line, False)["page_id"]: n for n, line in jsonl_lines(Path(run_dir) / MANIFEST)}
-    return list(ids)
+    """Page ids of RUN/manifests/pages.jsonl in manifest order, each once (`manifest_rows`)."""
+    return [row["page_id"] for row in manifest_rows(run_dir)]
 
 
 def members(run_dir: Path, selected: Iterable[str]) -> list[str]:
