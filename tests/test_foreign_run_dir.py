@@ -184,6 +184,21 @@ def test_a_ledger_planted_as_a_link_is_replaced_not_appended_through(tmp_path):
         {"page_id": "p", "error": "x"}]
 
 
+def test_a_job_ledger_planted_as_a_link_is_replaced_not_written_through(tmp_path):
+    from newsbag.slurm.jobs import JOBS_FILE, record_job
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("no newline at the end")   # what a torn ledger line looks like: closed first
+    run = tmp_path / "run"
+    (run / JOBS_FILE).parent.mkdir(parents=True)
+    (run / JOBS_FILE).symlink_to(victim)
+    record_job(run, {"job_id": "1", "kind": "model"})
+    assert victim.read_text() == "no newline at the end"
+    assert not (run / JOBS_FILE).is_symlink()
+    assert [json.loads(line) for line in (run / JOBS_FILE).read_text().splitlines() if line] == [
+        {"job_id": "1", "kind": "model"}]
+
+
 # --- bytes that are not UTF-8 -----------------------------------------------------------------
 
 
