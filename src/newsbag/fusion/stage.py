@@ -703,7 +703,7 @@ def run_fusion(
     Args:
         run_dir: the run directory (docs/design.md, Run directory).
         page_ids: pages to compute; the leaderboards and summary always cover every page of
-            the manifest (`rundir.members`), using the stored per-page records that are current.
+            the manifest (`manifest.members`), using the stored per-page records that are current.
         fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
         force: recompute pages whose outputs are current (fingerprint matches).
         workers: processes; pages stream through a pool so memory stays flat.
