@@ -6,6 +6,7 @@ import pytest
 
 from newsbag.config import load_config, parse_config, to_jsonable
 from newsbag.errors import ConfigError
+from newsbag.jsontext import MAX_DEPTH
 
 from nbtest import FAKE_RUNNERS
 
@@ -283,3 +284,75 @@ def test_an_export_variant_the_configs_fusion_does_not_make_is_refused(export, f
     with pytest.raises(ConfigError) as exc:
         parse_config(raw, "c.json")
     assert str(exc.value) == f"c.json: stage 'export': {message}"
+
+
+# --- what a hand-written or damaged config file holds -------------------------------------------
+
+_NOT_UTF8 = '{"stages": [],\n "vars": {"X": "\xff"}}'
+_VALID = '{"runners_dir": %s, "envs": {"e": {"python": ""}},\n "stages": [{"name": "fake", "env": "e", "variants": %s}]}'
+
+
+@pytest.mark.parametrize("text,message", [
+    # the last "v" won without a word: the variant the user read first never ran
+    (_VALID % (json.dumps(str(FAKE_RUNNERS)), '{"v": {}, "w": {}, "v": {"mode": "slow"}}'),
+     "key 'v' is given twice in stages[0].variants (JSON keeps only the last)"),
+    ('{"version": 1, "stages": [], "version": 1}', "key 'version' is given twice in the top-level object "
+                                                   "(JSON keeps only the last)"),
+    ('{"a": [{"b": {"c": 1, "c": 2}}]}', "key 'c' is given twice in a[0].b (JSON keeps only the last)"),
+    ("[" * 100_000 + "]" * 100_000, "invalid JSON (nested too deep)"),              # RecursionError, exit 1
+    ('{"a":' * 100_000 + "1" + "}" * 100_000, "invalid JSON (nested too deep)"),
+    # parsed, but $VAR expansion and the record's writer recursed past Python's limit: a traceback
+    ('{"a":' * 500 + "1" + "}" * 500, f"invalid JSON (nested too deep: over {MAX_DEPTH} levels)"),
+    (_NOT_UTF8, f"invalid JSON at line 2 column {_NOT_UTF8.splitlines()[1].index(chr(0xff)) + 1}: "
+                "not UTF-8 text (byte 0xff)"),                                   # a Latin-1 editor's save
+])
+def test_a_config_file_json_cannot_say_plainly_is_one_config_error(tmp_path, text, message):
+    path = tmp_path / "c.json"
+    path.write_bytes(text.encode("latin-1") if "\xff" in text else text.encode())
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(exc.value) == f"config {path}: {message}"
+
+
+def test_a_bad_config_file_is_exit_2_in_one_line_on_every_command(tmp_path, capsys):
+    from nbtest import run_cli, write_image
+
+    write_image(tmp_path / "in" / "p.png")
+    bad = tmp_path / "c.json"
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    code, out, err = run_cli(capsys, "run", tmp_path / "in", "--run-dir", tmp_path / "run", "--config", bad)
+    assert (code, out, err) == (2, "", f"newsbag: error: config {bad}: invalid JSON (nested too deep)\n")
+    assert run_cli(capsys, "pages", tmp_path / "in", "--run-dir", tmp_path / "run")[0] == 0
+    record = tmp_path / "run" / "config.resolved.json"
+    record.write_bytes(b'{"stages": [],\n"x": "\xff"}')   # the run's own record, damaged
+    column = len(b'"x": "') + 1
+    code, out, err = run_cli(capsys, "status", "--run-dir", tmp_path / "run")
+    assert (code, out, err) == (
+        2, "", f"newsbag: error: config {record}: invalid JSON at line 2 column {column}: not UTF-8 text (byte 0xff)\n")
+
+
+@pytest.mark.parametrize("second,clash", [
+    ({}, None),                                      # both make the default recipes: the first of them
+    ({"variants": {"U": {"sources": ["fake/v"], "method": "consensus"}}}, "U"),
+])
+def test_two_fusion_stages_that_make_one_variant_are_refused(second, clash):
+    """Each rewrote the other's variant: fusion was redone on every rerun and status called it stale for ever."""
+    from newsbag.builtin import fused_variant_names
+
+    raw = _config()
+    first = {"variants": {"U": {"sources": ["fake/v"], "method": "best_single"}}} if clash == "U" else {}
+    clash = clash or fused_variant_names({})[0]
+    raw["stages"] += [{"name": "fusion", "kind": "fusion", **first}, {"name": "fusion2", "kind": "fusion", **second}]
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw, "c.json")
+    assert str(exc.value) == (f"c.json: stages 'fusion' and 'fusion2' both make fused variant {clash!r} "
+                              f"(outputs/fusion/{clash}); give one of them other variant names")
+
+
+def test_two_fusion_stages_that_make_other_variants_are_kept():
+    raw = _config()
+    raw["stages"] += [{"name": "fusion", "kind": "fusion",
+                       "variants": {"U": {"sources": ["fake/v"], "method": "best_single"}}},
+                      {"name": "fusion2", "kind": "fusion",
+                       "variants": {"W": {"sources": ["fake/v"], "method": "consensus"}}}]
+    assert parse_config(raw, "c.json").stage_names == ("fake", "fusion", "fusion2")

@@ -19,7 +19,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
         "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
     ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
-    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.locks", "newsbag.scratch",
+    ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.jsontext", "newsbag.locks",
+                                                            "newsbag.scratch",
                                                             "newsbag.page_reader"})),   # page files read by the contract
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config",

@@ -316,7 +316,7 @@ def test_a_folder_in_a_page_list_is_named_as_a_folder(tmp_path):
 
 def test_a_listed_path_with_a_unicode_line_break_stays_one_path(tmp_path):
     """A list file's lines end at \n (or \r\n): a scan named with U+2028 or U+0085 is one path,
-    as the manifest keeps it (`io.jsonl_lines`), not two broken ones."""
+    as the manifest keeps it (`jsontext.jsonl_lines`), not two broken ones."""
     listing = tmp_path / "list.txt"
     listing.write_text("issue\u2028one/p1.png\r\nissue\x85two/p1.png\n", encoding="utf-8", newline="")
     assert read_manifest_list(listing) == [tmp_path / "issue\u2028one/p1.png", tmp_path / "issue\x85two/p1.png"]
@@ -449,8 +449,7 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
     """The manifest is UTF-8 JSON lines (ensure_ascii off), so a name holding U+2028 or U+0085
     is written as it is; readers split with str.splitlines, which breaks lines there too: every
     later call failed on 'bad manifest line', and its rejected.jsonl row vanished."""
-    from newsbag import rundir
-    from newsbag.manifest import read_rejected
+    from newsbag.manifest import manifest_page_ids, read_rejected
 
     for name in ("issue\u2028one.png", "issue\x85two.png", "plain.png"):
         write_image(tmp_path / "in" / name)
@@ -459,7 +458,7 @@ def test_a_scan_named_with_a_unicode_line_break_keeps_the_manifest_readable(tmp_
     pages, rejected = build_pages(run, [tmp_path / "in"], None, False, None)
     assert len(pages) == 3 and len(rejected) == 1
     assert read_pages(run) == pages
-    assert rundir.manifest_page_ids(run) == [p.page_id for p in pages]
+    assert manifest_page_ids(run) == [p.page_id for p in pages]
     assert read_rejected(run) == rejected
 
 

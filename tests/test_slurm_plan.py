@@ -291,7 +291,7 @@ def test_resubmitted_array_asks_only_for_the_shards_with_pending_pages(tmp_path,
     # One task of 4 timed out: the resubmit must not queue 4 GPU allocations to redo one slice.
     from newsbag.pages import build_pages
     from newsbag.pipeline import RunOptions, run_pipeline
-    from newsbag.rundir import manifest_page_ids
+    from newsbag.manifest import manifest_page_ids
 
     for k in range(8):
         write_image(tmp_path / "in" / f"p{k}.png")
@@ -323,7 +323,7 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     job takes it over, and status must not ask to fix and resubmit forever once nothing is pending."""
     from newsbag.pages import build_pages
     from newsbag.pipeline import RunOptions, run_pipeline
-    from newsbag.rundir import manifest_page_ids
+    from newsbag.manifest import manifest_page_ids
     from newsbag.slurm.plan import stages_with_work
     from newsbag.status import collect_status
 

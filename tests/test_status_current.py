@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from newsbag import rundir
+from newsbag import manifest, rundir
 from nbtest import EXAMPLE_PAGE, run_cli, write_fake_config
 
 FUSION = {"name": "fusion", "kind": "fusion", "recommended": "C", "variants": {
@@ -42,7 +42,7 @@ def _outputs(info: dict, kind: str, name: str) -> dict:
 
 
 def _first_page(run) -> str:
-    return rundir.manifest_page_ids(run)[0]
+    return manifest.manifest_page_ids(run)[0]
 
 
 # Each output a run skips by what its first bytes (or its record) say, and where it lies.
@@ -86,7 +86,7 @@ def test_the_coco_file_is_current_right_after_export_whatever_the_page_ids_sort_
     # "p 1.png" becomes p_1-…, which sorts after p-2-…: the manifest order is not the id order.
     run = _run(tmp_path, capsys, [FUSION, {"name": "export", "kind": "export", "formats": ["page-xml", "coco"]}],
                names=("p 1.png", "p-2.png"))
-    ids = rundir.manifest_page_ids(run)
+    ids = manifest.manifest_page_ids(run)
     assert ids != sorted(ids)
     layer = _outputs(_status(capsys, run), "export", "fusion/C")
     assert (layer["done"], layer["whole"], layer["note"]) == (2, True, "")

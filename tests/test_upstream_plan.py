@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from newsbag import revisions, rundir
+from newsbag import manifest, revisions, rundir
 from newsbag.config import load_config
 from newsbag.slurm.plan import pending_stages
 from nbtest import EXAMPLE_PAGE, run_cli, write_fake_config
@@ -61,7 +61,7 @@ def test_a_stale_fused_variant_makes_its_readers_stale_in_status_dry_run_and_slu
 
     exports = rundir.exports_dir(run) / "page-xml" / "fusion"
     before = _mtimes(exports)
-    info = {p: os.stat(rundir.review_page_dir(run, p) / "info.json").st_mtime_ns for p in rundir.manifest_page_ids(run)}
+    info = {p: os.stat(rundir.review_page_dir(run, p) / "info.json").st_mtime_ns for p in manifest.manifest_page_ids(run)}
     code, out, err = run_cli(capsys, "run", "--run-dir", run, "--json")
     assert code == 0, err
     after = _mtimes(exports)

@@ -18,7 +18,7 @@ from .transcription_options import (BagMember, TranscriptionParams, parse_transc
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
-           "unmatched_source", "fused_variant_names", "unmatched_variant", "stage_outputs", "stage_status", "update_command", "has_work",
+           "unmatched_source", "fused_variant_names", "variant_made_twice", "unmatched_variant", "stage_outputs", "stage_status", "update_command", "has_work",
            "run_stage"]
 
 
@@ -142,6 +142,19 @@ def fused_variant_names(fusion_options: Mapping[str, Any]) -> list[str]:
     """The names of the variants a fusion stage with valid `fusion_options` makes (its kind's defaults
     when it names none)."""
     return [v.name for v in parse_options("fusion", fusion_options).variants]
+
+
+def variant_made_twice(fusion_stages: list[tuple[str, Mapping[str, Any]]]) -> str | None:
+    """Why two of `fusion_stages` ((stage name, valid options)) cannot both run, when they make one
+    fused variant; else None. Each would rewrite the other's outputs/fusion/<variant>: fusion redone
+    on every call, and its outputs stale for ever by the other's options."""
+    maker: dict[str, str] = {}
+    for stage, options in fusion_stages:
+        for variant in fused_variant_names(options):
+            if (other := maker.setdefault(variant, stage)) != stage:
+                return (f"stages {other!r} and {stage!r} both make fused variant {variant!r} "
+                        f"(outputs/fusion/{variant}); give one of them other variant names")
+    return None
 
 
 def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -> str | None:

@@ -16,7 +16,7 @@ from .cli_kit import (Group, SectionedCommand, ShardType, builtin_options, commo
 from .cli_slurm import slurm
 from .cli_suggest import bundle_option, suggest
 from .cli_tune import register as register_tuning
-from .errors import NewsbagError, did_you_mean
+from .errors import NewsbagError, did_you_mean, printable
 from .logsetup import setup_logging
 
 __all__ = ["cli", "main"]
@@ -158,9 +158,9 @@ def status(run_dir, as_json):
         click.echo(json.dumps(info, indent=1))
         return
     for line in status_lines(info, lambda stage: job_note(stage, jobs, run_dir, work)):
-        click.echo(line)
+        click.echo(printable(line))
     for line in [*format_job_lines(jobs), *info["way_out"]]:
-        click.echo(f"  {line}")
+        click.echo(f"  {printable(line)}")
 
 
 def _status_info(run_dir: Path):
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
         # click's usage errors in the one shape of every error: one line, with where to read more
         where = exc.ctx.command_path if isinstance(exc, click.UsageError) and exc.ctx is not None else ""
         message = "; ".join(line.strip() for line in exc.format_message().splitlines() if line.strip()).rstrip(".")
-        click.echo(f"newsbag: error: {message}" + (f"; try '{where} --help'" if where else ""), err=True)
+        click.echo(f"newsbag: error: {printable(message)}" + (f"; try '{where} --help'" if where else ""), err=True)
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         click.echo("newsbag: interrupted", err=True)
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
         terminated = isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated)
         sys.exit(128 + signal.SIGTERM if terminated else 130)
     except NewsbagError as exc:
-        click.echo(f"newsbag: error: {exc}", err=True)
+        click.echo(f"newsbag: error: {printable(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:
         # A write that did not go through newsbag.io (a library writing a file itself): still
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
         if exc.errno not in DISK_ERRNOS:
             raise
         err = run_dir_error(exc, exc.filename or "the run directory")
-        click.echo(f"newsbag: error: {err}", err=True)
+        click.echo(f"newsbag: error: {printable(str(err))}", err=True)
         sys.exit(err.exit_code)
     finally:
         if previous is not None:

@@ -57,7 +57,7 @@ def suggest(run_dir, count, out, as_json):
 
 
 def _export_bundle(run_dir: Path, variants: tuple[str, ...], formats, sources, as_json: bool) -> None:
-    from . import rundir
+    from . import manifest, rundir
     from .export.bundle import write_bundle
 
     if formats or sources:
@@ -66,7 +66,7 @@ def _export_bundle(run_dir: Path, variants: tuple[str, ...], formats, sources, a
     if len(variants) > 1 or "all" in variants:
         raise click.BadParameter("a bundle holds one layout per page: name one variant (default: the "
                                  "recommended one)", param_hint="--variant")
-    ids = rundir.manifest_page_ids(run_dir)
+    ids = manifest.manifest_page_ids(run_dir)
     if not ids:
         raise click.BadParameter(f"{run_dir} has no manifests/pages.jsonl", param_hint="--run-dir")
     result = write_bundle(run_dir, rundir.exports_dir(run_dir) / _BUNDLE_DIR, ids, None,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Literal, Mapping
 
 from . import builtin, freshness, rundir
 from .errors import ConfigError, did_you_mean, unknown_keys
+from .jsontext import parse_document
 from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
 
@@ -542,10 +543,12 @@ def _model_stage(where: str, sd: dict, folder: str | None, envs: dict[str, EnvSp
 
 
 def _check_stage_links(path: str, stages: list[Stage]) -> None:
-    """Each builtin stage names only sources the model stages make and variants the fusion stage makes."""
+    """Builtin stages name only sources the model stages make and variants one fusion stage makes."""
     sources = [f"{s.name}/{v}" for s in stages if isinstance(s, ModelStage) for v in s.variants]
-    fusion = next((s for s in stages if isinstance(s, BuiltinStage) and s.kind == "fusion"), None)
-    fused = builtin.fused_variant_names(to_jsonable(fusion.options)) if fusion else None
+    fusions = [s for s in stages if isinstance(s, BuiltinStage) and s.kind == "fusion"]
+    if clash := builtin.variant_made_twice([(s.name, to_jsonable(s.options)) for s in fusions]):
+        raise ConfigError(f"{path}: {clash}")
+    fused = builtin.fused_variant_names(to_jsonable(fusions[0].options)) if fusions else None
     for s in (s for s in stages if isinstance(s, BuiltinStage)):
         # Not checked without model stages (a config of builtin stages works on what an earlier
         # one made), nor variants without a fusion stage (an earlier config's made them).
@@ -580,16 +583,13 @@ def load_run_config(run_dir: Path, path: Path | None) -> PipelineConfig:
 
 
 def read_config_json(path: Path) -> Any:
-    """A config file's JSON, unchecked (a run's record included); one-line ConfigError naming the
-    file when it cannot be read or parsed."""
+    """A config file's JSON, unchecked (a run's record included); one-line ConfigError naming the file (`parse_document`)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return parse_document(Path(path).read_bytes())
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"config {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:
+        raise ConfigError(f"config {path}: {exc}") from None
 
 
 def to_jsonable(value: Any) -> Any:

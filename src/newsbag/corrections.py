@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import rundir
+from . import manifest, rundir
 from .errors import InputError, first_line
 from .export.bundle import BundleResult, write_bundle
 from .labels import coarse_for
@@ -77,7 +77,7 @@ def suggest_pages(run_dir: Path, n: int, variant: str) -> tuple[str, list[Pick]]
     A page whose fused layout cannot be read is named in one line and left out."""
     measure, disagreement = page_disagreement(run_dir)
     made = rundir.page_files(rundir.fused_dir(run_dir, variant))
-    ranked = sorted((p for p in rundir.manifest_page_ids(run_dir) if p in made),
+    ranked = sorted((p for p in manifest.manifest_page_ids(run_dir) if p in made),
                     key=lambda p: (-(disagreement.get(p) or 0.0), p))
     facts = []
     for page_id in ranked[:max(_POOL_PER_PICK * n, _POOL_MIN)]:

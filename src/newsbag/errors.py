@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from typing import Iterable
 
 __all__ = [
@@ -18,6 +20,8 @@ __all__ = [
     "did_you_mean",
     "first_line",
     "page_failure",
+    "utf8_text",
+    "printable",
 ]
 
 
@@ -116,3 +120,29 @@ def unknown_keys(where: str, given: Iterable[str], known: Iterable[str]) -> str 
     names = ", ".join(repr(k) for k in unknown)
     return (f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {names}{did_you_mean(unknown[0], known)}"
             f" (known: {', '.join(known) or 'none'})")
+
+
+def utf8_text(text: str) -> str:
+    """`text` (a path, or a message naming one) with the undecodable bytes of a name as ``\\xNN``:
+    text every file and stream takes."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _escaped(m: re.Match) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` as a terminal or a log may show it: `utf8_text`, with C0 controls and DEL as
+    ``\\xNN`` and C1 controls as ``\\u00NN``. A name holding an escape sequence cannot retitle
+    or clear the operator's terminal, nor one holding a newline forge a line of newsbag's.
+    Every line newsbag shows a person goes through it (the log handler, `cli.main`'s errors)."""
+    try:
+        text = utf8_text(text)
+    except UnicodeEncodeError:   # a lone surrogate no file name decodes to (a JSON "\\ud800")
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL.sub(_escaped, text)

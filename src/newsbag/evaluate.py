@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, labels, rundir
+from . import __version__, labels, manifest, rundir
 from .errors import InputError
 from .fusion.metrics import iou_f1, pixel_prf, union_mask
 from .groundtruth import GtPage, gt_root, match_pages
@@ -308,7 +308,7 @@ def run_evaluate(run_dir: Path, gt_dir: Path) -> dict:
         if layer.name[:-len(".json")] not in scored:
             layer.unlink()
     recommended = rundir.recommended_variant(run_dir)
-    result = {"pages": len(matched), "unscored": [p for p in rundir.manifest_page_ids(run_dir) if p not in scored],
+    result = {"pages": len(matched), "unscored": [p for p in manifest.manifest_page_ids(run_dir) if p not in scored],
               "unmatched_gt": unmatched, "bad_gt": bad, "best_variant": _best(variants), "best_source": _best(sources),
               "recommended_variant": recommended,
               "recommended_rank": next((r["rank"] for r in variants if r["name"] == recommended

@@ -16,12 +16,11 @@ from typing import Iterable
 
 from . import rundir
 from .config import anchor_path
-from .errors import InputError, InputRejected
+from .errors import InputError, InputRejected, utf8_text
 
 __all__ = [
     "IMAGE_SUFFIXES",
     "Rejected",
-    "utf8_text",
     "page_id_for",
     "check_input_file",
     "discover_images",
@@ -56,11 +55,6 @@ class Rejected:
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", utf8_text(self.path))
         object.__setattr__(self, "error", utf8_text(self.error))
-
-
-def utf8_text(text: str) -> str:
-    """`text` (a path, or a message naming one) with the undecodable bytes of a name as ``\\xNN``."""
-    return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
 def page_id_for(path: Path, root: Path) -> str:

@@ -21,7 +21,7 @@ except ImportError:  # a venv made before orjson became a dependency: the stdlib
     orjson = None
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "size_text",
-           "append_jsonl", "jsonl_lines", "hash_file", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
+           "open_appending", "append_jsonl", "hash_file", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
 # one line (errors.RunDirError, exit 7) instead of a traceback or a page failure per page.
@@ -359,21 +359,17 @@ def _refuse_constant(token: str) -> Any:
     raise ValueError(f"{token} is not strict JSON")
 
 
-def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each non-blank line of a JSON-lines file, read one line at a time
-    (none when the file is missing).
-
-    Lines end at ``\\n`` only: newsbag writes UTF-8 JSON (`dumps_strict`), so a scan named with
-    U+2028 or U+0085 puts that character inside a line, where `str.splitlines` would cut it.
-    """
+def open_appending(path: str | os.PathLike) -> int:
+    """An O_APPEND fd on `path`, made if need be. A symlink there is replaced by a file of its
+    own, never appended through: a run dir received from someone else may hold one in logs/."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
     try:
-        fh = open(path, encoding="utf-8", newline="\n")
-    except FileNotFoundError:
-        return
-    with fh:
-        for number, line in enumerate(fh, 1):
-            if line.strip():
-                yield number, line
+        return os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+    os.unlink(path)
+    return os.open(path, flags, 0o644)
 
 
 def append_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
@@ -388,7 +384,7 @@ def append_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
     data = "".join(dumps_strict(r) + "\n" for r in records).encode("utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_appending(path)
         try:
             written = os.write(fd, data)
             if written < len(data):

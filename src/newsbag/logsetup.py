@@ -1,15 +1,26 @@
 """Log lines for people: one handler on stderr, rich on a terminal or plain lines with the time
-(Slurm logs)."""
+(Slurm logs), and every message printable: a file name in it cannot drive the terminal."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
+from .errors import printable
+
 __all__ = ["setup_logging"]
 
 
-class _LogFormatter(logging.Formatter):
+class _Printable(logging.Formatter):
+    """A formatter whose messages are `printable`: control characters in a name they quote
+    (an escape sequence, a newline) are shown escaped, never sent to the terminal or the log."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(record.message)
+        return super().formatMessage(record)
+
+
+class _LogFormatter(_Printable):
     """A plain line for users: the time (Slurm logs), "WARNING: "/"ERROR: " when it is one, the
     message; the level and module of every line only at debug level, where a developer reads it."""
 
@@ -40,7 +51,8 @@ class _StderrHandler(logging.StreamHandler):
 
 
 def setup_logging(level: str) -> None:
-    """Log at `level` through one handler on stderr (rich on a terminal, plain lines otherwise)."""
+    """Log at `level` through one handler on stderr (rich on a terminal, plain lines otherwise),
+    each message `printable`."""
     root = logging.getLogger()
     debug = level.lower() == "debug"
     handler = getattr(root, "_newsbag_handler", None)
@@ -61,5 +73,5 @@ def setup_logging(level: str) -> None:
     if isinstance(handler, logging.StreamHandler):
         handler.setFormatter(_LogFormatter(debug))
     else:  # rich shows the time and level itself
-        handler.setFormatter(logging.Formatter("%(name)s: %(message)s" if debug else "%(message)s"))
+        handler.setFormatter(_Printable("%(name)s: %(message)s" if debug else "%(message)s"))
     root.setLevel(level.upper())

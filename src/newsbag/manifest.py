@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -10,9 +12,12 @@ from pathlib import Path
 from typing import Iterable
 
 from . import freshness, images, locks, rundir
-from .errors import InputError
+from .errors import InputError, first_line
 from .inputs import Rejected
-from .io import atomic_write_text, dumps_strict, jsonl_lines
+from .io import atomic_write_text, dumps_strict
+from .jsontext import jsonl_lines
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "RUN_FORMAT",
@@ -20,6 +25,9 @@ __all__ = [
     "CACHE",
     "PageRecord",
     "read_pages",
+    "manifest_rows",
+    "manifest_page_ids",
+    "members",
     "write_pages",
     "manifest_pages",
     "select_shard",
@@ -77,28 +85,85 @@ def read_pages(run_dir: Path) -> list[PageRecord]:
 def _parse_lines(run_dir: Path, lines: Iterable[tuple[int, str]]) -> list[PageRecord]:
     """The records of manifest lines, a run-relative ``image_path`` (`write_pages`) made absolute
     from the run dir resolved, as `pages.inspect_page` names a copy and `write_pages` recognises one.
+    A page on two lines is one page, at its first line with the later record, as `_merge_pages`
+    would write it, and a warning names the line.
 
     Raises:
-        InputError: a line that is not a record, or one of another run format (`RUN_FORMAT`).
+        InputError: a line that is not a record, one of another run format (`RUN_FORMAT`), or one
+            whose page id is no file name (`rundir.is_page_id`).
     """
     root = Path(run_dir).resolve()
-    out = []
+    out: dict[str, PageRecord] = {}
+    first: dict[str, int] = {}
     for n, line in lines:
-        try:
-            fields = json.loads(line)
-            made_by = fields.pop("run_format", None)
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise InputError(f"{Path(run_dir) / MANIFEST}:{n}: bad manifest line: {exc}") from None
-        if made_by != RUN_FORMAT:
-            raise InputError(f"{run_dir} was made by an incompatible newsbag (run format "
-                             f"{'none' if made_by is None else made_by}, this newsbag writes {RUN_FORMAT}): "
-                             "start a new --run-dir, or run it with the newsbag that made it")
+        fields = _fields(run_dir, n, line)
         try:
             if isinstance(fields.get("image_path"), str) and not os.path.isabs(fields["image_path"]):
                 fields["image_path"] = os.path.join(root, fields["image_path"])
-            out.append(PageRecord(**fields))
+            record = PageRecord(**fields)
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"{Path(run_dir) / MANIFEST}:{n}: bad manifest line: {exc}") from None
+        if first.setdefault(record.page_id, n) != n:
+            _say_repeated(str(Path(run_dir) / MANIFEST), n, record.page_id, first[record.page_id])
+        out[record.page_id] = record
+    return list(out.values())
+
+
+@functools.cache
+def _say_repeated(where: str, n: int, page_id: str, first: int) -> None:
+    """Warn of a page on two manifest lines once a call: each stage of a `run` reads the manifest."""
+    log.warning("%s:%d: page %s is on line %d too; counted once, with this line's record", where, n, page_id, first)
+
+
+def _fields(run_dir: Path, n: int, line: str, run_format: bool = True) -> dict:
+    """The fields of manifest line `n` but its run format (checked to be this newsbag's unless
+    `run_format` is false), with a page id that names files in the run dir and nowhere else
+    (`rundir.is_page_id`): a run dir received from someone else decides the ids, and every stage
+    writes files named by them.
+
+    Raises:
+        InputError: naming the line.
+    """
+    where = Path(run_dir) / MANIFEST
+    try:
+        fields = json.loads(line)
+        made_by = fields.pop("run_format", None)
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        raise InputError(f"{where}:{n}: bad manifest line: {first_line(exc)}") from None
+    if run_format and made_by != RUN_FORMAT:
+        raise InputError(f"{run_dir} was made by an incompatible newsbag (run format "
+                         f"{'none' if made_by is None else made_by}, this newsbag writes {RUN_FORMAT}): "
+                         "start a new --run-dir, or run it with the newsbag that made it")
+    if not rundir.is_page_id(fields.get("page_id")):
+        raise InputError(f"{where}:{n}: bad page id {fields.get('page_id')!r} (a page id is {rundir.PAGE_ID_RULE})")
+    return fields
+
+
+def manifest_rows(run_dir: Path) -> list[dict]:
+    """The lines of RUN/manifests/pages.jsonl as fields, page ids checked as `read_pages` checks
+    them and each page once, in manifest order ([] when there is none), without making records:
+    what a reader of a few fields of every page needs (ids, paths)."""
+    rows: dict[str, dict] = {}
+    for n, line in jsonl_lines(Path(run_dir) / MANIFEST):
+        fields = _fields(run_dir, n, line, False)
+        rows[fields["page_id"]] = fields
+    return list(rows.values())
+
+
+def manifest_page_ids(run_dir: Path) -> list[str]:
+    """Page ids of RUN/manifests/pages.jsonl in manifest order, each once (`manifest_rows`)."""
+    return [row["page_id"] for row in manifest_rows(run_dir)]
+
+
+def members(run_dir: Path, selected: Iterable[str]) -> list[str]:
+    """The pages a stage aggregates over: every manifest page, then any selected page not in it.
+
+    A call computes only its selected pages (--pages, --shard, --max-pages), but leaderboards,
+    summaries, scores and galleries always describe the whole run.
+    """
+    out = manifest_page_ids(run_dir)
+    known = set(out)
+    out += [p for p in selected if p not in known and not known.add(p)]
     return out
 
 
@@ -167,14 +232,20 @@ def _merge_pages(run_dir: Path, pages: list[PageRecord]) -> None:
 
 
 def read_rejected(run_dir: Path) -> list[Rejected]:
-    """The inputs the run skipped, with their reasons (RUN/manifests/rejected.jsonl)."""
+    """The inputs the run skipped, with their reasons (RUN/manifests/rejected.jsonl). A damaged
+    line (not a row, not UTF-8) is a warning and left out: the list only informs, and the next
+    merge writes it whole again."""
+    path = rundir.rejected_path(run_dir)
     out = []
-    for _, line in jsonl_lines(rundir.rejected_path(run_dir)):
-        try:
-            row = json.loads(line)
-            out.append(Rejected(str(row["path"]), str(row["error"]), str(row.get("kind", "unreadable"))))
-        except (ValueError, TypeError, KeyError):
-            continue
+    try:
+        for n, line in jsonl_lines(path):
+            try:
+                row = json.loads(line)
+                out.append(Rejected(str(row["path"]), str(row["error"]), str(row.get("kind", "unreadable"))))
+            except (ValueError, TypeError, KeyError, RecursionError):
+                log.warning("%s:%d: not a rejected input's row; left out", path, n)
+    except InputError as exc:
+        log.warning("%s; the rejected inputs from there on are left out", exc)
     return out
 
 

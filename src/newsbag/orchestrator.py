@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .failures import previous_failure, record_failures
-from .io import DISK_ERRNOS, remove_dead_temps, write_json, run_dir_error
+from .io import DISK_ERRNOS, open_appending, remove_dead_temps, write_json, run_dir_error
 from .manifest import PageRecord
 from . import freshness, rundir
 from .page_reader import read_page
@@ -232,7 +232,7 @@ def _launch(stage: ModelStage, variant: str, job: dict, log_path: Path, runners:
     header = f"=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(cmd)}\n"
     try:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_fh = open(log_path, "a", encoding="utf-8")
+        log_fh = os.fdopen(open_appending(log_path), "a", encoding="utf-8")
         log_fh.write(header)
         log_fh.flush()
     except OSError as exc:

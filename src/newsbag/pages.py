@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Iterable
 
 from . import freshness, images
-from .errors import InputError
+from .errors import InputError, utf8_text
 from .images import InputLimits, copy_png, decode_page, passes_as_is, pixels_sha256
 from .inputs import (Rejected, check_input_file, list_inputs, named_inputs, no_images_message, page_id_for,
-                     select_ids, utf8_text)
+                     select_ids)
 from .io import atomic_write_bytes, hash_file
 from .manifest import CACHE, PageRecord, changed_in_place, checkpoint, manifest_pages, merge, read_pages
 

@@ -24,13 +24,12 @@ names; whether an output found there is current is `freshness`'s question.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .io import jsonl_lines, read_json, write_json
+from .io import read_json, write_json
 from .locks import locked
 
 __all__ = [
@@ -41,7 +40,7 @@ __all__ = [
     "reviewed_pages",
     "exports_dir", "inputs_record_path", "index_record_path", "logs_dir", "failures_ledger", "reports_dir", "gallery_path", "rejected_path",
     "config_record", "pin_path", "tuning_dir", "config_to_run", "update_config_record", "failure_path", "not_started_path",
-    "is_run_dir", "has_run_state", "manifest_page_ids", "members",
+    "is_run_dir", "has_run_state", "PAGE_ID_RULE", "is_page_id",
 ]
 
 FAILED_DIR = "_failed"
@@ -94,6 +93,18 @@ def runner_folders(out_dir: Path) -> list[Path]:
 
 FOLDER_NAME_RULE = "letters, digits, _ . -, starting with a letter or digit"
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+# What `inputs.page_id_for` makes: one file name that is no other (not hidden, not a private
+# `_folder`), short enough to take its suffixes. The manifest reader refuses any other id: a run dir
+# received from someone else names its pages, and every stage writes files named by them.
+PAGE_ID_RULE = "letters, digits, _ . -, not starting with . or _, at most 200 characters"
+_PAGE_ID = re.compile(r"[A-Za-z0-9-][A-Za-z0-9_.-]{0,199}")
+
+
+def is_page_id(page_id: Any) -> bool:
+    """Whether `page_id` can name a page's files (`PAGE_ID_RULE`): never a path that leaves its folder."""
+    return isinstance(page_id, str) and _PAGE_ID.fullmatch(page_id) is not None
 
 
 def is_folder_name(name: Any) -> bool:
@@ -305,20 +316,3 @@ def has_run_state(folder: Path) -> bool:
     inputs), outputs, reports or Slurm job ledger. A folder without any of them (the parent of
     the runs, a scan folder) is not one, whatever `status` would count in it."""
     return any((Path(folder) / entry).exists() for entry in ("manifests", "outputs", "reports", "slurm"))
-
-
-def manifest_page_ids(run_dir: Path) -> list[str]:
-    """Page ids of RUN/manifests/pages.jsonl in manifest order ([] when there is none)."""
-    return [json.loads(line)["page_id"] for _, line in jsonl_lines(Path(run_dir) / MANIFEST)]
-
-
-def members(run_dir: Path, selected: Iterable[str]) -> list[str]:
-    """The pages a stage aggregates over: every manifest page, then any selected page not in it.
-
-    A call computes only its selected pages (--pages, --shard, --max-pages), but leaderboards,
-    summaries, scores and galleries always describe the whole run.
-    """
-    out = manifest_page_ids(run_dir)
-    known = set(out)
-    out += [p for p in selected if p not in known and not known.add(p)]
-    return out

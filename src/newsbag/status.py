@@ -104,7 +104,7 @@ def _recorded_config(record: Path) -> PipelineConfig | None:
 def _builtin_status(run_dir: Path, records: list, options: dict[str, dict], config: PipelineConfig | None,
                     redo: dict[str, set[str]]) -> dict[str, list[dict]]:
     """Each builtin kind's outputs (`builtin.stage_outputs`) over `records` in manifest order (as the
-    stages aggregate over them, `rundir.members`), with the pages whose inputs the next run redoes
+    stages aggregate over them, `manifest.members`), with the pages whose inputs the next run redoes
     first counted stale in the recorded config's order (`upstream.carry_upstream`; `redo`: the pages
     each source computes), and the kinds the config lacks left out (`_configured`); `options`:
     `builtin_options`."""

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from . import freshness, rundir
 from .errors import first_line
 from .io import atomic_text_file, atomic_write_text, read_json, write_json
+from .manifest import members
 from .revisions import why_stale
 
 __all__ = ["INDEX", "read_record", "why_stale_record", "text_holds", "write_transcript", "restore_text",
@@ -107,7 +108,7 @@ def write_search_index(run_dir: Path, variant: str) -> tuple[int, list[dict]]:
     out_dir = rundir.transcript_dir(run_dir, variant)
     n, left_out = 0, []
     with atomic_text_file(out_dir / INDEX) as fh:
-        for page_id in rundir.members(run_dir, []):
+        for page_id in members(run_dir, []):
             path = out_dir / f"{page_id}.json"
             if not path.exists():
                 continue

@@ -14,7 +14,7 @@ from .. import __version__, freshness, rundir
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
 from ..io import atomic_write_bytes, read_json
-from ..manifest import read_pages
+from ..manifest import members, read_pages
 from ..page_reader import read_page
 from ..parallel import page_map
 from ..builtin import Outputs
@@ -228,7 +228,7 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
     linked = _linked_images(records)
     ids = [r.page_id for r in records]
     rows = []
-    everyone = rundir.members(run_dir, ids)   # the pages, in the order, a COCO file of the run holds
+    everyone = members(run_dir, ids)   # the pages, in the order, a COCO file of the run holds
     for layer in export_layers(run_dir, params):
         present = _coco_pages(layer, everyone, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
@@ -420,7 +420,7 @@ def _export_cocos(run_dir: Path, exports: Path, layers: list[_Layer], page_ids: 
                   linked: dict[str, str], tally: _Tally) -> dict[str, str]:
     """Write each layer's COCO file: layer -> ok | skipped | empty | failed. COCO describes the
     whole run (every manifest page that has the layer), whatever subset this call wrote."""
-    everyone = rundir.members(run_dir, page_ids)
+    everyone = members(run_dir, page_ids)
     coco = {}
     for layer in layers:
         try:

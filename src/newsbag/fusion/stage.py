@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 from shapely import STRtree
 
-from .. import __version__, freshness, labels, rundir
+from .. import __version__, freshness, labels, manifest, rundir
 from ..builtin import Outputs
 from ..columns import COLUMN, SOURCE_COLUMNS, VARIANT_COLUMNS
 from ..contract import MAX_OVERLAPPING_PAIRS, Boxes, column_codes, regions_from_boxes
@@ -704,7 +704,7 @@ def run_fusion(
     Args:
         run_dir: the run directory (docs/design.md, Run directory).
         page_ids: pages to compute; the leaderboards and summary always cover every page of
-            the manifest (`rundir.members`), using the stored per-page records that are current.
+            the manifest (`manifest.members`), using the stored per-page records that are current.
         fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
         force: recompute pages whose outputs are current (fingerprint matches).
         workers: processes; pages stream through a pool so memory stays flat.
@@ -724,7 +724,7 @@ def run_fusion(
     plan = _plan(run_dir, cfg)
     fusion = rundir.fusion_dir(run_dir)
     fusion.mkdir(parents=True, exist_ok=True)
-    everyone = rundir.members(run_dir, page_ids)
+    everyone = manifest.members(run_dir, page_ids)
 
     counts = {"ok": 0, "skipped": 0, "failed": 0}
     failures: list[dict] = []

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from .. import rundir
 from ..errors import InputError
-from ..io import jsonl_lines
+from ..manifest import manifest_rows
 from .model import GtPage
 from .read import gt_root, read_ground_truth
 
@@ -99,7 +98,7 @@ def match_pages(run_dir: Path, gt_path: Path) -> tuple[list[tuple[dict, GtPage]]
     if not manifest.is_file():
         raise InputError(f"{manifest}: no page manifest; is {run_dir} a newsbag run directory?")
     pages, bad = read_ground_truth(gt_path)
-    records = [json.loads(line) for _, line in jsonl_lines(manifest)]
+    records = manifest_rows(run_dir)   # page ids checked: each names files under outputs/evaluation
     by_id = {rec["page_id"]: rec for rec in records}
     by_file = {os.path.realpath(run_dir / rec["path"]): rec for rec in records}
     tables, root = _tail_tables(records), gt_root(gt_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import rundir
+from .. import manifest, rundir
 from ..columns import LEGEND, SCORE_NOTE
 from ..io import atomic_write_text
 from . import reading
@@ -75,7 +75,7 @@ def gallery_context(run_dir: Path, ranked: list, failed: list, source_dirs: dict
     return {
         "run": {
             "name": run_dir.resolve().name, "pages_ok": len(ranked), "pages_failed": len(failed),
-            "pages_absent": absent, "transcript_links": reading.transcript_links(run_dir, rundir.members(run_dir, [])),
+            "pages_absent": absent, "transcript_links": reading.transcript_links(run_dir, manifest.members(run_dir, [])),
             "sources": list(source_dirs), "fused": sorted(gallery_dirs), "recommended": recommended,
             "reference": reference,
         },

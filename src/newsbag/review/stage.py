@@ -14,7 +14,7 @@ from ..builtin import Outputs
 from ..errors import RunDirError, page_failure
 from ..failures import record_failures
 from ..io import read_json, write_json
-from ..manifest import read_pages
+from ..manifest import members, read_pages
 from ..parallel import page_map
 from ..revisions import revision, why_stale
 from .options import ReviewParams, parse_review_cfg
@@ -198,7 +198,7 @@ def run_review(
     # Draw the selected pages; the ranking, scores.tsv, top-N pack and gallery cover every
     # page of the manifest, using the boards of the other pages that are still current.
     selected = set(page_ids)
-    everyone = rundir.members(run_dir, page_ids)
+    everyone = members(run_dir, page_ids)
     outcomes = _review_pages(run_dir, everyone, selected, records, plan, params, force, workers, progress)
     computed = [o for o in outcomes if o.page_id in selected]
     kept = [o.page_id for o in computed if o.scan_gone]

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..io import append_jsonl, jsonl_lines, read_json
+from ..io import append_jsonl, open_appending, read_json
+from ..jsontext import jsonl_lines
 from .client import call, read_stdout
 
 __all__ = [
@@ -67,7 +68,7 @@ def record_job(run_dir: str | os.PathLike, record: dict) -> None:
     except (FileNotFoundError, OSError):
         torn = False
     if torn:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        fd = open_appending(path)   # a link planted there is replaced, not written through
         try:
             os.write(fd, b"\n")
         finally:

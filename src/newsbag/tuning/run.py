@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import builtin, rundir
+from .. import builtin, manifest, rundir
 from ..config import load_run_config, to_jsonable
 from ..errors import InputError
 from ..fusion.pin import write_pin
@@ -142,7 +142,7 @@ def _adopt(run_dir: Path, spec: dict, reason: str) -> dict:
 
     rundir.update_config_record(run_dir, change)
     write_pin(run_dir, TUNED, reason)
-    return builtin.run_stage("fusion", run_dir, rundir.manifest_page_ids(run_dir), fusion_section(run_dir))
+    return builtin.run_stage("fusion", run_dir, manifest.manifest_page_ids(run_dir), fusion_section(run_dir))
 
 
 def run_tune(run_dir: Path, gt_dir: Path, opts: TuneOptions = TuneOptions()) -> dict:
