@@ -18,7 +18,7 @@ from typing import Callable
 
 from rapidfuzz.distance import Levenshtein
 
-from newsbag.config import load_tool_spec, validate_params
+from newsbag.tool_spec import load_tool_spec, validate_params
 from newsbag.evaluate_text import gt_conventions, gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcript import crop_plan

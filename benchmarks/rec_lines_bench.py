@@ -35,7 +35,7 @@ import numpy as np
 from _machine import machine_line
 from PIL import Image
 
-from newsbag.config import load_tool_spec
+from newsbag.tool_spec import load_tool_spec
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
 from newsbag.evaluate_text import gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir

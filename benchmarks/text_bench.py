@@ -50,7 +50,7 @@ from pathlib import Path
 import _gt_lines
 from _machine import machine_line
 
-from newsbag.config import load_tool_spec
+from newsbag.tool_spec import load_tool_spec
 from newsbag.evaluate import match_pages
 from newsbag import rundir
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth

@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                                                             "newsbag.page_reader"})),   # page files read by the contract
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config",
+        "newsbag.tool_spec", "newsbag.builtin_entry", "newsbag.anchoring",   # what the config checks and anchors
         "newsbag.upstream", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
         "newsbag.image_depth",   # the 8-bit copy's scaling, which images uses
         "newsbag.pages",

@@ -1,7 +1,7 @@
 import pytest
 
 from newsbag import labels
-from newsbag.config import label_table
+from newsbag.tool_spec import label_table
 
 # Label sets read from the models' metadata and code (docs/design.md, Labels).
 PP_V2V3 = ["abstract", "algorithm", "aside_text", "chart", "content", "display_formula", "doc_title",

@@ -43,8 +43,8 @@ class BuiltinKind:
     status: str
     schemas: Mapping[str, type] = field(default_factory=dict)
     # options that hold paths, which the config anchors at its file's folder: interpreters
-    # (`config.anchor_command`), and objects of a runner family's parameters by family (those its
-    # tool.json declares ``"path": true``, `config.anchor_params`), the family given by a function
+    # (`anchoring.anchor_command`), and objects of a runner family's parameters by family (those its
+    # tool.json declares ``"path": true``, `tool_spec.anchor_params`), the family given by a function
     # of the stage's options
     commands: tuple[str, ...] = ()
     runner_params: Mapping[str, Callable[[Mapping[str, Any]], str]] = field(default_factory=dict)

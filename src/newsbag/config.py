@@ -16,10 +16,12 @@ from types import MappingProxyType
 from typing import Any, Callable, Literal, Mapping
 
 from . import builtin, freshness, rundir
+from .anchoring import anchor_command, anchor_path
+from .builtin_entry import anchor_builtin, checked_builtin_options
 from .errors import ConfigError, did_you_mean, unknown_keys
 from .jsontext import parse_document
-from .labels import CANONICAL
 from .resources import default_config_path, runners_dir
+from .tool_spec import anchor_params, load_tool_spec, validate_params, volatile_params
 
 __all__ = [
     "EnvSpec",
@@ -30,15 +32,6 @@ __all__ = [
     "load_config",
     "load_run_config",
     "parse_config",
-    "load_tool_spec",
-    "volatile_params",
-    "validate_params",
-    "label_table",
-    "builtin_options",
-    "checked_builtin_options",
-    "anchor_path",
-    "anchor_command",
-    "anchor_params",
     "record_builtin_run",
     "read_config_json",
 ]
@@ -52,8 +45,6 @@ DEFAULT_MAX_FAILED_FRACTION = 0.5
 # The config format this newsbag reads; a config without "version" is taken as this one.
 CONFIG_VERSION = 1
 DEFAULT_MAX_EMPTY_SHARE = 0.2
-_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
-          "object": dict, "array": list}
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 
 log = logging.getLogger(__name__)
@@ -190,104 +181,6 @@ def _variables(declared: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def anchor_path(value: str, folder: str | None) -> str:
-    """A path written in a file (a config, a `--manifest` list) as its author meant it: `~`
-    expanded, and one still relative after that (and after `$VAR` expansion) taken from
-    `folder`, that file's folder, not from the cwd of whoever runs newsbag. "" (a default) stays ""; a config with no file (None) keeps
-    relative paths as written."""
-    if not value:
-        return value
-    expanded = os.path.expanduser(value)
-    return expanded if folder is None or os.path.isabs(expanded) else os.path.join(folder, expanded)
-
-
-def anchor_command(value: str, folder: str | None) -> str:
-    """An interpreter: a bare name ("python3") is a command the shell finds on PATH, so it is
-    kept; anything with a / is a path (`anchor_path`)."""
-    return anchor_path(value, folder) if "/" in value else value
-
-
-def anchor_params(params: Mapping[str, Any], spec: dict, folder: str | None) -> dict:
-    """`params` with the string parameters `spec` (a tool.json) declares ``"path": true`` anchored."""
-    declared = spec.get("parameters", {})
-    return {k: anchor_path(v, folder) if isinstance(v, str) and declared.get(k, {}).get("path") else v
-            for k, v in params.items()}
-
-
-def load_tool_spec(family: str, root: Path) -> dict:
-    """The family's ``<family>.tool.json``, checked: revision (0 when absent), parameters (enum
-    defaults valid) and labels.
-
-    Raises:
-        ConfigError: no runner script, no spec, or a spec without a valid label table.
-    """
-    path = root / f"{family}.tool.json"
-    if not (root / f"{family}.py").is_file():
-        raise ConfigError(f"no runner for family {family!r}: {root / (family + '.py')} does not exist")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            spec = json.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"runner {family!r} has no tool spec {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    revision = spec.setdefault("revision", 0)  # a runner written elsewhere may declare none
-    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
-        raise ConfigError(f"{path}: revision must be a whole number >= 0 (bump it when the runner's output "
-                          f"changes for the same inputs), got {json.dumps(revision)}")
-    for name, decl in spec.get("parameters", {}).items():
-        if "enum" in decl and decl.get("default") not in decl["enum"]:
-            raise ConfigError(f"{path}: parameter {name!r} default {decl.get('default')!r} is not one of {decl['enum']}")
-    _check_label_table(path, spec.get("labels"))
-    return spec
-
-
-def label_table(family: str, root: Path | None = None) -> dict[str, str]:
-    """Raw label -> canonical label of `family`, from its tool.json (checked)."""
-    return dict(load_tool_spec(family, root or runners_dir())["labels"])
-
-
-def _check_label_table(path: Path, table: Any) -> None:
-    """A family must map every raw label it emits to a canonical one; no table, no run."""
-    if not isinstance(table, dict) or not table:
-        raise ConfigError(f"{path}: no label table: add \"labels\": {{raw label: canonical label}} "
-                          f"(canonical labels: {', '.join(CANONICAL)})")
-    bad = {raw: canon for raw, canon in table.items() if canon not in CANONICAL}
-    if bad:
-        raw, canon = next(iter(bad.items()))
-        raise ConfigError(f"{path}: labels maps {raw!r} to {canon!r}, which is not a canonical label "
-                          f"({', '.join(CANONICAL)})")
-
-
-def validate_params(where: str, params: Any, spec: dict) -> dict:
-    if not isinstance(params, dict):
-        raise ConfigError(f"{where}: variant parameters must be an object, got {type(params).__name__}")
-    declared = spec.get("parameters", {})
-    if problem := unknown_keys(where, params, declared):
-        raise ConfigError(problem)
-    out = {}
-    for name, decl in declared.items():
-        value = params.get(name, decl.get("default"))
-        expected = _TYPES.get(decl.get("type", "string"))
-        bad_bool = isinstance(value, bool) and decl.get("type") in ("number", "integer")
-        if value is not None and expected is not None and (not isinstance(value, expected) or bad_bool):
-            raise ConfigError(f"{where}: parameter {name!r} must be {decl.get('type')}, got {value!r}")
-        if "enum" in decl and value not in decl["enum"]:
-            raise ConfigError(f"{where}: parameter {name!r} must be one of {decl['enum']}, got {value!r}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high = decl.get("minimum"), decl.get("maximum")
-            if (low is not None and value < low) or (high is not None and value > high):
-                raise ConfigError(f"{where}: parameter {name!r} must be from {low} to {high}, got {value!r}")
-        out[name] = value
-    return out
-
-
-def builtin_options(stage: Mapping[str, Any]) -> dict:
-    """A builtin stage entry's options (what its kind's ``run`` takes): every key but the
-    stage's name, kind and ``default``."""
-    return {k: v for k, v in stage.items() if k not in ("name", "kind", "default")}
-
-
 def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfig, kind: str) -> dict:
     """The run's config record once a builtin command ran its `kind` stage with `config` (pure).
 
@@ -309,31 +202,6 @@ def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfi
     else:
         stages[at] = entry
     return {**recorded, "stages": stages}
-
-
-def _anchor_builtin(kind: str, options: Mapping[str, Any], folder: str | None) -> dict:
-    """A builtin stage's valid `options` with the paths its kind declares (`builtin.BuiltinKind`
-    ``commands``, ``runner_params``) anchored at the config file's `folder`, as a model stage's are.
-    The runners a builtin stage starts ship with newsbag (`resources.runners_dir`), whatever the
-    config's ``runners_dir``."""
-    entry = builtin.get(kind)
-    out = dict(options)
-    for key in (k for k in entry.commands if k in out):
-        out[key] = anchor_command(out[key], folder)
-    for key, family in ((k, f) for k, f in entry.runner_params.items() if k in out):
-        out[key] = anchor_params(out[key], load_tool_spec(family(options), runners_dir()), folder)
-    return out
-
-
-def checked_builtin_options(stage: Mapping[str, Any], where: str) -> dict:
-    """A builtin stage entry's options, checked by its kind's parser (so a typo fails before any
-    page runs); a refusal is one ConfigError line starting with `where`."""
-    options = builtin_options(stage)
-    try:
-        builtin.parse_options(stage["kind"], options)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    return options
 
 
 def _fraction(where: str, value: Any) -> float:
@@ -504,7 +372,7 @@ def _stage(path: str, i: int, sd: Any, taken: set[str], folder: str | None, envs
     if not isinstance(run_default, bool):
         raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
     if kind in builtin.REGISTRY:
-        options = _anchor_builtin(kind, checked_builtin_options(sd, where), folder)
+        options = anchor_builtin(kind, checked_builtin_options(sd, where), folder)
         sd.update(options)
         return BuiltinStage(name, kind, _freeze(options), run_default)
     if kind != "model":
@@ -556,12 +424,6 @@ def _check_stage_links(path: str, stages: list[Stage]) -> None:
         if unmatched := ((sources and builtin.unmatched_source(s.kind, options, sources))
                          or (fused is not None and builtin.unmatched_variant(s.kind, options, fused))):
             raise ConfigError(f"{path}: stage {s.name!r}: {unmatched}")
-
-
-def volatile_params(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """The parameters a runner's tool.json marks ``"fingerprint": false``: how a page is computed
-    (batch size, threads, where files wait), not what it holds; no page's fingerprint includes them."""
-    return tuple(sorted(n for n, d in spec.get("parameters", {}).items() if d.get("fingerprint") is False))
 
 
 def load_config(path: str | os.PathLike | None) -> PipelineConfig:

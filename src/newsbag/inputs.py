@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from . import rundir
-from .config import anchor_path
+from .anchoring import anchor_path
 from .errors import InputError, InputRejected, utf8_text
 
 __all__ = [

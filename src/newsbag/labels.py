@@ -1,7 +1,7 @@
 """Label vocabularies: canonical label -> coarse class (docs/design.md, Labels).
 
 The raw -> canonical table of each family lives in its own ``runners/<family>.tool.json``
-under ``labels`` (read by ``config.label_table``), so a new family is one script plus one
+under ``labels`` (read by ``tool_spec.label_table``), so a new family is one script plus one
 declaration. Nothing is guessed from substrings: a raw label missing from its family's
 table maps to ``unknown`` and is reported, never silently to text.
 """

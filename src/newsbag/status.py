@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import builtin, freshness, liveness, rundir, upstream
-from .config import (DEFAULT_MAX_EMPTY_SHARE, ModelStage, PipelineConfig, checked_builtin_options, load_config,
-                     read_config_json)
+from .builtin_entry import checked_builtin_options
+from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, PipelineConfig, load_config, read_config_json
 from .errors import ConfigError
 from .failures import not_started
 from .io import read_json

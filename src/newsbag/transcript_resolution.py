@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import load_tool_spec
+from .tool_spec import load_tool_spec
 from .resources import runners_dir
 
 __all__ = ["median_line_height", "ResolutionCheck"]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .config import EnvSpec, ModelStage, load_tool_spec, validate_params, volatile_params
+from .config import EnvSpec, ModelStage
+from .tool_spec import load_tool_spec, validate_params, volatile_params
 from .errors import EnvError, first_line
 from .io import write_json
 from .page_reader import read_page

@@ -68,7 +68,7 @@ class RunnerHarness:
 
     def job(self, family: str, pages: list[dict], params: dict | None = None, *, variant: str = "v",
             device: str = "auto", allow_cpu_fallback: bool = True) -> dict:
-        from newsbag.config import label_table
+        from newsbag.tool_spec import label_table
 
         return {"stage": family, "variant": variant, "family": family,
                 "params": {**tool_defaults(family), **(params or {})}, "device": device,

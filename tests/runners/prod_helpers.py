@@ -15,7 +15,7 @@ RUNNERS = REPO / "runners"
 FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(REPO / "src"))
 
-from newsbag.config import label_table  # noqa: E402
+from newsbag.tool_spec import label_table  # noqa: E402
 from nbtest import shared_path  # noqa: E402
 
 

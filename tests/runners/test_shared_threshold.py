@@ -20,7 +20,7 @@ CLASSES = {"paddle_layout": "PaddleLayoutDetector", "dell": "DellDetector"}
 
 
 def _job(family: str, variant: str, params: dict, pages: list[dict], out: Path, siblings: dict | None) -> dict:
-    from newsbag.config import label_table
+    from newsbag.tool_spec import label_table
 
     job = {"stage": family, "variant": variant, "family": family, "params": {**tool_defaults(family), **params},
            "device": "cpu", "allow_cpu_fallback": True, "out_dir": str(out / family / variant),

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("tesserocr")
 
 import tesseract  # noqa: E402  (runners/ is on sys.path via conftest)
-from newsbag.config import label_table  # noqa: E402
+from newsbag.tool_spec import label_table  # noqa: E402
 
 NZZ_STEM = "nzz_17810901_0_0_a1_p1_1"
 

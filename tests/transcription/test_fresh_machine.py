@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from newsbag import rundir
-from newsbag.config import load_tool_spec
+from newsbag.tool_spec import load_tool_spec
 from newsbag.resources import runners_dir
 from newsbag.transcription import run_transcription
 from nbtest import REPO, run_cli, write_manifest

@@ -11,7 +11,7 @@ import pytest
 from lxml import etree
 
 from newsbag.cli import main
-from newsbag.config import load_tool_spec
+from newsbag.tool_spec import load_tool_spec
 from newsbag.resources import runners_dir
 from nbtest import EXAMPLE_PAGE, REPO
 from stage_kit import needs_traineddata
