@@ -40,8 +40,9 @@ from newsbag import labels
 from newsbag.contract import Boxes
 from newsbag.evaluate import eval_classes, evaluate_page_class, match_pages
 from newsbag.groundtruth import GtPage
-from newsbag.fusion.stage import (_Board, _has_lines, _load_inputs, _measure_sources, _SOURCE_KEYS, _is_region_source,
-                                  fuse_all)
+from newsbag.fusion.leaderboard import Board, has_lines
+from newsbag.fusion.page import SOURCE_KEYS, fuse_all, is_region_source, measure_sources
+from newsbag.fusion.stage import load_inputs
 from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
 from newsbag.rundir import discover_sources, source_dir
 
@@ -75,7 +76,7 @@ def load_pages(run_dir: Path, gt_dir: Path) -> dict[str, tuple[dict[str, Boxes],
     for rec, ann in match_pages(run_dir, gt_dir)[0]:
         pid = rec["page_id"]
         inputs = {s: source_dir(run_dir, *s.split("/", 1)) / f"{pid}.json" for s in sources}
-        pages = _load_inputs({s: p for s, p in inputs.items() if p.is_file()}, pid)[0]
+        pages = load_inputs({s: p for s, p in inputs.items() if p.is_file()}, pid)[0]
         out[pid] = (pages, rec, ann)
     return out
 
@@ -93,12 +94,12 @@ def _gt_metrics(boxes: Boxes, ann: GtPage) -> dict:
 
 def source_order(loaded: dict, cfg) -> list[str]:
     """The "auto" granularity order: the no-GT source leaderboard over all pages (no GT used)."""
-    board = _Board("sources", _SOURCE_KEYS)
+    board = Board("sources", SOURCE_KEYS)
     for pages, _, _ in loaded.values():
-        metrics = _measure_sources(pages, cfg).metrics
-        board.add(metrics, _has_lines(metrics))
+        metrics = measure_sources(pages, cfg).metrics
+        board.add(metrics, has_lines(metrics))
     rows = board.rows()
-    return [r["name"] for r in rows if _is_region_source(r["name"], cfg)]
+    return [r["name"] for r in rows if is_region_source(r["name"], cfg)]
 
 
 def evaluate(loaded: dict, fusion_cfg: dict, order: list[str] | None = None, sources: bool = True) -> dict[str, dict]:
@@ -270,7 +271,7 @@ def main() -> None:
     print(f"{len(loaded)} pages, fused in memory in {time.perf_counter() - t0:.1f} s; auto order {order}")
     halves = dict(zip("AB", split_halves(list(loaded))))
     members = [s for s in sorted({s for p, _, _ in loaded.values() for s in p})]
-    region_members = [m for m in members if _is_region_source(m, cfg)]
+    region_members = [m for m in members if is_region_source(m, cfg)]
     variants = [v.name for v in cfg.variants if v.name in per_page[next(iter(per_page))]["gt"]]
 
     for held, tuned_on in (("B", "A"), ("A", "B")):

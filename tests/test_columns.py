@@ -3,7 +3,7 @@ import json
 from newsbag import columns
 from newsbag.evaluate import EVAL_KEYS
 from newsbag.fusion.metrics import METRIC_KEYS
-from newsbag.fusion.stage import _SOURCE_KEYS
+from newsbag.fusion.page import SOURCE_KEYS
 
 
 def test_every_column_of_every_table_is_declared_once_with_a_direction():
@@ -13,7 +13,7 @@ def test_every_column_of_every_table_is_declared_once_with_a_direction():
     used = {c for t in tables for c in t}
     assert used == set(names)     # nothing undeclared, nothing declared for no table
     # every metric the writers produce has a column
-    assert set(METRIC_KEYS) | set(_SOURCE_KEYS) <= set(columns.SOURCE_COLUMNS)
+    assert set(METRIC_KEYS) | set(SOURCE_KEYS) <= set(columns.SOURCE_COLUMNS)
     assert set(EVAL_KEYS) <= set(columns.EVAL_COLUMNS)
     by_name = {c.name: c for c in columns.COLUMNS}
     assert by_name["score"].direction == "higher is better" and not by_name["score"].uses_gt

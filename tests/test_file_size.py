@@ -11,7 +11,6 @@ MAX_LINES = 500
 # The files still over the cap, each with its line count when the cap came as its ceiling: none
 # may grow, and each leaves this list once a split brings it under the cap (issue 45, "Rooms").
 OVER_CAP = {
-    "src/newsbag/fusion/stage.py": 868,               # page fusion, disk, freshness, leaderboard
     "src/newsbag/orchestrator.py": 666,               # starting runners and reading their events
 }
 

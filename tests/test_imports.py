@@ -142,7 +142,7 @@ def test_the_walk_sees_lazy_relative_and_parent_imports():
     # a function-level import (cli imports its commands' modules lazily)
     assert "newsbag.pipeline" in GRAPH["newsbag.cli"]
     # `from .. import rundir` inside a subpackage, and `from .. import __version__`
-    assert {"newsbag.rundir", "newsbag"} <= GRAPH["newsbag.fusion.stage"]
+    assert "newsbag.rundir" in GRAPH["newsbag.fusion.stage"] and "newsbag" in GRAPH["newsbag.fusion.page"]
     # importing newsbag.fusion.geometry from outside runs newsbag/fusion/__init__.py
     assert {"newsbag.fusion.geometry", "newsbag.fusion"} <= GRAPH["newsbag.review.score"]
 

@@ -408,9 +408,9 @@ def test_a_fused_page_is_not_read_with_a_member_table_made_from_other_inputs(tmp
 
 
 def test_leaderboard_streams_running_means():
-    from newsbag.fusion.stage import _Board
+    from newsbag.fusion.leaderboard import Board
 
-    board = _Board("sources", ("score", "loo_pixel_f1"))
+    board = Board("sources", ("score", "loo_pixel_f1"))
     board.add({"a/x": {"score": 0.5, "loo_pixel_f1": None, "family": "a"}, "b/y": {"score": 0.9, "loo_pixel_f1": 0.2}},
               True)
     board.add({"a/x": {"score": 0.7, "loo_pixel_f1": 0.4, "family": "a"}}, True)
@@ -454,7 +454,7 @@ def test_variants_that_compute_the_same_thing_are_fused_once_with_the_same_outpu
     """Consensus variants over the same sources whose params differ only in a max_page_share
     that no box reaches ("union" and "P4" on most pages) are one consensus run; one that a box
     reaches runs its own. Each variant's regions equal those of a run with that variant alone."""
-    from newsbag.fusion import fuse, stage
+    from newsbag.fusion import fuse, page
 
     run = _write_run(tmp_path, pids=("p1",))
     # The tesseract block covers 89 % of the 400 x 300 page: 0.95 leaves nothing out, 0.5 does.
@@ -465,7 +465,7 @@ def test_variants_that_compute_the_same_thing_are_fused_once_with_the_same_outpu
                                        "params": {"vote": 1, "max_page_share": 0.5}}}}
     calls = []
     real = fuse.VARIANTS["consensus"]
-    monkeypatch.setitem(stage.VARIANTS, "consensus", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setitem(page.VARIANTS, "consensus", lambda *a, **k: calls.append(1) or real(*a, **k))
     run_fusion(run, ["p1"], cfg)
     assert len(calls) == 2           # P (= U95), U50
     regions = {}
@@ -529,12 +529,12 @@ def test_the_pre_pass_scores_each_page_once_and_the_fusion_pass_reuses_its_recor
     """The auto-order pre-pass stores each page's source metrics as a record with no variants;
     the fusion pass of a page reuses them instead of scoring its sources again, and a manifest
     page outside the call keeps the sources-only record for the next call that fuses it."""
-    from newsbag.fusion import stage
+    from newsbag.fusion import page, stage
 
     run = _write_run(tmp_path, ("p1", "p2", "p3"))
     _write_manifest(run, ["p1", "p2", "p3"])
     scored, records = [], []
-    real_measure, real_write = stage._measure_sources, stage.write_json
+    real_measure, real_write = page.measure_sources, stage.write_json
 
     def measure(pages, cfg, known=None):
         if known is None:
@@ -546,7 +546,8 @@ def test_the_pre_pass_scores_each_page_once_and_the_fusion_pass_reuses_its_recor
             records.append((Path(path).stem, sorted(obj["variants"])))
         return real_write(path, obj, **kw)
 
-    monkeypatch.setattr(stage, "_measure_sources", measure)
+    monkeypatch.setattr(stage, "measure_sources", measure)   # the pre-pass
+    monkeypatch.setattr(page, "measure_sources", measure)    # the fusion pass (`fuse_all`)
     monkeypatch.setattr(stage, "write_json", write)
     assert run_fusion(run, ["p1", "p2"], AUTO_CFG)["counts"]["ok"] == 2      # p3: in the manifest only
     assert sorted(scored) == ["p1", "p2", "p3"]

@@ -21,7 +21,7 @@ from ..fusion.fuse import VARIANTS
 from ..fusion.pooling import take_sources
 from ..fusion.geometry import Pairs
 from ..fusion.metrics import iou_f1, pixel_prf, union_mask
-from ..fusion.stage import pool_sources
+from ..fusion.page import pool_sources
 from ..fusion.variants import FusionConfig
 from ..groundtruth import GtPage, match_pages
 from ..page_reader import read_source_boxes
