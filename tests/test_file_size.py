@@ -13,7 +13,6 @@ MAX_LINES = 500
 OVER_CAP = {
     "src/newsbag/config.py": 601,                     # pipeline parsing, validation and params
     "src/newsbag/fusion/stage.py": 868,               # page fusion, disk, freshness, leaderboard
-    "src/newsbag/orchestrator.py": 666,               # starting runners and reading their events
 }
 
 
