@@ -8,13 +8,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 500
 
-# The files still over the cap, each with its line count when the cap came as its ceiling: none
-# may grow, and each leaves this list once a split brings it under the cap (issue 45, "Rooms").
-OVER_CAP = {
-    "src/newsbag/orchestrator.py": 666,               # starting runners and reading their events
-}
-
-
 def line_count(path: Path) -> int:
     """Lines as ``wc -l`` counts them: newline bytes (a last line without one does not count)."""
     return path.read_bytes().count(b"\n")
@@ -35,18 +28,6 @@ def test_lines_are_counted_as_wc_does(tmp_path):
 
 
 def test_no_file_over_500_lines():
-    over = {name: n for name, n in _files().items() if n > MAX_LINES and name not in OVER_CAP}
+    over = {name: n for name, n in _files().items() if n > MAX_LINES}
     assert over == {}, f"files over {MAX_LINES} lines: split them into modules with one job each"
 
-
-def test_no_file_on_the_list_grows():
-    files = _files()
-    grown = {name: f"{files[name]} > {ceiling}" for name, ceiling in OVER_CAP.items()
-             if name in files and files[name] > ceiling}
-    assert grown == {}, "files over the cap that grew: put the new code in a new module"
-
-
-def test_the_list_names_only_files_still_over_the_cap():
-    files = _files()
-    stale = sorted(name for name in OVER_CAP if files.get(name, 0) <= MAX_LINES)
-    assert stale == [], f"under the cap or gone: drop them from OVER_CAP in {Path(__file__).name}"

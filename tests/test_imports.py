@@ -17,7 +17,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client"})),
+        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client",
+        "newsbag.runner_events"})),   # the lines runners print: events or text for the log
     ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.jsontext", "newsbag.locks",
                                                             "newsbag.scratch",
@@ -28,6 +29,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.upstream", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
         "newsbag.image_depth",   # the 8-bit copy's scaling, which images uses
         "newsbag.pages",
+        "newsbag.page_outcomes",   # what a runner call's pages came to, as the run directory records it
         # the builtin stages' declared options, which the config checks (their packages import nothing)
         "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",
         "newsbag.export.options", "newsbag.transcription_options",

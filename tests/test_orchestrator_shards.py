@@ -179,7 +179,7 @@ def test_a_page_another_call_writes_after_this_call_checked_it_is_not_deleted_or
         outcomes["a"] = orchestrator.run_source(run, stage, "v", pages, runners=cfg.runners_dir)
 
     a = threading.Thread(target=call_a)
-    real_check, real_current, real_launch = orchestrator._check_output, freshness.current_source_pages, orchestrator._launch
+    real_check, real_current, real_launch = orchestrator.check_output, freshness.current_source_pages, orchestrator._launch
 
     def check(out_dir, page):  # A holds here: its runner has written the page and said so
         if threading.current_thread() is a:
@@ -199,7 +199,7 @@ def test_a_page_another_call_writes_after_this_call_checked_it_is_not_deleted_or
             b_planned.set()
         return real_launch(*args, **kwargs)
 
-    monkeypatch.setattr(orchestrator, "_check_output", check)
+    monkeypatch.setattr(orchestrator, "check_output", check)
     monkeypatch.setattr(freshness, "current_source_pages", current)
     monkeypatch.setattr(orchestrator, "_launch", launch)
     outcomes["b"] = orchestrator.run_source(run, stage, "v", pages, runners=cfg.runners_dir)
@@ -215,7 +215,7 @@ def test_an_invalid_output_another_call_replaces_after_it_was_read_is_not_moved_
     """A runner wrote an invalid page; the check read it, then another call's runner replaced
     it with a valid page before the check moved the bad one aside. The move must not take the
     other call's fresh page (it would vanish into _failed and this page fail until a rerun)."""
-    from newsbag import io, orchestrator
+    from newsbag import io, orchestrator, page_outcomes
     from newsbag.config import load_config
     from newsbag.manifest import read_pages
 
@@ -227,7 +227,7 @@ def test_an_invalid_output_another_call_replaces_after_it_was_read_is_not_moved_
     page_id = read_pages(run)[0].page_id
     good = (clean / "outputs/sources/fake/v" / f"{page_id}.json").read_bytes()
     path = run / "outputs/sources/fake/v" / f"{page_id}.json"
-    real_read = orchestrator.read_page
+    real_read = page_outcomes.read_page
 
     def read_page(where, *args, **kwargs):  # the other call writes right after this one read the bad page
         try:
@@ -237,7 +237,7 @@ def test_an_invalid_output_another_call_replaces_after_it_was_read_is_not_moved_
                 io.atomic_write_bytes(path, good)
             raise
 
-    monkeypatch.setattr(orchestrator, "read_page", read_page)
+    monkeypatch.setattr(page_outcomes, "read_page", read_page)
     cfg = load_config(write_fake_config(tmp_path / "c.json", {"v": {"mode": "garbage", "on": [page_id]}}))
     outcome = orchestrator.run_source(run, cfg.stage("fake"), "v", read_pages(run), runners=cfg.runners_dir)
     assert path.read_bytes() == good

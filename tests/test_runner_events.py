@@ -76,13 +76,13 @@ def test_a_page_written_whose_done_event_was_cut_counts_as_done(tmp_path, page_d
 
 
 def test_parse_event_accepts_only_well_formed_events():
-    from newsbag.orchestrator import _parse_event
+    from newsbag.runner_events import parse_event
 
-    assert _parse_event('{"event": "done", "page_id": "p", "status": "ok", "seconds": 0.1}')["page_id"] == "p"
-    assert _parse_event('{"event": "done", "page_id": "p", "error": 5, "status": "failed"}')["error"] == "5"
+    assert parse_event('{"event": "done", "page_id": "p", "status": "ok", "seconds": 0.1}')["page_id"] == "p"
+    assert parse_event('{"event": "done", "page_id": "p", "error": 5, "status": "failed"}')["error"] == "5"
     for bad in ("[1,2]", "null", '"done"', '{"event": "done"}', '{"event": "start"}',
                 '{"event": "done", "page_id": "p", "status": "maybe"}', '{"event": "done", "page_id": "p", "seconds": true}'):
-        assert _parse_event(bad) is None, bad
+        assert parse_event(bad) is None, bad
 
 
 def test_lying_boxes_are_repaired_counted_and_written_strictly(tmp_path, page_dir, capsys, caplog):

@@ -19,7 +19,7 @@ from PIL import Image
 from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
 from .runner_probe import probe_imports, probe_weights, subprocess_env
 from .transcript import crop_plan
-from .orchestrator import split_event
+from .runner_events import split_event
 from .tables import aligned_lines
 
 __all__ = ["run_doctor", "family_imports", "format_doctor_table", "page_error"]

@@ -17,83 +17,27 @@ import subprocess
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
 from .failures import previous_failure, record_failures
-from .io import DISK_ERRNOS, open_appending, remove_dead_temps, write_json, run_dir_error
+from .io import DISK_ERRNOS, open_appending, remove_dead_temps, run_dir_error
 from .manifest import PageRecord
 from . import freshness, rundir
-from .page_reader import read_page
+from .page_outcomes import (PageOutcome, SourceOutcome, check_output, record_failure, record_not_started,
+                            report_record, written_outcome)
 from .reports import mark_runner_killed
-from .rundir import failure_path, source_dir
+from .rundir import source_dir
+from .runner_events import read_events
 from .source_run import (Abort, Blame, Decision, Ended, Isolate, Limits, OverBudget, SourceState, Stop, advance,
                          budget_error, describe_exit, how_it_ended, plan_page, settle, setup_error)
 
-__all__ = ["PageOutcome", "SourceOutcome", "run_source", "split_event"]
+__all__ = ["run_source"]
 
 log = logging.getLogger(__name__)
-EVENT_PREFIX = "@@newsbag "
-
-
-@dataclass(frozen=True)
-class PageOutcome:
-    page_id: str
-    status: str  # ok | empty | skipped | failed
-    error: str | None = None  # failed: the error; empty: why nothing usable came back
-    seconds: float | None = None
-
-
-@dataclass
-class SourceOutcome:
-    source: str
-    stage: str
-    variant: str
-    family: str
-    device_requested: str
-    device_used: str | None = None
-    info: dict = field(default_factory=dict)
-    pages: dict[str, PageOutcome] = field(default_factory=dict)
-    launches: int = 0
-    seconds: float = 0.0
-
-    max_empty_share: float = 0.2
-
-    def counts(self) -> dict[str, int]:
-        out = {"ok": 0, "empty": 0, "failed": 0, "skipped": 0}
-        for o in self.pages.values():
-            out[o.status] = out.get(o.status, 0) + 1
-        return out
-
-    def empty_share(self) -> float | None:
-        """Empty pages among the pages the model answered in this call (ok + empty)."""
-        c = self.counts()
-        answered = c["ok"] + c["empty"]
-        return c["empty"] / answered if answered else None
-
-    def flags(self) -> list[str]:
-        """Warnings for the run report: a model that answers but never parses looks like success."""
-        share = self.empty_share()
-        if share is None or share <= self.max_empty_share:
-            return []
-        c = self.counts()
-        return [f"{c['empty']} of {c['ok'] + c['empty']} pages empty ({share:.0%}, above {self.max_empty_share:.0%}): "
-                f"the model answers but nothing usable parses; see logs/{self.stage}.{self.variant}.log"]
-
-    def to_json(self) -> dict:
-        share = self.empty_share()
-        return {
-            "source": self.source, "stage": self.stage, "variant": self.variant,
-            "family": self.family, "device_requested": self.device_requested,
-            "device_used": self.device_used, "info": self.info, "counts": self.counts(),
-            "empty_share": None if share is None else round(share, 4), "flags": self.flags(),
-            "launches": self.launches, "seconds": round(self.seconds, 3),
-            "failures": {k: v.error for k, v in self.pages.items() if v.status == "failed"},
-            "empty": {k: v.error for k, v in self.pages.items() if v.status == "empty"},
-        }
 
 
 @dataclass(frozen=True)
@@ -106,70 +50,6 @@ class _Launch:
     fatal: dict | None
     setup: dict | None
     end: dict | None
-
-
-_STATUSES = ("ok", "empty", "failed", "skipped")
-
-
-def _parse_event(text: str) -> dict | None:
-    """The event a runner line announces, or None when it is malformed (garbage to log).
-
-    Runners are other people's code: only well-formed events reach the watch loop, so a line
-    like ``@@newsbag [1,2]`` or a ``done`` without a page id can never crash the run.
-    """
-    try:
-        event = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
-        return None
-    kind = event["event"]
-    if kind in ("start", "done") and not (isinstance(event.get("page_id"), str) and event["page_id"]):
-        return None
-    if kind == "done":
-        seconds = event.get("seconds")
-        if event.get("status", "ok") not in _STATUSES or not (
-                seconds is None or (isinstance(seconds, (int, float)) and not isinstance(seconds, bool))):
-            return None
-        if event.get("error") is not None and not isinstance(event["error"], str):
-            event = {**event, "error": str(event["error"])}
-    if kind == "fatal" and not isinstance(event.get("error", ""), str):
-        event = {**event, "error": str(event["error"])}
-    return event
-
-
-def split_event(line: str) -> tuple[str, dict | None]:
-    """(the text of one runner stdout line to log, the well-formed event it carries or None).
-
-    An event need not start its line: a model library that prints to stdout without a
-    newline (a ``\\r`` progress bar) glues the runner's next event to its text. A malformed
-    event is no event: the whole line is text, marked as such.
-    """
-    text, prefix, payload = line.partition(EVENT_PREFIX)
-    if not prefix:
-        return line, None
-    event = _parse_event(payload)
-    if event is None:
-        return f"(malformed event ignored) {line}", None
-    return text, event
-
-
-def _reader(stream, q: queue.Queue, log_fh) -> None:
-    """Pass well-formed events on; log everything else. Never dies before the stream ends."""
-    log_ok = True
-    for raw in iter(stream.readline, b""):
-        line, event = split_event(raw.decode("utf-8", "replace").rstrip("\n"))
-        if event is not None:
-            q.put(event)
-            if not line:
-                continue
-        if log_ok:
-            try:
-                log_fh.write(f"[stdout] {line}\n")
-                log_fh.flush()
-            except (OSError, ValueError):  # disk full or closed: keep reading events
-                log_ok = False
-    q.put(None)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -284,7 +164,7 @@ def _note_killed(job: dict, pid: int, how: str) -> None:
 def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_page, deadline: float,
             stop: Callable[[], bool]) -> _Launch:
     q: queue.Queue = queue.Queue()
-    threading.Thread(target=_reader, args=(proc.stdout, q, log_fh), daemon=True).start()
+    threading.Thread(target=read_events, args=(proc.stdout, q, log_fh), daemon=True).start()
     _send_job(proc, job)
     in_flight: list[str] = []
     fatal = setup = end = None
@@ -326,63 +206,6 @@ def _follow(stage: ModelStage, proc: subprocess.Popen, job: dict, log_fh, on_pag
             end = event
     code = proc.wait()
     return _Launch(in_flight, code, reason, fatal, setup, end)
-
-
-def _record_failure(out_dir: Path, page: PageRecord, error: str, error_class: str, fingerprint: str | None = None) -> None:
-    write_json(failure_path(out_dir, page.page_id), {
-        "page_id": page.page_id, "path": page.path, "error": error, "error_class": error_class,
-        "fingerprint": fingerprint, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
-
-
-def _record_not_started(run_dir: Path, stage: str, variant: str, exc: Exception, log_path: Path,
-                        started: bool, ledger: bool) -> None:
-    """Keep why the source could not run where `status` finds it (`failures.not_started`) and in the
-    ledger: the run's own line is gone with its terminal or Slurm log a day later. A disk that
-    refuses the write must not hide the error being raised."""
-    record = {"page_id": None, "status": "stopped" if started else "not started", "error": str(exc),
-              "error_class": type(exc).__name__, "log": os.path.relpath(log_path, run_dir),
-              "started": started, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    try:
-        write_json(rundir.not_started_path(run_dir, stage, variant), record)
-        if ledger and not started:   # a source that did start has its page failures there
-            record_failures(run_dir, stage, [{k: v for k, v in record.items() if k != "at"}], variant=variant)
-    except (OSError, RunDirError) as err:
-        log.warning("%s/%s: why it did not run is not recorded: %s", stage, variant, err)
-
-
-def _check_output(out_dir: Path, page: PageRecord) -> str | None:
-    """None when the page's output is valid; else the reason, after moving the bad file aside.
-
-    Only the file found invalid is moved: one that another call's runner wrote since it was
-    read is checked in its turn (each turn needs a new write, so this ends).
-    """
-    path = out_dir / f"{page.page_id}.json"
-    while (seen := freshness.file_identity(path)) is not None:
-        try:
-            read_page(path, page.page_id)
-            return None
-        except ValueError as exc:
-            bad = freshness.set_aside_invalid_page(out_dir, page.page_id, seen)
-            if bad is not None:
-                reason = str(exc).split(": ", 1)[-1][:200]
-                return f"invalid output JSON ({reason}); moved to {bad.name}"
-    return "runner reported the page done but wrote no output"
-
-
-def _written_outcome(out_dir: Path, page_id: str, fingerprint: str) -> PageOutcome | None:
-    """The outcome of a page whose `done` never arrived (a cut or lost event, a kill right
-    after the write) but whose output is on disk and current; None when it is not."""
-    if not freshness.page_is_current(out_dir, page_id, fingerprint):
-        return None
-    reason = read_page(out_dir / f"{page_id}.json", page_id, members=False).get("empty_reason")
-    return PageOutcome(page_id, "empty" if reason else "ok", reason)
-
-
-def _report_record(o: PageOutcome) -> dict:
-    """A page outcome as the runner's run report records it (runners/_loop.py `finish_ok`, `finish_failed`)."""
-    key = "error" if o.status == "failed" else "reason"
-    return {"status": o.status, "seconds": o.seconds, **({key: o.error} if o.error else {})}
 
 
 def _remove_dead_runner_temps(out_dir: Path, *, again: bool = False) -> None:
@@ -506,7 +329,7 @@ class _SourceRun:
             if self.unrecorded:  # the last runner died, or pages failed after it
                 self._write_unrecorded()
         except (EnvError, GpuPreflightError, RunnerError) as exc:
-            _record_not_started(self.run_dir, self.stage.name, self.variant, exc, self.log_path,
+            record_not_started(self.run_dir, self.stage.name, self.variant, exc, self.log_path,
                                 self.state.started, self.ledger)
             raise
         else:
@@ -569,7 +392,7 @@ class _SourceRun:
             if self.force and page.page_id in self.current and freshness.file_identity(
                     self.out_dir / f"{page.page_id}.json") == self.seen.get(page.page_id):
                 continue  # the page `force` kept, not one this call wrote
-            written = _written_outcome(self.out_dir, page.page_id, self.prints[page.page_id])
+            written = written_outcome(self.out_dir, page.page_id, self.prints[page.page_id])
             if written:
                 self._take(written)
 
@@ -629,7 +452,7 @@ class _SourceRun:
 
     def _fail(self, pages: list[PageRecord], error: str, error_class: str) -> None:
         for page in pages:
-            _record_failure(self.out_dir, page, error, error_class, self.prints[page.page_id])
+            record_failure(self.out_dir, page, error, error_class, self.prints[page.page_id])
             self.unrecorded[page.page_id] = o = PageOutcome(page.page_id, "failed", error)
             self.state = replace(self.state, failed=self.state.failed + 1)
             self._record(o)
@@ -640,9 +463,9 @@ class _SourceRun:
         if page is None:
             return
         if o.status != "failed":  # ok, empty or skipped: each claims an output
-            problem = _check_output(self.out_dir, page)
+            problem = check_output(self.out_dir, page)
             if problem:
-                _record_failure(self.out_dir, page, problem, "InvalidOutput")
+                record_failure(self.out_dir, page, problem, "InvalidOutput")
                 o = self.unrecorded[o.page_id] = PageOutcome(o.page_id, "failed", problem, o.seconds)
         if o.status == "failed":
             self.state = replace(self.state, failed=self.state.failed + 1)
@@ -660,7 +483,7 @@ class _SourceRun:
             "label_map": dict(stage.label_map), "force": self.force, "report_name": self.report_name,
             "isolate": sorted(self.state.isolate & {p.page_id for p in pages}),
             "max_empty_share": stage.max_empty_share,
-            "settled": {k: _report_record(o) for k, o in self.unrecorded.items()},
+            "settled": {k: report_record(o) for k, o in self.unrecorded.items()},
             "pages": [{"page_id": p.page_id, "image_path": p.image_path, "path": p.path, "width": p.width,
                        "height": p.height, "fingerprint": self.prints[p.page_id]} for p in pages],
         }

@@ -12,7 +12,8 @@ from typing import Callable
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_run_config, record_builtin_run, to_jsonable
 from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import read_json, write_json
-from .orchestrator import SourceOutcome, run_source
+from .orchestrator import run_source
+from .page_outcomes import SourceOutcome
 from . import freshness, rundir
 from .rundir import source_dir
 from .images import InputLimits

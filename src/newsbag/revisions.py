@@ -88,6 +88,8 @@ INFRASTRUCTURE: dict[str, str] = {
     "anchoring.py": "taking config paths from the config's folder",
     "options.py": "declaring and validating options (their values are in the fingerprints)",
     "orchestrator.py": "starting runner subprocesses (runners have their own revisions)",
+    "runner_events.py": "reading the events runners print",
+    "page_outcomes.py": "recording and checking runners' page outcomes (runners have their own revisions)",
     "source_run.py": "a runner's restart decisions",
     "revisions.py": "this table",
     "codegraph.py": "reading imports for this table",

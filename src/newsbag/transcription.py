@@ -39,7 +39,7 @@ from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line
                          take_block_text)
 
 if TYPE_CHECKING:
-    from .orchestrator import PageOutcome
+    from .page_outcomes import PageOutcome
 
 __all__ = ["recognizer_stages", "run_transcription", "transcript_status"]
 

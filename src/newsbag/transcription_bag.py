@@ -27,7 +27,7 @@ from .text_vote import Reading, vote_line
 from .transcription_options import BagMember, TranscriptionParams, bag_members
 
 if TYPE_CHECKING:
-    from .orchestrator import PageOutcome
+    from .page_outcomes import PageOutcome
 
 __all__ = ["BagStage", "bag_stages", "recognizer_record", "read_lines", "voted_lines"]
 
@@ -141,7 +141,8 @@ def read_lines(run_dir: Path, stages: list[BagStage], method: str, todo: list, l
     Raises:
         EnvError: no recogniser could start (the first one's error).
     """
-    from .orchestrator import PageOutcome, run_source
+    from .orchestrator import run_source
+    from .page_outcomes import PageOutcome
 
     if len(stages) == 1 and stages[0].variant == _SINGLE:
         outcome = run_source(run_dir, stages[0].stage, _SINGLE, todo, runners=runners_dir(), force=True,
