@@ -51,7 +51,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.recommend", "newsbag.tuning.*",   # pinning and tuning the recommended variant
         # the recognisers the transcription stage reads with, and what it checks of a page first
         "newsbag.transcription_bag", "newsbag.recognizer_choice", "newsbag.transcript_resolution",
-        "newsbag.runner_probe"})),   # pinning and tuning the recommended variant
+        "newsbag.runner_probe"})),
     ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_slurm", "newsbag.cli_suggest",
                                 "newsbag.cli_tune", "newsbag.logsetup", "newsbag.__main__"})),
 )
