@@ -45,9 +45,11 @@ REVISIONS: dict[str, Revision] = {
     # 2: a box that is not text and nearly as tall as the page (the scan's edge) is read last and
     # no longer stops the cuts across the page. 3: a rule across the columns is cut first (the
     # feuilleton read after the body); columns whose paragraphs end on one line read as one body.
-    "fusion/best_single": Revision(3, _FUSION_METHOD),
-    "fusion/consensus": Revision(3, _FUSION_METHOD),
-    "fusion/paragraphs": Revision(3, (*_FUSION_METHOD, "fusion/paragraphs.py")),
+    # 4: only single lines running over a rule keep a region fused over it whole (a column's last
+    # line boxed with the rule under it does not).
+    "fusion/best_single": Revision(4, _FUSION_METHOD),
+    "fusion/consensus": Revision(4, _FUSION_METHOD),
+    "fusion/paragraphs": Revision(4, (*_FUSION_METHOD, "fusion/paragraphs.py")),
     "review": Revision(2, ("review/stage.py",)),
     # 2: hyphens joined, articles marked, word boxes and confidences, the recogniser family.
     # 3: regions read whole by a recogniser that finds their lines (crop plans with a unit).

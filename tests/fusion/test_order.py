@@ -446,6 +446,19 @@ def test_a_box_fused_over_the_feuilleton_rule_is_read_in_its_two_parts():
         0, 1, 2, 3, 6, 4, 5]
 
 
+def test_the_rule_is_cut_when_each_column_s_last_line_holds_it():
+    # The line detector boxes each column's last line together with the rule under it (a box
+    # taller than a line, reaching past the rule), cut at the gutters: one such box per column.
+    # It is no single line running over the rule, so the box fused over the rule is still cut.
+    boxes, lines = _feuilleton_page()
+    held = np.array([[x0 - 3, 588, x1 + 3, 616] for x0, x1 in [(0, 90), (105, 195), (210, 300)]], float)
+    text = np.ones(len(boxes), bool)
+    parts, box, rank = reading_order_parts(boxes, 300, 1000, lines=np.concatenate([lines, held]), text=text)
+    assert box.tolist() == [0, 1, 1, 2, 3, 4, 5]
+    assert parts[1, 3] <= 616 and parts[2, 1] >= 611
+    assert box[np.argsort(rank)].tolist() == [0, 1, 2, 3, 1, 4, 5]
+
+
 def test_a_scan_edge_over_the_rule_does_not_hide_it():
     # a picture along the page's edge (the scan's margin, half the page tall) crosses the rule:
     # only text stops the cut, so the feuilleton is still read after the body

@@ -12,7 +12,7 @@ from ..contract import take_rows
 from .geometry import cross_pairs
 
 __all__ = ["column_bounds", "column_spans", "spans_columns", "Grid", "line_grid", "box_grid", "lines_inside",
-           "MIN_LINES"]
+           "MIN_LINES", "SINGLE_LINE"]
 
 
 def column_bounds(evidence_xyxy: np.ndarray, width: float, trim: float, *, bins: int = 1000,
@@ -90,14 +90,15 @@ def column_spans(xyxy: np.ndarray, bounds: np.ndarray, poke: float) -> tuple[np.
 
 
 MIN_LINES = 8   # fewer text lines than this are no evidence of columns
+SINGLE_LINE = 1.5   # a line box taller than this many median line heights holds more than one line
 
 
 def line_evidence(lines: np.ndarray) -> tuple[np.ndarray, float]:
-    """Single text lines (not blocks the detector merged: at most 1.5 x the median height)
-    and the median line height, the unit of the lengths `reading_order` uses."""
+    """Single text lines (not blocks the detector merged: at most `SINGLE_LINE` x the median
+    height) and the median line height, the unit of the lengths `reading_order` uses."""
     h = lines[:, 3] - lines[:, 1]
     med = float(np.median(h))
-    return lines[h <= 1.5 * med], med
+    return lines[h <= SINGLE_LINE * med], med
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from shapely import STRtree
 
-from .grid import column_spans, lines_inside
+from .grid import SINGLE_LINE, column_spans, lines_inside
 
 __all__ = ["rules_across", "rule_parts"]
 
@@ -88,9 +88,12 @@ def rule_parts(xyxy: np.ndarray, box: np.ndarray, text: np.ndarray, rules: np.nd
         x0, y0, x1, y1 = xyxy[k]
         mine = ln[owner == n]
         ycen = (mine[:, 1] + mine[:, 3]) / 2
-        # its own lines leave the rule free: the text stops above it and starts again below
+        # its own lines leave the rule free: the text stops above it and starts again below. Only
+        # single lines tell (as in `rules_across`): a taller box is the last line with the rule
+        # under it, or lines the detector merged.
+        single = mine[mine[:, 3] - mine[:, 1] <= SINGLE_LINE * line_h]
         at = [r for r in rules.tolist() if y0 + line_h < r < y1 - line_h
-              and not ((mine[:, 1] < r - line_h / 4) & (mine[:, 3] > r + line_h / 4)).any()]
+              and not ((single[:, 1] < r - line_h / 4) & (single[:, 3] > r + line_h / 4)).any()]
         edges = [y0, *at, y1]
         pieces = [mine[(ycen > a) & (ycen <= b)] for a, b in zip(edges[:-1], edges[1:])]
         if len(at) == 0 or min(len(p) for p in pieces) < min_lines:
