@@ -49,6 +49,17 @@ class Pick:
     gain: float
 
 
+def first_date(text: str) -> str | None:
+    """The first date in `text` as YYYY-MM-DD (``17810901``, ``1781-09-01``, ``1781_09_01``), or None:
+    the issue of a page, for `issue_of` and tune's folds alike.
+
+    >>> first_date("nzz_17810901_0_0_a1_p1_1"), first_date("p3")
+    ('1781-09-01', None)
+    """
+    m = _DATE.search(text)
+    return "-".join(m.groups()) if m else None
+
+
 def issue_of(page_id: str) -> tuple[str, str | None]:
     """(issue, year) of a page, from the readable part of its id (the folders and stem of its
     path under the input root, folders joined by ``__``; `inputs.page_id_for`).
@@ -63,9 +74,9 @@ def issue_of(page_id: str) -> tuple[str, str | None]:
     ('issue7', None)
     """
     readable = page_id.rsplit("-", 1)[0] if re.search(r"-[0-9a-f]{8}$", page_id) else page_id
-    date = _DATE.search(readable)
+    date = first_date(readable)
     if date:
-        return "-".join(date.groups()), date.group(1)
+        return date, date[:4]
     folder, _, _ = readable.rpartition("__")
     year = _YEAR.search(readable)
     return folder.replace("__", "/") or readable, year.group(1) if year else None

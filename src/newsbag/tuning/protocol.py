@@ -5,11 +5,12 @@ No I/O: `tuning.run` reads the run and ground truth and calls these.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import numpy as np
+
+from ..suggest import first_date
 
 __all__ = ["issue_key", "fold_split", "bootstrap_interval", "Interval", "Decision", "decide", "PIXEL_GUARD"]
 
@@ -17,7 +18,6 @@ __all__ = ["issue_key", "fold_split", "bootstrap_interval", "Interval", "Decisio
 PIXEL_GUARD = 0.005
 
 # A date in a file or folder name: 17810901, 1781-09-01, 1781_09_01 (years 1500-2099).
-_DATE = re.compile(r"(?<!\d)(1[5-9]\d\d|20\d\d)[-_]?(0[1-9]|1[0-2])[-_]?(0[1-9]|[12]\d|3[01])(?!\d)")
 
 
 def issue_key(path: str) -> str:
@@ -29,8 +29,8 @@ def issue_key(path: str) -> str:
     ('1781-09-01', 'paper/1921', 'p')
     """
     pure = PurePosixPath(str(path).replace("\\", "/"))
-    if m := _DATE.search(pure.as_posix()):
-        return "-".join(m.groups())
+    if date := first_date(pure.as_posix()):
+        return date
     parent = pure.parent.as_posix()
     return parent if parent not in ("", ".") else pure.stem
 
