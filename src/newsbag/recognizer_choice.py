@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .transcription_options import TranscriptionParams, parse_transcription_options
 
-__all__ = ["usable_recognizer", "FALLBACK_FAMILY"]
+__all__ = ["usable_recognizer", "fallback", "FALLBACK_FAMILY"]
 
 FALLBACK_FAMILY = "recognize"
 # Recognisers whose weights come from outside pip, asked for them before a call reads with them.
@@ -41,6 +41,14 @@ def usable_recognizer(options: Mapping[str, Any] | TranscriptionParams, timeout_
     found = probe_weights(stage, runners_dir(), dict(stage.variants["lines"]), timeout_s)
     if found.get("ok"):
         return params, ""
-    fallback = dataclasses.replace(params, recognizer_family=FALLBACK_FAMILY, recognizer={}, read="auto")
     reason = str(found.get("error") or "its weights were not found").rstrip(".")
-    return fallback, f"transcription: {reason}; reading with {FALLBACK_FAMILY} (PP-OCRv6) instead"
+    return fallback(params), f"transcription: {reason}; reading with {FALLBACK_FAMILY} (PP-OCRv6) instead"
+
+
+def fallback(params: TranscriptionParams) -> TranscriptionParams | None:
+    """What `usable_recognizer` reads with when the configured recogniser's weights are missing;
+    None where it never falls back. Asks nothing of the machine: `newsbag status` counts a
+    transcript read by either as current, and runs no interpreter of the config's to decide."""
+    if params.recognizers or params.recognizer_family not in _SYSTEM_WEIGHTS:
+        return None
+    return dataclasses.replace(params, recognizer_family=FALLBACK_FAMILY, recognizer={}, read="auto")

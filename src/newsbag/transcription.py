@@ -33,7 +33,7 @@ from .revisions import revision
 from .transcription_bag import BagStage, bag_stages, read_lines, recognizer_record
 from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
 from .fusion.grid import spans_columns
-from .recognizer_choice import usable_recognizer
+from .recognizer_choice import fallback, usable_recognizer
 from .transcript_resolution import ResolutionCheck
 from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,
                          take_block_text)
@@ -302,12 +302,25 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     Raises:
         ValueError: bad transcription options (one line).
     """
-    params, _ = usable_recognizer(options)   # the recogniser `run_transcription` reads with here
+    params = parse_transcription_options(options)
     variant = rundir.recommended_variant(run_dir) if params.variant == "recommended" else params.variant
     out_dir = rundir.transcript_dir(run_dir, variant) if variant else None
     if out_dir is None or not out_dir.is_dir():
         return []
-    inputs = _page_inputs(run_dir, variant, params, bag_stages(params, out_dir / "_plan"))
+    # Read by the configured recogniser, or by the one a call falls back to on a machine without
+    # its weights (`recognizer_choice`): either is current, and status probes nothing to know which.
+    readers = [_page_inputs(run_dir, variant, p, bag_stages(p, out_dir / "_plan"))
+               for p in (params, fallback(params)) if p is not None]
+
+    def inputs(page_id: str, write: bool) -> _PageInputs:
+        first = None
+        for read in readers:   # the configured recogniser first: most pages stop there
+            page = read(page_id, write=write)
+            if page.current:
+                return page
+            first = first or page
+        return first
+
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()

@@ -54,7 +54,8 @@ def test_the_embedded_config_transcribes_without_traineddata(tmp_path, capsys, n
     assert "traineddata" not in err   # nothing to say: the default reads with PP-OCRv6
 
 
-def test_a_config_naming_tesseract_reads_with_ppocr_and_says_so_in_one_line(tmp_path, capsys, no_traineddata):
+def test_a_config_naming_tesseract_reads_with_ppocr_and_says_so_in_one_line(tmp_path, capsys, no_traineddata,
+                                                                             monkeypatch):
     run = write_run(tmp_path)
     config = _config(tmp_path, recognizer_family="recognize_tesseract", recognizer={"models": ["Fraktur"]})
     as_made_by(run, config)   # its text lines current: status asks only about the transcripts
@@ -68,6 +69,9 @@ def test_a_config_naming_tesseract_reads_with_ppocr_and_says_so_in_one_line(tmp_
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
     assert "harbour" in record["text"].lower() and _outside_latin(record["text"]) == []
     # status checks by the recogniser the call read with: the transcript is current
+    # status runs no interpreter of the config's to learn which recogniser a call would read with
+    from newsbag import runner_probe
+    monkeypatch.setattr(runner_probe, "_probe", lambda *a, **k: pytest.fail("status probed a stage env"))
     code, out, err = run_cli(capsys, "status", "--run-dir", run, "--json")   # by the config transcribe recorded
     (outputs,) = json.loads(out)["builtin"]["transcription"]
     assert (outputs["done"], outputs["stale"]) == (1, 0), outputs["reasons"]
