@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
         "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client",
-        "newsbag.runner_events"})),   # the lines runners print: events or text for the log
+        "newsbag.runner_events",   # the lines runners print: events or text for the log
+        "newsbag.stage_protocol"})),   # the face every stage shows the planner
     ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.jsontext", "newsbag.locks",
                                                             "newsbag.scratch",
@@ -26,7 +27,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("run directory, inputs and configuration", frozenset({
         "newsbag.rundir", "newsbag.reports", "newsbag.freshness", "newsbag.failures", "newsbag.builtin", "newsbag.config",
         "newsbag.tool_spec", "newsbag.builtin_entry", "newsbag.anchoring",   # what the config checks and anchors
-        "newsbag.upstream", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
+        "newsbag.source_plan", "newsbag.inputs", "newsbag.images", "newsbag.manifest",
         "newsbag.image_depth",   # the 8-bit copy's scaling, which images uses
         "newsbag.pages",
         "newsbag.page_outcomes",   # what a runner call's pages came to, as the run directory records it
@@ -45,6 +46,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",
         "newsbag.orchestrator",
+        "newsbag.stages", "newsbag.planner",   # the stage table, and the one plan every reader of "what is left" reads
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan",   # which stages have work: it reads the run's status
         "newsbag.export.bundle", "newsbag.corrections",   # correction bundles: written like an export

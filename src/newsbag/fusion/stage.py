@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .. import freshness, manifest, rundir
-from ..builtin import Outputs
+from ..stage_protocol import Outputs
 from ..contract import Boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
@@ -355,7 +355,7 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
         fusion_cfg: the config's "fusion" section.
 
     Returns:
-        One `builtin.Outputs` per variant folder, by name; the recommended one's note says so.
+        One `stage_protocol.Outputs` per variant folder, by name; the recommended one's note says so.
 
     Raises:
         ValueError: bad fusion config (one line).

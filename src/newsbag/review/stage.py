@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import freshness, rundir
-from ..builtin import Outputs
+from ..stage_protocol import Outputs
 from ..errors import RunDirError, page_failure
 from ..failures import record_failures
 from ..io import read_json, write_json
@@ -115,7 +115,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         review_cfg: the review options the next review runs with.
 
     Returns:
-        One `builtin.Outputs`, "boards" (a failed page keeps no board), whose note says whether
+        One `stage_protocol.Outputs`, "boards" (a failed page keeps no board), whose note says whether
         the gallery holds every page: one of some pages, or a shard's written before the other
         shards drew their boards, is not ``whole``.
 
