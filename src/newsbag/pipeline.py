@@ -213,7 +213,8 @@ def _has_work(config: PipelineConfig, run_dir: Path, stage: BuiltinStage, pages:
     (planned,) = plan_run(config, run_dir, stages=[stage], records=pages).stages
     if planned.work:
         whole = "" if all(o.whole for o in planned.outputs) else ", run-level outputs out of date"
-        log.info("%s: %d of %d page(s) to redo%s", stage.name, len(planned.todo()), planned.pages, whole)
+        todo = len(planned.todo()) if planned.outputs else planned.pages   # none made yet: every page
+        log.info("%s: %d of %d page(s) to redo%s", stage.name, todo, planned.pages, whole)
     return planned.work
 
 
