@@ -37,21 +37,21 @@ def _finished(tmp_path, capsys):
     return run, cfg
 
 
-def _change(change, tmp_path, capsys, monkeypatch, run, ids) -> tuple[set[str], set[str], set[str]]:
+def _change(change, tmp_path, capsys, monkeypatch, run, ids) -> tuple[set[str], set[str], set[str], str]:
     """Make the change; (the pages the union and its readers redo, those P and its export redo, the
-    pages a source computes)."""
+    pages a source computes, why status says the union's pages are stale)."""
     if change == "option":   # the union's option changed: the record is the config a plain run takes
         cfg = write_fake_config(tmp_path / "c.json", {"v": {}, "w": {}}, extra_stages=[_fusion(2), REVIEW, EXPORT])
         assert run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fake")[0] == 0
-        return set(ids), set(), set()
+        return set(ids), set(), set(), "its options changed"
     if change == "revision":   # an upgrade whose consensus code makes other boxes
         now = revisions.REVISIONS["fusion/consensus"]
         monkeypatch.setitem(revisions.REVISIONS, "fusion/consensus", revisions.Revision(now.number + 1, now.entries))
-        return set(ids), set(), set()
+        return set(ids), set(), set(), f"made by fusion/consensus code revision {now.number}, now {now.number + 1}"
     # one page of source fake/w lost: the run computes it, then that page of every fused variant (each
     # is fingerprinted by every source fusion reads), its board (which shows every source) and exports
     (rundir.source_dir(run, "fake", "w") / f"{ids[1]}.json").unlink()
-    return {ids[1]}, {ids[1]}, {ids[1]}
+    return {ids[1]}, {ids[1]}, {ids[1]}, "its input fake/w is gone"
 
 
 def _mtimes(run, ids) -> dict[str, dict[str, int]]:
@@ -66,7 +66,7 @@ def _mtimes(run, ids) -> dict[str, dict[str, int]]:
 def test_status_dry_run_slurm_and_the_run_count_the_same_pages_to_redo(tmp_path, capsys, monkeypatch, change):
     run, _ = _finished(tmp_path, capsys)
     ids = manifest.manifest_page_ids(run)
-    union, best, computed = _change(change, tmp_path, capsys, monkeypatch, run, ids)
+    union, best, computed, why = _change(change, tmp_path, capsys, monkeypatch, run, ids)
     expected = {"fusion:U": union, "fusion:P": best, "review:boards": union,
                 "export:fusion/U": union, "export:fusion/P": best}
 
@@ -81,7 +81,10 @@ def test_status_dry_run_slurm_and_the_run_count_the_same_pages_to_redo(tmp_path,
     status = {f"{kind}:{o['name']}": o["done"] for kind, rows in info["builtin"].items() for o in rows}
     assert status == {key: len(ids) - len(pages) for key, pages in expected.items()}
     assert {s["source"]: s["done"] for s in info["sources"]} == {"fake/v": len(ids), "fake/w": len(ids) - len(computed)}
-    if union and not computed:
+    # each stale output says why: the union by what changed, its readers by the union redone first
+    union_status = next(o for o in info["builtin"]["fusion"] if o["name"] == "U")
+    assert union_status["reasons"] == {why: len(union)}
+    if not computed:
         (boards,) = info["builtin"]["review"]
         assert boards["reasons"] == {"its input fusion/U is redone first": len(union)}
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
-__all__ = ["Outputs", "Redo", "Reading", "Stage", "carried", "redone", "has_work"]
+__all__ = ["Outputs", "Redo", "Reading", "Stage", "carried", "redone", "has_work", "input_changes"]
 
 # output key -> the pages a run redoes of that output
 Redo = Mapping[str, "set[str] | frozenset[str]"]
@@ -81,6 +81,23 @@ def has_work(outputs: list[Outputs], pages: int) -> bool:
     yet, a page is not current or its input record is out of date, or a run-level output leaves
     pages out."""
     return not outputs or any(o.done < pages or not o.whole or o.rerecord for o in outputs)
+
+
+def input_changes(recorded: Mapping[str, Any], now: Mapping[str, Any],
+                  named: Callable[[str], str] = str) -> str | None:
+    """Why an output is stale, read from its stage's record of it: which of its inputs changed
+    ("its input fake/w changed", "its inputs fake/v, fake/w changed"), came or went since
+    (``recorded``: input -> its identity when the output was made; ``now``: the same as they are,
+    each named for the reader by `named`); None when they are the same."""
+    said = []
+    for keys, one, several in ((sorted(k for k in recorded.keys() & now.keys() if recorded[k] != now[k]),
+                                "changed", "changed"),
+                               (sorted(recorded.keys() - now.keys()), "is gone", "are gone"),
+                               (sorted(now.keys() - recorded.keys()), "is new", "are new")):
+        if keys:
+            said.append(f"its input{'s' * (len(keys) > 1)} {', '.join(map(named, keys))} "
+                        f"{several if len(keys) > 1 else one}")
+    return "; ".join(said) or None
 
 
 @dataclass(frozen=True)

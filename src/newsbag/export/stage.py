@@ -17,7 +17,7 @@ from ..io import atomic_write_bytes, read_json
 from ..manifest import members, read_pages
 from ..page_reader import read_page
 from ..parallel import page_map
-from ..stage_protocol import Outputs
+from ..stage_protocol import Outputs, input_changes
 from ..revisions import revision, why_stale
 from . import FORMATS
 from . import alto, coco, pagexml
@@ -277,20 +277,21 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
                      if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r), fmt)), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
-    return "stale", _changed(idents, freshness.recorded_inputs(record))
+    return "stale", _changed(idents, freshness.recorded_inputs(record), layer)
 
 
-def _changed(idents: dict, recorded: dict) -> str:
+def _changed(idents: dict, recorded: dict, layer: _Layer) -> str:
     """Why a page's exports made from inputs `recorded` (its `freshness.input_record`) are stale
     now that they are `idents`: its transcript alone changed (the text `newsbag transcribe` read
-    since), or something else."""
-    def known(key: str) -> list[int] | None:   # the identity the record knows an input by
-        entry = recorded.get(key)
-        return [entry[0], entry[3]] if isinstance(entry, list) and len(entry) == 4 else None
-
-    if "page" in recorded and known("page") == idents.get("page") and known("text") != idents.get("text"):
+    since), else the inputs that changed, else its files."""
+    made_from = {k: [e[0], e[3]] for k, e in recorded.items() if isinstance(e, list) and len(e) == 4}
+    if "page" in made_from and made_from["page"] == idents.get("page") and made_from.get("text") != idents.get("text"):
         return TEXT_CHANGED
-    return "its layout or transcript changed, or a format's file is missing or cut short"
+    if not made_from:
+        return "its input record is missing or unreadable"
+    named = {"page": layer.name, "text": f"transcription/{layer.name.partition('/')[2]}"}
+    return (input_changes(made_from, idents, lambda key: named.get(key, key))
+            or "a format's file is missing or cut short, or the image it names changed")
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,
