@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base: vocabularies, errors, small stdlib helpers", frozenset({
         "newsbag", "newsbag.errors", "newsbag.labels", "newsbag.resources", "newsbag.tables",
         "newsbag.parallel", "newsbag.progress", "newsbag.sweep", "newsbag.columns", "newsbag.options",
-        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.slurm", "newsbag.slurm.client",
+        "newsbag.revisions", "newsbag.codegraph", "newsbag.liveness", "newsbag.folder_names", "newsbag.slurm", "newsbag.slurm.client",
         "newsbag.runner_events"})),   # the lines runners print: events or text for the log
     ("contract", frozenset({"newsbag.contract", "newsbag.page_repair"})),   # page JSON checked and repaired
     ("bytes on disk, locks and scratch folders", frozenset({"newsbag.io", "newsbag.jsontext", "newsbag.locks",
@@ -31,26 +31,26 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.pages",
         "newsbag.page_outcomes",   # what a runner call's pages came to, as the run directory records it
         # the builtin stages' declared options, which the config checks (their packages import nothing)
-        "newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options", "newsbag.export",
-        "newsbag.export.options", "newsbag.transcription_options",
+        "newsbag.fusion", "newsbag.fusion.options", "newsbag.review", "newsbag.review.options", "newsbag.export",
+        "newsbag.export.options", "newsbag.transcription", "newsbag.transcription.options",
         # Slurm: the ledger and settings in RUN/slurm and what is read from them, partition limits, the canary
         "newsbag.slurm.jobs", "newsbag.slurm.settings", "newsbag.slurm.queue", "newsbag.slurm.recovery",
         "newsbag.slurm.canary", "newsbag.slurm.limits"})),
     ("page content: fusion, reading order, export and review builders", frozenset({
-        "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
+        "newsbag.articles", "newsbag.transcription.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
         "newsbag.review.scan", "newsbag.review.state", "newsbag.review.boards", "newsbag.review.listing",
-        "newsbag.suggest", "newsbag.groundtruth.*", "newsbag.text_vote"})),
+        "newsbag.suggest", "newsbag.groundtruth.*", "newsbag.transcription.vote"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
-        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",
+        "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription.stage", "newsbag.transcription.files", "newsbag.transcription.views",
         "newsbag.orchestrator",
         "newsbag.status", "newsbag.doctor", "newsbag.pipeline", "newsbag.summary",
         "newsbag.slurm.plan",   # which stages have work: it reads the run's status
         "newsbag.export.bundle", "newsbag.corrections",   # correction bundles: written like an export
         "newsbag.recommend", "newsbag.tuning.*",   # pinning and tuning the recommended variant
         # the recognisers the transcription stage reads with, and what it checks of a page first
-        "newsbag.transcription_bag", "newsbag.recognizer_choice", "newsbag.transcript_resolution",
+        "newsbag.transcription.bag", "newsbag.transcription.recognizer_choice", "newsbag.transcription.resolution",
         "newsbag.runner_probe"})),
     ("command line", frozenset({"newsbag.cli", "newsbag.cli_kit", "newsbag.cli_slurm", "newsbag.cli_suggest",
                                 "newsbag.cli_tune", "newsbag.logsetup", "newsbag.__main__"})),
