@@ -11,10 +11,10 @@ from typing import Any, Callable, Mapping
 from . import locks, rundir
 from .errors import did_you_mean
 from .export.options import ExportParams, export_variant_names, parse_export_cfg
-from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
+from .fusion.options import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
 from .options import markdown_table
 from .review.options import ReviewParams, parse_review_cfg
-from .transcription_options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
+from .transcription.options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
@@ -96,8 +96,8 @@ REGISTRY: dict[str, BuiltinKind] = {
                           {"": ReviewParams}, command="review"),
     "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", "newsbag.export.stage:export_status",
                           {"": ExportParams}, variants=export_variant_names, command="export"),
-    "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
-                                 "newsbag.transcription:transcript_status",
+    "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription.stage:run_transcription",
+                                 "newsbag.transcription.stage:transcript_status",
                                  {"": TranscriptionParams, "each of recognizers": BagMember},
                                  ("python",), {"recognizer": recognizer_family}, transcription_source_names,
                                  command="transcribe"),

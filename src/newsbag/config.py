@@ -19,6 +19,7 @@ from . import builtin, freshness, rundir
 from .anchoring import anchor_command, anchor_path
 from .builtin_entry import anchor_builtin, checked_builtin_options
 from .errors import ConfigError, did_you_mean, unknown_keys
+from .folder_names import FOLDER_NAME_RULE, is_folder_name
 from .jsontext import parse_document
 from .resources import default_config_path, runners_dir
 from .tool_spec import anchor_params, load_tool_spec, validate_params, volatile_params
@@ -361,8 +362,8 @@ def _stage(path: str, i: int, sd: Any, taken: set[str], folder: str | None, envs
     if not isinstance(sd, dict) or not isinstance(sd.get("name"), str):
         raise ConfigError(f"{path}: stages[{i}] must be an object with a name")
     name = sd["name"]
-    if not rundir.is_folder_name(name):
-        raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {rundir.FOLDER_NAME_RULE}: "
+    if not is_folder_name(name):
+        raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {FOLDER_NAME_RULE}: "
                           "it names the stage's output folder")
     if name in taken:
         raise ConfigError(f"{path}: stage {name!r} is defined twice")
@@ -402,8 +403,8 @@ def _model_stage(where: str, sd: dict, folder: str | None, envs: dict[str, EnvSp
                                  for v, p in variants.items()}
     params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
     for v in params:
-        if not rundir.is_folder_name(v):
-            raise ConfigError(f"{where}: variant name {v!r} must be {rundir.FOLDER_NAME_RULE}: "
+        if not is_folder_name(v):
+            raise ConfigError(f"{where}: variant name {v!r} must be {FOLDER_NAME_RULE}: "
                               "it names the source's output folder")
     return ModelStage(name=name, family=family, env=envs[env], variants=_freeze(params), default=run_default,
                       volatile=volatile_params(spec), label_map=MappingProxyType(dict(spec["labels"])),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .options import STAGE_KEYS, option, parse
+from ..options import STAGE_KEYS, option, parse
 
 __all__ = ["TranscriptionParams", "BagMember", "RECOGNIZER_FAMILIES", "parse_transcription_options",
            "transcription_source_names", "recognizer_family", "crop_unit", "bag_members"]

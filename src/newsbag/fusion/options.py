@@ -32,7 +32,7 @@ import fnmatch
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .. import rundir
+from ..folder_names import FOLDER_NAME_RULE, is_folder_name
 from ..errors import unknown_keys
 from ..options import option, parse
 
@@ -282,8 +282,8 @@ def parse_fusion_config(cfg: dict) -> FusionConfig:
     variants = []
     for name, spec in raw_variants.items():
         where = f"fusion.variants.{name}"
-        if not rundir.is_folder_name(name):
-            raise ValueError(f"{where}: variant names must be plain folder names ({rundir.FOLDER_NAME_RULE})")
+        if not is_folder_name(name):
+            raise ValueError(f"{where}: variant names must be plain folder names ({FOLDER_NAME_RULE})")
         spec = _check_keys(spec, _VARIANT_KEYS, where)
         method = spec.get("method")
         if method not in METHODS:

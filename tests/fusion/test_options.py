@@ -1,6 +1,6 @@
 import pytest
 
-from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, RECIPE_DOC, ConsensusParams, Variant, match_sources, needs_order,
+from newsbag.fusion.options import (DEFAULT_FUSION_CFG, RECIPE_DOC, ConsensusParams, Variant, match_sources, needs_order,
                                      parse_fusion_config, with_order)
 
 
@@ -25,7 +25,7 @@ def test_embedded_config_ships_the_recipes_as_defined():
     import json
     from pathlib import Path
 
-    from newsbag.fusion.variants import RECIPES
+    from newsbag.fusion.options import RECIPES
 
     cfg = json.loads((Path(__file__).resolve().parents[2] / "configs" / "pipeline.local.json").read_text())
     fusion = [s for s in cfg["stages"] if s.get("kind") == "fusion"][0]
