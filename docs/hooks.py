@@ -6,7 +6,7 @@ readable where it is not built (GitHub):
     <!-- newsbag:config-fields -->      the config's top-level keys and an envs entry's (newsbag.config_fields)
     <!-- newsbag:model-stage-fields --> a model stage's keys (newsbag.config_fields)
     <!-- newsbag:runner-options -->     every runners/<family>.tool.json, one table per family
-    <!-- newsbag:fusion-section -->     the fusion stage's own keys and a variant's (newsbag.fusion.variants)
+    <!-- newsbag:fusion-section -->     the fusion stage's own keys and a variant's (newsbag.fusion.options)
     <!-- newsbag:stage-options -->      every builtin stage's options, from their declarations
     <!-- newsbag:leaderboard-legend --> the leaderboard columns, from newsbag.columns
     <!-- newsbag:revisions -->          every code revision, its number and its code (newsbag.revisions)
@@ -45,7 +45,7 @@ def model_stage_fields_markdown() -> str:
 
 def fusion_section_markdown() -> str:
     """The fusion stage's own keys, then the keys of one variant (its method's params are with the stages)."""
-    from newsbag.fusion.variants import FusionSection, VariantFields
+    from newsbag.fusion.options import FusionSection, VariantFields
     from newsbag.options import markdown_table
 
     return f"{markdown_table(FusionSection)}\n**each entry of `variants`**\n\n{markdown_table(VariantFields)}"

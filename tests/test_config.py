@@ -27,8 +27,8 @@ def _config(top=None, stage=None, env=None) -> dict:
     (_config(env={"python": 3}), "envs.e: python must be a string, got 3"),                           # a version, not a path
     (_config(top={"allow_cpu_fallback": "false"}), "allow_cpu_fallback must be true or false"),  # quoted bool
     (_config(stage={"allow_cpu_fallback": "no"}), "stage 'fake': allow_cpu_fallback must be true or false"),
-    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a number > 0 (seconds), got '1h'"),     # a duration string
-    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a number > 0 (seconds), got 0"),  # would never wait
+    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a number > 0 (s), got '1h'"),     # a duration string
+    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a number > 0 (s), got 0"),  # would never wait
     (_config(stage={"max_restarts": "3"}), "stage 'fake': max_restarts must be a whole number >= 0"),
     (_config(stage={"max_restarts": 1.5}), "stage 'fake': max_restarts must be a whole number >= 0"),
     (_config(top={"runners_dir": 5}), "runners_dir must be a string"),                        # not a path
@@ -248,8 +248,8 @@ def test_a_symlinked_config_resolves_against_the_folder_of_the_file_it_names(tmp
 @pytest.mark.parametrize("raw,message", [
     (_config(top={"version": 2}), "version 2 is not one this newsbag reads (it reads version 1)"),  # a newer config
     (_config(top={"version": "1"}), "version '1' is not one this newsbag reads"),                   # quoted
-    (_config(stage={"timeout_s": float("inf")}), "stage 'fake': timeout_s must be a number > 0 (seconds), got inf"),  # Infinity
-    (_config(stage={"page_timeout_s": float("inf")}), "stage 'fake': page_timeout_s must be a number > 0 (seconds), got inf"),
+    (_config(stage={"timeout_s": float("inf")}), "stage 'fake': timeout_s must be a number > 0 (s), got inf"),  # Infinity
+    (_config(stage={"page_timeout_s": float("inf")}), "stage 'fake': page_timeout_s must be a number > 0 (s), got inf"),
 ])
 def test_an_unknown_version_or_an_endless_limit_is_refused_in_one_line(raw, message):
     """`version` was read by nothing (a config written for another newsbag ran as this one's), and

@@ -176,7 +176,7 @@ def _declared(*names: str) -> list:
 @pytest.mark.parametrize("marker, declarations", [
     ("config-fields", ("newsbag.config_fields:PipelineFields", "newsbag.config_fields:EnvFields")),
     ("model-stage-fields", ("newsbag.config_fields:ModelStageFields",)),
-    ("fusion-section", ("newsbag.fusion.variants:FusionSection", "newsbag.fusion.variants:VariantFields")),
+    ("fusion-section", ("newsbag.fusion.options:FusionSection", "newsbag.fusion.options:VariantFields")),
 ])
 def test_every_level_of_the_config_has_a_table_generated_from_its_declaration(marker, declarations):
     """The manual's tables of the config's own keys were typed by hand and drifted from the loader."""

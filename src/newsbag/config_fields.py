@@ -73,9 +73,9 @@ class ModelStageFields(StageFields):
     device: str | None = _device(None, f"`gpu`, `auto` or `cpu`; {_INHERITED} `device`")
     allow_cpu_fallback: bool | None = option("boolean", None, "false: a runner exits 5 when the GPU is "
                                              f"unusable; {_INHERITED}", nullable=True)
-    timeout_s: float = option("number", 24 * 3600.0, "the whole runner job", unit="seconds", minimum=0, above=True)
+    timeout_s: float = option("number", 24 * 3600.0, "the whole runner job", unit="s", minimum=0, above=True)
     page_timeout_s: float = option("number", 600.0, "no progress for this long kills the runner; per page, "
-                                   "also inside a batch", unit="seconds", minimum=0, above=True)
+                                   "also inside a batch", unit="s", minimum=0, above=True)
     max_restarts: int = option("integer", 3, "restarts in a row that finish no page", minimum=0)
     max_failed_fraction: float | None = option("number", None, "the source stops once more of its pages "
                                                f"failed; {_INHERITED}", nullable=True, **_SHARE)
