@@ -36,6 +36,11 @@ def _config(top=None, stage=None, env=None) -> dict:
     (_config(stage={"family": ["fake"]}), "stage 'fake': family must be a string"),
     (_config(stage={"env": ["e"]}), "stage 'fake': env must be a string"),
     (_config(stage={"family": "tesserct"}), "stage 'fake': no runner for family 'tesserct'"),  # a typo'd family
+    (_config(top={"stages": []}), "stages must be a list of objects (at least 1), got []"),
+    ({"envs": {}}, "stages is missing: it must be a list of objects (at least 1)"),
+    (_config(stage={"name": 3}), "stages[0]: name must be a string, got 3"),
+    ({"stages": [{"variants": {"v": {}}}]}, "stages[0]: name is missing: it must be a string"),
+    (_config(stage={"variants": {}}), "stage 'fake': variants must be an object (at least 1), got {}"),
 ])
 def test_a_malformed_entry_is_one_config_error_naming_the_key(raw, message):
     with pytest.raises(ConfigError) as exc:

@@ -68,6 +68,12 @@ def test_a_required_key_and_every_kind_of_value_are_checked_in_one_shape(given, 
     assert str(exc.value) == message
 
 
+def test_a_long_bad_value_is_cut_in_the_message():
+    with pytest.raises(ValueError) as exc:
+        parse(_Entry, {"name": "n", "items": "x" * 500}, "entry")
+    assert str(exc.value) == f"entry: items must be a list (at least 1), got {repr('x' * 500)[:117]}..."
+
+
 def test_a_raw_option_keeps_the_value_as_written_and_values_lists_them_in_order():
     entry = parse(_Entry, {"name": "n", "ratio": 60, "vars": {"A": "x", "N": 2}, "items": [1, "b"]}, "entry")
     assert values(entry) == {"name": "n", "vars": {"A": "x", "N": 2}, "items": [1, "b"], "ratio": 60,

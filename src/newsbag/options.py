@@ -72,7 +72,7 @@ class Option:
             return value if value is None else (value,)
         converted = _CONVERT[self.kind](self, value)
         if converted is _BAD:
-            raise ValueError(f"{where} must be {self.describe()}, got {value!r}")
+            raise ValueError(f"{where} must be {self.describe()}, got {_brief(value)}")
         return value if self.raw else converted
 
     def describe(self) -> str:
@@ -155,6 +155,12 @@ def _default(f: Any) -> Any:
 def _cell(text: str) -> str:
     """Text for one Markdown table cell: a pipe would split the row."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+def _brief(value: Any, most: int = 120) -> str:
+    """`value`'s repr, cut to `most` characters: a wrong list of stages is not pasted whole into a message."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
+
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
