@@ -9,7 +9,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping, TypeVar
@@ -17,8 +17,8 @@ from typing import Any, Literal, Mapping, TypeVar
 from . import builtin, freshness, rundir
 from .anchoring import anchor_command, anchor_path
 from .builtin_entry import anchor_builtin, checked_builtin_options
-from .config_fields import (CONFIG_VERSION, DEFAULT_MAX_EMPTY_SHARE, DEFAULT_MAX_FAILED_FRACTION, EnvFields,
-                            ModelStageFields, PipelineFields, StageFields)
+from .config_fields import (CONFIG_VERSION, DEFAULT_MAX_EMPTY_SHARE, DEFAULT_MAX_FAILED_FRACTION, STAGE_KEYS,
+                            EnvFields, ModelStageFields, PipelineFields, StageFields)
 from .errors import ConfigError, did_you_mean
 from .folder_names import FOLDER_NAME_RULE, is_folder_name
 from .jsontext import parse_document
@@ -210,9 +210,6 @@ def _parse(declared: type[_Fields], section: Mapping[str, Any], where: str) -> _
         raise ConfigError(str(exc)) from None
 
 
-_STAGE_KEYS = frozenset(f.name for f in fields(StageFields))
-
-
 def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
@@ -279,7 +276,7 @@ def _stage(path: str, i: int, sd: dict, taken: set[str], folder: str | None, env
     """Stage entry `sd` (``stages[i]``), its name not one of `taken`; `sd` takes its anchored paths."""
     named = isinstance(sd.get("name"), str)
     where = f"{path}: stage {sd['name']!r}" if named else f"{path}: stages[{i}]"
-    common = _parse(StageFields, {k: v for k, v in sd.items() if k in _STAGE_KEYS}, where)
+    common = _parse(StageFields, {k: v for k, v in sd.items() if k in STAGE_KEYS}, where)
     name, kind = common.name, common.kind
     if not is_folder_name(name):
         raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {FOLDER_NAME_RULE}: "

@@ -5,12 +5,12 @@ are rendered from these declarations. Stdlib only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .options import REQUIRED, option
 
-__all__ = ["PipelineFields", "EnvFields", "StageFields", "ModelStageFields", "CONFIG_VERSION", "DEVICES",
+__all__ = ["PipelineFields", "EnvFields", "StageFields", "STAGE_KEYS", "ModelStageFields", "CONFIG_VERSION", "DEVICES",
            "DEFAULT_MAX_FAILED_FRACTION", "DEFAULT_MAX_EMPTY_SHARE"]
 
 # The config format this newsbag reads; a config without "version" is taken as this one.
@@ -64,6 +64,11 @@ class StageFields:
                        "`transcription`")
     description: str = option("string", "", "what the stage is for")
     default: bool = option("boolean", True, "false: runs only when named in `--stages`")
+
+
+# The keys of a builtin stage's entry that are the config's own, not the stage's options: what
+# its kind's parser passes over.
+STAGE_KEYS = frozenset(f.name for f in fields(StageFields))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,10 +18,7 @@ from typing import Any, Mapping
 
 from .errors import unknown_keys
 
-__all__ = ["Option", "option", "REQUIRED", "parse", "values", "markdown_table", "STAGE_KEYS"]
-
-# Keys of a builtin stage's config entry that are the config's own, not the stage's options.
-STAGE_KEYS = frozenset({"name", "kind", "description"})
+__all__ = ["Option", "option", "REQUIRED", "parse", "values", "markdown_table"]
 
 # What each kind of value is, as error messages and the docs say it.
 _KINDS = {

@@ -94,7 +94,7 @@ def test_missing_keys_take_the_defaults():
 def test_a_fusion_stage_may_say_what_it_is_for_as_every_stage_may():
     """Every stage entry may carry a "description"; the fusion stage's was refused as an unknown key."""
     from newsbag.config import parse_config
-    from newsbag.options import STAGE_KEYS
+    from newsbag.config_fields import STAGE_KEYS
 
     assert parse_fusion_config({"description": "why", "variants": {}}) == parse_fusion_config({"variants": {}})
     assert "description" in STAGE_KEYS

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..folder_names import FOLDER_NAME_RULE, is_folder_name
-from ..options import REQUIRED, STAGE_KEYS, option, parse, values
+from ..config_fields import STAGE_KEYS
+from ..options import REQUIRED, option, parse, values
 
 __all__ = [
     "ConsensusParams",
