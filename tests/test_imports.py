@@ -33,9 +33,11 @@ LAYERS: tuple[tuple[str, str, frozenset[str]], ...] = (
         "newsbag.options", "newsbag.revisions", "newsbag.codegraph"})),
     ("contract", "the page contract and what a reader accepts of a page", frozenset({
         "newsbag.contract", "newsbag.page_repair"})),
-    ("declared options", "each builtin stage's options (stdlib only: the config checks them, pure code reads them)",
+    ("declared options", "each builtin stage's options and the config's own keys (stdlib only: the config "
+     "checks them, pure code reads them)",
      frozenset({"newsbag.fusion", "newsbag.fusion.options", "newsbag.review", "newsbag.review.options",
-                "newsbag.transcription", "newsbag.transcription.options", "newsbag.export.options"})),
+                "newsbag.transcription", "newsbag.transcription.options", "newsbag.export.options",
+                "newsbag.config_fields"})),
     ("pure content", "geometry: boxes, their overlaps and matches, the column grid", frozenset({
         "newsbag.sweep", "newsbag.fusion.geometry", "newsbag.fusion.match", "newsbag.fusion.degenerate",
         "newsbag.fusion.segments", "newsbag.fusion.grid", "newsbag.fusion.rules", "newsbag.fusion.xycut"})),

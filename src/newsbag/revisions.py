@@ -86,6 +86,7 @@ INFRASTRUCTURE: dict[str, str] = {
     "resources.py": "where runner scripts and configs live",
     "builtin.py": "the registry of builtin stages",
     "config.py": "loading the pipeline config (option values are in the fingerprints)",
+    "config_fields.py": "declaring the pipeline config's own keys (their values are in the fingerprints)",
     "tool_spec.py": "checking runner parameters (their values and the family revision are in the fingerprints)",
     "builtin_entry.py": "checking a builtin stage's config entry (its option values are in the fingerprints)",
     "anchoring.py": "taking config paths from the config's folder",
