@@ -3,7 +3,7 @@
 Each recogniser runner reads the ground-truth line boxes of each page once; its readings
 (text, score, word confidences per line) are kept in a JSON file, so the vote's methods and
 weights are compared on the same readings without reading the pages again. The vote is the
-stage's own (`transcription_bag.voted_lines`).
+stage's own (`transcription.bag.voted_lines`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from rapidfuzz.distance import Levenshtein
 from newsbag.tool_spec import load_tool_spec, validate_params
 from newsbag.evaluate_text import gt_conventions, gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
-from newsbag.transcript import crop_plan
-from newsbag.transcription_bag import voted_lines
-from newsbag.transcription_options import BagMember
+from newsbag.transcription.transcript import crop_plan
+from newsbag.transcription.bag import voted_lines
+from newsbag.transcription.options import BagMember
 
 # The grid the vote is tuned on: the second member's weight (the first's is 1) and min_score, and the method.
 WEIGHTS = (0.75, 1.0, 1.25, 1.5, 2.0)

@@ -14,7 +14,7 @@ import numpy as np
 from newsbag import labels
 from newsbag.contract import Boxes, PageMeta
 from newsbag.fusion.page import fuse_all, fuse_page
-from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, parse_fusion_config
+from newsbag.fusion.options import DEFAULT_FUSION_CFG, match_sources, parse_fusion_config
 
 from _machine import machine_line
 

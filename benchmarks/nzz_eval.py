@@ -43,7 +43,7 @@ from newsbag.groundtruth import GtPage
 from newsbag.fusion.leaderboard import Board, has_lines
 from newsbag.fusion.page import SOURCE_KEYS, fuse_all, is_region_source, measure_sources
 from newsbag.fusion.stage import load_inputs
-from newsbag.fusion.variants import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
+from newsbag.fusion.options import DEFAULT_FUSION_CFG, match_sources, needs_order, parse_fusion_config, with_order
 from newsbag.rundir import discover_sources, source_dir
 
 KEYS = ("pixel_f1", "b1x", "iou_f1", "xcol")

@@ -56,10 +56,10 @@ from newsbag import rundir
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
 from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, read_text, reference_text
 from newsbag.resources import runners_dir
-from newsbag.transcript import crop_plan
-from newsbag.transcription import run_transcription
-from newsbag.transcription_bag import voted_lines
-from newsbag.transcription_options import BagMember
+from newsbag.transcription.transcript import crop_plan
+from newsbag.transcription.stage import run_transcription
+from newsbag.transcription.bag import voted_lines
+from newsbag.transcription.options import BagMember
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -36,7 +36,7 @@ from nzz_eval import split_halves  # noqa: E402
 from newsbag import rundir  # noqa: E402
 from newsbag.evaluate import page_metrics_by_class  # noqa: E402
 from newsbag.groundtruth import gt_root, match_pages  # noqa: E402
-from newsbag.fusion.variants import parse_fusion_config  # noqa: E402
+from newsbag.fusion.options import parse_fusion_config  # noqa: E402
 from newsbag.recommend import fusion_section  # noqa: E402
 from newsbag.tuning.pages import load_pages, score_candidate  # noqa: E402
 from newsbag.tuning.run import TuneOptions, _search, _study, run_tune  # noqa: E402

@@ -3,20 +3,24 @@
 A page asks for a table with an HTML comment on a line of its own, so the Markdown stays
 readable where it is not built (GitHub):
 
+    <!-- newsbag:config-fields -->      the config's top-level keys and an envs entry's (newsbag.config_fields)
+    <!-- newsbag:model-stage-fields --> a model stage's keys (newsbag.config_fields)
     <!-- newsbag:runner-options -->     every runners/<family>.tool.json, one table per family
+    <!-- newsbag:fusion-section -->     the fusion stage's own keys and a variant's (newsbag.fusion.options)
     <!-- newsbag:stage-options -->      every builtin stage's options, from their declarations
     <!-- newsbag:leaderboard-legend --> the leaderboard columns, from newsbag.columns
     <!-- newsbag:revisions -->          every code revision, its number and its code (newsbag.revisions)
 
 The tables are generated, never written by hand, so they cannot drift from what the config
-loader accepts.
+loader accepts: every one is `newsbag.options.markdown_table` of the declaration the loader
+parses that level with.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import re
+from dataclasses import fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,43 +28,43 @@ RUNNERS = ROOT / "runners"
 MARKER = re.compile(r"^<!-- newsbag:([a-z-]+) -->$", re.MULTILINE)
 
 
-def _cell(value: object) -> str:
-    """One table cell: JSON for values, pipes escaped so a description cannot split the row."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text.replace("|", "\\|").replace("\n", " ")
+def config_fields_markdown() -> str:
+    """The config's top-level keys, then the keys of one ``envs`` entry."""
+    from newsbag.config_fields import EnvFields, PipelineFields
+    from newsbag.options import markdown_table
+
+    return f"{markdown_table(PipelineFields)}\n**each entry of `envs`**\n\n{markdown_table(EnvFields)}"
 
 
-def _parameter_row(name: str, spec: dict) -> str:
-    notes = []
-    if "enum" in spec:
-        notes.append("one of " + ", ".join(f"`{v}`" for v in spec["enum"]))
-    if "minimum" in spec or "maximum" in spec:
-        notes.append(f"range {spec.get('minimum', '')}..{spec.get('maximum', '')}")
-    if spec.get("path"):
-        notes.append("a path, relative to the config file")
-    if spec.get("fingerprint") is False:
-        notes.append("changing it redoes nothing")
-    description = spec.get("description", "")
-    if notes:
-        description = f"{description} ({'; '.join(notes)})" if description else "; ".join(notes)
-    return (f"| `{name}` | {spec.get('type', '')} | `{_cell(spec.get('default'))}` | "
-            f"{_cell(description)} |")
+def model_stage_fields_markdown() -> str:
+    from newsbag.config_fields import ModelStageFields
+    from newsbag.options import markdown_table
+
+    return markdown_table(ModelStageFields)
+
+
+def fusion_section_markdown() -> str:
+    """The fusion stage's own keys, then the keys of one variant (its method's params are with the stages)."""
+    from newsbag.fusion.options import FusionSection, VariantFields
+    from newsbag.options import markdown_table
+
+    return f"{markdown_table(FusionSection)}\n**each entry of `variants`**\n\n{markdown_table(VariantFields)}"
 
 
 def runner_options_markdown(runners_dir: Path = RUNNERS) -> str:
-    """One section per runner family: its description, revision and parameter table."""
+    """One section per runner family: its description, revision and parameter table, from the
+    options its tool.json loads into (`newsbag.tool_spec.parameter_options`)."""
+    from newsbag.options import markdown_table
+    from newsbag.tool_spec import load_tool_spec, parameter_options
+
     parts = []
     for path in sorted(runners_dir.glob("*.tool.json")):
-        tool = json.loads(path.read_text(encoding="utf-8"))
-        family = tool.get("family", path.name.removesuffix(".tool.json"))
-        parts.append(f"### `{family}`\n")
+        tool = load_tool_spec(path.name.removesuffix(".tool.json"), runners_dir)
+        parts.append(f"### `{tool.get('family', path.name.removesuffix('.tool.json'))}`\n")
         parts.append(f"{tool.get('description', '')}\n")
-        parts.append(f"Declared in `runners/{path.name}` (revision {tool.get('revision', 0)}).\n")
-        parameters = tool.get("parameters", {})
-        if parameters:
-            parts.append("| parameter | type | default | description |\n|---|---|---|---|")
-            parts.extend(_parameter_row(name, spec) for name, spec in parameters.items())
-            parts.append("")
+        parts.append(f"Declared in `runners/{path.name}` (revision {tool['revision']}).\n")
+        if fields(declared := parameter_options(tool)):
+            parts.append(markdown_table(declared))
     return "\n".join(parts)
 
 
@@ -106,6 +110,9 @@ def revisions_markdown() -> str:
 
 
 GENERATORS = {
+    "config-fields": config_fields_markdown,
+    "model-stage-fields": model_stage_fields_markdown,
+    "fusion-section": fusion_section_markdown,
     "runner-options": runner_options_markdown,
     "stage-options": stage_options_markdown,
     "leaderboard-legend": leaderboard_legend_markdown,

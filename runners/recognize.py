@@ -1,6 +1,6 @@
 """recognize runner: PP-OCR text recognition (CTC) of given line boxes, for the transcription stage.
 
-The transcription stage (src/newsbag/transcription.py) decides which line boxes to read and
+The transcription stage (src/newsbag/transcription/stage.py) decides which line boxes to read and
 writes them to ``<plan_dir>/<page_id>.json`` as ``{"crops": [[x0, y0, x1, y1], ...]}`` in
 original page pixels, ``"units"`` (``"line"`` each) and ``"size_wh": [W, H]``, the page size they are in (other keys are
 the stage's own); this runner crops, recognises and returns one region per line, in the
@@ -196,7 +196,7 @@ class Recognizer:
         image = load_page_array(image_path)
         plan = read_plan(self.plan_dir, page["page_id"], image.shape[1], image.shape[0])
         lines = plan["crops"]
-        if set(plan["units"]) - {"line"}:   # the stage plans lines for this runner (`transcription_options.crop_unit`)
+        if set(plan["units"]) - {"line"}:   # the stage plans lines for this runner (`transcription/options.py`, `crop_unit`)
             raise ValueError("recognize reads one text line per crop, the plan holds regions")
         if not lines:
             return []

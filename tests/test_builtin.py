@@ -22,8 +22,8 @@ def test_loading_the_default_config_imports_no_stage_nor_array_or_image_library(
             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('newsbag', 'numpy', 'shapely', 'PIL'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(out.split())
-    options_only = {"newsbag.fusion", "newsbag.fusion.variants", "newsbag.review", "newsbag.review.options",
-                    "newsbag.export", "newsbag.export.options", "newsbag.transcription_options"}
+    options_only = {"newsbag.fusion", "newsbag.fusion.options", "newsbag.review", "newsbag.review.options",
+                    "newsbag.export", "newsbag.export.options", "newsbag.transcription", "newsbag.transcription.options"}
     stage_code = {m for m in loaded if m.startswith(("newsbag.fusion", "newsbag.review", "newsbag.export",
                                                      "newsbag.transcription"))} - options_only
     assert stage_code == set()

@@ -78,12 +78,16 @@ def _mistyped(level: str, config: dict) -> dict:
     config["stages"] += [fusion, review]
     if level == "pipeline":
         config["devise"] = config.pop("device")
+    elif level == "env entry":
+        config["envs"]["fake"]["pyhton"] = config["envs"]["fake"].pop("python")
     elif level == "model stage":
         config["stages"][0]["page_timeout"] = config["stages"][0].pop("page_timeout_s")
     elif level == "runner parameter":
         config["stages"][0]["variants"]["v"]["moed"] = "ok"
     elif level == "fusion section":
         fusion["variantz"] = fusion.pop("variants")
+    elif level == "fusion variant":
+        fusion["variants"]["u"]["metod"] = fusion["variants"]["u"].pop("method")
     elif level == "variant option":
         fusion["variants"]["u"]["params"] = {"vot": 1}
     else:
@@ -93,9 +97,11 @@ def _mistyped(level: str, config: dict) -> dict:
 
 @pytest.mark.parametrize("level, typo, meant", [
     ("pipeline", "devise", "device"),
+    ("env entry", "pyhton", "python"),
     ("model stage", "page_timeout", "page_timeout_s"),
     ("runner parameter", "moed", "mode"),
     ("fusion section", "variantz", "variants"),
+    ("fusion variant", "metod", "method"),
     ("variant option", "vot", "vote"),
     ("builtin stage option", "top_m", "top_n"),
 ])
@@ -108,6 +114,34 @@ def test_a_mistyped_key_at_every_level_gets_one_message(tmp_path, capsys, level,
     assert code == 2
     assert f"unknown key {typo!r}; did you mean {meant!r}? (known: " in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("level, key, value, must", [
+    ("pipeline", "device", "gpux", "one of auto, gpu, cpu"),
+    ("env entry", "python", 3, "a string"),
+    ("model stage", "max_restarts", -1, "a whole number >= 0"),
+    ("runner parameter", "batch_size", "2", "a whole number"),
+    ("fusion section", "line_source", 3, "a string '<stage>/<variant>', or null"),
+    ("fusion variant", "method", "vote", "one of consensus, best_single, paragraphs"),
+    ("variant option", "vote", 0, "a whole number >= 1"),
+    ("builtin stage option", "top_n", "5", "a whole number"),
+])
+def test_a_bad_value_at_every_level_is_one_line_naming_the_file_the_key_and_what_it_must_be(
+        tmp_path, capsys, level, key, value, must):
+    config = json.loads(write_fake_config(tmp_path / "c.json", {"v": {}}).read_text())
+    config = _mistyped("pipeline", config)
+    config["device"] = config.pop("devise")
+    fusion, review = config["stages"][1:]
+    entry = {"pipeline": config, "env entry": config["envs"]["fake"], "model stage": config["stages"][0],
+             "runner parameter": config["stages"][0]["variants"]["v"], "fusion section": fusion,
+             "fusion variant": fusion["variants"]["u"], "variant option": fusion["variants"]["u"]["params"],
+             "builtin stage option": review}[level]
+    entry[key] = value
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    code, _, err = run_cli(capsys, "run", "--run-dir", tmp_path / "run", "--input-dir", tmp_path,
+                           "--config", tmp_path / "c.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert str(tmp_path / "c.json") in err and f"{key} must be {must}" in err and f"got {value!r}" in err
 
 
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path, page_dir, capsys):

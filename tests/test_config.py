@@ -21,14 +21,14 @@ def _config(top=None, stage=None, env=None) -> dict:
 
 @pytest.mark.parametrize("raw,message", [
     (_config(top={"vars": ["BASE"]}), "vars must be an object"),                              # a list, not names
-    (_config(top={"vars": {"BASE": {"x": 1}}}), "vars.BASE must be a string or number"),                 # nested value
+    (_config(top={"vars": {"BASE": {"x": 1}}}), "vars must be an object of strings or numbers, got {'BASE': {'x': 1}}"),                 # nested value
     (_config(top={"envs": ["e"]}), "envs must be an object"),                                 # a list of env names
-    (_config(env={"env": ["HF_HOME=/x"]}), "envs.e.env must be an object"),                   # shell-style list
-    (_config(env={"python": 3}), "envs.e.python must be a string"),                           # a version, not a path
+    (_config(env={"env": ["HF_HOME=/x"]}), "envs.e: env must be an object, got ['HF_HOME=/x']"),                   # shell-style list
+    (_config(env={"python": 3}), "envs.e: python must be a string, got 3"),                           # a version, not a path
     (_config(top={"allow_cpu_fallback": "false"}), "allow_cpu_fallback must be true or false"),  # quoted bool
     (_config(stage={"allow_cpu_fallback": "no"}), "stage 'fake': allow_cpu_fallback must be true or false"),
-    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a finite number > 0"),     # a duration string
-    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a finite number > 0"),  # would never wait
+    (_config(stage={"timeout_s": "1h"}), "stage 'fake': timeout_s must be a number > 0 (s), got '1h'"),     # a duration string
+    (_config(stage={"page_timeout_s": 0}), "stage 'fake': page_timeout_s must be a number > 0 (s), got 0"),  # would never wait
     (_config(stage={"max_restarts": "3"}), "stage 'fake': max_restarts must be a whole number >= 0"),
     (_config(stage={"max_restarts": 1.5}), "stage 'fake': max_restarts must be a whole number >= 0"),
     (_config(top={"runners_dir": 5}), "runners_dir must be a string"),                        # not a path
@@ -36,6 +36,11 @@ def _config(top=None, stage=None, env=None) -> dict:
     (_config(stage={"family": ["fake"]}), "stage 'fake': family must be a string"),
     (_config(stage={"env": ["e"]}), "stage 'fake': env must be a string"),
     (_config(stage={"family": "tesserct"}), "stage 'fake': no runner for family 'tesserct'"),  # a typo'd family
+    (_config(top={"stages": []}), "stages must be a list of objects (at least 1), got []"),
+    ({"envs": {}}, "stages is missing: it must be a list of objects (at least 1)"),
+    (_config(stage={"name": 3}), "stages[0]: name must be a string, got 3"),
+    ({"stages": [{"variants": {"v": {}}}]}, "stages[0]: name is missing: it must be a string"),
+    (_config(stage={"variants": {}}), "stage 'fake': variants must be an object (at least 1), got {}"),
 ])
 def test_a_malformed_entry_is_one_config_error_naming_the_key(raw, message):
     with pytest.raises(ConfigError) as exc:
@@ -248,8 +253,8 @@ def test_a_symlinked_config_resolves_against_the_folder_of_the_file_it_names(tmp
 @pytest.mark.parametrize("raw,message", [
     (_config(top={"version": 2}), "version 2 is not one this newsbag reads (it reads version 1)"),  # a newer config
     (_config(top={"version": "1"}), "version '1' is not one this newsbag reads"),                   # quoted
-    (_config(stage={"timeout_s": float("inf")}), "stage 'fake': timeout_s must be a finite number > 0"),  # Infinity
-    (_config(stage={"page_timeout_s": float("inf")}), "stage 'fake': page_timeout_s must be a finite number > 0"),
+    (_config(stage={"timeout_s": float("inf")}), "stage 'fake': timeout_s must be a number > 0 (s), got inf"),  # Infinity
+    (_config(stage={"page_timeout_s": float("inf")}), "stage 'fake': page_timeout_s must be a number > 0 (s), got inf"),
 ])
 def test_an_unknown_version_or_an_endless_limit_is_refused_in_one_line(raw, message):
     """`version` was read by nothing (a config written for another newsbag ran as this one's), and

@@ -156,9 +156,37 @@ def test_runner_option_tables_are_generated_from_every_tool_json():
             assert f"| `{name}` |" in table, (path.name, name)
 
 
-def test_a_description_with_a_pipe_keeps_its_row():
-    row = _hooks()._parameter_row("mode", {"type": "string", "default": "a|b", "description": "x | y"})
-    assert row == "| `mode` | string | `a\\|b` | x \\| y |"
+def test_a_description_with_a_pipe_keeps_its_row(tmp_path):
+    import json
+
+    (tmp_path / "pipe.py").write_text("")
+    (tmp_path / "pipe.tool.json").write_text(json.dumps({"labels": {"text": "text"}, "parameters": {
+        "mode": {"type": "string", "default": "a|b", "description": "x | y"}}}))
+    rows = _hooks().runner_options_markdown(tmp_path).splitlines()
+    assert "| `mode` | `\"a\\|b\"` | a string | x \\| y |" in rows
+
+
+def _declared(*names: str) -> list:
+    """The options dataclasses `names` ("module:Class") name."""
+    import importlib
+
+    return [getattr(importlib.import_module(m), c) for m, c in (n.split(":") for n in names)]
+
+
+@pytest.mark.parametrize("marker, declarations", [
+    ("config-fields", ("newsbag.config_fields:PipelineFields", "newsbag.config_fields:EnvFields")),
+    ("model-stage-fields", ("newsbag.config_fields:ModelStageFields",)),
+    ("fusion-section", ("newsbag.fusion.options:FusionSection", "newsbag.fusion.options:VariantFields")),
+])
+def test_every_level_of_the_config_has_a_table_generated_from_its_declaration(marker, declarations):
+    """The manual's tables of the config's own keys were typed by hand and drifted from the loader."""
+    from dataclasses import fields
+
+    table = _hooks().render_markers(f"intro\n<!-- newsbag:{marker} -->\nafter")
+    assert table.startswith("intro\n") and table.endswith("\nafter")
+    for declared in _declared(*declarations):
+        for f in fields(declared):
+            assert f"| `{f.name}` | " in table and f.metadata["option"].describe() in table, (declared, f.name)
 
 
 def test_an_unknown_generated_table_is_refused():

@@ -182,8 +182,8 @@ def _copy_fake(tmp_path, mutate) -> Path:
     (lambda s: s.pop("labels"), {}, "no label table"),
     (lambda s: s.update(labels={"text": "body"}), {}, "'body', which is not a canonical label"),
     (lambda s: s["parameters"].update(dtype={"type": "string", "default": "auto", "enum": ["auto", "float16"]}),
-     {"variants": {"v": {"dtype": "float8"}}}, "parameter 'dtype' must be one of ['auto', 'float16'], got 'float8'"),
-    (lambda s: None, {"max_empty_share": 2}, "max_empty_share must be a number from 0 to 1"),
+     {"variants": {"v": {"dtype": "float8"}}}, "variant 'v': dtype must be one of auto, float16, got 'float8'"),
+    (lambda s: None, {"max_empty_share": 2}, "max_empty_share must be a number in [0, 1], got 2"),
     # the output revision is fingerprinted into every page: a whole number, or absent (0)
     (lambda s: s.update(revision="2"), {}, 'fake.tool.json: revision must be a whole number >= 0 '
                                            '(bump it when the runner\'s output changes for the same inputs), got "2"'),

@@ -328,3 +328,13 @@ def test_status_does_not_ask_to_resubmit_for_pages_a_resubmit_would_not_retry(tm
     # a cluster user resubmits through the script: the hint names its --retry-failed, not a login-node run
     assert (f"(job 70 infer-l40s {state}; a page that crashed the runner is not retried by a resubmit unless "
             f"asked: bash torch/slurm/submit_newsbag_from_dir.sh --run-dir {run} --retry-failed)") in out
+
+
+def test_job_lines_escape_control_characters(tmp_path, capsys, monkeypatch):
+    # a hand-edited or torn ledger row must not retitle or clear the operator's terminal
+    monkeypatch.setenv("PATH", str(tmp_path / "nobin"))
+    record_job(tmp_path, {"job_id": "8", "kind": "fuse-review", "partition": "cs",
+                          "stages": "fusion\x1b]0;owned\x07,review\nforged line"})
+    code, out, _ = run_cli(capsys, "slurm", "jobs", "--run-dir", tmp_path)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    assert out == "job 8 fuse-review: unknown [cs] stages fusion\\x1b]0;owned\\x07,review\\x0aforged line\n"

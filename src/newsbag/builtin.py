@@ -10,10 +10,10 @@ from typing import Any, Callable, Mapping
 
 from .errors import did_you_mean
 from .export.options import ExportParams, export_variant_names, parse_export_cfg
-from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
+from .fusion.options import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
 from .options import markdown_table
 from .review.options import ReviewParams, parse_review_cfg
-from .transcription_options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
+from .transcription.options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",

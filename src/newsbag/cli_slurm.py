@@ -9,8 +9,15 @@ from pathlib import Path
 import click
 
 from .cli_kit import Group, config_option, csv_list
+from .errors import printable
 
 __all__ = ["slurm"]
+
+
+def _say(line: str) -> None:
+    """Print one line read from the run's job ledger or from Slurm, control characters escaped
+    (`errors.printable`): a torn or hand-edited ledger row must not drive the operator's terminal."""
+    click.echo(printable(line))
 
 
 @click.group(cls=Group, hidden=True)
@@ -179,15 +186,15 @@ def slurm_stale(run_dir, cancel):
     queued = live_and_stale_jobs(rows)
     tasks = failed_task_states(rows)
     for line in unrun_lines(rows, tasks):
-        click.echo(line)
+        _say(line)
     for r in queued.stale:
         why = why_never_runs(r, rows, tasks)
         if cancel:
             subprocess.run(["scancel", str(r["job_id"])], capture_output=True, timeout=60)
-            click.echo(f"cancelled stale job {r['job_id']} ({r.get('kind')}, stages {r.get('stages')}): "
+            _say(f"cancelled stale job {r['job_id']} ({r.get('kind')}, stages {r.get('stages')}): "
                        f"it would never start, {why}")
         else:
-            click.echo(f"stale job {r['job_id']} ({r.get('kind')}): it will never start, {why}; "
+            _say(f"stale job {r['job_id']} ({r.get('kind')}): it will never start, {why}; "
                        f"cancel with: scancel {r['job_id']}")
     if queued.live:
         names = ", ".join(f"{r['job_id']} ({r.get('kind')} {r['state']})" for r in queued.live)
@@ -216,4 +223,5 @@ def slurm_jobs(run_dir, as_json):
     if as_json:
         click.echo(json.dumps(rows, indent=1))
     else:
-        click.echo("\n".join(format_job_lines(rows)) if rows else "no Slurm jobs recorded")
+        for line in format_job_lines(rows) or ["no Slurm jobs recorded"]:
+            _say(line)

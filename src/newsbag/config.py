@@ -1,25 +1,28 @@
 """Pipeline config: load JSON, expand $VARS, anchor relative paths at the file's folder,
-validate against runner tool.json, freeze."""
+validate every level against its declaration (`config_fields`, runner tool.json, the builtin
+stages' options), freeze."""
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import math
 import os
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal, Mapping, TypeVar
 
 from . import builtin, freshness, rundir
 from .anchoring import anchor_command, anchor_path
 from .builtin_entry import anchor_builtin, checked_builtin_options
-from .errors import ConfigError, did_you_mean, unknown_keys
+from .config_fields import (CONFIG_VERSION, DEFAULT_MAX_EMPTY_SHARE, DEFAULT_MAX_FAILED_FRACTION, STAGE_KEYS,
+                            EnvFields, ModelStageFields, PipelineFields, StageFields)
+from .errors import ConfigError, did_you_mean
+from .folder_names import FOLDER_NAME_RULE, is_folder_name
 from .jsontext import parse_document
+from .options import parse
 from .resources import default_config_path, runners_dir
 from .tool_spec import anchor_params, load_tool_spec, validate_params, volatile_params
 
@@ -37,14 +40,6 @@ __all__ = [
 ]
 
 Device = Literal["auto", "gpu", "cpu"]
-DEVICES = ("auto", "gpu", "cpu")
-# A source stops once more than this share of the pages it computes has failed (OCR-D's
-# OCRD_MAX_MISSING_OUTPUTS). 0.5: a run with a few bad pages finishes them all, a member
-# that fails on most pages stops early instead of paying a model restart per crash.
-DEFAULT_MAX_FAILED_FRACTION = 0.5
-# The config format this newsbag reads; a config without "version" is taken as this one.
-CONFIG_VERSION = 1
-DEFAULT_MAX_EMPTY_SHARE = 0.2
 _VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 
 log = logging.getLogger(__name__)
@@ -204,86 +199,15 @@ def record_builtin_run(recorded: Mapping[str, Any] | None, config: PipelineConfi
     return {**recorded, "stages": stages}
 
 
-def _fraction(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ConfigError(f"{where} must be a number from 0 to 1, got {value!r}")
-    return float(value)
+_Fields = TypeVar("_Fields")
 
 
-def _typed(where: str, value: Any, kind: type, what: str) -> Any:
-    """`value` when it is a `kind`, else one ConfigError line saying what `where` must be."""
-    if not isinstance(value, kind):
-        raise ConfigError(f"{where} must be {what}, got {json.dumps(value)}")
-    return value
-
-
-def _number(where: str, value: Any, *, whole: bool = False) -> int | float:
-    """A timeout (> 0) or, with `whole`, a count (an integer >= 0); JSON's true/false are neither,
-    nor is Python's JSON reader's Infinity a limit (NaN fails > 0 already)."""
-    ok = (isinstance(value, int) and value >= 0 if whole
-          else isinstance(value, (int, float)) and value > 0 and math.isfinite(value))
-    if isinstance(value, bool) or not ok:
-        raise ConfigError(f"{where} must be {'a whole number >= 0' if whole else 'a finite number > 0'}, got {value!r}")
-    return value
-
-
-def _string(where: str, value: Any) -> str:
-    return _typed(where, value, str, "a string")
-
-
-def _flag(where: str, value: Any) -> bool:
-    return _typed(where, value, bool, "true or false")
-
-
-def _device(where: str, value: Any) -> Device:
-    if value not in DEVICES:
-        raise ConfigError(f"{where} must be one of {', '.join(DEVICES)}, got {value!r}")
-    return value
-
-
-def _timeout(where: str, value: Any) -> float:
-    return float(_number(where, value))
-
-
-def _count(where: str, value: Any) -> int:
-    return _number(where, value, whole=True)
-
-
-# The plain fields of the config's top level and of a model stage: key -> (check, default). A
-# check takes (where, value) and returns the value as the dataclasses hold it; a stage field
-# whose default is _INHERIT takes the top level's value of the same key.
-_INHERIT = object()
-_Fields = dict[str, tuple[Callable[[str, Any], Any], Any]]
-_TOP_FIELDS: _Fields = {
-    "device": (_device, "auto"),
-    "allow_cpu_fallback": (_flag, True),
-    "max_failed_fraction": (_fraction, DEFAULT_MAX_FAILED_FRACTION),
-}
-_MODEL_FIELDS: _Fields = {
-    "env": (_string, "default"),
-    "device": (_device, _INHERIT),
-    "allow_cpu_fallback": (_flag, _INHERIT),
-    "timeout_s": (_timeout, 24 * 3600),
-    "page_timeout_s": (_timeout, 600),
-    "max_restarts": (_count, 3),
-    "max_failed_fraction": (_fraction, _INHERIT),
-    "max_empty_share": (_fraction, DEFAULT_MAX_EMPTY_SHARE),
-}
-_TOP_KEYS = {"version", "description", "vars", "envs", "stages", "runners_dir", *_TOP_FIELDS}
-_MODEL_STAGE_KEYS = {"name", "family", "variants", "description", "default", *_MODEL_FIELDS}
-
-
-def _fields(where: str, section: Mapping[str, Any], fields: _Fields, top: Mapping[str, Any] | None = None
-            ) -> dict[str, Any]:
-    """The `fields` of `section`, each checked as ``"<where>: <key>"``, defaults filled in (an
-    _INHERIT one from `top`)."""
-    return {key: check(f"{where}: {key}", section.get(key, top[key] if default is _INHERIT else default))
-            for key, (check, default) in fields.items()}
-
-
-def _unknown_keys(where: str, section: Mapping[str, Any], known: set[str]) -> None:
-    if problem := unknown_keys(where, section, known):
-        raise ConfigError(problem)
+def _parse(declared: type[_Fields], section: Mapping[str, Any], where: str) -> _Fields:
+    """`section` checked against its declaration (`config_fields`): one ConfigError line from `where`."""
+    try:
+        return parse(declared, section, where)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _freeze(value: Any) -> Any:
@@ -302,112 +226,98 @@ def parse_config(raw: Any, path: str = "<config>", folder: str | None = None) ->
     ``resolved``: config.resolved.json, which `newsbag fuse --run-dir` reloads from elsewhere,
     holds the paths the run used.
     """
-    resolved = _resolved(raw, path, folder)
+    resolved, top = _resolved(raw, path, folder)
     root = Path(resolved["runners_dir"]) if resolved.get("runners_dir") else runners_dir()
-    envs = _envs(path, _typed(f"{path}: envs", resolved.get("envs", {}), dict, "an object"), folder)
-    top = _fields(path, resolved, _TOP_FIELDS)
-    stage_dicts = resolved.get("stages")
-    if not isinstance(stage_dicts, list) or not stage_dicts:
-        raise ConfigError(f"{path}: stages must be a non-empty list")
+    envs = _envs(path, resolved.get("envs", {}), folder)
     stages: list[Stage] = []
-    for i, sd in enumerate(stage_dicts):
+    for i, sd in enumerate(resolved["stages"]):
         stages.append(_stage(path, i, sd, {s.name for s in stages}, folder, envs, top, root))
     _check_stage_links(path, stages)
     return PipelineConfig(path=path, resolved=_freeze(resolved), stages=tuple(stages), runners_dir=root)
 
 
-def _resolved(raw: Any, path: str, folder: str | None) -> dict:
-    """`raw` with its top-level keys and version checked, `$VAR`s expanded (``vars`` holding the
-    values used) and runners_dir anchored at `folder`."""
+def _resolved(raw: Any, path: str, folder: str | None) -> tuple[dict, PipelineFields]:
+    """`raw` with its version checked first (another version's keys are another matter), `$VAR`s
+    expanded (``vars`` holding the values used), its top level checked (`PipelineFields`) and
+    runners_dir anchored at `folder`; and its top level's values."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config must be a JSON object")
-    _unknown_keys(path, raw, _TOP_KEYS)
     version = raw.get("version", CONFIG_VERSION)
     if isinstance(version, bool) or version != CONFIG_VERSION:
         raise ConfigError(f"{path}: version {version!r} is not one this newsbag reads (it reads version "
                           f"{CONFIG_VERSION}); write the config for this newsbag, or run the newsbag it was written for")
-    declared = _typed(f"{path}: vars", raw.get("vars", {}), dict, "an object")
-    for key, value in declared.items():
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ConfigError(f"{path}: vars.{key} must be a string or number, got {json.dumps(value)}")
-    variables = _variables(declared)
+    declared = raw.get("vars", {})
+    variables = _variables(declared if isinstance(declared, dict) else {})
     resolved = _expand({k: v for k, v in raw.items() if k != "vars"}, variables)
     if unset := _unset_variable(resolved):
         raise ConfigError(f"{path}: {unset[0]}: ${unset[1]} is not set; export it, or give it a default under \"vars\"")
-    resolved["vars"] = {k: variables[k] for k in declared}
-    if runners := resolved.get("runners_dir"):
-        resolved["runners_dir"] = anchor_path(_string(f"{path}: runners_dir", runners), folder)
-    return resolved
+    top = _parse(PipelineFields, {**resolved, "vars": declared}, path)
+    resolved["vars"] = {k: variables[k] for k in top.vars}
+    if top.runners_dir:
+        resolved["runners_dir"] = anchor_path(top.runners_dir, folder)
+    return resolved, top
 
 
 def _envs(path: str, declared: dict, folder: str | None) -> dict[str, EnvSpec]:
-    """The ``envs`` section's environments and "default" (this Python), interpreters anchored at
-    `folder` (and written back into `declared`)."""
+    """The ``envs`` section's environments (`EnvFields`) and "default" (this Python), interpreters
+    anchored at `folder` (and written back into `declared`)."""
     envs: dict[str, EnvSpec] = {"default": EnvSpec("default", sys.executable, {})}
     for name, spec in declared.items():
-        if not isinstance(spec, dict) or set(spec) - {"python", "env", "description"}:
-            raise ConfigError(f"{path}: envs.{name} must be an object with python, env, description")
-        python = anchor_command(_string(f"{path}: envs.{name}.python", spec.get("python", "")), folder)
+        env = _parse(EnvFields, spec, f"{path}: envs.{name}")
+        python = anchor_command(env.python, folder)
         if python:
             spec["python"] = python
-        env_vars = _typed(f"{path}: envs.{name}.env", spec.get("env", {}), dict, "an object")
-        envs[name] = EnvSpec(name, python or sys.executable, MappingProxyType({k: str(v) for k, v in env_vars.items()}))
+        envs[name] = EnvSpec(name, python or sys.executable, MappingProxyType({k: str(v) for k, v in env.env.items()}))
     return envs
 
 
-def _stage(path: str, i: int, sd: Any, taken: set[str], folder: str | None, envs: dict[str, EnvSpec],
-           top: dict[str, Any], root: Path) -> Stage:
+def _stage(path: str, i: int, sd: dict, taken: set[str], folder: str | None, envs: dict[str, EnvSpec],
+           top: PipelineFields, root: Path) -> Stage:
     """Stage entry `sd` (``stages[i]``), its name not one of `taken`; `sd` takes its anchored paths."""
-    if not isinstance(sd, dict) or not isinstance(sd.get("name"), str):
-        raise ConfigError(f"{path}: stages[{i}] must be an object with a name")
-    name = sd["name"]
-    if not rundir.is_folder_name(name):
-        raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {rundir.FOLDER_NAME_RULE}: "
+    named = isinstance(sd.get("name"), str)
+    where = f"{path}: stage {sd['name']!r}" if named else f"{path}: stages[{i}]"
+    common = _parse(StageFields, {k: v for k, v in sd.items() if k in STAGE_KEYS}, where)
+    name, kind = common.name, common.kind
+    if not is_folder_name(name):
+        raise ConfigError(f"{path}: stage name {name!r} (stages[{i}]) must be {FOLDER_NAME_RULE}: "
                           "it names the stage's output folder")
     if name in taken:
         raise ConfigError(f"{path}: stage {name!r} is defined twice")
-    where = f"{path}: stage {name!r}"
-    kind = _string(f"{where}: kind", sd.get("kind", "model"))
-    run_default = sd.get("default", True)
-    if not isinstance(run_default, bool):
-        raise ConfigError(f"{where}: default must be true or false (run it when no --stages is given), got {run_default!r}")
     if kind in builtin.REGISTRY:
         options = anchor_builtin(kind, checked_builtin_options(sd, where), folder)
         sd.update(options)
-        return BuiltinStage(name, kind, _freeze(options), run_default)
+        return BuiltinStage(name, kind, _freeze(options), common.default)
     if kind != "model":
         raise ConfigError(f"{where}: kind must be one of model, {', '.join(builtin.kinds())}; got {kind!r}")
-    _unknown_keys(where, {k: v for k, v in sd.items() if k != "kind"}, _MODEL_STAGE_KEYS)
-    return _model_stage(where, sd, folder, envs, top, root, run_default)
+    return _model_stage(where, sd, folder, envs, top, root)
 
 
-def _model_stage(where: str, sd: dict, folder: str | None, envs: dict[str, EnvSpec], top: dict[str, Any],
-                 root: Path, run_default: bool) -> ModelStage:
-    """A model stage entry's stage, checked against its family's tool.json under `root`; `sd`
-    takes its variants' anchored paths."""
-    name = sd["name"]
-    family = _string(f"{where}: family", sd.get("family") or name)
-    fields = _fields(where, sd, _MODEL_FIELDS, top)
-    env = fields.pop("env")
-    if env not in envs:
-        raise ConfigError(f"{where}: env {env!r} is not declared under envs")
-    variants = sd.get("variants")
-    if not isinstance(variants, dict) or not variants:
-        raise ConfigError(f"{where}: variants must be a non-empty object")
+def _model_stage(where: str, sd: dict, folder: str | None, envs: dict[str, EnvSpec], top: PipelineFields,
+                 root: Path) -> ModelStage:
+    """A model stage entry's stage (`ModelStageFields`, unset ones from `top`), checked against its
+    family's tool.json under `root`; `sd` takes its variants' anchored paths."""
+    entry = _parse(ModelStageFields, sd, where)
+    family = entry.family or entry.name
+    if entry.env not in envs:
+        raise ConfigError(f"{where}: env {entry.env!r} is not declared under envs")
     try:
         spec = load_tool_spec(family, root)
     except ConfigError as exc:  # the runner's side of it; the config file and stage are where to fix it
         raise ConfigError(f"{where}: {exc}") from None
     sd["variants"] = variants = {v: anchor_params(p, spec, folder) if isinstance(p, dict) else p
-                                 for v, p in variants.items()}
+                                 for v, p in entry.variants.items()}
     params = {v: validate_params(f"{where} variant {v!r}", p, spec) for v, p in variants.items()}
     for v in params:
-        if not rundir.is_folder_name(v):
-            raise ConfigError(f"{where}: variant name {v!r} must be {rundir.FOLDER_NAME_RULE}: "
+        if not is_folder_name(v):
+            raise ConfigError(f"{where}: variant name {v!r} must be {FOLDER_NAME_RULE}: "
                               "it names the source's output folder")
-    return ModelStage(name=name, family=family, env=envs[env], variants=_freeze(params), default=run_default,
-                      volatile=volatile_params(spec), label_map=MappingProxyType(dict(spec["labels"])),
-                      revision=spec["revision"], **fields)
+    inherited = {k: getattr(top, k) if getattr(entry, k) is None else getattr(entry, k)
+                 for k in ("device", "allow_cpu_fallback", "max_failed_fraction")}
+    return ModelStage(name=entry.name, family=family, env=envs[entry.env], variants=_freeze(params),
+                      default=entry.default, volatile=volatile_params(spec),
+                      label_map=MappingProxyType(dict(spec["labels"])), revision=spec["revision"],
+                      timeout_s=entry.timeout_s, page_timeout_s=entry.page_timeout_s,
+                      max_restarts=entry.max_restarts, max_empty_share=entry.max_empty_share, **inherited)
 
 
 def _check_stage_links(path: str, stages: list[Stage]) -> None:

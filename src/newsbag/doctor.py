@@ -18,7 +18,7 @@ from PIL import Image
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
 from .runner_probe import probe_imports, probe_weights, subprocess_env
-from .transcript import crop_plan
+from .transcription.transcript import crop_plan
 from .runner_events import split_event
 from .tables import aligned_lines
 
@@ -146,7 +146,7 @@ def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
         if isinstance(stage, ModelStage):
             out.append((stage, False))
         elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
-            from .transcription import recognizer_stages
+            from .transcription.stage import recognizer_stages
 
             out.extend((s, True) for s in recognizer_stages(to_jsonable(stage.options)))
     return out

@@ -1,10 +1,12 @@
 """Declared options of builtin stages: each a dataclass field with its type, unit and range, one validator for all.
 
-A builtin stage declares its options the way a runner's tool.json declares its parameters:
-every field of its options dataclass is made with `option`, which says what the value must be.
-`parse` checks a config's mapping against the declaration (unknown keys refused with the valid
-ones listed, defaults filled, one-line ValueError naming the key) and `markdown_table` renders
-the declaration for the docs. No key is special-cased by its name. Stdlib only.
+Every level of a config is declared the same way: the pipeline's own keys, a model stage's, a
+runner's parameters (its tool.json, loaded into an options dataclass by `tool_spec`), the fusion
+section and each builtin stage's options. Every field of an options dataclass is made with
+`option`, which says what the value must be. `parse` checks a config's mapping against the
+declaration (unknown keys refused with the valid ones listed and the nearest one offered,
+defaults filled, one-line ValueError naming the key) and `markdown_table` renders the
+declaration for the docs. No key is special-cased by its name. Stdlib only.
 """
 
 from __future__ import annotations
@@ -16,17 +18,18 @@ from typing import Any, Mapping
 
 from .errors import unknown_keys
 
-__all__ = ["Option", "option", "parse", "markdown_table", "STAGE_KEYS"]
-
-# Keys of a builtin stage's config entry that are the config's own, not the stage's options.
-STAGE_KEYS = frozenset({"name", "kind", "description"})
+__all__ = ["Option", "option", "REQUIRED", "parse", "values", "markdown_table"]
 
 # What each kind of value is, as error messages and the docs say it.
 _KINDS = {
     "integer": "a whole number", "number": "a number", "boolean": "true or false", "string": "a string",
     "strings": "a list of strings", "pair": "a [first, second] pair of numbers", "weights": "an object of numbers",
-    "object": "an object", "objects": "a list of objects",
+    "object": "an object", "objects": "a list of objects", "array": "a list",
+    "scalars": "an object of strings or numbers",
 }
+
+# The default of an option the config must give (`option(kind, REQUIRED, doc)`).
+REQUIRED = MISSING
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,10 @@ class Option:
     string of a list) may take; pattern: a regular expression every string must match, and
     shape: it in words ("'stage/variant'");
     nullable: null is allowed; literal: a string a list option takes besides lists, kept as the
-    one-item list of it (granularity "auto" is ``("auto",)``); min_items: the fewest items of a list.
+    one-item list of it (granularity "auto" is ``("auto",)``); min_items: the fewest items of a
+    list or an object; raw: the value is kept as written once checked, not frozen (a runner's
+    parameters reach its script and its page fingerprint as the config wrote them: 60 stays 60);
+    shown: the default in words where its value is too long for the docs' table.
     """
 
     kind: str
@@ -54,6 +60,8 @@ class Option:
     nullable: bool = False
     literal: str | None = None
     min_items: int = 0
+    raw: bool = False
+    shown: str = ""
 
     def check(self, where: str, value: Any) -> Any:
         """`value` in its frozen form (tuples, floats); a one-line ValueError saying what it must be."""
@@ -61,8 +69,8 @@ class Option:
             return value if value is None else (value,)
         converted = _CONVERT[self.kind](self, value)
         if converted is _BAD:
-            raise ValueError(f"{where} must be {self.describe()}, got {value!r}")
-        return converted
+            raise ValueError(f"{where} must be {self.describe()}, got {_brief(value)}")
+        return value if self.raw else converted
 
     def describe(self) -> str:
         """What a value must be, in words: "a whole number >= 1 (px)"."""
@@ -86,8 +94,11 @@ class Option:
 
 
 def option(kind: str, default: Any, doc: str, **declared: Any) -> Any:
-    """A dataclass field declaring one option (`Option`); list and dict defaults are copied per instance."""
+    """A dataclass field declaring one option (`Option`); list and dict defaults are copied per
+    instance, and a `REQUIRED` one has none (declare it in a ``kw_only`` dataclass)."""
     meta = {"option": Option(kind, doc, **declared)}
+    if default is REQUIRED:
+        return field(metadata=meta)
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -102,14 +113,22 @@ def parse(cls: type, given: Mapping[str, Any], where: str, ignore: frozenset[str
         where: how messages name the options ("review stage", "fusion.variants.C.params").
 
     Raises:
-        ValueError: one line naming the key: unknown (the valid keys listed) or a bad value.
+        ValueError: one line naming the key: unknown (the valid keys listed), missing or a bad value.
     """
     if not isinstance(given, Mapping):
         raise ValueError(f"{where} must be an object, got {type(given).__name__}")
     declared = {f.name: f.metadata["option"] for f in fields(cls)}
     if problem := unknown_keys(where, set(given) - ignore, declared):
         raise ValueError(problem)
-    return cls(**{k: declared[k].check(f"{where}: {k}", v) for k, v in given.items() if k in declared})
+    checked = {k: declared[k].check(f"{where}: {k}", v) for k, v in given.items() if k in declared}
+    if missing := [f.name for f in fields(cls) if _default(f) is REQUIRED and f.name not in checked]:
+        raise ValueError(f"{where}: {missing[0]} is missing: it must be {declared[missing[0]].describe()}")
+    return cls(**checked)
+
+
+def values(options: Any) -> dict[str, Any]:
+    """The values of an options dataclass instance by name, in declared order (not copied)."""
+    return {f.name: getattr(options, f.name) for f in fields(options)}
 
 
 def markdown_table(cls: type) -> str:
@@ -117,12 +136,27 @@ def markdown_table(cls: type) -> str:
     rows = ["| option | default | value | what it does |", "|---|---|---|---|"]
     for f in fields(cls):
         opt = f.metadata["option"]
-        default = f.default if f.default is not MISSING else f.default_factory()
-        rows.append(f"| `{f.name}` | `{_shown(default)}` | {opt.describe()} | {opt.doc} |")
+        default = opt.shown or ("required" if (value := _default(f)) is REQUIRED else f"`{_shown(value)}`")
+        rows.append(f"| `{f.name}` | {_cell(default)} | {_cell(opt.describe())} | {_cell(opt.doc)} |")
     return "\n".join(rows) + "\n"
 
 
 _BAD = object()
+
+
+def _default(f: Any) -> Any:
+    """A dataclass field's default (a fresh one of a factory), or `REQUIRED`."""
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def _cell(text: str) -> str:
+    """Text for one Markdown table cell: a pipe would split the row."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+def _brief(value: Any, most: int = 120) -> str:
+    """`value`'s repr, cut to `most` characters: a wrong list of stages is not pasted whole into a message."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 3] + "..."
 
 
 def _num(x: float) -> str:
@@ -134,8 +168,10 @@ def _shown(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f'"{k}": {_shown(v)}' for k, v in value.items()) + "}"
     return str(value) if not isinstance(value, str) else f'"{value}"'
 
 
@@ -183,7 +219,16 @@ def _weights(opt: Option, v: Any) -> Any:
 
 
 def _object(opt: Option, v: Any) -> Any:
-    return dict(v) if isinstance(v, Mapping) else _BAD
+    return dict(v) if isinstance(v, Mapping) and len(v) >= opt.min_items else _BAD
+
+
+def _scalars(opt: Option, v: Any) -> Any:
+    ok = isinstance(v, Mapping) and all(not isinstance(x, bool) and isinstance(x, (str, int, float)) for x in v.values())
+    return dict(v) if ok else _BAD
+
+
+def _array(opt: Option, v: Any) -> Any:
+    return list(v) if isinstance(v, (list, tuple)) and len(v) >= opt.min_items else _BAD
 
 
 def _objects(opt: Option, v: Any) -> Any:
@@ -192,4 +237,5 @@ def _objects(opt: Option, v: Any) -> Any:
 
 
 _CONVERT = {"integer": _integer, "number": _number, "boolean": _boolean, "string": _string, "strings": _strings,
-            "pair": _pair, "weights": _weights, "object": _object, "objects": _objects}
+            "pair": _pair, "weights": _weights, "object": _object, "objects": _objects, "array": _array,
+            "scalars": _scalars}

@@ -57,7 +57,7 @@ REVISIONS: dict[str, Revision] = {
     # text more than half inside a larger region read is not read again.
     # 5: a recogniser bag: its members read the same lines, each line voted, with its winner and
     # every member's reading.
-    "transcription": Revision(5, ("transcription.py",)),
+    "transcription": Revision(5, ("transcription/stage.py",)),
     # 1: XML-safe text, transcripts of an earlier layout dropped (page-xml, alto); unreadable
     # pages left out of the fingerprint (coco). 2: integer boxes cover the float box. 3 (alto):
     # String elements with their word boxes and WC.
@@ -76,6 +76,7 @@ INFRASTRUCTURE: dict[str, str] = {
     "locks.py": "record locks on the run directory",
     "liveness.py": "whether a writer process has ended",
     "rundir.py": "where each output lives in the run directory",
+    "folder_names.py": "which names may name an output folder",
     "freshness.py": "whether an output is current (fingerprints hold the revisions)",
     "failures.py": "the failure ledger",
     "reports.py": "reading runners' run reports",
@@ -85,6 +86,7 @@ INFRASTRUCTURE: dict[str, str] = {
     "resources.py": "where runner scripts and configs live",
     "builtin.py": "the registry of builtin stages",
     "config.py": "loading the pipeline config (option values are in the fingerprints)",
+    "config_fields.py": "declaring the pipeline config's own keys (their values are in the fingerprints)",
     "tool_spec.py": "checking runner parameters (their values and the family revision are in the fingerprints)",
     "builtin_entry.py": "checking a builtin stage's config entry (its option values are in the fingerprints)",
     "anchoring.py": "taking config paths from the config's folder",

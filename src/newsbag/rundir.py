@@ -34,7 +34,7 @@ from .locks import locked
 
 __all__ = [
     "FAILED_DIR", "REVIEW_FAILED", "MANIFEST", "SHARED_DIR",
-    "FOLDER_NAME_RULE", "is_folder_name", "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir",
+    "sources_root", "source_dir", "discover_sources", "page_files", "fusion_dir",
     "fused_dir", "discover_fused", "drop_shared_passes", "runner_folders", "evaluation_dir",
     "metrics_path", "members_table_path", "recommended_variant", "transcript_dir", "discover_transcripts", "review_dir", "review_page_dir",
     "reviewed_pages",
@@ -91,10 +91,6 @@ def runner_folders(out_dir: Path) -> list[Path]:
     return [out_dir, out_dir / FAILED_DIR, *_subdirs(out_dir.parent / SHARED_DIR)]
 
 
-FOLDER_NAME_RULE = "letters, digits, _ . -, starting with a letter or digit"
-_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
 # What `inputs.page_id_for` makes: one file name that is no other (not hidden, not a private
 # `_folder`), short enough to take its suffixes. The manifest reader refuses any other id: a run dir
 # received from someone else names its pages, and every stage writes files named by them.
@@ -105,13 +101,6 @@ _PAGE_ID = re.compile(r"[A-Za-z0-9-][A-Za-z0-9_.-]{0,199}")
 def is_page_id(page_id: Any) -> bool:
     """Whether `page_id` can name a page's files (`PAGE_ID_RULE`): never a path that leaves its folder."""
     return isinstance(page_id, str) and _PAGE_ID.fullmatch(page_id) is not None
-
-
-def is_folder_name(name: Any) -> bool:
-    """Whether `name` (a stage, a source or fused variant) can be its output folder: one path part
-    that discovery (`_subdirs`) finds again, not hidden or private (`_failed`, `_shared`), and with
-    no glob or comma, so source globs and ``--stages a,b`` can name it."""
-    return isinstance(name, str) and _FOLDER_NAME.fullmatch(name) is not None
 
 
 def _subdirs(folder: Path) -> list[Path]:

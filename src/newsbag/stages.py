@@ -17,7 +17,7 @@ from .orchestrator import run_source
 from .review.stage import board_status, run_review
 from .source_plan import source_pages
 from .stage_protocol import Outputs, Reading, Redo, Stage, carried
-from .transcription import run_transcription, transcript_status
+from .transcription.stage import run_transcription, transcript_status
 
 __all__ = ["Kind", "KINDS", "Builtin", "ModelSources", "stage_of", "stage_outputs", "stage_status", "run_stage"]
 

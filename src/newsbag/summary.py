@@ -18,7 +18,7 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
     """The facts a call ends with: its page counts and times (`summary`, a `pipeline.RunSummary`),
     then what the run dir now holds: fusion's recommendation and best source, the gallery,
     exports and transcripts to open, and, after a call that transcribed, what shows older text
-    (`text_views.stale_text_views`)."""
+    (`transcription.views.stale_text_views`)."""
     run_dir = Path(run_dir)
     fusion = rundir.fusion_summary(run_dir)
     recommended = None
@@ -50,7 +50,7 @@ def call_summary(command: str, run_dir: Path, summary) -> dict:
 
 
 def _stale_text(run_dir: Path) -> list[dict]:
-    from .text_views import stale_text_views   # the export and review rules: only after a call that transcribed
+    from .transcription.views import stale_text_views   # the export and review rules: only after a call that transcribed
 
     return stale_text_views(run_dir)
 
@@ -81,7 +81,7 @@ def summary_lines(facts: dict) -> list[str]:
 
 
 def _what(stale: dict) -> str:
-    """What a `text_views.stale_text_views` entry says is stale."""
+    """What a `transcription.views.stale_text_views` entry says is stale."""
     if stale["pages"] is None:
         return "the gallery links older transcripts"
     return f"{stale['output']} shows older text on {stale['pages']} page(s)"

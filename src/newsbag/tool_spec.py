@@ -1,22 +1,27 @@
 """Runner tool specs (``<family>.tool.json``): each family's parameters, label table and output
-revision, loaded and checked; a variant's parameters validated against them, their path
+revision, loaded and checked; the parameters loaded into an options dataclass (`options.option`),
+so a variant's parameters are validated as every other level of the config is; their path
 parameters anchored, and the ones left out of page fingerprints named."""
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import fields, make_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from .anchoring import anchor_path
-from .errors import ConfigError, unknown_keys
+from .errors import ConfigError
 from .labels import CANONICAL
+from .options import option, parse, values
 from .resources import runners_dir
 
-__all__ = ["load_tool_spec", "label_table", "validate_params", "anchor_params", "volatile_params"]
+__all__ = ["load_tool_spec", "label_table", "parameter_options", "validate_params", "anchor_params",
+           "volatile_params"]
 
-_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool,
-          "object": dict, "array": list}
+# A tool.json parameter's "type" (JSON Schema's words): each is an `options.Option` kind of that name.
+_TYPES = ("string", "number", "integer", "boolean", "object", "array")
 
 
 def anchor_params(params: Mapping[str, Any], spec: dict, folder: str | None) -> dict:
@@ -47,11 +52,55 @@ def load_tool_spec(family: str, root: Path) -> dict:
     if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
         raise ConfigError(f"{path}: revision must be a whole number >= 0 (bump it when the runner's output "
                           f"changes for the same inputs), got {json.dumps(revision)}")
-    for name, decl in spec.get("parameters", {}).items():
-        if "enum" in decl and decl.get("default") not in decl["enum"]:
-            raise ConfigError(f"{path}: parameter {name!r} default {decl.get('default')!r} is not one of {decl['enum']}")
+    try:
+        declared = parameter_options(spec)
+        for f in fields(declared):   # each default as its own declaration says
+            f.metadata["option"].check(f"parameter {f.name!r} default", spec["parameters"][f.name].get("default"))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     _check_label_table(path, spec.get("labels"))
     return spec
+
+
+def parameter_options(spec: Mapping[str, Any]) -> type:
+    """The options dataclass of a tool spec's ``"parameters"``: each one's type, ``enum``,
+    ``minimum`` and ``maximum`` as an `options.Option`, its default and its description; null only where
+    the default is null, and values kept as written (`Option.raw`), so page fingerprints hold
+    them as the config gave them.
+
+    Raises:
+        ValueError: a declaration the options cannot hold (an unknown type, a name that is no
+        identifier), one line naming the parameter.
+    """
+    return _options_of(json.dumps(spec.get("parameters", {})))
+
+
+@functools.lru_cache(maxsize=64)
+def _options_of(parameters: str) -> type:
+    """`parameter_options` of the parameters' JSON text: each config load asks once per variant."""
+    declared = json.loads(parameters)
+    if not isinstance(declared, dict) or not all(isinstance(d, dict) for d in declared.values()):
+        raise ValueError("parameters must be an object of {name: declaration}")
+    rows = [(name, Any, _parameter_field(name, decl)) for name, decl in declared.items()]
+    try:
+        return make_dataclass("RunnerParameters", rows, frozen=True)
+    except TypeError as exc:   # a keyword, a name that is no identifier
+        raise ValueError(f"parameters: {exc}") from None
+
+
+def _parameter_field(name: str, decl: Mapping[str, Any]) -> Any:
+    """One tool.json parameter declaration as an `options.option` field."""
+    kind = decl.get("type", "string")
+    if kind not in _TYPES:
+        raise ValueError(f"parameter {name!r}: type must be one of {', '.join(_TYPES)}, got {kind!r}")
+    choices = tuple(decl.get("enum", ()))
+    if choices and (kind != "string" or not all(isinstance(c, str) for c in choices)):
+        raise ValueError(f"parameter {name!r}: an enum must list strings of a \"string\" parameter")
+    notes = [note for note, on in (("a path, relative to the config file", decl.get("path")),
+                                   ("changing it redoes nothing", decl.get("fingerprint") is False)) if on]
+    doc = decl.get("description", "") + (f" ({'; '.join(notes)})" if notes else "")
+    return option(kind, decl.get("default"), doc.strip(), minimum=decl.get("minimum"), maximum=decl.get("maximum"),
+                  choices=choices, nullable=decl.get("default") is None, raw=True)
 
 
 def label_table(family: str, root: Path | None = None) -> dict[str, str]:
@@ -72,26 +121,17 @@ def _check_label_table(path: Path, table: Any) -> None:
 
 
 def validate_params(where: str, params: Any, spec: dict) -> dict:
-    if not isinstance(params, dict):
-        raise ConfigError(f"{where}: variant parameters must be an object, got {type(params).__name__}")
-    declared = spec.get("parameters", {})
-    if problem := unknown_keys(where, params, declared):
-        raise ConfigError(problem)
-    out = {}
-    for name, decl in declared.items():
-        value = params.get(name, decl.get("default"))
-        expected = _TYPES.get(decl.get("type", "string"))
-        bad_bool = isinstance(value, bool) and decl.get("type") in ("number", "integer")
-        if value is not None and expected is not None and (not isinstance(value, expected) or bad_bool):
-            raise ConfigError(f"{where}: parameter {name!r} must be {decl.get('type')}, got {value!r}")
-        if "enum" in decl and value not in decl["enum"]:
-            raise ConfigError(f"{where}: parameter {name!r} must be one of {decl['enum']}, got {value!r}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high = decl.get("minimum"), decl.get("maximum")
-            if (low is not None and value < low) or (high is not None and value > high):
-                raise ConfigError(f"{where}: parameter {name!r} must be from {low} to {high}, got {value!r}")
-        out[name] = value
-    return out
+    """A variant's parameters checked against the family's `spec` (`parameter_options`), every
+    declared one present (defaults filled), in declared order: what the runner gets and its
+    pages are fingerprinted with.
+
+    Raises:
+        ConfigError: one line starting with `where`: an unknown key (with the nearest one) or a bad value.
+    """
+    try:
+        return values(parse(parameter_options(spec), params, where))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def volatile_params(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ against today's fusion (it once unpacked fuse_all's results wrongly and printed 
 import pytest
 
 from nbtest import REPO, make_boxes
-from newsbag.fusion.variants import DEFAULT_FUSION_CFG
+from newsbag.fusion.options import DEFAULT_FUSION_CFG
 from newsbag.groundtruth import gt_page
 
 
@@ -82,7 +82,7 @@ def test_descent_moves_one_threshold_at_a_time_to_a_better_point_and_stops(nzz_e
 def test_source_order_ranks_the_sources_by_the_no_ground_truth_score(nzz_eval):
     """The "auto" order nzz_eval fuses with when no order is given (it once called the
     leaderboard with a signature fusion no longer had, and the script died before any table)."""
-    from newsbag.fusion.variants import parse_fusion_config
+    from newsbag.fusion.options import parse_fusion_config
 
     order = nzz_eval.source_order({"p": _page()}, parse_fusion_config(DEFAULT_FUSION_CFG))
     # tesseract boxes each column (no cross-column region); the block crosses the gutter

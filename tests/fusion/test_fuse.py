@@ -6,7 +6,7 @@ from newsbag.contract import Boxes
 from newsbag.fusion.consensus import fuse_consensus
 from newsbag.fusion.fuse import VARIANTS, describe
 from newsbag.fusion.pooling import take_sources
-from newsbag.fusion.variants import METHODS, ConsensusParams
+from newsbag.fusion.options import METHODS, ConsensusParams
 
 
 def pool(*parts):
@@ -278,7 +278,7 @@ def _shipped_variants():
     import json
     from pathlib import Path
 
-    from newsbag.fusion.variants import DEFAULT_FUSION_CFG, parse_fusion_config
+    from newsbag.fusion.options import DEFAULT_FUSION_CFG, parse_fusion_config
 
     out = []
     for path in sorted((Path(__file__).resolve().parents[2] / "configs").glob("pipeline.*.json")):
@@ -290,9 +290,9 @@ def _shipped_variants():
 
 @pytest.mark.parametrize("config, variant", _shipped_variants(), ids=lambda x: getattr(x, "name", x))
 def test_shipped_variant_contract(config, variant):
-    from newsbag.fusion.variants import with_order
+    from newsbag.fusion.options import with_order
 
-    from newsbag.fusion.variants import FusionConfig
+    from newsbag.fusion.options import FusionConfig
 
     variant = with_order(FusionConfig((variant,)), ["b/x", "a/x"]).variants[0]   # "auto" -> a fixed order
     fn, params = VARIANTS[variant.method], variant.params

@@ -8,7 +8,7 @@ from newsbag import labels
 from newsbag.contract import Boxes
 from newsbag.fusion.paragraph_regions import fuse_paragraphs
 from newsbag.fusion.paragraphs import gutter_cuts, join_pairs, matched_lines, noise_mask, unnest_blocks
-from newsbag.fusion.variants import ParagraphParams
+from newsbag.fusion.options import ParagraphParams
 
 LH = 12          # line height; lines 13 px apart (1 px leading), as printed body text
 P = ParagraphParams(granularity=("t/blocks",))

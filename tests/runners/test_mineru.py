@@ -294,9 +294,9 @@ def test_library_debug_output_off_by_default(tmp_path, hf_home, level, shown):
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"dtype": "fp16"}, "parameter 'dtype' must be one of ['auto', 'bfloat16', 'float16', 'float32'], got 'fp16'"),
-    ({"max_new_tokens": 0}, "parameter 'max_new_tokens' must be from 16 to 32768, got 0"),
-    ({"library_log_level": "debug"}, "parameter 'library_log_level' must be one of"),
+    ({"dtype": "fp16"}, "variant 'layout': dtype must be one of auto, bfloat16, float16, float32, got 'fp16'"),
+    ({"max_new_tokens": 0}, "variant 'layout': max_new_tokens must be a whole number in [16, 32768], got 0"),
+    ({"library_log_level": "debug"}, "variant 'layout': library_log_level must be one of"),
 ])
 def test_bad_parameters_fail_at_config_load(params, message):
     from newsbag.config import parse_config

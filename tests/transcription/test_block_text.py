@@ -9,9 +9,9 @@ import pytest
 from nbtest import shared_path, write_manifest
 
 from newsbag import rundir
-from newsbag.transcript import take_block_text
-from newsbag.transcription import run_transcription
-from newsbag.transcription_options import parse_transcription_options
+from newsbag.transcription.transcript import take_block_text
+from newsbag.transcription.stage import run_transcription
+from newsbag.transcription.options import parse_transcription_options
 
 RUNNERS = Path(__file__).resolve().parents[2] / "runners"
 SAMPLE = ("formats", "paddleocr_vl.res.json")  # PaddleOCR-VL's own output, in ../shared (see its README)

@@ -11,7 +11,7 @@ from PIL import Image
 from newsbag import rundir
 from newsbag.tool_spec import load_tool_spec
 from newsbag.resources import runners_dir
-from newsbag.transcription import run_transcription
+from newsbag.transcription.stage import run_transcription
 from nbtest import REPO, run_cli, write_manifest
 from stage_kit import as_made_by, write_run
 

@@ -9,8 +9,8 @@ from PIL import Image
 
 from newsbag import rundir
 from newsbag.resources import runners_dir
-from newsbag.transcript import crop_plan
-from newsbag.transcription import run_transcription
+from newsbag.transcription.transcript import crop_plan
+from newsbag.transcription.stage import run_transcription
 from stage_kit import HEADLINE, LEFT, RIGHT, needs_traineddata, write_run
 
 pytest.importorskip("tesserocr")

@@ -1,11 +1,11 @@
-"""The vote of one line's readings (newsbag.text_vote): alignment, weights, ties, empty readings."""
+"""The vote of one line's readings (newsbag.transcription.vote): alignment, weights, ties, empty readings."""
 
 import doctest
 
 import pytest
 
-from newsbag import text_vote
-from newsbag.text_vote import NOBODY, VOTED, Reading, more_confident_line, rover_line, vote_line
+from newsbag.transcription import vote as text_vote
+from newsbag.transcription.vote import NOBODY, VOTED, Reading, more_confident_line, rover_line, vote_line
 
 
 def test_doctests():

@@ -6,7 +6,7 @@ import pytest
 
 from newsbag import rundir
 from newsbag.status import collect_status
-from newsbag.transcription import _Transcription, run_transcription
+from newsbag.transcription.stage import _Transcription, run_transcription
 from stage_kit import write_run
 
 pytest.importorskip("onnxruntime")

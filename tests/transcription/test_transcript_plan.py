@@ -9,7 +9,7 @@ import pytest
 from newsbag.articles import group_articles
 from newsbag.fusion.grid import spans_columns
 from newsbag.fusion.order import reading_order
-from newsbag.transcript import (assemble, column_pieces, join_hyphens, line_crops, line_rows, plan_page,
+from newsbag.transcription.transcript import (assemble, column_pieces, join_hyphens, line_crops, line_rows, plan_page,
                                 plan_regions)
 
 # Two columns, x 0-100 and 120-220; lines 10 px tall.

@@ -1,6 +1,6 @@
 """What a page's transcript record says: articles marked in the page text, hyphens joined and recorded, confidences."""
 
-from newsbag.transcription import _transcript
+from newsbag.transcription.stage import _transcript
 
 
 def _piece(region, article, is_title, rank):

@@ -6,9 +6,9 @@ import pytest
 
 from newsbag import rundir
 from newsbag.manifest import read_pages
-from newsbag.transcription import run_transcription, transcript_status
-from newsbag.transcription_bag import voted_lines
-from newsbag.transcription_options import BagMember, crop_unit, parse_transcription_options
+from newsbag.transcription.stage import run_transcription, transcript_status
+from newsbag.transcription.bag import voted_lines
+from newsbag.transcription.options import BagMember, crop_unit, parse_transcription_options
 from stage_kit import LEFT, needs_traineddata, write_run
 
 TESS = BagMember("recognize_tesseract", "tess")

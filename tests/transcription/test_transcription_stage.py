@@ -6,8 +6,8 @@ import os
 import pytest
 
 from newsbag import freshness, rundir
-from newsbag.transcription import run_transcription
-from newsbag.transcription_options import parse_transcription_options
+from newsbag.transcription.stage import run_transcription
+from newsbag.transcription.options import parse_transcription_options
 from nbtest import REPO, run_cli, write_manifest
 from PIL import Image
 from newsbag.resources import default_config_path
@@ -140,7 +140,7 @@ def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
 def test_a_bad_line_page_or_an_unforeseen_error_fails_that_page_alone(tmp_path, monkeypatch):
     """The failure names the file that is bad (the text-line page here, not the fused page, which
     is fine), and an error nobody foresaw fails its page with one line instead of the stage."""
-    import newsbag.transcription as transcription
+    import newsbag.transcription.stage as transcription
 
     run = write_run(tmp_path, pids=("p1", "p2"))
     bad = rundir.source_dir(run, "text_lines", "lines") / "p2.json"
@@ -176,7 +176,7 @@ def test_a_page_waiting_for_the_recogniser_is_a_file_not_its_fused_page_in_memor
     members) until the recogniser has read them all: each is let go once its plan is written."""
     import weakref
 
-    import newsbag.transcription as transcription
+    import newsbag.transcription.stage as transcription
 
     class Page(dict):  # a dict that can be watched for its end
         pass
@@ -215,7 +215,7 @@ def test_the_search_index_is_written_as_the_transcripts_are_read(tmp_path):
     whole in memory (every line, then their join, then its bytes): memory does not grow with the pages."""
     import tracemalloc
 
-    from newsbag.transcript_files import write_search_index
+    from newsbag.transcription.files import write_search_index
 
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
@@ -284,7 +284,7 @@ def test_a_call_killed_before_its_search_index_was_rebuilt_leaves_it_to_the_reru
     # Slurm's time limit hits while transcripts.jsonl is rebuilt (GBs over 100k pages), after the
     # pages' transcripts were written: the rerun finds every page current, and the index must
     # still come to hold them.
-    from newsbag import transcript_files
+    from newsbag.transcription import files as transcript_files
 
     run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1"], {})["ok"] == 1
@@ -423,7 +423,7 @@ def test_a_new_revision_of_the_recogniser_reads_the_transcripts_again(tmp_path, 
     # The recogniser's output changed for the same crops (revision 2: full-width punctuation
     # in Latin text as ASCII), but a transcript's fingerprint held only its parameters: every
     # transcript made before stayed current, with its old text, on every rerun.
-    import newsbag.transcription_bag as bag
+    import newsbag.transcription.bag as bag
 
     run = write_run(tmp_path)
     assert run_transcription(run, ["p1"], {})["ok"] == 1
@@ -434,12 +434,12 @@ def test_a_new_revision_of_the_recogniser_reads_the_transcripts_again(tmp_path, 
 
 
 def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_status_says_why(tmp_path, monkeypatch):
-    """An upgrade whose assembly code (transcript.py) makes other transcripts: status shows them
+    """An upgrade whose assembly code (transcription/transcript.py) makes other transcripts: status shows them
     stale with the code revision as the reason, and the next call makes them again."""
     from newsbag import revisions
     from newsbag.stage_protocol import Outputs
     from newsbag.manifest import read_pages
-    from newsbag.transcription import transcript_status
+    from newsbag.transcription.stage import transcript_status
 
     run = write_run(tmp_path, pids=("p1", "p2"))
     assert run_transcription(run, ["p1", "p2"], {})["ok"] == 2
@@ -554,7 +554,7 @@ def test_status_says_nothing_of_transcription_before_the_opt_in_stage_ran(tmp_pa
 
 
 def test_reading_whole_regions_needs_a_recogniser_that_finds_their_lines():
-    from newsbag.transcription_options import crop_unit, parse_transcription_options
+    from newsbag.transcription.options import crop_unit, parse_transcription_options
 
     assert crop_unit(parse_transcription_options({"recognizer_family": "recognize_tesseract"})) == "region"
     assert crop_unit(parse_transcription_options({"recognizer_family": "recognize"})) == "line"

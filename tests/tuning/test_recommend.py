@@ -59,7 +59,7 @@ def test_recommend_refuses_a_variant_the_run_has_not_fused(tmp_path, capsys):
 
 def test_a_pin_whose_variant_did_not_run_falls_back_to_the_config_saying_so():
     from newsbag.fusion.pin import Pin, choose_recommended
-    from newsbag.fusion.variants import parse_fusion_config
+    from newsbag.fusion.options import parse_fusion_config
 
     cfg = parse_fusion_config({})
     rows = [{"name": "vote", "score": 0.9}, {"name": "paragraphs", "score": 0.8}]

@@ -5,7 +5,7 @@ from dataclasses import fields
 import optuna
 import pytest
 
-from newsbag.fusion.variants import METHODS, parse_fusion_config
+from newsbag.fusion.options import METHODS, parse_fusion_config
 from newsbag.tuning.space import SPREAD, WEIGHT_RANGE, baseline_trial, suggest, to_variant_spec
 
 SOURCES = ["a/x", "b/y", "c/z"]

@@ -17,7 +17,7 @@ from .pooling import glob_rank, glob_weight, page_sized
 from .regions import (EPS, IS_TEXTLIKE, NAN_SCORE_WEIGHT, TEXT_AS_ONE, empty_fused, region_order, split_by,
                       with_headlines)
 from .segments import recipe_segments
-from .variants import ConsensusParams
+from .options import ConsensusParams
 
 __all__ = ["fuse_consensus"]
 

@@ -25,7 +25,7 @@ from .order import PageLines
 from .paragraph_regions import fuse_paragraphs
 from .pooling import source_names
 from .regions import empty_fused, list_pieces, region_order
-from .variants import BestSingleParams
+from .options import BestSingleParams
 
 __all__ = ["VARIANTS", "fuse_best_single", "describe", "articles", "member_records", "member_table"]
 

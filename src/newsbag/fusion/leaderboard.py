@@ -13,7 +13,7 @@ from ..tables import tsv_text, tsv_writer
 from .metrics import METRIC_KEYS, empty_page_metrics
 from .page import SOURCE_KEYS, is_region_source
 from .pin import Pin, choose_recommended, is_pinned
-from .variants import RECIPE_DOC, FusionConfig
+from .options import RECIPE_DOC, FusionConfig
 
 __all__ = ["Board", "Plan", "PageTables", "Leaderboards", "has_lines", "write_page_tables", "write_leaderboards",
            "run_summary"]

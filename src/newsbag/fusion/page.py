@@ -17,7 +17,7 @@ from .geometry import Pairs, box_tree, self_pairs, sources_crowded
 from .metrics import METRIC_KEYS, loo_agreement, page_metrics, text_line_pairs
 from .order import page_lines
 from .pooling import effective_params, take_sources
-from .variants import FusionConfig
+from .options import FusionConfig
 
 __all__ = ["SOURCE_KEYS", "fuse_all", "fuse_page", "pool_sources", "measure_sources", "is_region_source", "jsonable"]
 

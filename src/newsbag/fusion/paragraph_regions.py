@@ -19,7 +19,7 @@ from .pooling import glob_rank, page_sized
 from .regions import (EPS, IS_TEXTLIKE, NAN_SCORE_WEIGHT, TEXT_AS_ONE, empty_fused, region_order, split_by,
                       with_headlines)
 from .segments import recipe_segments
-from .variants import ParagraphParams
+from .options import ParagraphParams
 
 __all__ = ["fuse_paragraphs"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import rundir
 from ..io import read_json, write_json
-from .variants import FusionConfig
+from .options import FusionConfig
 
 __all__ = ["Pin", "read_pin", "write_pin", "choose_recommended", "is_pinned"]
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..contract import Boxes, column_codes
 from .geometry import Pairs, area, subset_pairs
-from .variants import BestSingleParams, ConsensusParams, ParagraphParams
+from .options import BestSingleParams, ConsensusParams, ParagraphParams
 
 __all__ = ["source_names", "glob_rank", "glob_weight", "take_sources", "page_sized", "effective_params"]
 

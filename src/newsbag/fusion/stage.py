@@ -23,7 +23,7 @@ from ..revisions import revision, why_stale
 from .leaderboard import Board, Plan, has_lines, run_summary, write_leaderboards, write_page_tables
 from .page import SOURCE_KEYS, fuse_page, is_region_source, jsonable, measure_sources
 from .pin import read_pin
-from .variants import FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
+from .options import FusionConfig, match_sources, needs_order, parse_fusion_config, with_order
 
 __all__ = ["run_fusion", "fused_status", "load_inputs"]
 
@@ -430,7 +430,7 @@ def run_fusion(
         run_dir: the run directory (docs/design.md, Run directory).
         page_ids: pages to compute; the leaderboards and summary always cover every page of
             the manifest (`manifest.members`), using the stored per-page records that are current.
-        fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.variants`).
+        fusion_cfg: the config's "fusion" section (schema in `newsbag.fusion.options`).
         force: recompute pages whose outputs are current (fingerprint matches).
         workers: processes; pages stream through a pool so memory stays flat.
         progress: called once per page with (page_id, "ok" | "skipped" | "failed").

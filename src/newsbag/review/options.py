@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..options import STAGE_KEYS, option, parse
+from ..config_fields import STAGE_KEYS
+from ..options import option, parse
 
 __all__ = ["ReviewParams", "parse_review_cfg", "PANEL_MIN", "BOARD_MIN"]
 

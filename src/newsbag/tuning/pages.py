@@ -22,7 +22,7 @@ from ..fusion.pooling import take_sources
 from ..fusion.geometry import Pairs
 from ..fusion.metrics import iou_f1, pixel_prf, union_mask
 from ..fusion.page import pool_sources
-from ..fusion.variants import FusionConfig
+from ..fusion.options import FusionConfig
 from ..groundtruth import GtPage, match_pages
 from ..page_reader import read_source_boxes
 from .protocol import issue_key

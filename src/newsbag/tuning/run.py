@@ -21,7 +21,7 @@ from .. import manifest, rundir
 from ..config import load_run_config, to_jsonable
 from ..errors import InputError
 from ..fusion.pin import write_pin
-from ..fusion.variants import DEFAULT_FUSION_CFG, METHODS, Variant, parse_fusion_config
+from ..fusion.options import DEFAULT_FUSION_CFG, METHODS, Variant, parse_fusion_config
 from ..io import atomic_write_text, write_json
 from ..progress import track
 from ..recommend import fusion_section

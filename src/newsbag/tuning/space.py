@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..fusion.variants import METHODS, Variant
+from ..fusion.options import METHODS, Variant
 from ..options import Option
 
 __all__ = ["Candidate", "suggest", "baseline_trial", "to_variant_spec"]

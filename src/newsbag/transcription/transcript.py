@@ -7,8 +7,8 @@ import re
 
 import numpy as np
 
-from .fusion.geometry import area, cross_pairs
-from .fusion.order import reading_order_parts
+from ..fusion.geometry import area, cross_pairs
+from ..fusion.order import reading_order_parts
 
 __all__ = ["column_pieces", "inside_larger", "line_crops", "line_rows", "plan_page", "join_hyphens", "assemble", "take_block_text"]
 

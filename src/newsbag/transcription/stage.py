@@ -20,26 +20,27 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from . import freshness, rundir, transcript_files
-from .stage_protocol import Outputs
-from .errors import InputError, RunDirError, first_line, page_failure
-from .failures import record_failures
-from .config import ModelStage
-from .contract import boxes_from_page
-from .io import read_json, write_json
-from .manifest import read_pages
-from .page_reader import read_page
-from .revisions import revision
-from .transcription_bag import BagStage, bag_stages, read_lines, recognizer_record
-from .transcription_options import TranscriptionParams, crop_unit, parse_transcription_options
-from .fusion.grid import spans_columns
+from .. import freshness, rundir
+from . import files
+from ..stage_protocol import Outputs
+from ..errors import InputError, RunDirError, first_line, page_failure
+from ..failures import record_failures
+from ..config import ModelStage
+from ..contract import boxes_from_page
+from ..io import read_json, write_json
+from ..manifest import read_pages
+from ..page_reader import read_page
+from ..revisions import revision
+from .bag import BagStage, bag_stages, read_lines, recognizer_record
+from .options import TranscriptionParams, crop_unit, parse_transcription_options
+from ..fusion.grid import spans_columns
 from .recognizer_choice import fallback, usable_recognizer
-from .transcript_resolution import ResolutionCheck
+from .resolution import ResolutionCheck
 from .transcript import (assemble, column_pieces, crop_plan, inside_larger, line_rows, plan_page, plan_regions,
                          take_block_text)
 
 if TYPE_CHECKING:
-    from .page_outcomes import PageOutcome
+    from ..page_outcomes import PageOutcome
 
 __all__ = ["recognizer_stages", "run_transcription", "transcript_status"]
 
@@ -48,12 +49,12 @@ log = logging.getLogger(__name__)
 _READ_CLASSES = ("text", "title")
 # What a recogniser may tell of a line besides its text and score: word boxes with their
 # confidences, the model that read it (the per-page choice between several); and a bag's
-# winner and every member's reading (transcription_bag.voted_lines).
+# winner and every member's reading (`bag.voted_lines`).
 _LINE_EXTRAS = ("words", "model", "won", "readings")
 
 
 def recognizer_stages(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> list[ModelStage]:
-    """Each recogniser runner (one, or a bag's members) as a model stage (`transcription_bag.bag_stages`)."""
+    """Each recogniser runner (one, or a bag's members) as a model stage (`bag.bag_stages`)."""
     params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
     return [b.stage for b in bag_stages(params, plan_dir)]
 
@@ -278,7 +279,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         found: dict = {}
 
         def stale(idents: dict) -> bool:
-            found["record"] = None if force else transcript_files.read_record(out_dir / f"{page_id}.json")
+            found["record"] = None if force else files.read_record(out_dir / f"{page_id}.json")
             return found["record"] is None or found["record"].get("fingerprint") != made_from(idents)
 
         idents, left = freshness.identify_by_record(
@@ -294,7 +295,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     `run_transcription` skips pages by (what it counts stale is what the next call reads again).
 
     A page is done while its record is current and its ``.txt`` whole; the variant's outputs are
-    ``whole`` while transcripts.jsonl is (`transcript_files.index_is_current`).
+    ``whole`` while transcripts.jsonl is (`files.index_is_current`).
 
     Returns:
         One `stage_protocol.Outputs`, named by the variant read; none when the stage has no transcript
@@ -328,7 +329,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     ids, done, rerecord = [r.page_id for r in records], set(), 0
     for page_id in ids:
         page = inputs(page_id, write=False) if page_id in written else None
-        if page is not None and page.current and transcript_files.text_holds(out_dir, page_id, page.record):
+        if page is not None and page.current and files.text_holds(out_dir, page_id, page.record):
             counts["done"] += 1
             done.add(page_id)
             rerecord += page.rerecord
@@ -336,19 +337,19 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
             counts["failed"] += 1
         elif page is not None:
             counts["stale"] += 1
-            reasons[transcript_files.TEXT_LOST if page.current
-                    else transcript_files.why_stale_record(out_dir / f"{page_id}.json")] += 1
+            reasons[files.TEXT_LOST if page.current
+                    else files.why_stale_record(out_dir / f"{page_id}.json")] += 1
         else:
             counts["pending"] += 1
-    whole = transcript_files.index_is_current(run_dir, variant, ids)
+    whole = files.index_is_current(run_dir, variant, ids)
     read_from = (f"fusion:{variant}", *(f"source:{s}" for s in (params.lines_source, *params.block_text_sources) if s))
     return [Outputs(variant, **counts, reasons=dict(reasons.most_common()), whole=whole,
-                    note="" if whole else f"{transcript_files.INDEX} out of date (rerun newsbag transcribe)",
+                    note="" if whole else f"{files.INDEX} out of date (rerun newsbag transcribe)",
                     inputs=read_from, done_pages=frozenset(done), rerecord=rerecord)]
 
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
-    transcript_files.write_transcript(out_dir, page_id, _transcript(plan, lines, variant))
+    files.write_transcript(out_dir, page_id, _transcript(plan, lines, variant))
 
 
 class _Transcription:
@@ -383,7 +384,7 @@ class _Transcription:
         page with nothing left to recognise is written, a page that cannot be planned failed)."""
         inputs = self.inputs(page_id, force=force)
         if inputs.current:
-            transcript_files.restore_text(self.out_dir, page_id, inputs.record)
+            files.restore_text(self.out_dir, page_id, inputs.record)
             self.summary["skipped"] += 1
             if self.progress:
                 self.progress(page_id, "skipped")
@@ -395,7 +396,7 @@ class _Transcription:
         except Exception as exc:  # noqa: BLE001 - the page boundary
             # fusion failed (or never ran): no text of an older layout passes as current
             if inputs.fused_identity is None:
-                self.dropped = transcript_files.drop_transcript(self.out_dir, page_id) or self.dropped
+                self.dropped = files.drop_transcript(self.out_dir, page_id) or self.dropped
             self.settle(page_id, _page_error(page_id, exc))
             return False
         plan = _plan_record(page_plan, inputs.fingerprint)
@@ -440,9 +441,9 @@ class _Transcription:
         """Rebuild the search index when a transcript changed (a no-change rerun over 100k pages
         must not reread every transcript) or it is older than one of `page_ids`' transcripts."""
         if not (self.summary["ok"] or self.dropped
-                or not transcript_files.index_is_current(self.run_dir, self.variant, page_ids)):
+                or not files.index_is_current(self.run_dir, self.variant, page_ids)):
             return
-        self.summary["articles"], left_out = transcript_files.write_search_index(self.run_dir, self.variant)
+        self.summary["articles"], left_out = files.write_search_index(self.run_dir, self.variant)
         failed = {f["page_id"] for f in self.summary["failures"]}
         for failure in left_out:   # pages this call may not have selected: no progress line
             if failure["page_id"] not in failed:

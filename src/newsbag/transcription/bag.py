@@ -2,8 +2,8 @@
 
 A bag (the stage's ``recognizers``) runs each member's runner over the pages the stage
 planned, on the same crops: the text lines of the plan, the one line unit every member reads
-(`transcription_options.crop_unit`). Each page's lines are then paired by their crop index and
-voted (`text_vote`); the voted lines, with who won and every member's reading, are what the
+(`options.crop_unit`). Each page's lines are then paired by their crop index and
+voted (`vote`); the voted lines, with who won and every member's reading, are what the
 stage's transcript is made of. A member whose runner cannot start (its library or model is
 missing: no traineddata) is left out with a one-line warning and the others go on; the bag
 fails only when none can start.
@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .config import EnvSpec, ModelStage
-from .tool_spec import load_tool_spec, validate_params, volatile_params
-from .errors import EnvError, first_line
-from .io import write_json
-from .page_reader import read_page
-from .resources import runners_dir
-from .text_vote import Reading, vote_line
-from .transcription_options import BagMember, TranscriptionParams, bag_members
+from ..config import EnvSpec, ModelStage
+from ..tool_spec import load_tool_spec, validate_params, volatile_params
+from ..errors import EnvError, first_line
+from ..io import write_json
+from ..page_reader import read_page
+from ..resources import runners_dir
+from .vote import Reading, vote_line
+from .options import BagMember, TranscriptionParams, bag_members
 
 if TYPE_CHECKING:
-    from .page_outcomes import PageOutcome
+    from ..page_outcomes import PageOutcome
 
 __all__ = ["BagStage", "bag_stages", "recognizer_record", "read_lines", "voted_lines"]
 
@@ -141,8 +141,8 @@ def read_lines(run_dir: Path, stages: list[BagStage], method: str, todo: list, l
     Raises:
         EnvError: no recogniser could start (the first one's error).
     """
-    from .orchestrator import run_source
-    from .page_outcomes import PageOutcome
+    from ..orchestrator import run_source
+    from ..page_outcomes import PageOutcome
 
     if len(stages) == 1 and stages[0].variant == _SINGLE:
         outcome = run_source(run_dir, stages[0].stage, _SINGLE, todo, runners=runners_dir(), force=True,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import builtin, rundir
-from .stages import stage_status
-from .export.stage import TEXT_CHANGED
-from .manifest import read_pages
-from .review.gallery import gallery_links_current, gallery_pages
-from .status import builtin_options
+from .. import builtin, rundir
+from ..stages import stage_status
+from ..export.stage import TEXT_CHANGED
+from ..manifest import read_pages
+from ..review.gallery import gallery_links_current, gallery_pages
+from ..status import builtin_options
 
 __all__ = ["stale_text_views"]
 

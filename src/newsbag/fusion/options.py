@@ -1,6 +1,8 @@
 """Fusion variant specs: parse the config's "fusion" section into frozen dataclasses.
 
-Schema of the "fusion" section (unknown keys anywhere raise a one-line ValueError)::
+The section's keys are declared on `FusionSection`, a variant's on `VariantFields` and each
+method's params on its params dataclass (unknown keys anywhere raise a one-line ValueError
+offering the nearest key)::
 
     {
       "variants": {                      # name -> recipe; names are folder names
@@ -32,14 +34,16 @@ import fnmatch
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .. import rundir
-from ..errors import unknown_keys
-from ..options import option, parse
+from ..folder_names import FOLDER_NAME_RULE, is_folder_name
+from ..config_fields import STAGE_KEYS
+from ..options import REQUIRED, option, parse, values
 
 __all__ = [
     "ConsensusParams",
     "BestSingleParams",
     "ParagraphParams",
+    "FusionSection",
+    "VariantFields",
     "Variant",
     "FusionConfig",
     "DEFAULT_FUSION_CFG",
@@ -189,9 +193,6 @@ class FusionConfig:
     exclude_from_variants: tuple[str, ...] = ()
 
 
-_TOP_KEYS = {"variants", "recommended", "line_source", "exclude_from_variants"}
-_VARIANT_KEYS = {"sources", "method", "params"}
-
 _PADDLE = ["paddle_layout/*", "paddle_vl15/*"]
 
 # The named recipes: one line each in the leaderboard (`RECIPE_DOC`) and the README.
@@ -239,67 +240,63 @@ RECIPE_DOC: dict[str, str] = {
     "P4": "P1 + Dell + MinerU",
 }
 
-# "paragraphs" is pinned: on held-out nzz halves it is the variant ground truth ranks first,
-# while the no-GT score's page-level agreement with GT is only moderate
-# (benchmarks/nzz_eval.py; README "Measured quality").
-DEFAULT_FUSION_CFG: dict[str, Any] = {
-    "variants": {**OPERATOR_VARIANTS, **RECIPES},
-    "recommended": "paragraphs",
-    "line_source": "text_lines/lines",
-    "exclude_from_variants": ["text_lines/lines"],
-}
+@dataclass(frozen=True)
+class FusionSection:
+    """The fusion stage's own keys; a key left out takes its default (`DEFAULT_FUSION_CFG`)."""
+
+    variants: dict = option("object", {**OPERATOR_VARIANTS, **RECIPES}, "name → variant (its keys below); names "
+                            "are folder names; `{}`: none", shown="the operators' variants and the recipes")
+    # "paragraphs" is pinned: on held-out nzz halves it is the variant ground truth ranks first,
+    # while the no-GT score's page-level agreement with GT is only moderate
+    # (benchmarks/nzz_eval.py; README "Measured quality").
+    recommended: str | None = option("string", "paragraphs", "the recommended variant, pinned; null: chosen from "
+                                     "the data (left out while `variants` lacks the default: null)", nullable=True)
+    line_source: str | None = option("string", "text_lines/lines", "text-line evidence for metrics and column "
+                                     "splitting and filling (never a region source)", shape="'<stage>/<variant>'",
+                                     nullable=True)
+    exclude_from_variants: tuple[str, ...] = option("strings", ["text_lines/lines"], "source globs no variant "
+                                                    "takes regions from")
 
 
-def _check_keys(obj: Any, allowed: set[str], where: str) -> dict:
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where} must be an object, got {type(obj).__name__}")
-    if problem := unknown_keys(where, obj, allowed):
-        raise ValueError(problem)
-    return obj
+@dataclass(frozen=True, kw_only=True)
+class VariantFields:
+    """One fused variant's recipe: the `FusionSection.variants` entries."""
+
+    sources: tuple[str, ...] = option("strings", REQUIRED, "`<stage>/<variant>` globs (fnmatch) of the sources "
+                                      "it takes regions from; a variant is skipped when one matches no source "
+                                      "that ran", min_items=1)
+    method: str = option("string", REQUIRED, "how the sources' boxes are fused (the methods' params below)",
+                         choices=tuple(METHODS))
+    params: dict | None = option("object", None, "the method's params; null: its defaults", nullable=True)
 
 
-def _str_list(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{where} must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def _parse_params(method: str, raw: Any, where: str) -> ConsensusParams | BestSingleParams | ParagraphParams:
-    return parse(METHODS[method], raw or {}, where)
+DEFAULT_FUSION_CFG: dict[str, Any] = values(FusionSection())
 
 
 def parse_fusion_config(cfg: dict) -> FusionConfig:
-    """Validate the "fusion" config section and freeze it.
+    """Validate the "fusion" config section (`FusionSection`, the stage entry's own keys aside) and freeze it.
 
     Raises:
         ValueError: one line naming the bad key or value and what is allowed.
     """
-    given = _check_keys(cfg, _TOP_KEYS, "fusion")
-    cfg = {**DEFAULT_FUSION_CFG, **given}
-    if "recommended" not in given and cfg["recommended"] not in (cfg.get("variants") or {}):
-        cfg["recommended"] = None     # the default pin names a shipped recipe this config dropped
-    raw_variants = _check_keys(cfg.get("variants", {}), set(cfg.get("variants", {}) or {}), "fusion.variants")
-    variants = []
-    for name, spec in raw_variants.items():
-        where = f"fusion.variants.{name}"
-        if not rundir.is_folder_name(name):
-            raise ValueError(f"{where}: variant names must be plain folder names ({rundir.FOLDER_NAME_RULE})")
-        spec = _check_keys(spec, _VARIANT_KEYS, where)
-        method = spec.get("method")
-        if method not in METHODS:
-            raise ValueError(f"{where}.method must be one of {sorted(METHODS)}, got {method!r}")
-        sources = _str_list(spec.get("sources"), f"{where}.sources")
-        if not sources:
-            raise ValueError(f"{where}.sources must name at least one source glob")
-        variants.append(Variant(name, sources, method, _parse_params(method, spec.get("params"), f"{where}.params")))
-    recommended = cfg.get("recommended")
-    if recommended is not None and recommended not in raw_variants:
-        raise ValueError(f"fusion.recommended {recommended!r} is not a variant; choose from {sorted(raw_variants)}")
-    line_source = cfg.get("line_source")
-    if line_source is not None and not isinstance(line_source, str):
-        raise ValueError(f"fusion.line_source must be a '<stage>/<variant>' string or null, got {line_source!r}")
-    exclude = _str_list(cfg.get("exclude_from_variants", []), "fusion.exclude_from_variants")
-    return FusionConfig(tuple(variants), recommended, line_source, exclude)
+    section = parse(FusionSection, cfg, "fusion", STAGE_KEYS)
+    recommended = section.recommended
+    if "recommended" not in cfg and recommended not in section.variants:
+        recommended = None     # the default pin names a shipped recipe this config dropped
+    variants = tuple(_variant(name, spec) for name, spec in section.variants.items())
+    if recommended is not None and recommended not in section.variants:
+        raise ValueError(f"fusion.recommended {recommended!r} is not a variant; choose from {sorted(section.variants)}")
+    return FusionConfig(variants, recommended, section.line_source, tuple(section.exclude_from_variants))
+
+
+def _variant(name: str, spec: Any) -> Variant:
+    """The variant `name` of the section (`VariantFields`), its params parsed by its method's declaration."""
+    where = f"fusion.variants.{name}"
+    if not is_folder_name(name):
+        raise ValueError(f"{where}: variant names must be plain folder names ({FOLDER_NAME_RULE})")
+    recipe = parse(VariantFields, spec, where)
+    return Variant(name, recipe.sources, recipe.method, parse(METHODS[recipe.method], recipe.params or {},
+                                                              f"{where}.params"))
 
 
 def fusion_source_names(cfg: dict) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 import pytest
 
-from newsbag.fusion.variants import (DEFAULT_FUSION_CFG, RECIPE_DOC, ConsensusParams, Variant, match_sources, needs_order,
+from newsbag.fusion.options import (DEFAULT_FUSION_CFG, RECIPE_DOC, ConsensusParams, Variant, match_sources, needs_order,
                                      parse_fusion_config, with_order)
 
 
@@ -25,7 +25,7 @@ def test_embedded_config_ships_the_recipes_as_defined():
     import json
     from pathlib import Path
 
-    from newsbag.fusion.variants import RECIPES
+    from newsbag.fusion.options import RECIPES
 
     cfg = json.loads((Path(__file__).resolve().parents[2] / "configs" / "pipeline.local.json").read_text())
     fusion = [s for s in cfg["stages"] if s.get("kind") == "fusion"][0]
@@ -89,3 +89,31 @@ def test_match_sources(patterns, available, exclude, expected):
 def test_missing_keys_take_the_defaults():
     assert parse_fusion_config({}) == parse_fusion_config(DEFAULT_FUSION_CFG)
     assert parse_fusion_config({"variants": {}}).variants == ()
+
+
+def test_a_fusion_stage_may_say_what_it_is_for_as_every_stage_may():
+    """Every stage entry may carry a "description"; the fusion stage's was refused as an unknown key."""
+    from newsbag.config import parse_config
+    from newsbag.config_fields import STAGE_KEYS
+
+    assert parse_fusion_config({"description": "why", "variants": {}}) == parse_fusion_config({"variants": {}})
+    assert "description" in STAGE_KEYS
+    config = parse_config({"stages": [{"name": "fusion", "kind": "fusion", "description": "why"}]})
+    assert config.stage("fusion").options["description"] == "why"
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"variants": {"A": {"sources": ["*"]}}}, "fusion.variants.A: method is missing: it must be one of consensus, "
+                                              "best_single, paragraphs"),
+    ({"variants": {"A": {"method": "consensus"}}}, "fusion.variants.A: sources is missing"),
+    ({"variants": {"A": {"sources": [], "method": "consensus"}}},
+     "fusion.variants.A: sources must be a list of strings (at least 1), got []"),
+    ({"variants": {"A": {"sources": ["*"], "method": "consensus", "parms": {}}}},
+     "fusion.variants.A: unknown key 'parms'; did you mean 'params'? (known: method, params, sources)"),
+    ({"exclude_from_variants": "x/*"}, "fusion: exclude_from_variants must be a list of strings, got 'x/*'"),
+    ({"variants": None}, "fusion: variants must be an object, got None"),
+])
+def test_the_section_and_each_variant_are_checked_by_their_declarations(cfg, message):
+    with pytest.raises(ValueError) as err:
+        parse_fusion_config(cfg)
+    assert str(err.value).startswith(message)

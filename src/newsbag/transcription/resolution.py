@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tool_spec import load_tool_spec
-from .resources import runners_dir
+from ..tool_spec import load_tool_spec
+from ..resources import runners_dir
 
 __all__ = ["median_line_height", "ResolutionCheck"]
 

@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import freshness, rundir
-from .errors import first_line
-from .io import atomic_text_file, atomic_write_text, read_json, write_json
-from .manifest import members
-from .revisions import why_stale
+from .. import freshness, rundir
+from ..errors import first_line
+from ..io import atomic_text_file, atomic_write_text, read_json, write_json
+from ..manifest import members
+from ..revisions import why_stale
 
 __all__ = ["INDEX", "read_record", "why_stale_record", "text_holds", "write_transcript", "restore_text",
            "drop_transcript", "write_search_index", "index_is_current"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .options import STAGE_KEYS, option, parse
+from ..config_fields import DEVICES, STAGE_KEYS
+from ..options import option, parse
 
 __all__ = ["TranscriptionParams", "BagMember", "RECOGNIZER_FAMILIES", "parse_transcription_options",
            "transcription_source_names", "recognizer_family", "crop_unit", "bag_members"]
@@ -28,7 +29,7 @@ class TranscriptionParams:
         "two_step): a fused region whose lines lie in such blocks takes their text", pattern=_SOURCE,
         shape="'stage/variant'")
     python: str = option("string", "", 'interpreter of the recogniser\'s env ("": the one running newsbag)')
-    device: str = option("string", "auto", "where the recogniser runs", choices=("auto", "gpu", "cpu"))
+    device: str = option("string", "auto", "where the recogniser runs", choices=DEVICES)
     allow_cpu_fallback: bool = option("boolean", True, "run on the CPU when the GPU is unusable")
     timeout_s: float = option("number", 86400.0, "longest the recogniser runs", unit="s", minimum=0, above=True)
     page_timeout_s: float = option("number", 600.0, "longest one page takes", unit="s", minimum=0, above=True)

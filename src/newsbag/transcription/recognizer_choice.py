@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
-from .transcription_options import TranscriptionParams, parse_transcription_options
+from .options import TranscriptionParams, parse_transcription_options
 
 __all__ = ["usable_recognizer", "fallback", "FALLBACK_FAMILY"]
 
@@ -30,12 +30,12 @@ def usable_recognizer(options: Mapping[str, Any] | TranscriptionParams, timeout_
         ValueError: bad transcription options (one line).
     """
     params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
-    # A bag leaves out a member that cannot start itself (`transcription_bag.read_lines`).
+    # A bag leaves out a member that cannot start itself (`bag.read_lines`).
     if params.recognizers or params.recognizer_family not in _SYSTEM_WEIGHTS:
         return params, ""
-    from .resources import runners_dir
-    from .runner_probe import probe_weights
-    from .transcription_bag import bag_stages
+    from ..resources import runners_dir
+    from ..runner_probe import probe_weights
+    from .bag import bag_stages
 
     (stage,) = [member.stage for member in bag_stages(params, Path())]
     found = probe_weights(stage, runners_dir(), dict(stage.variants["lines"]), timeout_s)

@@ -1,7 +1,7 @@
 """One line's text from several recognisers' readings of it: a character vote (ROVER) or the more confident line.
 
 Pure functions over strings and confidences; the transcription stage's recogniser bag
-(`transcription_bag`) calls them once per line.
+(`bag`) calls them once per line.
 
 The vote (ROVER, Fiscus 1997, at character level): every reading is aligned to the pivot,
 the most confident reading, by Levenshtein opcodes (a progressive alignment to one pivot:
