@@ -153,3 +153,15 @@ def test_a_run_with_nothing_to_export_skips_the_export_and_says_what_it_redoes(t
     # planned once fusion ran: the runner made the page as it was, and fusion the same fused pages,
     # so the page of P whose file went is all there is to export
     assert f"export: 1 of {len(ids)} page(s) to redo" in caplog.messages
+
+
+def test_every_stage_of_a_config_shows_the_planner_one_face(tmp_path):
+    from newsbag.stage_protocol import Stage
+    from newsbag.stages import Builtin, ModelSources, stage_of
+
+    config = load_config(write_fake_config(tmp_path / "c.json", {"v": {}}, extra_stages=[_fusion(1), REVIEW, EXPORT]))
+    steps = [stage_of(s) for s in config.stages]
+    assert all(isinstance(step, Stage) for step in steps)
+    assert [(type(step), step.name, step.kind) for step in steps] == [
+        (ModelSources, "fake", "model"), (Builtin, "fusion", "fusion"), (Builtin, "review", "review"),
+        (Builtin, "export", "export")]
