@@ -1,6 +1,7 @@
 """The face every stage shows the planner (`planner.plan_run`), model stages and builtin ones alike:
 what its outputs are read from, which of their pages are current, and which a run redoes given
-what the stages before it redo. Stdlib only: the config, the stages and the planner all read it.
+what the stages before it redo, and why a page is stale. Stdlib only (and the code revisions):
+the config, the stages and the planner all read it.
 
 An output is named by a key: ``"source:<stage>/<variant>"`` for a model source's pages,
 ``"<kind>:<output name>"`` for a builtin stage's (``"fusion:U"``, ``"review:boards"``). A plan
@@ -13,7 +14,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
-__all__ = ["Outputs", "Redo", "Reading", "Stage", "carried", "redone", "has_work", "input_changes"]
+from .revisions import why_stale
+
+__all__ = ["Outputs", "Made", "Redo", "Reading", "Stage", "carried", "redone", "has_work", "input_changes",
+           "stale_reason"]
 
 # output key -> the pages a run redoes of that output
 Redo = Mapping[str, "set[str] | frozenset[str]"]
@@ -98,6 +102,28 @@ def input_changes(recorded: Mapping[str, Any], now: Mapping[str, Any],
             said.append(f"its input{'s' * (len(keys) > 1)} {', '.join(map(named, keys))} "
                         f"{several if len(keys) > 1 else one}")
     return "; ".join(said) or None
+
+
+@dataclass(frozen=True)
+class Made:
+    """How a stage made one page's output, as the record it keeps of the page says (its ledger
+    entry): the output's fingerprint, each input's identity then, and the code revision then of
+    each `revisions` key it was made by."""
+
+    fingerprint: Any
+    inputs: Mapping[str, Any]
+    revisions: Mapping[str, Any] = field(default_factory=dict)
+
+
+def stale_reason(made: Made, fingerprint: Any, inputs: Mapping[str, Any], *, named: Callable[[str], str] = str,
+                 options: str = "its options changed", files: str = "its files are missing or cut short") -> str:
+    """Why an output `made` so is stale now that its fingerprint would be `fingerprint` and its
+    inputs are `inputs` (identities as `made.inputs` holds them): the code revision it was made by,
+    else the inputs that changed (`input_changes`), else what else its fingerprint holds
+    (`options`), else its own files (`files`: the fingerprint is the same, its files are not)."""
+    return (next((why for key, then in made.revisions.items() if (why := why_stale(key, then))), None)
+            or input_changes(made.inputs, inputs, named)
+            or (options if made.fingerprint != fingerprint else files))
 
 
 @dataclass(frozen=True)

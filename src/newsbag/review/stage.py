@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import freshness, rundir
-from ..stage_protocol import Outputs, input_changes
+from ..stage_protocol import Made, Outputs, stale_reason
 from ..errors import RunDirError, page_failure
 from ..failures import record_failures
 from ..io import read_json, write_json
 from ..manifest import members, read_pages
 from ..parallel import page_map
-from ..revisions import revision, why_stale
+from ..revisions import revision
 from .options import ReviewParams, parse_review_cfg
 from .gallery import DATA_JS, SCANS, THUMB, gallery_links_current, gallery_pages, write_gallery, write_page_data
 from .boards import page_content, top_boards
@@ -162,15 +162,15 @@ def _input_name(key: str) -> str:
 
 
 def _why_stale(recorded: dict, inputs) -> str:
-    """Why a board not current is stale, from its info.json (`recorded`; {} when missing or torn):
-    the code revision it was drawn by, else the inputs (`state.Inputs`) that changed since, else
-    what else its fingerprint holds."""
+    """Why a board not current is stale, from its info.json (`recorded`; {} when missing or torn)
+    and its inputs now (`state.Inputs`), by `stage_protocol.stale_reason`."""
     if not recorded:
         return "its info.json, scan or gallery data is missing or cut short"
     known = recorded.get("inputs") if isinstance(recorded.get("inputs"), dict) else {}
     drawn_from = {k: [e[0], e[3]] if isinstance(e, list) and len(e) == 4 else e for k, e in known.items()}
-    return (why_stale("review", recorded.get("revision")) or input_changes(drawn_from, inputs.identities, _input_name)
-            or "its options, the fused variant it shows or its scan changed")
+    made = Made(recorded.get("fingerprint"), drawn_from, {"review": recorded.get("revision")})
+    return stale_reason(made, inputs.fingerprint, inputs.identities, named=_input_name,
+                        options="its options, the fused variant it shows or its scan changed")
 
 
 def run_review(
