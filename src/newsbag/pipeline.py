@@ -179,11 +179,12 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
             for variant in stage.variants:
                 _run_variant(ModelSources(stage), variant, run_dir, pages, config, opts, summary, fatal)
             rundir.drop_shared_passes(run_dir, stage.name, page_ids)
-        elif not (opts.force or _has_work(config, run_dir, stage, pages)):
-            summary.builtin[stage.name] = {"ok": 0, "skipped": len(page_ids), "failed": 0, "failures": []}
-        else:
+        elif opts.force or _has_work(config, run_dir, stage, pages, summary):
             summary.builtin[stage.name] = run_builtin(
                 stage, run_dir, page_ids, opts, summary, record=lambda now: record_builtin_run(now, config, stage.kind))
+        else:   # said as a call of it that found every page current would say it
+            summary.builtin_kinds.append(stage.kind)
+            summary.builtin[stage.name] = {"ok": 0, "skipped": len(page_ids), "failed": 0, "failures": []}
     summary.seconds = time.monotonic() - t0
     summary.finished = True
     _write_summary(run_dir, opts, summary)
@@ -204,13 +205,17 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     return summary
 
 
-def _has_work(config: PipelineConfig, run_dir: Path, stage: BuiltinStage, pages: list[PageRecord]) -> bool:
+def _has_work(config: PipelineConfig, run_dir: Path, stage: BuiltinStage, pages: list[PageRecord],
+              summary: RunSummary) -> bool:
     """Whether builtin `stage` has work on `pages` now that the stages before it ran: its plan
     (`planner.plan_run`: the rule its run skips pages by) says so, which the log then says, or its
-    kind's plan does not cover all it writes (`stages.Kind.planned`) and it always runs."""
+    kind's plan does not cover all it writes (`stages.Kind.planned`) and it always runs. The
+    plan's time is the stage's in `summary`."""
     if not KINDS[stage.kind].planned:
         return True
+    started = time.monotonic()
     (planned,) = plan_run(config, run_dir, stages=[stage], records=pages).stages
+    summary.stage_seconds[stage.name] = time.monotonic() - started
     if planned.work:
         whole = "" if all(o.whole for o in planned.outputs) else ", run-level outputs out of date"
         todo = len(planned.todo()) if planned.outputs else planned.pages   # none made yet: every page
@@ -263,9 +268,9 @@ def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: R
     try:
         with track(stage.name, len(page_ids)) as tracker:
             return run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
-                                     workers=opts.workers, progress=progress, record=record)
-    finally:
-        summary.stage_seconds[stage.name] = time.monotonic() - started
+                             workers=opts.workers, progress=progress, record=record)
+    finally:   # after its plan's time, when the run planned it (`_has_work`)
+        summary.stage_seconds[stage.name] = summary.stage_seconds.get(stage.name, 0.0) + time.monotonic() - started
 
 
 def _summary_name(opts: RunOptions) -> str:
