@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from newsbag import builtin
+from newsbag import builtin, stages
 from newsbag.config import parse_config
 from newsbag.errors import ConfigError
 
@@ -51,13 +51,13 @@ def test_registry_lists_fusion_and_review():
 
 @pytest.fixture
 def echo_kind(tmp_path, monkeypatch):
-    """A new builtin stage: one module plus one registry line. It writes one word file per page
+    """A new builtin stage: one module plus a line in the config's registry and one in the stage table. It writes one word file per page
     and says which pages have theirs."""
     pkg = tmp_path / "extra_stage.py"
     pkg.write_text(textwrap.dedent('''
         from pathlib import Path
 
-        from newsbag.builtin import Outputs
+        from newsbag.stage_protocol import Outputs
 
         def parse(options):
             unknown = set(options) - {"word", "description"}
@@ -84,12 +84,12 @@ def echo_kind(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     import extra_stage
 
-    monkeypatch.setitem(builtin.REGISTRY, "echo", builtin.BuiltinKind(extra_stage.parse, "extra_stage:run",
-                                                                      "extra_stage:status"))
+    monkeypatch.setitem(builtin.REGISTRY, "echo", builtin.BuiltinKind(extra_stage.parse))
+    monkeypatch.setitem(stages.KINDS, "echo", stages.Kind(extra_stage.status, extra_stage.run))
     return "echo"
 
 
-def test_a_new_builtin_stage_is_one_module_plus_one_line(echo_kind, tmp_path, page_dir, capsys):
+def test_a_new_builtin_stage_is_one_module_plus_two_lines(echo_kind, tmp_path, page_dir, capsys):
     """It runs, `newsbag status` (text and --json) counts its outputs, `run --dry-run` plans them
     and the Slurm resubmit plan has it while it has work, with no edit anywhere else."""
     from newsbag.config import load_config

@@ -29,8 +29,8 @@ LAYERS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("base", "stdlib helpers: tables, JSON text, paths, processes, progress", frozenset({
         "newsbag.tables", "newsbag.jsontext", "newsbag.anchoring", "newsbag.resources", "newsbag.parallel",
         "newsbag.progress", "newsbag.liveness", "newsbag.runner_events"})),
-    ("base", "declaring options, and code revisions from the import graph", frozenset({
-        "newsbag.options", "newsbag.revisions", "newsbag.codegraph"})),
+    ("base", "declaring options and the face every stage shows the planner, code revisions from the import graph",
+     frozenset({"newsbag.options", "newsbag.stage_protocol", "newsbag.revisions", "newsbag.codegraph"})),
     ("contract", "the page contract and what a reader accepts of a page", frozenset({
         "newsbag.contract", "newsbag.page_repair"})),
     ("declared options", "each builtin stage's options and the config's own keys (stdlib only: the config "
@@ -63,8 +63,8 @@ LAYERS: tuple[tuple[str, str, frozenset[str]], ...] = (
         "newsbag.groundtruth.labels", "newsbag.groundtruth.model", "newsbag.groundtruth.xmlfiles",
         "newsbag.groundtruth.alto", "newsbag.groundtruth.pagexml", "newsbag.groundtruth.coco",
         "newsbag.groundtruth.nzz", "newsbag.groundtruth.read"})),
-    ("run directory", "its layout, output fingerprints, failure records", frozenset({
-        "newsbag.rundir", "newsbag.freshness", "newsbag.failures"})),
+    ("run directory", "its layout, output fingerprints, failure records, the pages a source computes next",
+     frozenset({"newsbag.rundir", "newsbag.freshness", "newsbag.failures", "newsbag.source_plan"})),
     ("run directory", "the run's pages: inputs, page ids, the manifest, runners' page outcomes", frozenset({
         "newsbag.inputs", "newsbag.manifest", "newsbag.pages", "newsbag.page_outcomes"})),
     ("run directory", "outputs read back: the pin, leaderboards, transcript files, ground truth matched to pages",
@@ -85,11 +85,12 @@ LAYERS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("stages", "the transcription stage and its recognisers", frozenset({
         "newsbag.transcription.resolution", "newsbag.transcription.bag", "newsbag.transcription.recognizer_choice",
         "newsbag.transcription.stage"})),
+    ("stages", "the stage table: every stage of a config as the planner walks it", frozenset({"newsbag.stages"})),
     ("orchestration", "scoring against ground truth, the recommendation, tuning, correction choice", frozenset({
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.recommend", "newsbag.tuning.pages",
         "newsbag.tuning.run", "newsbag.corrections"})),
     ("orchestration", "plans: what the next run redoes, per stage and per Slurm job", frozenset({
-        "newsbag.upstream", "newsbag.status", "newsbag.slurm.plan"})),
+        "newsbag.planner", "newsbag.status", "newsbag.slurm.plan"})),
     ("orchestration", "runs and their reports: the pipeline, the summary, stale text views, the doctor", frozenset({
         "newsbag.pipeline", "newsbag.summary", "newsbag.transcription.views", "newsbag.doctor"})),
     ("command line", "log lines and the click kit every command shares", frozenset({

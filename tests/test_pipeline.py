@@ -154,7 +154,7 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     code, _, err = run_cli(capsys, "run", "--run-dir", run, "--config", cfg, "--stages", "fusion")
     assert code == 0, err
     assert _review_counts(capsys, run) == {"done": 0, "stale": 5, "failed": 0, "pending": 0,
-                                           "reasons": {"its inputs or options changed": 5}}
+                                           "reasons": {"its input fusion/C changed": 5}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and json.loads(out)["ok"] == 5, err
     assert _review_counts(capsys, run) == {"done": 5, "stale": 0, "failed": 0, "pending": 0, "reasons": {}}
@@ -162,8 +162,10 @@ def test_status_counts_a_board_stale_once_what_it_shows_changes(tmp_path, page_d
     _redo_with_other_boxes(run / f"outputs/sources/fake/v/{_pid(run, 'issue1/p1')}.json")
     code, _, err = run_cli(capsys, "fuse", "--run-dir", run)
     assert code == 0, err
+    # every fused variant reads every source it was fused with: each one's page changed
+    fused = ", ".join(f"fusion/{v}" for v in sorted(changed["stages"][1]["variants"]))
     assert _review_counts(capsys, run) == {"done": 4, "stale": 1, "failed": 0, "pending": 0,
-                                           "reasons": {"its inputs or options changed": 1}}
+                                           "reasons": {f"its inputs {fused}, fake/v changed": 1}}
     code, out, err = run_cli(capsys, "review", "--run-dir", run, "--json")
     assert code == 0 and (json.loads(out)["ok"], json.loads(out)["skipped"]) == (1, 4), err
 
@@ -579,16 +581,19 @@ def test_status_of_a_run_with_stale_failed_empty_and_pending_pages(tmp_path, pag
          "empty": 0, "empty_share": 0.0, "flagged": False, "empty_reasons": {}, "devices": {"cpu": 3},
          "runners": [], "not_started": None, "degenerate": 0,
          "degenerate_example": None}]
-    # S (fake/*) and C (every source) read the sources of issue1/p1, issue1/p2 and issue2/p2 as
-    # they were when fused: stale; C's page of issue2/p2 is gone and issue2/p3's failed.
+    # S (fake/*) and C (every source) read the sources of issue1/p1 (fake/v's redone), issue1/p2 and
+    # issue2/p2 (fake/w's gone) as they were when fused: stale, saying which; C's page of issue2/p2
+    # is gone and issue2/p3's failed.
     fusion = [{k: o[k] for k in ("name", "done", "stale", "failed", "pending", "reasons")}
               for o in status["builtin"]["fusion"]]
+    changed, gone = "its input fake/v changed", "its input fake/w is gone"
     assert fusion == [{"name": "C", "done": 1, "stale": 2, "failed": 1, "pending": 1,
-                                 "reasons": {"its inputs or options changed": 2}},
+                                 "reasons": {changed: 1, gone: 1}},
                       {"name": "S", "done": 2, "stale": 3, "failed": 0, "pending": 0,
-                                 "reasons": {"its inputs or options changed": 3}}]
+                                 "reasons": {gone: 2, changed: 1}}]
+    # the boards of issue1/p1 and issue1/p2 show the sources: fake/w's page of issue1/p2 failed since
     assert _boards(status) == {"done": 1, "stale": 2, "failed": 1, "pending": 1,
-                                "reasons": {"its inputs or options changed": 2}}
+                                "reasons": {changed: 1, f"{gone}; its input fake/w (its failure record) is new": 1}}
     assert (status["pages"], status["builtin"]["review"][0]["note"], status["rejected"]) == (5, "gallery yes", [])
 
 

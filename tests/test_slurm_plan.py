@@ -325,7 +325,6 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     from newsbag.pipeline import RunOptions, run_pipeline
     from newsbag.manifest import manifest_page_ids
     from newsbag.slurm.plan import stages_with_work
-    from newsbag.status import collect_status
 
     for k in range(3):
         write_image(tmp_path / "in" / f"p{k}.png")
@@ -336,11 +335,11 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     rows = [{"job_id": "7", "kind": "infer-l40s", "stages": "fake", "state": "TIMEOUT", "log": "/r/%x-%j.out"},
             {"job_id": "8", "kind": "fuse-review", "stages": "fusion", "state": "CANCELLED (DependencyNeverSatisfied)",
              "dependency": "afterok:7"}]
-    assert stages_with_work(run, collect_status(run)) == set()
-    assert way_out(run, rows, pending=lambda: stages_with_work(run, collect_status(run))) == []
+    assert stages_with_work(run) == set()
+    assert way_out(run, rows, pending=lambda: stages_with_work(run)) == []
     # pending work in the stage: the failure is still the way out, and so is the fusion job it stopped
     (run / "outputs" / "sources" / "fake" / "v" / f"{manifest_page_ids(run)[0]}.json").unlink()
-    pending = stages_with_work(run, collect_status(run))
+    pending = stages_with_work(run)
     assert pending == {"fake", "fusion"}
     lines = way_out(run, rows, pending=lambda: pending, submit_cmd="s.sh")
     assert lines[0] == "job 7 infer-l40s TIMEOUT: log /r/newsbag-infer-l40s-7.out"
@@ -348,9 +347,8 @@ def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):
     assert lines[-1].startswith("after fixing the cause, resubmit")
     # unknown (no readable config record): as before, every current failure is named
     assert way_out(run, rows, submit_cmd="s.sh") == lines
-    status = collect_status(run)
     (run / "config.resolved.json").write_text("{broken")
-    assert stages_with_work(run, status) is None
+    assert stages_with_work(run) is None
 
 
 def test_way_out_commands_quote_a_run_dir_with_spaces(tmp_path):

@@ -1,14 +1,13 @@
-"""Builtin stages as a registry: kind -> (options, run, status); a new builtin stage is one module plus one line."""
+"""Builtin stage kinds as the config knows them: kind -> its options and what they name; the work of
+each kind (its status and run functions) is the table in `stages`, which this module must not import."""
 
 from __future__ import annotations
 
 import fnmatch
-import importlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import locks, rundir
 from .errors import did_you_mean
 from .export.options import ExportParams, export_variant_names, parse_export_cfg
 from .fusion.options import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
@@ -17,30 +16,21 @@ from .review.options import ReviewParams, parse_review_cfg
 from .transcription.options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
                                     transcription_source_names)
 
-__all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
-           "unmatched_source", "fused_variant_names", "variant_made_twice", "unmatched_variant", "stage_outputs", "stage_status", "update_command", "has_work",
-           "run_stage"]
+__all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
+           "unmatched_source", "fused_variant_names", "variant_made_twice", "unmatched_variant", "update_command"]
 
 
 @dataclass(frozen=True)
 class BuiltinKind:
-    """One builtin stage kind: its declared options (light modules, imported with the config) and
-    where its work lives (imported only when the stage runs).
+    """One builtin stage kind as the config knows it: its declared options (light modules, imported
+    with the config); its work is its line in `stages.KINDS`.
 
-    ``parse(options: Mapping) -> object`` raises a one-line ValueError on bad options. ``run``
-    names ``"module:function"``, a function
-    ``run(run_dir, page_ids, options, *, force, workers, progress) -> dict`` whose result
-    carries at least ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4)
-    and ``failures`` [{page_id, error}]. ``status`` names a function
-    ``status(run_dir, records, options) -> [Outputs]``: the stage's outputs over the run's pages
-    (`manifest.PageRecord`) checked by the rule its ``run`` skips pages by, which `newsbag status`,
-    ``run --dry-run`` and the Slurm resubmit plan read. ``schemas``: the options dataclasses
-    whose fields declare the options (`options.option`), by the heading their table goes under.
+    ``parse(options: Mapping) -> object`` raises a one-line ValueError on bad options.
+    ``schemas``: the options dataclasses whose fields declare the options (`options.option`), by
+    the heading their table goes under.
     """
 
     parse: Callable[[Mapping[str, Any]], Any]
-    run: str
-    status: str
     schemas: Mapping[str, type] = field(default_factory=dict)
     # options that hold paths, which the config anchors at its file's folder: interpreters
     # (`anchoring.anchor_command`), and objects of a runner family's parameters by family (those its
@@ -57,48 +47,14 @@ class BuiltinKind:
     # the command that runs the stage alone (`newsbag COMMAND`): what status names to bring its outputs up to date
     command: str = ""
 
-    def function(self, ref: str) -> Callable:
-        """The function a ``"module:function"`` reference names, its module imported now."""
-        module, _, name = ref.partition(":")
-        return getattr(importlib.import_module(module), name)
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """One line of a builtin stage's status: its outputs of one kind (a fused variant, the boards)
-    by state, as the stage's next call would find them; done, stale, failed and pending part the
-    run's pages."""
-
-    name: str
-    done: int
-    stale: int
-    failed: int
-    pending: int
-    reasons: Mapping[str, int] = field(default_factory=dict)   # why the stale ones are stale: pages
-    note: str = ""       # said after the counts ("recommended", "gallery yes")
-    whole: bool = True   # its run-level outputs (gallery, COCO file) hold every page as it is now
-    # For the planner (`upstream.carry_upstream`), not for show: the outputs its pages are read from
-    # ("source:<stage>/<variant>", "<kind>:<output name>"), and its done pages (None: not said).
-    inputs: tuple[str, ...] = field(default=(), compare=False)
-    done_pages: frozenset[str] | None = field(default=None, compare=False, repr=False)
-
-    def row(self) -> dict:
-        """The JSON-able status line of these outputs (`newsbag status --json`, ``run --dry-run``)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("inputs", "done_pages")}
-
 
 # One line per builtin stage kind, in no particular order.
 REGISTRY: dict[str, BuiltinKind] = {
-    "fusion": BuiltinKind(parse_fusion_config, "newsbag.fusion.stage:run_fusion", "newsbag.fusion.stage:fused_status",
-                          {"consensus params": ConsensusParams, "paragraphs params": ParagraphParams},
+    "fusion": BuiltinKind(parse_fusion_config, {"consensus params": ConsensusParams, "paragraphs params": ParagraphParams},
                           sources=fusion_source_names, command="fuse"),
-    "review": BuiltinKind(parse_review_cfg, "newsbag.review.stage:run_review", "newsbag.review.stage:board_status",
-                          {"": ReviewParams}, command="review"),
-    "export": BuiltinKind(parse_export_cfg, "newsbag.export.stage:run_export", "newsbag.export.stage:export_status",
-                          {"": ExportParams}, variants=export_variant_names, command="export"),
-    "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription.stage:run_transcription",
-                                 "newsbag.transcription.stage:transcript_status",
-                                 {"": TranscriptionParams, "each of recognizers": BagMember},
+    "review": BuiltinKind(parse_review_cfg, {"": ReviewParams}, command="review"),
+    "export": BuiltinKind(parse_export_cfg, {"": ExportParams}, variants=export_variant_names, command="export"),
+    "transcription": BuiltinKind(parse_transcription_options, {"": TranscriptionParams, "each of recognizers": BagMember},
                                  ("python",), {"recognizer": recognizer_family}, transcription_source_names,
                                  command="transcribe"),
 }
@@ -168,42 +124,6 @@ def unmatched_variant(kind: str, options: Mapping[str, Any], fused: list[str]) -
     return None
 
 
-def stage_outputs(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
-    """The `Outputs` of one builtin stage over `records` (the run's pages), as its own rule finds them."""
-    entry = get(kind)
-    return entry.function(entry.status)(Path(run_dir), records, options)
-
-
-def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
-    """`stage_outputs` as JSON-able dicts (`Outputs.row`)."""
-    return [o.row() for o in stage_outputs(kind, run_dir, records, options)]
-
-
 def update_command(kind: str, run_dir: Path) -> str:
     """The command line that brings the outputs of builtin stage `kind` in `run_dir` up to date."""
     return f"newsbag {get(kind).command} --run-dir {run_dir}"
-
-
-def has_work(outputs: list[dict], pages: int) -> bool:
-    """Whether a call of the stage whose `stage_status` is `outputs` has work on a run of `pages`
-    pages: it made nothing yet, a page is not current, or a run-level output leaves pages out."""
-    return not outputs or any(o["done"] < pages or not o["whole"] for o in outputs)
-
-
-def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,
-              force: bool = False, workers: int = 1,
-              progress: Callable[[str, str], None] | None = None,
-              record: Callable[[dict | None], dict] | None = None) -> dict:
-    """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself),
-    one call per run dir and kind at a time (`locks.stage_lock`).
-
-    ``record``: this call's change to the run's config record (`rundir.update_config_record`),
-    made once it holds the lock: a call that waited for another runs after it, so the record
-    names what made the outputs last, never the config of a call still waiting.
-    """
-    entry = get(kind)
-    with locks.stage_lock(run_dir, kind):
-        if record is not None:
-            rundir.update_config_record(run_dir, record)
-        return entry.function(entry.run)(run_dir, page_ids, options, force=force, workers=workers,
-                                         progress=progress)

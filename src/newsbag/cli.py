@@ -173,14 +173,13 @@ def _status_info(run_dir: Path):
     from .status import collect_status
 
     info = collect_status(run_dir)
-    whole = dict(info)   # what a resubmit plans by, before the view below narrows it
     jobs = describe_jobs(run_dir)
     info["slurm_jobs"] = jobs
     selected = selected_stage_names(run_dir)
     if selected is not None:  # only what the submission selected; the rest is not "pending"
         info["sources"] = [s for s in info["sources"] if s["source"].split("/")[0] in selected]
         info["builtin"] = {kind: outputs for kind, outputs in info["builtin"].items() if kind in selected}
-    work = cache(lambda: stages_with_work(run_dir, whole))  # reads every page's state: once, if asked
+    work = cache(lambda: stages_with_work(run_dir))  # reads every page's state: once, if asked
     info["way_out"] = way_out(run_dir, jobs, failed_task_states(jobs), pending=work)
     return info, jobs, work
 

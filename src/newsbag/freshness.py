@@ -111,6 +111,9 @@ class RecordedIdentities(dict):
     page need not stat its inputs again to find that out."""
 
     holds: bool = False
+    # `identify_by_record` found the inputs by the record, which a call then writes again with their
+    # stats now (a run copied without its mtimes): work on a page that redoes no output
+    rerecord: bool = False
 
 
 def record_holds(stats: dict[str, list[int]], recorded: Any) -> bool:
@@ -173,7 +176,8 @@ def identify_by_record(paths: dict[str, str], record: Path, stale: Callable[[dic
 
     Identified by stat calls while ``stale`` finds nothing (falsy) and the record exists: the
     common rerun reads no record. Otherwise identified again by the record (a run copied without its
-    mtimes holds the same bytes), which then takes the inputs' stats now.
+    mtimes holds the same bytes), which then takes the inputs' stats now (``rerecord`` of the
+    identities says whether that changes it; ``write=False``: what a call would write).
     """
     identities = recorded_identities(paths, None)
     left = stale(identities)
@@ -181,6 +185,7 @@ def identify_by_record(paths: dict[str, str], record: Path, stale: Callable[[dic
         return identities, left
     recorded = recorded_inputs(record)
     identities = recorded_identities(paths, recorded)
+    identities.rerecord = not identities.holds
     left = stale(identities)
     if write:   # `status` checks and records nothing
         write_json(record, input_record(paths, identities, recorded), durable=False, keep_same=True)

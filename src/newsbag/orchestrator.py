@@ -23,9 +23,10 @@ from typing import Callable, Iterator
 
 from .config import ModelStage
 from .errors import EnvError, GpuPreflightError, RunDirError, RunnerError
-from .failures import previous_failure, record_failures
+from .failures import record_failures
 from .io import DISK_ERRNOS, open_appending, remove_dead_temps, run_dir_error
 from .manifest import PageRecord
+from .source_plan import source_pages
 from . import freshness, rundir
 from .page_outcomes import (PageOutcome, SourceOutcome, check_output, record_failure, record_not_started,
                             report_record, written_outcome)
@@ -33,7 +34,7 @@ from .reports import mark_runner_killed
 from .rundir import source_dir
 from .runner_events import read_events
 from .source_run import (Abort, Blame, Decision, Ended, Isolate, Limits, OverBudget, SourceState, Stop, advance,
-                         budget_error, describe_exit, how_it_ended, plan_page, settle, setup_error)
+                         budget_error, describe_exit, how_it_ended, settle, setup_error)
 
 __all__ = ["run_source"]
 
@@ -283,37 +284,35 @@ class _SourceRun:
 
     def plan(self, pages: list[PageRecord], retry_failed: bool) -> None:
         """Skip the current pages, hold those that stopped the runner last time; the rest are to do,
-        those that failed before last."""
+        those that failed before last (`source_plan.source_pages`: the rule the planner counts by)."""
         out_dir = self.out_dir
         self.prints = {p.page_id: self.stage.page_fingerprint(self.variant, p.image_sha256) for p in pages}
         self.seen = freshness.page_identities(out_dir, self.prints)  # a page file is removed only while it is this one
-        self.current = freshness.current_source_pages(out_dir, self.prints, first=self.report_name, now=self.seen)
-        planned: dict[str, list[PageRecord]] = {"fresh": [], "retry": [], "hold": []}
+        planned = source_pages(out_dir, self.prints, retry_failed=retry_failed, force=self.force,
+                               first=self.report_name, now=self.seen)
+        self.current = planned.current
         for page in pages:
             if page.page_id in self.current and not self.force:
                 self._record(PageOutcome(page.page_id, "skipped"))
-                continue
             # A valid page made from other parameters, another image or another runner revision is
             # stale: remove it, so that fusion and exports never take it for the page if it now fails.
             # A current one `force` redoes stays: the runner leaves it as it is when the model answers
             # the same (only its `seconds` differ), so no later stage redoes the page; if the page now
             # fails, it is removed once the runner is done (`_close`).
-            if page.page_id not in self.current:
+            elif page.page_id not in self.current:
                 freshness.remove_stale_page(out_dir, page.page_id, self.seen.get(page.page_id))
-            before = None if self.force else previous_failure(out_dir, page.page_id)
-            kind = plan_page(before, self.prints[page.page_id], retry_failed=retry_failed)
-            planned[kind].append(page)
-            if kind == "hold":
-                why = before.get("error", "it stopped the runner")
-                self.held.append(PageOutcome(page.page_id, "failed",
-                                             f"not retried: {why} (last run); rerun with --retry-failed"))
+        for page_id, before in planned.hold.items():
+            why = before.get("error", "it stopped the runner")
+            self.held.append(PageOutcome(page_id, "failed", f"not retried: {why} (last run); rerun with --retry-failed"))
         for o in self.held:
             self._record(o)
         if self.held:
             log.warning("%s: %d page(s) that crashed or hung the runner last time are not retried; "
                         "rerun with --retry-failed to try them again", self.where, len(self.held))
-        todo = planned["fresh"] + planned["retry"]
+        by_id = {p.page_id: p for p in pages}
+        todo = [by_id[p] for p in planned.fresh + planned.retry]
         if todo:  # the runner writes there: what killed runners left goes first
+            log.info("%s: %d of %d page(s) to compute", self.where, len(todo), len(pages))
             _remove_dead_runner_temps(out_dir)
         self.by_id = {p.page_id: p for p in todo}
         self.remaining = list(todo)

@@ -12,15 +12,15 @@ from typing import Callable
 from .config import BuiltinStage, ModelStage, PipelineConfig, load_run_config, record_builtin_run, to_jsonable
 from .errors import EnvError, GpuPreflightError, NewsbagError, PartialFailure, RunDirError, RunnerError
 from .io import read_json, write_json
-from .orchestrator import run_source
 from .page_outcomes import SourceOutcome
-from . import freshness, rundir
-from .rundir import source_dir
+from . import rundir
 from .images import InputLimits
 from .inputs import Rejected, select_ids
 from .manifest import PageRecord, manifest_pages, read_pages, select_shard
 from .pages import build_pages, refresh_pages
+from .planner import plan_run
 from .progress import track
+from .stages import KINDS, ModelSources, run_stage
 
 __all__ = ["RunOptions", "RunSummary", "resolve_pages", "with_device", "plan", "run_builtin", "run_pipeline"]
 
@@ -112,37 +112,21 @@ def with_device(config: PipelineConfig, device: str | None) -> PipelineConfig:
 
 
 def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> list[dict]:
-    """Rows of what a run would do: per source, and per output of a builtin stage (`builtin.stage_outputs`),
-    pages to run and pages already done, by the rule a run skips pages by (an upgrade that bumped
-    a runner's or a stage's code revision shows its pages to do), a page whose inputs the run
-    redoes first counted to do (`upstream.carry_upstream`, as `newsbag status` counts); a page
-    not yet in the manifest has nothing done."""
-    from . import builtin, upstream
-
-    records = read_pages(run_dir)
-    sha = {p.page_id: p.image_sha256 for p in records}
+    """Rows of what a run would do: per source, and per output of a builtin stage, pages to run and
+    pages already done, as `planner.plan_run` plans the run (an upgrade that bumped a runner's or a
+    stage's code revision shows its pages to do, a page whose inputs the run redoes first counts
+    to do, as `newsbag status` counts); a page not yet in the manifest has nothing done."""
     wanted = set(page_ids)
-    selected = [r for r in records if r.page_id in wanted]
-    sources, redo, outputs = [], {}, {}
-    for stage in stages:
-        if isinstance(stage, ModelStage):
-            for variant in stage.variants:
-                out_dir = source_dir(run_dir, stage.name, variant)
-                prints = {p: stage.page_fingerprint(variant, sha[p]) for p in page_ids if p in sha}
-                done = freshness.current_source_pages(out_dir, prints)
-                redo[f"{stage.name}/{variant}"] = upstream.source_redo(out_dir, prints, done)
-                sources.append({"stage": stage.name, "source": f"{stage.name}/{variant}", "family": stage.family,
-                                "env": stage.env.python, "device": stage.device, "done": len(done)})
-        else:
-            outputs[stage.name] = builtin.stage_outputs(stage.kind, run_dir, selected, to_jsonable(stage.options))
-    outputs = upstream.carry_upstream(upstream.stage_order(stages, by_name=True), redo, outputs,
-                                      [r.page_id for r in selected])
+    run_plan = plan_run(config, run_dir, stages=stages, records=[r for r in read_pages(run_dir) if r.page_id in wanted])
     rows = []
-    for stage in stages:
-        rows += [r for r in sources if r["stage"] == stage.name] if isinstance(stage, ModelStage) else [
-            {"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
-             "device": "cpu", "done": o["done"]}
-            for o in [o.row() for o in outputs[stage.name]] or [{"name": stage.kind, "done": 0}]]
+    for step, stage in zip(run_plan.stages, stages):
+        if isinstance(stage, ModelStage):
+            rows += [{"stage": stage.name, "source": o.name, "family": stage.family, "env": stage.env.python,
+                      "device": stage.device, "done": o.done} for o in step.outputs]
+        else:
+            rows += [{"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
+                      "device": "cpu", "done": o["done"]}
+                     for o in [o.row() for o in step.outputs] or [{"name": stage.kind, "done": 0}]]
     return [{**{k: v for k, v in r.items() if k != "done"}, "pages": len(page_ids), "done": r["done"],
              "todo": len(page_ids) - r["done"]} for r in rows]
 
@@ -193,37 +177,14 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     for stage in stages:
         if isinstance(stage, ModelStage):
             for variant in stage.variants:
-                label = f"{stage.name}/{variant}"
-                started = time.monotonic()
-                with track(label, len(pages)) as tracker:
-                    try:
-                        outcome = run_source(run_dir, stage, variant, pages, runners=config.runners_dir,
-                                             force=opts.force, retry_failed=opts.retry_failed,
-                                             max_failed_fraction=opts.max_failed_fraction,
-                                             on_page=lambda o: tracker.advance(o.status),
-                                             report_name=_report_name(opts))
-                    except (EnvError, GpuPreflightError, RunnerError) as exc:
-                        log.error("%s", exc)
-                        fatal.append(exc)
-                        summary.errors.append(str(exc))
-                        continue
-                    finally:
-                        summary.stage_seconds[label] = time.monotonic() - started
-                summary.sources.append(outcome)
-                for page_id, o in outcome.pages.items():
-                    summary.note_page(page_id, o.status)
-                c = outcome.counts()
-                share = outcome.empty_share()
-                if _computed(outcome.to_json()):   # a source with every page current says nothing
-                    log.info("%s: ok %d, empty %d%s, skipped %d, failed %d on %s", label, c["ok"], c["empty"],
-                             "" if share is None else f" ({share:.0%})", c["skipped"], c["failed"],
-                             outcome.device_used or "-")
-                for flag in outcome.flags():
-                    log.warning("%s: FLAGGED: %s", label, flag)
+                _run_variant(ModelSources(stage), variant, run_dir, pages, config, opts, summary, fatal)
             rundir.drop_shared_passes(run_dir, stage.name, page_ids)
-        else:
+        elif opts.force or _has_work(config, run_dir, stage, pages, summary):
             summary.builtin[stage.name] = run_builtin(
                 stage, run_dir, page_ids, opts, summary, record=lambda now: record_builtin_run(now, config, stage.kind))
+        else:   # said as a call of it that found every page current would say it
+            summary.builtin_kinds.append(stage.kind)
+            summary.builtin[stage.name] = {"ok": 0, "skipped": len(page_ids), "failed": 0, "failures": []}
     summary.seconds = time.monotonic() - t0
     summary.finished = True
     _write_summary(run_dir, opts, summary)
@@ -244,13 +205,59 @@ def _run_pipeline(opts: RunOptions, summary: RunSummary, t0: float) -> RunSummar
     return summary
 
 
+def _has_work(config: PipelineConfig, run_dir: Path, stage: BuiltinStage, pages: list[PageRecord],
+              summary: RunSummary) -> bool:
+    """Whether builtin `stage` has work on `pages` now that the stages before it ran: its plan
+    (`planner.plan_run`: the rule its run skips pages by) says so, which the log then says, or its
+    kind's plan does not cover all it writes (`stages.Kind.planned`) and it always runs. The
+    plan's time is the stage's in `summary`."""
+    if not KINDS[stage.kind].planned:
+        return True
+    started = time.monotonic()
+    (planned,) = plan_run(config, run_dir, stages=[stage], records=pages).stages
+    summary.stage_seconds[stage.name] = time.monotonic() - started
+    if planned.work:
+        whole = "" if all(o.whole for o in planned.outputs) else ", run-level outputs out of date"
+        todo = len(planned.todo()) if planned.outputs else planned.pages   # none made yet: every page
+        log.info("%s: %d of %d page(s) to redo%s", stage.name, todo, planned.pages, whole)
+    return planned.work
+
+
+def _run_variant(sources: ModelSources, variant: str, run_dir: Path, pages: list[PageRecord], config: PipelineConfig,
+                 opts: RunOptions, summary: RunSummary, fatal: list[NewsbagError]) -> None:
+    """Run one source of a model stage over `pages`; `summary` gets its outcome, `fatal` the error
+    that kept it from running."""
+    label = f"{sources.name}/{variant}"
+    started = time.monotonic()
+    with track(label, len(pages)) as tracker:
+        try:
+            outcome = sources.run(run_dir, pages, variant=variant, runners=config.runners_dir, force=opts.force,
+                                  retry_failed=opts.retry_failed, max_failed_fraction=opts.max_failed_fraction,
+                                  on_page=lambda o: tracker.advance(o.status), report_name=_report_name(opts))
+        except (EnvError, GpuPreflightError, RunnerError) as exc:
+            log.error("%s", exc)
+            fatal.append(exc)
+            summary.errors.append(str(exc))
+            return
+        finally:
+            summary.stage_seconds[label] = time.monotonic() - started
+    summary.sources.append(outcome)
+    for page_id, o in outcome.pages.items():
+        summary.note_page(page_id, o.status)
+    c = outcome.counts()
+    share = outcome.empty_share()
+    if _computed(outcome.to_json()):   # a source with every page current says nothing
+        log.info("%s: ok %d, empty %d%s, skipped %d, failed %d on %s", label, c["ok"], c["empty"],
+                 "" if share is None else f" ({share:.0%})", c["skipped"], c["failed"], outcome.device_used or "-")
+    for flag in outcome.flags():
+        log.warning("%s: FLAGGED: %s", label, flag)
+
+
 def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: RunOptions, summary: RunSummary,
                 record: Callable[[dict | None], dict] | None = None) -> dict:
-    """Run one builtin stage (looked up in `newsbag.builtin.REGISTRY`) over `page_ids`; `summary` gets
+    """Run one builtin stage (its kind's line in `stages.KINDS`) over `page_ids`; `summary` gets
     each page's status and the stage's time; `record`: the change to the run's config record it
-    makes once it holds the stage lock (`builtin.run_stage`)."""
-    from . import builtin
-
+    makes once it holds the stage lock (`stages.run_stage`)."""
     started = time.monotonic()
     summary.builtin_kinds.append(stage.kind)
 
@@ -260,10 +267,10 @@ def run_builtin(stage: BuiltinStage, run_dir: Path, page_ids: list[str], opts: R
 
     try:
         with track(stage.name, len(page_ids)) as tracker:
-            return builtin.run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
-                                     workers=opts.workers, progress=progress, record=record)
-    finally:
-        summary.stage_seconds[stage.name] = time.monotonic() - started
+            return run_stage(stage.kind, run_dir, page_ids, to_jsonable(stage.options), force=opts.force,
+                             workers=opts.workers, progress=progress, record=record)
+    finally:   # after its plan's time, when the run planned it (`_has_work`)
+        summary.stage_seconds[stage.name] = summary.stage_seconds.get(stage.name, 0.0) + time.monotonic() - started
 
 
 def _summary_name(opts: RunOptions) -> str:

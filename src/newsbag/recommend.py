@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import builtin, rundir
+from . import rundir
 from .config import load_run_config, to_jsonable
 from .errors import InputError
 from .fusion.pin import write_pin
@@ -20,7 +20,9 @@ def fusion_section(run_dir: Path) -> dict:
 def refresh_fusion_summary(run_dir: Path) -> dict:
     """Rerun fusion over no page: its leaderboards and summary.json are rewritten from the stored
     per-page records with the pin read again, and no page is fused."""
-    return builtin.run_stage("fusion", Path(run_dir), [], fusion_section(run_dir))
+    from .stages import run_stage   # the stages' code: only when fusion runs
+
+    return run_stage("fusion", Path(run_dir), [], fusion_section(run_dir))
 
 
 def pin_recommended(run_dir: Path, variant: str, by: str = "user") -> dict:

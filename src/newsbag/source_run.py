@@ -5,10 +5,9 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from .errors import EnvError, GpuPreflightError, NewsbagError, RunDirError, RunnerError
-from .failures import is_held
+from .source_plan import plan_page   # the page rule the run and the planner share
 
 __all__ = [
     "Abort", "Blame", "Continue", "Decision", "Ended", "Isolate", "Limits", "OverBudget", "SourceState", "Stop",
@@ -40,17 +39,6 @@ def how_it_ended(reason: str, exit_code: int, page_timeout_s: float) -> str:
     if reason == "page_timeout":
         return f"newsbag stopped the runner after no progress for {page_timeout_s:g}s on a page (page_timeout_s)"
     return f"runner {describe_exit(exit_code)}"
-
-
-def plan_page(before: dict | None, fingerprint: str, *, retry_failed: bool) -> Literal["fresh", "retry", "hold"]:
-    """What a call does with a page it computes, given its failure record `before` (None: none,
-    or ignored for `force`): run it among the `fresh` pages, `retry` it after them, or `hold` it
-    failed because it crashed or hung the runner with these inputs (`fingerprint`) last time."""
-    if before is None or before.get("error_class") == "NotRun":  # never tried: new
-        return "fresh"
-    if not retry_failed and is_held(before, fingerprint):
-        return "hold"
-    return "retry"
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from . import builtin, freshness, liveness, rundir, upstream
+from . import builtin, liveness, rundir, stages
 from .builtin_entry import checked_builtin_options
-from .config import DEFAULT_MAX_EMPTY_SHARE, ModelStage, PipelineConfig, load_config, read_config_json
+from .config import DEFAULT_MAX_EMPTY_SHARE, PipelineConfig, load_config, read_config_json
 from .errors import ConfigError
 from .failures import not_started
 from .io import read_json
 from .rundir import FAILED_DIR, discover_sources, sources_root
 from .manifest import read_pages, read_rejected, scan_changes
+from .planner import RunPlan, plan_run
+from .stage_protocol import Reading
 from .reports import source_reports
 
 __all__ = ["builtin_options", "collect_status", "status_lines"]
@@ -101,18 +103,19 @@ def _recorded_config(record: Path) -> PipelineConfig | None:
         return None
 
 
-def _builtin_status(run_dir: Path, records: list, options: dict[str, dict], config: PipelineConfig | None,
-                    redo: dict[str, set[str]]) -> dict[str, list[dict]]:
-    """Each builtin kind's outputs (`builtin.stage_outputs`) over `records` in manifest order (as the
-    stages aggregate over them, `manifest.members`), with the pages whose inputs the next run redoes
-    first counted stale in the recorded config's order (`upstream.carry_upstream`; `redo`: the pages
-    each source computes), and the kinds the config lacks left out (`_configured`); `options`:
-    `builtin_options`."""
-    outputs = {kind: builtin.stage_outputs(kind, run_dir, records, options.get(kind, {})) for kind in builtin.kinds()}
-    order = upstream.stage_order(config.stages) if config is not None else []
-    outputs = upstream.carry_upstream(order, redo, outputs, [r.page_id for r in records])
-    return {kind: _configured([o.row() for o in rows], kind in options or not rundir.config_record(run_dir).exists())
-            for kind, rows in outputs.items()}
+def _builtin_status(run_dir: Path, records: list, options: dict[str, dict], plan: RunPlan | None) -> dict[str, list[dict]]:
+    """Each builtin kind's outputs over `records` in manifest order (as the stages aggregate over
+    them, `manifest.members`): the recorded config's first stage of the kind as `plan` (the run's
+    plan, `planner.plan_run`) has it, pages whose inputs the next run redoes first counted stale;
+    a kind the config lacks by its own rule (`stages.stage_outputs`, `options`: `builtin_options`),
+    and left out unless a call of it made outputs (`_configured`)."""
+    recorded = rundir.config_record(run_dir).exists()
+    out: dict[str, list[dict]] = {}
+    for kind in builtin.kinds():
+        planned = next((s for s in plan.stages if s.kind == kind), None) if plan is not None else None
+        outputs = planned.outputs if planned else stages.stage_outputs(kind, run_dir, records, options.get(kind, {}))
+        out[kind] = _configured([o.row() for o in outputs], kind in options or not recorded)
+    return out
 
 
 def _degenerate_sources(fusion: dict) -> dict[str, dict]:
@@ -145,8 +148,32 @@ def _configured(outputs: list[dict], configured: bool) -> list[dict]:
             for o in outputs if o["done"] or o["stale"] or o["failed"]]
 
 
+def _source_row(run_dir: Path, name: str, ids: set[str], present: set[str], done: set[str], by_name: dict,
+                limit: float) -> dict:
+    """A source's counts in `collect_status`: its `done` pages of the run's `ids` of those `present`,
+    its failures (the first ones' errors), its empty pages and the devices that made them, from its
+    run reports (`by_name`: `reports.source_reports`), flagged over the share `limit` of empty pages."""
+    folder = sources_root(run_dir) / name
+    reports = [r["pages"] for r in by_name.values()]
+    failed_files = {p.stem: p for p in (folder / FAILED_DIR).glob("*.json") if not p.name.endswith(".invalid.json")}
+    failed = {k: v for k, v in failed_files.items() if k in ids and k not in present}
+    errors = {}
+    for page_id, path in sorted(failed.items())[:20]:
+        try:
+            errors[page_id] = read_json(path).get("error")
+        except (OSError, ValueError):
+            errors[page_id] = "(unreadable failure record)"
+    empty = {k: v for k, v in _empty_pages(folder, reports).items() if k in done}
+    share = len(empty) / len(done) if done else None
+    return {"source": name, "done": len(done), "stale": len(present - done), "failed": len(failed),
+            "pending": len(ids - present - set(failed)), "errors": errors,
+            "empty": len(empty), "empty_share": None if share is None else round(share, 4),
+            "flagged": share is not None and share > limit,
+            "empty_reasons": dict(sorted(empty.items())[:5]), "devices": _devices(reports, done)}
+
+
 def collect_status(run_dir: Path) -> dict:
-    """Counts per source, and per builtin stage kind of the registry its outputs (`builtin.Outputs`:
+    """Counts per source, and per builtin stage kind of the registry its outputs (`stage_protocol.Outputs`:
     fused variants, review boards, transcripts, exports) under ``builtin``; failures with their
     one-line errors; the runners a source's reports say are running, alive or died
     (`liveness.runners_said_running`).
@@ -165,50 +192,27 @@ def collect_status(run_dir: Path) -> dict:
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
-    found = set(discover_sources(run_dir))
+    names = sorted(set(expected) | set(discover_sources(run_dir)))
+    by_name = {name: source_reports(sources_root(run_dir) / name) for name in names}
     config = _recorded_config(record)
-    recorded = {f"{s.name}/{v}": (s, v) for s in (config.stages if config else ()) if isinstance(s, ModelStage)
-                for v in s.variants}
-    redo: dict[str, set[str]] = {}   # the pages each source computes next
-    sha = {p.page_id: p.image_sha256 for p in records}
+    # by the rule a run skips pages by, for the sources of the recorded config
+    plan = None if config is None else plan_run(config, run_dir, records=records, reading=Reading(reports={
+        name: [r["pages"] for r in found.values()] for name, found in by_name.items()}))
+    done_by = {o.name: o.done_pages for s in (plan.stages if plan else ()) if s.kind == "model" for o in s.outputs}
     fusion = rundir.fusion_summary(run_dir)
     degenerate = _degenerate_sources(fusion)
     now = time.time()
     sources = []
-    for name in sorted(set(expected) | found):
-        folder = sources_root(run_dir) / name
-        present = rundir.page_files(folder) & ids
-        by_name = source_reports(folder)
-        reports = [r["pages"] for r in by_name.values()]
-        if name in recorded:   # by the rule a run skips pages by
-            stage, variant = recorded[name]
-            prints = {p: stage.page_fingerprint(variant, sha[p]) for p in ids}
-            done = freshness.current_source_pages(folder, {p: prints[p] for p in present}, reports)
-            redo[name] = upstream.source_redo(folder, prints, done)
-        else:
-            done = present
-        failed_files = {p.stem: p for p in (folder / FAILED_DIR).glob("*.json") if not p.name.endswith(".invalid.json")}
-        failed = {k: v for k, v in failed_files.items() if k in ids and k not in present}
-        errors = {}
-        for page_id, path in sorted(failed.items())[:20]:
-            try:
-                errors[page_id] = read_json(path).get("error")
-            except (OSError, ValueError):
-                errors[page_id] = "(unreadable failure record)"
-        empty = {k: v for k, v in _empty_pages(folder, reports).items() if k in done}
-        devices = _devices(reports, done)
-        share = len(empty) / len(done) if done else None
-        limit = max_empty.get(name, DEFAULT_MAX_EMPTY_SHARE)
-        sources.append({"source": name, "done": len(done), "stale": len(present - done), "failed": len(failed),
-                        "pending": len(ids - present - set(failed)), "errors": errors,
-                        "empty": len(empty), "empty_share": None if share is None else round(share, 4),
-                        "flagged": share is not None and share > limit,
-                        "empty_reasons": dict(sorted(empty.items())[:5]), "devices": devices,
-                        "runners": liveness.runners_said_running(by_name, now),
+    for name in names:
+        present = rundir.page_files(sources_root(run_dir) / name) & ids
+        done = set(done_by[name]) if name in done_by else present
+        sources.append({**_source_row(run_dir, name, ids, present, done, by_name[name],
+                                      max_empty.get(name, DEFAULT_MAX_EMPTY_SHARE)),
+                        "runners": liveness.runners_said_running(by_name[name], now),
                         "not_started": _not_started(run_dir, name),
                         "degenerate": degenerate.get(name, {}).get("pages", 0),
                         "degenerate_example": degenerate.get(name, {}).get("example")})
-    stages = _builtin_status(run_dir, records, options, config, redo)
+    outputs = _builtin_status(run_dir, records, options, plan)
     rejected = [asdict(r) for r in read_rejected(run_dir)]
     changed, missing = scan_changes(run_dir, records)
     by_kind: dict[str, int] = {}
@@ -218,7 +222,7 @@ def collect_status(run_dir: Path) -> dict:
             # a key of the `status --json` format, spelt as its readers parse it
             "judged_by_older_rule": sum(p.converted_by_older_rule for p in records),
             "scans_changed": len(changed), "scans_missing": len(missing),
-            "sources": sources, "builtin": stages, "recommended_variant": rundir.recommended_variant(run_dir, fusion)}
+            "sources": sources, "builtin": outputs, "recommended_variant": rundir.recommended_variant(run_dir, fusion)}
 
 
 def status_lines(info: dict, job_note: Callable[[str], str]) -> list[str]:
@@ -290,7 +294,7 @@ def _runner_line(r: dict) -> str:
 
 
 def _counts_line(label: str, outputs: dict) -> str:
-    """A status line of a builtin stage's outputs (`builtin.Outputs`: a fused variant, the review boards,
+    """A status line of a builtin stage's outputs (`stage_protocol.Outputs`: a fused variant, the review boards,
     transcripts, an export layer): done, failed, stale when any, pending, its note; then one line
     per reason its stale outputs are stale."""
     stale = f"  stale {outputs['stale']:>5}" if outputs["stale"] else ""

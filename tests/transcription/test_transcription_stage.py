@@ -437,7 +437,7 @@ def test_a_new_transcript_assembly_revision_reads_the_transcripts_again_and_stat
     """An upgrade whose assembly code (transcription/transcript.py) makes other transcripts: status shows them
     stale with the code revision as the reason, and the next call makes them again."""
     from newsbag import revisions
-    from newsbag.builtin import Outputs
+    from newsbag.stage_protocol import Outputs
     from newsbag.manifest import read_pages
     from newsbag.transcription.stage import transcript_status
 

@@ -17,7 +17,7 @@ from ..io import atomic_write_bytes, read_json
 from ..manifest import members, read_pages
 from ..page_reader import read_page
 from ..parallel import page_map
-from ..builtin import Outputs
+from ..stage_protocol import Outputs, input_changes
 from ..revisions import revision, why_stale
 from . import FORMATS
 from . import alto, coco, pagexml
@@ -233,9 +233,11 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
         present = _coco_pages(layer, everyone, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
                                                                    layer, present, linked)
-        counts, reasons, done = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter(), set()
+        counts, reasons, done, rerecord = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter(), set(), 0
         for page_id in ids:
             state, why = _export_state(run_dir, exports, layer, page_id, per_page, linked.get(page_id), coco)
+            rerecord += state == _RERECORD
+            state = "done" if state == _RERECORD else state
             counts[state] += 1
             if why:
                 reasons[why] += 1
@@ -243,19 +245,23 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
                 done.add(page_id)
         rows.append(Outputs(layer.name, **counts, reasons=dict(reasons.most_common()), whole=coco,
                             note="" if coco else "COCO file out of date", inputs=_inputs(layer),
-                            done_pages=frozenset(done)))
+                            done_pages=frozenset(done), rerecord=rerecord))
     return rows
 
 
 def _inputs(layer: _Layer) -> tuple[str, ...]:
-    """What a layer's exports are read from, as `upstream.carry_upstream` names outputs."""
+    """What a layer's exports are read from, named as the planner names outputs (`stage_protocol`)."""
     kind, _, name = layer.name.partition("/")
     return (f"source:{name}",) if kind == "sources" else (f"fusion:{name}", f"transcription:{name}")
 
 
+_RERECORD = "done, its input record to write again"
+
+
 def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, formats: list[str],
                   linked: str | None, coco: bool) -> tuple[str, str | None]:
-    """(done | stale | pending, why stale) of one page of one layer, as `_page_task` finds it."""
+    """(done | stale | pending, why stale) of one page of one layer, as `_page_task` finds it;
+    `_RERECORD` for one done whose input record a call writes again."""
     src, paths, outs = _files(exports, layer, page_id, formats)
     if not src.exists() or formats and not any(o.exists() for o in outs.values()):
         return "pending", None
@@ -264,27 +270,28 @@ def _export_state(run_dir: Path, exports: Path, layer: _Layer, page_id: str, for
     record = _record_path(run_dir, layer, page_id)
     idents, todo = freshness.identify_by_record(paths, record, _stale_formats(outs, formats, layer, linked), write=False)
     if not todo:
-        return "done", None
+        return (_RERECORD if idents.rerecord else "done"), None
     for fmt in todo:
         now = revision(f"export/{fmt}")
         made = next((r for r in range(now - 1, 0, -1)
                      if _is_fresh(outs[fmt], _page_fingerprint(fmt, layer, idents, linked, made_by=r), fmt)), None)
         if made is not None:
             return "stale", why_stale(f"export/{fmt}", made)
-    return "stale", _changed(idents, freshness.recorded_inputs(record))
+    return "stale", _changed(idents, freshness.recorded_inputs(record), layer)
 
 
-def _changed(idents: dict, recorded: dict) -> str:
+def _changed(idents: dict, recorded: dict, layer: _Layer) -> str:
     """Why a page's exports made from inputs `recorded` (its `freshness.input_record`) are stale
     now that they are `idents`: its transcript alone changed (the text `newsbag transcribe` read
-    since), or something else."""
-    def known(key: str) -> list[int] | None:   # the identity the record knows an input by
-        entry = recorded.get(key)
-        return [entry[0], entry[3]] if isinstance(entry, list) and len(entry) == 4 else None
-
-    if "page" in recorded and known("page") == idents.get("page") and known("text") != idents.get("text"):
+    since), else the inputs that changed, else its files."""
+    made_from = {k: [e[0], e[3]] for k, e in recorded.items() if isinstance(e, list) and len(e) == 4}
+    if "page" in made_from and made_from["page"] == idents.get("page") and made_from.get("text") != idents.get("text"):
         return TEXT_CHANGED
-    return "its layout or transcript changed, or a format's file is missing or cut short"
+    if not made_from:
+        return "its input record is missing or unreadable"
+    named = {"page": layer.name, "text": f"transcription/{layer.name.partition('/')[2]}"}
+    return (input_changes(made_from, idents, lambda key: named.get(key, key))
+            or "a format's file is missing or cut short, or the image it names changed")
 
 
 def _write_coco(run_dir: Path, exports: Path, layer: _Layer, page_ids: list[str], force: bool,

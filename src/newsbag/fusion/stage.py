@@ -12,14 +12,14 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .. import freshness, manifest, rundir
-from ..builtin import Outputs
+from ..stage_protocol import Made, Outputs, stale_reason
 from ..contract import Boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
 from ..io import read_json, write_json
 from ..page_reader import read_source_boxes
 from ..parallel import page_map
-from ..revisions import revision, why_stale
+from ..revisions import revision
 from .leaderboard import Board, Plan, has_lines, run_summary, write_leaderboards, write_page_tables
 from .page import SOURCE_KEYS, fuse_page, is_region_source, jsonable, measure_sources
 from .pin import read_pin
@@ -355,7 +355,7 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
         fusion_cfg: the config's "fusion" section.
 
     Returns:
-        One `builtin.Outputs` per variant folder, by name; the recommended one's note says so.
+        One `stage_protocol.Outputs` per variant folder, by name; the recommended one's note says so.
 
     Raises:
         ValueError: bad fusion config (one line).
@@ -388,7 +388,7 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
                 done[v].add(page_id)
             else:
                 stale[v] += 1
-                reasons[v][_why_stale(v, state.record, cfg, active)] += 1
+                reasons[v][_why_stale(v, state, cfg, active)] += 1
     wanted = set(page_ids)
     failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
@@ -398,16 +398,19 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
             for v in variants]
 
 
-def _why_stale(variant: str, record: dict | None, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
-    """Why a fused page found not current is stale: the code revision it was made by, else what changed."""
+def _why_stale(variant: str, state: _PageState, cfg: FusionConfig, active: dict[str, list[str]]) -> str:
+    """Why a fused page found not current is stale, from the page's record (`stage_protocol.stale_reason`)."""
+    record = state.record
     if variant not in active:
         return "this config no longer makes the variant (dropped, or its sources did not run)"
     if not record:
         return "its page record (outputs/fusion/_metrics) is missing or unreadable"
     method = next(v.method for v in cfg.variants if v.name == variant)
-    return (why_stale("fusion", record.get("revision"))
-            or why_stale(_method_key(method), (record.get("variant_revisions") or {}).get(variant))
-            or "its inputs or options changed")
+    made = Made(((record.get("variant_fingerprints") or {}).get(variant), record.get("fingerprint")),
+                record.get("inputs") or {}, {"fusion": record.get("revision"),
+                                             _method_key(method): (record.get("variant_revisions") or {}).get(variant)})
+    return stale_reason(made, (state.variant_fps.get(variant), state.metrics_fp), state.idents,
+                        files="its fused page or member table is missing, cut short or changed")
 
 
 def run_fusion(

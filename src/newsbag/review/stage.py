@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import freshness, rundir
-from ..builtin import Outputs
+from ..stage_protocol import Made, Outputs, stale_reason
 from ..errors import RunDirError, page_failure
 from ..failures import record_failures
 from ..io import read_json, write_json
 from ..manifest import members, read_pages
 from ..parallel import page_map
-from ..revisions import revision, why_stale
+from ..revisions import revision
 from .options import ReviewParams, parse_review_cfg
 from .gallery import DATA_JS, SCANS, THUMB, gallery_links_current, gallery_pages, write_gallery, write_page_data
 from .boards import page_content, top_boards
@@ -115,7 +115,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
         review_cfg: the review options the next review runs with.
 
     Returns:
-        One `builtin.Outputs`, "boards" (a failed page keeps no board), whose note says whether
+        One `stage_protocol.Outputs`, "boards" (a failed page keeps no board), whose note says whether
         the gallery holds every page: one of some pages, or a shard's written before the other
         shards drew their boards, is not ``whole``.
 
@@ -133,7 +133,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
             counts["pending"] += 1
             continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
-        _, recorded, current = board_state(run_dir, record, plan)
+        inputs, recorded, current = board_state(run_dir, record, plan)
         if current:
             counts["done"] += 1
             done.add(record.page_id)
@@ -141,8 +141,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
             counts["failed"] += 1
         elif (page_dir / "info.json").is_file():
             counts["stale"] += 1
-            reasons[(why_stale("review", recorded.get("revision")) if recorded
-                     else "its info.json, scan or gallery data is missing or cut short") or "its inputs or options changed"] += 1
+            reasons[_why_stale(recorded, inputs)] += 1
         else:
             counts["pending"] += 1
     shown = gallery_pages(rundir.gallery_path(run_dir))
@@ -154,6 +153,24 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     inputs = (*(f"source:{s}" for s in plan.source_dirs), *(f"fusion:{v}" for v in plan.gallery_dirs))
     return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole, inputs=inputs,
                     done_pages=frozenset(done))]
+
+
+def _input_name(key: str) -> str:
+    """A board input as a reader knows it: "fake/v", "fusion/C", "fake/w (its failure record)"."""
+    kind, _, name = key.partition(":")
+    return {"source": name, "fused": f"fusion/{name}"}.get(kind, f"{name} (its failure record)")
+
+
+def _why_stale(recorded: dict, inputs) -> str:
+    """Why a board not current is stale, from its info.json (`recorded`; {} when missing or torn)
+    and its inputs now (`state.Inputs`), by `stage_protocol.stale_reason`."""
+    if not recorded:
+        return "its info.json, scan or gallery data is missing or cut short"
+    known = recorded.get("inputs") if isinstance(recorded.get("inputs"), dict) else {}
+    drawn_from = {k: [e[0], e[3]] if isinstance(e, list) and len(e) == 4 else e for k, e in known.items()}
+    made = Made(recorded.get("fingerprint"), drawn_from, {"review": recorded.get("revision")})
+    return stale_reason(made, inputs.fingerprint, inputs.identities, named=_input_name,
+                        options="its options, the fused variant it shows or its scan changed")
 
 
 def run_review(

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from .. import freshness, rundir
+from .. import rundir
 from ..config import ModelStage, PipelineConfig, load_config
 from ..errors import ConfigError
-from ..upstream import source_redo
-
-if TYPE_CHECKING:
-    from ..manifest import PageRecord   # manifest imports numpy and Pillow: only where a plan reads it
 
 __all__ = [
     "select_stages",
@@ -123,35 +119,22 @@ def plan_jobs(config: PipelineConfig, stage_names: Sequence[str], mode: str,
 
 
 def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path,
-                   status: dict | None = None, retry_failed: bool = False) -> list[str]:
-    """Selected stages that still have work in `run_dir`, in config order.
+                   retry_failed: bool = False) -> list[str]:
+    """Selected stages that still have work in `run_dir`, in config order, as the run's plan
+    (`planner.plan_run`, which status and ``run --dry-run`` read too) has them: a model stage while
+    one of its sources has a page to compute (failed and stale pages count: a resubmit redoes them;
+    a page that crashed the runner only with ``retry_failed``), a builtin stage while a call of it
+    has work (nothing made yet, a page not done or whose inputs an earlier stage redoes first, a
+    run-level output such as the gallery leaving pages out)."""
+    from ..planner import plan_run
 
-    A model stage is pending while any of its sources lacks a current page of the manifest
-    (failed and stale pages count: a resubmit redoes them). A builtin stage is pending when its
-    outputs in `collect_status` say a call of it has work (`builtin.has_work`: nothing made yet,
-    a page not done, a run-level output such as the gallery leaving pages out); status counts a
-    page whose inputs an earlier stage redoes first as not done (`upstream.carry_upstream`), so
-    this plan, status and ``run --dry-run`` agree. ``status``: the run's `collect_status` when
-    the caller has it; ``retry_failed``: pages that crashed the runner count too (`_lacking_pages`).
-    """
-    from .. import builtin
-    from ..manifest import read_pages
-    from ..status import collect_status
+    from ..stage_protocol import Reading
 
-    pages = read_pages(run_dir)
-    status = status if status is not None else collect_status(run_dir)
-    pending: list[str] = []
-    for stage in config.select(list(stage_names) or None):
-        if isinstance(stage, ModelStage):
-            todo = bool(_lacking_pages(run_dir, [stage], pages, retry_failed))
-        else:
-            todo = builtin.has_work(status["builtin"].get(stage.kind, []), len(pages))
-        if todo:
-            pending.append(stage.name)
-    return pending
+    return plan_run(config, run_dir, stages=config.select(list(stage_names) or None),
+                    reading=Reading(retry_failed=retry_failed)).pending()
 
 
-def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
+def stages_with_work(run_dir: Path) -> set[str] | None:
     """The stages of the run's recorded config that a resubmit would plan a job for
     (`pending_stages`), or None when there is no readable record to say."""
     path = rundir.config_to_run(run_dir, None)
@@ -161,23 +144,7 @@ def stages_with_work(run_dir: Path, status: dict) -> set[str] | None:
         config = load_config(path)
     except ConfigError:
         return None
-    return set(pending_stages(config, [], run_dir, status))
-
-
-def _lacking_pages(run_dir: Path, stages: Sequence[ModelStage], pages: Sequence[PageRecord],
-                   retry_failed: bool = False) -> set[str]:
-    """The ids of `pages` that a source of `stages` lacks a current page of (failed and stale
-    pages count: a resubmit redoes them), by the rule a run skips pages by; one pass per source
-    (its run reports are read once), whatever the caller then slices. A page the run would
-    leave failed (`is_held`: it crashed the runner) is no work, its job would only fail
-    it again, unless the submit passes --retry-failed on (`retry_failed`)."""
-    lacking: set[str] = set()
-    for stage in stages:
-        for v in stage.variants:
-            out_dir = rundir.source_dir(run_dir, stage.name, v)
-            prints = {p.page_id: stage.page_fingerprint(v, p.image_sha256) for p in pages}
-            lacking |= source_redo(out_dir, prints, freshness.current_source_pages(out_dir, prints), retry_failed)
-    return lacking
+    return set(pending_stages(config, [], run_dir))
 
 
 def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None,
@@ -185,18 +152,21 @@ def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path |
     """The ``--array`` of an inference job over `shards` manifest slices ("" for no array).
 
     Task K runs ``--shard K/N``. With `run_dir`, only the slices where one of the job's
-    sources lacks a finished page get a task, so a resubmit after one task of 16 failed
-    queues one GPU allocation, not 16 (`retry_failed`: as in `_lacking_pages`).
+    sources has a page to compute (`planner.plan_run`) get a task, so a resubmit after one task of
+    16 failed queues one GPU allocation, not 16 (`retry_failed`: as in `pending_stages`).
     """
     if job.slot == "post" or shards < 2:
         return ""
     tasks = list(range(shards))
     if run_dir is not None:
         from ..manifest import read_pages, select_shard
+        from ..planner import plan_run
+        from ..stage_protocol import Reading
 
         pages = read_pages(run_dir)
         stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
-        lacking = _lacking_pages(run_dir, stages, pages, retry_failed)
+        lacking = plan_run(config, run_dir, stages=stages, records=pages,
+                           reading=Reading(retry_failed=retry_failed)).todo(job.stages)
         tasks = [k for k in tasks if any(p.page_id in lacking for p in select_shard(pages, (k, shards)))]
     spans: list[list[int]] = []
     for k in tasks:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import freshness, rundir
 from . import files
-from ..builtin import Outputs
+from ..stage_protocol import Outputs
 from ..errors import InputError, RunDirError, first_line, page_failure
 from ..failures import record_failures
 from ..config import ModelStage
@@ -246,6 +246,7 @@ class _PageInputs:
     fingerprint: str
     current: bool                    # never with ``force``
     record: dict | None              # the transcript record, when current
+    rerecord: bool = False           # its input record a call writes again (`freshness.identify_by_record`)
 
 
 def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stages: list[BagStage]
@@ -284,7 +285,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         idents, left = freshness.identify_by_record(
             paths, rundir.inputs_record_path(run_dir, "transcription", variant, page_id), stale, write=write)
         return _PageInputs(fused_path, lines_path, idents.get("fused"), made_from(idents), not left,
-                           None if left else found["record"])
+                           None if left else found["record"], idents.rerecord)
 
     return inputs
 
@@ -297,7 +298,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     ``whole`` while transcripts.jsonl is (`files.index_is_current`).
 
     Returns:
-        One `builtin.Outputs`, named by the variant read; none when the stage has no transcript
+        One `stage_protocol.Outputs`, named by the variant read; none when the stage has no transcript
         folder (it is opt-in and never ran) or no variant to read.
 
     Raises:
@@ -325,12 +326,13 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
     counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
     reasons: Counter = Counter()
-    ids, done = [r.page_id for r in records], set()
+    ids, done, rerecord = [r.page_id for r in records], set(), 0
     for page_id in ids:
         page = inputs(page_id, write=False) if page_id in written else None
         if page is not None and page.current and files.text_holds(out_dir, page_id, page.record):
             counts["done"] += 1
             done.add(page_id)
+            rerecord += page.rerecord
         elif page_id in failed:
             counts["failed"] += 1
         elif page is not None:
@@ -343,7 +345,7 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
     read_from = (f"fusion:{variant}", *(f"source:{s}" for s in (params.lines_source, *params.block_text_sources) if s))
     return [Outputs(variant, **counts, reasons=dict(reasons.most_common()), whole=whole,
                     note="" if whole else f"{files.INDEX} out of date (rerun newsbag transcribe)",
-                    inputs=read_from, done_pages=frozenset(done))]
+                    inputs=read_from, done_pages=frozenset(done), rerecord=rerecord)]
 
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:

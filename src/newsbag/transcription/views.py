@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import builtin, rundir
+from ..stages import stage_status
 from ..export.stage import TEXT_CHANGED
 from ..manifest import read_pages
 from ..review.gallery import gallery_links_current, gallery_pages
@@ -28,7 +29,7 @@ def stale_text_views(run_dir: Path) -> list[dict]:
     options = builtin_options(run_dir)
     stale = [{"output": f"export/{o['name']}", "pages": o["reasons"][TEXT_CHANGED],
               "command": builtin.update_command("export", run_dir)}
-             for o in builtin.stage_status("export", run_dir, records, options.get("export", {}))
+             for o in stage_status("export", run_dir, records, options.get("export", {}))
              if o["reasons"].get(TEXT_CHANGED)]
     if (gallery_pages(rundir.gallery_path(run_dir)) is not None
             and not gallery_links_current(run_dir, [r.page_id for r in records])):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import builtin, manifest, rundir
+from .. import manifest, rundir
 from ..config import load_run_config, to_jsonable
 from ..errors import InputError
 from ..fusion.pin import write_pin
@@ -26,6 +26,7 @@ from ..io import atomic_write_text, write_json
 from ..progress import track
 from ..recommend import fusion_section
 from ..review.evaluation import write_evaluation_data
+from ..stages import run_stage
 from ..tables import tsv_text
 from .pages import TunePage, load_pages, score_candidate
 from .protocol import PIXEL_GUARD, bootstrap_interval, decide, fold_split
@@ -142,7 +143,7 @@ def _adopt(run_dir: Path, spec: dict, reason: str) -> dict:
 
     rundir.update_config_record(run_dir, change)
     write_pin(run_dir, TUNED, reason)
-    return builtin.run_stage("fusion", run_dir, manifest.manifest_page_ids(run_dir), fusion_section(run_dir))
+    return run_stage("fusion", run_dir, manifest.manifest_page_ids(run_dir), fusion_section(run_dir))
 
 
 def run_tune(run_dir: Path, gt_dir: Path, opts: TuneOptions = TuneOptions()) -> dict:

@@ -1,0 +1,147 @@
+"""The stages of a config as `stage_protocol.Stage`s, and the table of builtin stage kinds: kind ->
+the functions that check (``status``) and make (``run``) its outputs, imported here so that a
+reader or a tool follows them. `builtin` holds what the config needs of a kind (its options);
+this module is imported only where stages plan or run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from . import freshness, locks, rundir
+from .config import BuiltinStage, ModelStage, to_jsonable
+from .export.stage import export_status, run_export
+from .fusion.stage import fused_status, run_fusion
+from .orchestrator import run_source
+from .review.stage import board_status, run_review
+from .source_plan import source_pages
+from .stage_protocol import Outputs, Reading, Redo, Stage, carried
+from .transcription.stage import run_transcription, transcript_status
+
+__all__ = ["Kind", "KINDS", "Builtin", "ModelSources", "stage_of", "stage_outputs", "stage_status", "run_stage"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """The work of one builtin stage kind.
+
+    ``status(run_dir, records, options) -> [Outputs]``: the stage's outputs over the run's pages
+    (`manifest.PageRecord`) checked by the rule its ``run`` skips pages by. ``run(run_dir,
+    page_ids, options, *, force, workers, progress) -> dict``: a result with at least
+    ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4) and ``failures``
+    [{page_id, error}]. ``planned``: ``status`` covers every output ``run`` writes, so a call of
+    a run it finds nothing to do for is skipped. Fusion's summary and leaderboards (which follow
+    the pins and the config's pick) are not in its status, nor review's ranking, top boards and
+    evaluation data (which follow the ground truth), nor its warning for boards whose scan is
+    gone: those two always run.
+    """
+
+    status: Callable[..., list[Outputs]]
+    run: Callable[..., dict]
+    planned: bool = True
+
+
+KINDS: dict[str, Kind] = {
+    "fusion": Kind(fused_status, run_fusion, planned=False),
+    "review": Kind(board_status, run_review, planned=False),
+    "export": Kind(export_status, run_export),
+    "transcription": Kind(transcript_status, run_transcription),
+}
+
+
+def stage_outputs(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[Outputs]:
+    """The `Outputs` of one builtin stage over `records` (the run's pages), as its own rule finds them."""
+    return KINDS[kind].status(Path(run_dir), records, options)
+
+
+def stage_status(kind: str, run_dir: Path, records: list, options: Mapping[str, Any]) -> list[dict]:
+    """`stage_outputs` as JSON-able dicts (`Outputs.row`)."""
+    return [o.row() for o in stage_outputs(kind, run_dir, records, options)]
+
+
+def run_stage(kind: str, run_dir: Path, page_ids: list[str], options: Mapping[str, Any], *,
+              force: bool = False, workers: int = 1,
+              progress: Callable[[str, str], None] | None = None,
+              record: Callable[[dict | None], dict] | None = None) -> dict:
+    """Run one builtin stage over `page_ids` (it aggregates over the whole manifest itself),
+    one call per run dir and kind at a time (`locks.stage_lock`).
+
+    ``record``: this call's change to the run's config record (`rundir.update_config_record`),
+    made once it holds the lock: a call that waited for another runs after it, so the record
+    names what made the outputs last, never the config of a call still waiting.
+    """
+    with locks.stage_lock(run_dir, kind):
+        if record is not None:
+            rundir.update_config_record(run_dir, record)
+        return KINDS[kind].run(run_dir, page_ids, options, force=force, workers=workers, progress=progress)
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A builtin stage of a config: its kind's functions over its options."""
+
+    name: str
+    kind: str
+    options: Mapping[str, Any]
+
+    def key(self, outputs: Outputs) -> str:
+        return f"{self.kind}:{outputs.name}"
+
+    def plan(self, run_dir: Path, records: list, upstream: Redo, reading: Reading = Reading()) -> list[Outputs]:
+        return [carried(o, upstream) for o in stage_outputs(self.kind, run_dir, records, self.options)]
+
+    def run(self, run_dir: Path, pages: list, **how: Any) -> dict:
+        """`run_stage` over `pages` (page ids); ``how``: its keywords (force, workers, progress, record)."""
+        return run_stage(self.kind, run_dir, pages, self.options, **how)
+
+
+@dataclass(frozen=True)
+class ModelSources:
+    """A model stage: one source per variant, its pages computed by a runner."""
+
+    stage: ModelStage
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    @property
+    def kind(self) -> str:
+        return self.stage.kind
+
+    def key(self, outputs: Outputs) -> str:
+        return f"source:{outputs.name}"
+
+    def fingerprint(self, variant: str, image_sha256: str) -> str:
+        """The fingerprint a current page of `variant` records, for a page of that image."""
+        return self.stage.page_fingerprint(variant, image_sha256)
+
+    def plan(self, run_dir: Path, records: list, upstream: Redo, reading: Reading = Reading()) -> list[Outputs]:
+        """One `Outputs` per source, named "<stage>/<variant>", by `source_plan.source_pages`: its
+        ``todo_pages`` leave out the pages a call holds failed."""
+        ids = {r.page_id for r in records}
+        out = []
+        for variant in self.stage.variants:
+            source = f"{self.name}/{variant}"
+            folder = rundir.source_dir(run_dir, self.name, variant)
+            prints = {r.page_id: self.fingerprint(variant, r.image_sha256) for r in records}
+            now = freshness.page_identities(folder, prints)   # stat calls: a shard task lists no folder of pages
+            pages = source_pages(folder, prints, retry_failed=reading.retry_failed,
+                                 reports=(reading.reports or {}).get(source), first=reading.first_report, now=now)
+            present = set(now)
+            failed = (rundir.page_files(folder / rundir.FAILED_DIR) & ids) - present
+            out.append(Outputs(source, len(pages.current), len(present - pages.current), len(failed),
+                               len(ids - present - failed), done_pages=pages.current, todo_pages=pages.todo))
+        return out
+
+    def run(self, run_dir: Path, pages: list, *, variant: str = "", **how: Any) -> Any:
+        """One source, `variant`: `orchestrator.run_source` over `pages` (`PageRecord`s); ``how``: its keywords."""
+        return run_source(Path(run_dir), self.stage, variant, pages, **how)
+
+
+def stage_of(stage: ModelStage | BuiltinStage) -> Stage:
+    """The `Stage` of a config's stage."""
+    if isinstance(stage, ModelStage):
+        return ModelSources(stage)
+    return Builtin(stage.name, stage.kind, to_jsonable(stage.options))
