@@ -10,13 +10,14 @@ of the stages before (`Redo`) maps such keys to the pages the run redoes of them
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 from .revisions import why_stale
 
-__all__ = ["Outputs", "Made", "Redo", "Reading", "Stage", "carried", "redone", "has_work", "input_changes",
+__all__ = ["Outputs", "Tally", "Made", "Redo", "Reading", "Stage", "carried", "redone", "has_work", "input_changes",
            "stale_reason"]
 
 # output key -> the pages a run redoes of that output
@@ -51,6 +52,38 @@ class Outputs:
     def row(self) -> dict:
         """The JSON-able status line of these outputs (`newsbag status --json`, ``run --dry-run``)."""
         return {k: v for k, v in asdict(self).items() if k not in ("inputs", "done_pages", "todo_pages", "rerecord")}
+
+
+class Tally:
+    """The pages of one output counted by state as a stage's plan checks them, one page at a time:
+    the loop every stage's plan runs, kept once. A page not added is pending."""
+
+    def __init__(self) -> None:
+        self.done: set[str] = set()
+        self.stale = self.failed = self.rerecord = 0
+        self.reasons: Counter = Counter()
+
+    def add(self, page_id: str, state: str, why: str | None = None, *, rerecord: bool = False) -> None:
+        """Count `page_id` "done", "stale" (`why`: the reason), "failed" or "pending"; ``rerecord``: a
+        done page whose input record a call writes again."""
+        if state == "done":
+            self.done.add(page_id)
+            self.rerecord += rerecord
+        elif state == "stale":
+            self.stale += 1
+        elif state == "failed":
+            self.failed += 1
+        if why:
+            self.reasons[why] += 1
+
+    def outputs(self, name: str, pages: int, *, planned: bool = True, **said: Any) -> Outputs:
+        """The `Outputs` line of these counts over `pages` pages; ``planned``: the run redoes these
+        outputs (else, as for a fused variant the config dropped, its done pages are not said);
+        ``said``: `Outputs`' note, whole and inputs."""
+        done = len(self.done)
+        return Outputs(name, done, self.stale, self.failed, pages - done - self.stale - self.failed,
+                       dict(self.reasons.most_common()), done_pages=frozenset(self.done) if planned else None,
+                       rerecord=self.rerecord, **said)
 
 
 def redone(outputs: Outputs, page_ids: Iterable[str]) -> set[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -17,7 +16,7 @@ from ..io import atomic_write_bytes, read_json
 from ..manifest import members, read_pages
 from ..page_reader import read_page
 from ..parallel import page_map
-from ..stage_protocol import Outputs, input_changes
+from ..stage_protocol import Outputs, Tally, input_changes
 from ..revisions import revision, why_stale
 from . import FORMATS
 from . import alto, coco, pagexml
@@ -233,19 +232,12 @@ def export_status(run_dir: Path, records: list, export_cfg: Mapping[str, Any]) -
         present = _coco_pages(layer, everyone, set())
         coco = "coco" not in params.formats or _coco_is_current(run_dir, exports / "coco" / f"{layer.name}.json",
                                                                    layer, present, linked)
-        counts, reasons, done, rerecord = dict.fromkeys(("done", "stale", "failed", "pending"), 0), Counter(), set(), 0
+        tally = Tally()
         for page_id in ids:
             state, why = _export_state(run_dir, exports, layer, page_id, per_page, linked.get(page_id), coco)
-            rerecord += state == _RERECORD
-            state = "done" if state == _RERECORD else state
-            counts[state] += 1
-            if why:
-                reasons[why] += 1
-            if state == "done":
-                done.add(page_id)
-        rows.append(Outputs(layer.name, **counts, reasons=dict(reasons.most_common()), whole=coco,
-                            note="" if coco else "COCO file out of date", inputs=_inputs(layer),
-                            done_pages=frozenset(done), rerecord=rerecord))
+            tally.add(page_id, "done" if state == _RERECORD else state, why, rerecord=state == _RERECORD)
+        rows.append(tally.outputs(layer.name, len(ids), whole=coco, note="" if coco else "COCO file out of date",
+                                  inputs=_inputs(layer)))
     return rows
 
 

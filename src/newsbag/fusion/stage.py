@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -12,7 +11,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from .. import freshness, manifest, rundir
-from ..stage_protocol import Made, Outputs, stale_reason
+from ..stage_protocol import Made, Outputs, Tally, stale_reason
 from ..contract import Boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
@@ -374,8 +373,7 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
     prints = _prints(cfg, active, needed)
     variants = rundir.discover_fused(run_dir)
     written = {v: rundir.page_files(rundir.fused_dir(run_dir, v)) for v in variants}   # one listing a folder
-    done: dict[str, set[str]] = {v: set() for v in variants}
-    stale, reasons = dict.fromkeys(variants, 0), {v: Counter() for v in variants}
+    tallies = {v: Tally() for v in variants}
     for page_id in page_ids:
         present = [v for v in variants if page_id in written[v]]
         if not present:   # pending or failed in every variant: nothing of the page to check
@@ -385,16 +383,17 @@ def fused_status(run_dir: Path, records: list, fusion_cfg: dict) -> list[Outputs
         not_current = set(_stale_outputs(run_dir, page_id, checked, state.variant_fps, state.current(), state.idents)[0])
         for v in present:
             if v in active and v not in not_current:
-                done[v].add(page_id)
+                tallies[v].add(page_id, "done")
             else:
-                stale[v] += 1
-                reasons[v][_why_stale(v, state, cfg, active)] += 1
+                tallies[v].add(page_id, "stale", _why_stale(v, state, cfg, active))
     wanted = set(page_ids)
-    failed = {v: len(rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted) for v in variants}
     # A failed page has no fused page (fusion removes it), so the four counts part the pages.
-    return [Outputs(v, len(done[v]), stale[v], failed[v], len(wanted) - len(done[v]) - stale[v] - failed[v],
-                    dict(reasons[v].most_common()), "recommended" if v == rundir.recommended_variant(run_dir) else "",
-                    inputs=tuple(f"source:{s}" for s in needed), done_pages=frozenset(done[v]) if v in active else None)
+    for v in variants:
+        for page_id in rundir.page_files(rundir.fused_dir(run_dir, v) / rundir.FAILED_DIR) & wanted:
+            tallies[v].add(page_id, "failed")
+    recommended = rundir.recommended_variant(run_dir)
+    return [tallies[v].outputs(v, len(wanted), planned=v in active, note="recommended" if v == recommended else "",
+                               inputs=tuple(f"source:{s}" for s in needed))
             for v in variants]
 
 

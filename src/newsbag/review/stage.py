@@ -5,12 +5,11 @@ whether it is current is in `state`, the drawing in `boards`, the ranked listing
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .. import freshness, rundir
-from ..stage_protocol import Made, Outputs, stale_reason
+from ..stage_protocol import Made, Outputs, Tally, stale_reason
 from ..errors import RunDirError, page_failure
 from ..failures import record_failures
 from ..io import read_json, write_json
@@ -125,25 +124,18 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     params = parse_review_cfg(review_cfg)
     run_dir = Path(run_dir)
     plan = review_plan(run_dir, params)
-    counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
-    reasons: Counter = Counter()
-    reviewed, done = rundir.reviewed_pages(run_dir), set()
+    tally, reviewed = Tally(), rundir.reviewed_pages(run_dir)
     for record in records:
         if record.page_id not in reviewed:   # no board, no failure: nothing to check
-            counts["pending"] += 1
             continue
         page_dir = rundir.review_page_dir(run_dir, record.page_id)
         inputs, recorded, current = board_state(run_dir, record, plan)
         if current:
-            counts["done"] += 1
-            done.add(record.page_id)
+            tally.add(record.page_id, "done")
         elif (page_dir / rundir.REVIEW_FAILED).is_file():
-            counts["failed"] += 1
+            tally.add(record.page_id, "failed")
         elif (page_dir / "info.json").is_file():
-            counts["stale"] += 1
-            reasons[_why_stale(recorded, inputs)] += 1
-        else:
-            counts["pending"] += 1
+            tally.add(record.page_id, "stale", _why_stale(recorded, inputs))
     shown = gallery_pages(rundir.gallery_path(run_dir))
     whole = shown is not None and shown >= len(records)
     note = ("gallery no" if shown is None else "gallery yes" if whole
@@ -151,8 +143,7 @@ def board_status(run_dir: Path, records: list, review_cfg: Mapping[str, Any]) ->
     if shown is not None and not gallery_links_current(run_dir, [r.page_id for r in records]):
         whole, note = False, f"{note}; transcript links out of date (rerun newsbag review)"
     inputs = (*(f"source:{s}" for s in plan.source_dirs), *(f"fusion:{v}" for v in plan.gallery_dirs))
-    return [Outputs("boards", **counts, reasons=dict(reasons.most_common()), note=note, whole=whole, inputs=inputs,
-                    done_pages=frozenset(done))]
+    return [tally.outputs("boards", len(records), note=note, whole=whole, inputs=inputs)]
 
 
 def _input_name(key: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -22,7 +21,7 @@ import numpy as np
 
 from .. import freshness, rundir
 from . import files
-from ..stage_protocol import Outputs
+from ..stage_protocol import Outputs, Tally
 from ..errors import InputError, RunDirError, first_line, page_failure
 from ..failures import record_failures
 from ..config import ModelStage
@@ -324,28 +323,20 @@ def transcript_status(run_dir: Path, records: list, options: Mapping[str, Any]) 
         return first
 
     written, failed = rundir.page_files(out_dir), rundir.page_files(out_dir / rundir.FAILED_DIR)
-    counts = dict.fromkeys(("done", "stale", "failed", "pending"), 0)
-    reasons: Counter = Counter()
-    ids, done, rerecord = [r.page_id for r in records], set(), 0
+    tally, ids = Tally(), [r.page_id for r in records]
     for page_id in ids:
         page = inputs(page_id, write=False) if page_id in written else None
         if page is not None and page.current and files.text_holds(out_dir, page_id, page.record):
-            counts["done"] += 1
-            done.add(page_id)
-            rerecord += page.rerecord
+            tally.add(page_id, "done", rerecord=page.rerecord)
         elif page_id in failed:
-            counts["failed"] += 1
+            tally.add(page_id, "failed")
         elif page is not None:
-            counts["stale"] += 1
-            reasons[files.TEXT_LOST if page.current
-                    else files.why_stale_record(out_dir / f"{page_id}.json")] += 1
-        else:
-            counts["pending"] += 1
+            tally.add(page_id, "stale", files.TEXT_LOST if page.current
+                      else files.why_stale_record(out_dir / f"{page_id}.json"))
     whole = files.index_is_current(run_dir, variant, ids)
     read_from = (f"fusion:{variant}", *(f"source:{s}" for s in (params.lines_source, *params.block_text_sources) if s))
-    return [Outputs(variant, **counts, reasons=dict(reasons.most_common()), whole=whole,
-                    note="" if whole else f"{files.INDEX} out of date (rerun newsbag transcribe)",
-                    inputs=read_from, done_pages=frozenset(done), rerecord=rerecord)]
+    return [tally.outputs(variant, len(ids), whole=whole, inputs=read_from,
+                          note="" if whole else f"{files.INDEX} out of date (rerun newsbag transcribe)")]
 
 
 def _write_transcript(out_dir: Path, page_id: str, plan: dict, lines: list[dict], variant: str) -> None:
