@@ -40,7 +40,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         "newsbag.articles", "newsbag.transcript", "newsbag.fusion.*", "newsbag.export.*", "newsbag.review.render",
         "newsbag.review.score", "newsbag.review.gallery", "newsbag.review.reading", "newsbag.review.evaluation",
         "newsbag.review.scan", "newsbag.review.state", "newsbag.review.boards", "newsbag.review.listing",
-        "newsbag.suggest", "newsbag.groundtruth.*", "newsbag.text_vote"})),
+        "newsbag.suggest", "newsbag.groundtruth.*", "newsbag.text_vote",
+        "newsbag.transcription_cascade"})),
     ("stages and their orchestration", frozenset({
         "newsbag.fusion.stage", "newsbag.review.stage", "newsbag.export.stage", "newsbag.source_run",
         "newsbag.evaluate", "newsbag.evaluate_text", "newsbag.transcription", "newsbag.transcript_files", "newsbag.text_views",

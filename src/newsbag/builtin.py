@@ -14,7 +14,7 @@ from .export.options import ExportParams, export_variant_names, parse_export_cfg
 from .fusion.variants import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
 from .options import markdown_table
 from .review.options import ReviewParams, parse_review_cfg
-from .transcription_options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
+from .transcription_options import (BagMember, Cascade, TranscriptionParams, parse_transcription_options, recognizer_family,
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "Outputs", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
@@ -98,7 +98,7 @@ REGISTRY: dict[str, BuiltinKind] = {
                           {"": ExportParams}, variants=export_variant_names, command="export"),
     "transcription": BuiltinKind(parse_transcription_options, "newsbag.transcription:run_transcription",
                                  "newsbag.transcription:transcript_status",
-                                 {"": TranscriptionParams, "each of recognizers": BagMember},
+                                 {"": TranscriptionParams, "each of recognizers": BagMember, "cascade": Cascade},
                                  ("python",), {"recognizer": recognizer_family}, transcription_source_names,
                                  command="transcribe"),
 }
