@@ -6,7 +6,9 @@ import json
 import pytest
 
 from newsbag import rundir, transcription_cascade
-from newsbag.transcription import run_transcription
+from newsbag.manifest import read_pages
+from newsbag.recognizer_choice import fallback, usable_recognizer
+from newsbag.transcription import run_transcription, transcript_status
 from newsbag.transcription_bag import recognizer_record, bag_stages
 from newsbag.transcription_cascade import NOISE, cascade_plan, noise_lines, unsure_lines
 from newsbag.transcription_options import Cascade, parse_transcription_options
@@ -125,11 +127,34 @@ def test_a_cascade_without_tesseract_traineddata_reads_with_ppocr_alone_and_says
     run = write_run(tmp_path)
     empty = tmp_path / "no-tessdata"
     empty.mkdir()
-    options = _cascade(score_below=1.0)
+    options = {**_cascade(score_below=1.0), "drop_below": 0.5}
+    options["recognizers"][0]["recognizer"] = {"threads": 1}
     options["recognizers"][1]["recognizer"]["tessdata"] = str(empty)
     result = run_transcription(run, ["p1"], options)
     assert (result["ok"], result["failed"]) == (1, 0)
-    assert len(result["notes"]) == 1 and result["notes"][0].startswith(
-        "transcription: recogniser tess left out of the bag: ")
+    assert result["recognizer_note"].startswith("transcription: recognize_tesseract: eng.traineddata not found in ")
+    assert result["recognizer_note"].endswith("; reading with recognize (PP-OCRv6) instead")
     lines = _lines_of(run)
-    assert lines and all([r["recognizer"] for r in line["readings"]] == ["ppocr"] for line in lines)
+    assert lines and not any("readings" in line for line in lines)
+    # what PP-OCRv6 reads with is the bag member's: a rerun finds the transcript current, and so does status
+    params, _ = usable_recognizer(options)
+    assert (params.recognizer_family, dict(params.recognizer), params.drop_below) == ("recognize", {"threads": 1}, 0.5)
+    assert run_transcription(run, ["p1"], options)["skipped"] == 1
+    (outputs,) = transcript_status(run, read_pages(run), options)
+    assert (outputs.done, outputs.stale) == (1, 0)
+
+
+@pytest.mark.parametrize("members, kept", [
+    # the bag's members whose weights pip brings; one alone is the stage's recogniser
+    ([("recognize", "a"), ("recognize_tesseract", "t")], ("recognize", ())),
+    ([("recognize", "a"), ("recognize", "b"), ("recognize_tesseract", "t")], ("recognize", ("a", "b"))),
+    ([("recognize_tesseract", "t")], ("recognize", ())),
+])
+def test_the_fallback_of_a_bag_keeps_the_members_pip_brings(members, kept):
+    options = {"recognizers": [{"family": f, "name": n} for f, n in members],
+               **({"cascade": {"score_below": 0.9}} if len(members) > 1 else {})}
+    params = fallback(parse_transcription_options(options))
+    assert (params.recognizer_family, tuple(r["name"] for r in params.recognizers)) == kept
+    assert params.cascade == ({"score_below": 0.9} if len(kept[1]) > 1 else {})
+    assert fallback(parse_transcription_options({"recognizers": [{"family": "recognize", "name": "a"},
+                                                                 {"family": "recognize", "name": "b"}]})) is None
