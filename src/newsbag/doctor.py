@@ -17,6 +17,7 @@ from typing import Any
 from PIL import Image
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
+from .recognizer_choice import reads_without
 from .runner_probe import probe_imports, probe_weights, subprocess_env
 from .transcript import crop_plan
 from .runner_events import split_event
@@ -197,6 +198,9 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                 weights = probe_weights(stage, runners, params, timeout_s)
                 row["weights_ok"] = bool(weights.get("ok"))
                 row["weights"] = weights.get("paths", [])
+                if not weights.get("ok") and reads_plan and reads_without(stage.family):
+                    row["note"] = f"weights: {weights.get('error')}; {stage.name} reads without it"
+                    continue   # nothing to run a page with; the stage falls back (recognizer_choice)
                 if not weights.get("ok"):
                     row["problems"].append(f"weights: {weights.get('error')}")
             if run_page and row["imports_ok"]:
@@ -224,5 +228,5 @@ def format_doctor_table(rows: list[dict]) -> str:
     for r in rows:
         if r.get("weights_ok") and r.get("weights"):
             lines.append(f"  {r['stage']}/{r['variant']}: found {', '.join(r['weights'])}")
-        lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"])
+        lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"] + [r.get("note")] if p)
     return "\n".join(lines)

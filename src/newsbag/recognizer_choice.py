@@ -15,11 +15,17 @@ from typing import Any, Mapping
 
 from .transcription_options import TranscriptionParams, bag_members, parse_transcription_options
 
-__all__ = ["usable_recognizer", "fallback", "FALLBACK_FAMILY"]
+__all__ = ["usable_recognizer", "fallback", "reads_without", "FALLBACK_FAMILY"]
 
 FALLBACK_FAMILY = "recognize"
 # Recognisers whose weights come from outside pip, asked for them before a call reads with them.
 _SYSTEM_WEIGHTS = frozenset({"recognize_tesseract"})
+
+
+def reads_without(family: str) -> bool:
+    """Whether the stage still reads where a recogniser of `family` finds no weights (`fallback`):
+    `newsbag doctor` then notes the missing weights instead of failing the stage."""
+    return family in _SYSTEM_WEIGHTS
 
 
 def usable_recognizer(options: Mapping[str, Any] | TranscriptionParams, timeout_s: float = 60.0

@@ -119,3 +119,16 @@ def test_a_page_too_small_for_its_recogniser_is_warned_once_with_both_heights(tm
     assert len(warnings) == 1   # once per page, not per line
     assert warnings[0].startswith(f"page p1: its text lines are {height:.0f} px high")
     assert f"recognize needs {needs:.0f} px" in warnings[0]
+
+
+def test_doctor_notes_the_missing_traineddata_of_the_default_cascade_and_passes(capsys, no_traineddata):
+    # the stage reads with PP-OCRv6 alone there: a pip-only machine is ready, told what it lacks
+    code, out, err = run_cli(capsys, "doctor", "--config", REPO / "configs" / "pipeline.local.json", "--no-page")
+    assert code == 0, err
+    notes = [line for line in out.splitlines() if line.strip().startswith("transcription/tesseract: weights: ")]
+    assert len(notes) == 1 and "Fraktur.traineddata not found" in notes[0]
+    assert notes[0].endswith("; transcription reads without it")
+    code, out, err = run_cli(capsys, "doctor", "--config", REPO / "configs" / "pipeline.local.json", "--no-page",
+                             "--json")
+    (row,) = [r for r in json.loads(out) if r["variant"] == "tesseract"]
+    assert (row["ready"], row["weights_ok"], row["problems"]) == (True, False, [])
