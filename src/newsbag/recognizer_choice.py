@@ -22,10 +22,11 @@ FALLBACK_FAMILY = "recognize"
 _SYSTEM_WEIGHTS = frozenset({"recognize_tesseract"})
 
 
-def reads_without(family: str) -> bool:
-    """Whether the stage still reads where a recogniser of `family` finds no weights (`fallback`):
-    `newsbag doctor` then notes the missing weights instead of failing the stage."""
-    return family in _SYSTEM_WEIGHTS
+def reads_without(params: TranscriptionParams, family: str) -> bool:
+    """Whether a bag of `params` reads on where its member of `family` finds no weights (the
+    others read, `fallback`): `newsbag doctor` then notes the missing weights instead of
+    failing the stage. A recogniser named alone is what the config asked for: doctor fails it."""
+    return bool(params.recognizers) and family in _SYSTEM_WEIGHTS
 
 
 def usable_recognizer(options: Mapping[str, Any] | TranscriptionParams, timeout_s: float = 60.0
