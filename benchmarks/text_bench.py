@@ -18,7 +18,8 @@ odd; nothing but (c') and (e) is tuned, so both halves are held out elsewhere):
       (runners/recognize_tesseract.py), PP-OCRv6 (runners/recognize.py, its defaults): no
       layout errors, the recogniser alone; (b') Tesseract on the ground truth's text regions,
       whose lines Tesseract finds: what its reading would give with a perfect layout;
-  (c) newsbag's transcript with each recogniser (``family`` or ``family/read``, e.g.
+  (c) newsbag's transcript with the config's own options (``config``: the embedded default),
+      or with each recogniser (``family`` or ``family/read``, e.g.
       ``recognize_tesseract/lines``: the stage's ``read`` option), or the recogniser bag of
       PP-OCRv6 and Tesseract MODEL (``bag/rover`` or ``bag/confident``: the stage's ``vote``),
       then each member alone on the bag's lines, and (c') the vote tuned on one half;
@@ -129,13 +130,18 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
     options = next(s for s in config["stages"] if s.get("kind") == "transcription")
     options = {k: v for k, v in options.items() if k not in ("name", "kind", "default", "description")}
     family, _, read = family.partition("/")
+    if family == "config":   # the config's transcription entry as it is (the embedded default: the cascade)
+        read = options.get("read", "auto")
+    else:   # one recogniser, or the bag of `bag_members` voted on every line, no noise rule
+        options = {k: v for k, v in options.items() if k not in ("recognizers", "vote", "cascade", "drop_below")}
     if family == "bag":   # the recogniser bag of `bag_members`, voted by `read` (rover or confident)
         options = {**options, "recognizers": [{"family": f, "name": n, "recognizer": p}
                                               for n, (f, p) in bag_members.items()], "vote": read or "rover"}
         read = "lines"
-    elif family != options.get("recognizer_family") or family == "recognize_tesseract":
+    elif family != "config":
         options = {**options, "recognizer_family": family,
-                   "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract" else {}}
+                   "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract"
+                   else {"script": "latin"}}
     options = {**options, "read": read or "auto"}
     t0 = _cpu()
     # force=False with --reuse: the transcripts the run holds for these options are scored, none read again

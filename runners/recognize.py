@@ -166,7 +166,7 @@ class Recognizer:
 
     def __init__(self, params: dict, device: str, allow_cpu_fallback: bool):
         model_path = params["model_path"] or default_rec_model()
-        self.session, ort_info = make_session(model_path, device, allow_cpu_fallback)
+        self.session, ort_info = make_session(model_path, device, allow_cpu_fallback, int(params["threads"]))
         self.input_name = self.session.get_inputs()[0].name
         self.characters = self._characters(params["dict_path"])
         self.plan_dir = params["plan_dir"]

@@ -48,8 +48,8 @@ LAYERS: tuple[tuple[str, str, frozenset[str]], ...] = (
         "newsbag.fusion.consensus", "newsbag.fusion.paragraph_regions", "newsbag.fusion.fuse",
         "newsbag.fusion.page"})),
     ("pure content", "reading a page: transcript crops, line votes, review priority, boards drawn", frozenset({
-        "newsbag.transcription.transcript", "newsbag.transcription.vote", "newsbag.review.score",
-        "newsbag.review.render"})),
+        "newsbag.transcription.transcript", "newsbag.transcription.vote", "newsbag.transcription.cascade",
+        "newsbag.review.score", "newsbag.review.render"})),
     ("pure content", "export documents: regions as writers need them, PAGE-XML, ALTO, METS", frozenset({
         "newsbag.export.layout", "newsbag.export.serialize", "newsbag.export.alto", "newsbag.export.pagexml",
         "newsbag.export.mets"})),

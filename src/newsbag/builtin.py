@@ -13,7 +13,7 @@ from .export.options import ExportParams, export_variant_names, parse_export_cfg
 from .fusion.options import ConsensusParams, ParagraphParams, fusion_source_names, parse_fusion_config
 from .options import markdown_table
 from .review.options import ReviewParams, parse_review_cfg
-from .transcription.options import (BagMember, TranscriptionParams, parse_transcription_options, recognizer_family,
+from .transcription.options import (BagMember, Cascade, TranscriptionParams, parse_transcription_options, recognizer_family,
                                     transcription_source_names)
 
 __all__ = ["BuiltinKind", "REGISTRY", "kinds", "get", "parse_options", "options_markdown",
@@ -54,7 +54,7 @@ REGISTRY: dict[str, BuiltinKind] = {
                           sources=fusion_source_names, command="fuse"),
     "review": BuiltinKind(parse_review_cfg, {"": ReviewParams}, command="review"),
     "export": BuiltinKind(parse_export_cfg, {"": ExportParams}, variants=export_variant_names, command="export"),
-    "transcription": BuiltinKind(parse_transcription_options, {"": TranscriptionParams, "each of recognizers": BagMember},
+    "transcription": BuiltinKind(parse_transcription_options, {"": TranscriptionParams, "each of recognizers": BagMember, "cascade": Cascade},
                                  ("python",), {"recognizer": recognizer_family}, transcription_source_names,
                                  command="transcribe"),
 }

@@ -17,6 +17,7 @@ from typing import Any
 from PIL import Image
 
 from .config import BuiltinStage, ModelStage, PipelineConfig, parse_config, to_jsonable
+from .transcription.recognizer_choice import reads_without
 from .runner_probe import probe_imports, probe_weights, subprocess_env
 from .transcription.transcript import crop_plan
 from .runner_events import split_event
@@ -138,17 +139,20 @@ def _diagnose(row: dict, probe: dict, imports: list[str]) -> None:
         problems.append(f"a GPU op failed: {fw.get('gpu_op_error')}")
 
 
-def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool]]:
+def _model_stages(cfg: PipelineConfig) -> list[tuple[ModelStage, bool, bool]]:
     """Each model stage, and the transcription stage's recognisers as ones, with whether it reads
-    a line plan (a recogniser reads the lines its stage planned, not a whole page)."""
+    a line plan (a recogniser reads the lines its stage planned, not a whole page) and whether
+    its stage reads without it where its weights are missing (`recognizer_choice.reads_without`)."""
     out = []
     for stage in cfg.stages:
         if isinstance(stage, ModelStage):
-            out.append((stage, False))
+            out.append((stage, False, False))
         elif isinstance(stage, BuiltinStage) and stage.kind == "transcription":
             from .transcription.stage import recognizer_stages
+            from .transcription.options import parse_transcription_options
 
-            out.extend((s, True) for s in recognizer_stages(to_jsonable(stage.options)))
+            params = parse_transcription_options(to_jsonable(stage.options))
+            out.extend((s, True, reads_without(params, s.family)) for s in recognizer_stages(params))
     return out
 
 
@@ -172,8 +176,8 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
     probes: dict[tuple, dict] = {}
     rows = []
     members = _model_stages(cfg)
-    total = sum(len(stage.variants) for stage, _ in members)
-    for stage, reads_plan in members:
+    total = sum(len(stage.variants) for stage, _, _ in members)
+    for stage, reads_plan, optional in members:
         for variant, frozen in stage.variants.items():
             # each member takes seconds (an env's imports, one page): say which one is being checked
             log.info("doctor: checking %s/%s (%d of %d)", stage.name, variant, len(rows) + 1, total)
@@ -197,6 +201,9 @@ def run_doctor(config: dict | PipelineConfig, *, run_page: str | None, timeout_s
                 weights = probe_weights(stage, runners, params, timeout_s)
                 row["weights_ok"] = bool(weights.get("ok"))
                 row["weights"] = weights.get("paths", [])
+                if not weights.get("ok") and optional:
+                    row["note"] = f"weights: {weights.get('error')}; {stage.name} reads without it"
+                    continue   # nothing to run a page with; the stage falls back (recognizer_choice)
                 if not weights.get("ok"):
                     row["problems"].append(f"weights: {weights.get('error')}")
             if run_page and row["imports_ok"]:
@@ -224,5 +231,5 @@ def format_doctor_table(rows: list[dict]) -> str:
     for r in rows:
         if r.get("weights_ok") and r.get("weights"):
             lines.append(f"  {r['stage']}/{r['variant']}: found {', '.join(r['weights'])}")
-        lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"])
+        lines.extend(f"  {r['stage']}/{r['variant']}: {p}" for p in r["problems"] + [r.get("note")] if p)
     return "\n".join(lines)

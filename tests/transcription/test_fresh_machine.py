@@ -26,9 +26,11 @@ def _outside_latin(text: str) -> list[str]:
 
 
 def _config(tmp_path, **transcription) -> str:
-    """The embedded bag's config with its transcription entry changed."""
+    """The embedded bag's config with its transcription entry changed (one recogniser: no bag)."""
     config = json.loads((REPO / "configs" / "pipeline.local.json").read_text())
     entry = next(s for s in config["stages"] if s.get("kind") == "transcription")
+    for key in ("recognizers", "vote", "cascade") if "recognizer_family" in transcription else ():
+        entry.pop(key, None)
     entry.update(transcription)
     path = tmp_path / "pipeline.json"
     path.write_text(json.dumps(config))
@@ -51,7 +53,12 @@ def test_the_embedded_config_transcribes_without_traineddata(tmp_path, capsys, n
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
     assert "harbour" in record["text"].lower()
     assert _outside_latin(record["text"]) == []
-    assert "traineddata" not in err   # nothing to say: the default reads with PP-OCRv6
+    # the default cascade's Tesseract member is left out, said in one line: PP-OCRv6 reads alone
+    notes = [line for line in err.splitlines() if "traineddata" in line]
+    assert len(notes) == 1 and "Fraktur.traineddata not found" in notes[0]
+    assert notes[0].endswith("reading with recognize (PP-OCRv6) instead")
+    lines = [line for region in record["regions"] for line in region["lines"]]
+    assert lines and not any("readings" in line for line in lines)   # one recogniser: no bag's readings
 
 
 def test_a_config_naming_tesseract_reads_with_ppocr_and_says_so_in_one_line(tmp_path, capsys, no_traineddata,
@@ -112,3 +119,16 @@ def test_a_page_too_small_for_its_recogniser_is_warned_once_with_both_heights(tm
     assert len(warnings) == 1   # once per page, not per line
     assert warnings[0].startswith(f"page p1: its text lines are {height:.0f} px high")
     assert f"recognize needs {needs:.0f} px" in warnings[0]
+
+
+def test_doctor_notes_the_missing_traineddata_of_the_default_cascade_and_passes(capsys, no_traineddata):
+    # the stage reads with PP-OCRv6 alone there: a pip-only machine is ready, told what it lacks
+    code, out, err = run_cli(capsys, "doctor", "--config", REPO / "configs" / "pipeline.local.json", "--no-page")
+    assert code == 0, err
+    notes = [line for line in out.splitlines() if line.strip().startswith("transcription/tesseract: weights: ")]
+    assert len(notes) == 1 and "Fraktur.traineddata not found" in notes[0]
+    assert notes[0].endswith("; transcription reads without it")
+    code, out, err = run_cli(capsys, "doctor", "--config", REPO / "configs" / "pipeline.local.json", "--no-page",
+                             "--json")
+    (row,) = [r for r in json.loads(out) if r["variant"] == "tesseract"]
+    assert (row["ready"], row["weights_ok"], row["problems"]) == (True, False, [])

@@ -11,6 +11,7 @@ fails only when none can start.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from dataclasses import dataclass
@@ -20,11 +21,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..config import EnvSpec, ModelStage
 from ..tool_spec import load_tool_spec, validate_params, volatile_params
 from ..errors import EnvError, first_line
-from ..io import write_json
+from ..io import read_json, write_json
 from ..page_reader import read_page
 from ..resources import runners_dir
 from .vote import Reading, vote_line
-from .options import BagMember, TranscriptionParams, bag_members
+from .cascade import cascade_plan, unsure_lines
+from .options import BagMember, Cascade, TranscriptionParams, bag_members, cascade_rule
 
 if TYPE_CHECKING:
     from ..page_outcomes import PageOutcome
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 
 # The variant a single recogniser's runner reads under: its logs and run report keep their names.
 _SINGLE = "lines"
+# The folder, inside the stage's plan folder, of the plans a cascade's later recognisers read.
+_CASCADE = "_cascade"
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,10 @@ def bag_stages(params: TranscriptionParams, plan_dir: Path = Path()) -> list[Bag
     """
     members = bag_members(params)
     single = not params.recognizers
-    return [BagStage(m, _member_stage(params, m, _SINGLE if single else m.name, plan_dir), _SINGLE if single else m.name)
-            for m in members]
+    later = plan_dir / _CASCADE if cascade_rule(params) else plan_dir   # a cascade's later members read its subsets
+    return [BagStage(m, _member_stage(params, m, _SINGLE if single else m.name, later if k else plan_dir),
+                     _SINGLE if single else m.name)
+            for k, m in enumerate(members)]
 
 
 def recognizer_record(params: TranscriptionParams, stages: list[BagStage]) -> dict:
@@ -81,8 +87,10 @@ def recognizer_record(params: TranscriptionParams, stages: list[BagStage]) -> di
 
     if not params.recognizers:
         return one(stages[0])
-    return {"recognizers": [{"name": b.member.name, **one(b), "weight": b.member.weight,
-                             "min_score": b.member.min_score} for b in stages], "vote": params.vote}
+    record = {"recognizers": [{"name": b.member.name, **one(b), "weight": b.member.weight,
+                               "min_score": b.member.min_score} for b in stages], "vote": params.vote}
+    rule = cascade_rule(params)
+    return {**record, "cascade": dataclasses.asdict(rule)} if rule else record
 
 
 def _char_scores(line: dict) -> tuple[float, ...] | None:
@@ -127,13 +135,62 @@ def voted_lines(read: list[tuple[BagMember, list[dict]]], method: str) -> list[d
     return out
 
 
+def _run_members(run_dir: Path, stages: list[BagStage], todo: list, lines_dir: Path) -> tuple[list, list[str], Exception | None]:
+    """Each member's runner over `todo`, into ``lines_dir/<name>/``: (member, outcome) of those
+    that started, a note for each left out, and the first one's error."""
+    from ..orchestrator import run_source
+
+    done, notes, first_error = [], [], None
+    for b in stages:
+        try:
+            done.append((b, run_source(run_dir, b.stage, b.variant, todo, runners=runners_dir(), force=True,
+                                       out_dir=lines_dir / b.variant, ledger=False)))
+        except EnvError as exc:
+            first_error = first_error or exc
+            notes.append(f"transcription: recogniser {b.member.name} left out of the bag: {first_line(exc)}")
+            log.warning(notes[-1])
+    return done, notes, first_error
+
+
+def _plan_cascade(first: tuple | None, todo: list, lines_dir: Path, plan_dir: Path, rule: Cascade) -> list:
+    """Write each page's plan for a cascade's later members (`cascade.cascade_plan`):
+    the lines the first member read unsure, or every line of a page it did not read; the pages
+    with a line to read."""
+    later = []
+    for record in todo:
+        page_id = record.page_id
+        plan = read_json(plan_dir / f"{page_id}.json")
+        outcome = first[1].pages.get(page_id) if first else None
+        if outcome is not None and outcome.status == "ok":
+            orders = unsure_lines(read_page(lines_dir / first[0].variant / f"{page_id}.json", page_id)["regions"], rule)
+        else:
+            orders = list(range(len(plan["crops"])))
+        write_json(plan_dir / _CASCADE / f"{page_id}.json", cascade_plan(plan, orders), compact=True)
+        if orders:
+            later.append(record)
+    return later
+
+
+def _member_lines(b: BagStage, page_id: str, lines_dir: Path, cascade: bool) -> list[dict]:
+    """The lines a member read on a page, each ``order`` the crop's in the page's plan: a
+    cascade's later member read a subset plan, whose ``orders`` map its crops back."""
+    lines = read_page(lines_dir / b.variant / f"{page_id}.json", page_id)["regions"]
+    if not cascade:
+        return lines
+    plan_dir = Path(b.stage.variants[b.variant]["plan_dir"])
+    orders = read_json(plan_dir / f"{page_id}.json")["orders"]
+    return [{**line, "order": orders[line["order"]]} for line in lines]
+
+
 def read_lines(run_dir: Path, stages: list[BagStage], method: str, todo: list, lines_dir: Path,
-               on_read: Callable[[PageOutcome], None]) -> dict[str, Any]:
+               on_read: Callable[[PageOutcome], None], cascade: Cascade | None = None) -> dict[str, Any]:
     """Have the recognisers read the planned pages; each page's lines go to
     ``lines_dir/<page_id>.json`` and `on_read` is called with its outcome.
 
     One recogniser: its runner writes there itself, each page handed on as it comes. A bag:
-    each member's runner writes to ``lines_dir/<name>/``; then each page's lines are voted.
+    each member's runner writes to ``lines_dir/<name>/``; then each page's lines are voted. A
+    bag read as a `cascade`: its first member reads every line, the others only the lines it
+    read unsure (every line of a page it could not read).
 
     Returns:
         ``device_used`` (the members', joined by "+") and ``notes``: a line for each member left out.
@@ -148,15 +205,14 @@ def read_lines(run_dir: Path, stages: list[BagStage], method: str, todo: list, l
         outcome = run_source(run_dir, stages[0].stage, _SINGLE, todo, runners=runners_dir(), force=True,
                              out_dir=lines_dir, on_page=on_read, ledger=False)
         return {"device_used": outcome.device_used, "notes": []}
-    done, notes, first_error = [], [], None
-    for b in stages:
-        try:
-            done.append((b, run_source(run_dir, b.stage, b.variant, todo, runners=runners_dir(), force=True,
-                                       out_dir=lines_dir / b.variant, ledger=False)))
-        except EnvError as exc:
-            first_error = first_error or exc
-            notes.append(f"transcription: recogniser {b.member.name} left out of the bag: {first_line(exc)}")
-            log.warning(notes[-1])
+    if cascade is None:
+        done, notes, first_error = _run_members(run_dir, stages, todo, lines_dir)
+    else:
+        done, notes, first_error = _run_members(run_dir, stages[:1], todo, lines_dir)
+        plan_dir = Path(stages[0].stage.variants[stages[0].variant]["plan_dir"])
+        later = _plan_cascade(done[0] if done else None, todo, lines_dir, plan_dir, cascade)
+        more = _run_members(run_dir, stages[1:], later, lines_dir)
+        done, notes, first_error = done + more[0], notes + more[1], first_error or more[2]
     if not done:
         raise first_error or EnvError("transcription: no recogniser in the bag")
     for record in todo:
@@ -166,8 +222,9 @@ def read_lines(run_dir: Path, stages: list[BagStage], method: str, todo: list, l
         if not ok:
             on_read(next((o for _, o in got if o is not None), PageOutcome(page_id, "failed", "no recogniser read it")))
             continue
-        pages = [read_page(lines_dir / b.variant / f"{page_id}.json", page_id) for b in ok]
-        voted = voted_lines([(b.member, page["regions"]) for b, page in zip(ok, pages)], method)
-        write_json(lines_dir / f"{page_id}.json", {**pages[0], "regions": voted})   # a page as its runners write
+        read = [(b.member, _member_lines(b, page_id, lines_dir, cascade is not None and b is not stages[0]))
+                for b in ok]
+        first = read_page(lines_dir / ok[0].variant / f"{page_id}.json", page_id)
+        write_json(lines_dir / f"{page_id}.json", {**first, "regions": voted_lines(read, method)})   # a page as its runners write
         on_read(PageOutcome(page_id, "ok"))
     return {"device_used": "+".join(sorted({str(o.device_used) for _, o in done})), "notes": notes}

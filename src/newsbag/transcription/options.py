@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from ..config_fields import DEVICES, STAGE_KEYS
 from ..options import option, parse
 
-__all__ = ["TranscriptionParams", "BagMember", "RECOGNIZER_FAMILIES", "parse_transcription_options",
+__all__ = ["TranscriptionParams", "BagMember", "Cascade", "RECOGNIZER_FAMILIES", "cascade_rule", "parse_transcription_options",
            "transcription_source_names", "recognizer_family", "crop_unit", "bag_members"]
 
 _SOURCE = r"[^/]+/[^/]+"   # "<stage>/<variant>"
@@ -46,6 +46,13 @@ class TranscriptionParams:
     vote: str = option("string", "rover", "how a bag's readings of a line make its text: rover (a character vote "
                        "weighted by confidence) or confident (the most confident reading whole)",
                        choices=("rover", "confident"))
+    cascade: Mapping[str, Any] = option(
+        "object", {}, "a bag read as a cascade: its first recogniser reads every line, the others only the lines "
+        "the first is unsure of, {score_below, aspect_below, max_share} (see docs/transcription.md); empty: every "
+        "recogniser reads every line")
+    drop_below: float = option("number", 0.0, "a line no recogniser read with a score of at least this is noise "
+                               "(bleed-through, ornaments, specks): its text is left out (0: none)",
+                               minimum=0, maximum=1)
     read: str = option("string", "auto", "what one crop is: lines (a text line of lines_source each) or regions "
                        "(a fused region or column part each, whose lines the recogniser finds: "
                        "recognize_tesseract); auto: regions where the recogniser finds lines, else lines",
@@ -63,6 +70,29 @@ class BagMember:
     weight: float = option("number", 1.0, "how much its confidence counts in the vote", minimum=0, above=True)
     min_score: float = option("number", 0.0, "a reading of it scoring under this does not vote", minimum=0,
                               maximum=1)
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """Which lines a cascade's later recognisers read: those the first read with a score under
+    `score_below`, or read as nothing, or narrower than `aspect_below` line heights; at most
+    `max_share` of a page's lines, the least confident first (what bounds their CPU)."""
+
+    score_below: float = option("number", 0.9, "a line the first recogniser read with a score under this",
+                                minimum=0, maximum=1)
+    aspect_below: float = option("number", 0.0, "a line whose box is narrower than this many times its height "
+                                 "(0: none by their shape)", minimum=0)
+    max_share: float = option("number", 1.0, "at most this share of a page's lines, the least confident first",
+                              minimum=0, maximum=1)
+
+
+def cascade_rule(params: TranscriptionParams) -> Cascade | None:
+    """The stage's cascade, None where every recogniser reads every line.
+
+    Raises:
+        ValueError: bad cascade options (one line).
+    """
+    return parse(Cascade, params.cascade, "transcription stage: cascade") if params.cascade else None
 
 
 def bag_members(params: TranscriptionParams) -> list[BagMember]:
@@ -92,6 +122,9 @@ def parse_transcription_options(options: Mapping[str, Any]) -> TranscriptionPara
     if params.read == "regions" and len(members) > 1:
         raise ValueError("transcription stage: read 'regions' with a recogniser bag: its vote pairs the members' "
                          "readings line by line; set read to 'lines'")
+    if cascade_rule(params) is not None and len(members) < 2:
+        raise ValueError("transcription stage: cascade without a recogniser bag: name two recognizers, the first "
+                         "reading every line")
     if params.read == "regions" and members[0].family not in _READS_REGIONS:
         raise ValueError(f"transcription stage: read 'regions' needs a recogniser that finds lines itself "
                          f"({', '.join(sorted(_READS_REGIONS))}); {members[0].family} reads one line per "

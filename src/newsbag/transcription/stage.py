@@ -31,7 +31,8 @@ from ..manifest import read_pages
 from ..page_reader import read_page
 from ..revisions import revision
 from .bag import BagStage, bag_stages, read_lines, recognizer_record
-from .options import TranscriptionParams, crop_unit, parse_transcription_options
+from .cascade import NOISE, noise_lines
+from .options import TranscriptionParams, cascade_rule, crop_unit, parse_transcription_options
 from ..fusion.grid import spans_columns
 from .recognizer_choice import fallback, usable_recognizer
 from .resolution import ResolutionCheck
@@ -48,8 +49,8 @@ log = logging.getLogger(__name__)
 _READ_CLASSES = ("text", "title")
 # What a recogniser may tell of a line besides its text and score: word boxes with their
 # confidences, the model that read it (the per-page choice between several); and a bag's
-# winner and every member's reading (`bag.voted_lines`).
-_LINE_EXTRAS = ("words", "model", "won", "readings")
+# winner and every member's reading (`bag.voted_lines`); the reading of a line left out as noise.
+_LINE_EXTRAS = ("words", "model", "won", "readings", NOISE)
 
 
 def recognizer_stages(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> list[ModelStage]:
@@ -257,6 +258,8 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
     copied without its mtimes), by the content recorded in the page's `rundir.inputs_record_path`.
     """
     params_rec = {"lines_source": params.lines_source, "unit": crop_unit(params), **recognizer_record(params, stages)}
+    if params.drop_below:   # only then, so fingerprints of runs without it stay the same
+        params_rec["drop_below"] = params.drop_below
     if params.block_text_sources:   # only then, so fingerprints of runs without it stay the same
         params_rec["block_text_sources"] = list(params.block_text_sources)
     fused_dir = rundir.fused_dir(run_dir, variant)
@@ -353,6 +356,7 @@ class _Transcription:
         self.out_dir = rundir.transcript_dir(run_dir, variant)
         self.plan_dir = self.out_dir / "_plan"
         self.stages, self.vote = bag_stages(params, self.plan_dir), params.vote
+        self.cascade, self.drop_below = cascade_rule(params), params.drop_below
         self.inputs = _page_inputs(run_dir, variant, params, self.stages)
         self.block_dirs = _block_dirs(run_dir, params)
         self.unit = crop_unit(params)
@@ -411,9 +415,13 @@ class _Transcription:
             self.settle(o.page_id, f"page {o.page_id}: {o.error or o.status}")
             return
         try:
-            lines = read_page(self.out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"]
-            plan = read_json(self.plan_dir / f"{o.page_id}.json")["transcript"]
-            _write_transcript(self.out_dir, o.page_id, plan, lines, self.variant)
+            record = read_json(self.plan_dir / f"{o.page_id}.json")
+            # On a page too small for the recogniser every line is blurred up and scored low: a
+            # score there no longer tells text from specks, and the noise rule would cut text.
+            below = self.drop_below if self.resolution.reads_well(record["crops"], record["units"],
+                                                                  record["sample"]) else 0.0
+            lines = noise_lines(read_page(self.out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"], below)
+            _write_transcript(self.out_dir, o.page_id, record["transcript"], lines, self.variant)
         except RunDirError:
             raise
         except Exception as exc:  # noqa: BLE001 - the page boundary
@@ -423,7 +431,8 @@ class _Transcription:
 
     def recognise(self, todo: list) -> None:
         """Have the recognisers read the planned pages, each transcript written as it comes (`on_read`)."""
-        read = read_lines(self.run_dir, self.stages, self.vote, todo, self.out_dir / "_lines", self.on_read)
+        read = read_lines(self.run_dir, self.stages, self.vote, todo, self.out_dir / "_lines", self.on_read,
+                          self.cascade)
         self.summary["device_used"] = read["device_used"]
         if read["notes"]:
             self.summary["notes"] = read["notes"]
