@@ -85,7 +85,7 @@ def echo_kind(tmp_path, monkeypatch):
     import extra_stage
 
     monkeypatch.setitem(builtin.REGISTRY, "echo", builtin.BuiltinKind(extra_stage.parse))
-    monkeypatch.setitem(stages.KINDS, "echo", stages.Kind(extra_stage.status, extra_stage.run))
+    monkeypatch.setitem(stages.KINDS, "echo", stages.Kind(lambda: (extra_stage.status, extra_stage.run)))
     return "echo"
 
 

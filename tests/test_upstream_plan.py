@@ -136,8 +136,8 @@ def test_a_run_with_nothing_to_export_skips_the_export_and_says_what_it_redoes(t
     from newsbag import stages
 
     real = stages.KINDS["export"]
-    monkeypatch.setitem(stages.KINDS, "export", stages.Kind(real.status, lambda *a, **k: calls.append(a[1]) or real.run(
-        *a, **k)))
+    monkeypatch.setitem(stages.KINDS, "export", stages.Kind(lambda: (
+        real.status, lambda *a, **k: calls.append(a[1]) or real.run(*a, **k))))
     monkeypatch.setattr(logging.getLogger(), "_newsbag_configured", True, raising=False)  # keep caplog's handler
     caplog.clear()
     with caplog.at_level("INFO"):

@@ -1,7 +1,8 @@
 """The stages of a config as `stage_protocol.Stage`s, and the table of builtin stage kinds: kind ->
-the functions that check (``status``) and make (``run``) its outputs, imported here so that a
-reader or a tool follows them. `builtin` holds what the config needs of a kind (its options);
-this module is imported only where stages plan or run."""
+the functions that check (``status``) and make (``run``) its outputs, each kind's imported by a
+function of its own here, so that a reader or a tool follows them and a call imports the stages
+it plans or runs only (`newsbag fuse` loads no review, export or transcription code: a tenth of
+a second of every call). `builtin` holds what the config needs of a kind (its options)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,8 @@ from typing import Any, Callable, Mapping
 
 from . import freshness, locks, rundir
 from .config import BuiltinStage, ModelStage, to_jsonable
-from .export.stage import export_status, run_export
-from .fusion.stage import fused_status, run_fusion
-from .orchestrator import run_source
-from .review.stage import board_status, run_review
 from .source_plan import source_pages
 from .stage_protocol import Outputs, Reading, Redo, Stage, carried
-from .transcription.stage import run_transcription, transcript_status
 
 __all__ = ["Kind", "KINDS", "Builtin", "ModelSources", "stage_of", "stage_outputs", "stage_status", "run_stage"]
 
@@ -26,7 +22,8 @@ __all__ = ["Kind", "KINDS", "Builtin", "ModelSources", "stage_of", "stage_output
 class Kind:
     """The work of one builtin stage kind.
 
-    ``status(run_dir, records, options) -> [Outputs]``: the stage's outputs over the run's pages
+    ``load()`` imports the stage's module and gives its two functions: ``status(run_dir, records,
+    options) -> [Outputs]``: the stage's outputs over the run's pages
     (`manifest.PageRecord`) checked by the rule its ``run`` skips pages by. ``run(run_dir,
     page_ids, options, *, force, workers, progress) -> dict``: a result with at least
     ``ok``/``skipped``/``failed`` counts (``failed`` > 0 makes the run exit 4) and ``failures``
@@ -37,16 +34,43 @@ class Kind:
     gone: those two always run.
     """
 
-    status: Callable[..., list[Outputs]]
-    run: Callable[..., dict]
+    load: Callable[[], tuple[Callable[..., list[Outputs]], Callable[..., dict]]]   # imports (status, run)
     planned: bool = True
+
+    @property
+    def status(self) -> Callable[..., list[Outputs]]:
+        return self.load()[0]
+
+    @property
+    def run(self) -> Callable[..., dict]:
+        return self.load()[1]
+
+
+def _fusion() -> tuple[Callable, Callable]:
+    from .fusion.stage import fused_status, run_fusion
+    return fused_status, run_fusion
+
+
+def _review() -> tuple[Callable, Callable]:
+    from .review.stage import board_status, run_review
+    return board_status, run_review
+
+
+def _export() -> tuple[Callable, Callable]:
+    from .export.stage import export_status, run_export
+    return export_status, run_export
+
+
+def _transcription() -> tuple[Callable, Callable]:
+    from .transcription.stage import run_transcription, transcript_status
+    return transcript_status, run_transcription
 
 
 KINDS: dict[str, Kind] = {
-    "fusion": Kind(fused_status, run_fusion, planned=False),
-    "review": Kind(board_status, run_review, planned=False),
-    "export": Kind(export_status, run_export),
-    "transcription": Kind(transcript_status, run_transcription),
+    "fusion": Kind(_fusion, planned=False),
+    "review": Kind(_review, planned=False),
+    "export": Kind(_export),
+    "transcription": Kind(_transcription),
 }
 
 
@@ -137,6 +161,8 @@ class ModelSources:
 
     def run(self, run_dir: Path, pages: list, *, variant: str = "", **how: Any) -> Any:
         """One source, `variant`: `orchestrator.run_source` over `pages` (`PageRecord`s); ``how``: its keywords."""
+        from .orchestrator import run_source   # runner subprocesses: only where a model stage runs
+
         return run_source(Path(run_dir), self.stage, variant, pages, **how)
 
 
