@@ -18,7 +18,6 @@ parses that level with.
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -68,33 +67,17 @@ def runner_options_markdown(runners_dir: Path = RUNNERS) -> str:
     return "\n".join(parts)
 
 
-def _optional(attr: str, *modules: str):
-    """The function `attr` of the first of `modules` that has it, or None while none does."""
-    for module in modules:
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            continue
-    return None
-
-
 def stage_options_markdown() -> str:
     """The builtin stages' option tables, from the stages' own declarations."""
-    render = _optional("options_markdown", "newsbag.builtin", "newsbag.stages")
-    from newsbag.builtin import kinds
+    from newsbag.builtin import kinds, options_markdown
 
-    if render is None:
-        return ("!!! note\n    This build of newsbag does not declare its builtin stages' options "
-                "in one place yet; the stages are: " + ", ".join(f"`{k}`" for k in kinds()) + ".\n")
-    return "\n".join(f"### `{kind}`\n\n{render(kind)}\n" for kind in kinds())
+    return "\n".join(f"### `{kind}`\n\n{options_markdown(kind)}\n" for kind in kinds())
 
 
 def leaderboard_legend_markdown() -> str:
-    render = _optional("legend_markdown", "newsbag.columns")
-    if render is None:
-        return ("!!! note\n    This build of newsbag has no column legend module; the columns are "
-                "described in the text above.\n")
-    return render()
+    from newsbag.columns import legend_markdown
+
+    return legend_markdown()
 
 
 def revisions_markdown() -> str:

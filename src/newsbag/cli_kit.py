@@ -83,18 +83,18 @@ def input_options(func):
 
 def builtin_options(workers_help: str = "Processes."):
     """Options of the commands that run one builtin stage: --config, --force, --workers, --json."""
+    options = (
+        click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there)."),
+        click.option("--force", is_flag=True, help="Redo pages that are already finished."),
+        click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help=workers_help),
+        click.option("--json", "as_json", is_flag=True, help="Print the call's summary as JSON on stdout."),
+    )
 
     def decorate(func):
-        @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                      help="Config (default: the run's config.resolved.json; this stage's entry of it is recorded there).")
-        @click.option("--force", is_flag=True, help="Redo pages that are already finished.")
-        @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help=workers_help)
-        @click.option("--json", "as_json", is_flag=True, help="Print the call's summary as JSON on stdout.")
-        @wraps(func)
-        def wrapper(*args, **kwargs):
-            return func(*args, **kwargs)
-
-        return wrapper
+        for add in reversed(options):   # as if stacked on `func` in this order
+            func = add(func)
+        return func
 
     return decorate
 

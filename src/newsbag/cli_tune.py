@@ -11,7 +11,7 @@ from typing import Callable
 
 import click
 
-__all__ = ["register", "recommend_command", "tune_command"]
+__all__ = ["register"]
 
 
 def register(group: click.Group, common: Callable) -> None:

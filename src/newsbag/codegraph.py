@@ -11,7 +11,7 @@ import ast
 from functools import cache
 from pathlib import Path
 
-__all__ = ["SRC", "imports_of", "import_closure"]
+__all__ = ["SRC", "import_closure"]
 
 SRC = Path(__file__).resolve().parent
 _PACKAGE = "newsbag"
@@ -60,11 +60,6 @@ def _imports(path: Path, src: Path) -> frozenset[Path]:
                 found.add(file)
     found.discard(path)
     return frozenset(found)
-
-
-def imports_of(module: str, src: Path = SRC) -> list[str]:
-    """The package's modules that `module` ("fusion/stage.py") imports itself, sorted, relative to `src`."""
-    return sorted(str(p.relative_to(src)) for p in _imports((src / module).resolve(), src.resolve()))
 
 
 def import_closure(modules: tuple[str, ...], src: Path = SRC) -> list[str]:

@@ -31,7 +31,6 @@ __all__ = [
     "ModelStage",
     "BuiltinStage",
     "PipelineConfig",
-    "Device",
     "load_config",
     "load_run_config",
     "parse_config",

@@ -35,8 +35,9 @@ _POOL_PER_PICK, _POOL_MIN = 50, 2000
 _TEXTUAL = ("text", "title")
 
 
-def _finite(value) -> float | None:
-    value = number(value) if isinstance(value, str) or value is None else value
+def _finite(cell: str | None) -> float | None:
+    """A TSV cell (`tsv_rows`) as a finite number, else None."""
+    value = number(cell)
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 

@@ -92,7 +92,7 @@ def layout_signature(text_xyxy: np.ndarray, n_regions: int, width: float) -> str
 
     Returns:
         e.g. ``"3 col, 30-99 regions"``; columns are the gutters the reading order finds
-        (`fusion.order.column_bounds`) plus one, at most ``8+``.
+        (`fusion.grid.column_bounds`) plus one, at most ``8+``.
 
     >>> layout_signature(np.zeros((0, 4)), 0, 100)
     '1 col, <10 regions'

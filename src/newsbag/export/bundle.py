@@ -98,9 +98,11 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _written_before(folder: Path) -> dict[str, str]:
-    """xml file name -> sha256 of the PAGE-XML newsbag wrote there last (the old list.tsv)."""
-    return {r["xml"]: r.get("xml_sha256", "") for r in tsv_rows(folder / LIST_NAME) if r.get("xml")}
+def _written_before(folder: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(xml file name -> sha256 of the PAGE-XML newsbag wrote there last, xml file name -> its
+    image's file name), from the old list.tsv."""
+    rows = [r for r in tsv_rows(folder / LIST_NAME) if r.get("xml")]
+    return {r["xml"]: r.get("xml_sha256", "") for r in rows}, {r["xml"]: r.get("image") for r in rows}
 
 
 def _untouched(path: Path, sha: str | None) -> bool:
@@ -163,10 +165,10 @@ def _pcgts_id(path: Path) -> str | None:
     return found.group(1).decode("utf-8", "replace") if found else None
 
 
-def _drop_stale(folder: Path, before: Mapping[str, str], rows: list[dict]) -> None:
-    """Remove the files of pages an earlier write put in `folder` that this one has not, unless corrected since."""
+def _drop_stale(folder: Path, before: Mapping[str, str], images: Mapping[str, str | None], rows: list[dict]) -> None:
+    """Remove the files of pages an earlier write put in `folder` (`_written_before`) that this one
+    has not, unless corrected since."""
     now = {r["xml"] for r in rows}
-    images = {r["xml"]: r.get("image") for r in tsv_rows(folder / LIST_NAME)}
     for xml, sha in before.items():
         if xml in now:
             continue
@@ -204,7 +206,7 @@ def write_bundle(run_dir: Path, folder: Path, page_ids: list[str], facts: Mappin
     names = bundle_basenames(records)
     by_id = {r.page_id: r for r in records}
     folder.mkdir(parents=True, exist_ok=True)
-    before = _written_before(folder)
+    before, images_before = _written_before(folder)
     result = BundleResult(folder)
     with track("bundle", len(page_ids)) as tracker:
         for page_id in page_ids:
@@ -220,7 +222,7 @@ def write_bundle(run_dir: Path, folder: Path, page_ids: list[str], facts: Mappin
                 continue
             result.rows.append({**(facts or {}).get(page_id, {}), **row})
             tracker.advance("ok")
-    _drop_stale(folder, before, result.rows)
+    _drop_stale(folder, before, images_before, result.rows)
     # The newest layout's time, not the clock: a rerun with nothing changed writes the same METS.
     created = max((r["created"] for r in result.rows), default="1970-01-01T00:00:00Z")
     pages = [MetsPage(r["image"], _MIMETYPES.get(Path(r["image"]).suffix)

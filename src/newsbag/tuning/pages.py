@@ -98,7 +98,9 @@ def _gt_text(gt: GtPage) -> np.ndarray:
     return gt.xyxy[eval_classes(gt) == "text"].reshape(-1, 4)
 
 
-def _load_one(run_dir: Path, rec: dict, ann: GtPage, cfg: FusionConfig, sources: list[str], current: str) -> TunePage:
+def _load_one(run_dir: Path, rec: dict, ann: GtPage, gt: np.ndarray, cfg: FusionConfig, sources: list[str],
+              current: str) -> TunePage:
+    """A page with ground truth `ann` and its text boxes `gt` (`_gt_text`)."""
     pid = rec["page_id"]
     boxes = {}
     for s in sources:
@@ -111,7 +113,6 @@ def _load_one(run_dir: Path, rec: dict, ann: GtPage, cfg: FusionConfig, sources:
     by_class, absent = page_metrics_by_class(rundir.fused_dir(run_dir, current), rec, ann)
     if absent:
         raise ValueError(f"the recommended variant {current} has no output for it; run fusion first")
-    gt = _gt_text(ann)
     size = (float(ann.width), float(ann.height))
     return TunePage(pid, issue_key(rec["path"]), pooled.pool, pooled.pairs, pooled.line_mask, gt,
                     union_mask(gt, *size, LONG_SIDE), gt_scale(rec, ann), size,
@@ -127,11 +128,12 @@ def load_pages(run_dir: Path, gt_dir: Path, cfg: FusionConfig, current: str) -> 
     sources = rundir.discover_sources(run_dir)
     pages = []
     for rec, ann in matched:
-        if not len(_gt_text(ann)):
+        gt = _gt_text(ann)
+        if not len(gt):
             skipped[rec["page_id"]] = "its ground truth has no text region"
             continue
         try:
-            pages.append(_load_one(run_dir, rec, ann, cfg, sources, current))
+            pages.append(_load_one(run_dir, rec, ann, gt, cfg, sources, current))
         except (ValueError, KeyError, TypeError) as exc:
             skipped[rec["page_id"]] = first_line(exc)
     for name, why in skipped.items():

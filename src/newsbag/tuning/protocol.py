@@ -17,8 +17,6 @@ __all__ = ["issue_key", "fold_split", "bootstrap_interval", "Interval", "Decisio
 # Tuned pixel F1 may fall at most this far below the current recommendation's (issue 44).
 PIXEL_GUARD = 0.005
 
-# A date in a file or folder name: 17810901, 1781-09-01, 1781_09_01 (years 1500-2099).
-
 
 def issue_key(path: str) -> str:
     """The issue a page belongs to, from its path relative to the input root: the first date in

@@ -37,6 +37,15 @@ def _tunable(opt: Option) -> bool:
     return not opt.nullable and (opt.kind in ("integer", "number", "boolean") or opt.kind == "string" and opt.choices)
 
 
+def _tunable_options(method: str) -> list[tuple[str, Option]]:
+    """(name, declaration) of each option of `method` a trial searches, in declared order."""
+    return [(f.name, f.metadata["option"]) for f in fields(METHODS[method]) if _tunable(f.metadata["option"])]
+
+
+def _takes_weights(method: str) -> bool:
+    return "weights" in {f.name for f in fields(METHODS[method])}
+
+
 def _bounds(opt: Option, value: float) -> tuple[float, float]:
     """The declared range, narrowed to a third to three times the starting `value` (the whole
     declared range of a [0, 1] share held thresholds like a gutter of 80 % of the page width,
@@ -65,13 +74,10 @@ def suggest(trial, base: Variant, methods: list[str], sources: list[str]) -> Can
     when it is picked); names are "method", "<method>.<option>", "use:<source>", "weight:<source>"."""
     method = trial.suggest_categorical("method", methods)
     start = base.params if base.method == method else METHODS[method]()
-    chosen = {}
-    for f in fields(METHODS[method]):
-        opt = f.metadata["option"]
-        if _tunable(opt):
-            chosen[f.name] = _suggest_option(trial, f"{method}.{f.name}", opt, getattr(start, f.name))
+    chosen = {name: _suggest_option(trial, f"{method}.{name}", opt, getattr(start, name))
+              for name, opt in _tunable_options(method)}
     members = tuple(s for s in sources if trial.suggest_categorical(f"use:{s}", [True, False]))
-    if "weights" in {f.name for f in fields(METHODS[method])}:
+    if _takes_weights(method):
         chosen["weights"] = tuple((s, trial.suggest_float(f"weight:{s}", *WEIGHT_RANGE, log=True)) for s in members)
     return Candidate(method, replace(start, **chosen), members)
 
@@ -82,13 +88,10 @@ def baseline_trial(base: Variant, methods: list[str], sources: list[str], member
     if base.method not in methods:
         return {}
     out: dict[str, Any] = {"method": base.method}
-    for f in fields(METHODS[base.method]):
-        opt = f.metadata["option"]
-        if _tunable(opt):
-            out[f"{base.method}.{f.name}"] = getattr(base.params, f.name)
+    out.update({f"{base.method}.{name}": getattr(base.params, name) for name, _ in _tunable_options(base.method)})
     out.update({f"use:{s}": s in members for s in sources})
     weights = dict(getattr(base.params, "weights", ()) or ())
-    if "weights" in {f.name for f in fields(METHODS[base.method])}:
+    if _takes_weights(base.method):
         out.update({f"weight:{s}": min(max(weights.get(s, 1.0), WEIGHT_RANGE[0]), WEIGHT_RANGE[1])
                     for s in members})
     return out
