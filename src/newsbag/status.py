@@ -112,7 +112,7 @@ def _builtin_status(run_dir: Path, records: list, options: dict[str, dict], plan
     recorded = rundir.config_record(run_dir).exists()
     out: dict[str, list[dict]] = {}
     for kind in builtin.kinds():
-        planned = next((s for s in plan.stages if s.kind == kind), None) if plan is not None else None
+        planned = next((s for s in plan.stages if s.stage.kind == kind), None) if plan is not None else None
         outputs = planned.outputs if planned else stages.stage_outputs(kind, run_dir, records, options.get(kind, {}))
         out[kind] = _configured([o.row() for o in outputs], kind in options or not recorded)
     return out
@@ -198,7 +198,7 @@ def collect_status(run_dir: Path) -> dict:
     # by the rule a run skips pages by, for the sources of the recorded config
     plan = None if config is None else plan_run(config, run_dir, records=records, reading=Reading(reports={
         name: [r["pages"] for r in found.values()] for name, found in by_name.items()}))
-    done_by = {o.name: o.done_pages for s in (plan.stages if plan else ()) if s.kind == "model" for o in s.outputs}
+    done_by = {o.name: o.done_pages for s in (plan.stages if plan else ()) if s.stage.kind == "model" for o in s.outputs}
     fusion = rundir.fusion_summary(run_dir)
     degenerate = _degenerate_sources(fusion)
     now = time.time()
