@@ -165,3 +165,20 @@ def test_every_stage_of_a_config_shows_the_planner_one_face(tmp_path):
     assert [(type(step), step.name, step.kind) for step in steps] == [
         (ModelSources, "fake", "model"), (Builtin, "fusion", "fusion"), (Builtin, "review", "review"),
         (Builtin, "export", "export")]
+
+
+def test_a_plan_lists_each_source_s_failure_records_once(tmp_path, capsys, monkeypatch):
+    """A source's plan counts its failed pages from the listing its page plan (`source_pages`) read."""
+    from newsbag.io import write_json
+
+    run, cfg = _finished(tmp_path, capsys)
+    ids = [r.page_id for r in manifest.read_pages(run)]
+    folder = rundir.source_dir(run, "fake", "v")
+    (folder / f"{ids[0]}.json").unlink()
+    write_json(rundir.failure_path(folder, ids[0]), {"page_id": ids[0], "error": "boom", "error_class": "RuntimeError"})
+    listed, real = [], rundir.page_files
+    monkeypatch.setattr(rundir, "page_files", lambda f: listed.append(f) or real(f))
+    config = load_config(cfg)
+    (model,) = plan_run(config, run, stages=[config.stage("fake")]).stages
+    assert [(o.name, o.failed, o.pending) for o in model.outputs] == [("fake/v", 1, 0), ("fake/w", 0, 0)]
+    assert listed == [rundir.source_dir(run, "fake", v) / rundir.FAILED_DIR for v in ("v", "w")]

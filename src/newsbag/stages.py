@@ -150,7 +150,7 @@ class ModelSources:
             pages = source_pages(folder, prints, retry_failed=reading.retry_failed,
                                  reports=(reading.reports or {}).get(source), first=reading.first_report, now=now)
             present = set(now)
-            failed = (rundir.page_files(folder / rundir.FAILED_DIR) & ids) - present
+            failed = pages.failed - present
             out.append(Outputs(source, len(pages.current), len(present - pages.current), len(failed),
                                len(ids - present - failed), done_pages=pages.current, todo_pages=pages.todo))
         return out
