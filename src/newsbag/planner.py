@@ -68,7 +68,7 @@ def plan_run(config: PipelineConfig, run_dir: Path, *, stages: Iterable | None =
     default: the manifest's) in `run_dir`, stage after stage: each stage plans given the pages the
     stages before it redo.
 
-    ``reading``: as a call with --retry-failed, run reports read already, a shard task's report.
+    ``reading``: as a call with --retry-failed, run reports read already.
     """
     if records is None:
         from .manifest import read_pages   # numpy and Pillow: only where a plan reads the manifest

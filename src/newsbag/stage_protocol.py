@@ -166,11 +166,10 @@ def stale_reason(made: Made, fingerprint: Any, inputs: Mapping[str, Any], *, nam
 class Reading:
     """How a plan reads a run: as a call with --retry-failed (a source's pages that crashed its
     runner count as work); ``reports``: source -> its run reports' pages, when the caller read
-    them (status); ``first_report``: the run report of a source looked in first (a shard task's own)."""
+    them (status)."""
 
     retry_failed: bool = False
     reports: Mapping[str, list[dict]] | None = None
-    first_report: str | None = None
 
 
 @runtime_checkable

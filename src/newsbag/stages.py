@@ -148,7 +148,7 @@ class ModelSources:
             prints = {r.page_id: self.stage.page_fingerprint(variant, r.image_sha256) for r in records}
             now = freshness.page_identities(folder, prints)   # stat calls: a shard task lists no folder of pages
             pages = source_pages(folder, prints, retry_failed=reading.retry_failed,
-                                 reports=(reading.reports or {}).get(source), first=reading.first_report, now=now)
+                                 reports=(reading.reports or {}).get(source), now=now)
             present = set(now)
             failed = pages.failed - present
             out.append(Outputs(source, len(pages.current), len(present - pages.current), len(failed),
