@@ -45,3 +45,14 @@ def test_the_reason_is_the_code_revision_then_the_inputs_then_the_options_then_t
     assert stale_reason(made, "f2", {"a/v": [1, 2]}) == "its input a/v changed"
     older = Made("f1", {"a/v": [1, 1]}, {"review": now - 1})
     assert stale_reason(older, "f2", {"a/v": [1, 2]}) == f"made by review code revision {now - 1}, now {now}"
+
+
+def test_a_status_row_holds_the_counts_for_show_and_a_copy_of_the_reasons():
+    outputs = Outputs("U", 2, 1, 0, 0, {"its options changed": 1}, note="recommended", whole=False,
+                      inputs=("source:fake/v",), done_pages=frozenset({"a", "b"}), todo_pages=frozenset({"c"}),
+                      rerecord=1)
+    row = outputs.row()
+    assert row == {"name": "U", "done": 2, "stale": 1, "failed": 0, "pending": 0,
+                   "reasons": {"its options changed": 1}, "note": "recommended", "whole": False}
+    row["reasons"]["its options changed"] += 1
+    assert outputs.reasons == {"its options changed": 1}

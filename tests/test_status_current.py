@@ -107,3 +107,16 @@ def test_status_leaves_out_the_stages_the_run_s_config_has_not(tmp_path, capsys)
     assert run_cli(capsys, "review", "--run-dir", run)[0] == 0
     assert _outputs(_status(capsys, run), "review", "boards")["done"] == 2
     assert os.path.isfile(rundir.gallery_path(run))
+
+
+def test_status_reads_the_run_s_config_record_once_for_its_stages(tmp_path, capsys, monkeypatch):
+    """The recorded stages give the builtin options and the expected sources from one read."""
+    from newsbag import status
+
+    run = _run(tmp_path, capsys, [FUSION])
+    read, real = [], status.read_config_json
+    monkeypatch.setattr(status, "read_config_json", lambda path: read.append(path) or real(path))
+    info = status.collect_status(run)
+    assert read == [rundir.config_record(run)]
+    assert [s["source"] for s in info["sources"]] == ["fake/v"]
+    assert [(o["name"], o["done"]) for o in info["builtin"]["fusion"]] == [("C", len(manifest.read_pages(run)))]

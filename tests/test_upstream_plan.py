@@ -165,3 +165,42 @@ def test_every_stage_of_a_config_shows_the_planner_one_face(tmp_path):
     assert [(type(step), step.name, step.kind) for step in steps] == [
         (ModelSources, "fake", "model"), (Builtin, "fusion", "fusion"), (Builtin, "review", "review"),
         (Builtin, "export", "export")]
+
+
+def test_a_plan_lists_each_source_s_failure_records_once(tmp_path, capsys, monkeypatch):
+    """A source's plan counts its failed pages from the listing its page plan (`source_pages`) read."""
+    from newsbag.io import write_json
+
+    run, cfg = _finished(tmp_path, capsys)
+    ids = [r.page_id for r in manifest.read_pages(run)]
+    folder = rundir.source_dir(run, "fake", "v")
+    (folder / f"{ids[0]}.json").unlink()
+    write_json(rundir.failure_path(folder, ids[0]), {"page_id": ids[0], "error": "boom", "error_class": "RuntimeError"})
+    listed, real = [], rundir.page_files
+    monkeypatch.setattr(rundir, "page_files", lambda f: listed.append(f) or real(f))
+    config = load_config(cfg)
+    (model,) = plan_run(config, run, stages=[config.stage("fake")]).stages
+    assert [(o.name, o.failed, o.pending) for o in model.outputs] == [("fake/v", 1, 0), ("fake/w", 0, 0)]
+    assert listed == [rundir.source_dir(run, "fake", v) / rundir.FAILED_DIR for v in ("v", "w")]
+
+
+def test_a_dry_run_row_names_the_source_where_it_runs_and_its_pages(tmp_path, capsys, monkeypatch):
+    """`run --dry-run`'s rows: a model source with its family, env and device; a builtin stage's
+    outputs on the cpu; a builtin stage that made nothing yet in one row of its kind."""
+    from newsbag import stages
+    from newsbag.pipeline import plan
+
+    run, cfg = _finished(tmp_path, capsys)
+    ids = [r.page_id for r in manifest.read_pages(run)]
+    (rundir.source_dir(run, "fake", "w") / f"{ids[0]}.json").unlink()
+    monkeypatch.setitem(stages.KINDS, "review", stages.Kind(lambda: (lambda *a: [], None), planned=False))
+    config = load_config(cfg)
+    fake = config.stage("fake")
+    rows = plan(config, [fake, config.stage("review")], ids, run)
+    n = len(ids)
+    assert rows == [
+        {"stage": "fake", "source": f"fake/{v}", "family": fake.family, "env": fake.env.python, "device": fake.device,
+         "pages": n, "done": n - todo, "todo": todo} for v, todo in (("v", 0), ("w", 1))] + [
+        {"stage": "review", "source": "review/review", "family": "(builtin)", "env": "", "device": "cpu",
+         "pages": n, "done": 0, "todo": n}]
+    assert [list(r) for r in rows] == [["stage", "source", "family", "env", "device", "pages", "done", "todo"]] * 3

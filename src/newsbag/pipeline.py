@@ -118,17 +118,17 @@ def plan(config: PipelineConfig, stages, page_ids: list[str], run_dir: Path) -> 
     to do, as `newsbag status` counts); a page not yet in the manifest has nothing done."""
     wanted = set(page_ids)
     run_plan = plan_run(config, run_dir, stages=stages, records=[r for r in read_pages(run_dir) if r.page_id in wanted])
-    rows = []
+    n, rows = len(page_ids), []
     for step, stage in zip(run_plan.stages, stages):
         if isinstance(stage, ModelStage):
-            rows += [{"stage": stage.name, "source": o.name, "family": stage.family, "env": stage.env.python,
-                      "device": stage.device, "done": o.done} for o in step.outputs]
-        else:
-            rows += [{"stage": stage.name, "source": f"{stage.kind}/{o['name']}", "family": "(builtin)", "env": "",
-                      "device": "cpu", "done": o["done"]}
-                     for o in [o.row() for o in step.outputs] or [{"name": stage.kind, "done": 0}]]
-    return [{**{k: v for k, v in r.items() if k != "done"}, "pages": len(page_ids), "done": r["done"],
-             "todo": len(page_ids) - r["done"]} for r in rows]
+            where = {"family": stage.family, "env": stage.env.python, "device": stage.device}
+            done = [(o.name, o.done) for o in step.outputs]
+        else:   # a builtin stage that made nothing yet: one row of its kind
+            where = {"family": "(builtin)", "env": "", "device": "cpu"}
+            done = [(f"{stage.kind}/{o.name}", o.done) for o in step.outputs] or [(f"{stage.kind}/{stage.kind}", 0)]
+        rows += [{"stage": stage.name, "source": source, **where, "pages": n, "done": k, "todo": n - k}
+                 for source, k in done]
+    return rows
 
 
 def _report_name(opts: RunOptions) -> str:

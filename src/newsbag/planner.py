@@ -32,18 +32,10 @@ class StagePlan:
     pages: int
 
     @property
-    def name(self) -> str:
-        return self.stage.name
-
-    @property
-    def kind(self) -> str:
-        return self.stage.kind
-
-    @property
     def work(self) -> bool:
         """Whether a call of the stage has work: a page to compute (a source's pages it holds failed
         are none), an output not made yet or not current, a run-level output that leaves pages out."""
-        if self.kind == "model":
+        if self.stage.kind == "model":
             return any(self.redo.values())
         return has_work(list(self.outputs), self.pages)
 
@@ -59,17 +51,14 @@ class RunPlan:
     page_ids: tuple[str, ...]
     stages: tuple[StagePlan, ...]
 
-    def stage(self, name: str) -> StagePlan:
-        return next(s for s in self.stages if s.name == name)
-
     def pending(self) -> list[str]:
         """The stages with work (`StagePlan.work`), in run order."""
-        return [s.name for s in self.stages if s.work]
+        return [s.stage.name for s in self.stages if s.work]
 
     def todo(self, names: Iterable[str]) -> frozenset[str]:
         """The pages one of the stages `names` redoes."""
         wanted = set(names)
-        return frozenset().union(*(s.todo() for s in self.stages if s.name in wanted))
+        return frozenset().union(*(s.todo() for s in self.stages if s.stage.name in wanted))
 
 
 def plan_run(config: PipelineConfig, run_dir: Path, *, stages: Iterable | None = None, records: list | None = None,
@@ -79,7 +68,7 @@ def plan_run(config: PipelineConfig, run_dir: Path, *, stages: Iterable | None =
     default: the manifest's) in `run_dir`, stage after stage: each stage plans given the pages the
     stages before it redo.
 
-    ``reading``: as a call with --retry-failed, run reports read already, a shard task's report.
+    ``reading``: as a call with --retry-failed, run reports read already.
     """
     if records is None:
         from .manifest import read_pages   # numpy and Pillow: only where a plan reads the manifest

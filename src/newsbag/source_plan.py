@@ -29,12 +29,14 @@ def plan_page(before: dict | None, fingerprint: str, *, retry_failed: bool) -> L
 class SourcePages:
     """A source's pages as a call finds them: current ones (skipped), and the others in the order
     it takes them, ``fresh`` then ``retry``; ``hold``: page id -> the failure record of each page
-    it leaves failed (it stopped the runner last time)."""
+    it leaves failed (it stopped the runner last time); ``failed``: the pages with a failure record
+    (none read with `force`), from the one listing of them."""
 
     current: frozenset[str]
     fresh: tuple[str, ...] = ()
     retry: tuple[str, ...] = ()
     hold: Mapping[str, dict] = field(default_factory=dict)
+    failed: frozenset[str] = frozenset()
 
     @property
     def todo(self) -> frozenset[str]:
@@ -63,4 +65,4 @@ def source_pages(out_dir: Path, prints: Mapping[str, str], *, retry_failed: bool
         planned[kind].append(page_id)
         if kind == "hold":
             held[page_id] = before
-    return SourcePages(current, tuple(planned["fresh"]), tuple(planned["retry"]), held)
+    return SourcePages(current, tuple(planned["fresh"]), tuple(planned["retry"]), held, frozenset(failed & prints.keys()))

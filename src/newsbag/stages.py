@@ -137,10 +137,6 @@ class ModelSources:
     def key(self, outputs: Outputs) -> str:
         return f"source:{outputs.name}"
 
-    def fingerprint(self, variant: str, image_sha256: str) -> str:
-        """The fingerprint a current page of `variant` records, for a page of that image."""
-        return self.stage.page_fingerprint(variant, image_sha256)
-
     def plan(self, run_dir: Path, records: list, upstream: Redo, reading: Reading = Reading()) -> list[Outputs]:
         """One `Outputs` per source, named "<stage>/<variant>", by `source_plan.source_pages`: its
         ``todo_pages`` leave out the pages a call holds failed."""
@@ -149,12 +145,12 @@ class ModelSources:
         for variant in self.stage.variants:
             source = f"{self.name}/{variant}"
             folder = rundir.source_dir(run_dir, self.name, variant)
-            prints = {r.page_id: self.fingerprint(variant, r.image_sha256) for r in records}
+            prints = {r.page_id: self.stage.page_fingerprint(variant, r.image_sha256) for r in records}
             now = freshness.page_identities(folder, prints)   # stat calls: a shard task lists no folder of pages
             pages = source_pages(folder, prints, retry_failed=reading.retry_failed,
-                                 reports=(reading.reports or {}).get(source), first=reading.first_report, now=now)
+                                 reports=(reading.reports or {}).get(source), now=now)
             present = set(now)
-            failed = (rundir.page_files(folder / rundir.FAILED_DIR) & ids) - present
+            failed = pages.failed - present
             out.append(Outputs(source, len(pages.current), len(present - pages.current), len(failed),
                                len(ids - present - failed), done_pages=pages.current, todo_pages=pages.todo))
         return out

@@ -83,8 +83,13 @@ def builtin_options(run_dir: Path) -> dict[str, dict]:
     stage of the kind in the run's recorded config (`PipelineConfig.builtin`); a kind it has not
     is left out (its defaults)."""
     record = rundir.config_record(run_dir)
+    return _first_options(record, _recorded_stages(record))
+
+
+def _first_options(record: Path, recorded: list[dict]) -> dict[str, dict]:
+    """`builtin_options` of the stage entries `recorded` that `record` holds (`_recorded_stages`)."""
     options: dict[str, dict] = {}
-    for stage in _recorded_stages(record):
+    for stage in recorded:
         if stage.get("kind") in builtin.REGISTRY and stage["kind"] not in options:
             options[stage["kind"]] = checked_builtin_options(stage, f"{record}: stage {stage.get('name')!r}")
     return options
@@ -112,7 +117,7 @@ def _builtin_status(run_dir: Path, records: list, options: dict[str, dict], plan
     recorded = rundir.config_record(run_dir).exists()
     out: dict[str, list[dict]] = {}
     for kind in builtin.kinds():
-        planned = next((s for s in plan.stages if s.kind == kind), None) if plan is not None else None
+        planned = next((s for s in plan.stages if s.stage.kind == kind), None) if plan is not None else None
         outputs = planned.outputs if planned else stages.stage_outputs(kind, run_dir, records, options.get(kind, {}))
         out[kind] = _configured([o.row() for o in outputs], kind in options or not recorded)
     return out
@@ -186,9 +191,10 @@ def collect_status(run_dir: Path) -> dict:
     ids = {p.page_id for p in records}
     expected: dict[str, str] = {}
     max_empty: dict[str, float] = {}
-    options = builtin_options(run_dir)   # a record that is no config fails here, in one line
     record = rundir.config_record(run_dir)
-    for stage in _recorded_stages(record):
+    recorded = _recorded_stages(record)   # a record that is no config fails here, in one line
+    options = _first_options(record, recorded)
+    for stage in recorded:
         for variant in stage.get("variants", {}) if stage.get("kind", "model") == "model" else ():
             expected[f"{stage['name']}/{variant}"] = stage["name"]
             max_empty[f"{stage['name']}/{variant}"] = float(stage.get("max_empty_share", DEFAULT_MAX_EMPTY_SHARE))
@@ -198,7 +204,7 @@ def collect_status(run_dir: Path) -> dict:
     # by the rule a run skips pages by, for the sources of the recorded config
     plan = None if config is None else plan_run(config, run_dir, records=records, reading=Reading(reports={
         name: [r["pages"] for r in found.values()] for name, found in by_name.items()}))
-    done_by = {o.name: o.done_pages for s in (plan.stages if plan else ()) if s.kind == "model" for o in s.outputs}
+    done_by = {o.name: o.done_pages for s in (plan.stages if plan else ()) if s.stage.kind == "model" for o in s.outputs}
     fusion = rundir.fusion_summary(run_dir)
     degenerate = _degenerate_sources(fusion)
     now = time.time()
