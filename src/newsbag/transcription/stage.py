@@ -417,9 +417,9 @@ class _Transcription:
         try:
             record = read_json(self.plan_dir / f"{o.page_id}.json")
             # On a page too small for the recogniser every line is blurred up and scored low: a
-            # score there no longer tells text from specks, and the noise rule would cut text.
-            below = self.drop_below if self.resolution.reads_well(record["crops"], record["units"],
-                                                                  record["sample"]) else 0.0
+            # score there no longer tells text from specks, and the noise rule would cut text. This
+            # call planned the page (`plan`), whose resolution check found it low or not.
+            below = 0.0 if o.page_id in self.resolution.low else self.drop_below
             lines = noise_lines(read_page(self.out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"], below)
             _write_transcript(self.out_dir, o.page_id, record["transcript"], lines, self.variant)
         except RunDirError:
