@@ -25,6 +25,13 @@ def needs_traineddata(*models: str):
                               f"{' '.join(recognize_tesseract.package_for(m) for m in missing)} (.ci/run installs them)")
 
 
+def empty_tessdata(tmp_path):
+    """A tessdata folder without any traineddata: a Tesseract recogniser pointed there finds no model."""
+    folder = tmp_path / "no-tessdata"
+    folder.mkdir()
+    return folder
+
+
 HEADLINE = "Storm over the harbour"
 LEFT = ["The ships came home", "late in the evening", "after the great wind"]
 RIGHT = ["and the town council", "met on the next day", "to count the losses"]

@@ -9,7 +9,7 @@ from newsbag.manifest import read_pages
 from newsbag.transcription.stage import run_transcription, transcript_status
 from newsbag.transcription.bag import voted_lines
 from newsbag.transcription.options import BagMember, crop_unit, parse_transcription_options
-from stage_kit import LEFT, needs_traineddata, write_run
+from stage_kit import LEFT, empty_tessdata, needs_traineddata, write_run
 
 TESS = BagMember("recognize_tesseract", "tess")
 PPOCR = BagMember("recognize", "ppocr")
@@ -81,8 +81,7 @@ def _bag(tessdata):
 def test_a_member_whose_model_is_missing_is_left_out_with_a_note_and_the_others_vote(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime")
     run = write_run(tmp_path)
-    empty = tmp_path / "no-tessdata"
-    empty.mkdir()
+    empty = empty_tessdata(tmp_path)
     result = run_transcription(run, ["p1"], _bag(empty))
     assert (result["ok"], result["failed"], "notes" in result) == (1, 0, False)
     # asked before reading (`recognizer_choice`): the bag reads without it, said in one line
