@@ -92,13 +92,14 @@ def page_text(ann: dict, lines: list[dict]) -> str:
     return "\n\n".join("\n".join(t) for t in texts)
 
 
-def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
+def page_row(page_id: str, half: str, pred: str, ref: str) -> dict:
+    """A page's row of the benchmarks' tables: its edits as read and with the ground truth's conventions."""
     edits, edits_conv, chars = page_edits(pred, ref)
     return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
 
 
 def member_rows(pages: list, read: dict, name: str) -> list[dict]:
-    return [_row(pid, half, page_text(ann, read["lines"][name][pid]), reference_text(ann))
+    return [page_row(pid, half, page_text(ann, read["lines"][name][pid]), reference_text(ann))
             for pid, half, _, ann in pages]
 
 
@@ -107,7 +108,7 @@ def vote_rows(pages: list, read: dict, members: list[BagMember], method: str) ->
     rows = []
     for pid, half, _, ann in pages:
         voted = voted_lines([(m, read["lines"][m.name][pid]) for m in members], method)
-        rows.append(_row(pid, half, page_text(ann, voted), reference_text(ann)))
+        rows.append(page_row(pid, half, page_text(ann, voted), reference_text(ann)))
     return rows
 
 
@@ -122,7 +123,7 @@ def oracle_rows(pages: list, read: dict, names: list[str]) -> list[dict]:
             got = [b[order] for b in by_order if order in b]
             best.append(min(got, key=lambda ln: Levenshtein.distance(gt_conventions(ln.get("text") or ""),
                                                                      gt_conventions(truth[order]))))
-        rows.append(_row(pid, half, page_text(ann, best), reference_text(ann)))
+        rows.append(page_row(pid, half, page_text(ann, best), reference_text(ann)))
     return rows
 
 

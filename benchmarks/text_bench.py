@@ -55,7 +55,7 @@ from newsbag.tool_spec import load_tool_spec
 from newsbag.evaluate import match_pages
 from newsbag import rundir
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
-from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, read_text, reference_text
+from newsbag.evaluate_text import evaluate_transcripts, gt_regions, read_text, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.stage import run_transcription
@@ -71,18 +71,13 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
-    edits, edits_conv, chars = page_edits(pred, ref)
-    return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
-
-
 def plain_tesseract(pages: list[tuple[str, str, Path, GtPage]], model: str) -> tuple[list[dict], float]:
     """(a): the tesseract command on each page image; rows and CPU seconds."""
     rows, t0 = [], _cpu()
     for page_id, half, image, ann in pages:
         text = subprocess.run(["tesseract", str(image), "-", "-l", model], capture_output=True, text=True,
                               check=True).stdout
-        rows.append(_row(page_id, half, text, reference_text(ann)))
+        rows.append(_gt_lines.page_row(page_id, half, text, reference_text(ann)))
     return rows, _cpu() - t0
 
 
@@ -118,7 +113,7 @@ def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str
             texts: list[list[str]] = [[] for _ in regions]
             for line in reader.detect(str(image), {"page_id": page_id}):
                 texts[of[line["order"]]].append(line["text"])
-            rows.append(_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
+            rows.append(_gt_lines.page_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
         reader.close()
     return rows, _cpu() - t0
 
@@ -197,7 +192,7 @@ def revote_rows(run: Path, variant: str, pages: list, members: list[BagMember], 
         for region in record["regions"]:
             for line in region["lines"]:
                 line["text"] = text.get(tuple(line["bbox_xyxy"]), "")
-        rows.append(_row(page_id, half, read_text(record), reference_text(ann)))
+        rows.append(_gt_lines.page_row(page_id, half, read_text(record), reference_text(ann)))
     return rows
 
 
