@@ -19,7 +19,7 @@ from typing import Callable
 from rapidfuzz.distance import Levenshtein
 
 from newsbag.tool_spec import load_tool_spec, validate_params
-from newsbag.evaluate_text import gt_conventions, gt_regions, page_edits, reference_text
+from newsbag.evaluate_text import gt_conventions, gt_regions, page_edits, read_text, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.bag import voted_lines
@@ -90,6 +90,15 @@ def page_text(ann: dict, lines: list[dict]) -> str:
     for line in sorted(lines, key=lambda ln: ln["order"]):
         texts[of[line["order"]]].append(line.get("text") or "")
     return "\n\n".join("\n".join(t) for t in texts)
+
+
+def relined_text(record: dict, lines: list[dict]) -> str:
+    """The text of a transcript `record` (`evaluate_text.read_text`) with each of its lines read
+    as the line of `lines` with the same box ("" where none has): its layout, lines read otherwise."""
+    text = {tuple(line["bbox_xyxy"]): line["text"] for line in lines}
+    regions = [{**region, "lines": [{**line, "text": text.get(tuple(line["bbox_xyxy"]), "")}
+                                    for line in region["lines"]]} for region in record["regions"]]
+    return read_text({**record, "regions": regions})
 
 
 def page_row(page_id: str, half: str, pred: str, ref: str) -> dict:

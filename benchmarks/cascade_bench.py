@@ -25,11 +25,12 @@ import itertools
 import json
 from pathlib import Path
 
+from _gt_lines import relined_text
 from _machine import machine_line
 
 from newsbag import rundir
 from newsbag.evaluate import match_pages
-from newsbag.evaluate_text import page_edits, read_text, reference_text
+from newsbag.evaluate_text import page_edits, reference_text
 from newsbag.groundtruth import read_ground_truth
 from newsbag.transcription.bag import voted_lines
 from newsbag.transcription.cascade import noise_lines, unsure_lines
@@ -92,12 +93,7 @@ def score(pages: list[dict], rule: Cascade | None, members=("ppocr", "tesseract"
         n_sent, n_lines = n_sent + k, n_lines + len(page["lines"]["ppocr"])
         w_sent += w
         w_all += sum(line["bbox_xyxy"][2] - line["bbox_xyxy"][0] for line in page["lines"]["ppocr"])
-        text = {tuple(line["bbox_xyxy"]): line["text"] for line in lines}
-        record = json.loads(json.dumps(page["record"]))
-        for region in record["regions"]:
-            for line in region["lines"]:
-                line["text"] = text.get(tuple(line["bbox_xyxy"]), "")
-        _, e, n = page_edits(read_text(record), page["ref"])
+        _, e, n = page_edits(relined_text(page["record"], lines), page["ref"])
         edits[page["half"]] += e
         chars[page["half"]] += n
     return {"A": edits["A"] / max(chars["A"], 1), "B": edits["B"] / max(chars["B"], 1),

@@ -55,7 +55,7 @@ from newsbag.tool_spec import load_tool_spec
 from newsbag.evaluate import match_pages
 from newsbag import rundir
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
-from newsbag.evaluate_text import evaluate_transcripts, gt_regions, read_text, reference_text
+from newsbag.evaluate_text import evaluate_transcripts, gt_regions, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.stage import run_transcription
@@ -187,12 +187,9 @@ def revote_rows(run: Path, variant: str, pages: list, members: list[BagMember], 
     for page_id, half, _, ann in pages:
         read = [(m, json.loads((out / "_lines" / m.name / f"{page_id}.json").read_text(encoding="utf-8"))["regions"])
                 for m in members]
-        text = {tuple(line["bbox_xyxy"]): line["text"] for line in voted_lines(read, method)}
         record = json.loads((out / f"{page_id}.json").read_text(encoding="utf-8"))
-        for region in record["regions"]:
-            for line in region["lines"]:
-                line["text"] = text.get(tuple(line["bbox_xyxy"]), "")
-        rows.append(_gt_lines.page_row(page_id, half, read_text(record), reference_text(ann)))
+        rows.append(_gt_lines.page_row(page_id, half, _gt_lines.relined_text(record, voted_lines(read, method)),
+                                       reference_text(ann)))
     return rows
 
 
