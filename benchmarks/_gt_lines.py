@@ -14,8 +14,9 @@ import resource
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
+from nzz_eval import split_halves
 from rapidfuzz.distance import Levenshtein
 
 from newsbag.tool_spec import load_tool_spec, validate_params
@@ -29,6 +30,11 @@ from newsbag.transcription.options import BagMember
 WEIGHTS = (0.75, 1.0, 1.25, 1.5, 2.0)
 MIN_SCORES = (0.0, 0.8, 0.9)
 METHODS = ("rover", "confident")
+
+
+def halves(page_ids: Iterable[str]) -> dict[str, str]:
+    """Each ground-truth page's half, "A" or "B", as `nzz_eval.split_halves` cuts them."""
+    return {page_id: half for half, ids in zip("AB", split_halves(list(page_ids))) for page_id in ids}
 
 
 def _cpu() -> float:

@@ -25,7 +25,7 @@ import itertools
 import json
 from pathlib import Path
 
-from _gt_lines import relined_text
+from _gt_lines import halves, relined_text
 from _machine import machine_line
 
 from newsbag import rundir
@@ -45,7 +45,7 @@ DROPS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
 
 def load(run: Path, gt: Path) -> list[dict]:
     """Per matched page: its half, transcript record, each member's lines by crop and the reference text."""
-    ids = sorted(g.page_id for g in read_ground_truth(gt)[0])
+    half = halves(g.page_id for g in read_ground_truth(gt)[0])
     variant = rundir.recommended_variant(run)
     out = rundir.transcript_dir(run, variant)
     pages = []
@@ -53,7 +53,7 @@ def load(run: Path, gt: Path) -> list[dict]:
         pid = rec["page_id"]
         lines = {m: json.loads((out / "_lines" / m / f"{pid}.json").read_text(encoding="utf-8"))["regions"]
                  for m in ("ppocr", "tesseract")}
-        pages.append({"half": "AB"[ids.index(ann.page_id) % 2], "record": json.loads((out / f"{pid}.json").read_text()),
+        pages.append({"half": half[ann.page_id], "record": json.loads((out / f"{pid}.json").read_text()),
                       "lines": lines, "ref": reference_text(ann)})
     return pages
 

@@ -32,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from _gt_lines import halves
 from _machine import machine_line
 from PIL import Image
 
@@ -60,7 +61,8 @@ def _recognizer():
 def gt_pages(gt: Path) -> list[tuple[str, str, GtPage]]:
     """(page id, half, ground truth) of every ground-truth page, halves as text_bench.py and nzz_eval.py cut them."""
     pages = sorted(read_ground_truth(gt)[0], key=lambda g: g.page_id)
-    return [(g.page_id, "AB"[k % 2], g) for k, g in enumerate(pages)]
+    half = halves(g.page_id for g in pages)
+    return [(g.page_id, half[g.page_id], g) for g in pages]
 
 
 def read_lines(reader, image: np.ndarray, boxes: np.ndarray) -> list[dict]:

@@ -251,8 +251,8 @@ def main() -> None:
     matched = sorted(match_pages(args.run, args.gt)[0] if args.run else [({"page_id": g.page_id}, g) for g in gt_pages],
                      key=lambda m: m[1].page_id)
     # The halves are fixed over the whole ground truth, whichever of its pages the run holds.
-    gt_ids = sorted(g.page_id for g in gt_pages)
-    halves = {rec["page_id"]: "AB"[gt_ids.index(ann.page_id) % 2] for rec, ann in matched}
+    half_of = _gt_lines.halves(g.page_id for g in gt_pages)
+    halves = {rec["page_id"]: half_of[ann.page_id] for rec, ann in matched}
     if args.limit:
         matched = matched[:args.limit]
         halves = {rec["page_id"]: halves[rec["page_id"]] for rec, _ in matched}
