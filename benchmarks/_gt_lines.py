@@ -25,11 +25,11 @@ from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.bag import voted_lines
 from newsbag.transcription.options import BagMember
+from newsbag.transcription.vote import METHODS
 
 # The grid the vote is tuned on: the second member's weight (the first's is 1) and min_score, and the method.
 WEIGHTS = (0.75, 1.0, 1.25, 1.5, 2.0)
 MIN_SCORES = (0.0, 0.8, 0.9)
-METHODS = ("rover", "confident")
 
 
 def halves(page_ids: Iterable[str]) -> dict[str, str]:
