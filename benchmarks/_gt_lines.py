@@ -37,12 +37,13 @@ def halves(page_ids: Iterable[str]) -> dict[str, str]:
     return {page_id: half for half, ids in zip("AB", split_halves(list(page_ids))) for page_id in ids}
 
 
-def _cpu() -> float:
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _runner(family: str, params: dict, plan_dir: str):
+def runner(family: str, params: dict, plan_dir: str):
     """A recogniser runner's class loaded in this process, with its tool.json defaults."""
     sys.path.insert(0, str(runners_dir()))
     spec = load_tool_spec(family, runners_dir())
@@ -77,12 +78,12 @@ def read_gt_lines(pages: list, members: dict[str, tuple[str, dict]], keep: Path 
             Path(plan_dir, f"{page_id}.json").write_text(json.dumps(
                 crop_plan(boxes, ["line"] * len(boxes), [ann.width, ann.height])))
         for name, (family, params) in members.items():
-            t0 = _cpu()
-            reader = _runner(family, params, plan_dir)
+            t0 = cpu_seconds()
+            reader = runner(family, params, plan_dir)
             out["lines"][name] = {page_id: reader.detect(str(image), {"page_id": page_id})
                                   for page_id, _, image, _ in pages}
             reader.close()
-            out["cpu"][name] = _cpu() - t0
+            out["cpu"][name] = cpu_seconds() - t0
             if keep:
                 keep.write_text(json.dumps(out))
             print(f"  read the GT lines with {name}: {out['cpu'][name]:.0f} CPU s", file=sys.stderr, flush=True)

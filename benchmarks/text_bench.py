@@ -41,9 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,12 +49,10 @@ from pathlib import Path
 import _gt_lines
 from _machine import machine_line
 
-from newsbag.tool_spec import load_tool_spec
 from newsbag.evaluate import match_pages
 from newsbag import rundir
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
 from newsbag.evaluate_text import evaluate_transcripts, gt_regions, reference_text
-from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.stage import run_transcription
 from newsbag.transcription.bag import voted_lines
@@ -65,47 +61,28 @@ from newsbag.transcription.options import BagMember
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def plain_tesseract(pages: list[tuple[str, str, Path, GtPage]], model: str) -> tuple[list[dict], float]:
     """(a): the tesseract command on each page image; rows and CPU seconds."""
-    rows, t0 = [], _cpu()
+    rows, t0 = [], _gt_lines.cpu_seconds()
     for page_id, half, image, ann in pages:
         text = subprocess.run(["tesseract", str(image), "-", "-l", model], capture_output=True, text=True,
                               check=True).stdout
         rows.append(_gt_lines.page_row(page_id, half, text, reference_text(ann)))
-    return rows, _cpu() - t0
-
-
-def _reader(family: str, model: str, plan_dir: str):
-    """A recogniser runner of `family` with its tool.json defaults (Tesseract: `model` alone, no re-reading)."""
-    sys.path.insert(0, str(runners_dir()))
-    params = {name: decl["default"] for name, decl in load_tool_spec(family, runners_dir())["parameters"].items()}
-    if family == "recognize_tesseract":
-        from recognize_tesseract import TesseractRecognizer
-
-        return TesseractRecognizer({**params, "models": [model], "sample_lines": 0, "recheck_below": 0,
-                                    "plan_dir": plan_dir}, "cpu", True)
-    from recognize import Recognizer
-
-    return Recognizer({**params, "plan_dir": plan_dir}, "cpu", True)
+    return rows, _gt_lines.cpu_seconds() - t0
 
 
 def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str, unit: str) -> tuple[list[dict], float]:
     """(b): a recogniser runner on the ground truth's line boxes (`unit` "line") or its text
     regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
-    rows, t0 = [], _cpu()
+    rows, t0 = [], _gt_lines.cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
-        reader = _reader(family, model, plan_dir)
+        # Tesseract: `model` alone, no re-reading
+        params = {"models": [model], "sample_lines": 0, "recheck_below": 0} if family == "recognize_tesseract" else {}
+        reader = _gt_lines.runner(family, params, plan_dir)
         for page_id, half, image, ann in pages:
             regions = gt_regions(ann)
             if unit == "line":
-                boxes = [ln["bbox_xyxy"] for r in regions for ln in r.get("lines") or []]
-                of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
+                boxes, of, _ = _gt_lines.gt_line_boxes(ann)
             else:
                 boxes, of = [r["bbox_xyxy"] for r in regions], list(range(len(regions)))
             plan = crop_plan(boxes, [unit] * len(boxes), [ann.width, ann.height])
@@ -115,7 +92,7 @@ def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str
                 texts[of[line["order"]]].append(line["text"])
             rows.append(_gt_lines.page_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
         reader.close()
-    return rows, _cpu() - t0
+    return rows, _gt_lines.cpu_seconds() - t0
 
 
 def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str,
@@ -138,10 +115,10 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
                    "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract"
                    else {"script": "latin"}}
     options = {**options, "read": read or "auto"}
-    t0 = _cpu()
+    t0 = _gt_lines.cpu_seconds()
     # force=False with --reuse: the transcripts the run holds for these options are scored, none read again
     summary = run_transcription(run, page_ids, options, force=not reuse)
-    cpu = _cpu() - t0
+    cpu = _gt_lines.cpu_seconds() - t0
     if summary["failed"]:
         raise SystemExit(f"{family}: {summary['failed']} page(s) failed: {summary['failures'][0]['error']}")
     result = next(r for r in evaluate_transcripts(run, gt) if r["variant"] == summary["variant"])
