@@ -14,29 +14,36 @@ import resource
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
+from nzz_eval import split_halves
 from rapidfuzz.distance import Levenshtein
 
 from newsbag.tool_spec import load_tool_spec, validate_params
-from newsbag.evaluate_text import gt_conventions, gt_regions, page_edits, reference_text
+from newsbag.evaluate_text import gt_conventions, gt_regions, page_edits, read_text, reference_text
 from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.bag import voted_lines
 from newsbag.transcription.options import BagMember
+from newsbag.transcription.vote import METHODS
 
 # The grid the vote is tuned on: the second member's weight (the first's is 1) and min_score, and the method.
 WEIGHTS = (0.75, 1.0, 1.25, 1.5, 2.0)
 MIN_SCORES = (0.0, 0.8, 0.9)
-METHODS = ("rover", "confident")
 
 
-def _cpu() -> float:
+def halves(page_ids: Iterable[str]) -> dict[str, str]:
+    """Each ground-truth page's half, "A" or "B", as `nzz_eval.split_halves` cuts them."""
+    return {page_id: half for half, ids in zip("AB", split_halves(list(page_ids))) for page_id in ids}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _runner(family: str, params: dict, plan_dir: str):
+def runner(family: str, params: dict, plan_dir: str):
     """A recogniser runner's class loaded in this process, with its tool.json defaults."""
     sys.path.insert(0, str(runners_dir()))
     spec = load_tool_spec(family, runners_dir())
@@ -71,12 +78,12 @@ def read_gt_lines(pages: list, members: dict[str, tuple[str, dict]], keep: Path 
             Path(plan_dir, f"{page_id}.json").write_text(json.dumps(
                 crop_plan(boxes, ["line"] * len(boxes), [ann.width, ann.height])))
         for name, (family, params) in members.items():
-            t0 = _cpu()
-            reader = _runner(family, params, plan_dir)
+            t0 = cpu_seconds()
+            reader = runner(family, params, plan_dir)
             out["lines"][name] = {page_id: reader.detect(str(image), {"page_id": page_id})
                                   for page_id, _, image, _ in pages}
             reader.close()
-            out["cpu"][name] = _cpu() - t0
+            out["cpu"][name] = cpu_seconds() - t0
             if keep:
                 keep.write_text(json.dumps(out))
             print(f"  read the GT lines with {name}: {out['cpu'][name]:.0f} CPU s", file=sys.stderr, flush=True)
@@ -92,13 +99,23 @@ def page_text(ann: dict, lines: list[dict]) -> str:
     return "\n\n".join("\n".join(t) for t in texts)
 
 
-def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
+def relined_text(record: dict, lines: list[dict]) -> str:
+    """The text of a transcript `record` (`evaluate_text.read_text`) with each of its lines read
+    as the line of `lines` with the same box ("" where none has): its layout, lines read otherwise."""
+    text = {tuple(line["bbox_xyxy"]): line["text"] for line in lines}
+    regions = [{**region, "lines": [{**line, "text": text.get(tuple(line["bbox_xyxy"]), "")}
+                                    for line in region["lines"]]} for region in record["regions"]]
+    return read_text({**record, "regions": regions})
+
+
+def page_row(page_id: str, half: str, pred: str, ref: str) -> dict:
+    """A page's row of the benchmarks' tables: its edits as read and with the ground truth's conventions."""
     edits, edits_conv, chars = page_edits(pred, ref)
     return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
 
 
 def member_rows(pages: list, read: dict, name: str) -> list[dict]:
-    return [_row(pid, half, page_text(ann, read["lines"][name][pid]), reference_text(ann))
+    return [page_row(pid, half, page_text(ann, read["lines"][name][pid]), reference_text(ann))
             for pid, half, _, ann in pages]
 
 
@@ -107,7 +124,7 @@ def vote_rows(pages: list, read: dict, members: list[BagMember], method: str) ->
     rows = []
     for pid, half, _, ann in pages:
         voted = voted_lines([(m, read["lines"][m.name][pid]) for m in members], method)
-        rows.append(_row(pid, half, page_text(ann, voted), reference_text(ann)))
+        rows.append(page_row(pid, half, page_text(ann, voted), reference_text(ann)))
     return rows
 
 
@@ -122,7 +139,7 @@ def oracle_rows(pages: list, read: dict, names: list[str]) -> list[dict]:
             got = [b[order] for b in by_order if order in b]
             best.append(min(got, key=lambda ln: Levenshtein.distance(gt_conventions(ln.get("text") or ""),
                                                                      gt_conventions(truth[order]))))
-        rows.append(_row(pid, half, page_text(ann, best), reference_text(ann)))
+        rows.append(page_row(pid, half, page_text(ann, best), reference_text(ann)))
     return rows
 
 

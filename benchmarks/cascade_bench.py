@@ -25,11 +25,12 @@ import itertools
 import json
 from pathlib import Path
 
+from _gt_lines import halves, relined_text
 from _machine import machine_line
 
 from newsbag import rundir
 from newsbag.evaluate import match_pages
-from newsbag.evaluate_text import page_edits, read_text, reference_text
+from newsbag.evaluate_text import page_edits, reference_text
 from newsbag.groundtruth import read_ground_truth
 from newsbag.transcription.bag import voted_lines
 from newsbag.transcription.cascade import noise_lines, unsure_lines
@@ -44,7 +45,7 @@ DROPS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
 
 def load(run: Path, gt: Path) -> list[dict]:
     """Per matched page: its half, transcript record, each member's lines by crop and the reference text."""
-    ids = sorted(g.page_id for g in read_ground_truth(gt)[0])
+    half = halves(g.page_id for g in read_ground_truth(gt)[0])
     variant = rundir.recommended_variant(run)
     out = rundir.transcript_dir(run, variant)
     pages = []
@@ -52,7 +53,7 @@ def load(run: Path, gt: Path) -> list[dict]:
         pid = rec["page_id"]
         lines = {m: json.loads((out / "_lines" / m / f"{pid}.json").read_text(encoding="utf-8"))["regions"]
                  for m in ("ppocr", "tesseract")}
-        pages.append({"half": "AB"[ids.index(ann.page_id) % 2], "record": json.loads((out / f"{pid}.json").read_text()),
+        pages.append({"half": half[ann.page_id], "record": json.loads((out / f"{pid}.json").read_text()),
                       "lines": lines, "ref": reference_text(ann)})
     return pages
 
@@ -92,12 +93,7 @@ def score(pages: list[dict], rule: Cascade | None, members=("ppocr", "tesseract"
         n_sent, n_lines = n_sent + k, n_lines + len(page["lines"]["ppocr"])
         w_sent += w
         w_all += sum(line["bbox_xyxy"][2] - line["bbox_xyxy"][0] for line in page["lines"]["ppocr"])
-        text = {tuple(line["bbox_xyxy"]): line["text"] for line in lines}
-        record = json.loads(json.dumps(page["record"]))
-        for region in record["regions"]:
-            for line in region["lines"]:
-                line["text"] = text.get(tuple(line["bbox_xyxy"]), "")
-        _, e, n = page_edits(read_text(record), page["ref"])
+        _, e, n = page_edits(relined_text(page["record"], lines), page["ref"])
         edits[page["half"]] += e
         chars[page["half"]] += n
     return {"A": edits["A"] / max(chars["A"], 1), "B": edits["B"] / max(chars["B"], 1),

@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import resource
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from _gt_lines import cpu_seconds, halves, runner
 from _machine import machine_line
 from PIL import Image
 
-from newsbag.tool_spec import load_tool_spec
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
 from newsbag.evaluate_text import gt_regions, page_edits, reference_text
 from newsbag.resources import runners_dir
@@ -44,23 +43,11 @@ REPO = Path(__file__).resolve().parents[1]
 GAPS = (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 1.0)
 
 
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime
-
-
-def _recognizer():
-    sys.path.insert(0, str(runners_dir()))
-    from recognize import Recognizer
-
-    params = {name: decl["default"] for name, decl in load_tool_spec("recognize", runners_dir())["parameters"].items()}
-    return Recognizer({**params, "word_gap": 0, "long_s": 0}, "cpu", True)   # the rules are tried on the paths
-
-
 def gt_pages(gt: Path) -> list[tuple[str, str, GtPage]]:
     """(page id, half, ground truth) of every ground-truth page, halves as text_bench.py and nzz_eval.py cut them."""
     pages = sorted(read_ground_truth(gt)[0], key=lambda g: g.page_id)
-    return [(g.page_id, "AB"[k % 2], g) for k, g in enumerate(pages)]
+    half = halves(g.page_id for g in pages)
+    return [(g.page_id, half[g.page_id], g) for g in pages]
 
 
 def read_lines(reader, image: np.ndarray, boxes: np.ndarray) -> list[dict]:
@@ -81,7 +68,7 @@ def read_lines(reader, image: np.ndarray, boxes: np.ndarray) -> list[dict]:
 def collect(gt: Path, scales: list[float], scale_pages: int, limit: int = 0) -> dict:
     """Read every GT line (of the first `limit` pages, 0: all) at scale 1, and the first
     `scale_pages` pages of half A at each of `scales`."""
-    reader = _recognizer()
+    reader = runner("recognize", {"word_gap": 0, "long_s": 0}, "")   # the rules are tried on the paths
     lines, cpu = [], {}
     pages = gt_pages(gt)[:limit or None]
     scaled = {page_id for page_id, half, _ in pages if half == "A"}
@@ -93,12 +80,12 @@ def collect(gt: Path, scales: list[float], scale_pages: int, limit: int = 0) -> 
         image = np.asarray(Image.open(gt_root(gt) / ann.image).convert("RGB"))
         boxes = np.array([ln["bbox_xyxy"] for ln in gt_lines], dtype=np.float64)
         for scale in [1.0] + [s for s in scales if s != 1] if page_id in scaled else [1.0]:
-            t0 = _cpu()
+            t0 = cpu_seconds()
             img = image if scale == 1 else np.asarray(Image.fromarray(image).resize(
                 (round(image.shape[1] * scale), round(image.shape[0] * scale)), Image.BILINEAR))
             read = read_lines(reader, img, boxes * scale)
             if scale == 1:
-                cpu[page_id] = _cpu() - t0
+                cpu[page_id] = cpu_seconds() - t0
             for ln, box, r in zip(gt_lines, boxes * scale, read):
                 lines.append({"page_id": page_id, "half": half, "scale": scale, "ref": ln["text"] or "",
                               "height": float(box[3] - box[1]), **r})

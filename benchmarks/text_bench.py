@@ -41,9 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -51,12 +49,10 @@ from pathlib import Path
 import _gt_lines
 from _machine import machine_line
 
-from newsbag.tool_spec import load_tool_spec
 from newsbag.evaluate import match_pages
 from newsbag import rundir
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth
-from newsbag.evaluate_text import evaluate_transcripts, gt_regions, page_edits, read_text, reference_text
-from newsbag.resources import runners_dir
+from newsbag.evaluate_text import evaluate_transcripts, gt_regions, reference_text
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.stage import run_transcription
 from newsbag.transcription.bag import voted_lines
@@ -65,52 +61,28 @@ from newsbag.transcription.options import BagMember
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _row(page_id: str, half: str, pred: str, ref: str) -> dict:
-    edits, edits_conv, chars = page_edits(pred, ref)
-    return {"page_id": page_id, "half": half, "edits": edits, "edits_conv": edits_conv, "ref_chars": chars}
-
-
 def plain_tesseract(pages: list[tuple[str, str, Path, GtPage]], model: str) -> tuple[list[dict], float]:
     """(a): the tesseract command on each page image; rows and CPU seconds."""
-    rows, t0 = [], _cpu()
+    rows, t0 = [], _gt_lines.cpu_seconds()
     for page_id, half, image, ann in pages:
         text = subprocess.run(["tesseract", str(image), "-", "-l", model], capture_output=True, text=True,
                               check=True).stdout
-        rows.append(_row(page_id, half, text, reference_text(ann)))
-    return rows, _cpu() - t0
-
-
-def _reader(family: str, model: str, plan_dir: str):
-    """A recogniser runner of `family` with its tool.json defaults (Tesseract: `model` alone, no re-reading)."""
-    sys.path.insert(0, str(runners_dir()))
-    params = {name: decl["default"] for name, decl in load_tool_spec(family, runners_dir())["parameters"].items()}
-    if family == "recognize_tesseract":
-        from recognize_tesseract import TesseractRecognizer
-
-        return TesseractRecognizer({**params, "models": [model], "sample_lines": 0, "recheck_below": 0,
-                                    "plan_dir": plan_dir}, "cpu", True)
-    from recognize import Recognizer
-
-    return Recognizer({**params, "plan_dir": plan_dir}, "cpu", True)
+        rows.append(_gt_lines.page_row(page_id, half, text, reference_text(ann)))
+    return rows, _gt_lines.cpu_seconds() - t0
 
 
 def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str, unit: str) -> tuple[list[dict], float]:
     """(b): a recogniser runner on the ground truth's line boxes (`unit` "line") or its text
     regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
-    rows, t0 = [], _cpu()
+    rows, t0 = [], _gt_lines.cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
-        reader = _reader(family, model, plan_dir)
+        # Tesseract: `model` alone, no re-reading
+        params = {"models": [model], "sample_lines": 0, "recheck_below": 0} if family == "recognize_tesseract" else {}
+        reader = _gt_lines.runner(family, params, plan_dir)
         for page_id, half, image, ann in pages:
             regions = gt_regions(ann)
             if unit == "line":
-                boxes = [ln["bbox_xyxy"] for r in regions for ln in r.get("lines") or []]
-                of = [k for k, r in enumerate(regions) for _ in r.get("lines") or []]
+                boxes, of, _ = _gt_lines.gt_line_boxes(ann)
             else:
                 boxes, of = [r["bbox_xyxy"] for r in regions], list(range(len(regions)))
             plan = crop_plan(boxes, [unit] * len(boxes), [ann.width, ann.height])
@@ -118,9 +90,9 @@ def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str
             texts: list[list[str]] = [[] for _ in regions]
             for line in reader.detect(str(image), {"page_id": page_id}):
                 texts[of[line["order"]]].append(line["text"])
-            rows.append(_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
+            rows.append(_gt_lines.page_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
         reader.close()
-    return rows, _cpu() - t0
+    return rows, _gt_lines.cpu_seconds() - t0
 
 
 def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str,
@@ -143,10 +115,10 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
                    "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract"
                    else {"script": "latin"}}
     options = {**options, "read": read or "auto"}
-    t0 = _cpu()
+    t0 = _gt_lines.cpu_seconds()
     # force=False with --reuse: the transcripts the run holds for these options are scored, none read again
     summary = run_transcription(run, page_ids, options, force=not reuse)
-    cpu = _cpu() - t0
+    cpu = _gt_lines.cpu_seconds() - t0
     if summary["failed"]:
         raise SystemExit(f"{family}: {summary['failed']} page(s) failed: {summary['failures'][0]['error']}")
     result = next(r for r in evaluate_transcripts(run, gt) if r["variant"] == summary["variant"])
@@ -192,12 +164,9 @@ def revote_rows(run: Path, variant: str, pages: list, members: list[BagMember], 
     for page_id, half, _, ann in pages:
         read = [(m, json.loads((out / "_lines" / m.name / f"{page_id}.json").read_text(encoding="utf-8"))["regions"])
                 for m in members]
-        text = {tuple(line["bbox_xyxy"]): line["text"] for line in voted_lines(read, method)}
         record = json.loads((out / f"{page_id}.json").read_text(encoding="utf-8"))
-        for region in record["regions"]:
-            for line in region["lines"]:
-                line["text"] = text.get(tuple(line["bbox_xyxy"]), "")
-        rows.append(_row(page_id, half, read_text(record), reference_text(ann)))
+        rows.append(_gt_lines.page_row(page_id, half, _gt_lines.relined_text(record, voted_lines(read, method)),
+                                       reference_text(ann)))
     return rows
 
 
@@ -259,8 +228,8 @@ def main() -> None:
     matched = sorted(match_pages(args.run, args.gt)[0] if args.run else [({"page_id": g.page_id}, g) for g in gt_pages],
                      key=lambda m: m[1].page_id)
     # The halves are fixed over the whole ground truth, whichever of its pages the run holds.
-    gt_ids = sorted(g.page_id for g in gt_pages)
-    halves = {rec["page_id"]: "AB"[gt_ids.index(ann.page_id) % 2] for rec, ann in matched}
+    half_of = _gt_lines.halves(g.page_id for g in gt_pages)
+    halves = {rec["page_id"]: half_of[ann.page_id] for rec, ann in matched}
     if args.limit:
         matched = matched[:args.limit]
         halves = {rec["page_id"]: halves[rec["page_id"]] for rec, _ in matched}

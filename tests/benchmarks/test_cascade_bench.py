@@ -37,3 +37,17 @@ def test_the_noise_rule_leaves_out_a_line_every_reading_scored_low(cascade_bench
     assert lines[2]["noise"]
     alone, sent, _ = cascade_bench.page_lines(_page(), None, ("ppocr",), 0.0)
     assert sent == 0 and [line["text"] for line in alone] == ["behandeltgegen", "Zeitung", "98mm67k2"]
+
+
+def test_a_page_is_scored_by_its_transcript_read_with_the_rule_s_lines(cascade_bench):
+    page = _page()
+    boxes = [line["bbox_xyxy"] for line in page["lines"]["ppocr"]]
+    # the transcript's layout: a line no recogniser read (its box matches none) counts as nothing
+    page["record"] = {"regions": [{"lines": [{"bbox_xyxy": boxes[0], "text": "old"}]},
+                                  {"lines": [{"bbox_xyxy": boxes[1], "text": "old"},
+                                             {"bbox_xyxy": [0, 0, 1, 1], "text": "old"}]}]}
+    page["ref"] = "behandelt gegen\n\nZeitung"
+    scores = cascade_bench.score([page], None, ("ppocr",))
+    chars = len("behandelt gegen Zeitung")
+    assert (scores["A"], scores["B"], scores["all"]) == (1 / chars, 0.0, 1 / chars)   # the space PP-OCRv6 dropped
+    assert all(line["text"] == "old" for region in page["record"]["regions"] for line in region["lines"])

@@ -25,6 +25,23 @@ def needs_traineddata(*models: str):
                               f"{' '.join(recognize_tesseract.package_for(m) for m in missing)} (.ci/run installs them)")
 
 
+def empty_tessdata(tmp_path):
+    """A tessdata folder without any traineddata: a Tesseract recogniser pointed there finds no model."""
+    folder = tmp_path / "no-tessdata"
+    folder.mkdir()
+    return folder
+
+
+def words(text):
+    """The words of a text read, lower case: a recogniser may miss one, never reorder them."""
+    return set(text.lower().split())
+
+
+def record_lines(record):
+    """The lines of a transcript record, its regions' in reading order."""
+    return [line for region in record["regions"] for line in region["lines"]]
+
+
 HEADLINE = "Storm over the harbour"
 LEFT = ["The ships came home", "late in the evening", "after the great wind"]
 RIGHT = ["and the town council", "met on the next day", "to count the losses"]

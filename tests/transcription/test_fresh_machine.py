@@ -13,7 +13,7 @@ from newsbag.tool_spec import load_tool_spec
 from newsbag.resources import runners_dir
 from newsbag.transcription.stage import run_transcription
 from nbtest import REPO, run_cli, write_manifest
-from stage_kit import as_made_by, write_run
+from stage_kit import as_made_by, record_lines, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr")   # PP-OCRv6 rec: the ONNX inside the rapidocr 3.10 wheel
@@ -57,7 +57,7 @@ def test_the_embedded_config_transcribes_without_traineddata(tmp_path, capsys, n
     notes = [line for line in err.splitlines() if "traineddata" in line]
     assert len(notes) == 1 and "Fraktur.traineddata not found" in notes[0]
     assert notes[0].endswith("reading with recognize (PP-OCRv6) instead")
-    lines = [line for region in record["regions"] for line in region["lines"]]
+    lines = record_lines(record)
     assert lines and not any("readings" in line for line in lines)   # one recogniser: no bag's readings
 
 

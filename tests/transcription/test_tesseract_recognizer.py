@@ -11,17 +11,13 @@ from newsbag import rundir
 from newsbag.resources import runners_dir
 from newsbag.transcription.transcript import crop_plan
 from newsbag.transcription.stage import run_transcription
-from stage_kit import HEADLINE, LEFT, RIGHT, needs_traineddata, write_run
+from stage_kit import HEADLINE, LEFT, RIGHT, needs_traineddata, words, write_run
 
 pytest.importorskip("tesserocr")
 sys.path.insert(0, str(runners_dir()))
 import recognize_tesseract  # noqa: E402  (runners/ is not a package)
 
 needs = needs_traineddata("eng", "Fraktur")
-
-
-def _words(text):
-    return set(text.lower().split())
 
 
 @needs
@@ -36,11 +32,11 @@ def test_tesseract_reads_the_lines_with_word_boxes_and_confidences(tmp_path, rea
     assert plan["units"] == [unit] * crops
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
     assert record["models"] == ["eng"]
-    assert len(_words(record["regions"][0]["text"]) & _words(HEADLINE)) >= 3
+    assert len(words(record["regions"][0]["text"]) & words(HEADLINE)) >= 3
     for region, expected in ((record["regions"][1], LEFT), (record["regions"][2], RIGHT)):
         assert len(region["lines"]) == 3
         for line, want in zip(region["lines"], expected):   # clean print: Tesseract reads it nearly perfectly
-            assert len(_words(line["text"]) & _words(want)) >= len(want.split()) - 1, (line, want)
+            assert len(words(line["text"]) & words(want)) >= len(want.split()) - 1, (line, want)
             assert line["model"] == "eng" and 0 < line["score"] <= 1
             assert [w["text"] for w in line["words"]] == line["text"].split()
             x0, y0, x1, y1 = line["bbox_xyxy"]

@@ -9,7 +9,7 @@ from newsbag.manifest import read_pages
 from newsbag.transcription.stage import run_transcription, transcript_status
 from newsbag.transcription.bag import voted_lines
 from newsbag.transcription.options import BagMember, crop_unit, parse_transcription_options
-from stage_kit import LEFT, needs_traineddata, write_run
+from stage_kit import LEFT, empty_tessdata, needs_traineddata, record_lines, write_run
 
 TESS = BagMember("recognize_tesseract", "tess")
 PPOCR = BagMember("recognize", "ppocr")
@@ -81,15 +81,14 @@ def _bag(tessdata):
 def test_a_member_whose_model_is_missing_is_left_out_with_a_note_and_the_others_vote(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime")
     run = write_run(tmp_path)
-    empty = tmp_path / "no-tessdata"
-    empty.mkdir()
+    empty = empty_tessdata(tmp_path)
     result = run_transcription(run, ["p1"], _bag(empty))
     assert (result["ok"], result["failed"], "notes" in result) == (1, 0, False)
     # asked before reading (`recognizer_choice`): the bag reads without it, said in one line
     assert result["recognizer_note"].startswith("transcription: recognize_tesseract: eng.traineddata not found in ")
     assert result["recognizer_note"].endswith("; reading with the other recognisers instead")
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
-    lines = [line for region in record["regions"] for line in region["lines"]]
+    lines = record_lines(record)
     assert len(lines) == 7   # the headline and 3 lines per column, each read by both PP-OCR members
     for line in lines:
         assert [r["recognizer"] for r in line["readings"]] == ["latin", "any"]
@@ -116,5 +115,5 @@ def test_a_bag_with_tesseract_records_both_readings_of_each_line(tmp_path):
     result = run_transcription(run, ["p1"], options)
     assert (result["ok"], "notes" in result) == (1, False)
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
-    for line in (line for region in record["regions"] for line in region["lines"]):
+    for line in record_lines(record):
         assert [r["recognizer"] for r in line["readings"]] == ["ppocr", "tess"]

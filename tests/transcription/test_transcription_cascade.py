@@ -13,7 +13,7 @@ from newsbag.transcription.stage import run_transcription, transcript_status
 from newsbag.transcription.bag import recognizer_record, bag_stages
 from newsbag.transcription.cascade import NOISE, cascade_plan, noise_lines, unsure_lines
 from newsbag.transcription.options import Cascade, parse_transcription_options
-from stage_kit import needs_traineddata, write_run
+from stage_kit import empty_tessdata, needs_traineddata, record_lines, write_run
 
 
 def test_doctests():
@@ -99,7 +99,7 @@ def test_the_cascade_rule_is_in_the_fingerprint_and_later_members_read_their_own
 
 def _lines_of(run):
     record = json.loads((rundir.transcript_dir(run, "C") / "p1.json").read_text())
-    return [line for region in record["regions"] for line in region["lines"]]
+    return record_lines(record)
 
 
 @pytest.mark.slow
@@ -126,8 +126,7 @@ def test_tesseract_reads_only_the_lines_sent_and_the_others_keep_the_first_readi
 def test_a_cascade_without_tesseract_traineddata_reads_with_ppocr_alone_and_says_so(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime")
     run = write_run(tmp_path)
-    empty = tmp_path / "no-tessdata"
-    empty.mkdir()
+    empty = empty_tessdata(tmp_path)
     options = {**_cascade(score_below=1.0), "drop_below": 0.5}
     options["recognizers"][0]["recognizer"] = {"threads": 1}
     options["recognizers"][1]["recognizer"]["tessdata"] = str(empty)

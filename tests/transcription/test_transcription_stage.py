@@ -11,7 +11,7 @@ from newsbag.transcription.options import parse_transcription_options
 from nbtest import REPO, run_cli, write_manifest
 from PIL import Image
 from newsbag.resources import default_config_path
-from stage_kit import HEADLINE, LEFT, RIGHT, as_made_by, fused_record, page_record, write_run
+from stage_kit import HEADLINE, LEFT, RIGHT, as_made_by, fused_record, page_record, words, write_run
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("rapidocr_onnxruntime")
@@ -24,10 +24,6 @@ def _move_first_box(path):
     path.write_text(json.dumps(page))
 
 
-def _words(text):
-    return set(text.lower().split())
-
-
 def test_transcribes_in_reading_order_as_one_article_and_resumes(tmp_path):
     run = write_run(tmp_path)
     result = run_transcription(run, ["p1"], {})
@@ -38,16 +34,16 @@ def test_transcribes_in_reading_order_as_one_article_and_resumes(tmp_path):
     # the headline had no detected line: read as one crop (it is at most 2.5 line heights tall)
     assert [r["region"] for r in record["regions"]] == [0, 1, 2]
     assert [len(r["lines"]) for r in record["regions"]] == [1, 3, 3]
-    assert len(_words(record["regions"][0]["text"]) & _words(HEADLINE)) >= 3
+    assert len(words(record["regions"][0]["text"]) & words(HEADLINE)) >= 3
     for region, expected in ((record["regions"][1], LEFT), (record["regions"][2], RIGHT)):
         got = region["text"].splitlines()
         assert len(got) == 3
         for line, want in zip(got, expected):  # the real model reads clean print nearly perfectly
-            assert len(_words(line) & _words(want)) >= len(want.split()) - 1, (line, want)
+            assert len(words(line) & words(want)) >= len(want.split()) - 1, (line, want)
     # one article: the headline, its column and the continuation at the top of the next column
     assert len(record["articles"]) == 1
     assert record["articles"][0]["regions"] == [0, 1, 2]
-    assert len(_words(record["articles"][0]["headline"]) & _words(HEADLINE)) >= 3
+    assert len(words(record["articles"][0]["headline"]) & words(HEADLINE)) >= 3
     assert (out / "p1.txt").read_text().strip() == record["text"]
     index = [json.loads(line) for line in (out / "transcripts.jsonl").read_text().splitlines()]
     assert [(a["page_id"], a["article"]) for a in index] == [("p1", 0)]
@@ -131,7 +127,7 @@ def test_regions_inside_page_reader_blocks_take_their_text(tmp_path):
     assert right["lines"] == [{"bbox_xyxy": [535, 145, 975, 335], "text": block, "score": 0.9,
                                "source": "paddle_vl15/doc_parser"}]
     left = record["regions"][1]["text"].splitlines()
-    assert len(left) == 3 and len(_words(left[0]) & _words(LEFT[0])) >= 3
+    assert len(left) == 3 and len(words(left[0]) & words(LEFT[0])) >= 3
     # a new answer of the page reader makes the page stale
     _move_first_box(vl_path)
     assert run_transcription(run, ["p1"], {"block_text_sources": ["paddle_vl15/doc_parser"]})["ok"] == 1
@@ -396,7 +392,7 @@ def test_a_crop_the_recogniser_drops_as_degenerate_shifts_no_line_into_another_r
         got = region["text"].splitlines()
         assert len(got) == 3
         for line, box, want in zip(got, region["lines"], expected):
-            assert len(_words(line) & _words(want)) >= len(want.split()) - 1, (line, want)
+            assert len(words(line) & words(want)) >= len(want.split()) - 1, (line, want)
             assert region["bbox_xyxy"][0] <= box["bbox_xyxy"][0] < box["bbox_xyxy"][2] <= region["bbox_xyxy"][2]
 
 

@@ -171,10 +171,9 @@ def _plan_cascade(first: tuple | None, todo: list, lines_dir: Path, plan_dir: Pa
     return later
 
 
-def _member_lines(b: BagStage, page_id: str, lines_dir: Path, cascade: bool) -> list[dict]:
-    """The lines a member read on a page, each ``order`` the crop's in the page's plan: a
+def _member_lines(b: BagStage, page_id: str, lines: list[dict], cascade: bool) -> list[dict]:
+    """The `lines` a member read on a page, each ``order`` the crop's in the page's plan: a
     cascade's later member read a subset plan, whose ``orders`` map its crops back."""
-    lines = read_page(lines_dir / b.variant / f"{page_id}.json", page_id)["regions"]
     if not cascade:
         return lines
     plan_dir = Path(b.stage.variants[b.variant]["plan_dir"])
@@ -222,9 +221,9 @@ def read_lines(run_dir: Path, stages: list[BagStage], method: str, todo: list, l
         if not ok:
             on_read(next((o for _, o in got if o is not None), PageOutcome(page_id, "failed", "no recogniser read it")))
             continue
-        read = [(b.member, _member_lines(b, page_id, lines_dir, cascade is not None and b is not stages[0]))
-                for b in ok]
-        first = read_page(lines_dir / ok[0].variant / f"{page_id}.json", page_id)
-        write_json(lines_dir / f"{page_id}.json", {**first, "regions": voted_lines(read, method)})   # a page as its runners write
+        pages = [read_page(lines_dir / b.variant / f"{page_id}.json", page_id) for b in ok]
+        read = [(b.member, _member_lines(b, page_id, page["regions"], cascade is not None and b is not stages[0]))
+                for b, page in zip(ok, pages)]
+        write_json(lines_dir / f"{page_id}.json", {**pages[0], "regions": voted_lines(read, method)})   # a page as its runners write
         on_read(PageOutcome(page_id, "ok"))
     return {"device_used": "+".join(sorted({str(o.device_used) for _, o in done})), "notes": notes}

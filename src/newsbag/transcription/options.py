@@ -8,11 +8,12 @@ from typing import Any, Mapping
 from ..config_fields import DEVICES, STAGE_KEYS
 from ..options import option, parse
 
-__all__ = ["TranscriptionParams", "BagMember", "Cascade", "RECOGNIZER_FAMILIES", "cascade_rule", "parse_transcription_options",
-           "transcription_source_names", "recognizer_family", "crop_unit", "bag_members"]
+__all__ = ["TranscriptionParams", "BagMember", "Cascade", "RECOGNIZER_FAMILIES", "VOTE_METHODS", "cascade_rule",
+           "parse_transcription_options", "transcription_source_names", "recognizer_family", "crop_unit", "bag_members"]
 
 _SOURCE = r"[^/]+/[^/]+"   # "<stage>/<variant>"
 RECOGNIZER_FAMILIES = ("recognize", "recognize_tesseract")
+VOTE_METHODS = ("rover", "confident")   # how a bag's readings of a line make its text (`vote.vote_line`)
 # The recognisers that find the lines of a region themselves (the others read one line per crop).
 _READS_REGIONS = frozenset({"recognize_tesseract"})
 
@@ -45,7 +46,7 @@ class TranscriptionParams:
         "empty: recognizer_family alone")
     vote: str = option("string", "rover", "how a bag's readings of a line make its text: rover (a character vote "
                        "weighted by confidence) or confident (the most confident reading whole)",
-                       choices=("rover", "confident"))
+                       choices=VOTE_METHODS)
     cascade: Mapping[str, Any] = option(
         "object", {}, "a bag read as a cascade: its first recogniser reads every line, the others only the lines "
         "the first is unsure of, {score_below, aspect_below, max_share} (see docs/transcription.md); empty: every "

@@ -49,16 +49,12 @@ class ResolutionCheck:
     def for_family(cls, family: str) -> ResolutionCheck:
         return cls(family, load_tool_spec(family, runners_dir()).get("needs_line_height_px"))
 
-    def reads_well(self, crops: np.ndarray, units: list[str], sample: np.ndarray) -> bool:
-        """Whether a page's median planned line is as high as the recogniser needs (or it declares no need)."""
-        height = median_line_height(crops, units, sample)
-        return self.needs_px is None or height is None or height >= self.needs_px
-
     def check(self, page_id: str, crops: np.ndarray, units: list[str], sample: np.ndarray) -> None:
-        """Warn once for a page whose median planned line is lower than the recogniser needs."""
-        if self.reads_well(crops, units, sample):
-            return
+        """Warn once for a page whose median planned line is lower than the recogniser needs, and
+        keep it in `low` (the stage then reads its lines without the noise rule)."""
         height = median_line_height(crops, units, sample)
+        if self.needs_px is None or height is None or height >= self.needs_px:
+            return
         self.low[page_id] = round(height, 1)
         log.warning("page %s: its text lines are %.0f px high (median planned line box), %s needs %.0f px to read "
                     "well: expect many errors; scan it at %.1fx the resolution", page_id, height, self.family,

@@ -4,8 +4,7 @@ For every selected page it plans crops from the chosen fused variant: its text r
 their column parts) for a recogniser that finds their lines (Tesseract), else the run's
 text-line source cut to them (no second detection); has the recogniser runner read them in
 its own env (one model load per job, GPU first, resumable, crash-isolated like every model
-stage), and
-writes ``outputs/transcripts/<variant>/<page_id>.json`` and ``.txt``. The run-level
+stage), and writes ``outputs/transcripts/<variant>/<page_id>.json`` and ``.txt``. The run-level
 ``transcripts.jsonl`` (one line per article) always covers every page of the manifest.
 """
 
@@ -53,10 +52,11 @@ _READ_CLASSES = ("text", "title")
 _LINE_EXTRAS = ("words", "model", "won", "readings", NOISE)
 
 
-def recognizer_stages(options: Mapping[str, Any] | TranscriptionParams, plan_dir: Path = Path()) -> list[ModelStage]:
-    """Each recogniser runner (one, or a bag's members) as a model stage (`bag.bag_stages`)."""
+def recognizer_stages(options: Mapping[str, Any] | TranscriptionParams) -> list[ModelStage]:
+    """Each recogniser runner (one, or a bag's members) as a model stage (`bag.bag_stages`), as
+    `newsbag doctor` checks them (no plan folder)."""
     params = options if isinstance(options, TranscriptionParams) else parse_transcription_options(options)
-    return [b.stage for b in bag_stages(params, plan_dir)]
+    return [b.stage for b in bag_stages(params)]
 
 
 @dataclass(frozen=True)
@@ -417,9 +417,9 @@ class _Transcription:
         try:
             record = read_json(self.plan_dir / f"{o.page_id}.json")
             # On a page too small for the recogniser every line is blurred up and scored low: a
-            # score there no longer tells text from specks, and the noise rule would cut text.
-            below = self.drop_below if self.resolution.reads_well(record["crops"], record["units"],
-                                                                  record["sample"]) else 0.0
+            # score there no longer tells text from specks, and the noise rule would cut text. This
+            # call planned the page (`plan`), whose resolution check found it low or not.
+            below = 0.0 if o.page_id in self.resolution.low else self.drop_below
             lines = noise_lines(read_page(self.out_dir / "_lines" / f"{o.page_id}.json", o.page_id)["regions"], below)
             _write_transcript(self.out_dir, o.page_id, record["transcript"], lines, self.variant)
         except RunDirError:

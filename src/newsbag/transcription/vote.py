@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 from rapidfuzz.distance import Levenshtein
 
+from .options import VOTE_METHODS as METHODS
+
 __all__ = ["Reading", "Vote", "METHODS", "NOBODY", "VOTED", "vote_line", "more_confident_line", "rover_line"]
 
-METHODS = ("rover", "confident")
 VOTED = "vote"      # `Vote.won` of a text no single reading has
 NOBODY = ""         # `Vote.won` where no reading voted (all empty or under their min_score)
 
@@ -145,7 +146,7 @@ def rover_line(readings: list[Reading]) -> Vote:
 
 
 def vote_line(readings: list[Reading], method: str = "rover") -> Vote:
-    """One line's text by `method`, one of `METHODS`.
+    """One line's text by `method`, one of `METHODS` (`options.VOTE_METHODS`).
 
     Raises:
         ValueError: an unknown method.
