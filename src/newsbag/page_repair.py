@@ -131,7 +131,7 @@ def repair_regions(page: dict) -> tuple[dict, dict[str, int]]:
     n = len(regions)
     if n == 0:
         return page, {}
-    xyxy = np.array(region_values(regions, "bbox_xyxy"), dtype=np.float64)   # null -> NaN
+    xyxy = region_corners(regions)   # null -> NaN
     bad_score = _bad_scores(region_values(regions, "score"))
     keep, clipped_xyxy, changed, counts = _repair_boxes(xyxy, bad_score, page["image"])
     if not counts:

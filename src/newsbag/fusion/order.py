@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 from shapely import STRtree
 
-from .grid import MIN_LINES, Grid, box_grid, column_spans, line_grid, lines_inside, spans_columns
+from .grid import MIN_LINES, Grid, box_grid, column_spans, line_grid, lines_inside
 from .rules import rule_parts, rules_across
 from .xycut import grid_cut
 
-__all__ = ["reading_order", "reading_order_parts", "PageLines", "page_lines", "spans_columns"]
+__all__ = ["reading_order", "reading_order_parts", "PageLines", "page_lines"]
 
 
 # Share of the page's height from which a box that is not text is taken for the scan's edge.

@@ -151,7 +151,7 @@ def _write_board(run_dir: Path, record, plan: Plan, params: ReviewParams, outcom
     it is worth a look (the page view draws the same boxes for every page from data.js). Returns
     its file name in `top_dir`: a palette PNG of a black-and-white page, else a JPEG; either
     records the page review's fingerprint (`_board_made_from`)."""
-    inputs = board_inputs(run_dir, record, plan, {})
+    inputs = board_inputs(record, plan, {})
     content = page_content(record, plan, params, inputs)
     image = content.image
     one_bit = black_and_white(image)

@@ -119,7 +119,7 @@ class Inputs:
     scan_gone: bool                # the page image is not on disk (the board can be kept, not drawn)
 
 
-def board_inputs(run_dir: Path, record, plan: Plan, recorded: dict) -> Inputs:
+def board_inputs(record, plan: Plan, recorded: dict) -> Inputs:
     """What the board of `record`'s page is drawn from, found by stat calls only (no file is
     opened while each keeps the stat its board's ``recorded`` info.json has for it)."""
     page_id = record.page_id
@@ -147,5 +147,5 @@ def board_inputs(run_dir: Path, record, plan: Plan, recorded: dict) -> Inputs:
 def board_state(run_dir: Path, record, plan: Plan) -> tuple[Inputs, dict, bool]:
     """(the board's inputs, its `_recorded_info`, whether the board is current: made from exactly them)."""
     recorded = _recorded_info(rundir.review_page_dir(run_dir, record.page_id))
-    inputs = board_inputs(run_dir, record, plan, recorded)
+    inputs = board_inputs(record, plan, recorded)
     return inputs, recorded, bool(recorded) and recorded.get("fingerprint") == inputs.fingerprint
