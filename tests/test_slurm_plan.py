@@ -315,6 +315,14 @@ def test_resubmitted_array_asks_only_for_the_shards_with_pending_pages(tmp_path,
     for line in (1, 4, 5):  # shards 1, 0, 1 (manifest line % 4)
         (run / "outputs" / "sources" / "fake" / "v" / f"{manifest_page_ids(run)[line]}.json").unlink()
     assert arrays("--shards", "4", "--run-dir", run) == [("infer-l40s", "0-1"), ("fuse-review", "")]
+    # the stages to submit and the shards of each array come from one plan of the run
+    from newsbag import planner
+
+    calls = []
+    real = planner.plan_run
+    monkeypatch.setattr(planner, "plan_run", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert arrays("--shards", "4", "--run-dir", run) == [("infer-l40s", "0-1"), ("fuse-review", "")]
+    assert len(calls) == 1
 
 
 def test_way_out_forgets_a_failure_whose_stages_have_no_pending_page(tmp_path):

@@ -103,14 +103,16 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, sha
     from .config import load_config
     from .errors import ConfigError
     from .slurm.limits import Request, check_limits as check, read_cluster
-    from .slurm.plan import job_array, pending_stages, plan_jobs
+    from .slurm.plan import job_array, plan_jobs, submit_plan
 
     config = load_config(config_path)
     names = list(csv_list(stages))
     jobs, notes = plan_jobs(config, names, mode, csv_list(split_h200))
+    plan = None
     if run_dir is not None:
         selected = [n for job in jobs for n in job.stages]
-        pending = set(pending_stages(config, selected, run_dir, retry_failed=retry_failed))
+        plan = submit_plan(config, selected, run_dir, retry_failed)   # one plan: the stages and the arrays
+        pending = set(plan.pending())
         done = [n for n in selected if n not in pending]
         if done:
             notes.append(f"no job for finished stage(s) {','.join(done)}")
@@ -127,7 +129,7 @@ def slurm_plan(config_path, stages, mode, split_h200, run_dir, check_limits, sha
         if not res[0] or not cpus.isdigit():
             raise ConfigError(f"{p}_PARTITION and a numeric {p}_CPUS must be set for the {job.kind} job")
         rows.append([job.kind, *res, job.script, job.device, ",".join(job.stages),
-                     job_array(config, job, shards, run_dir, retry_failed)])
+                     job_array(job, shards, plan)])
         requests.append(Request(job.kind, p, res[0], gres, int(cpus), res[2], res[3]))
     if check_limits and requests:
         cluster = read_cluster()

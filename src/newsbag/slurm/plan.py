@@ -16,6 +16,7 @@ __all__ = [
     "PADDLE_FAMILIES",
     "JobPlan",
     "plan_jobs",
+    "submit_plan",
     "pending_stages",
     "stages_with_work",
     "job_array",
@@ -118,20 +119,24 @@ def plan_jobs(config: PipelineConfig, stage_names: Sequence[str], mode: str,
     return jobs, notes
 
 
-def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path,
-                   retry_failed: bool = False) -> list[str]:
-    """Selected stages that still have work in `run_dir`, in config order, as the run's plan
-    (`planner.plan_run`, which status and ``run --dry-run`` read too) has them: a model stage while
-    one of its sources has a page to compute (failed and stale pages count: a resubmit redoes them;
-    a page that crashed the runner only with ``retry_failed``), a builtin stage while a call of it
-    has work (nothing made yet, a page not done or whose inputs an earlier stage redoes first, a
-    run-level output such as the gallery leaving pages out)."""
+def submit_plan(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path, retry_failed: bool = False):
+    """The run's plan (`planner.plan_run`, which status and ``run --dry-run`` read too) for a submit
+    of the selected stages: a page that crashed the runner counts as work only with ``retry_failed``."""
     from ..planner import plan_run
-
     from ..stage_protocol import Reading
 
     return plan_run(config, run_dir, stages=config.select(list(stage_names) or None),
-                    reading=Reading(retry_failed=retry_failed)).pending()
+                    reading=Reading(retry_failed=retry_failed))
+
+
+def pending_stages(config: PipelineConfig, stage_names: Sequence[str], run_dir: Path,
+                   retry_failed: bool = False) -> list[str]:
+    """Selected stages that still have work in `run_dir`, in config order, as `submit_plan` has
+    them: a model stage while one of its sources has a page to compute (failed and stale pages
+    count: a resubmit redoes them), a builtin stage while a call of it has work (nothing made yet,
+    a page not done or whose inputs an earlier stage redoes first, a run-level output such as the
+    gallery leaving pages out)."""
+    return submit_plan(config, stage_names, run_dir, retry_failed).pending()
 
 
 def stages_with_work(run_dir: Path) -> set[str] | None:
@@ -147,27 +152,21 @@ def stages_with_work(run_dir: Path) -> set[str] | None:
     return set(pending_stages(config, [], run_dir))
 
 
-def job_array(config: PipelineConfig, job: JobPlan, shards: int, run_dir: Path | None = None,
-              retry_failed: bool = False) -> str:
+def job_array(job: JobPlan, shards: int, plan=None) -> str:
     """The ``--array`` of an inference job over `shards` manifest slices ("" for no array).
 
-    Task K runs ``--shard K/N``. With `run_dir`, only the slices where one of the job's
-    sources has a page to compute (`planner.plan_run`) get a task, so a resubmit after one task of
-    16 failed queues one GPU allocation, not 16 (`retry_failed`: as in `pending_stages`).
+    Task K runs ``--shard K/N``. With the run's `plan` (`submit_plan`), only the slices where one
+    of the job's sources has a page to compute get a task, so a resubmit after one task of 16
+    failed queues one GPU allocation, not 16.
     """
     if job.slot == "post" or shards < 2:
         return ""
     tasks = list(range(shards))
-    if run_dir is not None:
-        from ..manifest import read_pages, select_shard
-        from ..planner import plan_run
-        from ..stage_protocol import Reading
+    if plan is not None:
+        from ..manifest import select_shard
 
-        pages = read_pages(run_dir)
-        stages = [s for s in config.select(list(job.stages)) if isinstance(s, ModelStage)]
-        lacking = plan_run(config, run_dir, stages=stages, records=pages,
-                           reading=Reading(retry_failed=retry_failed)).todo(job.stages)
-        tasks = [k for k in tasks if any(p.page_id in lacking for p in select_shard(pages, (k, shards)))]
+        lacking = plan.todo(job.stages)
+        tasks = [k for k in tasks if any(p in lacking for p in select_shard(plan.page_ids, (k, shards)))]
     spans: list[list[int]] = []
     for k in tasks:
         if spans and k == spans[-1][1] + 1:
