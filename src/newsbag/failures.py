@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .io import append_jsonl, read_json
+from .io import append_jsonl, read_json_object
 from .rundir import failure_path, failures_ledger, not_started_path
 
 __all__ = ["STOPPED_THE_RUNNER", "previous_failure", "not_started", "is_held", "record_failures"]
@@ -15,25 +15,16 @@ __all__ = ["STOPPED_THE_RUNNER", "previous_failure", "not_started", "is_held", "
 STOPPED_THE_RUNNER = ("RunnerCrash", "Timeout")
 
 
-def _record(path: Path) -> dict | None:
-    """The JSON object at `path`, None when there is none (or it is unreadable, or not an object)."""
-    try:
-        record = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def previous_failure(out_dir: Path, page_id: str) -> dict | None:
     """The page's failure record in `out_dir`, None when it has none (or it is unreadable)."""
-    return _record(failure_path(out_dir, page_id))
+    return read_json_object(failure_path(out_dir, page_id))
 
 
 def not_started(run_dir: Path, stage: str, variant: str) -> dict | None:
     """What the source's last call recorded when its runner could not run (it died or hung before
     its first page, its env or device was missing): ``error``, ``error_class``, ``log``
     (run-relative), ``started`` (some page was done first), ``at``. None once a call ran it."""
-    return _record(not_started_path(run_dir, stage, variant))
+    return read_json_object(not_started_path(run_dir, stage, variant))
 
 
 def is_held(record: dict | None, fingerprint: str) -> bool:

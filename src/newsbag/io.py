@@ -20,7 +20,8 @@ try:
 except ImportError:  # a venv made before orjson became a dependency: the stdlib does it all, slower
     orjson = None
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json", "size_text",
+__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_text_file", "dumps_strict", "dumps_compact", "write_json", "read_json",
+           "read_json_object", "size_text",
            "open_appending", "append_jsonl", "hash_file", "run_dir_error", "remove_dead_temps", "DISK_ERRNOS"]
 
 # OS errors that mean "this location cannot take the write", not a bug: they end the run with
@@ -340,6 +341,16 @@ def read_json(path: str | os.PathLike, *, strict: bool = False) -> Any:
     """
     with open(path, "rb") as fh:
         return _parse(fh.read(), strict=strict)
+
+
+def read_json_object(path: str | os.PathLike, *, strict: bool = False) -> dict | None:
+    """The JSON object at `path` (`read_json`), None when there is none: missing, unreadable, torn,
+    or another JSON value. For the records beside outputs, which a missing or broken one makes stale."""
+    try:
+        value = read_json(path, strict=strict)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _parse(data: bytes, *, strict: bool = False) -> Any:

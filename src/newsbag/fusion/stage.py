@@ -15,7 +15,7 @@ from ..stage_protocol import Made, Outputs, Tally, stale_reason
 from ..contract import Boxes
 from ..errors import RunDirError, first_line, page_failure
 from ..failures import record_failures
-from ..io import read_json, write_json
+from ..io import read_json, read_json_object, write_json
 from ..page_reader import read_source_boxes
 from ..parallel import page_map
 from ..revisions import revision
@@ -87,16 +87,6 @@ def _revisions(cfg: FusionConfig, names) -> dict[str, int]:
     return {name: revision(_method_key(method[name])) for name in names}
 
 
-def _stored_record(run_dir: Path, page_id: str) -> dict | None:
-    """The page's stored metrics record, or None: absent, torn, or holding NaN/Infinity (fusion
-    writes strict JSON; such values came from another writer and would poison the leaderboards)."""
-    try:
-        record = read_json(rundir.metrics_path(run_dir, page_id), strict=True)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 @dataclass(frozen=True)
 class _PageState:
     """A page's source outputs and the fingerprints its fusion outputs are current by (`_page_state`)."""
@@ -105,7 +95,7 @@ class _PageState:
     idents: freshness.RecordedIdentities  # their identities (`freshness.recorded_identities`)
     metrics_fp: str               # the fingerprint a current metrics record holds
     variant_fps: dict[str, str]   # variant -> the fingerprint its current fused page holds
-    record: dict | None           # the stored metrics record (`_stored_record`)
+    record: dict | None           # the stored metrics record, None when absent or unreadable
 
     def current(self) -> dict | None:
         """The stored record restricted to what is still current, or None when its sources are stale."""
@@ -119,7 +109,9 @@ class _PageState:
 
 def _page_state(run_dir: Path, page_id: str, needed: list[str], prints: _Prints) -> _PageState:
     """The page's stored record read, its inputs identified, the fingerprints they give."""
-    record = _stored_record(run_dir, page_id)
+    # strict: fusion writes no NaN/Infinity; such values came from another writer and would
+    # poison the leaderboards
+    record = read_json_object(rundir.metrics_path(run_dir, page_id), strict=True)
     inputs, idents = _inputs(run_dir, page_id, needed, record)
     metrics_fp, variant_fps = prints.page(idents)
     return _PageState(inputs, idents, metrics_fp, variant_fps, record)

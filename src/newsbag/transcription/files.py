@@ -15,11 +15,11 @@ from typing import Any, Iterable
 
 from .. import freshness, rundir
 from ..errors import first_line
-from ..io import atomic_text_file, atomic_write_text, read_json, write_json
+from ..io import atomic_text_file, atomic_write_text, read_json, read_json_object, write_json
 from ..manifest import members
 from ..revisions import why_stale
 
-__all__ = ["INDEX", "read_record", "why_stale_record", "text_holds", "write_transcript", "restore_text",
+__all__ = ["INDEX", "why_stale_record", "text_holds", "write_transcript", "restore_text",
            "drop_transcript", "write_search_index", "index_is_current"]
 
 log = logging.getLogger(__name__)
@@ -28,18 +28,9 @@ INDEX = "transcripts.jsonl"
 TEXT_LOST = "its .txt is missing or cut short"
 
 
-def read_record(path: Path) -> dict | None:
-    """The transcript record at `path`; None when there is none or it cannot be read."""
-    try:
-        record = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def why_stale_record(path: Path) -> str:
     """Why a transcript found not current is stale: the assembly code revision it records, else what changed."""
-    record = read_record(path)
+    record = read_json_object(path)
     if record is None:
         return "its transcript file is unreadable"
     return why_stale("transcription", record.get("revision")) or "its fused page, lines or recogniser changed"
@@ -137,7 +128,7 @@ def index_is_current(run_dir: Path, variant: str, page_ids: Iterable[str]) -> bo
     """
     out_dir = rundir.transcript_dir(run_dir, variant)
     index = freshness.file_identity(out_dir / INDEX)
-    recorded: Any = read_record(rundir.index_record_path(run_dir, "transcription", variant))
+    recorded: Any = read_json_object(rundir.index_record_path(run_dir, "transcription", variant))
     if index is None or not recorded or not freshness.sizes_hold(out_dir, recorded):
         return False
     for page_id in page_ids:

@@ -25,7 +25,7 @@ from ..errors import InputError, RunDirError, first_line, page_failure
 from ..failures import record_failures
 from ..config import ModelStage
 from ..contract import boxes_from_page
-from ..io import read_json, write_json
+from ..io import read_json, read_json_object, write_json
 from ..manifest import read_pages
 from ..page_reader import read_page
 from ..revisions import revision
@@ -281,7 +281,7 @@ def _page_inputs(run_dir: Path, variant: str, params: TranscriptionParams, stage
         found: dict = {}
 
         def stale(idents: dict) -> bool:
-            found["record"] = None if force else files.read_record(out_dir / f"{page_id}.json")
+            found["record"] = None if force else read_json_object(out_dir / f"{page_id}.json")
             return found["record"] is None or found["record"].get("fingerprint") != made_from(idents)
 
         idents, left = freshness.identify_by_record(
