@@ -15,7 +15,7 @@ from .rundir import FAILED_DIR
 
 __all__ = [
     "FINGERPRINT_SCHEME", "fingerprint", "Fingerprint", "fingerprint_all", "source_fingerprinter",
-    "file_identity", "file_digest", "head_of_whole", "file_sizes", "sizes_hold", "recorded_identity", "RecordedIdentities", "recorded_identities",
+    "file_identity", "file_digest", "head_of_whole", "file_sizes", "sizes_hold", "made_identity", "recorded_identity", "RecordedIdentities", "recorded_identities",
     "record_holds", "recorded_inputs", "input_record", "identify_by_record",
     "page_is_current", "current_source_pages", "page_identities", "remove_stale_page", "set_aside_invalid_page",
 ]
@@ -90,6 +90,12 @@ def _entry_ok(entry: Any) -> bool:
             and all(isinstance(entry[k], int) for k in (0, 1, 3)))
 
 
+def made_identity(entry: Any) -> list[int] | None:
+    """The identity ([size, mtime_ns]) an `input_record` entry knew its input by when the output was
+    made; None for anything that is no such entry."""
+    return [entry[0], entry[3]] if _entry_ok(entry) else None
+
+
 def recorded_identity(path: str | os.PathLike, now: list[int], entry: Any) -> list[int]:
     """The identity a stage knows an input by (and records it under): its `file_identity` `now`,
     or the one its `input_record` `entry` holds for it while the file holds the content recorded.
@@ -101,7 +107,7 @@ def recorded_identity(path: str | os.PathLike, now: list[int], entry: Any) -> li
     if not _entry_ok(entry) or now[0] != entry[0]:
         return now
     if now[1] == entry[1] or file_digest(path) == entry[2]:
-        return [entry[0], entry[3]]
+        return made_identity(entry)
     return now
 
 
@@ -160,7 +166,7 @@ def input_record(paths: dict[str, str], identities: dict[str, list[int]], record
         want, old, now = identities.get(key), recorded.get(key), file_identity(path)
         if want is None or now is None:
             continue
-        as_recorded = _entry_ok(old) and [old[0], old[3]] == want
+        as_recorded = made_identity(old) == want
         if as_recorded and now == old[:2]:
             out[key] = old
         elif (digest := file_digest(path)) is not None and file_identity(path) == now and (

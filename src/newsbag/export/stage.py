@@ -276,7 +276,7 @@ def _changed(idents: dict, recorded: dict, layer: _Layer) -> str:
     """Why a page's exports made from inputs `recorded` (its `freshness.input_record`) are stale
     now that they are `idents`: its transcript alone changed (the text `newsbag transcribe` read
     since), else the inputs that changed, else its files."""
-    made_from = {k: [e[0], e[3]] for k, e in recorded.items() if isinstance(e, list) and len(e) == 4}
+    made_from = {k: i for k, e in recorded.items() if (i := freshness.made_identity(e)) is not None}
     if "page" in made_from and made_from["page"] == idents.get("page") and made_from.get("text") != idents.get("text"):
         return TEXT_CHANGED
     if not made_from:

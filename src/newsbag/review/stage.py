@@ -158,7 +158,7 @@ def _why_stale(recorded: dict, inputs) -> str:
     if not recorded:
         return "its info.json, scan or gallery data is missing or cut short"
     known = recorded.get("inputs") if isinstance(recorded.get("inputs"), dict) else {}
-    drawn_from = {k: [e[0], e[3]] if isinstance(e, list) and len(e) == 4 else e for k, e in known.items()}
+    drawn_from = {k: freshness.made_identity(e) or e for k, e in known.items()}
     made = Made(recorded.get("fingerprint"), drawn_from, {"review": recorded.get("revision")})
     return stale_reason(made, inputs.fingerprint, inputs.identities, named=_input_name,
                         options="its options, the fused variant it shows or its scan changed")
