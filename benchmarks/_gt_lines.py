@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import resource
 import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
+from _machine import cpu_seconds
 from nzz_eval import split_halves
 from rapidfuzz.distance import Levenshtein
 
@@ -35,12 +35,6 @@ MIN_SCORES = (0.0, 0.8, 0.9)
 def halves(page_ids: Iterable[str]) -> dict[str, str]:
     """Each ground-truth page's half, "A" or "B", as `nzz_eval.split_halves` cuts them."""
     return {page_id: half for half, ids in zip("AB", split_halves(list(page_ids))) for page_id in ids}
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process and its finished children."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def runner(family: str, params: dict, plan_dir: str):

@@ -35,3 +35,9 @@ def peak_rss_mb(children: bool = False) -> float:
     """Peak resident set size of this process (or of its waited-for children), MB."""
     who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
     return round(resource.getrusage(who).ru_maxrss / 1024, 1)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and its finished children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime

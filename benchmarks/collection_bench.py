@@ -85,7 +85,7 @@ def current_boards(run: Path, config: Path) -> None:
         page_dir.mkdir(parents=True, exist_ok=True)
         for name in (template["scan"], THUMB, DATA_JS):
             os.link(first / name, page_dir / name)
-        inputs = board_inputs(run, record, plan, {})   # no info.json recorded for this board yet
+        inputs = board_inputs(record, plan, {})   # no info.json recorded for this board yet
         info = {**template, "page_id": record.page_id, "path": record.path, "image_path": record.image_path,
                 "fingerprint": inputs.fingerprint, "inputs": freshness.input_record(inputs.paths, inputs.identities)}
         (page_dir / "info.json").write_text(json.dumps(info, indent=1))

@@ -31,8 +31,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from _gt_lines import cpu_seconds, halves, runner
-from _machine import machine_line
+from _gt_lines import halves, runner
+from _machine import cpu_seconds, machine_line
 from PIL import Image
 
 from newsbag.groundtruth import GtPage, gt_root, read_ground_truth

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 import _gt_lines
-from _machine import machine_line
+from _machine import cpu_seconds, machine_line
 
 from newsbag.evaluate import match_pages
 from newsbag import rundir
@@ -63,18 +63,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 def plain_tesseract(pages: list[tuple[str, str, Path, GtPage]], model: str) -> tuple[list[dict], float]:
     """(a): the tesseract command on each page image; rows and CPU seconds."""
-    rows, t0 = [], _gt_lines.cpu_seconds()
+    rows, t0 = [], cpu_seconds()
     for page_id, half, image, ann in pages:
         text = subprocess.run(["tesseract", str(image), "-", "-l", model], capture_output=True, text=True,
                               check=True).stdout
         rows.append(_gt_lines.page_row(page_id, half, text, reference_text(ann)))
-    return rows, _gt_lines.cpu_seconds() - t0
+    return rows, cpu_seconds() - t0
 
 
 def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str, unit: str) -> tuple[list[dict], float]:
     """(b): a recogniser runner on the ground truth's line boxes (`unit` "line") or its text
     regions, whose lines Tesseract finds ("region"); rows and CPU seconds."""
-    rows, t0 = [], _gt_lines.cpu_seconds()
+    rows, t0 = [], cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="text_bench-") as plan_dir:
         # Tesseract: `model` alone, no re-reading
         params = {"models": [model], "sample_lines": 0, "recheck_below": 0} if family == "recognize_tesseract" else {}
@@ -92,7 +92,7 @@ def gt_lines(pages: list[tuple[str, str, Path, GtPage]], family: str, model: str
                 texts[of[line["order"]]].append(line["text"])
             rows.append(_gt_lines.page_row(page_id, half, "\n\n".join("\n".join(t) for t in texts), reference_text(ann)))
         reader.close()
-    return rows, _gt_lines.cpu_seconds() - t0
+    return rows, cpu_seconds() - t0
 
 
 def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[str, str], family: str,
@@ -115,10 +115,10 @@ def newsbag_transcripts(run: Path, gt: Path, page_ids: list[str], halves: dict[s
                    "recognizer": {"models": bag_members["tesseract"][1]["models"]} if family == "recognize_tesseract"
                    else {"script": "latin"}}
     options = {**options, "read": read or "auto"}
-    t0 = _gt_lines.cpu_seconds()
+    t0 = cpu_seconds()
     # force=False with --reuse: the transcripts the run holds for these options are scored, none read again
     summary = run_transcription(run, page_ids, options, force=not reuse)
-    cpu = _gt_lines.cpu_seconds() - t0
+    cpu = cpu_seconds() - t0
     if summary["failed"]:
         raise SystemExit(f"{family}: {summary['failed']} page(s) failed: {summary['failures'][0]['error']}")
     result = next(r for r in evaluate_transcripts(run, gt) if r["variant"] == summary["variant"])

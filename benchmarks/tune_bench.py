@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import resource
 import shutil
 import sys
 import tempfile
@@ -21,16 +20,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_line, peak_rss_mb  # noqa: E402
+from _machine import cpu_seconds, machine_line, peak_rss_mb  # noqa: E402
 from tune_nzz_eval import half_gt  # noqa: E402
 
 from newsbag.evaluate import match_pages  # noqa: E402
 from newsbag.tuning.run import TuneOptions, run_tune  # noqa: E402
-
-
-def _cpu() -> float:
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main() -> None:
@@ -50,9 +44,9 @@ def main() -> None:
         copy = Path(tmp) / "run"
         shutil.copytree(args.run_dir, copy)
         gt = half_gt(args.gt, args.run_dir, set(ids), Path(tmp) / "gt")
-        cpu0, wall0 = _cpu(), time.perf_counter()
+        cpu0, wall0 = cpu_seconds(), time.perf_counter()
         result = run_tune(copy, gt, TuneOptions(trials=args.trials, seed=args.seed, folds=args.folds))
-        cpu, wall = _cpu() - cpu0, time.perf_counter() - wall0
+        cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - wall0
     print(f"tune on {result['pages']} pages, {args.trials} trials x ({result['search']['folds']} folds + a final fit "
           f"when adopted), {result['search']['methods']}: {cpu:.1f} CPU-s ({cpu / 60:.2f} CPU-min), wall {wall:.1f} s, "
           f"peak RSS {peak_rss_mb():.0f} MB")
