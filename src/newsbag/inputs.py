@@ -22,6 +22,7 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "Rejected",
     "page_id_for",
+    "safe_name",
     "check_input_file",
     "discover_images",
     "read_manifest_list",
@@ -57,6 +58,12 @@ class Rejected:
         object.__setattr__(self, "error", utf8_text(self.error))
 
 
+def safe_name(text: str) -> str:
+    """`text` as a file name on any system: characters outside ``A-Za-z0-9_.-`` made ``_``, no
+    leading or trailing dot or underscore, "page" when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "page"
+
+
 def page_id_for(path: Path, root: Path) -> str:
     """Id of the page at `path` under the input root `root` the user named.
 
@@ -73,7 +80,7 @@ def page_id_for(path: Path, root: Path) -> str:
     stem = rel.rsplit(".", 1)[0] if "." in Path(rel).name else rel
     if rel.startswith("../"):
         stem = Path(stem).name
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem.replace("/", "__")).strip("._") or "page"
+    readable = safe_name(stem.replace("/", "__"))
     digest = hashlib.sha1(rel.encode("utf-8", "surrogateescape")).hexdigest()[:8]  # a non-UTF-8 name is refused later
     return f"{readable[-80:]}-{digest}"
 

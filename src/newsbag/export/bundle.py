@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 
 from .. import freshness, rundir
 from ..errors import InputError, first_line
+from ..inputs import safe_name
 from ..io import atomic_write_bytes, atomic_write_text
 from ..manifest import PageRecord, read_pages
 from ..page_reader import read_page
@@ -54,10 +55,6 @@ class BundleResult:
     failures: list[dict] = field(default_factory=list)
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "page"
-
-
 def bundle_basenames(records: Iterable[PageRecord]) -> dict[str, str]:
     """page id -> the basename of its image and PAGE-XML in a bundle.
 
@@ -68,7 +65,7 @@ def bundle_basenames(records: Iterable[PageRecord]) -> dict[str, str]:
     Taken over the whole run, so `suggest` and `export --bundle` give a page the same name.
     """
     records = list(records)
-    levels = [[_safe(Path(r.path).stem) for r in records],
+    levels = [[safe_name(Path(r.path).stem) for r in records],
               [r.page_id.rsplit("-", 1)[0] for r in records],
               [r.page_id for r in records]]
     counts = [Counter(n.casefold() for n in names) for names in levels]
@@ -229,7 +226,7 @@ def write_bundle(run_dir: Path, folder: Path, page_ids: list[str], facts: Mappin
                       or mimetypes.guess_type(r["image"])[0] or "application/octet-stream", r["xml"], r["page_id"],
                       _pcgts_id(folder / r["xml"]))
              for r in result.rows]
-    identifier = f"urn:newsbag:{_safe(run_dir.resolve().name)}:{_safe(variant)}"
+    identifier = f"urn:newsbag:{safe_name(run_dir.resolve().name)}:{safe_name(variant)}"
     atomic_write_bytes(folder / METS_NAME, bundle_mets(pages, created=created, creator=_TOOL, identifier=identifier),
                        keep_same=True)
     atomic_write_text(folder / LIST_NAME, tsv_text(result.rows, list(LIST_COLUMNS)), keep_same=True)
